@@ -1,0 +1,16 @@
+-- cancel.lua: removes a scheduled job; reports what it found otherwise.
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] jobs   HASH id -> record
+-- KEYS[4] dead   ZSET id -> failed_at ms
+-- ARGV[1] id
+-- Returns 'cancelled' | 'leased' | 'dead' | 'missing'
+local sched, lease, jobs, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local id = ARGV[1]
+if redis.call('ZREM', sched, id) == 1 then
+  redis.call('HDEL', jobs, id)
+  return 'cancelled'
+end
+if redis.call('ZSCORE', lease, id) then return 'leased' end
+if redis.call('ZSCORE', dead, id) then return 'dead' end
+return 'missing'

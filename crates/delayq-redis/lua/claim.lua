@@ -1,0 +1,93 @@
+-- claim.lua: acknowledges finished jobs, recovers expired leases, then leases due jobs.
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] jobs   HASH id -> record
+-- KEYS[4] dead   ZSET id -> failed_at ms
+-- KEYS[5] fence  STRING counter of lease tokens
+-- ARGV[1] max jobs to lease
+-- ARGV[2] default lease ms
+-- ARGV[3] most expired leases to recover in this call
+-- ARGV[4] number of acks k; then k pairs: id, token
+-- Returns { acks, jobs, next_ms }:
+--   acks: 1 (acked) or 0 (lease lost) per ack pair
+--   jobs: flat, 10 per job: id, token, attempt, max_attempts, due, created, deadline, lease_ms,
+--         last_error|false, payload
+--   next_ms: ms from now until the next due job or lease expiry, -1 when there is none
+local sched, lease, jobs, dead, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local max = tonumber(ARGV[1])
+local default_lease = tonumber(ARGV[2])
+local reap_limit = tonumber(ARGV[3])
+local k = tonumber(ARGV[4])
+local now = now_ms()
+
+local acks = ack_pairs(jobs, lease, ARGV, 5, k)
+
+-- Crash recovery: an expired lease means the consumer died or stalled. The attempt it was
+-- given counts; the job is due again now, or dead when attempts are used up.
+local expired = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, reap_limit)
+for _, id in ipairs(expired) do
+  redis.call('ZREM', lease, id)
+  local raw = redis.call('HGET', jobs, id)
+  if raw then
+    local r = decode(raw)
+    r.err = 'lease expired (attempt ' .. r.attempt .. ')'
+    if r.attempt >= r.max_attempts then
+      bury(jobs, dead, id, r, now)
+    else
+      r.token = nil
+      r.due = now
+      redis.call('HSET', jobs, id, encode(r))
+      redis.call('ZADD', sched, now, id)
+    end
+  end
+end
+
+local out = {}
+if max > 0 then
+  local ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'LIMIT', 0, max)
+  if #ids > 0 then
+    call_chunked('ZREM', sched, ids)
+    local raws = redis.call('HMGET', jobs, unpack(ids))
+    local last = redis.call('INCRBY', fence, #ids)
+    local hset, zadd = {}, {}
+    for i, id in ipairs(ids) do
+      local raw = raws[i]
+      if raw then
+        local r = decode(raw)
+        r.attempt = r.attempt + 1
+        r.token = last - #ids + i
+        local lease_ms = r.lease or default_lease
+        local deadline = now + lease_ms
+        hset[#hset + 1] = id
+        hset[#hset + 1] = encode(r)
+        zadd[#zadd + 1] = deadline
+        zadd[#zadd + 1] = id
+        local o = #out
+        out[o + 1] = id
+        out[o + 2] = r.token
+        out[o + 3] = r.attempt
+        out[o + 4] = r.max_attempts
+        out[o + 5] = r.due
+        out[o + 6] = r.created
+        out[o + 7] = deadline
+        out[o + 8] = lease_ms
+        out[o + 9] = r.err or false
+        out[o + 10] = r.payload
+      end
+    end
+    if #hset > 0 then
+      call_chunked('HSET', jobs, hset)
+      call_chunked('ZADD', lease, zadd)
+    end
+  end
+end
+
+local next_ms = nil
+local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+if head[2] then next_ms = math.max(0, tonumber(head[2]) - now) end
+local lhead = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
+if lhead[2] then
+  local l = math.max(0, tonumber(lhead[2]) - now)
+  if next_ms == nil or l < next_ms then next_ms = l end
+end
+return { acks, out, next_ms or -1 }

@@ -1,0 +1,11 @@
+-- dead_purge.lua: deletes dead jobs, oldest first.
+-- KEYS[1] dead   ZSET id -> failed_at ms
+-- KEYS[2] jobs   HASH id -> record
+-- ARGV[1] most jobs in this call
+-- Returns the number deleted.
+local dead, jobs = KEYS[1], KEYS[2]
+local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[1]) - 1)
+if #ids == 0 then return 0 end
+call_chunked('HDEL', jobs, ids)
+call_chunked('ZREM', dead, ids)
+return #ids

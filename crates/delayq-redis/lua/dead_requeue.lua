@@ -1,0 +1,31 @@
+-- dead_requeue.lua: puts dead jobs back, due now, with attempts and error reset.
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] dead   ZSET id -> failed_at ms
+-- KEYS[3] jobs   HASH id -> record
+-- KEYS[4] wake   channel of the queue's consumers
+-- ARGV[1] 'one' with ARGV[2] id, or 'all' with ARGV[2] most jobs in this call
+-- Returns the number requeued (for 'one': 0 when the id is not dead).
+local sched, dead, jobs, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ids
+if ARGV[1] == 'one' then
+  ids = { ARGV[2] }
+  if not redis.call('ZSCORE', dead, ARGV[2]) then return 0 end
+else
+  ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[2]) - 1)
+end
+if #ids == 0 then return 0 end
+local now = now_ms()
+wake_if_earlier(sched, wake, now)
+for _, id in ipairs(ids) do
+  redis.call('ZREM', dead, id)
+  local raw = redis.call('HGET', jobs, id)
+  if raw then
+    local r = decode(raw)
+    r.attempt = 0
+    r.err = nil
+    r.due = now
+    redis.call('HSET', jobs, id, encode(r))
+    redis.call('ZADD', sched, now, id)
+  end
+end
+return #ids

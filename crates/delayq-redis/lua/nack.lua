@@ -1,0 +1,33 @@
+-- nack.lua: fails one attempt of a leased job: retry later, or dead-letter.
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] jobs   HASH id -> record
+-- KEYS[4] dead   ZSET id -> failed_at ms
+-- KEYS[5] wake   channel of the queue's consumers
+-- ARGV[1] id, ARGV[2] token, ARGV[3] error message,
+-- ARGV[4] retry delay ms (-1: the job's backoff), ARGV[5] 1 = dead-letter now,
+-- ARGV[6] uniform random number in [0, 1) for jitter
+-- Returns { 'retry', due_ms } | { 'dead', failed_at_ms } | { 'lost' }
+local sched, lease, jobs, dead, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, token = ARGV[1], tonumber(ARGV[2])
+local r = leased_record(jobs, lease, id, token)
+if not r then
+  return { 'lost' }
+end
+local now = now_ms()
+redis.call('ZREM', lease, id)
+r.err = ARGV[3]
+if ARGV[5] == '1' or r.attempt >= r.max_attempts then
+  bury(jobs, dead, id, r, now)
+  return { 'dead', now }
+end
+local delay = tonumber(ARGV[4])
+if delay < 0 then
+  delay = backoff_ms(r, r.attempt, tonumber(ARGV[6]))
+end
+r.token = nil
+r.due = now + delay
+wake_if_earlier(sched, wake, r.due)
+redis.call('HSET', jobs, id, encode(r))
+redis.call('ZADD', sched, r.due, id)
+return { 'retry', r.due }

@@ -1,0 +1,26 @@
+-- release.lua: gives leases back; the jobs are due again at once.
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] jobs   HASH id -> record
+-- KEYS[4] wake   channel of the queue's consumers
+-- ARGV[1] 1 = undo the attempt (the job never started); then pairs id, token
+-- Returns the number of leases released (stale tokens are skipped).
+local sched, lease, jobs, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local undo = ARGV[1] == '1'
+local now = now_ms()
+local n = 0
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  local r = leased_record(jobs, lease, id, tonumber(ARGV[i + 1]))
+  if r then
+    if n == 0 then wake_if_earlier(sched, wake, now) end
+    redis.call('ZREM', lease, id)
+    r.token = nil
+    if undo and r.attempt > 0 then r.attempt = r.attempt - 1 end
+    if r.due > now then r.due = now end
+    redis.call('HSET', jobs, id, encode(r))
+    redis.call('ZADD', sched, r.due, id)
+    n = n + 1
+  end
+end
+return n

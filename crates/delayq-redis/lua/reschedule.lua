@@ -1,0 +1,23 @@
+-- reschedule.lua: moves a scheduled job to a new due time.
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] jobs   HASH id -> record
+-- KEYS[4] dead   ZSET id -> failed_at ms
+-- KEYS[5] wake   channel of the queue's consumers
+-- ARGV[1] id, ARGV[2] mode ('n'|'d'|'a'), ARGV[3] t_ms
+-- Returns { 'ok', due_ms } | { 'leased' } | { 'dead' } | { 'missing' }
+local sched, lease, jobs, dead, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id = ARGV[1]
+if not redis.call('ZSCORE', sched, id) then
+  if redis.call('ZSCORE', lease, id) then return { 'leased' } end
+  if redis.call('ZSCORE', dead, id) then return { 'dead' } end
+  return { 'missing' }
+end
+local now = now_ms()
+local due = due_from(ARGV[2], tonumber(ARGV[3]), now)
+local r = decode(redis.call('HGET', jobs, id))
+r.due = due
+wake_if_earlier(sched, wake, due)
+redis.call('HSET', jobs, id, encode(r))
+redis.call('ZADD', sched, due, id)
+return { 'ok', due }

@@ -1,0 +1,18 @@
+-- stats.lua: counts of one queue (read only).
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] dead   ZSET id -> failed_at ms
+-- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms }
+local sched, lease, dead = KEYS[1], KEYS[2], KEYS[3]
+local now = now_ms()
+local oldest = 0
+local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+if head[2] and tonumber(head[2]) <= now then oldest = now - tonumber(head[2]) end
+return {
+  redis.call('ZCARD', sched),
+  redis.call('ZCOUNT', sched, '-inf', now),
+  redis.call('ZCOUNT', sched, '(' .. now, now + 60000),
+  redis.call('ZCARD', lease),
+  redis.call('ZCARD', dead),
+  oldest,
+}

@@ -1,0 +1,449 @@
+//! [`RedisBackend`]: the `Backend` and `Inspect` traits over Redis, each method one script.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq::{
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect, Job,
+    JobId, JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result,
+    Schedule, Wakeups,
+};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+
+use crate::error::{self, shape};
+use crate::keys::Keys;
+use crate::reply::{array, bytes, int, job_id, job_info, opt_string, string};
+use crate::scripts;
+use crate::wake::WakeHub;
+
+/// Most jobs leased in one claim (bounded by Lua's `unpack` limit and by reply size).
+pub const MAX_CLAIM: usize = 1000;
+/// Most expired leases recovered per claim.
+const REAP_LIMIT: usize = 100;
+/// Jobs per script call when requeueing or purging all dead jobs (keeps each call short).
+const ADMIN_CHUNK: usize = 1000;
+
+/// The Redis backend. Cheap to clone: clones share one multiplexed connection (which
+/// reconnects by itself) and one Pub/Sub connection for wake-ups.
+#[derive(Clone)]
+pub struct RedisBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: ConnectionManager,
+    hub: WakeHub,
+}
+
+impl RedisBackend {
+    /// Connects to `url` (`redis://[user:pass@]host:port[/db]`, `rediss://…`,
+    /// `redis+unix:///path`). Must be called inside a Tokio runtime.
+    pub async fn connect(url: &str) -> std::result::Result<Self, crate::Error> {
+        let client = redis::Client::open(url).map_err(crate::Error::Url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(3)
+            .set_max_delay(Duration::from_secs(1));
+        let conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(crate::Error::Connect)?;
+        let hub = WakeHub::start(client);
+        Ok(Self {
+            inner: Arc::new(Inner { conn, hub }),
+        })
+    }
+
+    /// A clone of the command connection, for tools that need plain commands (`INFO`, …).
+    pub fn connection(&self) -> ConnectionManager {
+        self.inner.conn.clone()
+    }
+
+    async fn call(&self, script: &Script, keys: &[&str], args: Vec<Vec<u8>>) -> Result<Value> {
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(*k);
+        }
+        for a in args {
+            inv.arg(a);
+        }
+        let mut conn = self.inner.conn.clone();
+        inv.invoke_async(&mut conn).await.map_err(error::map)
+    }
+}
+
+fn arg(v: impl ToString) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+fn schedule_args(s: Schedule) -> [Vec<u8>; 2] {
+    match s {
+        Schedule::Now => [arg("n"), arg(0)],
+        Schedule::Delay(d) => [arg("d"), arg(d.as_millis())],
+        Schedule::At(t) => [arg("a"), arg(t)],
+    }
+}
+
+fn lease_args(leases: Vec<LeaseRef>, args: &mut Vec<Vec<u8>>) {
+    for l in leases {
+        args.push(l.id.as_str().as_bytes().to_vec());
+        args.push(arg(l.token));
+    }
+}
+
+fn ack_outcomes(v: Value) -> Result<Vec<AckOutcome>> {
+    array(v)?
+        .iter()
+        .map(|v| {
+            Ok(if int(v)? == 1 {
+                AckOutcome::Acked
+            } else {
+                AckOutcome::LeaseLost
+            })
+        })
+        .collect()
+}
+
+fn wrong_state(id: &JobId, state: &str, expected: JobState) -> Error {
+    let state = match state {
+        "leased" => JobState::Leased,
+        "dead" => JobState::Dead,
+        "scheduled" => JobState::Scheduled,
+        _ => return Error::NotFound { id: id.clone() },
+    };
+    Error::WrongState {
+        id: id.clone(),
+        state,
+        expected,
+    }
+}
+
+impl Backend for RedisBackend {
+    async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        let k = Keys::new(queue);
+        let mut args = Vec::with_capacity(1 + jobs.len() * 9);
+        args.push(arg(jobs.len()));
+        let mut ids = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let id = job.id.unwrap_or_else(JobId::generate);
+            args.push(id.as_str().as_bytes().to_vec());
+            args.extend(schedule_args(job.schedule));
+            args.push(arg(job
+                .max_attempts
+                .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)));
+            match job.backoff {
+                Some(b) => {
+                    let (base, cap) = b.base_cap_ms();
+                    args.extend([arg(b.kind_code()), arg(base), arg(cap)]);
+                }
+                None => args.extend([arg(-1), arg(0), arg(0)]),
+            }
+            args.push(arg(job.lease.map_or(0, |l| l.as_millis())));
+            args.push(job.payload);
+            ids.push(id);
+        }
+        let v = self
+            .call(&scripts::ENQUEUE, &[&k.sched, &k.jobs, &k.wake], args)
+            .await?;
+        let flat = array(v)?;
+        if flat.len() != ids.len() * 2 {
+            return Err(shape("enqueue: 2 values per job expected"));
+        }
+        ids.into_iter()
+            .zip(flat.chunks(2))
+            .map(|(id, pair)| {
+                Ok(Enqueued {
+                    id,
+                    created: int(&pair[0])? == 1,
+                    due_at_ms: int(&pair[1])? as u64,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        let k = Keys::new(queue);
+        let mut args = vec![
+            arg(req.max.min(MAX_CLAIM)),
+            arg(req.lease.as_millis()),
+            arg(REAP_LIMIT),
+            arg(req.acks.len()),
+        ];
+        lease_args(req.acks, &mut args);
+        let v = self
+            .call(
+                &scripts::CLAIM,
+                &[&k.sched, &k.lease, &k.jobs, &k.dead, &k.fence],
+                args,
+            )
+            .await?;
+        let [acks, jobs, next]: [Value; 3] = array(v)?
+            .try_into()
+            .map_err(|_| shape("claim: 3 values expected"))?;
+        let next = int(&next)?;
+        let flat = array(jobs)?;
+        if flat.len() % 10 != 0 {
+            return Err(shape("claim: 10 values per job expected"));
+        }
+        let mut out = Vec::with_capacity(flat.len() / 10);
+        let mut it = flat.into_iter();
+        while let Some(id) = it.next() {
+            let mut f = || it.next().ok_or_else(|| shape("claim: short job"));
+            let token = int(&f()?)? as u64;
+            let attempt = int(&f()?)? as u32;
+            let max_attempts = int(&f()?)? as u32;
+            let due_at_ms = int(&f()?)? as u64;
+            let created_at_ms = int(&f()?)? as u64;
+            let lease_deadline_ms = int(&f()?)? as u64;
+            let lease_ms = int(&f()?)? as u64;
+            let last_error = opt_string(f()?)?;
+            let payload = bytes(f()?)?;
+            out.push(Job {
+                id: job_id(id)?,
+                queue: queue.clone(),
+                payload,
+                attempt,
+                max_attempts,
+                due_at_ms,
+                created_at_ms,
+                lease_token: token,
+                lease_deadline_ms,
+                lease: Duration::from_millis(lease_ms),
+                last_error,
+            });
+        }
+        Ok(ClaimBatch {
+            jobs: out,
+            acks: ack_outcomes(acks)?,
+            next_due_in: (next >= 0).then(|| Duration::from_millis(next as u64)),
+        })
+    }
+
+    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = Keys::new(queue);
+        let mut args = Vec::with_capacity(leases.len() * 2);
+        lease_args(leases, &mut args);
+        ack_outcomes(self.call(&scripts::ACK, &[&k.lease, &k.jobs], args).await?)
+    }
+
+    async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
+        let k = Keys::new(queue);
+        let retry = nack.retry_in.map_or(-1, |d| d.as_millis() as i64);
+        let args = vec![
+            lease.id.as_str().as_bytes().to_vec(),
+            arg(lease.token),
+            nack.error.into_bytes(),
+            arg(retry),
+            arg(u8::from(nack.dead)),
+            arg(rand::random::<f64>()),
+        ];
+        let v = self
+            .call(
+                &scripts::NACK,
+                &[&k.sched, &k.lease, &k.jobs, &k.dead, &k.wake],
+                args,
+            )
+            .await?;
+        let mut a = array(v)?.into_iter();
+        let tag = string(a.next().ok_or_else(|| shape("nack: empty"))?)?;
+        let at = a.next().map(|v| int(&v)).transpose()?.unwrap_or(0) as u64;
+        match tag.as_str() {
+            "retry" => Ok(NackOutcome::Retrying { due_at_ms: at }),
+            "dead" => Ok(NackOutcome::Dead { failed_at_ms: at }),
+            "lost" => Err(Error::LeaseLost { id: lease.id }),
+            t => Err(shape(&format!("nack: unknown tag {t}"))),
+        }
+    }
+
+    async fn extend(&self, queue: &QueueName, lease: LeaseRef, lease_len: Duration) -> Result<u64> {
+        delayq::job::validate_lease(lease_len)?;
+        let k = Keys::new(queue);
+        let args = vec![
+            lease.id.as_str().as_bytes().to_vec(),
+            arg(lease.token),
+            arg(lease_len.as_millis()),
+        ];
+        let v = self.call(&scripts::EXTEND, &[&k.lease, &k.jobs], args).await?;
+        match int(&v)? {
+            d if d >= 0 => Ok(d as u64),
+            _ => Err(Error::LeaseLost { id: lease.id }),
+        }
+    }
+
+    async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
+        if leases.is_empty() {
+            return Ok(());
+        }
+        let k = Keys::new(queue);
+        let mut args = vec![arg(u8::from(undo))];
+        lease_args(leases, &mut args);
+        self.call(
+            &scripts::RELEASE,
+            &[&k.sched, &k.lease, &k.jobs, &k.wake],
+            args,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        let k = Keys::new(queue);
+        let v = self
+            .call(
+                &scripts::CANCEL,
+                &[&k.sched, &k.lease, &k.jobs, &k.dead],
+                vec![id.as_str().as_bytes().to_vec()],
+            )
+            .await?;
+        Ok(match string(v)?.as_str() {
+            "cancelled" => CancelOutcome::Cancelled,
+            "leased" => CancelOutcome::Leased,
+            "dead" => CancelOutcome::Dead,
+            _ => CancelOutcome::NotFound,
+        })
+    }
+
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
+        let k = Keys::new(queue);
+        let [mode, t] = schedule_args(schedule);
+        let v = self
+            .call(
+                &scripts::RESCHEDULE,
+                &[&k.sched, &k.lease, &k.jobs, &k.dead, &k.wake],
+                vec![id.as_str().as_bytes().to_vec(), mode, t],
+            )
+            .await?;
+        let mut a = array(v)?.into_iter();
+        let tag = string(a.next().ok_or_else(|| shape("reschedule: empty"))?)?;
+        match (tag.as_str(), a.next()) {
+            ("ok", Some(due)) => Ok(int(&due)? as u64),
+            (state, _) => Err(wrong_state(id, state, JobState::Scheduled)),
+        }
+    }
+
+    async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
+        self.inner
+            .hub
+            .subscribe(&Keys::new(queue).wake, Duration::from_secs(2))
+            .await
+    }
+}
+
+impl Inspect for RedisBackend {
+    async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
+        let k = Keys::new(queue);
+        let v = self
+            .call(
+                &scripts::GET,
+                &[&k.sched, &k.lease, &k.jobs, &k.dead],
+                vec![id.as_str().as_bytes().to_vec()],
+            )
+            .await?;
+        match v {
+            Value::Nil => Ok(None),
+            v => job_info(v).map(Some),
+        }
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let k = Keys::new(queue);
+        let v = self
+            .call(&scripts::STATS, &[&k.sched, &k.lease, &k.dead], vec![])
+            .await?;
+        let a = array(v)?;
+        let n = |i: usize| -> Result<u64> {
+            a.get(i)
+                .ok_or_else(|| shape("stats: 6 values expected"))
+                .and_then(int)
+                .map(|x| x as u64)
+        };
+        Ok(QueueStats {
+            scheduled: n(0)?,
+            due: n(1)?,
+            due_next_minute: n(2)?,
+            leased: n(3)?,
+            dead: n(4)?,
+            oldest_overdue_ms: n(5)?,
+        })
+    }
+
+    async fn dead_list(
+        &self,
+        queue: &QueueName,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let k = Keys::new(queue);
+        let v = self
+            .call(
+                &scripts::DEAD_LIST,
+                &[&k.dead, &k.jobs],
+                vec![arg(offset), arg(limit.min(MAX_CLAIM))],
+            )
+            .await?;
+        array(v)?.into_iter().map(job_info).collect()
+    }
+
+    async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        let k = Keys::new(queue);
+        let v = self
+            .call(
+                &scripts::DEAD_REQUEUE,
+                &[&k.sched, &k.dead, &k.jobs, &k.wake],
+                vec![arg("one"), id.as_str().as_bytes().to_vec()],
+            )
+            .await?;
+        if int(&v)? == 1 {
+            return Ok(());
+        }
+        match self.get(queue, id).await? {
+            Some(info) => Err(Error::WrongState {
+                id: id.clone(),
+                state: info.state,
+                expected: JobState::Dead,
+            }),
+            None => Err(Error::NotFound { id: id.clone() }),
+        }
+    }
+
+    async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
+        let k = Keys::new(queue);
+        let mut total = 0;
+        loop {
+            let v = self
+                .call(
+                    &scripts::DEAD_REQUEUE,
+                    &[&k.sched, &k.dead, &k.jobs, &k.wake],
+                    vec![arg("all"), arg(ADMIN_CHUNK)],
+                )
+                .await?;
+            let n = int(&v)? as u64;
+            total += n;
+            if n < ADMIN_CHUNK as u64 {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
+        let k = Keys::new(queue);
+        let mut total = 0;
+        loop {
+            let v = self
+                .call(&scripts::DEAD_PURGE, &[&k.dead, &k.jobs], vec![arg(ADMIN_CHUNK)])
+                .await?;
+            let n = int(&v)? as u64;
+            total += n;
+            if n < ADMIN_CHUNK as u64 {
+                return Ok(total);
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The two traits every store implements: the hot-path [`Backend`] and the admin [`Inspect`].
+//! Both speak domain types only; no connection, key or SQL leaks through them.
+//!
+//! Every method is one atomic transition on the store (one Lua script on Redis). Times are the
+//! store's clock; relative delays are turned into due times by the store, never by the caller.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::error::Result;
+use crate::job::{
+    AckOutcome, CancelOutcome, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
+    QueueStats, Schedule,
+};
+use crate::name::{JobId, QueueName};
+
+/// A claim: acknowledge `acks` and lease up to `max` due jobs, in one atomic step.
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// Most jobs to lease (0 only acknowledges).
+    pub max: usize,
+    /// Lease length for jobs that do not carry their own.
+    pub lease: Duration,
+    /// Leases to acknowledge first.
+    pub acks: Vec<LeaseRef>,
+}
+
+/// What a claim returned.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimBatch {
+    /// The leased jobs, in due order.
+    pub jobs: Vec<Job>,
+    /// One outcome per entry of [`ClaimRequest::acks`], in order.
+    pub acks: Vec<AckOutcome>,
+    /// Time from now (store clock) until the next scheduled job is due or the next lease
+    /// expires; `None` when the queue holds neither.
+    pub next_due_in: Option<Duration>,
+}
+
+/// A counter that a backend bumps whenever a queue may have gained an earlier due job (an
+/// enqueue, retry or reschedule ahead of the head) or after it lost and regained its
+/// notification channel. Consumers wait on `changed()` instead of polling.
+pub type Wakeups = watch::Receiver<u64>;
+
+/// The hot path: enqueue, claim, ack, nack, extend, release, cancel, reschedule.
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// Enqueues a batch atomically per queue. Jobs without an id get a generated one. A job
+    /// whose id exists is not written and is reported with `created: false`. Inputs must
+    /// already be validated (the [`crate::Producer`] does it).
+    fn enqueue(
+        &self,
+        queue: &QueueName,
+        jobs: Vec<NewJob>,
+    ) -> impl Future<Output = Result<Vec<Enqueued>>> + Send;
+
+    /// Acknowledges `req.acks`, moves expired leases back to scheduled (or to dead when their
+    /// attempts are used up), then leases up to `req.max` due jobs.
+    fn claim(
+        &self,
+        queue: &QueueName,
+        req: ClaimRequest,
+    ) -> impl Future<Output = Result<ClaimBatch>> + Send;
+
+    /// Acknowledges leases; stale tokens come back as [`AckOutcome::LeaseLost`].
+    fn ack(
+        &self,
+        queue: &QueueName,
+        leases: Vec<LeaseRef>,
+    ) -> impl Future<Output = Result<Vec<AckOutcome>>> + Send;
+
+    /// Fails one attempt: retry by backoff (or `retry_in`), or dead-letter when attempts are
+    /// used up or `dead` is set. A stale token gives [`crate::Error::LeaseLost`].
+    fn nack(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        nack: Nack,
+    ) -> impl Future<Output = Result<NackOutcome>> + Send;
+
+    /// Extends a lease to `lease` from now; returns the new deadline (ms since epoch).
+    fn extend(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        lease_len: Duration,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Gives leases back without counting them as attempts when `undo_attempt` is set (jobs
+    /// claimed but never started); the jobs are due again at once. Stale tokens are ignored.
+    fn release(
+        &self,
+        queue: &QueueName,
+        leases: Vec<LeaseRef>,
+        undo_attempt: bool,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Removes a scheduled job; reports what it found.
+    fn cancel(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+    ) -> impl Future<Output = Result<CancelOutcome>> + Send;
+
+    /// Moves a scheduled job to a new due time; returns it (ms since epoch).
+    fn reschedule(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+        schedule: Schedule,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Wake-ups for consumers of `queue`; returns once the notification channel is live.
+    fn wakeups(&self, queue: &QueueName) -> impl Future<Output = Result<Wakeups>> + Send;
+}
+
+/// The admin side: read state and manage dead letters.
+pub trait Inspect: Clone + Send + Sync + 'static {
+    /// One job, in any state; `None` when it does not exist.
+    fn get(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+    ) -> impl Future<Output = Result<Option<JobInfo>>> + Send;
+
+    /// Counts of one queue.
+    fn stats(&self, queue: &QueueName) -> impl Future<Output = Result<QueueStats>> + Send;
+
+    /// Dead jobs, oldest failure first, `limit` from `offset`.
+    fn dead_list(
+        &self,
+        queue: &QueueName,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<JobInfo>>> + Send;
+
+    /// Puts one dead job back, due now, with its attempts reset.
+    fn dead_requeue(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Puts every dead job back; returns how many.
+    fn dead_requeue_all(&self, queue: &QueueName) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Deletes every dead job; returns how many.
+    fn dead_purge(&self, queue: &QueueName) -> impl Future<Output = Result<u64>> + Send;
+}

@@ -1,0 +1,92 @@
+//! The core error type. Variants are grouped by what the caller can do: fix the input
+//! ([`Error::Invalid`]), accept the outcome ([`Error::LeaseLost`], [`Error::NotFound`],
+//! [`Error::WrongState`]), or retry later ([`Error::Unavailable`]).
+
+use crate::job::JobState;
+use crate::name::JobId;
+
+/// Input that delayq refuses. Nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidInput {
+    /// The queue name is not 1–128 characters of `[A-Za-z0-9._-]`.
+    #[error("invalid queue name {0}")]
+    QueueName(String),
+    /// The job id is empty, too long or has control characters.
+    #[error("invalid job id: {0}")]
+    JobId(String),
+    /// The payload is over the configured limit.
+    #[error("payload of {size} bytes is over the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// Size of the payload.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A delay or run-at time is negative, not a number, or too far away.
+    #[error("invalid delay: {0}")]
+    Delay(String),
+    /// `max_attempts` is 0 or too large.
+    #[error("invalid max_attempts {0}: must be 1-{max}", max = crate::limits::MAX_ATTEMPTS)]
+    MaxAttempts(u64),
+    /// A backoff policy is out of range.
+    #[error("invalid backoff: {0}")]
+    Backoff(String),
+    /// A lease length is out of range.
+    #[error("invalid lease: {0}")]
+    Lease(String),
+    /// A batch is empty or too large.
+    #[error("invalid batch: {0}")]
+    Batch(String),
+    /// A payload could not be serialized or deserialized.
+    #[error("invalid payload: {0}")]
+    Payload(String),
+}
+
+/// Errors of the core library and of every backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input was refused; nothing was written.
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+    /// The lease token is stale: the lease expired and the job moved on. Nothing was changed.
+    #[error("lease lost for job {id}: the lease expired or the token is not the current one")]
+    LeaseLost {
+        /// The job.
+        id: JobId,
+    },
+    /// No job with this id exists (it was never enqueued, or it was acknowledged or cancelled).
+    #[error("job {id} not found")]
+    NotFound {
+        /// The job.
+        id: JobId,
+    },
+    /// The job exists but is not in a state that allows the operation.
+    #[error("job {id} is {state}, not {expected}")]
+    WrongState {
+        /// The job.
+        id: JobId,
+        /// Its current state.
+        state: JobState,
+        /// The state the operation needs.
+        expected: JobState,
+    },
+    /// The backend could not be reached or timed out; the operation may or may not have
+    /// happened. Retrying is safe for enqueue with an explicit id, ack, cancel and claim.
+    #[error("backend unavailable: {0}")]
+    Unavailable(String),
+    /// The backend answered with something unexpected (a bug or an incompatible server).
+    #[error("backend error: {0}")]
+    Backend(String),
+}
+
+impl Error {
+    /// Whether retrying the same call later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
+    }
+}
+
+/// Result alias of the core crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

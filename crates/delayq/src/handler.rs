@@ -1,0 +1,89 @@
+//! What a consumer runs for each job: the [`Handler`] trait and the [`Failure`] a handler
+//! returns to say how the attempt failed.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::job::Job;
+
+/// A failed attempt, as a handler reports it.
+///
+/// Any error that implements `Display` converts into a `Failure` with `?` (a retry by the
+/// job's backoff). [`Failure::dead`] dead-letters at once and [`Failure::retry_in`] picks the
+/// retry delay. `Failure` deliberately does not implement `Display` itself, which is what lets
+/// that blanket conversion exist; read the message with [`Failure::message`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    message: String,
+    retry_in: Option<Duration>,
+    dead: bool,
+}
+
+impl Failure {
+    /// A failure retried by the job's backoff policy.
+    pub fn retry(message: impl fmt::Display) -> Self {
+        Self {
+            message: message.to_string(),
+            retry_in: None,
+            dead: false,
+        }
+    }
+
+    /// A failure retried after `delay`.
+    pub fn retry_in(message: impl fmt::Display, delay: Duration) -> Self {
+        Self {
+            retry_in: Some(delay),
+            ..Self::retry(message)
+        }
+    }
+
+    /// A permanent failure: dead-letter now, whatever attempts are left.
+    pub fn dead(message: impl fmt::Display) -> Self {
+        Self {
+            dead: true,
+            ..Self::retry(message)
+        }
+    }
+
+    /// The message stored as the job's `last_error`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The explicit retry delay, if any.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        self.retry_in
+    }
+
+    /// Whether the handler asked for dead-lettering.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+}
+
+impl<E: fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::retry(e)
+    }
+}
+
+/// Runs one job. `Ok` acknowledges it; `Err` fails the attempt. A panic counts as a failure.
+///
+/// Any `Fn(Job) -> impl Future<Output = Result<(), E>>` with `E: Into<Failure>` is a handler.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one delivery of `job`.
+    fn handle(&self, job: Job) -> impl Future<Output = Result<(), Failure>> + Send;
+}
+
+impl<F, Fut, E> Handler for F
+where
+    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send,
+    E: Into<Failure>,
+{
+    fn handle(&self, job: Job) -> impl Future<Output = Result<(), Failure>> + Send {
+        let fut = self(job);
+        async move { fut.await.map_err(Into::into) }
+    }
+}

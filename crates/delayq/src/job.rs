@@ -1,0 +1,418 @@
+//! The job model: what producers submit ([`NewJob`]), what handlers receive ([`Job`]), and what
+//! the admin side reads ([`JobInfo`], [`QueueStats`]).
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::backoff::Backoff;
+use crate::error::InvalidInput;
+use crate::limits::{MAX_ATTEMPTS, MAX_DELAY, MAX_LEASE, MIN_LEASE};
+use crate::name::{JobId, QueueName};
+
+/// `max_attempts` of a job that does not set one.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+
+/// When a job becomes due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Due now.
+    Now,
+    /// Due after this delay, measured on the backend's clock (the Redis server's `TIME`).
+    Delay(Duration),
+    /// Due at this absolute time, in milliseconds since the Unix epoch. A time in the past
+    /// means "due now".
+    At(u64),
+}
+
+impl Schedule {
+    /// A delay in milliseconds as received from an untyped source (HTTP, CLI): negative,
+    /// not-a-number and over-10-years values are refused.
+    pub fn delay_ms(ms: f64) -> Result<Self, InvalidInput> {
+        if !ms.is_finite() || ms < 0.0 {
+            return Err(InvalidInput::Delay(format!(
+                "delay_ms {ms} must be a finite number >= 0"
+            )));
+        }
+        let d = Duration::from_millis(ms as u64);
+        let s = Schedule::Delay(d);
+        s.validate(0)?;
+        Ok(s)
+    }
+
+    /// An absolute time. Times before 1970 are refused.
+    pub fn at(t: SystemTime) -> Result<Self, InvalidInput> {
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| InvalidInput::Delay("run_at is before 1970".into()))?
+            .as_millis();
+        Ok(Schedule::At(ms as u64))
+    }
+
+    /// Checks the 10-year limit; `now_ms` is the caller's clock, only used to bound `At`.
+    pub fn validate(&self, now_ms: u64) -> Result<(), InvalidInput> {
+        let max = MAX_DELAY.as_millis() as u64;
+        match *self {
+            Schedule::Now => Ok(()),
+            Schedule::Delay(d) if d.as_millis() as u64 > max => Err(InvalidInput::Delay(
+                format!("delay of {} ms is over the 10-year limit", d.as_millis()),
+            )),
+            Schedule::At(t) if t > now_ms.saturating_add(max) => Err(InvalidInput::Delay(
+                format!("run_at {t} ms is more than 10 years away"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A job to enqueue. Build it with [`NewJob::new`] or [`NewJob::json`] and the setters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewJob {
+    /// Explicit id for idempotent enqueue; generated when `None`.
+    pub id: Option<JobId>,
+    /// Opaque payload bytes.
+    pub payload: Vec<u8>,
+    /// When the job becomes due.
+    pub schedule: Schedule,
+    /// Deliveries before the job is dead-lettered; [`DEFAULT_MAX_ATTEMPTS`] when `None`.
+    pub max_attempts: Option<u32>,
+    /// Retry backoff; [`Backoff::default`] when `None`.
+    pub backoff: Option<Backoff>,
+    /// Lease length for this job, overriding the consumer's.
+    pub lease: Option<Duration>,
+}
+
+impl NewJob {
+    /// A job with these payload bytes, due now.
+    pub fn new(payload: impl Into<Vec<u8>>) -> Self {
+        Self {
+            id: None,
+            payload: payload.into(),
+            schedule: Schedule::Now,
+            max_attempts: None,
+            backoff: None,
+            lease: None,
+        }
+    }
+
+    /// A job whose payload is `value` as JSON.
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<Self, InvalidInput> {
+        serde_json::to_vec(value)
+            .map(Self::new)
+            .map_err(|e| InvalidInput::Payload(e.to_string()))
+    }
+
+    /// Sets the id (idempotent enqueue).
+    pub fn id(mut self, id: JobId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Due after `delay` on the backend's clock.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.schedule = Schedule::Delay(delay);
+        self
+    }
+
+    /// Due at an absolute time.
+    pub fn run_at(mut self, at: SystemTime) -> Self {
+        self.schedule = Schedule::at(at).unwrap_or(Schedule::Now);
+        self
+    }
+
+    /// Sets the schedule.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Sets how many deliveries the job gets before it is dead-lettered.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// Sets the retry backoff.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// Sets a lease length for this job that overrides the consumer's.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Checks every field against the limits of [`crate::limits`].
+    pub fn validate(&self, max_payload: usize, now_ms: u64) -> Result<(), InvalidInput> {
+        if self.payload.len() > max_payload {
+            return Err(InvalidInput::PayloadTooLarge {
+                size: self.payload.len(),
+                limit: max_payload,
+            });
+        }
+        self.schedule.validate(now_ms)?;
+        if let Some(n) = self.max_attempts
+            && (n == 0 || n > MAX_ATTEMPTS)
+        {
+            return Err(InvalidInput::MaxAttempts(n.into()));
+        }
+        if let Some(b) = &self.backoff {
+            b.validate()?;
+        }
+        if let Some(l) = self.lease {
+            validate_lease(l)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a lease length against [`MIN_LEASE`] and [`MAX_LEASE`].
+pub fn validate_lease(lease: Duration) -> Result<(), InvalidInput> {
+    if lease < MIN_LEASE || lease > MAX_LEASE {
+        return Err(InvalidInput::Lease(format!(
+            "{} ms is outside {}-{} ms",
+            lease.as_millis(),
+            MIN_LEASE.as_millis(),
+            MAX_LEASE.as_millis()
+        )));
+    }
+    Ok(())
+}
+
+/// The result of enqueueing one job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enqueued {
+    /// The job's id (the given one or a generated one).
+    pub id: JobId,
+    /// Due time in ms since the epoch, on the backend's clock. For an existing id, the
+    /// existing job's due time.
+    pub due_at_ms: u64,
+    /// `false` when a job with this id already existed and nothing was created.
+    pub created: bool,
+}
+
+/// Identifies one lease of one job: the job id and the fencing token of the claim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseRef {
+    /// The job.
+    pub id: JobId,
+    /// The fencing token returned by the claim.
+    pub token: u64,
+}
+
+/// A claimed job, as a handler receives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// The job's id, stable across attempts.
+    pub id: JobId,
+    /// Its queue.
+    pub queue: QueueName,
+    /// The payload bytes.
+    pub payload: Vec<u8>,
+    /// This delivery's number, 1 for the first.
+    pub attempt: u32,
+    /// Deliveries allowed before dead-lettering.
+    pub max_attempts: u32,
+    /// When the job was due (ms since epoch, backend clock).
+    pub due_at_ms: u64,
+    /// When the job was first enqueued (ms since epoch, backend clock).
+    pub created_at_ms: u64,
+    /// The fencing token of this lease.
+    pub lease_token: u64,
+    /// When this lease expires (ms since epoch, backend clock).
+    pub lease_deadline_ms: u64,
+    /// The lease length granted.
+    pub lease: Duration,
+    /// The error of the previous attempt, if any.
+    pub last_error: Option<String>,
+}
+
+impl Job {
+    /// The payload parsed as JSON.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, InvalidInput> {
+        serde_json::from_slice(&self.payload).map_err(|e| InvalidInput::Payload(e.to_string()))
+    }
+
+    /// The lease reference used to ack, nack or extend.
+    pub fn lease_ref(&self) -> LeaseRef {
+        LeaseRef {
+            id: self.id.clone(),
+            token: self.lease_token,
+        }
+    }
+}
+
+/// Where a job is in its lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for its due time (or due and not yet claimed).
+    Scheduled,
+    /// Claimed by a consumer under a lease.
+    Leased,
+    /// Dead-lettered.
+    Dead,
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JobState::Scheduled => "scheduled",
+            JobState::Leased => "leased",
+            JobState::Dead => "dead",
+        })
+    }
+}
+
+/// Everything known about a stored job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// The job's id.
+    pub id: JobId,
+    /// Its state.
+    pub state: JobState,
+    /// Deliveries so far.
+    pub attempt: u32,
+    /// Deliveries allowed.
+    pub max_attempts: u32,
+    /// Due time (ms since epoch); for a leased job, the due time of the current delivery.
+    pub due_at_ms: u64,
+    /// Creation time (ms since epoch).
+    pub created_at_ms: u64,
+    /// Lease deadline of a leased job.
+    pub lease_deadline_ms: Option<u64>,
+    /// When a dead job failed for the last time.
+    pub failed_at_ms: Option<u64>,
+    /// The error of the last failed attempt.
+    pub last_error: Option<String>,
+    /// The payload bytes.
+    #[serde(skip)]
+    pub payload: Vec<u8>,
+}
+
+/// What a cancel found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelOutcome {
+    /// The job was scheduled and is now removed: the caller won the race.
+    Cancelled,
+    /// A consumer holds the job right now; it was not cancelled.
+    Leased,
+    /// The job is dead-lettered; it was not touched (use the dead-letter tools).
+    Dead,
+    /// No such job: never enqueued, already done, or already cancelled.
+    NotFound,
+}
+
+/// What a nack did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum NackOutcome {
+    /// The job will be delivered again.
+    Retrying {
+        /// When (ms since epoch).
+        due_at_ms: u64,
+    },
+    /// The job was dead-lettered.
+    Dead {
+        /// When (ms since epoch).
+        failed_at_ms: u64,
+    },
+}
+
+/// A negative acknowledgement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nack {
+    /// Why the attempt failed (stored as the job's `last_error`, truncated to 1 KiB).
+    pub error: String,
+    /// Retry after this delay instead of the job's backoff.
+    pub retry_in: Option<Duration>,
+    /// Dead-letter now, whatever attempts are left.
+    pub dead: bool,
+}
+
+impl Nack {
+    /// A failed attempt retried by the job's backoff policy.
+    pub fn error(error: impl Into<String>) -> Self {
+        Self {
+            error: error.into(),
+            retry_in: None,
+            dead: false,
+        }
+    }
+}
+
+/// What an ack did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckOutcome {
+    /// The job is done and its record deleted.
+    Acked,
+    /// The token was stale; nothing changed.
+    LeaseLost,
+}
+
+/// Counts of one queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Jobs waiting (due or not).
+    pub scheduled: u64,
+    /// Scheduled jobs that are due now.
+    pub due: u64,
+    /// Scheduled jobs due within the next minute (not yet due).
+    pub due_next_minute: u64,
+    /// Jobs under a lease.
+    pub leased: u64,
+    /// Dead-lettered jobs.
+    pub dead: u64,
+    /// How long the oldest due job has been waiting, in ms (0 when none is due).
+    pub oldest_overdue_ms: u64,
+}
+
+/// Milliseconds since the Unix epoch on this host's clock.
+pub fn system_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delay_ms_rejects_bad_numbers() {
+        assert!(Schedule::delay_ms(-1.0).is_err());
+        assert!(Schedule::delay_ms(f64::NAN).is_err());
+        assert!(Schedule::delay_ms(f64::INFINITY).is_err());
+        assert!(Schedule::delay_ms(11.0 * 365.0 * 86_400_000.0).is_err());
+        assert_eq!(
+            Schedule::delay_ms(250.0).unwrap(),
+            Schedule::Delay(Duration::from_millis(250))
+        );
+    }
+
+    #[test]
+    fn new_job_validation() {
+        let ok = NewJob::new(vec![0u8; 10]);
+        assert!(ok.validate(10, 0).is_ok());
+        assert!(matches!(
+            ok.validate(9, 0),
+            Err(InvalidInput::PayloadTooLarge { size: 10, limit: 9 })
+        ));
+        assert!(NewJob::new("x").max_attempts(0).validate(10, 0).is_err());
+        assert!(
+            NewJob::new("x")
+                .lease(Duration::from_millis(1))
+                .validate(10, 0)
+                .is_err()
+        );
+        let far = Schedule::At(11 * 365 * 86_400_000);
+        assert!(NewJob::new("x").schedule(far).validate(10, 0).is_err());
+        assert!(NewJob::new("x").schedule(Schedule::At(1)).validate(10, 0).is_ok());
+    }
+}

@@ -1,0 +1,55 @@
+//! # delayq — jobs that run at a future time
+//!
+//! The core crate: the job model, the [`Backend`] and [`Inspect`] traits every store
+//! implements, the [`Producer`] and the [`Consumer`] engine. It knows nothing of Redis or
+//! HTTP; `delayq-redis` is the production backend.
+//!
+//! ```no_run
+//! # async fn demo<B: delayq::Backend + delayq::Inspect>(backend: B) -> Result<(), delayq::Error> {
+//! use std::time::Duration;
+//! use delayq::{Consumer, ConsumerOptions, Failure, Job, NewJob, Producer, QueueName};
+//!
+//! let queue = QueueName::new("orders")?;
+//! let producer = Producer::new(backend.clone(), queue.clone());
+//! producer
+//!     .enqueue(NewJob::new(b"order-42".to_vec()).delay(Duration::from_secs(1800)))
+//!     .await?;
+//!
+//! let consumer = Consumer::new(backend, queue, ConsumerOptions::default())?;
+//! consumer
+//!     .run(
+//!         |job: Job| async move {
+//!             println!("cancel order {}", String::from_utf8_lossy(&job.payload));
+//!             Ok::<(), Failure>(())
+//!         },
+//!         async { tokio::signal::ctrl_c().await.ok(); },
+//!     )
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Parts: [`name`] (validated names), [`job`] (the model), [`backoff`], [`limits`],
+//! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`clock`].
+
+pub mod backend;
+pub mod backoff;
+pub mod clock;
+pub mod consumer;
+pub mod error;
+pub mod handler;
+pub mod job;
+pub mod limits;
+pub mod name;
+pub mod producer;
+
+pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
+pub use backoff::Backoff;
+pub use clock::{Clock, OffsetClock, SharedClock, SystemClock};
+pub use consumer::{Consumer, ConsumerOptions, RunReport};
+pub use error::{Error, InvalidInput, Result};
+pub use handler::{Failure, Handler};
+pub use job::{
+    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Job, JobInfo, JobState, LeaseRef,
+    Nack, NackOutcome, NewJob, QueueStats, Schedule,
+};
+pub use name::{JobId, QueueName};

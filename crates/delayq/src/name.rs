@@ -1,0 +1,171 @@
+//! Validated names: [`QueueName`] and [`JobId`]. Every key and every wire format is built from
+//! these, so invalid names are rejected once, at the edge, and never reach a backend.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::InvalidInput;
+use crate::limits::{MAX_ID_BYTES, MAX_QUEUE_NAME_BYTES};
+
+/// A queue name: 1–128 characters from `[A-Za-z0-9._-]`.
+///
+/// The restricted alphabet keeps names safe inside Redis keys (no braces, so the hash tag stays
+/// ours; no colons, so key prefixes cannot collide) and inside URL paths.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct QueueName(String);
+
+impl QueueName {
+    /// Validates `name`.
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidInput> {
+        let name = name.into();
+        let ok_len = !name.is_empty() && name.len() <= MAX_QUEUE_NAME_BYTES;
+        let ok_chars = name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if ok_len && ok_chars {
+            Ok(Self(name))
+        } else {
+            Err(InvalidInput::QueueName(format!(
+                "{name:?}: must be 1-{MAX_QUEUE_NAME_BYTES} characters from [A-Za-z0-9._-]"
+            )))
+        }
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for QueueName {
+    type Error = InvalidInput;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::new(s)
+    }
+}
+
+impl From<QueueName> for String {
+    fn from(n: QueueName) -> String {
+        n.0
+    }
+}
+
+impl std::str::FromStr for QueueName {
+    type Err = InvalidInput;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+/// A job id: 1–256 bytes of UTF-8 without control characters.
+///
+/// Producers choose ids to make enqueue idempotent (an order id, say); when they do not, the
+/// producer generates a random one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct JobId(String);
+
+impl JobId {
+    /// Validates `id`.
+    pub fn new(id: impl Into<String>) -> Result<Self, InvalidInput> {
+        let id = id.into();
+        if id.is_empty() || id.len() > MAX_ID_BYTES {
+            return Err(InvalidInput::JobId(format!(
+                "length {} is outside 1-{MAX_ID_BYTES} bytes",
+                id.len()
+            )));
+        }
+        if id.chars().any(char::is_control) {
+            return Err(InvalidInput::JobId(format!(
+                "{id:?} contains control characters"
+            )));
+        }
+        Ok(Self(id))
+    }
+
+    /// A fresh random id (128 random bits, 26 characters of Crockford base32).
+    pub fn generate() -> Self {
+        const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+        let mut bits: u128 = rand::random();
+        let mut s = String::with_capacity(26);
+        for _ in 0..26 {
+            s.push(ALPHABET[(bits & 31) as usize] as char);
+            bits >>= 5;
+        }
+        Self(s)
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for JobId {
+    type Error = InvalidInput;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::new(s)
+    }
+}
+
+impl From<JobId> for String {
+    fn from(n: JobId) -> String {
+        n.0
+    }
+}
+
+impl std::str::FromStr for JobId {
+    type Err = InvalidInput;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names() {
+        for ok in ["orders", "a", "A.b_c-9", &"q".repeat(128)] {
+            assert!(QueueName::new(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a b", "{orders}", "a:b", "é", &"q".repeat(129), "a\n"] {
+            assert!(QueueName::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn job_ids() {
+        assert!(JobId::new("order-42").is_ok());
+        assert!(JobId::new("with space and {braces}:colons").is_ok());
+        assert!(JobId::new("x".repeat(256)).is_ok());
+        assert!(JobId::new("x".repeat(257)).is_err());
+        assert!(JobId::new("").is_err());
+        assert!(JobId::new("a\u{0}b").is_err());
+        assert!(JobId::new("a\tb").is_err());
+    }
+
+    #[test]
+    fn generated_ids_are_valid_and_distinct() {
+        let a = JobId::generate();
+        let b = JobId::generate();
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 26);
+        assert!(JobId::new(a.as_str()).is_ok());
+    }
+}

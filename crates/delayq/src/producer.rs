@@ -1,0 +1,112 @@
+//! [`Producer`]: the validated entry point for putting jobs in and managing them by id.
+
+use std::sync::Arc;
+
+use crate::backend::{Backend, Inspect};
+use crate::clock::{SharedClock, SystemClock};
+use crate::error::{InvalidInput, Result};
+use crate::job::{CancelOutcome, Enqueued, JobInfo, NewJob, Schedule};
+use crate::limits::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_BATCH};
+use crate::name::{JobId, QueueName};
+
+/// Enqueues, cancels, reschedules and looks up jobs of one queue. Cheap to clone.
+#[derive(Clone)]
+pub struct Producer<B> {
+    backend: B,
+    queue: QueueName,
+    max_payload: usize,
+    clock: SharedClock,
+}
+
+impl<B: Backend> Producer<B> {
+    /// A producer for `queue` with the default payload limit (1 MiB).
+    pub fn new(backend: B, queue: QueueName) -> Self {
+        Self {
+            backend,
+            queue,
+            max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Sets the largest accepted payload.
+    pub fn with_max_payload(mut self, bytes: usize) -> Self {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// Sets the local clock (used only to bound `run_at` to 10 years ahead).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> &QueueName {
+        &self.queue
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Enqueues one job. With an id that already exists nothing is created and the result
+    /// says `created: false`, so retrying after a timeout is safe.
+    pub async fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        let mut out = self.enqueue_batch(vec![job]).await?;
+        out.pop()
+            .ok_or_else(|| crate::Error::Backend("enqueue returned no result".into()))
+    }
+
+    /// Enqueues a batch in one atomic step per queue (one round trip on Redis). All jobs are
+    /// validated first: one invalid job refuses the whole batch and nothing is written.
+    pub async fn enqueue_batch(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        if jobs.is_empty() || jobs.len() > MAX_BATCH {
+            return Err(InvalidInput::Batch(format!(
+                "{} jobs: a batch holds 1-{MAX_BATCH}",
+                jobs.len()
+            ))
+            .into());
+        }
+        let now = self.clock.now_ms();
+        for job in &mut jobs {
+            job.validate(self.max_payload, now)?;
+            if job.id.is_none() {
+                job.id = Some(JobId::generate());
+            }
+        }
+        let n = jobs.len() as u64;
+        let out = self.backend.enqueue(&self.queue, jobs).await?;
+        let created = out.iter().filter(|e| e.created).count() as u64;
+        metrics::counter!("delayq_enqueued_total", "queue" => self.queue.to_string())
+            .increment(created);
+        metrics::counter!("delayq_enqueue_existing_total", "queue" => self.queue.to_string())
+            .increment(n - created);
+        Ok(out)
+    }
+
+    /// Cancels a scheduled job. [`CancelOutcome::Cancelled`] means this call removed it; any
+    /// other outcome means a consumer has it, it is dead, or it is gone.
+    pub async fn cancel(&self, id: &JobId) -> Result<CancelOutcome> {
+        let out = self.backend.cancel(&self.queue, id).await?;
+        if out == CancelOutcome::Cancelled {
+            metrics::counter!("delayq_cancelled_total", "queue" => self.queue.to_string())
+                .increment(1);
+        }
+        Ok(out)
+    }
+
+    /// Moves a scheduled job to a new due time; returns the new due time (ms since epoch).
+    pub async fn reschedule(&self, id: &JobId, schedule: Schedule) -> Result<u64> {
+        schedule.validate(self.clock.now_ms())?;
+        self.backend.reschedule(&self.queue, id, schedule).await
+    }
+}
+
+impl<B: Backend + Inspect> Producer<B> {
+    /// Looks a job up by id.
+    pub async fn get(&self, id: &JobId) -> Result<Option<JobInfo>> {
+        Inspect::get(&self.backend, &self.queue, id).await
+    }
+}

@@ -1,0 +1,210 @@
+//! Throwaway `redis-server` processes for tests: each on a free port with its own temporary
+//! directory, ready (answering `PING`) when returned, killed when dropped. Tests never share a
+//! server or touch port 6379.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server` owned by a test.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a server without persistence.
+    pub fn start() -> Self {
+        Self::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// Starts a server with append-only persistence fsynced on every write, so that a restart
+    /// loses nothing acknowledged.
+    pub fn start_durable() -> Self {
+        Self::start_with(&["--save", "", "--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    /// Starts a server with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let mut last_err = String::new();
+        for _ in 0..20 {
+            let mut s = Self {
+                child: None,
+                port: free_port(),
+                dir: tempfile::tempdir().expect("temp dir"),
+                extra: extra.iter().map(|s| s.to_string()).collect(),
+            };
+            match s.spawn() {
+                Ok(()) => return s,
+                Err(e) => last_err = e,
+            }
+        }
+        panic!("could not start redis-server: {last_err}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--dir", &self.dir.path().to_string_lossy()])
+            .args(["--daemonize", "no", "--loglevel", "warning"])
+            .args(["--logfile", &self.dir.path().join("redis.log").to_string_lossy()])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server not runnable (is it installed?): {e}"))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.child = None;
+                return Err(format!("redis-server exited with {status}: {}", self.log()));
+            }
+            if ping(self.port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+        Err("redis-server did not answer PING within 10 s".into())
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's data directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills the server with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kills the server and starts it again on the same port and data directory.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => panic!("restart failed: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Sends one command (arguments as strings) and returns the raw RESP reply.
+    pub fn command(&self, args: &[&str]) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
+        }
+        s.write_all(req.as_bytes()).expect("write");
+        read_reply(&mut BufReader::new(s))
+    }
+
+    /// `INFO <section>` as text.
+    pub fn info(&self, section: &str) -> String {
+        self.command(&["INFO", section])
+    }
+
+    /// The integer field `name` of `INFO <section>`.
+    pub fn info_field(&self, section: &str, name: &str) -> Option<f64> {
+        self.info(section).lines().find_map(|l| {
+            l.strip_prefix(name)
+                .and_then(|r| r.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+        })
+    }
+
+    fn log(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.dir.path().join("redis.log")) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(
+        &([127, 0, 0, 1], port).into(),
+        Duration::from_millis(200),
+    ) else {
+        return false;
+    };
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok();
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+}
+
+/// Reads one RESP2 reply and renders it as text (bulk strings as their content, arrays as
+/// lines).
+fn read_reply(r: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("reply");
+    let line = line.trim_end_matches("\r\n");
+    let (kind, rest) = line.split_at(1);
+    match kind {
+        "$" => {
+            let n: i64 = rest.parse().unwrap_or(-1);
+            if n < 0 {
+                return String::new();
+            }
+            let mut buf = vec![0; n as usize + 2];
+            r.read_exact(&mut buf).expect("bulk");
+            buf.truncate(n as usize);
+            String::from_utf8_lossy(&buf).into_owned()
+        }
+        "*" => {
+            let n: i64 = rest.parse().unwrap_or(0);
+            (0..n.max(0))
+                .map(|_| read_reply(r))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        _ => rest.to_owned(),
+    }
+}
+
+/// A path in a fresh temporary directory that lives as long as the returned guard.
+pub fn temp_path(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().expect("temp dir");
+    let p = d.path().join(name);
+    (d, p)
+}
