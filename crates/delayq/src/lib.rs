@@ -53,3 +53,4 @@ pub use job::{
     Nack, NackOutcome, NewJob, QueueStats, Schedule,
 };
 pub use name::{JobId, QueueName};
+pub use producer::Producer;

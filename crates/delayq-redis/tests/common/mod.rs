@@ -1,0 +1,65 @@
+//! Shared set-up of the Redis backend tests: a throwaway server and a unique queue per test.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use delayq::{Job, JobId, NewJob, QueueName};
+use delayq_redis::RedisBackend;
+pub use delayq_test_support::RedisServer;
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+/// A unique queue name.
+pub fn queue() -> QueueName {
+    QueueName::new(format!(
+        "q{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+    .unwrap()
+}
+
+/// A fresh server, a connected backend and a queue.
+pub async fn setup() -> (RedisServer, RedisBackend, QueueName) {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    (server, backend, queue())
+}
+
+pub fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+pub fn job(id_: &str, delay_ms: u64) -> NewJob {
+    NewJob::new(id_.as_bytes().to_vec())
+        .id(id(id_))
+        .delay(Duration::from_millis(delay_ms))
+}
+
+pub fn now_ms() -> u64 {
+    delayq::job::system_now_ms()
+}
+
+/// A future that completes when the watch flips to true.
+pub fn shutdown_on(mut rx: tokio::sync::watch::Receiver<bool>) -> impl Future<Output = ()> + Send {
+    async move {
+        let _ = rx.wait_for(|v| *v).await;
+    }
+}
+
+/// Polls `f` until it is true, at most `secs` seconds.
+pub async fn eventually<F: FnMut() -> bool>(secs: u64, mut f: F) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f()
+}
+
+pub fn payload_str(j: &Job) -> String {
+    String::from_utf8_lossy(&j.payload).into_owned()
+}
