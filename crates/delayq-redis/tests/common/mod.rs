@@ -63,3 +63,19 @@ pub async fn eventually<F: FnMut() -> bool>(secs: u64, mut f: F) -> bool {
 pub fn payload_str(j: &Job) -> String {
     String::from_utf8_lossy(&j.payload).into_owned()
 }
+
+/// Polls the async check `f` until it is true, at most `secs` seconds.
+pub async fn until<F, Fut>(secs: u64, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f().await
+}
