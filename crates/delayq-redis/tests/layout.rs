@@ -1,0 +1,76 @@
+//! The storage layout and the scripts' arithmetic: backoff computed in Lua agrees with
+//! `delayq::Backoff`, the number of keys does not grow with the number of jobs, and scripts
+//! come back after the server forgets them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use delayq::{Backend, Backoff, ClaimRequest, Inspect, Nack, NackOutcome, Producer};
+
+async fn nack_delay(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) -> (u32, u64) {
+    let got = b
+        .claim(q, ClaimRequest { max: 1, lease: Duration::from_secs(30), acks: vec![] })
+        .await
+        .unwrap();
+    let j = &got.jobs[0];
+    let before = now_ms();
+    match b.nack(q, j.lease_ref(), Nack::error("x")).await.unwrap() {
+        NackOutcome::Retrying { due_at_ms } => (j.attempt, due_at_ms - before),
+        o => panic!("{o:?}"),
+    }
+}
+
+#[tokio::test]
+async fn lua_backoff_matches_the_rust_policy() {
+    let (s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    let policy = Backoff::Exponential { base_ms: 1000, cap_ms: 5000 };
+    p.enqueue(job("e", 0).max_attempts(10).backoff(policy)).await.unwrap();
+    for _ in 0..5 {
+        let (attempt, delay) = nack_delay(&b, &q).await;
+        let want = policy.delay(attempt, 0.0).as_millis() as u64;
+        assert!(delay.abs_diff(want) < 100, "attempt {attempt}: lua {delay} rust {want}");
+        // Make it due again now.
+        b.dead_requeue(&q, &id("e")).await.ok();
+        p.reschedule(&id("e"), delayq::Schedule::Now).await.unwrap();
+    }
+    // The default policy (exponential with jitter) stays within [raw/2, raw].
+    let p2 = Producer::new(b.clone(), q.clone());
+    s.command(&["FLUSHALL"]);
+    p2.enqueue(job("j", 0)).await.unwrap();
+    let (attempt, delay) = nack_delay(&b, &q).await;
+    let raw = Backoff::default().delay(attempt, 1.0).as_millis() as u64;
+    assert!(delay + 50 >= raw / 2 && delay <= raw + 50, "{delay} vs raw {raw}");
+}
+
+#[tokio::test]
+async fn keys_do_not_grow_with_jobs() {
+    let (s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    let jobs: Vec<_> = (0..2000).map(|i| job(&format!("k{i}"), 60_000 + i)).collect();
+    p.enqueue_batch(jobs).await.unwrap();
+    assert_eq!(s.command(&["DBSIZE"]), "2", "sched + jobs: no key per job");
+    b.claim(&q, ClaimRequest { max: 0, lease: Duration::from_secs(5), acks: vec![] })
+        .await
+        .unwrap();
+    p.enqueue(job("now", 0)).await.unwrap();
+    b.claim(&q, ClaimRequest { max: 1, lease: Duration::from_secs(5), acks: vec![] })
+        .await
+        .unwrap();
+    assert_eq!(s.command(&["DBSIZE"]), "4", "+ lease + fence");
+    // The record is compact: header (18 bytes) + payload, the id only as hash field.
+    let len = s.command(&["HSTRLEN", &format!("dq:{{{q}}}:jobs"), "k5"]);
+    assert_eq!(len, (18 + "k5".len()).to_string());
+}
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_script_flush() {
+    let (s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(job("a", 0)).await.unwrap();
+    assert_eq!(s.command(&["SCRIPT", "FLUSH"]), "OK");
+    p.enqueue(job("b", 0)).await.unwrap();
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, 2);
+}

@@ -1,0 +1,146 @@
+//! Redis restarts in the middle of a run (appendonly yes, appendfsync always): producers and
+//! consumers recover by themselves and no acknowledged enqueue or ack is lost.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use delayq::{Consumer, ConsumerOptions, Failure, Inspect, Job, Producer};
+use delayq_redis::RedisBackend;
+use tokio::sync::watch;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_and_consumers_survive_a_redis_restart() {
+    let mut server = RedisServer::start_durable();
+    let q = queue();
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (stop, rx) = watch::channel(false);
+    let consumer = {
+        let bc = RedisBackend::connect(&server.url()).await.unwrap();
+        let o = ConsumerOptions {
+            concurrency: 4,
+            lease: Duration::from_secs(2),
+            max_idle: Duration::from_secs(60),
+            ..ConsumerOptions::default()
+        };
+        let c = Consumer::new(bc, q.clone(), o).unwrap();
+        let h = handled.clone();
+        tokio::spawn(c.run(
+            move |j: Job| {
+                let h = h.clone();
+                async move {
+                    h.lock().unwrap().push(j.id.to_string());
+                    Ok::<(), Failure>(())
+                }
+            },
+            shutdown_on(rx),
+        ))
+    };
+
+    // A producer that enqueues 1,500 jobs one by one, each due 0-400 ms later, and retries
+    // with the same id until the enqueue is acknowledged.
+    let acked_enqueues: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let producer = {
+        let acked = acked_enqueues.clone();
+        tokio::spawn(async move {
+            let mut failures = 0;
+            for i in 0..1500u64 {
+                let name = format!("r{i}");
+                loop {
+                    match p.enqueue(job(&name, i % 400)).await {
+                        Ok(_) => break,
+                        Err(e) => {
+                            assert!(e.is_retryable(), "{e}");
+                            failures += 1;
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+                acked.lock().unwrap().insert(name);
+                if i % 50 == 0 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            failures
+        })
+    };
+
+    // Restart Redis in the middle of the run.
+    assert!(eventually(30, || acked_enqueues.lock().unwrap().len() > 400).await);
+    tokio::task::block_in_place(|| server.restart());
+    let failures = producer.await.unwrap();
+
+    // Every acknowledged enqueue is handled.
+    let all: HashSet<String> = (0..1500).map(|i| format!("r{i}")).collect();
+    assert_eq!(*acked_enqueues.lock().unwrap(), all);
+    let ok = eventually(40, || {
+        let h: HashSet<String> = handled.lock().unwrap().iter().cloned().collect();
+        h.len() == all.len()
+    })
+    .await;
+    let seen: HashSet<String> = handled.lock().unwrap().iter().cloned().collect();
+    assert!(ok, "missing {:?}", all.difference(&seen).take(10).collect::<Vec<_>>());
+
+    // No acked job comes back: after the leases of the restart window expire the queue is
+    // empty, and nothing handled after that is new.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let before = handled.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(handled.lock().unwrap().len(), before);
+    stop.send(true).unwrap();
+    consumer.await.unwrap().unwrap();
+    let st = b.stats(&q).await.unwrap();
+    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0), "{st:?}");
+    eprintln!("producer retries during the restart: {failures}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_consumer_recovers_its_wakeups_after_a_restart() {
+    let mut server = RedisServer::start_durable();
+    let q = queue();
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    let handled: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let (stop, rx) = watch::channel(false);
+    let o = ConsumerOptions {
+        concurrency: 1,
+        max_idle: Duration::from_secs(60),
+        ..ConsumerOptions::default()
+    };
+    let c = Consumer::new(b.clone(), q.clone(), o).unwrap();
+    let h = handled.clone();
+    let task = tokio::spawn(c.run(
+        move |_j: Job| {
+            let h = h.clone();
+            async move {
+                h.lock().unwrap().push(now_ms());
+                Ok::<(), Failure>(())
+            }
+        },
+        shutdown_on(rx),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::task::block_in_place(|| server.restart());
+    // Give the consumer's Pub/Sub connection time to notice and come back.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let p = Producer::new(b.clone(), q.clone());
+    let e = loop {
+        match p.enqueue(job("after", 300)).await {
+            Ok(e) => break e,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    assert!(
+        eventually(10, || !handled.lock().unwrap().is_empty()).await,
+        "the consumer stayed asleep after the restart"
+    );
+    let t = handled.lock().unwrap()[0];
+    assert!(t < e.due_at_ms + 3000, "{} ms late: woken by the 60 s safety net?", t - e.due_at_ms);
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+}
