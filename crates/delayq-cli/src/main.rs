@@ -1,1 +1,71 @@
-fn main() {}
+//! The `delayq` command: enqueue and inspect jobs, manage dead letters, run workers.
+//!
+//! Exit codes: 0 success, 1 failure, 2 invalid input, 3 job not found, 4 job in another state.
+
+mod admin;
+mod args;
+mod enqueue;
+mod output;
+mod worker;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use delayq::Producer;
+use delayq_redis::RedisBackend;
+
+use crate::args::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn exit_code(e: &anyhow::Error) -> u8 {
+    for cause in e.chain() {
+        if let Some(de) = cause.downcast_ref::<delayq::Error>() {
+            return match de {
+                delayq::Error::Invalid(_) => 2,
+                delayq::Error::NotFound { .. } => 3,
+                delayq::Error::WrongState { .. } | delayq::Error::LeaseLost { .. } => 4,
+                _ => 1,
+            };
+        }
+        if cause.downcast_ref::<delayq::InvalidInput>().is_some()
+            || cause.downcast_ref::<serde_json::Error>().is_some()
+        {
+            return 2;
+        }
+    }
+    1
+}
+
+async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let backend = RedisBackend::connect(&cli.redis).await?;
+    let producer = Producer::new(backend.clone(), cli.queue.clone());
+    match cli.command {
+        Command::Enqueue(a) => enqueue::run(&producer, a).await.map(|()| 0),
+        Command::Get { id, json } => admin::get(&producer, &id, json).await,
+        Command::Cancel { id } => admin::cancel(&producer, &id).await,
+        Command::Reschedule { id, when } => {
+            admin::reschedule(&producer, &id, when.schedule()?).await
+        }
+        Command::Stats { json } => admin::stats(&producer, json).await,
+        Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
+        Command::Worker(a) => worker::run(backend, cli.queue, a).await,
+    }
+}

@@ -1,0 +1,216 @@
+//! Command-line arguments of the `delayq` binary, and the parsers for durations and times.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Parser, Subcommand};
+use delayq::{JobId, QueueName, Schedule};
+
+/// delayq: jobs that run at a future time.
+#[derive(Parser, Debug)]
+#[command(name = "delayq", version, about)]
+pub struct Cli {
+    /// Redis URL.
+    #[arg(long, global = true, env = "DELAYQ_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis: String,
+    /// Queue name: 1-128 characters of [A-Za-z0-9._-].
+    #[arg(long, short, global = true, env = "DELAYQ_QUEUE", default_value = "default")]
+    pub queue: QueueName,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Enqueue a job (or many with --jsonl).
+    Enqueue(EnqueueArgs),
+    /// Show one job.
+    Get {
+        /// The job id.
+        id: JobId,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a scheduled job; says whether it was still scheduled.
+    Cancel {
+        /// The job id.
+        id: JobId,
+    },
+    /// Move a scheduled job to a new time.
+    Reschedule {
+        /// The job id.
+        id: JobId,
+        /// When.
+        #[command(flatten)]
+        when: When,
+    },
+    /// Counts of the queue.
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dead-letter tools.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Run a command for every due job.
+    Worker(WorkerArgs),
+}
+
+/// When a job is due: `--delay` or `--at` (neither: now).
+#[derive(Args, Debug, Clone)]
+#[group(multiple = false)]
+pub struct When {
+    /// Delay, e.g. 250ms, 30s, 30m, 7d.
+    #[arg(long, value_parser = parse_duration)]
+    pub delay: Option<Duration>,
+    /// Absolute time, RFC 3339 (e.g. 2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00).
+    #[arg(long, value_parser = parse_time)]
+    pub at: Option<SystemTime>,
+}
+
+impl When {
+    /// The schedule.
+    pub fn schedule(&self) -> Result<Schedule, delayq::InvalidInput> {
+        match (self.delay, self.at) {
+            (Some(d), _) => Ok(Schedule::Delay(d)),
+            (None, Some(t)) => Schedule::at(t),
+            (None, None) => Ok(Schedule::Now),
+        }
+    }
+}
+
+/// Arguments of `delayq enqueue`.
+#[derive(Args, Debug)]
+pub struct EnqueueArgs {
+    /// Job id (makes the enqueue idempotent); generated when absent.
+    #[arg(long, conflicts_with = "jsonl")]
+    pub id: Option<JobId>,
+    /// When.
+    #[command(flatten)]
+    pub when: When,
+    /// Deliveries before the job is dead-lettered.
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Payload text.
+    #[arg(long, conflicts_with_all = ["payload_file", "jsonl"])]
+    pub payload: Option<String>,
+    /// Read the payload from a file.
+    #[arg(long, conflicts_with = "jsonl")]
+    pub payload_file: Option<PathBuf>,
+    /// Read jobs from stdin, one JSON object per line:
+    /// {"id", "payload", "delay_ms" | "run_at", "max_attempts"}.
+    #[arg(long)]
+    pub jsonl: bool,
+    /// Jobs per batch with --jsonl.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+}
+
+/// Dead-letter subcommands.
+#[derive(Subcommand, Debug)]
+pub enum DeadCommand {
+    /// List dead jobs, oldest failure first.
+    List {
+        /// Skip this many.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Show at most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put dead jobs back, due now.
+    Requeue {
+        /// The job to requeue.
+        #[arg(required_unless_present = "all")]
+        id: Option<JobId>,
+        /// Requeue every dead job.
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+    },
+    /// Delete every dead job.
+    Purge,
+}
+
+/// Arguments of `delayq worker`.
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// Shell command run for each job: payload on stdin; DELAYQ_JOB_ID, DELAYQ_QUEUE,
+    /// DELAYQ_ATTEMPT, DELAYQ_DUE_AT_MS in the environment. Exit 0 acks; anything else retries.
+    #[arg(long)]
+    pub exec: String,
+    /// Jobs run at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Lease length (extended while the command runs).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub lease: Duration,
+    /// On SIGTERM/SIGINT, how long running commands may take before they are killed.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub grace: Duration,
+}
+
+/// Parses `250ms`, `30s`, `30m`, `7d`, `1h 30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (examples: 250ms, 30s, 30m, 7d)"))
+}
+
+/// Parses RFC 3339 with `Z` or a numeric offset.
+pub fn parse_time(s: &str) -> Result<SystemTime, String> {
+    let bad = || format!("{s:?} is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)");
+    if let Ok(t) = humantime::parse_rfc3339_weak(s.trim_end_matches(['Z', 'z'])) {
+        if s.ends_with(['Z', 'z']) {
+            return Ok(t);
+        }
+    }
+    // Numeric offset: ±HH:MM at the end.
+    if s.len() > 6 {
+        let (base, off) = s.split_at(s.len() - 6);
+        let sign = match off.as_bytes()[0] {
+            b'+' => 1i64,
+            b'-' => -1,
+            _ => return Err(bad()),
+        };
+        let (h, m) = off[1..].split_once(':').ok_or_else(bad)?;
+        let secs = sign * (h.parse::<i64>().map_err(|_| bad())? * 3600
+            + m.parse::<i64>().map_err(|_| bad())? * 60);
+        let local = humantime::parse_rfc3339_weak(base).map_err(|_| bad())?;
+        let utc = if secs >= 0 {
+            local.checked_sub(Duration::from_secs(secs as u64))
+        } else {
+            local.checked_add(Duration::from_secs((-secs) as u64))
+        };
+        return utc.ok_or_else(bad);
+    }
+    Err(bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(7 * 86400));
+        assert!(parse_duration("-5s").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn times() {
+        let z = parse_time("2026-12-01T10:00:00Z").unwrap();
+        let plus = parse_time("2026-12-01T11:00:00+01:00").unwrap();
+        let minus = parse_time("2026-12-01T08:30:00-01:30").unwrap();
+        assert_eq!(z, plus);
+        assert_eq!(z, minus);
+        assert!(parse_time("2026-12-01 10:00").is_err());
+        assert!(parse_time("tomorrow").is_err());
+    }
+}

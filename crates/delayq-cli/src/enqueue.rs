@@ -1,0 +1,141 @@
+//! `delayq enqueue`: one job from flags, or many from JSON lines on stdin.
+
+use std::io::BufRead;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use delayq::{Enqueued, InvalidInput, JobId, NewJob, Producer, Schedule};
+use delayq_redis::RedisBackend;
+use serde::Deserialize;
+
+use crate::args::{EnqueueArgs, parse_time};
+use crate::output::format_ms;
+
+/// One line of `--jsonl` input.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    id: Option<String>,
+    payload: serde_json::Value,
+    delay_ms: Option<f64>,
+    run_at: Option<RunAt>,
+    max_attempts: Option<u32>,
+}
+
+/// `run_at` as RFC 3339 text or ms since the epoch.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum RunAt {
+    Ms(u64),
+    Text(String),
+}
+
+impl Line {
+    fn into_job(self) -> anyhow::Result<NewJob> {
+        // A JSON string payload is stored as its text; anything else as compact JSON.
+        let payload = match self.payload {
+            serde_json::Value::String(s) => s.into_bytes(),
+            v => serde_json::to_vec(&v)?,
+        };
+        let schedule = match (self.delay_ms, self.run_at) {
+            (Some(_), Some(_)) => {
+                return Err(InvalidInput::Delay("give delay_ms or run_at, not both".into()).into());
+            }
+            (Some(ms), None) => Schedule::delay_ms(ms)?,
+            (None, Some(RunAt::Ms(ms))) => Schedule::At(ms),
+            (None, Some(RunAt::Text(t))) => {
+                Schedule::at(parse_time(&t).map_err(InvalidInput::Delay)?)?
+            }
+            (None, None) => Schedule::Now,
+        };
+        let mut job = NewJob::new(payload).schedule(schedule);
+        if let Some(id) = self.id {
+            job = job.id(JobId::new(id)?);
+        }
+        if let Some(n) = self.max_attempts {
+            job = job.max_attempts(n);
+        }
+        Ok(job)
+    }
+}
+
+/// Runs `delayq enqueue`.
+pub async fn run(p: &Producer<RedisBackend>, a: EnqueueArgs) -> anyhow::Result<()> {
+    if a.jsonl {
+        return run_jsonl(p, a.batch.clamp(1, delayq::limits::MAX_BATCH)).await;
+    }
+    let payload = match (a.payload, a.payload_file) {
+        (Some(t), None) => t.into_bytes(),
+        (None, Some(f)) => {
+            std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?
+        }
+        _ => bail!("give --payload TEXT or --payload-file FILE"),
+    };
+    let mut job = NewJob::new(payload).schedule(a.when.schedule()?);
+    if let Some(id) = a.id {
+        job = job.id(id);
+    }
+    if let Some(n) = a.max_attempts {
+        job = job.max_attempts(n);
+    }
+    print(&p.enqueue(job).await?);
+    Ok(())
+}
+
+fn print(e: &Enqueued) {
+    let what = if e.created { "created" } else { "exists" };
+    println!("{}\t{what}\tdue {}", e.id, format_ms(e.due_at_ms));
+}
+
+/// Reads every line first so that a bad line refuses the whole input before anything is
+/// written, then enqueues in batches.
+async fn run_jsonl(p: &Producer<RedisBackend>, batch: usize) -> anyhow::Result<()> {
+    let mut jobs = Vec::new();
+    for (i, line) in std::io::stdin().lock().lines().enumerate() {
+        let line = line.context("reading stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Line =
+            serde_json::from_str(&line).with_context(|| format!("line {}: invalid job", i + 1))?;
+        let job = parsed
+            .into_job()
+            .with_context(|| format!("line {}: invalid job", i + 1))?;
+        job.validate(delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES, delayq::job::system_now_ms())
+            .with_context(|| format!("line {}: invalid job", i + 1))?;
+        jobs.push(job);
+    }
+    let (mut created, mut existing) = (0u64, 0u64);
+    for chunk in jobs.chunks(batch) {
+        let out = retry(|| p.enqueue_batch(chunk.to_vec())).await?;
+        for e in &out {
+            if e.created {
+                created += 1;
+            } else {
+                existing += 1;
+            }
+        }
+    }
+    println!("created {created}\texisting {existing}");
+    Ok(())
+}
+
+/// Retries a call that is safe to repeat while the backend is unavailable (a few seconds).
+async fn retry<T, F, Fut>(mut f: F) -> delayq::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = delayq::Result<T>>,
+{
+    let mut delay = Duration::from_millis(50);
+    for _ in 0..8 {
+        match f().await {
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(error = %e, "retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            other => return other,
+        }
+    }
+    f().await
+}

@@ -1,0 +1,45 @@
+//! Formatting of times and jobs for people.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use delayq::JobInfo;
+
+/// ms since the epoch as RFC 3339 UTC with milliseconds.
+pub fn format_ms(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// A job as `key: value` lines.
+pub fn job_text(j: &JobInfo) -> String {
+    let mut s = format!(
+        "id: {}\nstate: {}\nattempt: {}/{}\ndue_at: {}\ncreated_at: {}\n",
+        j.id,
+        j.state,
+        j.attempt,
+        j.max_attempts,
+        format_ms(j.due_at_ms),
+        format_ms(j.created_at_ms)
+    );
+    if let Some(d) = j.lease_deadline_ms {
+        s += &format!("lease_deadline: {}\n", format_ms(d));
+    }
+    if let Some(d) = j.failed_at_ms {
+        s += &format!("failed_at: {}\n", format_ms(d));
+    }
+    if let Some(e) = &j.last_error {
+        s += &format!("last_error: {e}\n");
+    }
+    s += &format!("payload: {}", String::from_utf8_lossy(&j.payload));
+    s
+}
+
+/// A job as one JSON object (payload as text when it is UTF-8, else hex).
+pub fn job_json(j: &JobInfo) -> serde_json::Value {
+    let mut v = serde_json::to_value(j).unwrap_or_default();
+    let payload = match std::str::from_utf8(&j.payload) {
+        Ok(t) => serde_json::Value::String(t.to_owned()),
+        Err(_) => serde_json::Value::String(j.payload.iter().map(|b| format!("{b:02x}")).collect()),
+    };
+    v["payload"] = payload;
+    v
+}

@@ -1,0 +1,155 @@
+//! The `delayq` binary end to end against a throwaway Redis.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use delayq_test_support::RedisServer;
+
+fn delayq(server: &RedisServer, args: &[&str]) -> Output {
+    delayq_stdin(server, args, "")
+}
+
+fn delayq_stdin(server: &RedisServer, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &server.url(), "--queue", "orders"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stats(server: &RedisServer) -> serde_json::Value {
+    let o = delayq(server, &["stats", "--json"]);
+    assert!(o.status.success(), "{o:?}");
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn enqueue_get_cancel_stats() {
+    let s = RedisServer::start();
+    let o = delayq(&s, &["enqueue", "--id", "o-1", "--delay", "30m", "--payload", "cancel o-1"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&o).starts_with("o-1\tcreated\tdue "), "{}", stdout(&o));
+    let again = delayq(&s, &["enqueue", "--id", "o-1", "--delay", "5s", "--payload", "x"]);
+    assert!(stdout(&again).starts_with("o-1\texists"), "{}", stdout(&again));
+    let o = delayq(&s, &["enqueue", "--at", "2030-01-01T00:00:00Z", "--max-attempts", "3", "--payload", "y"]);
+    assert!(o.status.success());
+    let generated = stdout(&o).split('\t').next().unwrap().to_owned();
+
+    let g = delayq(&s, &["get", "o-1", "--json"]);
+    let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
+    assert_eq!(info["state"], "scheduled");
+    assert_eq!(info["payload"], "cancel o-1");
+    let g = delayq(&s, &["get", &generated, "--json"]);
+    let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
+    assert_eq!(info["due_at_ms"], 1_893_456_000_000u64);
+    assert_eq!(info["max_attempts"], 3);
+
+    let st = stats(&s);
+    assert_eq!((st["scheduled"].as_u64(), st["due"].as_u64()), (Some(2), Some(0)));
+    assert_eq!((st["leased"].as_u64(), st["dead"].as_u64()), (Some(0), Some(0)));
+    let text = delayq(&s, &["stats"]);
+    assert!(stdout(&text).contains("scheduled           2"), "{}", stdout(&text));
+
+    let c = delayq(&s, &["cancel", "o-1"]);
+    assert_eq!(c.status.code(), Some(0));
+    assert!(stdout(&c).contains("cancelled"));
+    let c = delayq(&s, &["cancel", "o-1"]);
+    assert_eq!(c.status.code(), Some(3), "second cancel finds nothing");
+    assert_eq!(delayq(&s, &["get", "o-1"]).status.code(), Some(3));
+}
+
+#[test]
+fn payload_file_and_jsonl() {
+    let s = RedisServer::start();
+    let (_d, path) = delayq_test_support::temp_path("payload.bin");
+    std::fs::write(&path, b"from a file").unwrap();
+    let o = delayq(&s, &["enqueue", "--id", "f", "--payload-file", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    let input = (0..2500)
+        .map(|i| format!(r#"{{"id":"j{i}","payload":{{"n":{i}}},"delay_ms":60000}}"#))
+        .chain([r#"{"id":"at","payload":"text","run_at":"2030-01-01T00:00:00+01:00"}"#.into()])
+        .collect::<Vec<_>>()
+        .join("\n");
+    let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &input);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o).trim(), "created 2501\texisting 0");
+    let again = delayq_stdin(&s, &["enqueue", "--jsonl"], &input);
+    assert_eq!(stdout(&again).trim(), "created 0\texisting 2501");
+    let g = delayq(&s, &["get", "j7", "--json"]);
+    let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
+    assert_eq!(info["payload"], r#"{"n":7}"#);
+    let g = delayq(&s, &["get", "at", "--json"]);
+    let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
+    assert_eq!(info["due_at_ms"], 1_893_452_400_000u64);
+    assert_eq!(stats(&s)["scheduled"], 2502);
+}
+
+#[test]
+fn bad_input_exits_2_and_writes_nothing() {
+    let s = RedisServer::start();
+    let cases: &[(&[&str], &str)] = &[
+        (&["enqueue", "--delay=-5s", "--payload", "x"], ""),
+        (&["enqueue", "--delay", "11y", "--payload", "x"], ""),
+        (&["enqueue", "--at", "tomorrow", "--payload", "x"], ""),
+        (&["enqueue", "--id", "a\u{1}b", "--payload", "x"], ""),
+        (&["enqueue", "--id", &"x".repeat(257), "--payload", "x"], ""),
+        (&["enqueue", "--max-attempts", "0", "--payload", "x"], ""),
+        (&["enqueue", "--payload", "x", "--payload-file", "/etc/hostname"], ""),
+        (&["enqueue", "--jsonl"], "{\"id\":\"ok\",\"payload\":1}\n{\"payload\":1,\"extra\":true}\n"),
+        (&["enqueue", "--jsonl"], "{\"id\":\"ok\",\"payload\":1}\n{not json\n"),
+        (&["enqueue", "--jsonl"], "{\"payload\":1,\"delay_ms\":-1}\n"),
+        (&["enqueue", "--jsonl"], "{\"payload\":1,\"delay_ms\":1,\"run_at\":5}\n"),
+    ];
+    for (args, stdin) in cases {
+        let o = delayq_stdin(&s, args, stdin);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(!o.stderr.is_empty());
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &s.url(), "--queue", "bad{name}", "stats"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert_eq!(s.command(&["DBSIZE"]), "0");
+}
+
+#[test]
+fn dead_letter_commands() {
+    let s = RedisServer::start();
+    let o = delayq(&s, &["enqueue", "--id", "bad", "--max-attempts", "1", "--payload", "p"]);
+    assert!(o.status.success());
+    let w = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &s.url(), "--queue", "orders", "worker", "--exec", "echo broken >&2; exit 7"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stats(&s)["dead"] != 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stop(w);
+    let l = delayq(&s, &["dead", "list", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(stdout(&l).lines().next().unwrap()).unwrap();
+    assert_eq!(j["id"], "bad");
+    assert_eq!(j["attempt"], 1);
+    assert!(j["last_error"].as_str().unwrap().contains("exit status: 7: broken"), "{j}");
+    assert!(delayq(&s, &["dead", "requeue", "bad"]).status.success());
+    assert_eq!(stats(&s)["due"], 1);
+    assert_eq!(delayq(&s, &["dead", "requeue", "bad"]).status.code(), Some(4));
+    assert!(stdout(&delayq(&s, &["dead", "purge"])).contains("purged 0"));
+}
+
+fn stop(mut child: std::process::Child) {
+    // SIGTERM for a graceful drain.
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
