@@ -33,11 +33,7 @@ pub async fn cancel(p: &Producer<RedisBackend>, id: &JobId) -> anyhow::Result<u8
 }
 
 /// `delayq reschedule ID`.
-pub async fn reschedule(
-    p: &Producer<RedisBackend>,
-    id: &JobId,
-    s: Schedule,
-) -> anyhow::Result<u8> {
+pub async fn reschedule(p: &Producer<RedisBackend>, id: &JobId, s: Schedule) -> anyhow::Result<u8> {
     let due = p.reschedule(id, s).await?;
     println!("{id}\tdue {}", format_ms(due));
     Ok(0)
@@ -67,7 +63,11 @@ pub async fn dead<B: Backend + Inspect>(
     cmd: DeadCommand,
 ) -> anyhow::Result<u8> {
     match cmd {
-        DeadCommand::List { offset, limit, json } => {
+        DeadCommand::List {
+            offset,
+            limit,
+            json,
+        } => {
             for j in b.dead_list(q, offset, limit).await? {
                 if json {
                     println!("{}", job_json(&j));

@@ -11,10 +11,21 @@ use delayq::{JobId, QueueName, Schedule};
 #[command(name = "delayq", version, about)]
 pub struct Cli {
     /// Redis URL.
-    #[arg(long, global = true, env = "DELAYQ_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
     pub redis: String,
     /// Queue name: 1-128 characters of [A-Za-z0-9._-].
-    #[arg(long, short, global = true, env = "DELAYQ_QUEUE", default_value = "default")]
+    #[arg(
+        long,
+        short,
+        global = true,
+        env = "DELAYQ_QUEUE",
+        default_value = "default"
+    )]
     pub queue: QueueName,
     /// The command.
     #[command(subcommand)]
@@ -178,8 +189,9 @@ pub fn parse_time(s: &str) -> Result<SystemTime, String> {
             _ => return Err(bad()),
         };
         let (h, m) = off[1..].split_once(':').ok_or_else(bad)?;
-        let secs = sign * (h.parse::<i64>().map_err(|_| bad())? * 3600
-            + m.parse::<i64>().map_err(|_| bad())? * 60);
+        let secs = sign
+            * (h.parse::<i64>().map_err(|_| bad())? * 3600
+                + m.parse::<i64>().map_err(|_| bad())? * 60);
         let local = humantime::parse_rfc3339_weak(base).map_err(|_| bad())?;
         let utc = if secs >= 0 {
             local.checked_sub(Duration::from_secs(secs as u64))
@@ -198,7 +210,10 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(7 * 86400));
+        assert_eq!(
+            parse_duration("7d").unwrap(),
+            Duration::from_secs(7 * 86400)
+        );
         assert!(parse_duration("-5s").is_err());
         assert!(parse_duration("soon").is_err());
     }

@@ -66,9 +66,7 @@ pub async fn run(p: &Producer<RedisBackend>, a: EnqueueArgs) -> anyhow::Result<(
     }
     let payload = match (a.payload, a.payload_file) {
         (Some(t), None) => t.into_bytes(),
-        (None, Some(f)) => {
-            std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?
-        }
+        (None, Some(f)) => std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?,
         _ => bail!("give --payload TEXT or --payload-file FILE"),
     };
     let mut job = NewJob::new(payload).schedule(a.when.schedule()?);
@@ -101,8 +99,11 @@ async fn run_jsonl(p: &Producer<RedisBackend>, batch: usize) -> anyhow::Result<(
         let job = parsed
             .into_job()
             .with_context(|| format!("line {}: invalid job", i + 1))?;
-        job.validate(delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES, delayq::job::system_now_ms())
-            .with_context(|| format!("line {}: invalid job", i + 1))?;
+        job.validate(
+            delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES,
+            delayq::job::system_now_ms(),
+        )
+        .with_context(|| format!("line {}: invalid job", i + 1))?;
         jobs.push(job);
     }
     let (mut created, mut existing) = (0u64, 0u64);

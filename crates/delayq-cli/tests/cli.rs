@@ -18,7 +18,12 @@ fn delayq_stdin(server: &RedisServer, args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -35,12 +40,45 @@ fn stats(server: &RedisServer) -> serde_json::Value {
 #[test]
 fn enqueue_get_cancel_stats() {
     let s = RedisServer::start();
-    let o = delayq(&s, &["enqueue", "--id", "o-1", "--delay", "30m", "--payload", "cancel o-1"]);
+    let o = delayq(
+        &s,
+        &[
+            "enqueue",
+            "--id",
+            "o-1",
+            "--delay",
+            "30m",
+            "--payload",
+            "cancel o-1",
+        ],
+    );
     assert!(o.status.success(), "{o:?}");
-    assert!(stdout(&o).starts_with("o-1\tcreated\tdue "), "{}", stdout(&o));
-    let again = delayq(&s, &["enqueue", "--id", "o-1", "--delay", "5s", "--payload", "x"]);
-    assert!(stdout(&again).starts_with("o-1\texists"), "{}", stdout(&again));
-    let o = delayq(&s, &["enqueue", "--at", "2030-01-01T00:00:00Z", "--max-attempts", "3", "--payload", "y"]);
+    assert!(
+        stdout(&o).starts_with("o-1\tcreated\tdue "),
+        "{}",
+        stdout(&o)
+    );
+    let again = delayq(
+        &s,
+        &["enqueue", "--id", "o-1", "--delay", "5s", "--payload", "x"],
+    );
+    assert!(
+        stdout(&again).starts_with("o-1\texists"),
+        "{}",
+        stdout(&again)
+    );
+    let o = delayq(
+        &s,
+        &[
+            "enqueue",
+            "--at",
+            "2030-01-01T00:00:00Z",
+            "--max-attempts",
+            "3",
+            "--payload",
+            "y",
+        ],
+    );
     assert!(o.status.success());
     let generated = stdout(&o).split('\t').next().unwrap().to_owned();
 
@@ -54,10 +92,20 @@ fn enqueue_get_cancel_stats() {
     assert_eq!(info["max_attempts"], 3);
 
     let st = stats(&s);
-    assert_eq!((st["scheduled"].as_u64(), st["due"].as_u64()), (Some(2), Some(0)));
-    assert_eq!((st["leased"].as_u64(), st["dead"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (st["scheduled"].as_u64(), st["due"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert_eq!(
+        (st["leased"].as_u64(), st["dead"].as_u64()),
+        (Some(0), Some(0))
+    );
     let text = delayq(&s, &["stats"]);
-    assert!(stdout(&text).contains("scheduled           2"), "{}", stdout(&text));
+    assert!(
+        stdout(&text).contains("scheduled           2"),
+        "{}",
+        stdout(&text)
+    );
 
     let c = delayq(&s, &["cancel", "o-1"]);
     assert_eq!(c.status.code(), Some(0));
@@ -72,7 +120,16 @@ fn payload_file_and_jsonl() {
     let s = RedisServer::start();
     let (_d, path) = delayq_test_support::temp_path("payload.bin");
     std::fs::write(&path, b"from a file").unwrap();
-    let o = delayq(&s, &["enqueue", "--id", "f", "--payload-file", path.to_str().unwrap()]);
+    let o = delayq(
+        &s,
+        &[
+            "enqueue",
+            "--id",
+            "f",
+            "--payload-file",
+            path.to_str().unwrap(),
+        ],
+    );
     assert!(o.status.success(), "{o:?}");
     let input = (0..2500)
         .map(|i| format!(r#"{{"id":"j{i}","payload":{{"n":{i}}},"delay_ms":60000}}"#))
@@ -103,11 +160,29 @@ fn bad_input_exits_2_and_writes_nothing() {
         (&["enqueue", "--id", "a\u{1}b", "--payload", "x"], ""),
         (&["enqueue", "--id", &"x".repeat(257), "--payload", "x"], ""),
         (&["enqueue", "--max-attempts", "0", "--payload", "x"], ""),
-        (&["enqueue", "--payload", "x", "--payload-file", "/etc/hostname"], ""),
-        (&["enqueue", "--jsonl"], "{\"id\":\"ok\",\"payload\":1}\n{\"payload\":1,\"extra\":true}\n"),
-        (&["enqueue", "--jsonl"], "{\"id\":\"ok\",\"payload\":1}\n{not json\n"),
+        (
+            &[
+                "enqueue",
+                "--payload",
+                "x",
+                "--payload-file",
+                "/etc/hostname",
+            ],
+            "",
+        ),
+        (
+            &["enqueue", "--jsonl"],
+            "{\"id\":\"ok\",\"payload\":1}\n{\"payload\":1,\"extra\":true}\n",
+        ),
+        (
+            &["enqueue", "--jsonl"],
+            "{\"id\":\"ok\",\"payload\":1}\n{not json\n",
+        ),
         (&["enqueue", "--jsonl"], "{\"payload\":1,\"delay_ms\":-1}\n"),
-        (&["enqueue", "--jsonl"], "{\"payload\":1,\"delay_ms\":1,\"run_at\":5}\n"),
+        (
+            &["enqueue", "--jsonl"],
+            "{\"payload\":1,\"delay_ms\":1,\"run_at\":5}\n",
+        ),
     ];
     for (args, stdin) in cases {
         let o = delayq_stdin(&s, args, stdin);
@@ -125,10 +200,29 @@ fn bad_input_exits_2_and_writes_nothing() {
 #[test]
 fn dead_letter_commands() {
     let s = RedisServer::start();
-    let o = delayq(&s, &["enqueue", "--id", "bad", "--max-attempts", "1", "--payload", "p"]);
+    let o = delayq(
+        &s,
+        &[
+            "enqueue",
+            "--id",
+            "bad",
+            "--max-attempts",
+            "1",
+            "--payload",
+            "p",
+        ],
+    );
     assert!(o.status.success());
     let w = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--redis", &s.url(), "--queue", "orders", "worker", "--exec", "echo broken >&2; exit 7"])
+        .args([
+            "--redis",
+            &s.url(),
+            "--queue",
+            "orders",
+            "worker",
+            "--exec",
+            "echo broken >&2; exit 7",
+        ])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -141,15 +235,26 @@ fn dead_letter_commands() {
     let j: serde_json::Value = serde_json::from_str(stdout(&l).lines().next().unwrap()).unwrap();
     assert_eq!(j["id"], "bad");
     assert_eq!(j["attempt"], 1);
-    assert!(j["last_error"].as_str().unwrap().contains("exit status: 7: broken"), "{j}");
+    assert!(
+        j["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("exit status: 7: broken"),
+        "{j}"
+    );
     assert!(delayq(&s, &["dead", "requeue", "bad"]).status.success());
     assert_eq!(stats(&s)["due"], 1);
-    assert_eq!(delayq(&s, &["dead", "requeue", "bad"]).status.code(), Some(4));
+    assert_eq!(
+        delayq(&s, &["dead", "requeue", "bad"]).status.code(),
+        Some(4)
+    );
     assert!(stdout(&delayq(&s, &["dead", "purge"])).contains("purged 0"));
 }
 
 fn stop(mut child: std::process::Child) {
     // SIGTERM for a graceful drain.
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     let _ = child.wait();
 }

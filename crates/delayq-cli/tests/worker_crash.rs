@@ -17,7 +17,10 @@ fn worker(server: &RedisServer, out: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_delayq"))
         .args(["--redis", &server.url(), "--queue", "crash", "worker"])
         .args(["--concurrency", &CONCURRENCY.to_string(), "--lease", "3s"])
-        .args(["--exec", &format!("echo \"$DELAYQ_JOB_ID\" >> {}", out.display())])
+        .args([
+            "--exec",
+            &format!("echo \"$DELAYQ_JOB_ID\" >> {}", out.display()),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -71,14 +74,23 @@ async fn a_worker_killed_mid_run_loses_nothing() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for w in &workers {
-        let _ = Command::new("kill").args(["-TERM", &w.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &w.id().to_string()])
+            .status();
     }
     for mut w in workers {
         w.wait().unwrap();
     }
-    let missing: Vec<usize> = (0..N).filter(|i| !count.contains_key(&i.to_string())).collect();
+    let missing: Vec<usize> = (0..N)
+        .filter(|i| !count.contains_key(&i.to_string()))
+        .collect();
     assert!(at_kill < N, "the kill happened mid-run");
-    assert!(missing.is_empty(), "lost {} jobs, e.g. {:?}", missing.len(), &missing[..missing.len().min(10)]);
+    assert!(
+        missing.is_empty(),
+        "lost {} jobs, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
     let duplicates: usize = count.values().map(|c| c - 1).sum();
     assert!(
         duplicates <= CONCURRENCY,

@@ -267,7 +267,9 @@ impl Backend for RedisBackend {
             arg(lease.token),
             arg(lease_len.as_millis()),
         ];
-        let v = self.call(&scripts::EXTEND, &[&k.lease, &k.jobs], args).await?;
+        let v = self
+            .call(&scripts::EXTEND, &[&k.lease, &k.jobs], args)
+            .await?;
         match int(&v)? {
             d if d >= 0 => Ok(d as u64),
             _ => Err(Error::LeaseLost { id: lease.id }),
@@ -437,7 +439,11 @@ impl Inspect for RedisBackend {
         let mut total = 0;
         loop {
             let v = self
-                .call(&scripts::DEAD_PURGE, &[&k.dead, &k.jobs], vec![arg(ADMIN_CHUNK)])
+                .call(
+                    &scripts::DEAD_PURGE,
+                    &[&k.dead, &k.jobs],
+                    vec![arg(ADMIN_CHUNK)],
+                )
                 .await?;
             let n = int(&v)? as u64;
             total += n;

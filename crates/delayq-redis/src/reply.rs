@@ -52,8 +52,9 @@ pub(crate) fn job_id(v: Value) -> Result<JobId> {
 /// `{ id, state, attempt, max_attempts, due, created, extra, last_error, payload }`.
 pub(crate) fn job_info(v: Value) -> Result<JobInfo> {
     let a = array(v)?;
-    let [id, state, attempt, max, due, created, extra, err, payload]: [Value; 9] =
-        a.try_into().map_err(|_| shape("job info of 9 fields expected"))?;
+    let [id, state, attempt, max, due, created, extra, err, payload]: [Value; 9] = a
+        .try_into()
+        .map_err(|_| shape("job info of 9 fields expected"))?;
     let state = match string(state)?.as_str() {
         "scheduled" => JobState::Scheduled,
         "leased" => JobState::Leased,
@@ -69,7 +70,11 @@ pub(crate) fn job_info(v: Value) -> Result<JobInfo> {
         max_attempts: int(&max)? as u32,
         due_at_ms: int(&due)? as u64,
         created_at_ms: int(&created)? as u64,
-        lease_deadline_ms: if state == JobState::Leased { extra } else { None },
+        lease_deadline_ms: if state == JobState::Leased {
+            extra
+        } else {
+            None
+        },
         failed_at_ms: if state == JobState::Dead { extra } else { None },
         last_error: opt_string(err)?,
         payload: bytes(payload)?,

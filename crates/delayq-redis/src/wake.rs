@@ -71,21 +71,20 @@ async fn run(
     let mut delay = Duration::from_millis(50);
     let mut subscribed: Vec<String> = Vec::new();
     loop {
-        let pubsub = match tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub())
-            .await
-        {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "wake-up connection failed");
-                if requests.is_closed() {
-                    return;
+        let pubsub =
+            match tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "wake-up connection failed");
+                    if requests.is_closed() {
+                        return;
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                    continue;
                 }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-                continue;
-            }
-            Err(_) => continue,
-        };
+                Err(_) => continue,
+            };
         let (mut sink, mut stream) = pubsub.split();
         let mut ok = true;
         for ch in &subscribed {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use delayq::{
-    AckOutcome, Backend, Backoff, ClaimRequest, Consumer, ConsumerOptions, Error, Failure,
-    Inspect, Job, JobState, Nack, NewJob, OffsetClock, Producer,
+    AckOutcome, Backend, Backoff, ClaimRequest, Consumer, ConsumerOptions, Error, Failure, Inspect,
+    Job, JobState, Nack, NewJob, OffsetClock, Producer,
 };
 use tokio::sync::watch;
 
@@ -32,7 +32,11 @@ fn spawn_consumer<F>(
     q: &delayq::QueueName,
     o: ConsumerOptions,
     f: F,
-) -> (Seen, watch::Sender<bool>, tokio::task::JoinHandle<delayq::RunReport>)
+) -> (
+    Seen,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<delayq::RunReport>,
+)
 where
     F: Fn(&Job) -> Result<(), Failure> + Send + Sync + 'static,
 {
@@ -92,14 +96,15 @@ async fn failures_retry_with_backoff_then_dead_letter() {
         Err(Failure::retry(format!("boom {}", j.attempt)))
     });
     assert!(eventually(10, || seen.lock().unwrap().len() >= 3).await);
-    assert!(
-        until(5, || async { b.stats(&q).await.unwrap().dead == 1 }).await
-    );
+    assert!(until(5, || async { b.stats(&q).await.unwrap().dead == 1 }).await);
     stop.send(true).unwrap();
     let report = h.await.unwrap();
     assert_eq!((report.retried, report.dead), (2, 1));
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.iter().map(|j| j.attempt).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        seen.iter().map(|j| j.attempt).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
     assert_eq!(seen[1].last_error.as_deref(), Some("boom 1"));
     assert_eq!(seen[2].last_error.as_deref(), Some("boom 2"));
     // The backoff was respected between deliveries.
@@ -192,7 +197,11 @@ async fn long_handlers_keep_their_lease() {
         stop.send(true).unwrap();
         h.await.unwrap().unwrap();
     }
-    assert_eq!(*count.lock().unwrap(), 1, "a 200 ms lease held over a 1.2 s handler");
+    assert_eq!(
+        *count.lock().unwrap(),
+        1,
+        "a 200 ms lease held over a 1.2 s handler"
+    );
     assert!(p.get(&id("long")).await.unwrap().is_none(), "acked");
 }
 
@@ -209,7 +218,10 @@ async fn one_owner_and_stale_tokens_are_fenced() {
     let a = b.claim(&q, req(150)).await.unwrap();
     assert_eq!(a.jobs.len(), 1);
     let stale = a.jobs[0].lease_ref();
-    assert!(b.claim(&q, req(150)).await.unwrap().jobs.is_empty(), "one owner");
+    assert!(
+        b.claim(&q, req(150)).await.unwrap().jobs.is_empty(),
+        "one owner"
+    );
     tokio::time::sleep(Duration::from_millis(250)).await;
     let bb = b.claim(&q, req(30_000)).await.unwrap();
     assert_eq!(bb.jobs.len(), 1, "the expired lease is delivered again");
@@ -217,7 +229,10 @@ async fn one_owner_and_stale_tokens_are_fenced() {
     assert_eq!(bb.jobs[0].attempt, 2);
     assert_ne!(fresh.token, stale.token);
     // Every operation with the stale token is refused and changes nothing.
-    assert_eq!(b.ack(&q, vec![stale.clone()]).await.unwrap(), [AckOutcome::LeaseLost]);
+    assert_eq!(
+        b.ack(&q, vec![stale.clone()]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
     assert!(matches!(
         b.nack(&q, stale.clone(), Nack::error("x")).await,
         Err(Error::LeaseLost { .. })
@@ -232,14 +247,32 @@ async fn one_owner_and_stale_tokens_are_fenced() {
     // A token of another job is refused too.
     p.enqueue(job("other", 0)).await.unwrap();
     let other = b.claim(&q, req(30_000)).await.unwrap().jobs[0].lease_ref();
-    let forged = delayq::LeaseRef { id: id("f"), token: other.token };
-    assert_eq!(b.ack(&q, vec![forged]).await.unwrap(), [AckOutcome::LeaseLost]);
+    let forged = delayq::LeaseRef {
+        id: id("f"),
+        token: other.token,
+    };
+    assert_eq!(
+        b.ack(&q, vec![forged]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
     // Unknown ids are refused.
-    let unknown = delayq::LeaseRef { id: id("zzz"), token: 1 };
-    assert_eq!(b.ack(&q, vec![unknown]).await.unwrap(), [AckOutcome::LeaseLost]);
+    let unknown = delayq::LeaseRef {
+        id: id("zzz"),
+        token: 1,
+    };
+    assert_eq!(
+        b.ack(&q, vec![unknown]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
     // The current owner acks; a second ack is refused.
-    assert_eq!(b.ack(&q, vec![fresh.clone()]).await.unwrap(), [AckOutcome::Acked]);
-    assert_eq!(b.ack(&q, vec![fresh]).await.unwrap(), [AckOutcome::LeaseLost]);
+    assert_eq!(
+        b.ack(&q, vec![fresh.clone()]).await.unwrap(),
+        [AckOutcome::Acked]
+    );
+    assert_eq!(
+        b.ack(&q, vec![fresh]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
 }
 
 #[tokio::test]
@@ -250,11 +283,21 @@ async fn expired_leases_come_back_or_die_when_attempts_are_used_up() {
     p.enqueue(job("last", 0).max_attempts(1)).await.unwrap();
     // A consumer claims both and dies: it never acks.
     let got = b
-        .claim(&q, ClaimRequest { max: 10, lease: Duration::from_millis(100), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 10,
+                lease: Duration::from_millis(100),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     assert_eq!(got.jobs.len(), 2);
-    assert_eq!(got.next_due_in.map(|d| d <= Duration::from_millis(100)), Some(true));
+    assert_eq!(
+        got.next_due_in.map(|d| d <= Duration::from_millis(100)),
+        Some(true)
+    );
     // A new consumer recovers them in its normal claim path; no other process runs.
     let (seen, stop, h) = spawn_consumer(&b, &q, opts(2, 5000), |_| Ok(()));
     assert!(eventually(10, || !seen.lock().unwrap().is_empty()).await);
@@ -265,7 +308,13 @@ async fn expired_leases_come_back_or_die_when_attempts_are_used_up() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].id.as_str(), "crash");
     assert_eq!(seen[0].attempt, 2);
-    assert!(seen[0].last_error.as_deref().unwrap().contains("lease expired"));
+    assert!(
+        seen[0]
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("lease expired")
+    );
     let dead = b.get(&q, &id("last")).await.unwrap().unwrap();
     assert_eq!(dead.state, JobState::Dead);
     assert!(dead.last_error.unwrap().contains("lease expired"));
@@ -309,7 +358,10 @@ async fn an_idle_consumer_sleeps_exactly_until_the_next_due_job() {
     assert!(
         eventually(6, move || {
             for j in seen2.lock().unwrap().iter() {
-                at2.lock().unwrap().entry(j.id.to_string()).or_insert_with(now_ms);
+                at2.lock()
+                    .unwrap()
+                    .entry(j.id.to_string())
+                    .or_insert_with(now_ms);
             }
             at2.lock().unwrap().len() == 2
         })
@@ -381,7 +433,11 @@ async fn shutdown_grace_over_releases_the_lease() {
     let r = h.await.unwrap().unwrap();
     assert_eq!(r.aborted, 1);
     let info = p.get(&id("stuck")).await.unwrap().unwrap();
-    assert_eq!(info.state, JobState::Scheduled, "released, not held for the 60 s lease");
+    assert_eq!(
+        info.state,
+        JobState::Scheduled,
+        "released, not held for the 60 s lease"
+    );
     assert_eq!(b.stats(&q).await.unwrap().due, 1);
 }
 
@@ -391,10 +447,19 @@ async fn release_without_start_does_not_count_an_attempt() {
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(job("r", 0)).await.unwrap();
     let got = b
-        .claim(&q, ClaimRequest { max: 1, lease: Duration::from_secs(60), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 1,
+                lease: Duration::from_secs(60),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
-    b.release(&q, vec![got.jobs[0].lease_ref()], true).await.unwrap();
+    b.release(&q, vec![got.jobs[0].lease_ref()], true)
+        .await
+        .unwrap();
     let info = p.get(&id("r")).await.unwrap().unwrap();
     assert_eq!((info.state, info.attempt), (JobState::Scheduled, 0));
 }
@@ -418,16 +483,29 @@ async fn skewed_client_clocks_do_not_move_jobs() {
     stop.send(true).unwrap();
     h.await.unwrap();
     assert!(handled >= e.due_at_ms);
-    assert!(handled < e.due_at_ms + 2000, "{} ms late", handled - e.due_at_ms);
+    assert!(
+        handled < e.due_at_ms + 2000,
+        "{} ms late",
+        handled - e.due_at_ms
+    );
 }
 
 #[tokio::test]
 async fn per_job_lease_overrides_the_consumer_lease() {
     let (_s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone());
-    p.enqueue(job("l", 0).lease(Duration::from_millis(700))).await.unwrap();
+    p.enqueue(job("l", 0).lease(Duration::from_millis(700)))
+        .await
+        .unwrap();
     let got = b
-        .claim(&q, ClaimRequest { max: 1, lease: Duration::from_secs(60), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 1,
+                lease: Duration::from_secs(60),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     assert_eq!(got.jobs[0].lease, Duration::from_millis(700));
@@ -439,7 +517,9 @@ async fn per_job_lease_overrides_the_consumer_lease() {
 async fn four_consumers_handle_twenty_thousand_jobs_exactly_once_never_early() {
     let server = RedisServer::start();
     let q = queue();
-    let b = delayq_redis::RedisBackend::connect(&server.url()).await.unwrap();
+    let b = delayq_redis::RedisBackend::connect(&server.url())
+        .await
+        .unwrap();
     let p = Producer::new(b.clone(), q.clone());
     let n = 20_000;
     let mut jobs = Vec::new();
@@ -456,20 +536,34 @@ async fn four_consumers_handle_twenty_thousand_jobs_exactly_once_never_early() {
     let mut all_seen = Vec::new();
     for _ in 0..4 {
         // Each consumer with its own connections, as separate services would have.
-        let bc = delayq_redis::RedisBackend::connect(&server.url()).await.unwrap();
+        let bc = delayq_redis::RedisBackend::connect(&server.url())
+            .await
+            .unwrap();
         let early = early.clone();
         let (seen, stop, h) = spawn_consumer(&bc, &q, opts(8, 10_000), move |j| {
             let now = now_ms();
             if now < j.due_at_ms {
-                early.lock().unwrap().push((j.id.to_string(), j.due_at_ms - now));
+                early
+                    .lock()
+                    .unwrap()
+                    .push((j.id.to_string(), j.due_at_ms - now));
             }
             Ok(())
         });
         all_seen.push(seen);
         consumers.push((stop, h));
     }
-    let total = || all_seen.iter().map(|s| s.lock().unwrap().len()).sum::<usize>();
-    assert!(eventually(60, || total() >= n).await, "handled {} of {n}", total());
+    let total = || {
+        all_seen
+            .iter()
+            .map(|s| s.lock().unwrap().len())
+            .sum::<usize>()
+    };
+    assert!(
+        eventually(60, || total() >= n).await,
+        "handled {} of {n}",
+        total()
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut acked = 0;
     for (stop, h) in consumers {
@@ -485,11 +579,19 @@ async fn four_consumers_handle_twenty_thousand_jobs_exactly_once_never_early() {
     assert_eq!(count.len(), n, "every job handled");
     assert!(count.values().all(|c| *c == 1), "each exactly once");
     assert_eq!(acked, n as u64);
-    assert_eq!(early.lock().unwrap().len(), 0, "early: {:?}", early.lock().unwrap());
+    assert_eq!(
+        early.lock().unwrap().len(),
+        0,
+        "early: {:?}",
+        early.lock().unwrap()
+    );
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0));
     // All pending acks were flushed: the records are gone.
-    assert_eq!(server.command(&["EXISTS", &format!("dq:{{{q}}}:jobs")]), "0");
+    assert_eq!(
+        server.command(&["EXISTS", &format!("dq:{{{q}}}:jobs")]),
+        "0"
+    );
 }
 
 #[tokio::test]
@@ -501,13 +603,28 @@ async fn consumer_options_are_validated() {
         Err(Error::Invalid(_))
     ));
     // Extending with an absurd lease is refused too.
-    Producer::new(b.clone(), q.clone()).enqueue(job("e", 0)).await.unwrap();
+    Producer::new(b.clone(), q.clone())
+        .enqueue(job("e", 0))
+        .await
+        .unwrap();
     let got = b
-        .claim(&q, ClaimRequest { max: 1, lease: Duration::from_secs(5), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 1,
+                lease: Duration::from_secs(5),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     assert!(matches!(
-        b.extend(&q, got.jobs[0].lease_ref(), Duration::from_secs(365 * 86400)).await,
+        b.extend(
+            &q,
+            got.jobs[0].lease_ref(),
+            Duration::from_secs(365 * 86400)
+        )
+        .await,
         Err(Error::Invalid(_))
     ));
     let _ = NewJob::new("unused");

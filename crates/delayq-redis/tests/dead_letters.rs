@@ -17,10 +17,20 @@ async fn make_dead(b: &RedisBackend, q: &QueueName, n: usize) -> Vec<String> {
         let name = format!("d{i:03}");
         p.enqueue(job(&name, 0)).await.unwrap();
         let got = b
-            .claim(q, ClaimRequest { max: 1, lease: Duration::from_secs(30), acks: vec![] })
+            .claim(
+                q,
+                ClaimRequest {
+                    max: 1,
+                    lease: Duration::from_secs(30),
+                    acks: vec![],
+                },
+            )
             .await
             .unwrap();
-        let nack = Nack { dead: true, ..Nack::error(format!("failed {name}")) };
+        let nack = Nack {
+            dead: true,
+            ..Nack::error(format!("failed {name}"))
+        };
         b.nack(q, got.jobs[0].lease_ref(), nack).await.unwrap();
         ids.push(name);
         // Distinct failure times keep the order deterministic.
@@ -43,14 +53,20 @@ async fn list_pages_through_dead_jobs_with_their_history() {
         offset += page.len();
         listed.extend(page);
     }
-    assert_eq!(listed.iter().map(|j| j.id.to_string()).collect::<Vec<_>>(), ids);
+    assert_eq!(
+        listed.iter().map(|j| j.id.to_string()).collect::<Vec<_>>(),
+        ids
+    );
     let first = &listed[0];
     assert_eq!(first.state, JobState::Dead);
     assert_eq!(first.attempt, 1);
     assert_eq!(first.payload, b"d000");
     assert_eq!(first.last_error.as_deref(), Some("failed d000"));
     assert!(first.failed_at_ms.is_some());
-    assert_eq!(b.get(&q, &id("d003")).await.unwrap().unwrap().state, JobState::Dead);
+    assert_eq!(
+        b.get(&q, &id("d003")).await.unwrap().unwrap().state,
+        JobState::Dead
+    );
     assert_eq!(b.stats(&q).await.unwrap().dead, 25);
 }
 
@@ -60,11 +76,21 @@ async fn requeue_one_puts_it_back_due_now_with_attempts_reset() {
     make_dead(&b, &q, 2).await;
     b.dead_requeue(&q, &id("d001")).await.unwrap();
     let info = b.get(&q, &id("d001")).await.unwrap().unwrap();
-    assert_eq!((info.state, info.attempt, info.last_error), (JobState::Scheduled, 0, None));
+    assert_eq!(
+        (info.state, info.attempt, info.last_error),
+        (JobState::Scheduled, 0, None)
+    );
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.dead, st.due), (1, 1));
     let got = b
-        .claim(&q, ClaimRequest { max: 5, lease: Duration::from_secs(30), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 5,
+                lease: Duration::from_secs(30),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     assert_eq!(got.jobs.len(), 1);
@@ -72,7 +98,10 @@ async fn requeue_one_puts_it_back_due_now_with_attempts_reset() {
     // Not dead (leased now) and unknown ids are refused with typed errors.
     assert!(matches!(
         b.dead_requeue(&q, &id("d001")).await,
-        Err(Error::WrongState { state: JobState::Leased, .. })
+        Err(Error::WrongState {
+            state: JobState::Leased,
+            ..
+        })
     ));
     assert!(matches!(
         b.dead_requeue(&q, &id("nope")).await,
@@ -89,17 +118,35 @@ async fn requeue_all_and_purge() {
     assert_eq!((st.dead, st.scheduled), (0, 30));
     // Kill them again, then purge: records are deleted too.
     let got = b
-        .claim(&q, ClaimRequest { max: 100, lease: Duration::from_secs(30), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 100,
+                lease: Duration::from_secs(30),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     for j in got.jobs {
-        b.nack(&q, j.lease_ref(), Nack { dead: true, ..Nack::error("again") })
-            .await
-            .unwrap();
+        b.nack(
+            &q,
+            j.lease_ref(),
+            Nack {
+                dead: true,
+                ..Nack::error("again")
+            },
+        )
+        .await
+        .unwrap();
     }
     assert_eq!(b.stats(&q).await.unwrap().dead, 30);
     assert_eq!(b.dead_purge(&q).await.unwrap(), 30);
     assert_eq!(b.dead_purge(&q).await.unwrap(), 0);
     assert!(b.get(&q, &id("d000")).await.unwrap().is_none());
-    assert_eq!(s.command(&["DBSIZE"]), "1", "only the fence counter is left");
+    assert_eq!(
+        s.command(&["DBSIZE"]),
+        "1",
+        "only the fence counter is left"
+    );
 }

@@ -11,7 +11,14 @@ use delayq::{Backend, Backoff, ClaimRequest, Inspect, Nack, NackOutcome, Produce
 
 async fn nack_delay(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) -> (u32, u64) {
     let got = b
-        .claim(q, ClaimRequest { max: 1, lease: Duration::from_secs(30), acks: vec![] })
+        .claim(
+            q,
+            ClaimRequest {
+                max: 1,
+                lease: Duration::from_secs(30),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     let j = &got.jobs[0];
@@ -26,12 +33,20 @@ async fn nack_delay(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) -> (u
 async fn lua_backoff_matches_the_rust_policy() {
     let (s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone());
-    let policy = Backoff::Exponential { base_ms: 1000, cap_ms: 5000 };
-    p.enqueue(job("e", 0).max_attempts(10).backoff(policy)).await.unwrap();
+    let policy = Backoff::Exponential {
+        base_ms: 1000,
+        cap_ms: 5000,
+    };
+    p.enqueue(job("e", 0).max_attempts(10).backoff(policy))
+        .await
+        .unwrap();
     for _ in 0..5 {
         let (attempt, delay) = nack_delay(&b, &q).await;
         let want = policy.delay(attempt, 0.0).as_millis() as u64;
-        assert!(delay.abs_diff(want) < 100, "attempt {attempt}: lua {delay} rust {want}");
+        assert!(
+            delay.abs_diff(want) < 100,
+            "attempt {attempt}: lua {delay} rust {want}"
+        );
         // Make it due again now.
         b.dead_requeue(&q, &id("e")).await.ok();
         p.reschedule(&id("e"), delayq::Schedule::Now).await.unwrap();
@@ -42,23 +57,42 @@ async fn lua_backoff_matches_the_rust_policy() {
     p2.enqueue(job("j", 0)).await.unwrap();
     let (attempt, delay) = nack_delay(&b, &q).await;
     let raw = Backoff::default().delay(attempt, 1.0).as_millis() as u64;
-    assert!(delay + 50 >= raw / 2 && delay <= raw + 50, "{delay} vs raw {raw}");
+    assert!(
+        delay + 50 >= raw / 2 && delay <= raw + 50,
+        "{delay} vs raw {raw}"
+    );
 }
 
 #[tokio::test]
 async fn keys_do_not_grow_with_jobs() {
     let (s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone());
-    let jobs: Vec<_> = (0..2000).map(|i| job(&format!("k{i}"), 60_000 + i)).collect();
+    let jobs: Vec<_> = (0..2000)
+        .map(|i| job(&format!("k{i}"), 60_000 + i))
+        .collect();
     p.enqueue_batch(jobs).await.unwrap();
     assert_eq!(s.command(&["DBSIZE"]), "2", "sched + jobs: no key per job");
-    b.claim(&q, ClaimRequest { max: 0, lease: Duration::from_secs(5), acks: vec![] })
-        .await
-        .unwrap();
+    b.claim(
+        &q,
+        ClaimRequest {
+            max: 0,
+            lease: Duration::from_secs(5),
+            acks: vec![],
+        },
+    )
+    .await
+    .unwrap();
     p.enqueue(job("now", 0)).await.unwrap();
-    b.claim(&q, ClaimRequest { max: 1, lease: Duration::from_secs(5), acks: vec![] })
-        .await
-        .unwrap();
+    b.claim(
+        &q,
+        ClaimRequest {
+            max: 1,
+            lease: Duration::from_secs(5),
+            acks: vec![],
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(s.command(&["DBSIZE"]), "4", "+ lease + fence");
     // The record is compact: header (18 bytes) + payload, the id only as hash field.
     let len = s.command(&["HSTRLEN", &format!("dq:{{{q}}}:jobs"), "k5"]);

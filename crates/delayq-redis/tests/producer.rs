@@ -45,12 +45,19 @@ async fn enqueue_with_existing_id_creates_nothing() {
     let p = Producer::new(b.clone(), q.clone());
     let first = p.enqueue(job("a", 10_000)).await.unwrap();
     let again = p
-        .enqueue(NewJob::new(b"other".to_vec()).id(id("a")).delay(Duration::from_secs(99)))
+        .enqueue(
+            NewJob::new(b"other".to_vec())
+                .id(id("a"))
+                .delay(Duration::from_secs(99)),
+        )
         .await
         .unwrap();
     assert!(first.created);
     assert!(!again.created);
-    assert_eq!(again.due_at_ms, first.due_at_ms, "the existing job is untouched");
+    assert_eq!(
+        again.due_at_ms, first.due_at_ms,
+        "the existing job is untouched"
+    );
     let info = p.get(&id("a")).await.unwrap().unwrap();
     assert_eq!(info.payload, b"a");
     assert_eq!(b.stats(&q).await.unwrap().scheduled, 1);
@@ -64,7 +71,11 @@ async fn batch_enqueue_reports_each_job() {
     let jobs = vec![job("x0", 5000), job("x1", 5000), job("x2", 0), job("x0", 1)];
     let out = p.enqueue_batch(jobs).await.unwrap();
     let created: Vec<bool> = out.iter().map(|e| e.created).collect();
-    assert_eq!(created, [true, false, true, false], "duplicates inside a batch too");
+    assert_eq!(
+        created,
+        [true, false, true, false],
+        "duplicates inside a batch too"
+    );
     assert_eq!(out[3].due_at_ms, out[0].due_at_ms);
     let st = b.stats(&q).await.unwrap();
     assert_eq!(st.scheduled, 3);
@@ -94,17 +105,36 @@ async fn cancel_reports_who_won() {
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(job("sched", 60_000)).await.unwrap();
     p.enqueue(job("run", 0)).await.unwrap();
-    assert_eq!(p.cancel(&id("sched")).await.unwrap(), CancelOutcome::Cancelled);
-    assert_eq!(p.cancel(&id("sched")).await.unwrap(), CancelOutcome::NotFound);
+    assert_eq!(
+        p.cancel(&id("sched")).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(
+        p.cancel(&id("sched")).await.unwrap(),
+        CancelOutcome::NotFound
+    );
     assert!(p.get(&id("sched")).await.unwrap().is_none());
     let claimed = b
-        .claim(&q, ClaimRequest { max: 10, lease: Duration::from_secs(30), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 10,
+                lease: Duration::from_secs(30),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     assert_eq!(claimed.jobs.len(), 1);
     assert_eq!(p.cancel(&id("run")).await.unwrap(), CancelOutcome::Leased);
-    assert_eq!(p.get(&id("run")).await.unwrap().unwrap().state, JobState::Leased);
-    assert_eq!(p.cancel(&id("never")).await.unwrap(), CancelOutcome::NotFound);
+    assert_eq!(
+        p.get(&id("run")).await.unwrap().unwrap().state,
+        JobState::Leased
+    );
+    assert_eq!(
+        p.cancel(&id("never")).await.unwrap(),
+        CancelOutcome::NotFound
+    );
 }
 
 #[tokio::test]
@@ -125,12 +155,22 @@ async fn reschedule_moves_a_scheduled_job() {
         p.reschedule(&id("missing"), Schedule::Now).await,
         Err(Error::NotFound { .. })
     ));
-    b.claim(&q, ClaimRequest { max: 1, lease: Duration::from_secs(30), acks: vec![] })
-        .await
-        .unwrap();
+    b.claim(
+        &q,
+        ClaimRequest {
+            max: 1,
+            lease: Duration::from_secs(30),
+            acks: vec![],
+        },
+    )
+    .await
+    .unwrap();
     assert!(matches!(
         p.reschedule(&id("r"), Schedule::Now).await,
-        Err(Error::WrongState { state: JobState::Leased, .. })
+        Err(Error::WrongState {
+            state: JobState::Leased,
+            ..
+        })
     ));
 }
 
@@ -138,19 +178,31 @@ async fn reschedule_moves_a_scheduled_job() {
 async fn bad_input_is_refused_and_nothing_is_written() {
     let (s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone()).with_max_payload(1000);
-    let bad: Vec<(NewJob, fn(&InvalidInput) -> bool)> = vec![
-        (NewJob::new(vec![0; 1001]), |e| matches!(e, InvalidInput::PayloadTooLarge { .. })),
-        (NewJob::new("x").delay(Duration::from_secs(11 * 365 * 86400)), |e| {
-            matches!(e, InvalidInput::Delay(_))
+    type Check = fn(&InvalidInput) -> bool;
+    let bad: Vec<(NewJob, Check)> = vec![
+        (NewJob::new(vec![0; 1001]), |e| {
+            matches!(e, InvalidInput::PayloadTooLarge { .. })
         }),
+        (
+            NewJob::new("x").delay(Duration::from_secs(11 * 365 * 86400)),
+            |e| matches!(e, InvalidInput::Delay(_)),
+        ),
         (NewJob::new("x").schedule(Schedule::At(u64::MAX / 2)), |e| {
             matches!(e, InvalidInput::Delay(_))
         }),
-        (NewJob::new("x").max_attempts(0), |e| matches!(e, InvalidInput::MaxAttempts(_))),
-        (NewJob::new("x").backoff(Backoff::Exponential { base_ms: 10, cap_ms: 1 }), |e| {
-            matches!(e, InvalidInput::Backoff(_))
+        (NewJob::new("x").max_attempts(0), |e| {
+            matches!(e, InvalidInput::MaxAttempts(_))
         }),
-        (NewJob::new("x").lease(Duration::ZERO), |e| matches!(e, InvalidInput::Lease(_))),
+        (
+            NewJob::new("x").backoff(Backoff::Exponential {
+                base_ms: 10,
+                cap_ms: 1,
+            }),
+            |e| matches!(e, InvalidInput::Backoff(_)),
+        ),
+        (NewJob::new("x").lease(Duration::ZERO), |e| {
+            matches!(e, InvalidInput::Lease(_))
+        }),
     ];
     for (job, is_expected) in bad {
         match p.enqueue(job).await {
@@ -160,8 +212,14 @@ async fn bad_input_is_refused_and_nothing_is_written() {
     }
     // One bad job refuses the whole batch.
     let batch = vec![job("good", 0), NewJob::new(vec![0; 5000])];
-    assert!(matches!(p.enqueue_batch(batch).await, Err(Error::Invalid(_))));
-    assert!(matches!(p.enqueue_batch(vec![]).await, Err(Error::Invalid(_))));
+    assert!(matches!(
+        p.enqueue_batch(batch).await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        p.enqueue_batch(vec![]).await,
+        Err(Error::Invalid(_))
+    ));
     // Bad names never become values.
     assert!(delayq::QueueName::new("a{b}").is_err());
     assert!(delayq::JobId::new("a\u{7}").is_err());
@@ -175,13 +233,28 @@ async fn binary_payloads_round_trip() {
     let (_s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone());
     let payload: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
-    p.enqueue(NewJob::new(payload.clone()).id(id("bin"))).await.unwrap();
+    p.enqueue(NewJob::new(payload.clone()).id(id("bin")))
+        .await
+        .unwrap();
     let got = b
-        .claim(&q, ClaimRequest { max: 1, lease: Duration::from_secs(5), acks: vec![] })
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 1,
+                lease: Duration::from_secs(5),
+                acks: vec![],
+            },
+        )
         .await
         .unwrap();
     assert_eq!(got.jobs[0].payload, payload);
-    let empty = p.enqueue(NewJob::new(Vec::<u8>::new()).id(id("empty"))).await.unwrap();
+    let empty = p
+        .enqueue(NewJob::new(Vec::<u8>::new()).id(id("empty")))
+        .await
+        .unwrap();
     assert!(empty.created);
-    assert_eq!(p.get(&id("empty")).await.unwrap().unwrap().payload, Vec::<u8>::new());
+    assert_eq!(
+        p.get(&id("empty")).await.unwrap().unwrap().payload,
+        Vec::<u8>::new()
+    );
 }

@@ -85,7 +85,11 @@ async fn producers_and_consumers_survive_a_redis_restart() {
     })
     .await;
     let seen: HashSet<String> = handled.lock().unwrap().iter().cloned().collect();
-    assert!(ok, "missing {:?}", all.difference(&seen).take(10).collect::<Vec<_>>());
+    assert!(
+        ok,
+        "missing {:?}",
+        all.difference(&seen).take(10).collect::<Vec<_>>()
+    );
 
     // No acked job comes back: after the leases of the restart window expire the queue is
     // empty, and nothing handled after that is new.
@@ -140,7 +144,11 @@ async fn an_idle_consumer_recovers_its_wakeups_after_a_restart() {
         "the consumer stayed asleep after the restart"
     );
     let t = handled.lock().unwrap()[0];
-    assert!(t < e.due_at_ms + 3000, "{} ms late: woken by the 60 s safety net?", t - e.due_at_ms);
+    assert!(
+        t < e.due_at_ms + 3000,
+        "{} ms late: woken by the 60 s safety net?",
+        t - e.due_at_ms
+    );
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
 }

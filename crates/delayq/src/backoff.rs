@@ -123,7 +123,9 @@ mod tests {
             base_ms: 100,
             cap_ms: 1000,
         };
-        let ms: Vec<u64> = (1..=6).map(|a| b.delay(a, 0.5).as_millis() as u64).collect();
+        let ms: Vec<u64> = (1..=6)
+            .map(|a| b.delay(a, 0.5).as_millis() as u64)
+            .collect();
         assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
         assert_eq!(b.delay(200, 0.0).as_millis(), 1000);
     }
@@ -141,7 +143,14 @@ mod tests {
     #[test]
     fn validation() {
         assert!(Backoff::default().validate().is_ok());
-        assert!(Backoff::Exponential { base_ms: 10, cap_ms: 5 }.validate().is_err());
+        assert!(
+            Backoff::Exponential {
+                base_ms: 10,
+                cap_ms: 5
+            }
+            .validate()
+            .is_err()
+        );
         assert!(Backoff::Fixed { delay_ms: u64::MAX }.validate().is_err());
     }
 
@@ -149,7 +158,10 @@ mod tests {
     fn wire_roundtrip() {
         for b in [
             Backoff::Fixed { delay_ms: 5 },
-            Backoff::Exponential { base_ms: 1, cap_ms: 9 },
+            Backoff::Exponential {
+                base_ms: 1,
+                cap_ms: 9,
+            },
             Backoff::default(),
         ] {
             let (base, cap) = b.base_cap_ms();

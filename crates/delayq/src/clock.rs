@@ -25,7 +25,9 @@ pub struct OffsetClock(pub i64);
 
 impl Clock for OffsetClock {
     fn now_ms(&self) -> u64 {
-        (crate::job::system_now_ms() as i64).saturating_add(self.0).max(0) as u64
+        (crate::job::system_now_ms() as i64)
+            .saturating_add(self.0)
+            .max(0) as u64
     }
 }
 

@@ -93,7 +93,9 @@ impl<B: Backend> Consumer<B> {
     pub fn new(backend: B, queue: QueueName, opts: ConsumerOptions) -> Result<Self> {
         validate_lease(opts.lease)?;
         if opts.concurrency == 0 || opts.batch == 0 {
-            return Err(crate::InvalidInput::Batch("concurrency and batch must be >= 1".into()).into());
+            return Err(
+                crate::InvalidInput::Batch("concurrency and batch must be >= 1".into()).into(),
+            );
         }
         Ok(Self {
             backend,

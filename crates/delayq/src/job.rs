@@ -56,12 +56,13 @@ impl Schedule {
         let max = MAX_DELAY.as_millis() as u64;
         match *self {
             Schedule::Now => Ok(()),
-            Schedule::Delay(d) if d.as_millis() as u64 > max => Err(InvalidInput::Delay(
-                format!("delay of {} ms is over the 10-year limit", d.as_millis()),
-            )),
-            Schedule::At(t) if t > now_ms.saturating_add(max) => Err(InvalidInput::Delay(
-                format!("run_at {t} ms is more than 10 years away"),
-            )),
+            Schedule::Delay(d) if d.as_millis() as u64 > max => Err(InvalidInput::Delay(format!(
+                "delay of {} ms is over the 10-year limit",
+                d.as_millis()
+            ))),
+            Schedule::At(t) if t > now_ms.saturating_add(max) => Err(InvalidInput::Delay(format!(
+                "run_at {t} ms is more than 10 years away"
+            ))),
             _ => Ok(()),
         }
     }
@@ -413,6 +414,11 @@ mod tests {
         );
         let far = Schedule::At(11 * 365 * 86_400_000);
         assert!(NewJob::new("x").schedule(far).validate(10, 0).is_err());
-        assert!(NewJob::new("x").schedule(Schedule::At(1)).validate(10, 0).is_ok());
+        assert!(
+            NewJob::new("x")
+                .schedule(Schedule::At(1))
+                .validate(10, 0)
+                .is_ok()
+        );
     }
 }

@@ -25,7 +25,14 @@ impl RedisServer {
     /// Starts a server with append-only persistence fsynced on every write, so that a restart
     /// loses nothing acknowledged.
     pub fn start_durable() -> Self {
-        Self::start_with(&["--save", "", "--appendonly", "yes", "--appendfsync", "always"])
+        Self::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ])
     }
 
     /// Starts a server with extra `redis-server` arguments.
@@ -51,7 +58,10 @@ impl RedisServer {
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--dir", &self.dir.path().to_string_lossy()])
             .args(["--daemonize", "no", "--loglevel", "warning"])
-            .args(["--logfile", &self.dir.path().join("redis.log").to_string_lossy()])
+            .args([
+                "--logfile",
+                &self.dir.path().join("redis.log").to_string_lossy(),
+            ])
             .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -61,7 +71,11 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 self.child = None;
                 return Err(format!("redis-server exited with {status}: {}", self.log()));
             }
@@ -159,10 +173,9 @@ fn free_port() -> u16 {
 }
 
 fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(
-        &([127, 0, 0, 1], port).into(),
-        Duration::from_millis(200),
-    ) else {
+    let Ok(mut s) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    else {
         return false;
     };
     s.set_read_timeout(Some(Duration::from_millis(500))).ok();

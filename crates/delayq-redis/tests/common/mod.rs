@@ -42,10 +42,8 @@ pub fn now_ms() -> u64 {
 }
 
 /// A future that completes when the watch flips to true.
-pub fn shutdown_on(mut rx: tokio::sync::watch::Receiver<bool>) -> impl Future<Output = ()> + Send {
-    async move {
-        let _ = rx.wait_for(|v| *v).await;
-    }
+pub async fn shutdown_on(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
 }
 
 /// Polls `f` until it is true, at most `secs` seconds.
