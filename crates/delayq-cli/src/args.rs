@@ -10,14 +10,9 @@ use delayq::{JobId, QueueName, Schedule};
 #[derive(Parser, Debug)]
 #[command(name = "delayq", version, about)]
 pub struct Cli {
-    /// Redis URL.
-    #[arg(
-        long,
-        global = true,
-        env = "DELAYQ_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub redis: String,
+    /// Redis URL [default: redis://127.0.0.1:6379].
+    #[arg(long, global = true, env = "DELAYQ_REDIS_URL")]
+    pub redis: Option<String>,
     /// Queue name: 1-128 characters of [A-Za-z0-9._-].
     #[arg(
         long,
@@ -30,6 +25,15 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The Redis URL: `--redis`, then `$DELAYQ_REDIS_URL`, then the local default.
+    pub fn redis_url(&self) -> String {
+        self.redis
+            .clone()
+            .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned())
+    }
 }
 
 /// The commands.
@@ -69,6 +73,8 @@ pub enum Command {
     Dead(DeadCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
+    /// Run the benchmark workloads of WORKLOADS.md.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// When a job is due: `--delay` or `--at` (neither: now).
@@ -154,8 +160,14 @@ pub enum DeadCommand {
 pub struct WorkerArgs {
     /// Shell command run for each job: payload on stdin; DELAYQ_JOB_ID, DELAYQ_QUEUE,
     /// DELAYQ_ATTEMPT, DELAYQ_DUE_AT_MS in the environment. Exit 0 acks; anything else retries.
-    #[arg(long)]
-    pub exec: String,
+    #[arg(long, required_unless_present = "bench_record")]
+    pub exec: Option<String>,
+    /// Benchmark handler instead of --exec: append `id,completion_ms` to this file per job.
+    #[arg(long, hide = true, conflicts_with = "exec")]
+    pub bench_record: Option<PathBuf>,
+    /// With --bench-record: sleep this long in each job first.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub bench_sleep_ms: u64,
     /// Jobs run at once.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,

@@ -4,6 +4,7 @@
 
 mod admin;
 mod args;
+mod bench;
 mod enqueue;
 mod output;
 mod worker;
@@ -54,7 +55,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let backend = RedisBackend::connect(&cli.redis).await?;
+    if let Command::Bench(a) = cli.command {
+        return bench::run(cli.redis, a).await;
+    }
+    let backend = RedisBackend::connect(&cli.redis_url()).await?;
     let producer = Producer::new(backend.clone(), cli.queue.clone());
     match cli.command {
         Command::Enqueue(a) => enqueue::run(&producer, a).await.map(|()| 0),
@@ -66,5 +70,6 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Stats { json } => admin::stats(&producer, json).await,
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
+        Command::Bench(_) => unreachable!("handled above"),
     }
 }

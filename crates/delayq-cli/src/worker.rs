@@ -56,6 +56,28 @@ impl Handler for ExecHandler {
     }
 }
 
+/// The benchmark handler: optionally sleeps, then appends `id,completion_ms` to a file with
+/// one `write` per line (atomic under `O_APPEND`), so a SIGKILL loses no recorded line.
+struct RecordHandler {
+    file: std::sync::Mutex<std::fs::File>,
+    sleep: std::time::Duration,
+}
+
+impl Handler for RecordHandler {
+    async fn handle(&self, job: Job) -> Result<(), Failure> {
+        use std::io::Write;
+        if !self.sleep.is_zero() {
+            tokio::time::sleep(self.sleep).await;
+        }
+        let line = format!("{},{}\n", job.id, delayq::job::system_now_ms());
+        self.file
+            .lock()
+            .map_err(|_| Failure::retry("record file lock poisoned"))?
+            .write_all(line.as_bytes())
+            .map_err(Failure::retry)
+    }
+}
+
 /// Runs the worker until SIGTERM or SIGINT, then drains.
 pub async fn run(backend: RedisBackend, queue: QueueName, a: WorkerArgs) -> anyhow::Result<u8> {
     let opts = ConsumerOptions {
@@ -65,13 +87,27 @@ pub async fn run(backend: RedisBackend, queue: QueueName, a: WorkerArgs) -> anyh
         ..ConsumerOptions::default()
     };
     let consumer = Consumer::new(backend, queue.clone(), opts)?;
-    eprintln!(
-        "delayq worker: queue {queue}, concurrency {}, running: {}",
-        a.concurrency, a.exec
-    );
-    let report = consumer
-        .run(ExecHandler { cmd: a.exec }, shutdown_signal())
-        .await?;
+    let report = match (a.exec, a.bench_record) {
+        (Some(cmd), _) => {
+            eprintln!(
+                "delayq worker: queue {queue}, concurrency {}, running: {cmd}",
+                a.concurrency
+            );
+            consumer.run(ExecHandler { cmd }, shutdown_signal()).await?
+        }
+        (None, Some(path)) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)?;
+            let handler = RecordHandler {
+                file: std::sync::Mutex::new(file),
+                sleep: std::time::Duration::from_millis(a.bench_sleep_ms),
+            };
+            consumer.run(handler, shutdown_signal()).await?
+        }
+        (None, None) => anyhow::bail!("give --exec CMD"),
+    };
     eprintln!(
         "delayq worker stopped: {} acked, {} retried, {} dead, {} lease lost, {} aborted",
         report.acked, report.retried, report.dead, report.lease_lost, report.aborted

@@ -10,8 +10,7 @@
 -- ARGV[4] number of acks k; then k pairs: id, token
 -- Returns { acks, jobs, next_ms }:
 --   acks: 1 (acked) or 0 (lease lost) per ack pair
---   jobs: flat, 10 per job: id, token, attempt, max_attempts, due, created, deadline, lease_ms,
---         last_error|false, payload
+--   jobs: flat, 4 per job: id, deadline ms, lease ms, record (attempt and token updated)
 --   next_ms: ms from now until the next due job or lease expiry, -1 when there is none
 local sched, lease, jobs, dead, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local max = tonumber(ARGV[1])
@@ -34,7 +33,7 @@ for _, id in ipairs(expired) do
     if r.attempt >= r.max_attempts then
       bury(jobs, dead, id, r, now)
     else
-      r.token = nil
+      r.token = 0
       r.due = now
       redis.call('HSET', jobs, id, encode(r))
       redis.call('ZADD', sched, now, id)
@@ -45,39 +44,33 @@ end
 local out = {}
 if max > 0 then
   local ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'LIMIT', 0, max)
-  if #ids > 0 then
-    call_chunked('ZREM', sched, ids)
+  local n = #ids
+  if n > 0 then
+    redis.call('ZREM', sched, unpack(ids))
     local raws = redis.call('HMGET', jobs, unpack(ids))
-    local last = redis.call('INCRBY', fence, #ids)
+    local token = redis.call('INCRBY', fence, n) - n
     local hset, zadd = {}, {}
-    for i, id in ipairs(ids) do
+    for i = 1, n do
       local raw = raws[i]
       if raw then
-        local r = decode(raw)
-        r.attempt = r.attempt + 1
-        r.token = last - #ids + i
-        local lease_ms = r.lease or default_lease
+        local id = ids[i]
+        token = token + 1
+        local rec = rec_claimed(raw, rec_attempt(raw) + 1, token)
+        local lease_ms = rec_lease(raw, default_lease)
         local deadline = now + lease_ms
         hset[#hset + 1] = id
-        hset[#hset + 1] = encode(r)
+        hset[#hset + 1] = rec
         zadd[#zadd + 1] = deadline
         zadd[#zadd + 1] = id
-        local o = #out
-        out[o + 1] = id
-        out[o + 2] = r.token
-        out[o + 3] = r.attempt
-        out[o + 4] = r.max_attempts
-        out[o + 5] = r.due
-        out[o + 6] = r.created
-        out[o + 7] = deadline
-        out[o + 8] = lease_ms
-        out[o + 9] = r.err or false
-        out[o + 10] = r.payload
+        out[#out + 1] = id
+        out[#out + 1] = deadline
+        out[#out + 1] = lease_ms
+        out[#out + 1] = rec
       end
     end
     if #hset > 0 then
-      call_chunked('HSET', jobs, hset)
-      call_chunked('ZADD', lease, zadd)
+      redis.call('HSET', jobs, unpack(hset))
+      redis.call('ZADD', lease, unpack(zadd))
     end
   end
 end

@@ -1,15 +1,22 @@
 -- common.lua: helpers prepended to every delayq script (not a script on its own).
 --
--- Record format v1 (the value of a job in the `jobs` hash), big-endian, via Redis's `struct`:
---   u8 version (=1) | u8 flags | u16 attempt | u16 max_attempts | u48 due_ms | u48 created_ms
---   [flags&1] u8 backoff kind | u32 base_ms | u32 cap_ms     (absent: the default policy)
---   [flags&2] u32 lease_ms                                     (absent: the consumer's lease)
---   [flags&4] u48 lease token                                  (present while leased)
---   [flags&8] u16 len | error bytes                            (last error, if any)
---   payload bytes (the rest)
--- The id is not in the record: it is the hash field and the sorted-set member.
+-- Record format v1: the value of a job in the `jobs` hash, big-endian (Redis's `struct`).
+--   byte 1   u8  version (= 1)
+--   byte 2   u8  flags: 1 lease_ms present, 2 backoff present, 4 last error present
+--   byte 3   u16 attempt (deliveries so far)
+--   byte 5   u16 max_attempts
+--   byte 7   u48 due_ms
+--   byte 13  u48 created_ms
+--   byte 19  u48 lease token (0 when not leased)
+--   byte 25  [flags&1] u32 lease_ms  [flags&2] u8 kind, u32 base_ms, u32 cap_ms
+--            [flags&4] u16 length, error bytes
+--            then the payload (the rest)
+-- The fixed 24-byte header lets the hot paths (claim, ack) read and patch attempt and token
+-- without decoding the record; the client decodes records it receives (record.rs). The id is
+-- not in the record: it is the hash field and the sorted-set member.
 
-local F_BACKOFF, F_LEASE, F_TOKEN, F_ERROR = 1, 2, 4, 8
+local HEADER = '>BBHHI6I6I6'
+local F_LEASE, F_BACKOFF, F_ERROR = 1, 2, 4
 -- Default backoff: exponential with jitter, 1 s doubling up to 10 min (Backoff::default).
 local DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP = 2, 1000, 600000
 local MAX_ERROR = 1024
@@ -23,22 +30,42 @@ local function has(flags, f)
   return bit.band(flags, f) ~= 0
 end
 
+-- Fast accessors of the fixed header.
+local function rec_token(rec)
+  return (struct.unpack('>I6', rec, 19))
+end
+
+local function rec_attempt(rec)
+  return (struct.unpack('>H', rec, 3))
+end
+
+local function rec_lease(rec, default)
+  if has(string.byte(rec, 2), F_LEASE) then
+    return (struct.unpack('>I4', rec, 25))
+  end
+  return default
+end
+
+-- The record with a new attempt count and lease token, everything else unchanged.
+local function rec_claimed(rec, attempt, token)
+  return string.sub(rec, 1, 2) .. struct.pack('>H', attempt) .. string.sub(rec, 5, 18)
+    .. struct.pack('>I6', token) .. string.sub(rec, 25)
+end
+
+-- Full decode and encode, for the paths that change more than the header.
 local function decode(s)
   local r = {}
   local version, flags, pos
-  version, flags, r.attempt, r.max_attempts, r.due, r.created, pos =
-    struct.unpack('>BBHHI6I6', s)
+  version, flags, r.attempt, r.max_attempts, r.due, r.created, r.token, pos =
+    struct.unpack(HEADER, s)
   if version ~= 1 then
     error('delayq: unknown record version ' .. tostring(version))
-  end
-  if has(flags, F_BACKOFF) then
-    r.bkind, r.bbase, r.bcap, pos = struct.unpack('>BI4I4', s, pos)
   end
   if has(flags, F_LEASE) then
     r.lease, pos = struct.unpack('>I4', s, pos)
   end
-  if has(flags, F_TOKEN) then
-    r.token, pos = struct.unpack('>I6', s, pos)
+  if has(flags, F_BACKOFF) then
+    r.bkind, r.bbase, r.bcap, pos = struct.unpack('>BI4I4', s, pos)
   end
   if has(flags, F_ERROR) then
     local n
@@ -53,25 +80,21 @@ end
 local function encode(r)
   local flags = 0
   local parts = {}
-  if r.bkind then
-    flags = flags + F_BACKOFF
-    parts[#parts + 1] = struct.pack('>BI4I4', r.bkind, r.bbase, r.bcap)
-  end
   if r.lease then
     flags = flags + F_LEASE
     parts[#parts + 1] = struct.pack('>I4', r.lease)
   end
-  if r.token then
-    flags = flags + F_TOKEN
-    parts[#parts + 1] = struct.pack('>I6', r.token)
+  if r.bkind then
+    flags = flags + F_BACKOFF
+    parts[#parts + 1] = struct.pack('>BI4I4', r.bkind, r.bbase, r.bcap)
   end
   if r.err then
     local e = string.sub(r.err, 1, MAX_ERROR)
     flags = flags + F_ERROR
     parts[#parts + 1] = struct.pack('>H', #e) .. e
   end
-  return struct.pack('>BBHHI6I6', 1, flags, r.attempt, r.max_attempts, r.due, r.created)
-    .. table.concat(parts) .. r.payload
+  return struct.pack(HEADER, 1, flags, r.attempt, r.max_attempts, r.due, r.created,
+    r.token or 0) .. table.concat(parts) .. r.payload
 end
 
 -- Delay before the retry after failed attempt `attempt`; rnd is uniform in [0, 1).
@@ -122,33 +145,40 @@ local function wake_if_earlier(sched, wake, due)
   end
 end
 
--- Checks a lease: returns the decoded record when `id` is leased with `token`, else nil.
-local function leased_record(jobs, lease, id, token)
-  if not redis.call('ZSCORE', lease, id) then
+-- The raw record of `id` when it is leased with `token`, else nil. A record carries a
+-- non-zero token exactly while it is leased (every transition out of `lease` clears it), and
+-- tokens are never reused, so the token alone proves the lease.
+local function leased_raw(jobs, id, token)
+  if token == nil or token == 0 then
     return nil
   end
   local raw = redis.call('HGET', jobs, id)
-  if not raw then
-    return nil
+  if raw and rec_token(raw) == token then
+    return raw
   end
-  local r = decode(raw)
-  if r.token ~= token then
-    return nil
-  end
-  return r
+  return nil
 end
 
 -- Acknowledges `k` pairs (id, token) found in `args` from index `from`: records of valid
 -- leases are deleted. Returns 1 (acked) or 0 (lease lost, nothing changed) per pair.
 local function ack_pairs(jobs, lease, args, from, k)
   local out, done = {}, {}
+  if k == 0 then
+    return out
+  end
+  local ids = {}
   for i = 0, k - 1 do
-    local id = args[from + 2 * i]
-    if leased_record(jobs, lease, id, tonumber(args[from + 2 * i + 1])) then
-      done[#done + 1] = id
-      out[#out + 1] = 1
+    ids[i + 1] = args[from + 2 * i]
+  end
+  local raws = redis.call('HMGET', jobs, unpack(ids))
+  for i = 1, k do
+    local token = tonumber(args[from + 2 * i - 1])
+    local raw = raws[i]
+    if raw and token ~= 0 and rec_token(raw) == token then
+      done[#done + 1] = ids[i]
+      out[i] = 1
     else
-      out[#out + 1] = 0
+      out[i] = 0
     end
   end
   if #done > 0 then
@@ -160,13 +190,7 @@ end
 
 -- Dead-letters a decoded record.
 local function bury(jobs, dead, id, r, now)
-  r.token = nil
+  r.token = 0
   redis.call('HSET', jobs, id, encode(r))
   redis.call('ZADD', dead, now, id)
-end
-
--- Flat reply of a job's public fields.
-local function info(id, state, r, extra)
-  return { id, state, r.attempt, r.max_attempts, r.due, r.created, extra or -1, r.err or false,
-    r.payload }
 end

@@ -2,7 +2,7 @@
 -- KEYS[1] dead   ZSET id -> failed_at ms
 -- KEYS[2] jobs   HASH id -> record
 -- ARGV[1] offset, ARGV[2] limit
--- Returns a list of job replies as in get.lua (state 'dead', extra = failed_at).
+-- Returns a flat list, 3 per job: id, failed_at ms, record.
 local dead, jobs = KEYS[1], KEYS[2]
 local page = redis.call('ZRANGE', dead, ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1,
   'WITHSCORES')
@@ -10,7 +10,9 @@ local out = {}
 for i = 1, #page, 2 do
   local raw = redis.call('HGET', jobs, page[i])
   if raw then
-    out[#out + 1] = info(page[i], 'dead', decode(raw), tonumber(page[i + 1]))
+    out[#out + 1] = page[i]
+    out[#out + 1] = tonumber(page[i + 1])
+    out[#out + 1] = raw
   end
 end
 return out

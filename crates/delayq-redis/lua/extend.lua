@@ -5,7 +5,7 @@
 -- Returns the new deadline ms, or -1 when the lease is lost (nothing changed).
 local lease, jobs = KEYS[1], KEYS[2]
 local id = ARGV[1]
-if not leased_record(jobs, lease, id, tonumber(ARGV[2])) then
+if not leased_raw(jobs, id, tonumber(ARGV[2])) then
   return -1
 end
 local deadline = now_ms() + tonumber(ARGV[3])

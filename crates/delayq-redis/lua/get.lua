@@ -4,15 +4,13 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- ARGV[1] id
--- Returns false when missing, else { id, state, attempt, max_attempts, due, created,
---   lease deadline | failed_at | -1, last_error|false, payload }
+-- Returns false when missing, else { state, lease deadline | failed_at | -1, record }
 local sched, lease, jobs, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[1]
 local raw = redis.call('HGET', jobs, id)
 if not raw then return false end
-local r = decode(raw)
 local d = redis.call('ZSCORE', lease, id)
-if d then return info(id, 'leased', r, tonumber(d)) end
+if d then return { 'leased', tonumber(d), raw } end
 d = redis.call('ZSCORE', dead, id)
-if d then return info(id, 'dead', r, tonumber(d)) end
-return info(id, 'scheduled', r)
+if d then return { 'dead', tonumber(d), raw } end
+return { 'scheduled', -1, raw }

@@ -9,11 +9,12 @@
 -- ARGV[6] uniform random number in [0, 1) for jitter
 -- Returns { 'retry', due_ms } | { 'dead', failed_at_ms } | { 'lost' }
 local sched, lease, jobs, dead, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, token = ARGV[1], tonumber(ARGV[2])
-local r = leased_record(jobs, lease, id, token)
-if not r then
+local id = ARGV[1]
+local raw = leased_raw(jobs, id, tonumber(ARGV[2]))
+if not raw then
   return { 'lost' }
 end
+local r = decode(raw)
 local now = now_ms()
 redis.call('ZREM', lease, id)
 r.err = ARGV[3]
@@ -25,7 +26,7 @@ local delay = tonumber(ARGV[4])
 if delay < 0 then
   delay = backoff_ms(r, r.attempt, tonumber(ARGV[6]))
 end
-r.token = nil
+r.token = 0
 r.due = now + delay
 wake_if_earlier(sched, wake, r.due)
 redis.call('HSET', jobs, id, encode(r))

@@ -11,11 +11,12 @@ local now = now_ms()
 local n = 0
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  local r = leased_record(jobs, lease, id, tonumber(ARGV[i + 1]))
-  if r then
+  local raw = leased_raw(jobs, id, tonumber(ARGV[i + 1]))
+  if raw then
+    local r = decode(raw)
     if n == 0 then wake_if_earlier(sched, wake, now) end
     redis.call('ZREM', lease, id)
-    r.token = nil
+    r.token = 0
     if undo and r.attempt > 0 then r.attempt = r.attempt - 1 end
     if r.due > now then r.due = now end
     redis.call('HSET', jobs, id, encode(r))

@@ -13,7 +13,8 @@ use redis::{Script, Value};
 
 use crate::error::{self, shape};
 use crate::keys::Keys;
-use crate::reply::{array, bytes, int, job_id, job_info, opt_string, string};
+use crate::record;
+use crate::reply::{array, bytes, int, job_id, job_info, string};
 use crate::scripts;
 use crate::wake::WakeHub;
 
@@ -122,25 +123,19 @@ fn wrong_state(id: &JobId, state: &str, expected: JobState) -> Error {
 impl Backend for RedisBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         let k = Keys::new(queue);
-        let mut args = Vec::with_capacity(1 + jobs.len() * 9);
+        let mut args = Vec::with_capacity(1 + jobs.len() * 6);
         args.push(arg(jobs.len()));
         let mut ids = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let id = job.id.unwrap_or_else(JobId::generate);
+        for mut job in jobs {
+            let id = job.id.take().unwrap_or_else(JobId::generate);
             args.push(id.as_str().as_bytes().to_vec());
             args.extend(schedule_args(job.schedule));
             args.push(arg(job
                 .max_attempts
                 .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)));
-            match job.backoff {
-                Some(b) => {
-                    let (base, cap) = b.base_cap_ms();
-                    args.extend([arg(b.kind_code()), arg(base), arg(cap)]);
-                }
-                None => args.extend([arg(-1), arg(0), arg(0)]),
-            }
-            args.push(arg(job.lease.map_or(0, |l| l.as_millis())));
-            args.push(job.payload);
+            let (flags, tail) = record::tail(job);
+            args.push(arg(flags));
+            args.push(tail);
             ids.push(id);
         }
         let v = self
@@ -183,34 +178,27 @@ impl Backend for RedisBackend {
             .map_err(|_| shape("claim: 3 values expected"))?;
         let next = int(&next)?;
         let flat = array(jobs)?;
-        if flat.len() % 10 != 0 {
-            return Err(shape("claim: 10 values per job expected"));
+        if flat.len() % 4 != 0 {
+            return Err(shape("claim: 4 values per job expected"));
         }
-        let mut out = Vec::with_capacity(flat.len() / 10);
+        let mut out = Vec::with_capacity(flat.len() / 4);
         let mut it = flat.into_iter();
-        while let Some(id) = it.next() {
-            let mut f = || it.next().ok_or_else(|| shape("claim: short job"));
-            let token = int(&f()?)? as u64;
-            let attempt = int(&f()?)? as u32;
-            let max_attempts = int(&f()?)? as u32;
-            let due_at_ms = int(&f()?)? as u64;
-            let created_at_ms = int(&f()?)? as u64;
-            let lease_deadline_ms = int(&f()?)? as u64;
-            let lease_ms = int(&f()?)? as u64;
-            let last_error = opt_string(f()?)?;
-            let payload = bytes(f()?)?;
+        while let (Some(id), Some(deadline), Some(lease_ms), Some(raw)) =
+            (it.next(), it.next(), it.next(), it.next())
+        {
+            let r = record::decode(&bytes(raw)?)?;
             out.push(Job {
                 id: job_id(id)?,
                 queue: queue.clone(),
-                payload,
-                attempt,
-                max_attempts,
-                due_at_ms,
-                created_at_ms,
-                lease_token: token,
-                lease_deadline_ms,
-                lease: Duration::from_millis(lease_ms),
-                last_error,
+                payload: r.payload,
+                attempt: r.attempt,
+                max_attempts: r.max_attempts,
+                due_at_ms: r.due_ms,
+                created_at_ms: r.created_ms,
+                lease_token: r.token,
+                lease_deadline_ms: int(&deadline)? as u64,
+                lease: Duration::from_millis(int(&lease_ms)? as u64),
+                last_error: r.last_error,
             });
         }
         Ok(ClaimBatch {
@@ -347,7 +335,12 @@ impl Inspect for RedisBackend {
             .await?;
         match v {
             Value::Nil => Ok(None),
-            v => job_info(v).map(Some),
+            v => {
+                let [state, extra, raw]: [Value; 3] = array(v)?
+                    .try_into()
+                    .map_err(|_| shape("get: 3 values expected"))?;
+                job_info(id.clone(), &string(state)?, int(&extra)?, &bytes(raw)?).map(Some)
+            }
         }
     }
 
@@ -390,7 +383,15 @@ impl Inspect for RedisBackend {
                 vec![arg(offset), arg(limit.min(MAX_CLAIM))],
             )
             .await?;
-        array(v)?.into_iter().map(job_info).collect()
+        let flat = array(v)?;
+        flat.chunks(3)
+            .map(|c| match c {
+                [id, at, raw] => {
+                    job_info(job_id(id.clone())?, "dead", int(at)?, &bytes(raw.clone())?)
+                }
+                _ => Err(shape("dead_list: 3 values per job expected")),
+            })
+            .collect()
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {

@@ -21,6 +21,7 @@
 mod backend;
 pub mod error;
 mod keys;
+mod record;
 mod reply;
 mod scripts;
 mod wake;

@@ -29,13 +29,6 @@ pub(crate) fn string(v: Value) -> Result<String> {
     String::from_utf8(bytes(v)?).map_err(|_| shape("UTF-8 expected"))
 }
 
-pub(crate) fn opt_string(v: Value) -> Result<Option<String>> {
-    match v {
-        Value::Nil => Ok(None),
-        v => Ok(Some(String::from_utf8_lossy(&bytes(v)?).into_owned())),
-    }
-}
-
 pub(crate) fn array(v: Value) -> Result<Vec<Value>> {
     match v {
         Value::Array(a) => Ok(a),
@@ -48,35 +41,31 @@ pub(crate) fn job_id(v: Value) -> Result<JobId> {
     JobId::new(string(v)?).map_err(|e| shape(&e.to_string()))
 }
 
-/// A job reply of `get.lua` / `dead_list.lua`:
-/// `{ id, state, attempt, max_attempts, due, created, extra, last_error, payload }`.
-pub(crate) fn job_info(v: Value) -> Result<JobInfo> {
-    let a = array(v)?;
-    let [id, state, attempt, max, due, created, extra, err, payload]: [Value; 9] = a
-        .try_into()
-        .map_err(|_| shape("job info of 9 fields expected"))?;
-    let state = match string(state)?.as_str() {
+/// A job from its state, the score that goes with it (lease deadline or failed-at, -1 for
+/// none) and its record.
+pub(crate) fn job_info(id: JobId, state: &str, extra: i64, raw: &[u8]) -> Result<JobInfo> {
+    let state = match state {
         "scheduled" => JobState::Scheduled,
         "leased" => JobState::Leased,
         "dead" => JobState::Dead,
         s => return Err(shape(&format!("unknown state {s}"))),
     };
-    let extra = int(&extra)?;
+    let r = crate::record::decode(raw)?;
     let extra = (extra >= 0).then_some(extra as u64);
     Ok(JobInfo {
-        id: job_id(id)?,
+        id,
         state,
-        attempt: int(&attempt)? as u32,
-        max_attempts: int(&max)? as u32,
-        due_at_ms: int(&due)? as u64,
-        created_at_ms: int(&created)? as u64,
+        attempt: r.attempt,
+        max_attempts: r.max_attempts,
+        due_at_ms: r.due_ms,
+        created_at_ms: r.created_ms,
         lease_deadline_ms: if state == JobState::Leased {
             extra
         } else {
             None
         },
         failed_at_ms: if state == JobState::Dead { extra } else { None },
-        last_error: opt_string(err)?,
-        payload: bytes(payload)?,
+        last_error: r.last_error,
+        payload: r.payload,
     })
 }

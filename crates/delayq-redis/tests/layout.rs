@@ -94,9 +94,9 @@ async fn keys_do_not_grow_with_jobs() {
     .await
     .unwrap();
     assert_eq!(s.command(&["DBSIZE"]), "4", "+ lease + fence");
-    // The record is compact: header (18 bytes) + payload, the id only as hash field.
+    // The record is compact: header (24 bytes) + payload, the id only as hash field.
     let len = s.command(&["HSTRLEN", &format!("dq:{{{q}}}:jobs"), "k5"]);
-    assert_eq!(len, (18 + "k5".len()).to_string());
+    assert_eq!(len, (24 + "k5".len()).to_string());
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    prefix: Vec<String>,
 }
 
 impl RedisServer {
@@ -37,6 +38,12 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_prefixed(&[], extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts `prefix… redis-server …` (e.g. `taskset -c 0`) with extra arguments; an error
+    /// says why it could not start.
+    pub fn start_prefixed(prefix: &[&str], extra: &[&str]) -> Result<Self, String> {
         let mut last_err = String::new();
         for _ in 0..20 {
             let mut s = Self {
@@ -44,17 +51,29 @@ impl RedisServer {
                 port: free_port(),
                 dir: tempfile::tempdir().expect("temp dir"),
                 extra: extra.iter().map(|s| s.to_string()).collect(),
+                prefix: prefix.iter().map(|s| s.to_string()).collect(),
             };
             match s.spawn() {
-                Ok(()) => return s,
+                Ok(()) => return Ok(s),
                 Err(e) => last_err = e,
             }
         }
-        panic!("could not start redis-server: {last_err}");
+        Err(format!("could not start redis-server: {last_err}"))
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let child = Command::new("redis-server")
+        let (program, pre) = match self.prefix.split_first() {
+            Some((p, rest)) => (p.as_str(), rest.to_vec()),
+            None => ("redis-server", Vec::new()),
+        };
+        let server: &[&str] = if self.prefix.is_empty() {
+            &[]
+        } else {
+            &["redis-server"]
+        };
+        let child = Command::new(program)
+            .args(pre)
+            .args(server)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--dir", &self.dir.path().to_string_lossy()])
             .args(["--daemonize", "no", "--loglevel", "warning"])

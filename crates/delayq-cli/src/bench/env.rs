@@ -1,0 +1,251 @@
+//! The server a bench runs against: started and pinned as WORKLOADS.md says (or given with
+//! `--redis`), plus what the bench reads from it: `INFO` cost counters, memory, the ceiling.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::Context;
+use delayq_test_support::RedisServer;
+use redis::aio::ConnectionManager;
+
+/// The server and how the bench is placed on the machine.
+pub struct Env {
+    /// URL of the server.
+    pub url: String,
+    /// Owned server (none with `--redis`).
+    _server: Option<RedisServer>,
+    /// Connection for `INFO`, `FLUSHALL`, `DBSIZE`.
+    pub admin: ConnectionManager,
+    /// E.g. "redis-server on CPU 0, clients on CPU 1".
+    pub placement: String,
+    /// `redis_version` of `INFO server`.
+    pub redis_version: String,
+    /// Prefix that pins a client process (`taskset -c 1`), empty when unpinned.
+    pub client_prefix: Vec<String>,
+    /// Port of the server (for redis-benchmark).
+    pub port: u16,
+    /// Host of the server.
+    pub host: String,
+    /// This executable (for worker processes).
+    pub exe: PathBuf,
+}
+
+/// Server cost counters at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cost {
+    cpu_s: f64,
+    calls: u64,
+}
+
+impl Cost {
+    /// `(cpu µs per job, commands per job)` from `self` to `later`.
+    pub fn per_job(&self, later: &Cost, n: usize) -> (f64, f64) {
+        let n = n.max(1) as f64;
+        (
+            (later.cpu_s - self.cpu_s) * 1e6 / n,
+            later.calls.saturating_sub(self.calls) as f64 / n,
+        )
+    }
+}
+
+fn can_pin() -> Result<(), String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        return Err(format!("{cpus} CPU available"));
+    }
+    if Command::new("taskset").arg("-V").output().is_err() {
+        return Err("taskset not found".into());
+    }
+    Ok(())
+}
+
+impl Env {
+    /// Starts a server with the WORKLOADS.md settings, or connects to `url`.
+    pub async fn new(url: Option<String>) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe()?;
+        let pin = can_pin();
+        let (server, url, mut placement) = match url {
+            Some(u) => (
+                None,
+                u,
+                "server given with --redis (its placement is unknown)".to_owned(),
+            ),
+            None => {
+                let args = ["--save", "", "--appendonly", "no"];
+                let (server, placement) = match &pin {
+                    Ok(()) => (
+                        RedisServer::start_prefixed(&["taskset", "-c", "0"], &args)
+                            .map_err(anyhow::Error::msg)?,
+                        "redis-server on CPU 0, clients on CPU 1".to_owned(),
+                    ),
+                    Err(why) => (
+                        RedisServer::start_prefixed(&[], &args).map_err(anyhow::Error::msg)?,
+                        format!("unpinned ({why})"),
+                    ),
+                };
+                let url = server.url();
+                (Some(server), url, placement)
+            }
+        };
+        let mut client_prefix = Vec::new();
+        if pin.is_ok() {
+            // Pin this process (all its threads; threads made later inherit it) to CPU 1.
+            let ok = Command::new("taskset")
+                .args(["-a", "-cp", "1", &std::process::id().to_string()])
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+            if ok {
+                client_prefix = vec!["taskset".into(), "-c".into(), "1".into()];
+            } else {
+                placement = format!("{placement}; pinning the bench failed");
+            }
+        } else if server.is_none() {
+            placement = format!("{placement}; clients unpinned");
+        }
+        let client = redis::Client::open(url.as_str())?;
+        let info = client.get_connection_info().addr().to_string();
+        let (host, port) = info
+            .rsplit_once(':')
+            .map(|(h, p)| (h.to_owned(), p.parse().unwrap_or(6379)))
+            .unwrap_or(("127.0.0.1".into(), 6379));
+        let mut admin = client
+            .get_connection_manager()
+            .await
+            .context("connecting to Redis")?;
+        let server_info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut admin)
+            .await?;
+        let redis_version = field(&server_info, "redis_version").unwrap_or_default();
+        Ok(Self {
+            url,
+            _server: server,
+            admin,
+            placement,
+            redis_version,
+            client_prefix,
+            port,
+            host,
+            exe,
+        })
+    }
+
+    /// `FLUSHALL`.
+    pub async fn flush(&mut self) -> anyhow::Result<()> {
+        redis::cmd("FLUSHALL")
+            .query_async::<()>(&mut self.admin)
+            .await?;
+        Ok(())
+    }
+
+    /// CPU seconds and total command calls so far.
+    pub async fn cost(&mut self) -> anyhow::Result<Cost> {
+        let cpu: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query_async(&mut self.admin)
+            .await?;
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.admin)
+            .await?;
+        let f = |k| {
+            field(&cpu, k)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let calls = stats
+            .lines()
+            .filter_map(|l| l.split("calls=").nth(1))
+            .filter_map(|r| r.split(',').next()?.parse::<u64>().ok())
+            .sum();
+        Ok(Cost {
+            cpu_s: f("used_cpu_user") + f("used_cpu_sys"),
+            calls,
+        })
+    }
+
+    /// `used_memory` in bytes.
+    pub async fn used_memory(&mut self) -> anyhow::Result<u64> {
+        let mem: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut self.admin)
+            .await?;
+        Ok(field(&mem, "used_memory")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// `DBSIZE`.
+    pub async fn dbsize(&mut self) -> anyhow::Result<u64> {
+        Ok(redis::cmd("DBSIZE").query_async(&mut self.admin).await?)
+    }
+
+    /// A command pinned like the bench's clients.
+    pub fn client_command(&self, program: &std::path::Path) -> Command {
+        match self.client_prefix.split_first() {
+            Some((p, rest)) => {
+                let mut c = Command::new(p);
+                c.args(rest).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+
+    /// Runs one redis-benchmark line and returns its requests per second.
+    pub fn redis_benchmark(&self, args: &[&str]) -> Option<f64> {
+        let out = self
+            .client_command(std::path::Path::new("redis-benchmark"))
+            .args(["-h", &self.host, "-p", &self.port.to_string(), "-q"])
+            .args(args)
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        // Lines end with "<rate> requests per second, p50=…"; the last one is final.
+        text.split(['\r', '\n'])
+            .filter_map(|l| {
+                l.split(" requests per second")
+                    .next()
+                    .filter(|_| l.contains("requests per second"))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .last()
+    }
+}
+
+/// `name:value` of an `INFO` reply.
+pub fn field(info: &str, name: &str) -> Option<String> {
+    info.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    })
+}
+
+/// The redis-benchmark figures of WORKLOADS.md, measured in the same run.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Ceiling {
+    /// `-n 200000 -t zadd` (50 clients).
+    pub zadd: Option<f64>,
+    /// The same with `-P 16`.
+    pub zadd_p16: Option<f64>,
+    /// `-n 100000 -c 1 -t zadd`: one round trip at a time.
+    pub zadd_c1: Option<f64>,
+    /// `-n 100000 eval "return 1" 0`.
+    pub eval: Option<f64>,
+}
+
+impl Ceiling {
+    /// Runs the four lines (then `FLUSHALL`).
+    pub async fn measure(env: &mut Env) -> anyhow::Result<Self> {
+        let c = Self {
+            zadd: env.redis_benchmark(&["-n", "200000", "-t", "zadd"]),
+            zadd_p16: env.redis_benchmark(&["-n", "200000", "-P", "16", "-t", "zadd"]),
+            zadd_c1: env.redis_benchmark(&["-n", "100000", "-c", "1", "-t", "zadd"]),
+            eval: env.redis_benchmark(&["-n", "100000", "eval", "return 1", "0"]),
+        };
+        env.flush().await?;
+        Ok(c)
+    }
+}

@@ -1,0 +1,274 @@
+//! `delayq bench`: the workloads of shared/bench/WORKLOADS.md, run exactly as written there,
+//! with the redis-benchmark ceiling measured in the same run and the server's cost per job.
+//!
+//! Without `--redis` it starts its own `redis-server` (`--save '' --appendonly no`, the rest
+//! default), pins it to CPU 0 and itself and its worker processes to CPU 1.
+
+mod env;
+mod util;
+mod workloads;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use env::{Ceiling, Env};
+use workloads::Drain;
+
+/// Arguments of `delayq bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Workload to run.
+    #[arg(long, value_enum, default_value = "all")]
+    pub workload: Workload,
+    /// Jobs per workload where WORKLOADS.md says 100,000 (W1, W2, W4, W6's due jobs, W7).
+    #[arg(long, default_value_t = 100_000)]
+    pub n: usize,
+    /// Backlogs of W6, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0,1000000,10000000")]
+    pub backlog: Vec<usize>,
+    /// Write one JSON object per workload run to this file (JSON lines).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Run on the embedded store.
+    #[arg(long, conflicts_with = "flush_ok")]
+    pub embedded: bool,
+    /// With --redis: allow FLUSHALL of that server before and after each workload.
+    #[arg(long)]
+    pub flush_ok: bool,
+}
+
+/// The workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Enqueue.
+    W1,
+    /// Drain.
+    W2,
+    /// Lateness.
+    W3,
+    /// Memory per job.
+    W4,
+    /// Crash.
+    W5,
+    /// Backlog.
+    W6,
+    /// Burst.
+    W7,
+    /// All of them.
+    All,
+}
+
+/// One workload run, with the field names of WORKLOADS.md.
+#[derive(Serialize, Default, Debug, Clone)]
+pub struct Row {
+    system: &'static str,
+    workload: String,
+    variant: String,
+    n: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jobs_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jobs_per_s_all: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reps_jobs_per_s: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_per_job: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dbsize: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p90_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unique: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duplicates: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lost: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completed_before_kill: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kill_to_last_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_done_after_due_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backlog: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_empty_backlog: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redis_cpu_us_per_job: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redis_cmds_per_job: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ceiling_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ceiling_jobs_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_ceiling: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+    redis_version: String,
+    placement: String,
+}
+
+/// Runs `delayq bench`.
+pub async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u8> {
+    if a.embedded {
+        bail!("the embedded backend does not exist yet; run the bench on Redis");
+    }
+    if redis.is_some() && !a.flush_ok {
+        bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
+    }
+    let mut env = Env::new(redis).await?;
+    eprintln!(
+        "delayq bench: Redis {} at {} — {}",
+        env.redis_version, env.url, env.placement
+    );
+    eprintln!("measuring the ceiling (redis-benchmark)…");
+    let ceiling = Ceiling::measure(&mut env).await?;
+    eprintln!(
+        "ceiling: zadd {} /s, zadd -P 16 {} /s, zadd -c 1 {} /s, eval {} /s",
+        fmt_rate(ceiling.zadd),
+        fmt_rate(ceiling.zadd_p16),
+        fmt_rate(ceiling.zadd_c1),
+        fmt_rate(ceiling.eval)
+    );
+    let mut json = match &a.json {
+        Some(p) => Some(std::fs::File::create(p)?),
+        None => None,
+    };
+    let want = |w: Workload| a.workload == w || a.workload == Workload::All;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut emit = |mut batch: Vec<Row>, env: &Env| -> anyhow::Result<()> {
+        for r in &mut batch {
+            r.system = "delayq";
+            r.redis_version = env.redis_version.clone();
+            r.placement = env.placement.clone();
+            if let (Some(v), Some(c)) = (r.jobs_per_s, r.ceiling_jobs_per_s) {
+                r.ratio_to_ceiling = Some(v / c);
+            }
+            print_row(r);
+            if let Some(f) = json.as_mut() {
+                writeln!(f, "{}", serde_json::to_string(r)?)?;
+            }
+        }
+        rows.extend(batch);
+        Ok(())
+    };
+    if want(Workload::W1) {
+        emit(workloads::w1(&mut env, &ceiling, a.n).await?, &env)?;
+    }
+    if want(Workload::W4) {
+        emit(workloads::w4(&mut env, a.n).await?, &env)?;
+    }
+    if want(Workload::W2) {
+        for how in [
+            Drain::InProcess(1),
+            Drain::InProcess(4),
+            Drain::InProcess(50),
+            Drain::Processes(4),
+        ] {
+            let mut row = workloads::drain(&mut env, a.n, how, 0).await?;
+            if let Drain::InProcess(1) = how {
+                row.ceiling_name = Some("zadd -c 1".into());
+                row.ceiling_jobs_per_s = ceiling.zadd_c1;
+            }
+            emit(vec![row], &env)?;
+        }
+    }
+    if want(Workload::W3) {
+        for (idle, label) in [(500, "warm (idle 0.5 s)"), (15_000, "idle 15 s")] {
+            let row = workloads::w3(&mut env, Duration::from_millis(idle), label).await?;
+            emit(vec![row], &env)?;
+        }
+    }
+    if want(Workload::W5) {
+        emit(vec![workloads::w5(&mut env).await?], &env)?;
+    }
+    if want(Workload::W6) {
+        let mut empty = None;
+        for &backlog in &a.backlog {
+            let mut row = workloads::drain(&mut env, a.n, Drain::InProcess(50), backlog).await?;
+            row.workload = "w6".into();
+            row.variant = format!("backlog {backlog}");
+            if backlog == 0 {
+                empty = row.jobs_per_s;
+            }
+            row.ratio_to_empty_backlog = empty.zip(row.jobs_per_s).map(|(e, v)| v / e);
+            emit(vec![row], &env)?;
+        }
+    }
+    if want(Workload::W7) {
+        emit(vec![workloads::w7(&mut env, a.n).await?], &env)?;
+    }
+    Ok(0)
+}
+
+fn fmt_rate(r: Option<f64>) -> String {
+    r.map_or("n/a".into(), |r| format!("{r:.0}"))
+}
+
+fn print_row(r: &Row) {
+    let mut parts = Vec::new();
+    if let Some(v) = r.jobs_per_s {
+        parts.push(format!("{v:.0} jobs/s"));
+    }
+    if let Some(v) = r.jobs_per_s_all {
+        parts.push(format!("{v:.0} jobs/s incl. start-up"));
+    }
+    if let (Some(x), Some(c)) = (r.ratio_to_ceiling, &r.ceiling_name) {
+        parts.push(format!("{x:.2} x {c}"));
+    }
+    if let Some(v) = r.bytes_per_job {
+        parts.push(format!("{v:.0} B/job, dbsize {}", r.dbsize.unwrap_or(0)));
+    }
+    if let (Some(p50), Some(p99), Some(max)) = (r.p50_ms, r.p99_ms, r.max_ms) {
+        parts.push(format!(
+            "lateness p50 {p50:.2} p99 {p99:.2} max {max:.2} ms"
+        ));
+    }
+    if let Some(v) = r.last_done_after_due_s {
+        parts.push(format!("last done {v:.2} s after due"));
+    }
+    if let Some(v) = r.completed_before_kill {
+        parts.push(format!("{v} before kill"));
+    }
+    if let Some(v) = r.kill_to_last_s {
+        parts.push(format!("kill→last {v:.2} s"));
+    }
+    if let Some(v) = r.lost {
+        parts.push(format!("lost {v}"));
+    }
+    if let (Some(u), Some(d), Some(m)) = (r.unique, r.duplicates, r.missing) {
+        parts.push(format!("unique {u} dup {d} missing {m}"));
+    }
+    if let Some(v) = r.ratio_to_empty_backlog {
+        parts.push(format!("{v:.2} x empty backlog"));
+    }
+    if let (Some(c), Some(k)) = (r.redis_cpu_us_per_job, r.redis_cmds_per_job) {
+        parts.push(format!("redis {c:.1} µs/job {k:.2} cmds/job"));
+    }
+    if let Some(n) = &r.note {
+        parts.push(format!("({n})"));
+    }
+    println!(
+        "{:<4} {:<28} n={:<8} {}",
+        r.workload,
+        r.variant,
+        r.n,
+        parts.join(" | ")
+    );
+}

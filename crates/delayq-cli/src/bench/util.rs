@@ -1,0 +1,302 @@
+//! Pieces every workload uses: the WORKLOADS.md payload and ids, nearest-rank percentiles,
+//! an in-process consumer that records what it ran, and `delayq worker` processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use delayq::{Consumer, ConsumerOptions, Failure, Job, JobId, NewJob, QueueName, Schedule};
+use delayq_redis::RedisBackend;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::watch;
+
+use super::env::Env;
+
+/// The queue every workload uses.
+pub fn queue() -> QueueName {
+    QueueName::new("bench").expect("valid name")
+}
+
+/// `orderId` of job `i`: "1" and `i` zero-padded to 19 digits.
+pub fn order_id(i: usize) -> String {
+    format!("1{i:019}")
+}
+
+/// Job `i` of WORKLOADS.md: 100 bytes of compact JSON, its orderId as the job id.
+pub fn job(i: usize, schedule: Schedule) -> NewJob {
+    let id = order_id(i);
+    let payload = format!(
+        r#"{{"orderId":"{id}","action":"cancel","pad":"{}"}}"#,
+        "x".repeat(39)
+    );
+    debug_assert_eq!(payload.len(), 100);
+    NewJob::new(payload.into_bytes())
+        .id(JobId::new(id).expect("valid id"))
+        .schedule(schedule)
+}
+
+/// The index `i` of an orderId.
+pub fn index_of(id: &str) -> Option<usize> {
+    id.get(1..)?.parse().ok()
+}
+
+/// This host's time in ms since the epoch, with sub-ms precision.
+pub fn now_ms_f64() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// p50, p90, p99, max, min by nearest rank.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub min: f64,
+}
+
+/// Nearest rank: the p-th percentile is the sorted value at 1-based rank ceil(p/100 · n).
+pub fn percentiles(mut v: Vec<f64>) -> Percentiles {
+    if v.is_empty() {
+        return Percentiles::default();
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = |p: f64| {
+        let r = ((p / 100.0) * v.len() as f64).ceil() as usize;
+        v[r.clamp(1, v.len()) - 1]
+    };
+    Percentiles {
+        p50: rank(50.0),
+        p90: rank(90.0),
+        p99: rank(99.0),
+        max: v[v.len() - 1],
+        min: v[0],
+    }
+}
+
+/// A progress bar for `n` steps (hidden when stderr is not a terminal).
+pub fn bar(n: usize, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(n as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_owned());
+    pb
+}
+
+/// Enqueues jobs `range` with `schedule(i)` in batches of 1,000.
+pub async fn fill(
+    b: &RedisBackend,
+    range: std::ops::Range<usize>,
+    what: &str,
+    schedule: impl Fn(usize) -> Schedule,
+) -> anyhow::Result<()> {
+    let p = delayq::Producer::new(b.clone(), queue());
+    let pb = bar(range.len(), what);
+    let mut i = range.start;
+    while i < range.end {
+        let end = (i + 1000).min(range.end);
+        p.enqueue_batch((i..end).map(|k| job(k, schedule(k))).collect())
+            .await?;
+        pb.inc((end - i) as u64);
+        i = end;
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// One handled job: index, handler start (ms, bench clock), due (ms).
+pub type Record = (usize, f64, u64);
+
+/// An in-process consumer with a no-op handler that records each job.
+pub struct Recorder {
+    pub records: Arc<Mutex<Vec<Record>>>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<delayq::Result<delayq::RunReport>>,
+    /// When it was started (ms, bench clock).
+    pub started_ms: f64,
+}
+
+impl Recorder {
+    /// Starts a consumer with `concurrency` on its own connection.
+    pub async fn start(env: &Env, concurrency: usize) -> anyhow::Result<Self> {
+        let b = RedisBackend::connect(&env.url).await?;
+        let opts = ConsumerOptions {
+            concurrency,
+            lease: Duration::from_secs(30),
+            batch: concurrency.max(1),
+            ..ConsumerOptions::default()
+        };
+        let c = Consumer::new(b, queue(), opts)?;
+        let records: Arc<Mutex<Vec<Record>>> = Arc::new(Mutex::new(Vec::with_capacity(100_000)));
+        let r = records.clone();
+        let (stop, rx) = watch::channel(false);
+        let started_ms = now_ms_f64();
+        let task = tokio::spawn(c.run(
+            move |job: Job| {
+                let at = now_ms_f64();
+                if let Some(i) = index_of(job.id.as_str()) {
+                    r.lock().expect("records").push((i, at, job.due_at_ms));
+                }
+                std::future::ready(Ok::<(), Failure>(()))
+            },
+            async move {
+                let mut rx = rx;
+                let _ = rx.wait_for(|v| *v).await;
+            },
+        ));
+        Ok(Self {
+            records,
+            stop,
+            task,
+            started_ms,
+        })
+    }
+
+    /// Distinct jobs recorded so far.
+    pub fn unique(&self) -> usize {
+        let r = self.records.lock().expect("records");
+        let mut seen = vec![false; r.iter().map(|x| x.0 + 1).max().unwrap_or(0)];
+        r.iter()
+            .filter(|x| !std::mem::replace(&mut seen[x.0], true))
+            .count()
+    }
+
+    /// Waits until `n` distinct jobs are recorded or `timeout` passes.
+    pub async fn wait_for(&self, n: usize, timeout: Duration, what: &str) -> bool {
+        let pb = bar(n, what);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let len = self.records.lock().expect("records").len();
+            pb.set_position(len.min(n) as u64);
+            if len >= n && self.unique() >= n {
+                pb.finish_and_clear();
+                return true;
+            }
+            if tokio::time::Instant::now() > deadline {
+                pb.finish_and_clear();
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Stops the consumer (it flushes its acks) and returns the records.
+    pub async fn stop(self) -> anyhow::Result<Vec<Record>> {
+        let _ = self.stop.send(true);
+        self.task.await??;
+        Ok(std::mem::take(&mut *self.records.lock().expect("records")))
+    }
+}
+
+/// A `delayq worker` process with the recording handler.
+pub struct WorkerProcess {
+    pub child: Child,
+    pub file: PathBuf,
+}
+
+impl WorkerProcess {
+    /// Starts `delayq worker --bench-record FILE`.
+    pub fn start(
+        env: &Env,
+        file: &Path,
+        concurrency: usize,
+        lease: &str,
+        sleep_ms: u64,
+    ) -> anyhow::Result<Self> {
+        let child = env
+            .client_command(&env.exe)
+            .args(["--redis", &env.url, "--queue", queue().as_str(), "worker"])
+            .args(["--concurrency", &concurrency.to_string(), "--lease", lease])
+            .arg("--bench-record")
+            .arg(file)
+            .args(["--bench-sleep-ms", &sleep_ms.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        Ok(Self {
+            child,
+            file: file.to_owned(),
+        })
+    }
+
+    /// SIGTERM, then wait (SIGKILL after 10 s).
+    pub fn stop(mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..1000 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Lines `id,ms` of worker files as `(index, ms)`.
+pub fn read_records(files: &[PathBuf]) -> Vec<(usize, f64)> {
+    let mut out = Vec::new();
+    for f in files {
+        for l in std::fs::read_to_string(f).unwrap_or_default().lines() {
+            let mut parts = l.split(',');
+            if let (Some(id), Some(ms)) = (parts.next(), parts.next())
+                && let (Some(i), Ok(ms)) = (index_of(id), ms.parse::<f64>())
+            {
+                out.push((i, ms));
+            }
+        }
+    }
+    out
+}
+
+/// `(unique, duplicates, missing)` of indices against `0..n`.
+pub fn tally(indices: impl Iterator<Item = usize>, n: usize) -> (usize, usize, usize) {
+    let mut count = vec![0u32; n];
+    let mut total = 0;
+    for i in indices {
+        if i < n {
+            count[i] += 1;
+            total += 1;
+        }
+    }
+    let unique = count.iter().filter(|c| **c > 0).count();
+    (unique, total - unique, n - unique)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_is_100_bytes() {
+        assert_eq!(job(0, Schedule::Now).payload.len(), 100);
+        assert_eq!(job(99_999_999, Schedule::Now).payload.len(), 100);
+        assert_eq!(order_id(7), "10000000000000000007");
+        assert_eq!(index_of(&order_id(12345)), Some(12345));
+    }
+
+    #[test]
+    fn nearest_rank() {
+        let p = percentiles((1..=100).map(f64::from).collect());
+        assert_eq!(
+            (p.p50, p.p90, p.p99, p.max, p.min),
+            (50.0, 90.0, 99.0, 100.0, 1.0)
+        );
+        let p = percentiles(vec![3.0, 1.0, 2.0]);
+        assert_eq!((p.p50, p.p99), (2.0, 3.0));
+    }
+
+    #[test]
+    fn tallies() {
+        assert_eq!(tally([0, 1, 1, 3].into_iter(), 4), (3, 1, 1));
+    }
+}

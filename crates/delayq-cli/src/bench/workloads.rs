@@ -1,0 +1,402 @@
+//! W1–W7 of shared/bench/WORKLOADS.md, each as written there.
+
+use std::time::{Duration, Instant};
+
+use delayq::{Producer, Schedule};
+use delayq_redis::RedisBackend;
+use rand::{Rng, SeedableRng};
+
+use super::Row;
+use super::env::{Ceiling, Env};
+use super::util::{
+    Recorder, WorkerProcess, bar, fill, job, now_ms_f64, percentiles, queue, read_records, tally,
+};
+
+const SEED: u64 = 0x00de_1a70;
+
+fn delays(n: usize, lo_ms: u64, hi_ms: u64) -> Vec<u64> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
+    (0..n).map(|_| rng.random_range(lo_ms..=hi_ms)).collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// W1: enqueue, awaited one by one and in batches of 1,000; median of 3 repetitions.
+pub async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Vec<Row>> {
+    let d = delays(n, 3_600_000, 7_200_000);
+    let mut rows = Vec::new();
+    for (variant, batch) in [("awaited", 1usize), ("batch-1000", 1000)] {
+        let mut rates = Vec::new();
+        let mut cost = (0.0, 0.0);
+        for rep in 0..3 {
+            env.flush().await?;
+            let b = RedisBackend::connect(&env.url).await?;
+            let p = Producer::new(b, queue());
+            let jobs: Vec<_> = (0..n)
+                .map(|i| job(i, Schedule::Delay(Duration::from_millis(d[i]))))
+                .collect();
+            let pb = bar(n, &format!("W1 {variant} rep {}", rep + 1));
+            let before = env.cost().await?;
+            let t = Instant::now();
+            if batch == 1 {
+                for (k, j) in jobs.into_iter().enumerate() {
+                    p.enqueue(j).await?;
+                    if k % 1000 == 999 {
+                        pb.inc(1000);
+                    }
+                }
+            } else {
+                let mut it = jobs.into_iter().peekable();
+                while it.peek().is_some() {
+                    let chunk: Vec<_> = it.by_ref().take(batch).collect();
+                    pb.inc(chunk.len() as u64);
+                    p.enqueue_batch(chunk).await?;
+                }
+            }
+            let secs = t.elapsed().as_secs_f64();
+            cost = before.per_job(&env.cost().await?, n);
+            pb.finish_and_clear();
+            rates.push(n as f64 / secs);
+        }
+        let (ceiling_name, ceiling_rate) = if batch == 1 {
+            ("zadd -c 1", ceiling.zadd_c1)
+        } else {
+            ("zadd -P 16", ceiling.zadd_p16)
+        };
+        rows.push(Row {
+            workload: "w1".into(),
+            variant: variant.into(),
+            n,
+            jobs_per_s: Some(median(rates.clone())),
+            reps_jobs_per_s: Some(rates),
+            redis_cpu_us_per_job: Some(cost.0),
+            redis_cmds_per_job: Some(cost.1),
+            ceiling_name: Some(ceiling_name.into()),
+            ceiling_jobs_per_s: ceiling_rate,
+            ..Row::default()
+        });
+    }
+    env.flush().await?;
+    Ok(rows)
+}
+
+/// W4: memory per delayed job after W1's enqueue.
+pub async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
+    env.flush().await?;
+    let d = delays(n, 3_600_000, 7_200_000);
+    let b = RedisBackend::connect(&env.url).await?;
+    // Client set-up done (connection, scripts loaded by a first call on an empty queue).
+    delayq::Inspect::stats(&b, &queue()).await?;
+    let base = env.used_memory().await?;
+    let before = env.cost().await?;
+    fill(&b, 0..n, "W4 enqueue", |i| {
+        Schedule::Delay(Duration::from_millis(d[i]))
+    })
+    .await?;
+    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
+    let after = env.used_memory().await?;
+    let row = Row {
+        workload: "w4".into(),
+        variant: "100-byte payload".into(),
+        n,
+        bytes_per_job: Some((after.saturating_sub(base)) as f64 / n as f64),
+        dbsize: Some(env.dbsize().await?),
+        redis_cpu_us_per_job: Some(cpu),
+        redis_cmds_per_job: Some(cmds),
+        ..Row::default()
+    };
+    env.flush().await?;
+    Ok(vec![row])
+}
+
+/// How W2 consumes.
+#[derive(Clone, Copy)]
+pub enum Drain {
+    /// One in-process consumer with this concurrency.
+    InProcess(usize),
+    /// This many `delayq worker` processes, concurrency 50 each.
+    Processes(usize),
+}
+
+/// W2: drain `n` due jobs; `backlog` far-future jobs sit in the same queue (W6).
+pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyhow::Result<Row> {
+    env.flush().await?;
+    let b = RedisBackend::connect(&env.url).await?;
+    let before = env.cost().await?;
+    if backlog > 0 {
+        // Far-future jobs (30-60 days), indices after the due ones.
+        fill(&b, n..n + backlog, "W6 backlog", |i| {
+            Schedule::Delay(Duration::from_millis(
+                30 * 86_400_000 + (i as u64 % 1000) * 86_400,
+            ))
+        })
+        .await?;
+    }
+    let d = delays(n, 1000, 2000);
+    let enq_start = now_ms_f64();
+    fill(&b, 0..n, "W2 enqueue", |i| {
+        Schedule::Delay(Duration::from_millis(d[i]))
+    })
+    .await?;
+    // Wait until all are due.
+    let all_due = enq_start + 2000.0 + 50.0;
+    let wait = (all_due - now_ms_f64()).max(0.0);
+    tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    let timeout = Duration::from_secs(300);
+    let (variant, started, records): (String, f64, Vec<(usize, f64)>) = match how {
+        Drain::InProcess(c) => {
+            let r = Recorder::start(env, c).await?;
+            let started = r.started_ms;
+            r.wait_for(n, timeout, &format!("W2 drain c={c}")).await;
+            let recs = r.stop().await?;
+            (
+                format!("concurrency {c}"),
+                started,
+                recs.into_iter().map(|(i, t, _)| (i, t)).collect(),
+            )
+        }
+        Drain::Processes(k) => {
+            let dir = tempfile::tempdir()?;
+            let started = now_ms_f64();
+            let mut workers = Vec::new();
+            for w in 0..k {
+                let f = dir.path().join(format!("w{w}.txt"));
+                workers.push(WorkerProcess::start(env, &f, 50, "30s", 0)?);
+            }
+            let files: Vec<_> = workers.iter().map(|w| w.file.clone()).collect();
+            let pb = bar(n, &format!("W2 drain {k} procs"));
+            let deadline = Instant::now() + timeout;
+            loop {
+                let (unique, _, _) = tally(read_records(&files).into_iter().map(|r| r.0), n);
+                pb.set_position(unique as u64);
+                if unique >= n || Instant::now() > deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            pb.finish_and_clear();
+            for w in workers {
+                tokio::task::spawn_blocking(move || w.stop()).await?;
+            }
+            (
+                format!("{k} processes x concurrency 50"),
+                started,
+                read_records(&files),
+            )
+        }
+    };
+    let (cpu, cmds) = before.per_job(&env.cost().await?, n + backlog);
+    let (unique, duplicates, missing) = tally(records.iter().map(|r| r.0), n);
+    let first = records.iter().map(|r| r.1).fold(f64::MAX, f64::min);
+    let last = records.iter().map(|r| r.1).fold(0.0, f64::max);
+    let leftover = delayq::Inspect::stats(&b, &queue()).await?;
+    let row = Row {
+        workload: if backlog > 0 { "w6" } else { "w2" }.into(),
+        variant,
+        n,
+        jobs_per_s: Some(unique as f64 / ((last - first) / 1000.0)),
+        jobs_per_s_all: Some(unique as f64 / ((last - started) / 1000.0)),
+        unique: Some(unique),
+        duplicates: Some(duplicates),
+        missing: Some(missing),
+        redis_cpu_us_per_job: Some(cpu),
+        redis_cmds_per_job: Some(cmds),
+        backlog: Some(backlog),
+        note: (leftover.leased + leftover.due > 0).then(|| {
+            format!(
+                "left unacked: {} leased, {} due",
+                leftover.leased, leftover.due
+            )
+        }),
+        ..Row::default()
+    };
+    env.flush().await?;
+    Ok(row)
+}
+
+/// W3: lateness of 2,000 jobs spread over 20 s, the consumer running for `idle` first.
+pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Row> {
+    env.flush().await?;
+    let n = 2000;
+    let b = RedisBackend::connect(&env.url).await?;
+    let p = Producer::new(b, queue());
+    let lead = Duration::from_secs(5);
+    let before = env.cost().await?;
+    // t_first = t_enq + 5 s; the consumer starts at t_first - idle.
+    let mut consumer = None;
+    let early_start = idle.saturating_sub(lead);
+    if idle > lead {
+        consumer = Some(Recorder::start(env, 1).await?);
+        tokio::time::sleep(early_start).await;
+    }
+    let t_enq = now_ms_f64();
+    let t_first = t_enq + lead.as_millis() as f64;
+    let start_at = t_first - idle.as_millis() as f64;
+    for i in 0..n {
+        let due = t_first + 20_000.0 * (i as f64 + 0.5) / n as f64;
+        p.enqueue(job(i, Schedule::At(due.round() as u64))).await?;
+        if consumer.is_none() && now_ms_f64() >= start_at {
+            consumer = Some(Recorder::start(env, 1).await?);
+        }
+    }
+    let enqueue_done = now_ms_f64();
+    if consumer.is_none() {
+        let wait = (start_at - now_ms_f64()).max(0.0);
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+        consumer = Some(Recorder::start(env, 1).await?);
+    }
+    let c = consumer.expect("started");
+    let ok = c
+        .wait_for(n, Duration::from_secs(20 + 5 + 30), &format!("W3 {label}"))
+        .await;
+    let recs = c.stop().await?;
+    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
+    let lateness: Vec<f64> = recs.iter().map(|(_, at, due)| at - *due as f64).collect();
+    let pc = percentiles(lateness);
+    let (unique, duplicates, missing) = tally(recs.iter().map(|r| r.0), n);
+    let mut note = Vec::new();
+    if enqueue_done > t_first {
+        note.push("enqueue not over before t_first".to_owned());
+    }
+    if !ok {
+        note.push("timed out".to_owned());
+    }
+    env.flush().await?;
+    Ok(Row {
+        workload: "w3".into(),
+        variant: label.into(),
+        n,
+        p50_ms: Some(pc.p50),
+        p90_ms: Some(pc.p90),
+        p99_ms: Some(pc.p99),
+        max_ms: Some(pc.max),
+        min_ms: Some(pc.min),
+        unique: Some(unique),
+        duplicates: Some(duplicates),
+        missing: Some(missing),
+        redis_cpu_us_per_job: Some(cpu),
+        redis_cmds_per_job: Some(cmds),
+        note: (!note.is_empty()).then(|| note.join("; ")),
+        ..Row::default()
+    })
+}
+
+/// W5: a consumer process SIGKILLed mid-run, a fresh one started.
+pub async fn w5(env: &mut Env) -> anyhow::Result<Row> {
+    env.flush().await?;
+    let n = 1000;
+    let b = RedisBackend::connect(&env.url).await?;
+    let before = env.cost().await?;
+    fill(&b, 0..n, "W5 enqueue", |_| {
+        Schedule::Delay(Duration::from_secs(1))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("done.txt");
+    let mut first = WorkerProcess::start(env, &file, 1, "5s", 20)?;
+    let files = vec![file.clone()];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while read_records(&files).len() < 300 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    first.child.kill()?; // SIGKILL
+    let t_kill = now_ms_f64();
+    first.child.wait()?;
+    let before_kill: std::collections::HashSet<usize> = read_records(&files)
+        .into_iter()
+        .filter(|r| r.1 <= t_kill)
+        .map(|r| r.0)
+        .collect();
+    let second = WorkerProcess::start(env, &file, 1, "5s", 20)?;
+    let pb = bar(n, "W5 recovery");
+    loop {
+        let (unique, _, _) = tally(read_records(&files).into_iter().map(|r| r.0), n);
+        pb.set_position(unique as u64);
+        if unique >= n || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pb.finish_and_clear();
+    tokio::task::spawn_blocking(move || second.stop()).await?;
+    let recs = read_records(&files);
+    let (unique, _, missing) = tally(recs.iter().map(|r| r.0), n);
+    let mut count = vec![0u32; n];
+    for r in &recs {
+        count[r.0] += 1;
+    }
+    let twice = count.iter().filter(|c| **c >= 2).count();
+    let last = recs.iter().map(|r| r.1).fold(0.0, f64::max);
+    // The job in flight at the kill: not completed before it, and whose lease had to expire.
+    let first_after: Vec<f64> = (0..n)
+        .filter(|i| !before_kill.contains(i))
+        .filter_map(|i| {
+            recs.iter()
+                .filter(|r| r.0 == i)
+                .map(|r| r.1)
+                .reduce(f64::min)
+        })
+        .collect();
+    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
+    env.flush().await?;
+    Ok(Row {
+        workload: "w5".into(),
+        variant: "5 s lease".into(),
+        n,
+        completed_before_kill: Some(before_kill.len()),
+        unique: Some(unique),
+        lost: Some(missing),
+        missing: Some(missing),
+        duplicates: Some(twice),
+        kill_to_last_s: Some((last - t_kill) / 1000.0),
+        note: Some(format!(
+            "{} jobs were left after the kill; the 5 s lease bounds the recovery of the one in flight",
+            first_after.len()
+        )),
+        redis_cpu_us_per_job: Some(cpu),
+        redis_cmds_per_job: Some(cmds),
+        ..Row::default()
+    })
+}
+
+/// W7: 100,000 jobs due in the same second, a concurrency-50 consumer already running.
+pub async fn w7(env: &mut Env, n: usize) -> anyhow::Result<Row> {
+    env.flush().await?;
+    let b = RedisBackend::connect(&env.url).await?;
+    let c = Recorder::start(env, 50).await?;
+    let before = env.cost().await?;
+    let due = (now_ms_f64() + 3000.0).round() as u64;
+    let t = Instant::now();
+    fill(&b, 0..n, "W7 enqueue", |_| Schedule::At(due)).await?;
+    let enqueue_s = t.elapsed().as_secs_f64();
+    c.wait_for(n, Duration::from_secs(120), "W7 burst").await;
+    let recs = c.stop().await?;
+    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
+    let pc = percentiles(recs.iter().map(|(_, at, d)| at - *d as f64).collect());
+    let (unique, duplicates, missing) = tally(recs.iter().map(|r| r.0), n);
+    let last = recs.iter().map(|r| r.1).fold(0.0, f64::max);
+    env.flush().await?;
+    Ok(Row {
+        workload: "w7".into(),
+        variant: "concurrency 50".into(),
+        n,
+        p50_ms: Some(pc.p50),
+        p99_ms: Some(pc.p99),
+        max_ms: Some(pc.max),
+        min_ms: Some(pc.min),
+        last_done_after_due_s: Some((last - due as f64) / 1000.0),
+        unique: Some(unique),
+        duplicates: Some(duplicates),
+        missing: Some(missing),
+        redis_cpu_us_per_job: Some(cpu),
+        redis_cmds_per_job: Some(cmds),
+        note: (enqueue_s > 3.0)
+            .then(|| format!("enqueue took {enqueue_s:.1} s, past the due time")),
+        ..Row::default()
+    })
+}
