@@ -202,15 +202,13 @@ impl Env {
             .output()
             .ok()?;
         let text = String::from_utf8_lossy(&out.stdout);
-        // Lines end with "<rate> requests per second, p50=…"; the last one is final.
-        text.split(['\r', '\n'])
-            .filter_map(|l| {
-                l.split(" requests per second")
-                    .next()
-                    .filter(|_| l.contains("requests per second"))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .last()
+        // Progress lines end in '\r'; the final line reads "<name>: <rate> requests per
+        // second, p50=…".
+        let last = text
+            .split(['\r', '\n'])
+            .rfind(|l| l.contains(" requests per second"))?;
+        let head = last.split(" requests per second").next()?;
+        head.rsplit(' ').next()?.parse().ok()
     }
 }
 
