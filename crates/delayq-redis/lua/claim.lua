@@ -22,65 +22,84 @@ local now = now_ms()
 local acks = ack_pairs(jobs, lease, ARGV, 5, k)
 
 -- Crash recovery: an expired lease means the consumer died or stalled. The attempt it was
--- given counts; the job is due again now, or dead when attempts are used up.
-local expired = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, reap_limit)
-for _, id in ipairs(expired) do
-  redis.call('ZREM', lease, id)
-  local raw = redis.call('HGET', jobs, id)
-  if raw then
-    local r = decode(raw)
-    r.err = 'lease expired (attempt ' .. r.attempt .. ')'
-    if r.attempt >= r.max_attempts then
-      bury(jobs, dead, id, r, now)
-    else
-      r.token = 0
-      r.due = now
-      redis.call('HSET', jobs, id, encode(r))
-      redis.call('ZADD', sched, now, id)
+-- given counts; the job is due again now, or dead when attempts are used up. Only read
+-- further when the earliest lease has expired (one call in the common case).
+local lhead = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
+local lease_next = lhead[2] and tonumber(lhead[2])
+if lease_next and lease_next <= now then
+  local expired = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, reap_limit)
+  for _, id in ipairs(expired) do
+    redis.call('ZREM', lease, id)
+    local raw = redis.call('HGET', jobs, id)
+    if raw then
+      local r = decode(raw)
+      r.err = 'lease expired (attempt ' .. r.attempt .. ')'
+      if r.attempt >= r.max_attempts then
+        bury(jobs, dead, id, r, now)
+      else
+        r.token = 0
+        r.due = now
+        redis.call('HSET', jobs, id, encode(r))
+        redis.call('ZADD', sched, now, id)
+      end
     end
+  end
+  lhead = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
+  lease_next = lhead[2] and tonumber(lhead[2])
+end
+
+-- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
+-- claimed tells when to come back.
+local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')
+local ids = {}
+local next_due = nil
+for i = 1, #head, 2 do
+  local due = tonumber(head[i + 1])
+  if due <= now and #ids < max then
+    ids[#ids + 1] = head[i]
+  else
+    next_due = due
+    break
   end
 end
 
 local out = {}
-if max > 0 then
-  local ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'LIMIT', 0, max)
-  local n = #ids
-  if n > 0 then
-    redis.call('ZREM', sched, unpack(ids))
-    local raws = redis.call('HMGET', jobs, unpack(ids))
-    local token = redis.call('INCRBY', fence, n) - n
-    local hset, zadd = {}, {}
-    for i = 1, n do
-      local raw = raws[i]
-      if raw then
-        local id = ids[i]
-        token = token + 1
-        local rec = rec_claimed(raw, rec_attempt(raw) + 1, token)
-        local lease_ms = rec_lease(raw, default_lease)
-        local deadline = now + lease_ms
-        hset[#hset + 1] = id
-        hset[#hset + 1] = rec
-        zadd[#zadd + 1] = deadline
-        zadd[#zadd + 1] = id
-        out[#out + 1] = id
-        out[#out + 1] = deadline
-        out[#out + 1] = lease_ms
-        out[#out + 1] = rec
-      end
+local n = #ids
+if n > 0 then
+  redis.call('ZREM', sched, unpack(ids))
+  local raws = redis.call('HMGET', jobs, unpack(ids))
+  local token = redis.call('INCRBY', fence, n) - n
+  local hset, zadd = {}, {}
+  for i = 1, n do
+    local raw = raws[i]
+    if raw then
+      local id = ids[i]
+      token = token + 1
+      local rec = rec_claimed(raw, rec_attempt(raw) + 1, token)
+      local lease_ms = rec_lease(raw, default_lease)
+      local deadline = now + lease_ms
+      if lease_next == nil or deadline < lease_next then lease_next = deadline end
+      hset[#hset + 1] = id
+      hset[#hset + 1] = rec
+      zadd[#zadd + 1] = deadline
+      zadd[#zadd + 1] = id
+      out[#out + 1] = id
+      out[#out + 1] = deadline
+      out[#out + 1] = lease_ms
+      out[#out + 1] = rec
     end
-    if #hset > 0 then
-      redis.call('HSET', jobs, unpack(hset))
-      redis.call('ZADD', lease, unpack(zadd))
-    end
+  end
+  if #hset > 0 then
+    redis.call('HSET', jobs, unpack(hset))
+    redis.call('ZADD', lease, unpack(zadd))
   end
 end
 
+-- An acked head may make lease_next early; waking early only costs an empty claim.
 local next_ms = nil
-local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
-if head[2] then next_ms = math.max(0, tonumber(head[2]) - now) end
-local lhead = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
-if lhead[2] then
-  local l = math.max(0, tonumber(lhead[2]) - now)
+if next_due then next_ms = math.max(0, next_due - now) end
+if lease_next then
+  local l = math.max(0, lease_next - now)
   if next_ms == nil or l < next_ms then next_ms = l end
 end
 return { acks, out, next_ms or -1 }

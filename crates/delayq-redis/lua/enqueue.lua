@@ -12,37 +12,33 @@ local now = now_ms()
 local n = tonumber(ARGV[1])
 local out = {}
 local earliest = nil
-local zadd, hset = {}, {}
+local zadd = {}
 local fresh = {}
 for i = 0, n - 1 do
   local a = 2 + i * 6
   local id = ARGV[a]
   local due = fresh[id]
   if due == nil then
-    local existing = redis.call('HGET', jobs, id)
-    if existing then
-      due = struct.unpack('>I6', existing, 7)
-    end
-  end
-  if due then
-    out[#out + 1] = 0
-    out[#out + 1] = due
-  else
     due = due_from(ARGV[a + 1], tonumber(ARGV[a + 2]), now)
-    hset[#hset + 1] = id
-    hset[#hset + 1] = struct.pack(HEADER, 1, tonumber(ARGV[a + 4]), 0, tonumber(ARGV[a + 3]),
-      due, now, 0) .. ARGV[a + 5]
-    zadd[#zadd + 1] = due
-    zadd[#zadd + 1] = id
-    fresh[id] = due
-    if earliest == nil or due < earliest then earliest = due end
-    out[#out + 1] = 1
-    out[#out + 1] = due
+    local rec = struct.pack(HEADER, 1, tonumber(ARGV[a + 4]), 0, tonumber(ARGV[a + 3]), due,
+      now, 0) .. ARGV[a + 5]
+    if redis.call('HSETNX', jobs, id, rec) == 1 then
+      zadd[#zadd + 1] = due
+      zadd[#zadd + 1] = id
+      fresh[id] = due
+      if earliest == nil or due < earliest then earliest = due end
+      out[#out + 1] = 1
+    else
+      due = struct.unpack('>I6', redis.call('HGET', jobs, id), 7)
+      out[#out + 1] = 0
+    end
+  else
+    out[#out + 1] = 0
   end
+  out[#out + 1] = due
 end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest)
-  call_chunked('HSET', jobs, hset)
   call_chunked('ZADD', sched, zadd)
 end
 return out
