@@ -11,13 +11,15 @@
 -- Returns { acks, jobs, next_ms }:
 --   acks: 1 (acked) or 0 (lease lost) per ack pair
 --   jobs: flat, 4 per job: id, deadline ms, lease ms, record (attempt and token updated)
---   next_ms: ms from now until the next due job or lease expiry, -1 when there is none
+--   next_us: µs from now until the next due job or lease expiry, -1 when there is none
+--   (µs so that a consumer can wake at the due time, not up to a millisecond after it)
 local sched, lease, jobs, dead, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local max = tonumber(ARGV[1])
 local default_lease = tonumber(ARGV[2])
 local reap_limit = tonumber(ARGV[3])
 local k = tonumber(ARGV[4])
-local now = now_ms()
+local now_exact_us = now_us()
+local now = math.floor(now_exact_us / 1000)
 
 local acks = ack_pairs(jobs, lease, ARGV, 5, k)
 
@@ -102,4 +104,5 @@ if lease_next then
   local l = math.max(0, lease_next - now)
   if next_ms == nil or l < next_ms then next_ms = l end
 end
-return { acks, out, next_ms or -1 }
+if next_ms == nil then return { acks, out, -1 } end
+return { acks, out, math.max(0, (now + next_ms) * 1000 - now_exact_us) }

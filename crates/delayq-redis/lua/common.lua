@@ -21,9 +21,13 @@ local F_LEASE, F_BACKOFF, F_ERROR = 1, 2, 4
 local DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP = 2, 1000, 600000
 local MAX_ERROR = 1024
 
-local function now_ms()
+local function now_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function now_ms()
+  return math.floor(now_us() / 1000)
 end
 
 local function has(flags, f)

@@ -204,7 +204,7 @@ impl Backend for RedisBackend {
         Ok(ClaimBatch {
             jobs: out,
             acks: ack_outcomes(acks)?,
-            next_due_in: (next >= 0).then(|| Duration::from_millis(next as u64)),
+            next_due_in: (next >= 0).then(|| Duration::from_micros(next as u64)),
         })
     }
 

@@ -171,8 +171,7 @@ impl<B: Backend> Consumer<B> {
                             let idle = batch
                                 .next_due_in
                                 .unwrap_or(self.opts.max_idle)
-                                .min(self.opts.max_idle)
-                                .max(Duration::from_millis(1));
+                                .min(self.opts.max_idle);
                             sleep_deadline = Instant::now() + idle;
                         }
                     }
@@ -204,7 +203,7 @@ impl<B: Backend> Consumer<B> {
                     }
                     claim_now = true;
                 }
-                _ = sleep_until(sleep_deadline), if !claim_now => claim_now = true,
+                _ = precise_sleep_until(sleep_deadline), if !claim_now => claim_now = true,
             }
         }
         self.drain(tasks, running, acks, &mut report).await;
@@ -309,6 +308,21 @@ impl<B: Backend> Consumer<B> {
             metrics::counter!("delayq_lease_lost_total", "queue" => self.queue.to_string())
                 .increment(lost);
         }
+    }
+}
+
+/// Sleeps until `deadline` with sub-millisecond precision: the timer wheel (1 ms ticks,
+/// rounded up) covers all but the last stretch, which yields in a loop. A consumer thus starts
+/// a job within a round trip of its due time instead of up to two timer ticks after it.
+async fn precise_sleep_until(deadline: Instant) {
+    const SPIN: Duration = Duration::from_micros(1500);
+    if let Some(coarse) = deadline.checked_sub(SPIN)
+        && coarse > Instant::now()
+    {
+        sleep_until(coarse).await;
+    }
+    while Instant::now() < deadline {
+        tokio::task::yield_now().await;
     }
 }
 
