@@ -73,6 +73,8 @@ pub enum Command {
     Dead(DeadCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
+    /// Serve the HTTP API, the dashboard and /metrics.
+    Serve(ServeArgs),
     /// Run the benchmark workloads of WORKLOADS.md.
     Bench(crate::bench::BenchArgs),
 }
@@ -177,6 +179,26 @@ pub struct WorkerArgs {
     /// On SIGTERM/SIGINT, how long running commands may take before they are killed.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub grace: Duration,
+}
+
+/// Arguments of `delayq serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: std::net::SocketAddr,
+    /// Accepted bearer token (repeatable).
+    #[arg(long = "token", env = "DELAYQ_TOKENS", value_delimiter = ',')]
+    pub tokens: Vec<String>,
+    /// File with one accepted bearer token per line.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Allow a non-loopback address without any token.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Largest job payload, in bytes.
+    #[arg(long, default_value_t = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES)]
+    pub max_payload: usize,
 }
 
 /// Parses `250ms`, `30s`, `30m`, `7d`, `1h 30m`.

@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod enqueue;
 mod output;
+mod serve;
 mod worker;
 
 use std::process::ExitCode;
@@ -54,11 +55,20 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     1
 }
 
+/// A URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://***@{}", &url[..s], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Bench(a) = cli.command {
         return bench::run(cli.redis, a).await;
     }
-    let backend = RedisBackend::connect(&cli.redis_url()).await?;
+    let url = cli.redis_url();
+    let backend = RedisBackend::connect(&url).await?;
     let producer = Producer::new(backend.clone(), cli.queue.clone());
     match cli.command {
         Command::Enqueue(a) => enqueue::run(&producer, a).await.map(|()| 0),
@@ -70,6 +80,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Stats { json } => admin::stats(&producer, json).await,
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
+        Command::Serve(a) => serve::run(backend, &redact(&url), a).await,
         Command::Bench(_) => unreachable!("handled above"),
     }
 }

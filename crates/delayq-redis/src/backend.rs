@@ -344,6 +344,28 @@ impl Inspect for RedisBackend {
         }
     }
 
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let mut conn = self.inner.conn.clone();
+        let mut names = std::collections::BTreeSet::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(crate::keys::SCAN_PATTERN)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .map_err(error::map)?;
+            names.extend(keys.iter().filter_map(|k| crate::keys::queue_of(k)));
+            if next == 0 {
+                return Ok(names.into_iter().collect());
+            }
+            cursor = next;
+        }
+    }
+
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let k = Keys::new(queue);
         let v = self

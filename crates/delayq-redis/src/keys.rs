@@ -37,6 +37,16 @@ impl Keys {
     }
 }
 
+/// `SCAN` pattern matching every delayq key.
+pub(crate) const SCAN_PATTERN: &str = "dq:{*}:*";
+
+/// The queue a delayq key belongs to.
+pub(crate) fn queue_of(key: &str) -> Option<QueueName> {
+    let rest = key.strip_prefix("dq:{")?;
+    let (name, _) = rest.split_once("}:")?;
+    QueueName::new(name).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +56,8 @@ mod tests {
         let k = Keys::new(&QueueName::new("orders").unwrap());
         for key in [&k.sched, &k.lease, &k.jobs, &k.dead, &k.fence, &k.wake] {
             assert!(key.starts_with("dq:{orders}:"), "{key}");
+            assert_eq!(queue_of(key).unwrap().as_str(), "orders");
         }
+        assert!(queue_of("other").is_none());
     }
 }

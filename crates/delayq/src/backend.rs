@@ -124,6 +124,9 @@ pub trait Inspect: Clone + Send + Sync + 'static {
         id: &JobId,
     ) -> impl Future<Output = Result<Option<JobInfo>>> + Send;
 
+    /// Every queue that holds jobs, sorted by name.
+    fn queues(&self) -> impl Future<Output = Result<Vec<QueueName>>> + Send;
+
     /// Counts of one queue.
     fn stats(&self, queue: &QueueName) -> impl Future<Output = Result<QueueStats>> + Send;
 

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::handler::{Failure, Handler};
 use crate::job::{AckOutcome, Job, LeaseRef, Nack, NackOutcome, validate_lease};
 use crate::name::QueueName;
+use crate::telemetry;
 
 /// How a [`Consumer`] runs.
 #[derive(Clone)]
@@ -154,8 +155,7 @@ impl<B: Backend> Consumer<B> {
                         self.count_acks(&batch.acks, &mut report);
                         let got = batch.jobs.len();
                         report.claimed += got as u64;
-                        metrics::counter!("delayq_claimed_total", "queue" => q.clone())
-                            .increment(got as u64);
+                        telemetry::count(telemetry::CLAIMED, &q, got as u64);
                         for job in batch.jobs {
                             let lease = job.lease_ref();
                             let handle = tasks.spawn(run_job(
@@ -272,15 +272,15 @@ impl<B: Backend> Consumer<B> {
                     Outcome::Ack(lease) => acks.push(lease),
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => {
                         report.retried += 1;
-                        metrics::counter!("delayq_retried_total", "queue" => q).increment(1);
+                        telemetry::count(telemetry::RETRIED, &q, 1);
                     }
                     Outcome::Nacked(NackOutcome::Dead { .. }) => {
                         report.dead += 1;
-                        metrics::counter!("delayq_dead_total", "queue" => q).increment(1);
+                        telemetry::count(telemetry::DEAD, &q, 1);
                     }
                     Outcome::LeaseLost => {
                         report.lease_lost += 1;
-                        metrics::counter!("delayq_lease_lost_total", "queue" => q).increment(1);
+                        telemetry::count(telemetry::LEASE_LOST, &q, 1);
                     }
                     Outcome::Unresolved => {}
                 }
@@ -302,11 +302,10 @@ impl<B: Backend> Consumer<B> {
         let lost = outcomes.len() as u64 - acked;
         report.acked += acked;
         report.lease_lost += lost;
-        metrics::counter!("delayq_acked_total", "queue" => self.queue.to_string()).increment(acked);
+        telemetry::count(telemetry::ACKED, self.queue.as_str(), acked);
         if lost > 0 {
             tracing::warn!(queue = %self.queue, lost, "acks refused: lease lost");
-            metrics::counter!("delayq_lease_lost_total", "queue" => self.queue.to_string())
-                .increment(lost);
+            telemetry::count(telemetry::LEASE_LOST, self.queue.as_str(), lost);
         }
     }
 }
@@ -348,9 +347,7 @@ async fn run_job<B: Backend, H: Handler>(
     let queue = job.queue.clone();
     let lease = job.lease_ref();
     let lease_len = job.lease;
-    let lateness = opts.clock.now_ms().saturating_sub(job.due_at_ms);
-    metrics::histogram!("delayq_lateness_seconds", "queue" => queue.to_string())
-        .record(lateness as f64 / 1000.0);
+    telemetry::lateness(queue.as_str(), job.due_at_ms, opts.clock.now_ms());
     let started = Instant::now();
     let mut fut = std::pin::pin!(AssertUnwindSafe(handler.handle(job)).catch_unwind());
     let period = (lease_len / 3).max(Duration::from_millis(5));
@@ -374,7 +371,7 @@ async fn run_job<B: Backend, H: Handler>(
             }
         }
     };
-    metrics::histogram!("delayq_handler_seconds", "queue" => queue.to_string())
+    metrics::histogram!(telemetry::HANDLER, "queue" => queue.to_string())
         .record(started.elapsed().as_secs_f64());
     let failure = match result {
         Ok(Ok(())) => return Outcome::Ack(lease),

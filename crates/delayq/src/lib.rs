@@ -29,7 +29,8 @@
 //! ```
 //!
 //! Parts: [`name`] (validated names), [`job`] (the model), [`backoff`], [`limits`],
-//! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`clock`].
+//! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`clock`],
+//! [`telemetry`] (metric names).
 
 pub mod backend;
 pub mod backoff;
@@ -41,6 +42,7 @@ pub mod job;
 pub mod limits;
 pub mod name;
 pub mod producer;
+pub mod telemetry;
 
 pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;

@@ -8,6 +8,7 @@ use crate::error::{InvalidInput, Result};
 use crate::job::{CancelOutcome, Enqueued, JobInfo, NewJob, Schedule};
 use crate::limits::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_BATCH};
 use crate::name::{JobId, QueueName};
+use crate::telemetry;
 
 /// Enqueues, cancels, reschedules and looks up jobs of one queue. Cheap to clone.
 #[derive(Clone)]
@@ -79,10 +80,12 @@ impl<B: Backend> Producer<B> {
         let n = jobs.len() as u64;
         let out = self.backend.enqueue(&self.queue, jobs).await?;
         let created = out.iter().filter(|e| e.created).count() as u64;
-        metrics::counter!("delayq_enqueued_total", "queue" => self.queue.to_string())
-            .increment(created);
-        metrics::counter!("delayq_enqueue_existing_total", "queue" => self.queue.to_string())
-            .increment(n - created);
+        telemetry::count(telemetry::ENQUEUED, self.queue.as_str(), created);
+        telemetry::count(
+            telemetry::ENQUEUE_EXISTING,
+            self.queue.as_str(),
+            n - created,
+        );
         Ok(out)
     }
 
@@ -91,8 +94,7 @@ impl<B: Backend> Producer<B> {
     pub async fn cancel(&self, id: &JobId) -> Result<CancelOutcome> {
         let out = self.backend.cancel(&self.queue, id).await?;
         if out == CancelOutcome::Cancelled {
-            metrics::counter!("delayq_cancelled_total", "queue" => self.queue.to_string())
-                .increment(1);
+            telemetry::count(telemetry::CANCELLED, self.queue.as_str(), 1);
         }
         Ok(out)
     }

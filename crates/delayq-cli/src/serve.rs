@@ -1,0 +1,54 @@
+//! `delayq serve`: the HTTP API over the configured backend.
+
+use anyhow::{Context, bail};
+use delayq_http::{AppState, HttpConfig};
+use delayq_redis::RedisBackend;
+
+use crate::args::ServeArgs;
+
+/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn run(backend: RedisBackend, backend_desc: &str, a: ServeArgs) -> anyhow::Result<u8> {
+    let mut tokens: Vec<String> = a.tokens.into_iter().filter(|t| !t.is_empty()).collect();
+    if let Some(f) = &a.token_file {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("reading token file {}", f.display()))?;
+        tokens.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+    }
+    if tokens.is_empty() && !a.listen.ip().is_loopback() && !a.insecure {
+        bail!(
+            "refusing to listen on {} without a token: give --token (or DELAYQ_TOKENS, \
+             --token-file), listen on a loopback address, or pass --insecure",
+            a.listen
+        );
+    }
+    let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
+    let config = HttpConfig {
+        max_payload: a.max_payload,
+        tokens,
+        ..HttpConfig::default()
+    };
+    let auth = if config.tokens.is_empty() {
+        "no auth"
+    } else {
+        "bearer tokens"
+    };
+    let state = AppState::new(backend, config, Some(prometheus));
+    let listener = tokio::net::TcpListener::bind(a.listen)
+        .await
+        .with_context(|| format!("binding {}", a.listen))?;
+    let addr = listener.local_addr()?;
+    println!("delayq serve: listening on http://{addr} ({auth}), backend {backend_desc}");
+    println!("  dashboard  http://{addr}/");
+    println!("  API spec   http://{addr}/openapi.json");
+    println!(
+        "  try        curl -X POST http://{addr}/v1/queues/demo/jobs -H 'content-type: application/json' -d '{{\"payload\":{{\"hello\":\"world\"}},\"delay_ms\":5000}}'"
+    );
+    delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await?;
+    eprintln!("delayq serve: stopped");
+    Ok(0)
+}

@@ -1,0 +1,91 @@
+//! Extractors that answer bad requests with [`ApiError`]s instead of axum's plain-text
+//! rejections: JSON bodies, the queue and job path segments, query strings.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
+use delayq::{JobId, QueueName};
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// A JSON body; bad bodies get `invalid_json`, `invalid_body`, `unsupported_media_type` or
+/// `body_too_large`.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            Err(r) => Err(json_rejection(r)),
+        }
+    }
+}
+
+fn json_rejection(r: JsonRejection) -> ApiError {
+    match r {
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
+            "unsupported_media_type",
+            "send the body with Content-Type: application/json",
+        ),
+        JsonRejection::JsonSyntaxError(e) => ApiError::new("invalid_json", e.body_text()),
+        JsonRejection::JsonDataError(e) => ApiError::new("invalid_body", e.body_text()),
+        JsonRejection::BytesRejection(e) if e.status().as_u16() == 413 => {
+            ApiError::new("body_too_large", e.body_text())
+        }
+        other => ApiError::new("invalid_json", other.body_text()),
+    }
+}
+
+/// Parses a JSON document with the same error mapping (for bodies read as raw JSON first).
+pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
+    serde_json::from_str(text).map_err(|e| ApiError::new("invalid_body", e.to_string()))
+}
+
+/// The `{q}` path segment, validated.
+pub struct QueuePath(pub QueueName);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::new("invalid_queue_name", e.body_text()))?;
+        let q = segments.into_iter().next().unwrap_or_default();
+        Ok(QueuePath(QueueName::new(q)?))
+    }
+}
+
+/// The `{q}` and `{id}` path segments, validated.
+pub struct JobPath(pub QueueName, pub JobId);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::new("invalid_job_id", e.body_text()))?;
+        let mut it = segments.into_iter();
+        let q = QueueName::new(it.next().unwrap_or_default())?;
+        let id = JobId::new(it.next().unwrap_or_default())?;
+        Ok(JobPath(q, id))
+    }
+}
+
+/// A query string; bad ones get `invalid_query`.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| ApiQuery(v))
+            .map_err(|e: QueryRejection| ApiError::new("invalid_query", e.body_text()))
+    }
+}

@@ -1,0 +1,146 @@
+//! Jobs by id: enqueue (single or batch), get, cancel, reschedule.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use delayq::{Backend, CancelOutcome, Inspect, Schedule};
+use serde_json::value::RawValue;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{ApiJson, JobPath, QueuePath, parse};
+use crate::model::{EnqueueRequest, EnqueueResponse, JobView, Outcome, RescheduleRequest, run_at};
+use crate::state::AppState;
+
+/// Enqueue one job (an object) or a batch (an array of objects, stored atomically).
+#[utoipa::path(
+    post, path = "/v1/queues/{q}/jobs", tag = "jobs",
+    params(("q" = String, Path, description = "queue name")),
+    request_body(content = EnqueueRequest, description = "a job, or an array of jobs"),
+    responses(
+        (status = 201, description = "created (a batch: at least one created)", body = EnqueueResponse),
+        (status = 200, description = "the id already existed; nothing written (a batch: none created)", body = EnqueueResponse),
+        (status = "4XX", body = ErrorBody),
+    )
+)]
+pub async fn enqueue<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    QueuePath(q): QueuePath,
+    ApiJson(body): ApiJson<Box<RawValue>>,
+) -> Result<Response, ApiError> {
+    let producer = st.producer(&q);
+    let text = body.get();
+    if text.starts_with('[') {
+        let reqs: Vec<EnqueueRequest> = parse(text)?;
+        let jobs = reqs
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.into_job().map_err(|e| ApiError {
+                    message: format!("job {i}: {}", e.message),
+                    ..e
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = producer.enqueue_batch(jobs).await?;
+        let status = if out.iter().any(|e| e.created) {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        let body: Vec<EnqueueResponse> = out.into_iter().map(view).collect();
+        return Ok((status, Json(body)).into_response());
+    }
+    let job = parse::<EnqueueRequest>(text)?.into_job()?;
+    let e = producer.enqueue(job).await?;
+    let status = if e.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view(e))).into_response())
+}
+
+fn view(e: delayq::Enqueued) -> EnqueueResponse {
+    EnqueueResponse {
+        id: e.id.to_string(),
+        due_at: e.due_at_ms,
+        created: e.created,
+    }
+}
+
+/// One job in any state.
+#[utoipa::path(
+    get, path = "/v1/queues/{q}/jobs/{id}", tag = "jobs",
+    params(("q" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = JobView), (status = "4XX", body = ErrorBody))
+)]
+pub async fn get<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    JobPath(q, id): JobPath,
+) -> Result<Json<JobView>, ApiError> {
+    match st.producer(&q).get(&id).await? {
+        Some(j) => Ok(Json(j.into())),
+        None => Err(ApiError::new("not_found", format!("job {id} not found"))),
+    }
+}
+
+/// Cancel a scheduled job. 200 means this call removed it; 409 means a consumer has it or it
+/// is dead; 404 means it is gone.
+#[utoipa::path(
+    delete, path = "/v1/queues/{q}/jobs/{id}", tag = "jobs",
+    params(("q" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
+)]
+pub async fn cancel<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    JobPath(q, id): JobPath,
+) -> Result<Json<Outcome>, ApiError> {
+    match st.producer(&q).cancel(&id).await? {
+        CancelOutcome::Cancelled => Ok(Json(Outcome {
+            id: Some(id.to_string()),
+            outcome: "cancelled".into(),
+            ..Outcome::default()
+        })),
+        CancelOutcome::Leased => Err(ApiError::new(
+            "job_leased",
+            format!("job {id} is running on a consumer; not cancelled"),
+        )),
+        CancelOutcome::Dead => Err(ApiError::new(
+            "job_dead",
+            format!("job {id} is dead-lettered; use the dead-letter tools"),
+        )),
+        CancelOutcome::NotFound => Err(ApiError::new("not_found", format!("job {id} not found"))),
+    }
+}
+
+/// Move a scheduled job to a new time.
+#[utoipa::path(
+    patch, path = "/v1/queues/{q}/jobs/{id}", tag = "jobs",
+    params(("q" = String, Path), ("id" = String, Path)),
+    request_body = RescheduleRequest,
+    responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
+)]
+pub async fn reschedule<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    JobPath(q, id): JobPath,
+    ApiJson(req): ApiJson<RescheduleRequest>,
+) -> Result<Json<Outcome>, ApiError> {
+    let schedule = match (req.delay_ms, req.run_at) {
+        (Some(ms), None) => Schedule::delay_ms(ms)?,
+        (None, Some(at)) => run_at(&at)?,
+        _ => {
+            return Err(ApiError::new(
+                "invalid_delay",
+                "give exactly one of delay_ms and run_at",
+            ));
+        }
+    };
+    let due = st.producer(&q).reschedule(&id, schedule).await?;
+    Ok(Json(Outcome {
+        id: Some(id.to_string()),
+        outcome: "rescheduled".into(),
+        due_at: Some(due),
+        ..Outcome::default()
+    }))
+}

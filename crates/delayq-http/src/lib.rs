@@ -1,0 +1,218 @@
+//! # delayq-http — the HTTP/JSON API of delayq
+//!
+//! [`router`] builds an axum `Router` over any backend: serve it with [`serve`] (what
+//! `delayq serve` does) or mount it in your own axum app. Every error is a JSON body
+//! `{"code", "message"}` with a stable code ([`error::CODES`], docs/API.md).
+//!
+//! Parts: [`state`] (shared state and settings), [`extract`] (extractors that answer with
+//! API errors), [`model`] (bodies), [`jobs`], [`lease`], [`queues`], [`ops`] (health, metrics,
+//! OpenAPI, dashboard), [`auth`], [`error`].
+
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod jobs;
+pub mod lease;
+pub mod model;
+pub mod ops;
+pub mod queues;
+pub mod state;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use delayq::{Backend, Inspect};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+
+pub use error::ApiError;
+pub use state::{AppState, HttpConfig};
+
+/// Histogram (seconds) of HTTP request latency by method, route and status.
+pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "delayq", description = "Jobs that run at a future time: HTTP/JSON API v1."),
+    paths(
+        jobs::enqueue, jobs::get, jobs::cancel, jobs::reschedule,
+        lease::claim, lease::ack, lease::nack, lease::extend,
+        queues::list, queues::stats, queues::dead_list, queues::requeue_one,
+        queues::requeue_all, queues::purge,
+    ),
+    modifiers(&BearerAuth),
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        openapi.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
+    }
+}
+
+/// The OpenAPI 3.1 document of the API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// Installs the Prometheus recorder (with delayq's histogram buckets) for this process and
+/// returns the handle `/metrics` renders. Call once.
+pub fn install_prometheus() -> Result<PrometheusHandle, String> {
+    let http_buckets = [
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 60.0,
+    ];
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(delayq::telemetry::LATENESS.into()),
+            delayq::telemetry::LATENESS_BUCKETS,
+        )
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(HTTP_LATENCY.into()), &http_buckets))
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(delayq::telemetry::HANDLER.into()),
+                &http_buckets,
+            )
+        })
+        .map_err(|e| e.to_string())?
+        .install_recorder()
+        .map_err(|e| e.to_string())
+}
+
+/// The API as a router over `state`.
+pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
+    let max_body = state.inner.config.max_body;
+    let timeout = state.inner.config.request_timeout;
+    let v1 = Router::new()
+        .route("/v1/queues", get(queues::list::<B>))
+        .route("/v1/queues/{q}", get(queues::stats::<B>))
+        .route("/v1/queues/{q}/jobs", post(jobs::enqueue::<B>))
+        .route(
+            "/v1/queues/{q}/jobs/{id}",
+            get(jobs::get::<B>)
+                .delete(jobs::cancel::<B>)
+                .patch(jobs::reschedule::<B>),
+        )
+        .route("/v1/queues/{q}/claim", post(lease::claim::<B>))
+        .route("/v1/queues/{q}/jobs/{id}/ack", post(lease::ack::<B>))
+        .route("/v1/queues/{q}/jobs/{id}/nack", post(lease::nack::<B>))
+        .route("/v1/queues/{q}/jobs/{id}/extend", post(lease::extend::<B>))
+        .route(
+            "/v1/queues/{q}/dead",
+            get(queues::dead_list::<B>).delete(queues::purge::<B>),
+        )
+        .route(
+            "/v1/queues/{q}/dead/requeue",
+            post(queues::requeue_all::<B>),
+        )
+        .route(
+            "/v1/queues/{q}/dead/{id}/requeue",
+            post(queues::requeue_one::<B>),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token::<B>,
+        ));
+    Router::new()
+        .merge(v1)
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz::<B>))
+        .route("/metrics", get(ops::metrics::<B>))
+        .route("/openapi.json", get(ops::openapi))
+        .route("/", get(ops::dashboard))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(record_latency))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::new("internal", "the server hit a bug handling this request").into_response()
+        }))
+        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(Counter::default()))
+}
+
+async fn no_route() -> ApiError {
+    ApiError::new("no_route", "no such endpoint; see /openapi.json")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        "method_not_allowed",
+        "this endpoint does not take this method",
+    )
+}
+
+async fn record_latency(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().to_string();
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    let labels = [
+        ("method", method),
+        ("route", route),
+        ("status", resp.status().as_u16().to_string()),
+    ];
+    metrics::histogram!(HTTP_LATENCY, &labels).record(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// Request ids: a process-unique counter (`x-request-id`, kept when the client sends one).
+#[derive(Clone, Default)]
+struct Counter(std::sync::Arc<AtomicU64>);
+
+impl MakeRequestId for Counter {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        let n = self.0.fetch_add(1, Ordering::Relaxed);
+        HeaderValue::from_str(&format!("dq-{n}"))
+            .ok()
+            .map(RequestId::new)
+    }
+}
+
+/// Serves `router(state)` on `listener` until `shutdown` completes, then stops accepting,
+/// ends pending long polls and finishes requests in flight.
+pub async fn serve<B: Backend + Inspect>(
+    listener: tokio::net::TcpListener,
+    state: AppState<B>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            state.begin_shutdown();
+        })
+        .await
+}

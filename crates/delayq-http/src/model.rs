@@ -1,0 +1,452 @@
+//! Request and response bodies of the API, with their JSON schemas.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use delayq::{Backoff, Job, JobId, JobInfo, NewJob, Schedule};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+
+/// A job to enqueue. Give `payload` (any JSON value, stored byte for byte as sent) or
+/// `payload_b64` (bytes, base64); `delay_ms` or `run_at` (neither: due now).
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueRequest {
+    /// Job id for idempotent enqueue; generated when absent.
+    pub id: Option<String>,
+    /// Payload as JSON.
+    #[schema(value_type = Object)]
+    pub payload: Option<Box<RawValue>>,
+    /// Payload as base64 bytes.
+    pub payload_b64: Option<String>,
+    /// Delay in ms (0 to 10 years).
+    pub delay_ms: Option<f64>,
+    /// Absolute due time: ms since the epoch (number) or RFC 3339 text; in the past = now.
+    #[schema(value_type = Object)]
+    pub run_at: Option<serde_json::Value>,
+    /// Deliveries before dead-lettering (1-10000, default 10).
+    pub max_attempts: Option<u32>,
+    /// Retry backoff.
+    #[schema(value_type = Object)]
+    pub backoff: Option<Backoff>,
+    /// Lease length for this job, overriding the consumer's (10 ms - 24 h).
+    pub lease_ms: Option<u64>,
+}
+
+impl EnqueueRequest {
+    /// Validates the shape and builds the job (limits are checked by the producer).
+    pub fn into_job(self) -> Result<NewJob, ApiError> {
+        let payload = match (self.payload, self.payload_b64) {
+            (Some(raw), None) => raw.get().as_bytes().to_vec(),
+            (None, Some(b)) => B64
+                .decode(b.as_bytes())
+                .map_err(|e| ApiError::new("invalid_payload", format!("payload_b64: {e}")))?,
+            (Some(_), Some(_)) => {
+                return Err(ApiError::new(
+                    "invalid_payload",
+                    "give payload or payload_b64, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ApiError::new(
+                    "invalid_payload",
+                    "payload or payload_b64 is required",
+                ));
+            }
+        };
+        let schedule = match (self.delay_ms, self.run_at) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::new(
+                    "invalid_delay",
+                    "give delay_ms or run_at, not both",
+                ));
+            }
+            (Some(ms), None) => Schedule::delay_ms(ms)?,
+            (None, Some(at)) => run_at(&at)?,
+            (None, None) => Schedule::Now,
+        };
+        let mut job = NewJob::new(payload).schedule(schedule);
+        if let Some(id) = self.id {
+            job = job.id(JobId::new(id)?);
+        }
+        if let Some(n) = self.max_attempts {
+            job = job.max_attempts(n);
+        }
+        if let Some(b) = self.backoff {
+            job = job.backoff(b);
+        }
+        if let Some(l) = self.lease_ms {
+            job = job.lease(std::time::Duration::from_millis(l));
+        }
+        Ok(job)
+    }
+}
+
+/// `run_at` as ms since the epoch or RFC 3339 text (`Z` or `±HH:MM`).
+pub fn run_at(v: &serde_json::Value) -> Result<Schedule, ApiError> {
+    let bad = |m: String| ApiError::new("invalid_delay", m);
+    match v {
+        serde_json::Value::Number(n) => match n.as_u64() {
+            Some(ms) => Ok(Schedule::At(ms)),
+            None => Err(bad(format!("run_at {n} must be a whole number of ms >= 0"))),
+        },
+        serde_json::Value::String(s) => parse_rfc3339(s)
+            .map(Schedule::At)
+            .ok_or_else(|| bad(format!("run_at {s:?} is not RFC 3339"))),
+        _ => Err(bad("run_at must be a number of ms or RFC 3339 text".into())),
+    }
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` to ms since the epoch.
+pub fn parse_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if b[13] != b':' || b[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    if h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut ms = 0i64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+        if digits.is_empty() {
+            return None;
+        }
+        ms = format!("{:0<3}", &digits[..digits.len().min(3)])
+            .parse()
+            .ok()?;
+        rest = &frac[digits.len()..];
+    }
+    let offset_min = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let v = o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?;
+            if o.starts_with('-') { -v } else { v }
+        }
+        _ => return None,
+    };
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+    u64::try_from(secs * 1000 + ms).ok()
+}
+
+/// The answer to one enqueue.
+#[derive(Serialize, ToSchema, Debug)]
+pub struct EnqueueResponse {
+    /// The job's id.
+    pub id: String,
+    /// Due time, ms since the epoch (server clock); for an existing id, the existing job's.
+    pub due_at: u64,
+    /// `false` when the id already existed and nothing was written.
+    pub created: bool,
+}
+
+/// A payload on the way out: `payload` (raw JSON, byte for byte) when the bytes are JSON,
+/// else `payload_b64`.
+#[derive(Serialize, ToSchema, Debug, Default)]
+pub struct PayloadOut {
+    /// The payload when it is valid JSON.
+    #[schema(value_type = Object)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Box<RawValue>>,
+    /// The payload bytes in base64 when they are not JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_b64: Option<String>,
+}
+
+impl PayloadOut {
+    /// Chooses the representation of `bytes`: raw JSON only when it reproduces them exactly.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let len = bytes.len();
+        if let Ok(text) = std::str::from_utf8(&bytes)
+            && let Ok(raw) = RawValue::from_string(text.to_owned())
+            && raw.get().len() == len
+        {
+            return Self {
+                payload: Some(raw),
+                payload_b64: None,
+            };
+        }
+        Self {
+            payload: None,
+            payload_b64: Some(B64.encode(&bytes)),
+        }
+    }
+}
+
+/// A stored job.
+#[derive(Serialize, ToSchema, Debug)]
+pub struct JobView {
+    /// The job's id.
+    pub id: String,
+    /// `scheduled`, `leased` or `dead`.
+    pub state: String,
+    /// Deliveries so far.
+    pub attempt: u32,
+    /// Deliveries allowed.
+    pub max_attempts: u32,
+    /// Due time, ms since the epoch.
+    pub due_at: u64,
+    /// Creation time, ms since the epoch.
+    pub created_at: u64,
+    /// Lease deadline of a leased job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_deadline: Option<u64>,
+    /// When a dead job failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<u64>,
+    /// Error of the last failed attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The payload.
+    #[serde(flatten)]
+    pub payload: PayloadOut,
+}
+
+impl From<JobInfo> for JobView {
+    fn from(j: JobInfo) -> Self {
+        Self {
+            id: j.id.to_string(),
+            state: j.state.to_string(),
+            attempt: j.attempt,
+            max_attempts: j.max_attempts,
+            due_at: j.due_at_ms,
+            created_at: j.created_at_ms,
+            lease_deadline: j.lease_deadline_ms,
+            failed_at: j.failed_at_ms,
+            last_error: j.last_error,
+            payload: PayloadOut::new(j.payload),
+        }
+    }
+}
+
+/// A job handed to a consumer.
+#[derive(Serialize, ToSchema, Debug)]
+pub struct ClaimedJob {
+    /// The job's id.
+    pub id: String,
+    /// Fencing token: give it back with ack, nack and extend.
+    pub lease_token: u64,
+    /// This delivery's number (1 for the first).
+    pub attempt: u32,
+    /// Deliveries allowed.
+    pub max_attempts: u32,
+    /// Due time, ms since the epoch.
+    pub due_at: u64,
+    /// Creation time, ms since the epoch.
+    pub created_at: u64,
+    /// When this lease expires, ms since the epoch.
+    pub lease_deadline: u64,
+    /// Error of the previous attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The payload.
+    #[serde(flatten)]
+    pub payload: PayloadOut,
+}
+
+impl From<Job> for ClaimedJob {
+    fn from(j: Job) -> Self {
+        Self {
+            id: j.id.to_string(),
+            lease_token: j.lease_token,
+            attempt: j.attempt,
+            max_attempts: j.max_attempts,
+            due_at: j.due_at_ms,
+            created_at: j.created_at_ms,
+            lease_deadline: j.lease_deadline_ms,
+            last_error: j.last_error,
+            payload: PayloadOut::new(j.payload),
+        }
+    }
+}
+
+/// A claim (long poll).
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// Most jobs to lease (1-1000, default 1).
+    pub max: Option<usize>,
+    /// Lease length in ms (default 30000).
+    pub lease_ms: Option<u64>,
+    /// How long to wait for a due job (0-60000 ms, default 0).
+    pub wait_ms: Option<u64>,
+}
+
+/// Leased jobs.
+#[derive(Serialize, ToSchema, Debug)]
+pub struct ClaimResponse {
+    /// The jobs, in due order; empty when none became due within `wait_ms`.
+    pub jobs: Vec<ClaimedJob>,
+}
+
+/// An ack.
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+}
+
+/// A nack.
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct NackRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+    /// Why the attempt failed (kept as `last_error`).
+    pub error: Option<String>,
+    /// Retry after this many ms instead of the job's backoff.
+    pub retry_in_ms: Option<u64>,
+    /// Dead-letter now.
+    #[serde(default)]
+    pub dead: bool,
+}
+
+/// An extension.
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+    /// New lease length from now, ms (default 30000).
+    pub lease_ms: Option<u64>,
+}
+
+/// A reschedule.
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RescheduleRequest {
+    /// New delay in ms.
+    pub delay_ms: Option<f64>,
+    /// New absolute time (ms since the epoch or RFC 3339).
+    #[schema(value_type = Object)]
+    pub run_at: Option<serde_json::Value>,
+}
+
+/// Outcome of ack, nack, extend, cancel, reschedule or requeue.
+#[derive(Serialize, ToSchema, Debug, Default)]
+pub struct Outcome {
+    /// The job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `acked`, `retrying`, `dead`, `extended`, `cancelled`, `rescheduled`, `requeued`,
+    /// `purged`.
+    pub outcome: String,
+    /// New due time (retrying, rescheduled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<u64>,
+    /// New lease deadline (extended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_deadline: Option<u64>,
+    /// Jobs affected (requeue all, purge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+}
+
+/// Counts of one queue.
+#[derive(Serialize, ToSchema, Debug)]
+pub struct QueueView {
+    /// The queue.
+    pub queue: String,
+    /// Jobs waiting (due or not).
+    pub scheduled: u64,
+    /// Scheduled jobs due now.
+    pub due: u64,
+    /// Scheduled jobs due within the next minute.
+    pub due_next_minute: u64,
+    /// Jobs under a lease.
+    pub leased: u64,
+    /// Dead jobs.
+    pub dead: u64,
+    /// Age of the oldest due job, ms.
+    pub oldest_overdue_ms: u64,
+}
+
+impl QueueView {
+    /// From stats.
+    pub fn new(queue: &str, s: delayq::QueueStats) -> Self {
+        Self {
+            queue: queue.to_owned(),
+            scheduled: s.scheduled,
+            due: s.due,
+            due_next_minute: s.due_next_minute,
+            leased: s.leased,
+            dead: s.dead,
+            oldest_overdue_ms: s.oldest_overdue_ms,
+        }
+    }
+}
+
+/// Paging of the dead-letter list.
+#[derive(Deserialize, utoipa::IntoParams, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Page {
+    /// Skip this many (default 0).
+    pub offset: Option<usize>,
+    /// At most this many (1-1000, default 100).
+    pub limit: Option<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339("2030-01-01T00:00:00Z"),
+            Some(1_893_456_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2030-01-01T01:00:00.250+01:00"),
+            Some(1_893_456_000_250)
+        );
+        assert_eq!(
+            parse_rfc3339("2029-12-31T23:30:00-00:30"),
+            Some(1_893_456_000_000)
+        );
+        for bad in [
+            "2030-01-01",
+            "2030-13-01T00:00:00Z",
+            "2030-01-01T00:00:00",
+            "soon",
+            "2030-01-01T00:00:00.Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn payload_out_is_byte_exact() {
+        let p = PayloadOut::new(br#"{"a": 1.50, "b":[1,2]}"#.to_vec());
+        assert_eq!(p.payload.unwrap().get(), r#"{"a": 1.50, "b":[1,2]}"#);
+        let p = PayloadOut::new(vec![0xff, 0, 1]);
+        assert_eq!(p.payload_b64.as_deref(), Some("/wAB"));
+        let p = PayloadOut::new(b"not json".to_vec());
+        assert_eq!(p.payload_b64.as_deref(), Some("bm90IGpzb24="));
+        let p = PayloadOut::new(b" 1".to_vec());
+        assert_eq!(
+            p.payload_b64.as_deref(),
+            Some("IDE="),
+            "whitespace would be lost as JSON"
+        );
+    }
+}

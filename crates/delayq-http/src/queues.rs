@@ -1,0 +1,116 @@
+//! Queues: list with counts, one queue's counts, and the dead-letter tools.
+
+use axum::Json;
+use axum::extract::State;
+use delayq::{Backend, Inspect};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{ApiQuery, JobPath, QueuePath};
+use crate::model::{JobView, Outcome, Page, QueueView};
+use crate::state::AppState;
+
+/// Every queue that holds jobs, with its counts.
+#[utoipa::path(
+    get, path = "/v1/queues", tag = "queues",
+    responses((status = 200, body = [QueueView]), (status = "4XX", body = ErrorBody))
+)]
+pub async fn list<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+) -> Result<Json<Vec<QueueView>>, ApiError> {
+    let mut out = Vec::new();
+    for q in st.backend().queues().await? {
+        let s = st.backend().stats(&q).await?;
+        out.push(QueueView::new(q.as_str(), s));
+    }
+    Ok(Json(out))
+}
+
+/// Counts of one queue: depth, due now, due in the next minute, leased, dead, oldest overdue.
+#[utoipa::path(
+    get, path = "/v1/queues/{q}", tag = "queues",
+    params(("q" = String, Path)),
+    responses((status = 200, body = QueueView), (status = "4XX", body = ErrorBody))
+)]
+pub async fn stats<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    QueuePath(q): QueuePath,
+) -> Result<Json<QueueView>, ApiError> {
+    let s = st.backend().stats(&q).await?;
+    Ok(Json(QueueView::new(q.as_str(), s)))
+}
+
+/// Dead jobs, oldest failure first.
+#[utoipa::path(
+    get, path = "/v1/queues/{q}/dead", tag = "dead letters",
+    params(("q" = String, Path), Page),
+    responses((status = 200, body = [JobView]), (status = "4XX", body = ErrorBody))
+)]
+pub async fn dead_list<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    QueuePath(q): QueuePath,
+    ApiQuery(page): ApiQuery<Page>,
+) -> Result<Json<Vec<JobView>>, ApiError> {
+    let limit = page.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::new("invalid_query", "limit must be 1-1000"));
+    }
+    let jobs = st
+        .backend()
+        .dead_list(&q, page.offset.unwrap_or(0), limit)
+        .await?;
+    Ok(Json(jobs.into_iter().map(Into::into).collect()))
+}
+
+/// Put one dead job back, due now, attempts reset.
+#[utoipa::path(
+    post, path = "/v1/queues/{q}/dead/{id}/requeue", tag = "dead letters",
+    params(("q" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
+)]
+pub async fn requeue_one<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    JobPath(q, id): JobPath,
+) -> Result<Json<Outcome>, ApiError> {
+    st.backend().dead_requeue(&q, &id).await?;
+    Ok(Json(Outcome {
+        id: Some(id.to_string()),
+        outcome: "requeued".into(),
+        ..Outcome::default()
+    }))
+}
+
+/// Put every dead job back.
+#[utoipa::path(
+    post, path = "/v1/queues/{q}/dead/requeue", tag = "dead letters",
+    params(("q" = String, Path)),
+    responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
+)]
+pub async fn requeue_all<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    QueuePath(q): QueuePath,
+) -> Result<Json<Outcome>, ApiError> {
+    let n = st.backend().dead_requeue_all(&q).await?;
+    Ok(Json(Outcome {
+        outcome: "requeued".into(),
+        count: Some(n),
+        ..Outcome::default()
+    }))
+}
+
+/// Delete every dead job.
+#[utoipa::path(
+    delete, path = "/v1/queues/{q}/dead", tag = "dead letters",
+    params(("q" = String, Path)),
+    responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
+)]
+pub async fn purge<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    QueuePath(q): QueuePath,
+) -> Result<Json<Outcome>, ApiError> {
+    let n = st.backend().dead_purge(&q).await?;
+    Ok(Json(Outcome {
+        outcome: "purged".into(),
+        count: Some(n),
+        ..Outcome::default()
+    }))
+}

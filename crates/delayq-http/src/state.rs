@@ -1,0 +1,97 @@
+//! [`AppState`]: what every handler shares — the backend, the limits, the tokens, the
+//! Prometheus handle and the shutdown signal that ends pending long polls.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::{Backend, Inspect, Producer, QueueName};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::watch;
+
+/// Settings of the HTTP layer.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// Largest job payload in bytes (default 1 MiB).
+    pub max_payload: usize,
+    /// Largest request body in bytes (default 16 MiB, for batches).
+    pub max_body: usize,
+    /// Accepted bearer tokens; empty = no authentication.
+    pub tokens: Vec<String>,
+    /// Longest request (long polls end sooner: `wait_ms` is at most 60 s).
+    pub request_timeout: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            max_payload: delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES,
+            max_body: 16 * 1024 * 1024,
+            tokens: Vec::new(),
+            request_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+/// Shared state of the router. Cheap to clone.
+pub struct AppState<B> {
+    pub(crate) inner: Arc<Inner<B>>,
+}
+
+impl<B> Clone for AppState<B> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+pub(crate) struct Inner<B> {
+    pub backend: B,
+    pub config: HttpConfig,
+    pub prometheus: Option<PrometheusHandle>,
+    pub shutdown_tx: watch::Sender<bool>,
+    pub shutdown: watch::Receiver<bool>,
+    /// Queues seen by this server, so their gauges are exported even when empty.
+    pub seen: Mutex<BTreeSet<QueueName>>,
+}
+
+impl<B: Backend + Inspect> AppState<B> {
+    /// State over `backend`. Pass a Prometheus handle to serve `/metrics`.
+    pub fn new(backend: B, config: HttpConfig, prometheus: Option<PrometheusHandle>) -> Self {
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        Self {
+            inner: Arc::new(Inner {
+                backend,
+                config,
+                prometheus,
+                shutdown_tx,
+                shutdown,
+                seen: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Ends pending long polls (they answer with no jobs) and refuses new ones.
+    pub fn begin_shutdown(&self) {
+        let _ = self.inner.shutdown_tx.send(true);
+    }
+
+    pub(crate) fn backend(&self) -> &B {
+        &self.inner.backend
+    }
+
+    pub(crate) fn producer(&self, q: &QueueName) -> Producer<B> {
+        self.note(q);
+        Producer::new(self.inner.backend.clone(), q.clone())
+            .with_max_payload(self.inner.config.max_payload)
+    }
+
+    pub(crate) fn note(&self, q: &QueueName) {
+        if let Ok(mut seen) = self.inner.seen.lock()
+            && !seen.contains(q)
+        {
+            seen.insert(q.clone());
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Metric names and recording helpers, shared by the consumer engine and the HTTP server so
+//! that an embedding service and `delayq serve` export the same series. Everything goes
+//! through the `metrics` facade: without an installed recorder these are no-ops.
+
+/// Counter: jobs created by enqueue.
+pub const ENQUEUED: &str = "delayq_enqueued_total";
+/// Counter: enqueues of an id that already existed (nothing written).
+pub const ENQUEUE_EXISTING: &str = "delayq_enqueue_existing_total";
+/// Counter: jobs leased by claims.
+pub const CLAIMED: &str = "delayq_claimed_total";
+/// Counter: jobs acknowledged.
+pub const ACKED: &str = "delayq_acked_total";
+/// Counter: failed attempts scheduled for retry.
+pub const RETRIED: &str = "delayq_retried_total";
+/// Counter: jobs dead-lettered.
+pub const DEAD: &str = "delayq_dead_total";
+/// Counter: jobs cancelled.
+pub const CANCELLED: &str = "delayq_cancelled_total";
+/// Counter: acks, nacks or extensions refused because the lease was lost.
+pub const LEASE_LOST: &str = "delayq_lease_lost_total";
+/// Histogram (seconds): due time → claim.
+pub const LATENESS: &str = "delayq_lateness_seconds";
+/// Histogram (seconds): handler run time (library consumers).
+pub const HANDLER: &str = "delayq_handler_seconds";
+/// Buckets of [`LATENESS`]: 1 ms to 60 s.
+pub const LATENESS_BUCKETS: &[f64] = &[
+    0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Adds `n` to counter `name` of `queue`.
+pub fn count(name: &'static str, queue: &str, n: u64) {
+    if n > 0 {
+        metrics::counter!(name, "queue" => queue.to_owned()).increment(n);
+    }
+}
+
+/// Records one lateness sample: how long after `due_at_ms` the job was claimed (`now_ms`).
+pub fn lateness(queue: &str, due_at_ms: u64, now_ms: u64) {
+    let late = now_ms.saturating_sub(due_at_ms) as f64 / 1000.0;
+    metrics::histogram!(LATENESS, "queue" => queue.to_owned()).record(late);
+}
