@@ -73,6 +73,14 @@ pub enum Command {
     Dead(DeadCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
+    /// Check the Redis server: version, eviction policy, persistence, latency, clock.
+    Doctor,
+    /// The order-timeout story: orders, payments that cancel timeouts, a failing handler.
+    Demo {
+        /// Orders to place.
+        #[arg(long, default_value_t = 200)]
+        orders: usize,
+    },
     /// Serve the HTTP API, the dashboard and /metrics.
     Serve(ServeArgs),
     /// Run the benchmark workloads of WORKLOADS.md.

@@ -5,6 +5,8 @@
 mod admin;
 mod args;
 mod bench;
+mod demo;
+mod doctor;
 mod enqueue;
 mod output;
 mod serve;
@@ -68,6 +70,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         return bench::run(cli.redis, a).await;
     }
     let url = cli.redis_url();
+    if let Command::Doctor = cli.command {
+        return doctor::run(&url).await;
+    }
     let backend = RedisBackend::connect(&url).await?;
     let producer = Producer::new(backend.clone(), cli.queue.clone());
     match cli.command {
@@ -81,6 +86,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
         Command::Serve(a) => serve::run(backend, &redact(&url), a).await,
-        Command::Bench(_) => unreachable!("handled above"),
+        Command::Demo { orders } => demo::run(backend, orders).await,
+        Command::Bench(_) | Command::Doctor => unreachable!("handled above"),
     }
 }

@@ -258,3 +258,116 @@ fn stop(mut child: std::process::Child) {
         .status();
     let _ = child.wait();
 }
+
+#[test]
+fn doctor_gives_a_verdict_per_check() {
+    let good = RedisServer::start();
+    let o = delayq(&good, &["doctor"]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    for check in ["version", "eviction", "persistence", "latency", "clock"] {
+        assert!(text.contains(check), "{check} missing: {text}");
+    }
+    assert!(
+        text.contains("WARN  persistence"),
+        "no persistence is a warning: {text}"
+    );
+    let bad = RedisServer::start_with(&["--save", "", "--maxmemory-policy", "allkeys-lru"]);
+    let o = delayq(&bad, &["doctor"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("FAIL  eviction"), "{}", stdout(&o));
+    let durable = RedisServer::start_durable();
+    assert!(stdout(&delayq(&durable, &["doctor"])).contains("ok    persistence"));
+}
+
+#[test]
+fn demo_settles_every_order() {
+    let s = RedisServer::start();
+    let o = delayq(&s, &["demo", "--orders", "40"]);
+    let text = stdout(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.contains("every order was settled exactly once"),
+        "{text}"
+    );
+    assert!(
+        text.contains("dead letter                   cursed after 3 attempts"),
+        "{text}"
+    );
+    assert!(text.contains("timeout lateness"), "{text}");
+}
+
+/// `delayq serve` on a free port; returns the child and its base URL.
+fn serve(s: &RedisServer) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &s.url(), "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    (child, url)
+}
+
+#[test]
+fn the_python_example_produces_and_consumes_over_http() {
+    let s = RedisServer::start();
+    let (server, url) = serve(&s);
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/python");
+    let run = |args: &[&str]| {
+        let o = Command::new("python3")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("python3");
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let p = run(&["producer.py", &url, "py", "20"]);
+    assert_eq!(p["created"], 20);
+    assert_eq!(p["retry_created"], false);
+    let c = run(&["consumer.py", &url, "py", "--idle-exit", "2"]);
+    let acked: Vec<String> = serde_json::from_value(c["acked"].clone()).unwrap();
+    assert_eq!(acked.len(), 19, "{c}");
+    assert!(!acked.contains(&"order-0".to_owned()));
+    assert_eq!(
+        c["nacked"], 2,
+        "the cursed order: attempt 1 retried, attempt 2 dead"
+    );
+    let st = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &s.url(), "--queue", "py", "stats", "--json"])
+        .output()
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(
+        (st["scheduled"].as_u64(), st["dead"].as_u64()),
+        (Some(0), Some(1))
+    );
+    stop(server);
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_a_token() {
+    let s = RedisServer::start();
+    let o = delayq(&s, &["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("without a token"));
+}
