@@ -149,7 +149,7 @@ pub async fn run(backend: RedisBackend, orders: usize) -> anyhow::Result<u8> {
     consumer.await??;
 
     let dead = backend.dead_list(&queue, 0, 10).await?;
-    let t = tally.lock().expect("tally");
+    let t = std::mem::take(&mut *tally.lock().expect("tally"));
     let mut late = t.lateness_ms.clone();
     late.sort_by(f64::total_cmp);
     let pct = |p: f64| {
