@@ -33,6 +33,9 @@ async fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
+            if std::env::var_os("DELAYQ_DEBUG").is_some() {
+                eprintln!("{e:?}");
+            }
             ExitCode::from(exit_code(&e))
         }
     }

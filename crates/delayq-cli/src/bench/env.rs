@@ -109,8 +109,11 @@ impl Env {
             .rsplit_once(':')
             .map(|(h, p)| (h.to_owned(), p.parse().unwrap_or(6379)))
             .unwrap_or(("127.0.0.1".into(), 6379));
+        // FLUSHALL of a 10-million-job backlog takes seconds: no short response timeout here.
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(std::time::Duration::from_secs(300)));
         let mut admin = client
-            .get_connection_manager()
+            .get_connection_manager_with_config(config)
             .await
             .context("connecting to Redis")?;
         let server_info: String = redis::cmd("INFO")
@@ -135,7 +138,8 @@ impl Env {
     pub async fn flush(&mut self) -> anyhow::Result<()> {
         redis::cmd("FLUSHALL")
             .query_async::<()>(&mut self.admin)
-            .await?;
+            .await
+            .context("FLUSHALL")?;
         Ok(())
     }
 

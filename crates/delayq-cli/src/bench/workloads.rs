@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use delayq::{Producer, Schedule};
 use delayq_redis::RedisBackend;
 use rand::{Rng, SeedableRng};
@@ -148,10 +149,12 @@ pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyho
     let timeout = Duration::from_secs(300);
     let (variant, started, records): (String, f64, Vec<(usize, f64)>) = match how {
         Drain::InProcess(c) => {
-            let r = Recorder::start(env, c).await?;
+            let r = Recorder::start(env, c)
+                .await
+                .context("starting the consumer")?;
             let started = r.started_ms;
             r.wait_for(n, timeout, &format!("W2 drain c={c}")).await;
-            let recs = r.stop().await?;
+            let recs = r.stop().await.context("stopping the consumer")?;
             (
                 format!("concurrency {c}"),
                 started,
