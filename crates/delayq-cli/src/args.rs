@@ -217,10 +217,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Parses RFC 3339 with `Z` or a numeric offset.
 pub fn parse_time(s: &str) -> Result<SystemTime, String> {
     let bad = || format!("{s:?} is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)");
-    if let Ok(t) = humantime::parse_rfc3339_weak(s.trim_end_matches(['Z', 'z'])) {
-        if s.ends_with(['Z', 'z']) {
-            return Ok(t);
-        }
+    if s.ends_with(['Z', 'z'])
+        && let Ok(t) = humantime::parse_rfc3339_weak(s.trim_end_matches(['Z', 'z']))
+    {
+        return Ok(t);
     }
     // Numeric offset: ±HH:MM at the end.
     if s.len() > 6 {

@@ -43,6 +43,8 @@ pub mod limits;
 pub mod name;
 pub mod producer;
 pub mod telemetry;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;

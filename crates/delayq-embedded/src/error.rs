@@ -1,0 +1,45 @@
+//! Errors of the embedded backend, and how they map onto [`delayq::Error`].
+
+use std::path::PathBuf;
+
+/// Errors opening or running the embedded store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another process holds the data directory.
+    #[error(
+        "data directory {dir} is in use by another delayq process{pid}; stop it, use its HTTP API, or pass --data DIR",
+        pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Locked {
+        /// The directory.
+        dir: PathBuf,
+        /// The owner's pid, when known.
+        pid: Option<u32>,
+    },
+    /// A file-system error.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An SQLite error.
+    #[error("embedded store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The store thread is gone.
+    #[error("embedded store stopped")]
+    Stopped,
+}
+
+impl From<Error> for delayq::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Locked { .. } | Error::Io { .. } | Error::Stopped => {
+                delayq::Error::Unavailable(e.to_string())
+            }
+            Error::Sqlite(_) => delayq::Error::Backend(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! # delayq-embedded — delayq with nothing else installed
+//!
+//! A second implementation of `delayq::Backend` and `delayq::Inspect`, durable on local disk:
+//! SQLite (bundled, WAL, `synchronous=FULL`) in a data directory that one process owns at a
+//! time (a lock file refuses a second one). Every operation is one transaction savepoint;
+//! concurrent operations share one commit (group commit). Consumers in the same process are
+//! woken in-process when an earlier job arrives, never by polling. Times are this host's clock.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use delayq::{NewJob, Producer, QueueName};
+//! let backend = delayq_embedded::EmbeddedBackend::open("./delayq-data")?;
+//! Producer::new(backend, QueueName::new("orders")?)
+//!     .enqueue(NewJob::new(b"order-42".to_vec()))
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Parts: `store` (the thread that owns the connection), `backend` (the trait impls),
+//! [`error`], `schema.sql`.
+
+mod backend;
+pub mod error;
+mod store;
+
+pub use backend::{EmbeddedBackend, MAX_CLAIM};
+pub use error::Error;

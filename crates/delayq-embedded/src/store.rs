@@ -1,0 +1,143 @@
+//! The store thread: it owns the SQLite connection and runs every operation as one savepoint
+//! inside a group transaction, so concurrent callers share one fsync (group commit) while each
+//! operation stays atomic: an operation that fails rolls back its own savepoint only, and no
+//! caller hears "done" before the commit is durable.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use rusqlite::{Connection, Transaction};
+use tokio::sync::oneshot;
+
+use crate::error::Error;
+
+/// Most operations committed together.
+const GROUP: usize = 512;
+
+type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Op = Box<dyn FnOnce(&mut Transaction<'_>) -> Finish + Send>;
+
+/// Handle to the store thread.
+pub(crate) struct Store {
+    tx: mpsc::Sender<Op>,
+    _lock: File,
+}
+
+impl Store {
+    /// Opens (creating) the store in `dir`, refusing when another process holds it.
+    pub(crate) fn open(dir: &Path) -> Result<Self, Error> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            what: format!("creating {}", dir.display()),
+            source,
+        })?;
+        let lock_path = dir.join("LOCK");
+        let mut lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|source| Error::Io {
+                what: format!("opening {}", lock_path.display()),
+                source,
+            })?;
+        if lock.try_lock().is_err() {
+            let pid = std::fs::read_to_string(&lock_path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            return Err(Error::Locked {
+                dir: dir.to_owned(),
+                pid,
+            });
+        }
+        lock.set_len(0).ok();
+        let _ = write!(lock, "{}", std::process::id());
+        let path: PathBuf = dir.join("delayq.sqlite3");
+        let mut conn = Connection::open(&path)?;
+        conn.execute_batch(include_str!("schema.sql"))?;
+        conn.pragma_update(None, "busy_timeout", 5000)?;
+        let (tx, rx) = mpsc::channel::<Op>();
+        std::thread::Builder::new()
+            .name("delayq-store".into())
+            .spawn(move || run(&mut conn, rx))
+            .map_err(|source| Error::Io {
+                what: "starting the store thread".into(),
+                source,
+            })?;
+        Ok(Self { tx, _lock: lock })
+    }
+
+    /// Runs `f` atomically; its effects are durable when this returns `Ok`.
+    pub(crate) async fn exec<R, F>(&self, f: F) -> delayq::Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> delayq::Result<R> + Send + 'static,
+    {
+        let (done, rx) = oneshot::channel();
+        let op: Op = Box::new(move |t: &mut Transaction<'_>| {
+            let result = (|| {
+                let sp = t.savepoint().map_err(sql)?;
+                let r = f(&sp)?;
+                sp.commit().map_err(sql)?;
+                Ok(r)
+            })();
+            Box::new(move |commit: Result<(), String>| {
+                let out = match (result, commit) {
+                    (Err(e), _) => Err(e),
+                    (Ok(_), Err(m)) => Err(delayq::Error::Unavailable(format!(
+                        "embedded store commit failed: {m}"
+                    ))),
+                    (Ok(r), Ok(())) => Ok(r),
+                };
+                let _ = done.send(out);
+            })
+        });
+        self.tx
+            .send(op)
+            .map_err(|_| delayq::Error::from(Error::Stopped))?;
+        rx.await.map_err(|_| delayq::Error::from(Error::Stopped))?
+    }
+}
+
+/// SQLite errors inside an operation are backend errors (a bug or a broken disk).
+pub(crate) fn sql(e: rusqlite::Error) -> delayq::Error {
+    delayq::Error::Backend(format!("embedded store: {e}"))
+}
+
+fn run(conn: &mut Connection, rx: mpsc::Receiver<Op>) {
+    while let Ok(first) = rx.recv() {
+        let mut ops = vec![first];
+        while ops.len() < GROUP {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        let mut finishes = Vec::with_capacity(ops.len());
+        let outcome = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        {
+            Ok(mut t) => {
+                for op in ops {
+                    finishes.push(op(&mut t));
+                }
+                t.commit().map_err(|e| e.to_string())
+            }
+            Err(e) => {
+                let m = e.to_string();
+                // Ops never ran: tell every caller.
+                for op in ops {
+                    drop(op);
+                }
+                Err(m)
+            }
+        };
+        if let Err(m) = &outcome {
+            tracing::error!(error = %m, "embedded store transaction failed");
+        }
+        for f in finishes {
+            f(outcome.clone());
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! The conformance suite every backend runs unchanged (feature `testkit`): each function
+//! checks one guarantee of DESIGN.md against a backend and panics when it does not hold.
+//! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::{
+    AckOutcome, Backend, Backoff, CancelOutcome, ClaimRequest, Consumer, ConsumerOptions, Error,
+    Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob,
+    Producer, QueueName, Schedule, job::system_now_ms,
+};
+
+/// Every test of the suite, for [`crate::conformance_tests!`].
+pub const ALL: &[&str] = &[
+    "idempotent_enqueue",
+    "never_early",
+    "one_owner_and_fencing",
+    "ack_deletes",
+    "nack_retries_then_dead_letters",
+    "expired_leases_come_back",
+    "cancel_outcomes",
+    "reschedule",
+    "release_undoes_the_attempt",
+    "dead_letter_tools",
+    "bad_input_writes_nothing",
+    "wakeups_for_earlier_jobs",
+    "consumer_handles_each_job_once",
+];
+
+fn q() -> QueueName {
+    QueueName::new("conformance").expect("valid")
+}
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).expect("valid")
+}
+
+fn job(name: &str, delay_ms: u64) -> NewJob {
+    NewJob::new(name.as_bytes().to_vec())
+        .id(id(name))
+        .delay(Duration::from_millis(delay_ms))
+}
+
+fn req(max: usize, lease_ms: u64) -> ClaimRequest {
+    ClaimRequest {
+        max,
+        lease: Duration::from_millis(lease_ms),
+        acks: Vec::new(),
+    }
+}
+
+/// Guarantee 4: an existing id creates nothing and says so, also inside one batch.
+pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    let first = p.enqueue(job("a", 60_000)).await.unwrap();
+    let again = p.enqueue(job("a", 1)).await.unwrap();
+    assert!(first.created && !again.created);
+    assert_eq!(again.due_at_ms, first.due_at_ms);
+    let out = p
+        .enqueue_batch(vec![job("b", 0), job("a", 0), job("b", 5)])
+        .await
+        .unwrap();
+    assert_eq!(
+        out.iter().map(|e| e.created).collect::<Vec<_>>(),
+        [true, false, false]
+    );
+    let info = b.get(&q(), &id("a")).await.unwrap().unwrap();
+    assert_eq!(
+        (info.state, info.payload.as_slice()),
+        (JobState::Scheduled, b"a".as_slice())
+    );
+    assert_eq!(b.stats(&q()).await.unwrap().scheduled, 2);
+}
+
+/// Guarantee 2: never claimed before its due time; the claim says when to come back.
+pub async fn never_early<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    let e = p.enqueue(job("later", 400)).await.unwrap();
+    let early = b.claim(&q(), req(10, 5000)).await.unwrap();
+    assert!(early.jobs.is_empty(), "claimed early");
+    let wait = early.next_due_in.expect("a next due time");
+    assert!(
+        wait <= Duration::from_millis(400) && wait >= Duration::from_millis(300),
+        "{wait:?}"
+    );
+    tokio::time::sleep(wait).await;
+    let mut got = b.claim(&q(), req(10, 5000)).await.unwrap();
+    if got.jobs.is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        got = b.claim(&q(), req(10, 5000)).await.unwrap();
+    }
+    assert_eq!(got.jobs.len(), 1);
+    assert!(system_now_ms() >= e.due_at_ms);
+    assert_eq!(got.jobs[0].due_at_ms, e.due_at_ms);
+}
+
+/// Guarantee 3: one owner while the lease is valid; stale, foreign and unknown tokens are
+/// refused and change nothing.
+pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue_batch(vec![job("f", 0), job("g", 0)])
+        .await
+        .unwrap();
+    let first = b.claim(&q(), req(1, 150)).await.unwrap();
+    let stale = first.jobs[0].lease_ref();
+    let other = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs[0].lease_ref();
+    assert_ne!(stale.id, other.id);
+    assert!(
+        b.claim(&q(), req(10, 150)).await.unwrap().jobs.is_empty(),
+        "one owner"
+    );
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let again = b.claim(&q(), req(10, 30_000)).await.unwrap();
+    assert_eq!(again.jobs.len(), 1);
+    assert_eq!(
+        (again.jobs[0].id.clone(), again.jobs[0].attempt),
+        (stale.id.clone(), 2)
+    );
+    let fresh = again.jobs[0].lease_ref();
+    assert_eq!(
+        b.ack(&q(), vec![stale.clone()]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
+    assert!(matches!(
+        b.nack(&q(), stale.clone(), Nack::error("x")).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    assert!(matches!(
+        b.extend(&q(), stale.clone(), Duration::from_secs(1)).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    let forged = LeaseRef {
+        id: fresh.id.clone(),
+        token: other.token,
+    };
+    assert_eq!(
+        b.ack(&q(), vec![forged]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
+    let unknown = LeaseRef {
+        id: id("nope"),
+        token: fresh.token,
+    };
+    assert_eq!(
+        b.ack(&q(), vec![unknown]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
+    let info = b.get(&q(), &fresh.id).await.unwrap().unwrap();
+    assert_eq!((info.state, info.attempt), (JobState::Leased, 2));
+    assert!(
+        b.extend(&q(), fresh.clone(), Duration::from_secs(60))
+            .await
+            .is_ok()
+    );
+    assert_eq!(
+        b.ack(&q(), vec![fresh.clone()]).await.unwrap(),
+        [AckOutcome::Acked]
+    );
+    assert_eq!(
+        b.ack(&q(), vec![fresh]).await.unwrap(),
+        [AckOutcome::LeaseLost]
+    );
+}
+
+/// An ack deletes the job; acks ride on a claim.
+pub async fn ack_deletes<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue_batch(vec![job("x", 0), job("y", 0)])
+        .await
+        .unwrap();
+    let got = b.claim(&q(), req(1, 30_000)).await.unwrap();
+    let mut r = req(1, 30_000);
+    r.acks = vec![got.jobs[0].lease_ref()];
+    let next = b.claim(&q(), r).await.unwrap();
+    assert_eq!(next.acks, [AckOutcome::Acked]);
+    assert_eq!(next.jobs.len(), 1);
+    assert_eq!(
+        b.ack(&q(), vec![next.jobs[0].lease_ref()]).await.unwrap(),
+        [AckOutcome::Acked]
+    );
+    let s = b.stats(&q()).await.unwrap();
+    assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
+    assert!(b.get(&q(), &id("x")).await.unwrap().is_none());
+}
+
+/// Retries by backoff until max_attempts, then dead with the last error; `dead` at once.
+pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue(
+        job("r", 0)
+            .max_attempts(2)
+            .backoff(Backoff::Fixed { delay_ms: 80 }),
+    )
+    .await
+    .unwrap();
+    let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
+    let before = system_now_ms();
+    match b
+        .nack(&q(), j.lease_ref(), Nack::error("boom 1"))
+        .await
+        .unwrap()
+    {
+        NackOutcome::Retrying { due_at_ms } => {
+            assert!(due_at_ms >= before + 79 && due_at_ms <= system_now_ms() + 81)
+        }
+        o => panic!("{o:?}"),
+    }
+    assert!(
+        b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.is_empty(),
+        "backoff respected"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
+    assert_eq!((j.attempt, j.last_error.as_deref()), (2, Some("boom 1")));
+    assert!(matches!(
+        b.nack(&q(), j.lease_ref(), Nack::error("boom 2"))
+            .await
+            .unwrap(),
+        NackOutcome::Dead { .. }
+    ));
+    let d = b.get(&q(), &id("r")).await.unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.attempt, d.last_error.as_deref()),
+        (JobState::Dead, 2, Some("boom 2"))
+    );
+    assert_eq!(d.payload, b"r");
+    p.enqueue(job("k", 0)).await.unwrap();
+    let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
+    let nack = Nack {
+        dead: true,
+        ..Nack::error("invalid")
+    };
+    assert!(matches!(
+        b.nack(&q(), j.lease_ref(), nack).await.unwrap(),
+        NackOutcome::Dead { .. }
+    ));
+}
+
+/// Guarantee 1 and crash recovery: an expired lease is delivered again (or dies when its
+/// attempts are used up) inside the normal claim.
+pub async fn expired_leases_come_back<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue(job("again", 0).max_attempts(3)).await.unwrap();
+    p.enqueue(job("last", 0).max_attempts(1)).await.unwrap();
+    assert_eq!(b.claim(&q(), req(10, 100)).await.unwrap().jobs.len(), 2);
+    tokio::time::sleep(Duration::from_millis(180)).await;
+    let got = b.claim(&q(), req(10, 30_000)).await.unwrap();
+    assert_eq!(got.jobs.len(), 1);
+    assert_eq!((got.jobs[0].id.as_str(), got.jobs[0].attempt), ("again", 2));
+    assert!(
+        got.jobs[0]
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("lease expired")
+    );
+    let d = b.get(&q(), &id("last")).await.unwrap().unwrap();
+    assert_eq!(d.state, JobState::Dead);
+}
+
+/// Cancel says who won the race.
+pub async fn cancel_outcomes<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue_batch(vec![job("s", 60_000), job("l", 0)])
+        .await
+        .unwrap();
+    assert_eq!(p.cancel(&id("s")).await.unwrap(), CancelOutcome::Cancelled);
+    assert_eq!(p.cancel(&id("s")).await.unwrap(), CancelOutcome::NotFound);
+    let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
+    assert_eq!(p.cancel(&id("l")).await.unwrap(), CancelOutcome::Leased);
+    let nack = Nack {
+        dead: true,
+        ..Nack::error("x")
+    };
+    b.nack(&q(), j.lease_ref(), nack).await.unwrap();
+    assert_eq!(p.cancel(&id("l")).await.unwrap(), CancelOutcome::Dead);
+    assert_eq!(
+        p.cancel(&id("never")).await.unwrap(),
+        CancelOutcome::NotFound
+    );
+}
+
+/// Reschedule moves only scheduled jobs; a time in the past means now.
+pub async fn reschedule<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    let e = p.enqueue(job("m", 60_000)).await.unwrap();
+    let due = p
+        .reschedule(&id("m"), Schedule::Delay(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    assert!(due > e.due_at_ms + 500_000);
+    let now = p.reschedule(&id("m"), Schedule::At(1)).await.unwrap();
+    assert!(now <= system_now_ms() && now + 1000 >= system_now_ms());
+    assert!(matches!(
+        p.reschedule(&id("zz"), Schedule::Now).await,
+        Err(Error::NotFound { .. })
+    ));
+    b.claim(&q(), req(1, 30_000)).await.unwrap();
+    assert!(matches!(
+        p.reschedule(&id("m"), Schedule::Now).await,
+        Err(Error::WrongState {
+            state: JobState::Leased,
+            ..
+        })
+    ));
+}
+
+/// Releasing a lease that never started does not count an attempt.
+pub async fn release_undoes_the_attempt<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue(job("u", 0)).await.unwrap();
+    let j = b.claim(&q(), req(1, 60_000)).await.unwrap().jobs.remove(0);
+    b.release(&q(), vec![j.lease_ref()], true).await.unwrap();
+    let info = b.get(&q(), &id("u")).await.unwrap().unwrap();
+    assert_eq!((info.state, info.attempt), (JobState::Scheduled, 0));
+    assert_eq!(
+        b.claim(&q(), req(1, 60_000)).await.unwrap().jobs[0].attempt,
+        1
+    );
+}
+
+/// Dead letters: list with paging, requeue one / all, purge.
+pub async fn dead_letter_tools<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    for i in 0..5 {
+        p.enqueue(job(&format!("d{i}"), 0)).await.unwrap();
+        let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
+        let nack = Nack {
+            dead: true,
+            ..Nack::error(format!("e{i}"))
+        };
+        b.nack(&q(), j.lease_ref(), nack).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let page1 = b.dead_list(&q(), 0, 3).await.unwrap();
+    let page2 = b.dead_list(&q(), 3, 3).await.unwrap();
+    let ids: Vec<String> = page1
+        .iter()
+        .chain(&page2)
+        .map(|j| j.id.to_string())
+        .collect();
+    assert_eq!(ids, ["d0", "d1", "d2", "d3", "d4"]);
+    assert_eq!(page1[0].last_error.as_deref(), Some("e0"));
+    assert!(page1[0].failed_at_ms.is_some());
+    b.dead_requeue(&q(), &id("d0")).await.unwrap();
+    assert!(matches!(
+        b.dead_requeue(&q(), &id("d0")).await,
+        Err(Error::WrongState { .. })
+    ));
+    assert!(matches!(
+        b.dead_requeue(&q(), &id("zz")).await,
+        Err(Error::NotFound { .. })
+    ));
+    let info = b.get(&q(), &id("d0")).await.unwrap().unwrap();
+    assert_eq!(
+        (info.state, info.attempt, info.last_error),
+        (JobState::Scheduled, 0, None)
+    );
+    assert_eq!(b.dead_requeue_all(&q()).await.unwrap(), 4);
+    assert_eq!(b.stats(&q()).await.unwrap().due, 5);
+    for j in b.claim(&q(), req(10, 30_000)).await.unwrap().jobs {
+        b.nack(
+            &q(),
+            j.lease_ref(),
+            Nack {
+                dead: true,
+                ..Nack::error("x")
+            },
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(b.dead_purge(&q()).await.unwrap(), 5);
+    let s = b.stats(&q()).await.unwrap();
+    assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
+}
+
+/// Bad input is refused with a typed error and writes nothing.
+pub async fn bad_input_writes_nothing<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q()).with_max_payload(100);
+    let bad = [
+        NewJob::new(vec![0; 101]),
+        NewJob::new("x").delay(Duration::from_secs(11 * 365 * 86_400)),
+        NewJob::new("x").max_attempts(0),
+        NewJob::new("x").lease(Duration::ZERO),
+        NewJob::new("x").backoff(Backoff::Exponential {
+            base_ms: 9,
+            cap_ms: 1,
+        }),
+    ];
+    for j in bad {
+        assert!(matches!(p.enqueue(j).await, Err(Error::Invalid(_))));
+    }
+    assert!(matches!(
+        p.enqueue_batch(vec![job("ok", 0), NewJob::new(vec![0; 500])])
+            .await,
+        Err(Error::Invalid(InvalidInput::PayloadTooLarge { .. }))
+    ));
+    assert!(matches!(
+        p.enqueue_batch(vec![]).await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(b.queues().await.unwrap().is_empty(), "nothing written");
+    assert!(
+        p.enqueue(job("ok", 0)).await.unwrap().created,
+        "still serving"
+    );
+}
+
+/// Guarantee 6: a job ahead of the head wakes waiting consumers; a consumer sleeping towards
+/// a far job handles a near one on time.
+pub async fn wakeups_for_earlier_jobs<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue(job("far", 60_000)).await.unwrap();
+    let mut w = b.wakeups(&q()).await.unwrap();
+    w.borrow_and_update();
+    p.enqueue(job("near", 200)).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), w.changed())
+        .await
+        .expect("woken by an earlier job")
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let opts = ConsumerOptions {
+        concurrency: 1,
+        max_idle: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let c = Consumer::new(b.clone(), q(), opts).unwrap();
+    let h = tokio::spawn(c.run(
+        move |j: Job| {
+            s.lock()
+                .unwrap()
+                .push((j.id.to_string(), system_now_ms(), j.due_at_ms));
+            async { Ok::<(), Failure>(()) }
+        },
+        async move {
+            let mut rx = rx;
+            let _ = rx.wait_for(|v| *v).await;
+        },
+    ));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let e = p.enqueue(job("nearer", 300)).await.unwrap();
+    let t = Instant::now();
+    while seen.lock().unwrap().len() < 2 && t.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.send(true).unwrap();
+    h.await.unwrap().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let nearer = seen
+        .iter()
+        .find(|s| s.0 == "nearer")
+        .expect("nearer handled within 5 s");
+    assert!(
+        nearer.1 >= e.due_at_ms && nearer.1 < e.due_at_ms + 2000,
+        "{nearer:?}"
+    );
+}
+
+/// Guarantees 1 and 2 together: many jobs, several consumers, each job once, none early.
+pub async fn consumer_handles_each_job_once<B: Backend + Inspect>(b: B) {
+    let p = Producer::new(b.clone(), q());
+    let n = 600;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| job(&format!("{i}"), (i * 7 % 1000) as u64))
+        .collect();
+    p.enqueue_batch(jobs).await.unwrap();
+    let seen: Arc<Mutex<HashMap<String, (usize, bool)>>> = Arc::default();
+    let mut runs = Vec::new();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    for _ in 0..3 {
+        let s = seen.clone();
+        let opts = ConsumerOptions {
+            concurrency: 4,
+            ..Default::default()
+        };
+        let c = Consumer::new(b.clone(), q(), opts).unwrap();
+        let mut rx = rx.clone();
+        runs.push(tokio::spawn(c.run(
+            move |j: Job| {
+                let early = system_now_ms() < j.due_at_ms;
+                let mut m = s.lock().unwrap();
+                let e = m.entry(j.id.to_string()).or_insert((0, false));
+                e.0 += 1;
+                e.1 |= early;
+                async { Ok::<(), Failure>(()) }
+            },
+            async move {
+                let _ = rx.wait_for(|v| *v).await;
+            },
+        )));
+    }
+    let t = Instant::now();
+    while seen.lock().unwrap().len() < n && t.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send(true).unwrap();
+    for r in runs {
+        r.await.unwrap().unwrap();
+    }
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(seen.len(), n, "every job handled");
+    assert!(seen.values().all(|(c, _)| *c == 1), "each exactly once");
+    assert!(seen.values().all(|(_, early)| !early), "none early");
+    let s = b.stats(&q()).await.unwrap();
+    assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
+}
+
+/// Generates one `#[tokio::test]` per conformance test. `$setup` is an async fn returning
+/// `(guard, backend)`; the guard (a server, a temporary directory) lives for the test.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($setup:path) => {
+        $crate::conformance_tests!(@each $setup;
+            idempotent_enqueue, never_early, one_owner_and_fencing, ack_deletes,
+            nack_retries_then_dead_letters, expired_leases_come_back, cancel_outcomes,
+            reschedule, release_undoes_the_attempt, dead_letter_tools, bad_input_writes_nothing,
+            wakeups_for_earlier_jobs, consumer_handles_each_job_once);
+    };
+    (@each $setup:path; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (_guard, backend) = $setup().await;
+                $crate::testkit::$name(backend).await;
+            }
+        )*
+    };
+}
