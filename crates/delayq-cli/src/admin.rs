@@ -1,13 +1,13 @@
 //! `delayq get | cancel | reschedule | stats | dead …`: the admin commands.
 
+use crate::backend::AnyBackend;
 use delayq::{Backend, CancelOutcome, Inspect, JobId, Producer, Schedule};
-use delayq_redis::RedisBackend;
 
 use crate::args::DeadCommand;
 use crate::output::{format_ms, job_json, job_text};
 
 /// `delayq get ID`: exits with 3 when the job does not exist.
-pub async fn get(p: &Producer<RedisBackend>, id: &JobId, json: bool) -> anyhow::Result<u8> {
+pub async fn get(p: &Producer<AnyBackend>, id: &JobId, json: bool) -> anyhow::Result<u8> {
     match p.get(id).await? {
         Some(j) if json => println!("{}", job_json(&j)),
         Some(j) => println!("{}", job_text(&j)),
@@ -20,7 +20,7 @@ pub async fn get(p: &Producer<RedisBackend>, id: &JobId, json: bool) -> anyhow::
 }
 
 /// `delayq cancel ID`: exit 0 only when this call removed the job.
-pub async fn cancel(p: &Producer<RedisBackend>, id: &JobId) -> anyhow::Result<u8> {
+pub async fn cancel(p: &Producer<AnyBackend>, id: &JobId) -> anyhow::Result<u8> {
     let out = p.cancel(id).await?;
     let (text, code) = match out {
         CancelOutcome::Cancelled => ("cancelled", 0),
@@ -33,14 +33,14 @@ pub async fn cancel(p: &Producer<RedisBackend>, id: &JobId) -> anyhow::Result<u8
 }
 
 /// `delayq reschedule ID`.
-pub async fn reschedule(p: &Producer<RedisBackend>, id: &JobId, s: Schedule) -> anyhow::Result<u8> {
+pub async fn reschedule(p: &Producer<AnyBackend>, id: &JobId, s: Schedule) -> anyhow::Result<u8> {
     let due = p.reschedule(id, s).await?;
     println!("{id}\tdue {}", format_ms(due));
     Ok(0)
 }
 
 /// `delayq stats`.
-pub async fn stats(p: &Producer<RedisBackend>, json: bool) -> anyhow::Result<u8> {
+pub async fn stats(p: &Producer<AnyBackend>, json: bool) -> anyhow::Result<u8> {
     let s = p.backend().stats(p.queue()).await?;
     if json {
         println!("{}", serde_json::to_string(&s)?);

@@ -10,9 +10,17 @@ use delayq::{JobId, QueueName, Schedule};
 #[derive(Parser, Debug)]
 #[command(name = "delayq", version, about)]
 pub struct Cli {
-    /// Redis URL [default: redis://127.0.0.1:6379].
+    /// Redis URL. Without it (and without DELAYQ_REDIS_URL) delayq uses the embedded store.
     #[arg(long, global = true, env = "DELAYQ_REDIS_URL")]
     pub redis: Option<String>,
+    /// Directory of the embedded store (used when no Redis URL is configured).
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_DATA",
+        default_value = "./delayq-data"
+    )]
+    pub data: PathBuf,
     /// Queue name: 1-128 characters of [A-Za-z0-9._-].
     #[arg(
         long,
@@ -25,15 +33,6 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
-}
-
-impl Cli {
-    /// The Redis URL: `--redis`, then `$DELAYQ_REDIS_URL`, then the local default.
-    pub fn redis_url(&self) -> String {
-        self.redis
-            .clone()
-            .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned())
-    }
 }
 
 /// The commands.

@@ -6,11 +6,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::backend::AnyBackend;
 use delayq::{
     Backoff, CancelOutcome, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId, NewJob,
     Producer, QueueName,
 };
-use delayq_redis::RedisBackend;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::Rng;
 use tokio::sync::watch;
@@ -25,7 +25,7 @@ struct Tally {
 }
 
 /// Runs the demo with `orders` orders.
-pub async fn run(backend: RedisBackend, orders: usize) -> anyhow::Result<u8> {
+pub async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8> {
     let queue = QueueName::new(format!("demo-orders-{}", std::process::id()))?;
     let producer = Producer::new(backend.clone(), queue.clone());
     let tally = Arc::new(Mutex::new(Tally::default()));

@@ -3,9 +3,9 @@
 use std::io::BufRead;
 use std::time::Duration;
 
+use crate::backend::AnyBackend;
 use anyhow::{Context, bail};
 use delayq::{Enqueued, InvalidInput, JobId, NewJob, Producer, Schedule};
-use delayq_redis::RedisBackend;
 use serde::Deserialize;
 
 use crate::args::{EnqueueArgs, parse_time};
@@ -60,7 +60,7 @@ impl Line {
 }
 
 /// Runs `delayq enqueue`.
-pub async fn run(p: &Producer<RedisBackend>, a: EnqueueArgs) -> anyhow::Result<()> {
+pub async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Result<()> {
     if a.jsonl {
         return run_jsonl(p, a.batch.clamp(1, delayq::limits::MAX_BATCH)).await;
     }
@@ -87,7 +87,7 @@ fn print(e: &Enqueued) {
 
 /// Reads every line first so that a bad line refuses the whole input before anything is
 /// written, then enqueues in batches.
-async fn run_jsonl(p: &Producer<RedisBackend>, batch: usize) -> anyhow::Result<()> {
+async fn run_jsonl(p: &Producer<AnyBackend>, batch: usize) -> anyhow::Result<()> {
     let mut jobs = Vec::new();
     for (i, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.context("reading stdin")?;

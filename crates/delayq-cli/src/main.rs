@@ -4,6 +4,7 @@
 
 mod admin;
 mod args;
+mod backend;
 mod bench;
 mod demo;
 mod doctor;
@@ -16,7 +17,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use delayq::Producer;
+use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
+
+use crate::backend::AnyBackend;
 
 use crate::args::{Cli, Command};
 
@@ -70,13 +74,34 @@ fn redact(url: &str) -> String {
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Bench(a) = cli.command {
-        return bench::run(cli.redis, a).await;
+        return bench::run(cli.redis, cli.data, a).await;
     }
-    let url = cli.redis_url();
-    if let Command::Doctor = cli.command {
-        return doctor::run(&url).await;
-    }
-    let backend = RedisBackend::connect(&url).await?;
+    let (backend, desc) = match &cli.redis {
+        Some(url) => {
+            if let Command::Doctor = cli.command {
+                return doctor::run(url).await;
+            }
+            (
+                AnyBackend::Redis(RedisBackend::connect(url).await?),
+                redact(url),
+            )
+        }
+        None => {
+            if let Command::Doctor = cli.command {
+                println!(
+                    "ok    backend      embedded store in {} (SQLite, WAL, synchronous=FULL); \
+                     doctor checks Redis servers: give --redis URL",
+                    cli.data.display()
+                );
+                return Ok(0);
+            }
+            let b = EmbeddedBackend::open(&cli.data)?;
+            (
+                AnyBackend::Embedded(b),
+                format!("embedded store in {}", cli.data.display()),
+            )
+        }
+    };
     let producer = Producer::new(backend.clone(), cli.queue.clone());
     match cli.command {
         Command::Enqueue(a) => enqueue::run(&producer, a).await.map(|()| 0),
@@ -88,7 +113,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Stats { json } => admin::stats(&producer, json).await,
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
-        Command::Serve(a) => serve::run(backend, &redact(&url), a).await,
+        Command::Serve(a) => serve::run(backend, &desc, a).await,
         Command::Demo { orders } => demo::run(backend, orders).await,
         Command::Bench(_) | Command::Doctor => unreachable!("handled above"),
     }

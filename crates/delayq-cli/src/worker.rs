@@ -2,8 +2,8 @@
 
 use std::process::Stdio;
 
+use crate::backend::AnyBackend;
 use delayq::{Consumer, ConsumerOptions, Failure, Handler, Job, QueueName};
-use delayq_redis::RedisBackend;
 use tokio::io::AsyncWriteExt;
 
 use crate::args::WorkerArgs;
@@ -79,7 +79,7 @@ impl Handler for RecordHandler {
 }
 
 /// Runs the worker until SIGTERM or SIGINT, then drains.
-pub async fn run(backend: RedisBackend, queue: QueueName, a: WorkerArgs) -> anyhow::Result<u8> {
+pub async fn run(backend: AnyBackend, queue: QueueName, a: WorkerArgs) -> anyhow::Result<u8> {
     let opts = ConsumerOptions {
         concurrency: a.concurrency,
         lease: a.lease,

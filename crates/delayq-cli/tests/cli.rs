@@ -371,3 +371,45 @@ fn serve_refuses_a_public_address_without_a_token() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("without a token"));
 }
+
+#[test]
+fn without_redis_the_embedded_store_is_used_and_owned_by_one_process() {
+    let (_d, data) = delayq_test_support::temp_path("data");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .env_remove("DELAYQ_REDIS_URL")
+            .arg("--data")
+            .arg(&data)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["enqueue", "--id", "e1", "--delay", "1h", "--payload", "x"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&o).starts_with("e1\tcreated"));
+    let g = run(&["get", "e1", "--json"]);
+    let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
+    assert_eq!(info["state"], "scheduled");
+    // `serve` owns the directory; a second process is refused with a clear error.
+    let mut server = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .env_remove("DELAYQ_REDIS_URL")
+        .arg("--data")
+        .arg(&data)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("embedded store"), "{first}");
+    let refused = run(&["stats"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("in use by another delayq process"));
+    stop(server);
+    assert_eq!(stdout(&run(&["cancel", "e1"])).trim(), "e1\tcancelled");
+}

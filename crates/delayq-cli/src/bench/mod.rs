@@ -125,7 +125,7 @@ pub struct Row {
 }
 
 /// Runs `delayq bench`.
-pub async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u8> {
+pub async fn run(redis: Option<String>, _data: PathBuf, a: BenchArgs) -> anyhow::Result<u8> {
     if a.embedded {
         bail!("the embedded backend does not exist yet; run the bench on Redis");
     }

@@ -1,0 +1,83 @@
+//! [`AnyBackend`]: the backend chosen at run time — Redis when a URL is configured, else the
+//! embedded store — behind the same two traits.
+
+use std::time::Duration;
+
+use delayq::{
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Inspect, JobId,
+    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result, Schedule, Wakeups,
+};
+use delayq_embedded::EmbeddedBackend;
+use delayq_redis::RedisBackend;
+
+/// Redis or the embedded store.
+#[derive(Clone)]
+pub enum AnyBackend {
+    /// A Redis server.
+    Redis(RedisBackend),
+    /// The embedded store in a local directory.
+    Embedded(EmbeddedBackend),
+}
+
+macro_rules! delegate {
+    ($self:ident, $b:ident => $e:expr) => {
+        match $self {
+            AnyBackend::Redis($b) => $e,
+            AnyBackend::Embedded($b) => $e,
+        }
+    };
+}
+
+impl Backend for AnyBackend {
+    async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        delegate!(self, b => b.enqueue(queue, jobs).await)
+    }
+    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        delegate!(self, b => b.claim(queue, req).await)
+    }
+    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        delegate!(self, b => b.ack(queue, leases).await)
+    }
+    async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
+        delegate!(self, b => b.nack(queue, lease, nack).await)
+    }
+    async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
+        delegate!(self, b => b.extend(queue, lease, len).await)
+    }
+    async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
+        delegate!(self, b => b.release(queue, leases, undo).await)
+    }
+    async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        delegate!(self, b => b.cancel(queue, id).await)
+    }
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Schedule) -> Result<u64> {
+        delegate!(self, b => b.reschedule(queue, id, s).await)
+    }
+    async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
+        delegate!(self, b => b.wakeups(queue).await)
+    }
+}
+
+impl Inspect for AnyBackend {
+    async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
+        delegate!(self, b => b.get(queue, id).await)
+    }
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        delegate!(self, b => b.queues().await)
+    }
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        delegate!(self, b => b.stats(queue).await)
+    }
+    async fn dead_list(&self, q: &QueueName, offset: usize, limit: usize) -> Result<Vec<JobInfo>> {
+        delegate!(self, b => b.dead_list(q, offset, limit).await)
+    }
+    async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        delegate!(self, b => b.dead_requeue(queue, id).await)
+    }
+    async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
+        delegate!(self, b => b.dead_requeue_all(queue).await)
+    }
+    async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
+        delegate!(self, b => b.dead_purge(queue).await)
+    }
+}
