@@ -37,7 +37,7 @@ async fn child(dir: &str) {
         };
         for j in b.claim(&q(), req).await.unwrap().jobs {
             let n: u64 = j.id.as_str().parse().unwrap();
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 writeln!(out, "acking {n}").unwrap();
                 out.flush().unwrap();
                 b.ack(&q(), vec![j.lease_ref()]).await.unwrap();
