@@ -2,6 +2,8 @@
 //! checks one guarantee of DESIGN.md against a backend and panics when it does not hold.
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
+pub mod model;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
