@@ -74,7 +74,7 @@ fn redact(url: &str) -> String {
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Bench(a) = cli.command {
-        return bench::run(cli.redis, cli.data, a).await;
+        return bench::run(cli.redis, a).await;
     }
     let (backend, desc) = match &cli.redis {
         Some(url) => {

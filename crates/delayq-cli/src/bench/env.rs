@@ -6,16 +6,23 @@ use std::process::Command;
 
 use anyhow::Context;
 use delayq_test_support::RedisServer;
+use delayq_embedded::EmbeddedBackend;
+use delayq_redis::RedisBackend;
 use redis::aio::ConnectionManager;
 
-/// The server and how the bench is placed on the machine.
+use crate::backend::AnyBackend;
+
+/// The store a bench runs against — a Redis server, or embedded stores in a temporary
+/// directory — and how the bench is placed on the machine.
 pub struct Env {
-    /// URL of the server.
+    /// URL of the server (empty for the embedded store).
     pub url: String,
+    /// The embedded store's root and the store of the current workload.
+    embedded: Option<Embedded>,
     /// Owned server (none with `--redis`).
     _server: Option<RedisServer>,
-    /// Connection for `INFO`, `FLUSHALL`, `DBSIZE`.
-    pub admin: ConnectionManager,
+    /// Connection for `INFO`, `FLUSHALL`, `DBSIZE` (Redis only).
+    admin: Option<ConnectionManager>,
     /// E.g. "redis-server on CPU 0, clients on CPU 1".
     pub placement: String,
     /// `redis_version` of `INFO server`.
@@ -28,6 +35,29 @@ pub struct Env {
     pub host: String,
     /// This executable (for worker processes).
     pub exe: PathBuf,
+}
+
+struct Embedded {
+    root: tempfile::TempDir,
+    runs: usize,
+    current: Option<EmbeddedBackend>,
+}
+
+impl Embedded {
+    fn dir(&self) -> std::path::PathBuf {
+        self.root.path().join(format!("run{}", self.runs))
+    }
+}
+
+/// `(cpu µs per job, commands per job)` between two cost readings (Redis only).
+pub fn per_job(before: Option<Cost>, after: Option<Cost>, n: usize) -> (Option<f64>, Option<f64>) {
+    match (before, after) {
+        (Some(b), Some(a)) => {
+            let (c, k) = b.per_job(&a, n);
+            (Some(c), Some(k))
+        }
+        _ => (None, None),
+    }
 }
 
 /// Server cost counters at one moment.
@@ -123,8 +153,9 @@ impl Env {
         let redis_version = field(&server_info, "redis_version").unwrap_or_default();
         Ok(Self {
             url,
+            embedded: None,
             _server: server,
-            admin,
+            admin: Some(admin),
             placement,
             redis_version,
             client_prefix,
@@ -134,55 +165,119 @@ impl Env {
         })
     }
 
-    /// `FLUSHALL`.
-    pub async fn flush(&mut self) -> anyhow::Result<()> {
+    /// Embedded stores in a temporary directory, a fresh one per workload run.
+    pub fn embedded() -> anyhow::Result<Self> {
+        Ok(Self {
+            url: String::new(),
+            embedded: Some(Embedded {
+                root: tempfile::tempdir()?,
+                runs: 0,
+                current: None,
+            }),
+            _server: None,
+            admin: None,
+            placement: "embedded store (SQLite, WAL, synchronous=FULL) on local disk; unpinned"
+                .into(),
+            redis_version: "embedded".into(),
+            client_prefix: Vec::new(),
+            port: 0,
+            host: String::new(),
+            exe: std::env::current_exe()?,
+        })
+    }
+
+    /// Whether this is the embedded store.
+    pub fn is_embedded(&self) -> bool {
+        self.embedded.is_some()
+    }
+
+    fn admin(&mut self) -> anyhow::Result<&mut ConnectionManager> {
+        self.admin
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("this workload needs Redis"))
+    }
+
+    /// Empties the store: `FLUSHALL`, or a fresh embedded store.
+    pub async fn reset(&mut self) -> anyhow::Result<()> {
+        if let Some(e) = self.embedded.as_mut() {
+            e.current = None;
+            e.runs += 1;
+            return Ok(());
+        }
         redis::cmd("FLUSHALL")
-            .query_async::<()>(&mut self.admin)
+            .query_async::<()>(self.admin()?)
             .await
             .context("FLUSHALL")?;
         Ok(())
     }
 
-    /// CPU seconds and total command calls so far.
-    pub async fn cost(&mut self) -> anyhow::Result<Cost> {
+    /// A backend: a new Redis connection, or the current embedded store (opened on demand).
+    pub async fn backend(&mut self) -> anyhow::Result<AnyBackend> {
+        match self.embedded.as_mut() {
+            Some(e) => {
+                if e.current.is_none() {
+                    e.current = Some(EmbeddedBackend::open(e.dir())?);
+                }
+                Ok(AnyBackend::Embedded(e.current.clone().expect("opened")))
+            }
+            None => Ok(AnyBackend::Redis(RedisBackend::connect(&self.url).await?)),
+        }
+    }
+
+    /// Closes the embedded store so that a worker process can own it (no-op on Redis). Every
+    /// clone of the backend must be dropped first.
+    pub fn release(&mut self) {
+        if let Some(e) = self.embedded.as_mut() {
+            e.current = None;
+        }
+    }
+
+    /// The arguments that point a `delayq` process at this store.
+    pub fn backend_args(&self) -> Vec<String> {
+        match &self.embedded {
+            Some(e) => vec!["--data".into(), e.dir().to_string_lossy().into_owned()],
+            None => vec!["--redis".into(), self.url.clone()],
+        }
+    }
+
+    /// CPU seconds and total command calls so far (Redis only).
+    pub async fn cost(&mut self) -> anyhow::Result<Option<Cost>> {
+        let Some(admin) = self.admin.as_mut() else {
+            return Ok(None);
+        };
         let cpu: String = redis::cmd("INFO")
             .arg("cpu")
-            .query_async(&mut self.admin)
-            .await?;
+            .query_async(admin)
+            .await
+            .context("INFO cpu")?;
         let stats: String = redis::cmd("INFO")
             .arg("commandstats")
-            .query_async(&mut self.admin)
-            .await?;
-        let f = |k| {
-            field(&cpu, k)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
+            .query_async(admin)
+            .await
+            .context("INFO commandstats")?;
+        let f = |k| field(&cpu, k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
         let calls = stats
             .lines()
             .filter_map(|l| l.split("calls=").nth(1))
             .filter_map(|r| r.split(',').next()?.parse::<u64>().ok())
             .sum();
-        Ok(Cost {
+        Ok(Some(Cost {
             cpu_s: f("used_cpu_user") + f("used_cpu_sys"),
             calls,
-        })
+        }))
     }
 
-    /// `used_memory` in bytes.
+    /// `used_memory` in bytes (Redis only).
     pub async fn used_memory(&mut self) -> anyhow::Result<u64> {
-        let mem: String = redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut self.admin)
-            .await?;
+        let mem: String = redis::cmd("INFO").arg("memory").query_async(self.admin()?).await?;
         Ok(field(&mem, "used_memory")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0))
     }
 
-    /// `DBSIZE`.
+    /// `DBSIZE` (Redis only).
     pub async fn dbsize(&mut self) -> anyhow::Result<u64> {
-        Ok(redis::cmd("DBSIZE").query_async(&mut self.admin).await?)
+        Ok(redis::cmd("DBSIZE").query_async(self.admin()?).await?)
     }
 
     /// A command pinned like the bench's clients.
@@ -247,7 +342,7 @@ impl Ceiling {
             zadd_c1: env.redis_benchmark(&["-n", "100000", "-c", "1", "-t", "zadd"]),
             eval: env.redis_benchmark(&["-n", "100000", "eval", "return 1", "0"]),
         };
-        env.flush().await?;
+        env.reset().await?;
         Ok(c)
     }
 }

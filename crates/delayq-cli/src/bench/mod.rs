@@ -34,7 +34,7 @@ pub struct BenchArgs {
     /// Write one JSON object per workload run to this file (JSON lines).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Run on the embedded store.
+    /// Run on embedded stores in a temporary directory (W1, W2, W3, W5).
     #[arg(long, conflicts_with = "flush_ok")]
     pub embedded: bool,
     /// With --redis: allow FLUSHALL of that server before and after each workload.
@@ -125,27 +125,35 @@ pub struct Row {
 }
 
 /// Runs `delayq bench`.
-pub async fn run(redis: Option<String>, _data: PathBuf, a: BenchArgs) -> anyhow::Result<u8> {
-    if a.embedded {
-        bail!("the embedded backend does not exist yet; run the bench on Redis");
+pub async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u8> {
+    if a.embedded && redis.is_some() {
+        bail!("give --redis URL or --embedded, not both");
     }
     if redis.is_some() && !a.flush_ok {
         bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
     }
-    let mut env = Env::new(redis).await?;
-    eprintln!(
-        "delayq bench: Redis {} at {} — {}",
-        env.redis_version, env.url, env.placement
-    );
-    eprintln!("measuring the ceiling (redis-benchmark)…");
-    let ceiling = Ceiling::measure(&mut env).await?;
-    eprintln!(
-        "ceiling: zadd {} /s, zadd -P 16 {} /s, zadd -c 1 {} /s, eval {} /s",
-        fmt_rate(ceiling.zadd),
-        fmt_rate(ceiling.zadd_p16),
-        fmt_rate(ceiling.zadd_c1),
-        fmt_rate(ceiling.eval)
-    );
+    let (mut env, ceiling) = if a.embedded {
+        let env = Env::embedded()?;
+        eprintln!("delayq bench: {} (W1, W2, W3 and W5 run here)", env.placement);
+        (env, Ceiling::default())
+    } else {
+        let mut env = Env::new(redis).await?;
+        eprintln!(
+            "delayq bench: Redis {} at {} — {}",
+            env.redis_version, env.url, env.placement
+        );
+        eprintln!("measuring the ceiling (redis-benchmark)…");
+        let ceiling = Ceiling::measure(&mut env).await?;
+        eprintln!(
+            "ceiling: zadd {} /s, zadd -P 16 {} /s, zadd -c 1 {} /s, eval {} /s",
+            fmt_rate(ceiling.zadd),
+            fmt_rate(ceiling.zadd_p16),
+            fmt_rate(ceiling.zadd_c1),
+            fmt_rate(ceiling.eval)
+        );
+        (env, ceiling)
+    };
+    let redis_only = !env.is_embedded();
     let mut json = match &a.json {
         Some(p) => Some(std::fs::File::create(p)?),
         None => None,
@@ -171,7 +179,7 @@ pub async fn run(redis: Option<String>, _data: PathBuf, a: BenchArgs) -> anyhow:
     if want(Workload::W1) {
         emit(workloads::w1(&mut env, &ceiling, a.n).await?, &env)?;
     }
-    if want(Workload::W4) {
+    if want(Workload::W4) && redis_only {
         emit(workloads::w4(&mut env, a.n).await?, &env)?;
     }
     if want(Workload::W2) {
@@ -181,6 +189,10 @@ pub async fn run(redis: Option<String>, _data: PathBuf, a: BenchArgs) -> anyhow:
             Drain::InProcess(50),
             Drain::Processes(4),
         ] {
+            if matches!(how, Drain::Processes(_)) && !redis_only {
+                // One process owns an embedded store.
+                continue;
+            }
             let mut row = workloads::drain(&mut env, a.n, how, 0).await?;
             if let Drain::InProcess(1) = how {
                 row.ceiling_name = Some("zadd -c 1".into());
@@ -198,7 +210,7 @@ pub async fn run(redis: Option<String>, _data: PathBuf, a: BenchArgs) -> anyhow:
     if want(Workload::W5) {
         emit(vec![workloads::w5(&mut env).await?], &env)?;
     }
-    if want(Workload::W6) {
+    if want(Workload::W6) && redis_only {
         let mut empty = None;
         for &backlog in &a.backlog {
             let mut row = workloads::drain(&mut env, a.n, Drain::InProcess(50), backlog).await?;
@@ -211,7 +223,7 @@ pub async fn run(redis: Option<String>, _data: PathBuf, a: BenchArgs) -> anyhow:
             emit(vec![row], &env)?;
         }
     }
-    if want(Workload::W7) {
+    if want(Workload::W7) && redis_only {
         emit(vec![workloads::w7(&mut env, a.n).await?], &env)?;
     }
     Ok(0)

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use delayq::{Consumer, ConsumerOptions, Failure, Job, JobId, NewJob, QueueName, Schedule};
-use delayq_redis::RedisBackend;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
 use super::env::Env;
+use crate::backend::AnyBackend;
 
 /// The queue every workload uses.
 pub fn queue() -> QueueName {
@@ -92,7 +92,7 @@ pub fn bar(n: usize, what: &str) -> ProgressBar {
 
 /// Enqueues jobs `range` with `schedule(i)` in batches of 1,000.
 pub async fn fill(
-    b: &RedisBackend,
+    b: &AnyBackend,
     range: std::ops::Range<usize>,
     what: &str,
     schedule: impl Fn(usize) -> Schedule,
@@ -125,8 +125,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts a consumer with `concurrency` on its own connection.
-    pub async fn start(env: &Env, concurrency: usize) -> anyhow::Result<Self> {
-        let b = RedisBackend::connect(&env.url).await?;
+    pub async fn start(b: AnyBackend, concurrency: usize) -> anyhow::Result<Self> {
         let opts = ConsumerOptions {
             concurrency,
             lease: Duration::from_secs(30),
@@ -212,7 +211,8 @@ impl WorkerProcess {
     ) -> anyhow::Result<Self> {
         let child = env
             .client_command(&env.exe)
-            .args(["--redis", &env.url, "--queue", queue().as_str(), "worker"])
+            .args(env.backend_args())
+            .args(["--queue", queue().as_str(), "worker"])
             .args(["--concurrency", &concurrency.to_string(), "--lease", lease])
             .arg("--bench-record")
             .arg(file)

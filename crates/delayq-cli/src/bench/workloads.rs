@@ -4,11 +4,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use delayq::{Producer, Schedule};
-use delayq_redis::RedisBackend;
 use rand::{Rng, SeedableRng};
 
 use super::Row;
-use super::env::{Ceiling, Env};
+use super::env::{Ceiling, Env, per_job};
 use super::util::{
     Recorder, WorkerProcess, bar, fill, job, now_ms_f64, percentiles, queue, read_records, tally,
 };
@@ -31,10 +30,10 @@ pub async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Ve
     let mut rows = Vec::new();
     for (variant, batch) in [("awaited", 1usize), ("batch-1000", 1000)] {
         let mut rates = Vec::new();
-        let mut cost = (0.0, 0.0);
+        let mut cost = (None, None);
         for rep in 0..3 {
-            env.flush().await?;
-            let b = RedisBackend::connect(&env.url).await?;
+            env.reset().await?;
+            let b = env.backend().await?;
             let p = Producer::new(b, queue());
             let jobs: Vec<_> = (0..n)
                 .map(|i| job(i, Schedule::Delay(Duration::from_millis(d[i]))))
@@ -58,7 +57,7 @@ pub async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Ve
                 }
             }
             let secs = t.elapsed().as_secs_f64();
-            cost = before.per_job(&env.cost().await?, n);
+            cost = per_job(before, env.cost().await?, n);
             pb.finish_and_clear();
             rates.push(n as f64 / secs);
         }
@@ -73,22 +72,22 @@ pub async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Ve
             n,
             jobs_per_s: Some(median(rates.clone())),
             reps_jobs_per_s: Some(rates),
-            redis_cpu_us_per_job: Some(cost.0),
-            redis_cmds_per_job: Some(cost.1),
+            redis_cpu_us_per_job: cost.0,
+            redis_cmds_per_job: cost.1,
             ceiling_name: Some(ceiling_name.into()),
             ceiling_jobs_per_s: ceiling_rate,
             ..Row::default()
         });
     }
-    env.flush().await?;
+    env.reset().await?;
     Ok(rows)
 }
 
 /// W4: memory per delayed job after W1's enqueue.
 pub async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
-    env.flush().await?;
+    env.reset().await?;
     let d = delays(n, 3_600_000, 7_200_000);
-    let b = RedisBackend::connect(&env.url).await?;
+    let b = env.backend().await?;
     // Client set-up done (connection, scripts loaded by a first call on an empty queue).
     delayq::Inspect::stats(&b, &queue()).await?;
     let base = env.used_memory().await?;
@@ -97,7 +96,7 @@ pub async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
         Schedule::Delay(Duration::from_millis(d[i]))
     })
     .await?;
-    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
+    let (cpu, cmds) = per_job(before, env.cost().await?, n);
     let after = env.used_memory().await?;
     let row = Row {
         workload: "w4".into(),
@@ -105,11 +104,11 @@ pub async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
         n,
         bytes_per_job: Some((after.saturating_sub(base)) as f64 / n as f64),
         dbsize: Some(env.dbsize().await?),
-        redis_cpu_us_per_job: Some(cpu),
-        redis_cmds_per_job: Some(cmds),
+        redis_cpu_us_per_job: cpu,
+        redis_cmds_per_job: cmds,
         ..Row::default()
     };
-    env.flush().await?;
+    env.reset().await?;
     Ok(vec![row])
 }
 
@@ -124,8 +123,8 @@ pub enum Drain {
 
 /// W2: drain `n` due jobs; `backlog` far-future jobs sit in the same queue (W6).
 pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyhow::Result<Row> {
-    env.flush().await?;
-    let b = RedisBackend::connect(&env.url).await?;
+    env.reset().await?;
+    let b = env.backend().await?;
     let before = env.cost().await?;
     if backlog > 0 {
         // Far-future jobs (30-60 days), indices after the due ones.
@@ -149,7 +148,7 @@ pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyho
     let timeout = Duration::from_secs(300);
     let (variant, started, records): (String, f64, Vec<(usize, f64)>) = match how {
         Drain::InProcess(c) => {
-            let r = Recorder::start(env, c)
+            let r = Recorder::start(env.backend().await?, c)
                 .await
                 .context("starting the consumer")?;
             let started = r.started_ms;
@@ -191,7 +190,7 @@ pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyho
             )
         }
     };
-    let (cpu, cmds) = before.per_job(&env.cost().await?, n + backlog);
+    let (cpu, cmds) = per_job(before, env.cost().await?, n + backlog);
     let (unique, duplicates, missing) = tally(records.iter().map(|r| r.0), n);
     let first = records.iter().map(|r| r.1).fold(f64::MAX, f64::min);
     let last = records.iter().map(|r| r.1).fold(0.0, f64::max);
@@ -205,8 +204,8 @@ pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyho
         unique: Some(unique),
         duplicates: Some(duplicates),
         missing: Some(missing),
-        redis_cpu_us_per_job: Some(cpu),
-        redis_cmds_per_job: Some(cmds),
+        redis_cpu_us_per_job: cpu,
+        redis_cmds_per_job: cmds,
         backlog: Some(backlog),
         note: (leftover.leased + leftover.due > 0).then(|| {
             format!(
@@ -216,15 +215,15 @@ pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyho
         }),
         ..Row::default()
     };
-    env.flush().await?;
+    env.reset().await?;
     Ok(row)
 }
 
 /// W3: lateness of 2,000 jobs spread over 20 s, the consumer running for `idle` first.
 pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Row> {
-    env.flush().await?;
+    env.reset().await?;
     let n = 2000;
-    let b = RedisBackend::connect(&env.url).await?;
+    let b = env.backend().await?;
     let p = Producer::new(b, queue());
     let lead = Duration::from_secs(5);
     let before = env.cost().await?;
@@ -232,7 +231,7 @@ pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Ro
     let mut consumer = None;
     let early_start = idle.saturating_sub(lead);
     if idle > lead {
-        consumer = Some(Recorder::start(env, 1).await?);
+        consumer = Some(Recorder::start(env.backend().await?, 1).await?);
         tokio::time::sleep(early_start).await;
     }
     let t_enq = now_ms_f64();
@@ -242,21 +241,21 @@ pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Ro
         let due = t_first + 20_000.0 * (i as f64 + 0.5) / n as f64;
         p.enqueue(job(i, Schedule::At(due.round() as u64))).await?;
         if consumer.is_none() && now_ms_f64() >= start_at {
-            consumer = Some(Recorder::start(env, 1).await?);
+            consumer = Some(Recorder::start(env.backend().await?, 1).await?);
         }
     }
     let enqueue_done = now_ms_f64();
     if consumer.is_none() {
         let wait = (start_at - now_ms_f64()).max(0.0);
         tokio::time::sleep(Duration::from_millis(wait as u64)).await;
-        consumer = Some(Recorder::start(env, 1).await?);
+        consumer = Some(Recorder::start(env.backend().await?, 1).await?);
     }
     let c = consumer.expect("started");
     let ok = c
         .wait_for(n, Duration::from_secs(20 + 5 + 30), &format!("W3 {label}"))
         .await;
     let recs = c.stop().await?;
-    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
+    let (cpu, cmds) = per_job(before, env.cost().await?, n);
     let lateness: Vec<f64> = recs.iter().map(|(_, at, due)| at - *due as f64).collect();
     let pc = percentiles(lateness);
     let (unique, duplicates, missing) = tally(recs.iter().map(|r| r.0), n);
@@ -267,7 +266,7 @@ pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Ro
     if !ok {
         note.push("timed out".to_owned());
     }
-    env.flush().await?;
+    env.reset().await?;
     Ok(Row {
         workload: "w3".into(),
         variant: label.into(),
@@ -280,8 +279,8 @@ pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Ro
         unique: Some(unique),
         duplicates: Some(duplicates),
         missing: Some(missing),
-        redis_cpu_us_per_job: Some(cpu),
-        redis_cmds_per_job: Some(cmds),
+        redis_cpu_us_per_job: cpu,
+        redis_cmds_per_job: cmds,
         note: (!note.is_empty()).then(|| note.join("; ")),
         ..Row::default()
     })
@@ -289,14 +288,17 @@ pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Ro
 
 /// W5: a consumer process SIGKILLed mid-run, a fresh one started.
 pub async fn w5(env: &mut Env) -> anyhow::Result<Row> {
-    env.flush().await?;
+    env.reset().await?;
     let n = 1000;
-    let b = RedisBackend::connect(&env.url).await?;
+    let b = env.backend().await?;
     let before = env.cost().await?;
     fill(&b, 0..n, "W5 enqueue", |_| {
         Schedule::Delay(Duration::from_secs(1))
     })
     .await?;
+    // Worker processes own the store from here on (the embedded store has one owner).
+    drop(b);
+    env.release();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("done.txt");
@@ -345,8 +347,8 @@ pub async fn w5(env: &mut Env) -> anyhow::Result<Row> {
                 .reduce(f64::min)
         })
         .collect();
-    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
-    env.flush().await?;
+    let (cpu, cmds) = per_job(before, env.cost().await?, n);
+    env.reset().await?;
     Ok(Row {
         workload: "w5".into(),
         variant: "5 s lease".into(),
@@ -361,17 +363,17 @@ pub async fn w5(env: &mut Env) -> anyhow::Result<Row> {
             "{} jobs were left after the kill; the 5 s lease bounds the recovery of the one in flight",
             first_after.len()
         )),
-        redis_cpu_us_per_job: Some(cpu),
-        redis_cmds_per_job: Some(cmds),
+        redis_cpu_us_per_job: cpu,
+        redis_cmds_per_job: cmds,
         ..Row::default()
     })
 }
 
 /// W7: 100,000 jobs due in the same second, a concurrency-50 consumer already running.
 pub async fn w7(env: &mut Env, n: usize) -> anyhow::Result<Row> {
-    env.flush().await?;
-    let b = RedisBackend::connect(&env.url).await?;
-    let c = Recorder::start(env, 50).await?;
+    env.reset().await?;
+    let b = env.backend().await?;
+    let c = Recorder::start(env.backend().await?, 50).await?;
     let before = env.cost().await?;
     let due = (now_ms_f64() + 3000.0).round() as u64;
     let t = Instant::now();
@@ -379,11 +381,11 @@ pub async fn w7(env: &mut Env, n: usize) -> anyhow::Result<Row> {
     let enqueue_s = t.elapsed().as_secs_f64();
     c.wait_for(n, Duration::from_secs(120), "W7 burst").await;
     let recs = c.stop().await?;
-    let (cpu, cmds) = before.per_job(&env.cost().await?, n);
+    let (cpu, cmds) = per_job(before, env.cost().await?, n);
     let pc = percentiles(recs.iter().map(|(_, at, d)| at - *d as f64).collect());
     let (unique, duplicates, missing) = tally(recs.iter().map(|r| r.0), n);
     let last = recs.iter().map(|r| r.1).fold(0.0, f64::max);
-    env.flush().await?;
+    env.reset().await?;
     Ok(Row {
         workload: "w7".into(),
         variant: "concurrency 50".into(),
@@ -396,8 +398,8 @@ pub async fn w7(env: &mut Env, n: usize) -> anyhow::Result<Row> {
         unique: Some(unique),
         duplicates: Some(duplicates),
         missing: Some(missing),
-        redis_cpu_us_per_job: Some(cpu),
-        redis_cmds_per_job: Some(cmds),
+        redis_cpu_us_per_job: cpu,
+        redis_cmds_per_job: cmds,
         note: (enqueue_s > 3.0)
             .then(|| format!("enqueue took {enqueue_s:.1} s, past the due time")),
         ..Row::default()
