@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::Context;
-use delayq_test_support::RedisServer;
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
+use delayq_test_support::RedisServer;
 use redis::aio::ConnectionManager;
 
 use crate::backend::AnyBackend;
@@ -255,7 +255,11 @@ impl Env {
             .query_async(admin)
             .await
             .context("INFO commandstats")?;
-        let f = |k| field(&cpu, k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let f = |k| {
+            field(&cpu, k)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
         let calls = stats
             .lines()
             .filter_map(|l| l.split("calls=").nth(1))
@@ -269,7 +273,10 @@ impl Env {
 
     /// `used_memory` in bytes (Redis only).
     pub async fn used_memory(&mut self) -> anyhow::Result<u64> {
-        let mem: String = redis::cmd("INFO").arg("memory").query_async(self.admin()?).await?;
+        let mem: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(self.admin()?)
+            .await?;
         Ok(field(&mem, "used_memory")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0))

@@ -134,7 +134,10 @@ pub async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u8> {
     }
     let (mut env, ceiling) = if a.embedded {
         let env = Env::embedded()?;
-        eprintln!("delayq bench: {} (W1, W2, W3 and W5 run here)", env.placement);
+        eprintln!(
+            "delayq bench: {} (W1, W2, W3 and W5 run here)",
+            env.placement
+        );
         (env, Ceiling::default())
     } else {
         let mut env = Env::new(redis).await?;
