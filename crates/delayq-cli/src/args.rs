@@ -215,33 +215,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses RFC 3339 with `Z` or a numeric offset.
 pub fn parse_time(s: &str) -> Result<SystemTime, String> {
-    let bad = || format!("{s:?} is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)");
-    if s.ends_with(['Z', 'z'])
-        && let Ok(t) = humantime::parse_rfc3339_weak(s.trim_end_matches(['Z', 'z']))
-    {
-        return Ok(t);
-    }
-    // Numeric offset: ±HH:MM at the end.
-    if s.len() > 6 {
-        let (base, off) = s.split_at(s.len() - 6);
-        let sign = match off.as_bytes()[0] {
-            b'+' => 1i64,
-            b'-' => -1,
-            _ => return Err(bad()),
-        };
-        let (h, m) = off[1..].split_once(':').ok_or_else(bad)?;
-        let secs = sign
-            * (h.parse::<i64>().map_err(|_| bad())? * 3600
-                + m.parse::<i64>().map_err(|_| bad())? * 60);
-        let local = humantime::parse_rfc3339_weak(base).map_err(|_| bad())?;
-        let utc = if secs >= 0 {
-            local.checked_sub(Duration::from_secs(secs as u64))
-        } else {
-            local.checked_add(Duration::from_secs((-secs) as u64))
-        };
-        return utc.ok_or_else(bad);
-    }
-    Err(bad())
+    delayq::rfc3339::parse_ms(s)
+        .map(|ms| std::time::UNIX_EPOCH + Duration::from_millis(ms))
+        .ok_or_else(|| format!("{s:?} is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)"))
 }
 
 #[cfg(test)]

@@ -150,15 +150,7 @@ pub async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8> {
 
     let dead = backend.dead_list(&queue, 0, 10).await?;
     let t = std::mem::take(&mut *tally.lock().expect("tally"));
-    let mut late = t.lateness_ms.clone();
-    late.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        if late.is_empty() {
-            return 0.0;
-        }
-        let r = ((p / 100.0) * late.len() as f64).ceil() as usize;
-        late[r.clamp(1, late.len()) - 1]
-    };
+    let late = crate::bench::util::percentiles(t.lateness_ms.clone());
     println!("\nsummary");
     println!("  orders placed                 {orders}");
     println!("  paid in time (cancel won)     {}", t.paid);
@@ -166,10 +158,7 @@ pub async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8> {
     println!("  cancelled by the timeout job  {}", t.timed_out);
     println!(
         "  timeout lateness              p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        pct(50.0),
-        pct(90.0),
-        pct(99.0),
-        late.last().copied().unwrap_or(0.0)
+        late.p50, late.p90, late.p99, late.max
     );
     for d in &dead {
         println!(

@@ -138,6 +138,30 @@ fn leased_row(c: &Connection, q: &str, l: &LeaseRef) -> Result<Option<RowData>> 
         .filter(|r| r.state == LEASED && r.token != 0 && r.token as u64 == l.token))
 }
 
+/// Deletes the records of valid leases; one outcome per lease. An expired lease that no claim
+/// recovered yet is still the job's current lease (as on Redis).
+fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef]) -> Result<Vec<AckOutcome>> {
+    let mut del = c
+        .prepare_cached(
+            "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = 1 AND token = ?3 \
+             AND token != 0",
+        )
+        .map_err(sql)?;
+    leases
+        .iter()
+        .map(|l| {
+            let n = del
+                .execute(params![q, l.id.as_str(), l.token as i64])
+                .map_err(sql)?;
+            Ok(if n == 1 {
+                AckOutcome::Acked
+            } else {
+                AckOutcome::LeaseLost
+            })
+        })
+        .collect()
+}
+
 impl EmbeddedBackend {
     /// Opens (creating) the store in `dir`. A second process opening the same directory gets
     /// [`crate::Error::Locked`].
@@ -251,25 +275,7 @@ impl Backend for EmbeddedBackend {
             let now_exact = now_us();
             let now = (now_exact / 1000) as i64;
             let qs = q.as_str();
-            let mut acks = Vec::with_capacity(req.acks.len());
-            {
-                let mut del = c
-                    .prepare_cached(
-                        "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = 1 \
-                         AND token = ?3 AND token != 0",
-                    )
-                    .map_err(sql)?;
-                for l in &req.acks {
-                    let n = del
-                        .execute(params![qs, l.id.as_str(), l.token as i64])
-                        .map_err(sql)?;
-                    acks.push(if n == 1 {
-                        AckOutcome::Acked
-                    } else {
-                        AckOutcome::LeaseLost
-                    });
-                }
-            }
+            let acks = ack_all(c, qs, &req.acks)?;
             // Crash recovery: expired leases are due again now, or dead when attempts are
             // used up; the attempt they were given counts.
             let expired: Vec<(String, i64, i64)> = c
@@ -364,17 +370,8 @@ impl Backend for EmbeddedBackend {
     }
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        let batch = self
-            .claim(
-                queue,
-                ClaimRequest {
-                    max: 0,
-                    lease: Duration::from_secs(1),
-                    acks: leases,
-                },
-            )
-            .await?;
-        Ok(batch.acks)
+        let q = queue.to_string();
+        self.exec(move |c| ack_all(c, &q, &leases)).await
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

@@ -79,6 +79,7 @@ pub struct Consumer<B> {
     backend: B,
     queue: QueueName,
     opts: ConsumerOptions,
+    counters: telemetry::QueueCounters,
 }
 
 /// What a job task reports back to the loop.
@@ -98,10 +99,12 @@ impl<B: Backend> Consumer<B> {
                 crate::InvalidInput::Batch("concurrency and batch must be >= 1".into()).into(),
             );
         }
+        let counters = telemetry::QueueCounters::new(queue.as_str());
         Ok(Self {
             backend,
             queue,
             opts,
+            counters,
         })
     }
 
@@ -155,7 +158,7 @@ impl<B: Backend> Consumer<B> {
                         self.count_acks(&batch.acks, &mut report);
                         let got = batch.jobs.len();
                         report.claimed += got as u64;
-                        telemetry::count(telemetry::CLAIMED, &q, got as u64);
+                        self.counters.claimed.increment(got as u64);
                         for job in batch.jobs {
                             let lease = job.lease_ref();
                             let handle = tasks.spawn(run_job(
@@ -264,7 +267,6 @@ impl<B: Backend> Consumer<B> {
         acks: &mut Vec<LeaseRef>,
         report: &mut RunReport,
     ) {
-        let q = self.queue.as_str().to_owned();
         match res {
             Ok((id, outcome)) => {
                 running.remove(&id);
@@ -272,15 +274,15 @@ impl<B: Backend> Consumer<B> {
                     Outcome::Ack(lease) => acks.push(lease),
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => {
                         report.retried += 1;
-                        telemetry::count(telemetry::RETRIED, &q, 1);
+                        self.counters.retried.increment(1);
                     }
                     Outcome::Nacked(NackOutcome::Dead { .. }) => {
                         report.dead += 1;
-                        telemetry::count(telemetry::DEAD, &q, 1);
+                        self.counters.dead.increment(1);
                     }
                     Outcome::LeaseLost => {
                         report.lease_lost += 1;
-                        telemetry::count(telemetry::LEASE_LOST, &q, 1);
+                        self.counters.lease_lost.increment(1);
                     }
                     Outcome::Unresolved => {}
                 }
@@ -302,10 +304,10 @@ impl<B: Backend> Consumer<B> {
         let lost = outcomes.len() as u64 - acked;
         report.acked += acked;
         report.lease_lost += lost;
-        telemetry::count(telemetry::ACKED, self.queue.as_str(), acked);
+        self.counters.acked.increment(acked);
         if lost > 0 {
             tracing::warn!(queue = %self.queue, lost, "acks refused: lease lost");
-            telemetry::count(telemetry::LEASE_LOST, self.queue.as_str(), lost);
+            self.counters.lease_lost.increment(lost);
         }
     }
 }

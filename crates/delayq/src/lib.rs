@@ -42,6 +42,7 @@ pub mod job;
 pub mod limits;
 pub mod name;
 pub mod producer;
+pub mod rfc3339;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;

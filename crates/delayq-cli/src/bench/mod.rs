@@ -5,7 +5,7 @@
 //! default), pins it to CPU 0 and itself and its worker processes to CPU 1.
 
 mod env;
-mod util;
+pub(crate) mod util;
 mod workloads;
 
 use std::io::Write;

@@ -146,7 +146,10 @@ fn idx(id: &JobId) -> u8 {
 /// difference, naming the step.
 pub async fn check<B: Backend + Inspect>(b: B, q: QueueName, ops: Vec<Op>) {
     let mut m = Model::default();
+    // Tokens a live consumer holds; tokens of leases abandoned by a "crashed" consumer (still
+    // the job's current lease until a claim recovers it); tokens that can never be valid again.
     let mut cur: HashMap<u8, u64> = HashMap::new();
+    let mut abandoned: HashMap<u8, u64> = HashMap::new();
     let mut stale: HashMap<u8, u64> = HashMap::new();
     let req = |lease_ms| ClaimRequest {
         max: 100,
@@ -176,6 +179,8 @@ pub async fn check<B: Backend + Inspect>(b: B, q: QueueName, ops: Vec<Op>) {
             Op::Claim | Op::Abandon => {
                 let abandon = matches!(op, Op::Abandon);
                 let want = m.claim(abandon);
+                // Every claim recovers expired leases first: abandoned tokens go stale.
+                stale.extend(abandoned.drain());
                 let batch = b
                     .claim(&q, req(if abandon { 20 } else { 30_000 }))
                     .await
@@ -191,7 +196,7 @@ pub async fn check<B: Backend + Inspect>(b: B, q: QueueName, ops: Vec<Op>) {
                 if abandon {
                     for i in &got {
                         if let Some(t) = cur.remove(i) {
-                            stale.insert(*i, t);
+                            abandoned.insert(*i, t);
                         }
                     }
                     tokio::time::sleep(Duration::from_millis(60)).await;
@@ -199,18 +204,24 @@ pub async fn check<B: Backend + Inspect>(b: B, q: QueueName, ops: Vec<Op>) {
                 (Seen::Claimed(want), Seen::Claimed(got))
             }
             Op::Ack(i, use_stale) => {
+                // A late ack of an expired lease that no claim recovered yet is still the
+                // job's current lease and is accepted; after a recovery the token is stale.
                 let token = if use_stale {
-                    stale.get(&i)
+                    abandoned.get(&i).or(stale.get(&i))
                 } else {
                     cur.get(&i)
                 }
                 .copied()
                 .unwrap_or(999_999);
-                let ok = !use_stale
-                    && cur.contains_key(&i)
-                    && matches!(m.jobs.get(&i), Some(S::Leased { expired: false, .. }));
+                let ok = if use_stale {
+                    abandoned.contains_key(&i)
+                } else {
+                    cur.contains_key(&i)
+                        && matches!(m.jobs.get(&i), Some(S::Leased { expired: false, .. }))
+                };
                 if ok {
                     m.jobs.remove(&i);
+                    abandoned.remove(&i);
                 }
                 let out = b
                     .ack(&q, vec![LeaseRef { id: jid(i), token }])
