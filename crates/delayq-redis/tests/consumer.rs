@@ -174,7 +174,7 @@ async fn long_handlers_keep_their_lease() {
     let count = Arc::new(Mutex::new(0));
     let mut handles = Vec::new();
     for _ in 0..2 {
-        let c = Consumer::new(b.clone(), q.clone(), opts(1, 200)).unwrap();
+        let c = Consumer::new(b.clone(), q.clone(), opts(1, 500)).unwrap();
         let count = count.clone();
         let (stop, rx) = watch::channel(false);
         handles.push((
@@ -184,7 +184,7 @@ async fn long_handlers_keep_their_lease() {
                     let count = count.clone();
                     async move {
                         *count.lock().unwrap() += 1;
-                        tokio::time::sleep(Duration::from_millis(1200)).await;
+                        tokio::time::sleep(Duration::from_millis(1600)).await;
                         Ok::<(), Failure>(())
                     }
                 },
@@ -192,7 +192,7 @@ async fn long_handlers_keep_their_lease() {
             )),
         ));
     }
-    tokio::time::sleep(Duration::from_millis(1800)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     for (stop, h) in handles {
         stop.send(true).unwrap();
         h.await.unwrap().unwrap();
@@ -200,7 +200,7 @@ async fn long_handlers_keep_their_lease() {
     assert_eq!(
         *count.lock().unwrap(),
         1,
-        "a 200 ms lease held over a 1.2 s handler"
+        "a 500 ms lease held over a 1.6 s handler"
     );
     assert!(p.get(&id("long")).await.unwrap().is_none(), "acked");
 }
@@ -215,14 +215,14 @@ async fn one_owner_and_stale_tokens_are_fenced() {
         lease: Duration::from_millis(lease_ms),
         acks: vec![],
     };
-    let a = b.claim(&q, req(150)).await.unwrap();
+    let a = b.claim(&q, req(1000)).await.unwrap();
     assert_eq!(a.jobs.len(), 1);
     let stale = a.jobs[0].lease_ref();
     assert!(
-        b.claim(&q, req(150)).await.unwrap().jobs.is_empty(),
+        b.claim(&q, req(1000)).await.unwrap().jobs.is_empty(),
         "one owner"
     );
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let bb = b.claim(&q, req(30_000)).await.unwrap();
     assert_eq!(bb.jobs.len(), 1, "the expired lease is delivered again");
     let fresh = bb.jobs[0].lease_ref();

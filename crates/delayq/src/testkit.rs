@@ -81,12 +81,14 @@ pub async fn never_early<B: Backend + Inspect>(b: B) {
     let p = Producer::new(b.clone(), q());
     let e = p.enqueue(job("later", 400)).await.unwrap();
     let early = b.claim(&q(), req(10, 5000)).await.unwrap();
+    if system_now_ms() >= e.due_at_ms {
+        // A slow machine got here after the due time: the job must be there, not early.
+        assert_eq!(early.jobs.len(), 1);
+        return;
+    }
     assert!(early.jobs.is_empty(), "claimed early");
     let wait = early.next_due_in.expect("a next due time");
-    assert!(
-        wait <= Duration::from_millis(400) && wait >= Duration::from_millis(300),
-        "{wait:?}"
-    );
+    assert!(wait <= Duration::from_millis(400), "{wait:?}");
     tokio::time::sleep(wait).await;
     let mut got = b.claim(&q(), req(10, 5000)).await.unwrap();
     if got.jobs.is_empty() {
@@ -105,15 +107,15 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B) {
     p.enqueue_batch(vec![job("f", 0), job("g", 0)])
         .await
         .unwrap();
-    let first = b.claim(&q(), req(1, 150)).await.unwrap();
+    let first = b.claim(&q(), req(1, 1000)).await.unwrap();
     let stale = first.jobs[0].lease_ref();
     let other = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs[0].lease_ref();
     assert_ne!(stale.id, other.id);
     assert!(
-        b.claim(&q(), req(10, 150)).await.unwrap().jobs.is_empty(),
+        b.claim(&q(), req(10, 1000)).await.unwrap().jobs.is_empty(),
         "one owner"
     );
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let again = b.claim(&q(), req(10, 30_000)).await.unwrap();
     assert_eq!(again.jobs.len(), 1);
     assert_eq!(
@@ -193,7 +195,7 @@ pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
     p.enqueue(
         job("r", 0)
             .max_attempts(2)
-            .backoff(Backoff::Fixed { delay_ms: 80 }),
+            .backoff(Backoff::Fixed { delay_ms: 500 }),
     )
     .await
     .unwrap();
@@ -205,7 +207,7 @@ pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
         .unwrap()
     {
         NackOutcome::Retrying { due_at_ms } => {
-            assert!(due_at_ms >= before + 79 && due_at_ms <= system_now_ms() + 81)
+            assert!(due_at_ms >= before + 499 && due_at_ms <= system_now_ms() + 501)
         }
         o => panic!("{o:?}"),
     }
@@ -213,7 +215,7 @@ pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
         b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.is_empty(),
         "backoff respected"
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(550)).await;
     let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
     assert_eq!((j.attempt, j.last_error.as_deref()), (2, Some("boom 1")));
     assert!(matches!(
