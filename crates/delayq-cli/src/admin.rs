@@ -40,18 +40,85 @@ pub async fn reschedule(p: &Producer<AnyBackend>, id: &JobId, s: Schedule) -> an
 }
 
 /// `delayq stats`.
-pub async fn stats(p: &Producer<AnyBackend>, json: bool) -> anyhow::Result<u8> {
-    let s = p.backend().stats(p.queue()).await?;
-    if json {
-        println!("{}", serde_json::to_string(&s)?);
+pub async fn stats(p: &Producer<AnyBackend>, json: bool, all: bool) -> anyhow::Result<u8> {
+    let queues = if all {
+        p.backend().queues().await?
     } else {
-        println!("queue               {}", p.queue());
-        println!("scheduled           {}", s.scheduled);
-        println!("  due now           {}", s.due);
-        println!("  due next minute   {}", s.due_next_minute);
-        println!("leased              {}", s.leased);
-        println!("dead                {}", s.dead);
-        println!("oldest overdue      {} ms", s.oldest_overdue_ms);
+        vec![p.queue().clone()]
+    };
+    let mut rows = Vec::with_capacity(queues.len());
+    for q in queues {
+        let s = p.backend().stats(&q).await?;
+        rows.push((q, s));
+    }
+    if json {
+        if all {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(q, s)| {
+                    let mut v = serde_json::to_value(s).unwrap_or_default();
+                    v["queue"] = q.as_str().into();
+                    v
+                })
+                .collect();
+            println!("{}", serde_json::to_string(&v)?);
+        } else if let Some((_, s)) = rows.first() {
+            println!("{}", serde_json::to_string(s)?);
+        }
+        return Ok(0);
+    }
+    let header = [
+        "queue",
+        "scheduled",
+        "due now",
+        "due next min",
+        "leased",
+        "dead",
+        "oldest overdue",
+    ];
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|(q, s)| {
+            [
+                q.to_string(),
+                s.scheduled.to_string(),
+                s.due.to_string(),
+                s.due_next_minute.to_string(),
+                s.leased.to_string(),
+                s.dead.to_string(),
+                format!("{:.1} s", s.oldest_overdue_ms as f64 / 1000.0),
+            ]
+        })
+        .collect();
+    let width: Vec<usize> = (0..7)
+        .map(|i| {
+            cells
+                .iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |r: &[&str]| {
+        r.iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = width[i])
+                } else {
+                    format!("{c:>w$}", w = width[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", line(&header));
+    for r in &cells {
+        println!(
+            "{}",
+            line(&r.iter().map(String::as_str).collect::<Vec<_>>())
+        );
     }
     Ok(0)
 }

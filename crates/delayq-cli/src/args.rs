@@ -66,6 +66,9 @@ pub enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Every queue that holds jobs, one row each.
+        #[arg(long)]
+        all: bool,
     },
     /// Dead-letter tools.
     #[command(subcommand)]

@@ -110,7 +110,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Reschedule { id, when } => {
             admin::reschedule(&producer, &id, when.schedule()?).await
         }
-        Command::Stats { json } => admin::stats(&producer, json).await,
+        Command::Stats { json, all } => admin::stats(&producer, json, all).await,
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
         Command::Serve(a) => serve::run(backend, &desc, a).await,

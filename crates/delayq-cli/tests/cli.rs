@@ -100,12 +100,34 @@ fn enqueue_get_cancel_stats() {
         (st["leased"].as_u64(), st["dead"].as_u64()),
         (Some(0), Some(0))
     );
-    let text = delayq(&s, &["stats"]);
-    assert!(
-        stdout(&text).contains("scheduled           2"),
-        "{}",
-        stdout(&text)
-    );
+    let text = stdout(&delayq(&s, &["stats"]));
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("queue "), "{text}");
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..6], ["orders", "2", "0", "0", "0", "0"], "{text}");
+    let other = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis",
+            &s.url(),
+            "--queue",
+            "mail",
+            "enqueue",
+            "--payload",
+            "m",
+        ])
+        .output()
+        .unwrap();
+    assert!(other.status.success());
+    let all: serde_json::Value =
+        serde_json::from_slice(&delayq(&s, &["stats", "--all", "--json"]).stdout).unwrap();
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mail", "orders"]);
+    assert_eq!(stdout(&delayq(&s, &["stats", "--all"])).lines().count(), 3);
 
     let c = delayq(&s, &["cancel", "o-1"]);
     assert_eq!(c.status.code(), Some(0));
