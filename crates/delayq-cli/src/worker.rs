@@ -50,8 +50,12 @@ impl Handler for ExecHandler {
             return Ok(());
         }
         let err = String::from_utf8_lossy(&out.stderr);
-        let tail = &err[err.len().saturating_sub(ERROR_TAIL)..];
-        let tail = tail.trim_start_matches(|c: char| !c.is_ascii()).trim();
+        // The last ERROR_TAIL bytes, starting on a character boundary.
+        let mut start = err.len().saturating_sub(ERROR_TAIL);
+        while !err.is_char_boundary(start) {
+            start += 1;
+        }
+        let tail = err[start..].trim();
         Err(Failure::retry(format!("{}: {tail}", out.status)))
     }
 }
