@@ -97,11 +97,7 @@ pub async fn cancel<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
     match st.producer(&q).cancel(&id).await? {
-        CancelOutcome::Cancelled => Ok(Json(Outcome {
-            id: Some(id.to_string()),
-            outcome: "cancelled".into(),
-            ..Outcome::default()
-        })),
+        CancelOutcome::Cancelled => Ok(Json(Outcome::of(&id, "cancelled"))),
         CancelOutcome::Leased => Err(ApiError::new(
             "job_leased",
             format!("job {id} is running on a consumer; not cancelled"),
@@ -138,9 +134,7 @@ pub async fn reschedule<B: Backend + Inspect>(
     };
     let due = st.producer(&q).reschedule(&id, schedule).await?;
     Ok(Json(Outcome {
-        id: Some(id.to_string()),
-        outcome: "rescheduled".into(),
         due_at: Some(due),
-        ..Outcome::default()
+        ..Outcome::of(&id, "rescheduled")
     }))
 }

@@ -131,11 +131,7 @@ pub async fn ack<B: Backend + Inspect>(
     match out.first() {
         Some(AckOutcome::Acked) => {
             telemetry::count(telemetry::ACKED, q.as_str(), 1);
-            Ok(Json(Outcome {
-                id: Some(id.to_string()),
-                outcome: "acked".into(),
-                ..Outcome::default()
-            }))
+            Ok(Json(Outcome::of(&id, "acked")))
         }
         _ => Err(lost(&st, &q, &id).await),
     }
@@ -175,19 +171,13 @@ pub async fn nack<B: Backend + Inspect>(
         Ok(NackOutcome::Retrying { due_at_ms }) => {
             telemetry::count(telemetry::RETRIED, q.as_str(), 1);
             Ok(Json(Outcome {
-                id: Some(id.to_string()),
-                outcome: "retrying".into(),
                 due_at: Some(due_at_ms),
-                ..Outcome::default()
+                ..Outcome::of(&id, "retrying")
             }))
         }
         Ok(NackOutcome::Dead { .. }) => {
             telemetry::count(telemetry::DEAD, q.as_str(), 1);
-            Ok(Json(Outcome {
-                id: Some(id.to_string()),
-                outcome: "dead".into(),
-                ..Outcome::default()
-            }))
+            Ok(Json(Outcome::of(&id, "dead")))
         }
         Err(Error::LeaseLost { .. }) => Err(lost(&st, &q, &id).await),
         Err(e) => Err(e.into()),
@@ -213,10 +203,8 @@ pub async fn extend<B: Backend + Inspect>(
     };
     match st.backend().extend(&q, lease, len).await {
         Ok(deadline) => Ok(Json(Outcome {
-            id: Some(id.to_string()),
-            outcome: "extended".into(),
             lease_deadline: Some(deadline),
-            ..Outcome::default()
+            ..Outcome::of(&id, "extended")
         })),
         Err(Error::LeaseLost { .. }) => Err(lost(&st, &q, &id).await),
         Err(e) => Err(e.into()),

@@ -313,6 +313,17 @@ pub struct Outcome {
     pub count: Option<u64>,
 }
 
+impl Outcome {
+    /// `outcome` for job `id`, no other field.
+    pub fn of(id: &delayq::JobId, outcome: &str) -> Self {
+        Self {
+            id: Some(id.to_string()),
+            outcome: outcome.to_owned(),
+            ..Self::default()
+        }
+    }
+}
+
 /// Counts of one queue.
 #[derive(Serialize, ToSchema, Debug)]
 pub struct QueueView {

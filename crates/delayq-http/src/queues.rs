@@ -72,11 +72,7 @@ pub async fn requeue_one<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
     st.backend().dead_requeue(&q, &id).await?;
-    Ok(Json(Outcome {
-        id: Some(id.to_string()),
-        outcome: "requeued".into(),
-        ..Outcome::default()
-    }))
+    Ok(Json(Outcome::of(&id, "requeued")))
 }
 
 /// Put every dead job back.
