@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use delayq::{
-    AckOutcome, Backend, Backoff, ClaimRequest, Consumer, ConsumerOptions, Error, Failure, Inspect,
-    Job, JobState, Nack, NewJob, OffsetClock, Producer,
+    AckOutcome, Backend, Backoff, Consumer, ConsumerOptions, Error, Failure, Inspect, Job,
+    JobState, Nack, NewJob, OffsetClock, Producer,
 };
 use tokio::sync::watch;
 
@@ -210,11 +210,7 @@ async fn one_owner_and_stale_tokens_are_fenced() {
     let (_s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(job("f", 0)).await.unwrap();
-    let req = |lease_ms| ClaimRequest {
-        max: 10,
-        lease: Duration::from_millis(lease_ms),
-        acks: vec![],
-    };
+    let req = |lease_ms| claim_req(10, lease_ms);
     let a = b.claim(&q, req(1000)).await.unwrap();
     assert_eq!(a.jobs.len(), 1);
     let stale = a.jobs[0].lease_ref();
@@ -282,17 +278,7 @@ async fn expired_leases_come_back_or_die_when_attempts_are_used_up() {
     p.enqueue(job("crash", 0).max_attempts(3)).await.unwrap();
     p.enqueue(job("last", 0).max_attempts(1)).await.unwrap();
     // A consumer claims both and dies: it never acks.
-    let got = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 10,
-                lease: Duration::from_millis(100),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(&q, claim_req(10, 100)).await.unwrap();
     assert_eq!(got.jobs.len(), 2);
     assert_eq!(
         got.next_due_in.map(|d| d <= Duration::from_millis(100)),
@@ -446,17 +432,7 @@ async fn release_without_start_does_not_count_an_attempt() {
     let (_s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(job("r", 0)).await.unwrap();
-    let got = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 1,
-                lease: Duration::from_secs(60),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(&q, claim_req(1, 60_000)).await.unwrap();
     b.release(&q, vec![got.jobs[0].lease_ref()], true)
         .await
         .unwrap();
@@ -497,17 +473,7 @@ async fn per_job_lease_overrides_the_consumer_lease() {
     p.enqueue(job("l", 0).lease(Duration::from_millis(700)))
         .await
         .unwrap();
-    let got = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 1,
-                lease: Duration::from_secs(60),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(&q, claim_req(1, 60_000)).await.unwrap();
     assert_eq!(got.jobs[0].lease, Duration::from_millis(700));
     let info = b.get(&q, &id("l")).await.unwrap().unwrap();
     assert!(info.lease_deadline_ms.unwrap() <= now_ms() + 700);
@@ -607,17 +573,7 @@ async fn consumer_options_are_validated() {
         .enqueue(job("e", 0))
         .await
         .unwrap();
-    let got = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 1,
-                lease: Duration::from_secs(5),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(&q, claim_req(1, 5_000)).await.unwrap();
     assert!(matches!(
         b.extend(
             &q,

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use delayq::{Backend, ClaimRequest, Error, Inspect, JobState, Nack, Producer, QueueName};
+use delayq::{Backend, Error, Inspect, JobState, Nack, Producer, QueueName};
 use delayq_redis::RedisBackend;
 
 /// Enqueues `n` jobs and kills each with a nack(dead); returns their ids in failure order.
@@ -16,17 +16,7 @@ async fn make_dead(b: &RedisBackend, q: &QueueName, n: usize) -> Vec<String> {
     for i in 0..n {
         let name = format!("d{i:03}");
         p.enqueue(job(&name, 0)).await.unwrap();
-        let got = b
-            .claim(
-                q,
-                ClaimRequest {
-                    max: 1,
-                    lease: Duration::from_secs(30),
-                    acks: vec![],
-                },
-            )
-            .await
-            .unwrap();
+        let got = b.claim(q, claim_req(1, 30_000)).await.unwrap();
         let nack = Nack {
             dead: true,
             ..Nack::error(format!("failed {name}"))
@@ -82,17 +72,7 @@ async fn requeue_one_puts_it_back_due_now_with_attempts_reset() {
     );
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.dead, st.due), (1, 1));
-    let got = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 5,
-                lease: Duration::from_secs(30),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(&q, claim_req(5, 30_000)).await.unwrap();
     assert_eq!(got.jobs.len(), 1);
     assert_eq!(got.jobs[0].payload, b"d001");
     // Not dead (leased now) and unknown ids are refused with typed errors.
@@ -117,17 +97,7 @@ async fn requeue_all_and_purge() {
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.dead, st.scheduled), (0, 30));
     // Kill them again, then purge: records are deleted too.
-    let got = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 100,
-                lease: Duration::from_secs(30),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(&q, claim_req(100, 30_000)).await.unwrap();
     for j in got.jobs {
         b.nack(
             &q,

@@ -4,23 +4,11 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
-use delayq::{Backend, Backoff, ClaimRequest, Inspect, Nack, NackOutcome, Producer};
+use delayq::{Backend, Backoff, Inspect, Nack, NackOutcome, Producer};
 
 async fn nack_delay(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) -> (u32, u64) {
-    let got = b
-        .claim(
-            q,
-            ClaimRequest {
-                max: 1,
-                lease: Duration::from_secs(30),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(q, claim_req(1, 30_000)).await.unwrap();
     let j = &got.jobs[0];
     let before = now_ms();
     match b.nack(q, j.lease_ref(), Nack::error("x")).await.unwrap() {
@@ -72,27 +60,9 @@ async fn keys_do_not_grow_with_jobs() {
         .collect();
     p.enqueue_batch(jobs).await.unwrap();
     assert_eq!(s.command(&["DBSIZE"]), "2", "sched + jobs: no key per job");
-    b.claim(
-        &q,
-        ClaimRequest {
-            max: 0,
-            lease: Duration::from_secs(5),
-            acks: vec![],
-        },
-    )
-    .await
-    .unwrap();
+    b.claim(&q, claim_req(0, 5_000)).await.unwrap();
     p.enqueue(job("now", 0)).await.unwrap();
-    b.claim(
-        &q,
-        ClaimRequest {
-            max: 1,
-            lease: Duration::from_secs(5),
-            acks: vec![],
-        },
-    )
-    .await
-    .unwrap();
+    b.claim(&q, claim_req(1, 5_000)).await.unwrap();
     assert_eq!(s.command(&["DBSIZE"]), "4", "+ lease + fence");
     // The record is compact: header (24 bytes) + payload, the id only as hash field.
     let len = s.command(&["HSTRLEN", &format!("dq:{{{q}}}:jobs"), "k5"]);

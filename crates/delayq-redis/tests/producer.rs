@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use common::*;
 use delayq::{
-    Backend, Backoff, CancelOutcome, ClaimRequest, Error, Inspect, InvalidInput, JobState, NewJob,
-    Producer, Schedule,
+    Backend, Backoff, CancelOutcome, Error, Inspect, InvalidInput, JobState, NewJob, Producer,
+    Schedule,
 };
 
 #[tokio::test]
@@ -114,17 +114,7 @@ async fn cancel_reports_who_won() {
         CancelOutcome::NotFound
     );
     assert!(p.get(&id("sched")).await.unwrap().is_none());
-    let claimed = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 10,
-                lease: Duration::from_secs(30),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let claimed = b.claim(&q, claim_req(10, 30_000)).await.unwrap();
     assert_eq!(claimed.jobs.len(), 1);
     assert_eq!(p.cancel(&id("run")).await.unwrap(), CancelOutcome::Leased);
     assert_eq!(
@@ -155,16 +145,7 @@ async fn reschedule_moves_a_scheduled_job() {
         p.reschedule(&id("missing"), Schedule::Now).await,
         Err(Error::NotFound { .. })
     ));
-    b.claim(
-        &q,
-        ClaimRequest {
-            max: 1,
-            lease: Duration::from_secs(30),
-            acks: vec![],
-        },
-    )
-    .await
-    .unwrap();
+    b.claim(&q, claim_req(1, 30_000)).await.unwrap();
     assert!(matches!(
         p.reschedule(&id("r"), Schedule::Now).await,
         Err(Error::WrongState {
@@ -236,17 +217,7 @@ async fn binary_payloads_round_trip() {
     p.enqueue(NewJob::new(payload.clone()).id(id("bin")))
         .await
         .unwrap();
-    let got = b
-        .claim(
-            &q,
-            ClaimRequest {
-                max: 1,
-                lease: Duration::from_secs(5),
-                acks: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let got = b.claim(&q, claim_req(1, 5_000)).await.unwrap();
     assert_eq!(got.jobs[0].payload, payload);
     let empty = p
         .enqueue(NewJob::new(Vec::<u8>::new()).id(id("empty")))

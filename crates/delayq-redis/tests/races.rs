@@ -4,10 +4,9 @@
 mod common;
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use common::*;
-use delayq::{Backend, CancelOutcome, ClaimRequest, NewJob, Producer};
+use delayq::{Backend, CancelOutcome, NewJob, Producer};
 use delayq_redis::RedisBackend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,11 +26,7 @@ async fn cancel_racing_claims_has_exactly_one_winner_per_job() {
         claimers.push(tokio::spawn(async move {
             let mut got = Vec::new();
             loop {
-                let req = ClaimRequest {
-                    max: 7,
-                    lease: Duration::from_secs(60),
-                    acks: vec![],
-                };
+                let req = claim_req(7, 60_000);
                 let batch = bc.claim(&q, req).await.unwrap();
                 if batch.jobs.is_empty() {
                     return got;

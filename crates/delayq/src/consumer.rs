@@ -164,7 +164,7 @@ impl<B: Backend> Consumer<B> {
                             let handle = tasks.spawn(run_job(
                                 handler.clone(),
                                 self.backend.clone(),
-                                self.opts.clone(),
+                                self.opts.clock.clone(),
                                 job,
                             ));
                             running.insert(handle.id(), lease);
@@ -343,13 +343,13 @@ async fn wait_wake(wake: &mut Option<Wakeups>) -> bool {
 async fn run_job<B: Backend, H: Handler>(
     handler: Arc<H>,
     backend: B,
-    opts: ConsumerOptions,
+    clock: SharedClock,
     job: Job,
 ) -> Outcome {
     let queue = job.queue.clone();
     let lease = job.lease_ref();
     let lease_len = job.lease;
-    telemetry::lateness(queue.as_str(), job.due_at_ms, opts.clock.now_ms());
+    telemetry::lateness(queue.as_str(), job.due_at_ms, clock.now_ms());
     let started = Instant::now();
     let mut fut = std::pin::pin!(AssertUnwindSafe(handler.handle(job)).catch_unwind());
     let period = (lease_len / 3).max(Duration::from_millis(5));

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use delayq::{Job, JobId, NewJob, QueueName};
+use delayq::{ClaimRequest, Job, JobId, NewJob, QueueName};
 use delayq_redis::RedisBackend;
 pub use delayq_test_support::RedisServer;
 
@@ -76,4 +76,13 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     f().await
+}
+
+/// A claim of up to `max` due jobs under a `lease_ms` lease, acknowledging nothing.
+pub fn claim_req(max: usize, lease_ms: u64) -> ClaimRequest {
+    ClaimRequest {
+        max,
+        lease: Duration::from_millis(lease_ms),
+        acks: vec![],
+    }
 }
