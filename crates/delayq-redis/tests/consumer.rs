@@ -363,12 +363,15 @@ async fn an_idle_consumer_sleeps_exactly_until_the_next_due_job() {
     }
 }
 
-#[tokio::test]
-async fn graceful_shutdown_finishes_running_handlers() {
-    let (_s, b, q) = setup().await;
-    let p = Producer::new(b.clone(), q.clone());
-    p.enqueue(job("g", 0)).await.unwrap();
-    let c = Consumer::new(b.clone(), q.clone(), opts(1, 5000)).unwrap();
+/// Runs a consumer whose handler takes `handler_time`, signals shutdown once the handler has
+/// started, and returns the run's report.
+async fn shutdown_while_running(
+    b: &delayq_redis::RedisBackend,
+    q: &delayq::QueueName,
+    o: ConsumerOptions,
+    handler_time: Duration,
+) -> delayq::RunReport {
+    let c = Consumer::new(b.clone(), q.clone(), o).unwrap();
     let (stop, rx) = watch::channel(false);
     let started = Arc::new(tokio::sync::Notify::new());
     let st = started.clone();
@@ -377,7 +380,7 @@ async fn graceful_shutdown_finishes_running_handlers() {
             let st = st.clone();
             async move {
                 st.notify_one();
-                tokio::time::sleep(Duration::from_millis(400)).await;
+                tokio::time::sleep(handler_time).await;
                 Ok::<(), Failure>(())
             }
         },
@@ -385,7 +388,15 @@ async fn graceful_shutdown_finishes_running_handlers() {
     ));
     started.notified().await;
     stop.send(true).unwrap();
-    let r = h.await.unwrap().unwrap();
+    h.await.unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn graceful_shutdown_finishes_running_handlers() {
+    let (_s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(job("g", 0)).await.unwrap();
+    let r = shutdown_while_running(&b, &q, opts(1, 5000), Duration::from_millis(400)).await;
     assert_eq!((r.acked, r.aborted), (1, 0));
     assert!(p.get(&id("g")).await.unwrap().is_none());
 }
@@ -399,24 +410,7 @@ async fn shutdown_grace_over_releases_the_lease() {
         shutdown_grace: Duration::from_millis(200),
         ..opts(1, 60_000)
     };
-    let c = Consumer::new(b.clone(), q.clone(), o).unwrap();
-    let (stop, rx) = watch::channel(false);
-    let started = Arc::new(tokio::sync::Notify::new());
-    let st = started.clone();
-    let h = tokio::spawn(c.run(
-        move |_j: Job| {
-            let st = st.clone();
-            async move {
-                st.notify_one();
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                Ok::<(), Failure>(())
-            }
-        },
-        shutdown_on(rx),
-    ));
-    started.notified().await;
-    stop.send(true).unwrap();
-    let r = h.await.unwrap().unwrap();
+    let r = shutdown_while_running(&b, &q, o, Duration::from_secs(60)).await;
     assert_eq!(r.aborted, 1);
     let info = p.get(&id("stuck")).await.unwrap().unwrap();
     assert_eq!(
