@@ -4,7 +4,8 @@
 //! SQLite (bundled, WAL, `synchronous=FULL`) in a data directory that one process owns at a
 //! time (a lock file refuses a second one). Every operation is one transaction savepoint;
 //! concurrent operations share one commit (group commit). Consumers in the same process are
-//! woken in-process when an earlier job arrives, never by polling. Times are this host's clock.
+//! woken in-process when an earlier job arrives, never by polling. Times are this host's clock (or the clock given to
+//! [`EmbeddedBackend::open_with_clock`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,11 +17,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Parts: `store` (the thread that owns the connection), `backend` (the trait impls),
-//! [`error`], `schema.sql`.
+//! Parts: `store` (the thread that owns the connection), `rows` (state codes, row type,
+//! shared queries), `backend` (the hot path), `inspect` (the admin side), [`error`],
+//! `schema.sql`.
 
 mod backend;
 pub mod error;
+mod inspect;
+mod rows;
 mod store;
 
 pub use backend::{EmbeddedBackend, MAX_CLAIM};

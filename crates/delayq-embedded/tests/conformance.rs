@@ -1,9 +1,16 @@
-//! The conformance suite on the embedded backend.
+//! The conformance suite on the embedded backend, with a clock the tests move forward.
 
-async fn setup() -> (tempfile::TempDir, delayq_embedded::EmbeddedBackend) {
+use std::sync::Arc;
+
+use delayq::TestClock;
+use delayq::testkit::Time;
+
+async fn setup() -> (tempfile::TempDir, delayq_embedded::EmbeddedBackend, Time) {
     let dir = tempfile::tempdir().unwrap();
-    let b = delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap();
-    (dir, b)
+    let clock = TestClock::new();
+    let b = delayq_embedded::EmbeddedBackend::open_with_clock(dir.path(), Arc::new(clock.clone()))
+        .unwrap();
+    (dir, b, Time::Driven(clock))
 }
 
 delayq::conformance_tests!(setup);

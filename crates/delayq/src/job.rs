@@ -259,6 +259,25 @@ pub enum JobState {
     Dead,
 }
 
+impl JobState {
+    /// Every state, in code order.
+    pub const ALL: [JobState; 3] = [JobState::Scheduled, JobState::Leased, JobState::Dead];
+
+    /// The state's code in stores (SQL column, Lua replies): 0 scheduled, 1 leased, 2 dead.
+    pub const fn code(self) -> u8 {
+        match self {
+            JobState::Scheduled => 0,
+            JobState::Leased => 1,
+            JobState::Dead => 2,
+        }
+    }
+
+    /// The state of a store code; `None` for an unknown code.
+    pub fn from_code(code: i64) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| i64::from(s.code()) == code)
+    }
+}
+
 impl fmt::Display for JobState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -352,8 +371,10 @@ impl Nack {
 pub enum AckOutcome {
     /// The job is done and its record deleted.
     Acked,
-    /// The token was stale; nothing changed.
+    /// The job exists but the token is not its current lease; nothing changed.
     LeaseLost,
+    /// No such job (already done, cancelled, or never enqueued); nothing changed.
+    NotFound,
 }
 
 /// Counts of one queue.

@@ -49,7 +49,7 @@ pub mod testkit;
 
 pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
-pub use clock::{Clock, OffsetClock, SharedClock, SystemClock};
+pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, RunReport};
 pub use error::{Error, InvalidInput, Result};
 pub use handler::{Failure, Handler};

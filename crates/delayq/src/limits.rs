@@ -22,3 +22,32 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MAX_ERROR_BYTES: usize = 1024;
 /// Most jobs in one batch enqueue or claim.
 pub const MAX_BATCH: usize = 10_000;
+
+/// `error` cut to at most [`MAX_ERROR_BYTES`] bytes on a character boundary: the one rule every
+/// store applies to `last_error`.
+pub fn truncate_error(error: &str) -> &str {
+    if error.len() <= MAX_ERROR_BYTES {
+        return error;
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    &error[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_cut_on_a_character_boundary() {
+        assert_eq!(truncate_error("short"), "short");
+        let euro = "€".repeat(1000); // 3 bytes each
+        let cut = truncate_error(&euro);
+        assert_eq!(cut.len(), 1023);
+        assert_eq!(cut, "€".repeat(341));
+        let ascii = "x".repeat(5000);
+        assert_eq!(truncate_error(&ascii).len(), MAX_ERROR_BYTES);
+    }
+}

@@ -2,7 +2,10 @@
 //! checks one guarantee of DESIGN.md against a backend and panics when it does not hold.
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
+pub mod faulty;
 pub mod model;
+
+pub use faulty::{FaultPoint, Faulty, Injected};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::{
     AckOutcome, Backend, Backoff, CancelOutcome, ClaimRequest, Consumer, ConsumerOptions, Error,
     Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob,
-    Producer, QueueName, Schedule, job::system_now_ms,
+    Producer, QueueName, Schedule, TestClock,
 };
 
 /// Every test of the suite, for [`crate::conformance_tests!`].
@@ -29,7 +32,36 @@ pub const ALL: &[&str] = &[
     "bad_input_writes_nothing",
     "wakeups_for_earlier_jobs",
     "consumer_handles_each_job_once",
+    "long_errors_are_cut_on_a_character_boundary",
 ];
+
+/// Time as a conformance test drives it.
+#[derive(Clone, Debug)]
+pub enum Time {
+    /// The store reads this host's clock (Redis: `TIME` of a server on this host): time passes
+    /// by sleeping.
+    Real,
+    /// The store reads this clock: time passes at once, by advancing it.
+    Driven(TestClock),
+}
+
+impl Time {
+    /// Now on the store's clock, in ms since the epoch.
+    pub fn now_ms(&self) -> u64 {
+        match self {
+            Time::Real => crate::job::system_now_ms(),
+            Time::Driven(c) => crate::Clock::now_ms(c),
+        }
+    }
+
+    /// Lets `d` pass on the store's clock.
+    pub async fn pass(&self, d: Duration) {
+        match self {
+            Time::Real => tokio::time::sleep(d).await,
+            Time::Driven(c) => c.advance(d),
+        }
+    }
+}
 
 fn q() -> QueueName {
     QueueName::new("conformance").expect("valid")
@@ -54,7 +86,7 @@ fn req(max: usize, lease_ms: u64) -> ClaimRequest {
 }
 
 /// Guarantee 4: an existing id creates nothing and says so, also inside one batch.
-pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B) {
+pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B, _t: Time) {
     let p = Producer::new(b.clone(), q());
     let first = p.enqueue(job("a", 60_000)).await.unwrap();
     let again = p.enqueue(job("a", 1)).await.unwrap();
@@ -77,11 +109,11 @@ pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B) {
 }
 
 /// Guarantee 2: never claimed before its due time; the claim says when to come back.
-pub async fn never_early<B: Backend + Inspect>(b: B) {
+pub async fn never_early<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     let e = p.enqueue(job("later", 400)).await.unwrap();
     let early = b.claim(&q(), req(10, 5000)).await.unwrap();
-    if system_now_ms() >= e.due_at_ms {
+    if t.now_ms() >= e.due_at_ms {
         // A slow machine got here after the due time: the job must be there, not early.
         assert_eq!(early.jobs.len(), 1);
         return;
@@ -89,20 +121,20 @@ pub async fn never_early<B: Backend + Inspect>(b: B) {
     assert!(early.jobs.is_empty(), "claimed early");
     let wait = early.next_due_in.expect("a next due time");
     assert!(wait <= Duration::from_millis(400), "{wait:?}");
-    tokio::time::sleep(wait).await;
+    t.pass(wait).await;
     let mut got = b.claim(&q(), req(10, 5000)).await.unwrap();
     if got.jobs.is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        t.pass(Duration::from_millis(5)).await;
         got = b.claim(&q(), req(10, 5000)).await.unwrap();
     }
     assert_eq!(got.jobs.len(), 1);
-    assert!(system_now_ms() >= e.due_at_ms);
+    assert!(t.now_ms() >= e.due_at_ms);
     assert_eq!(got.jobs[0].due_at_ms, e.due_at_ms);
 }
 
 /// Guarantee 3: one owner while the lease is valid; stale, foreign and unknown tokens are
 /// refused and change nothing.
-pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B) {
+pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     p.enqueue_batch(vec![job("f", 0), job("g", 0)])
         .await
@@ -115,7 +147,7 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B) {
         b.claim(&q(), req(10, 1000)).await.unwrap().jobs.is_empty(),
         "one owner"
     );
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    t.pass(Duration::from_millis(1100)).await;
     let again = b.claim(&q(), req(10, 30_000)).await.unwrap();
     assert_eq!(again.jobs.len(), 1);
     assert_eq!(
@@ -148,9 +180,17 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B) {
         token: fresh.token,
     };
     assert_eq!(
-        b.ack(&q(), vec![unknown]).await.unwrap(),
-        [AckOutcome::LeaseLost]
+        b.ack(&q(), vec![unknown.clone()]).await.unwrap(),
+        [AckOutcome::NotFound]
     );
+    assert!(matches!(
+        b.nack(&q(), unknown.clone(), Nack::error("x")).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        b.extend(&q(), unknown, Duration::from_secs(1)).await,
+        Err(Error::NotFound { .. })
+    ));
     let info = b.get(&q(), &fresh.id).await.unwrap().unwrap();
     assert_eq!((info.state, info.attempt), (JobState::Leased, 2));
     assert!(
@@ -164,12 +204,13 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B) {
     );
     assert_eq!(
         b.ack(&q(), vec![fresh]).await.unwrap(),
-        [AckOutcome::LeaseLost]
+        [AckOutcome::NotFound],
+        "an acked job is gone"
     );
 }
 
 /// An ack deletes the job; acks ride on a claim.
-pub async fn ack_deletes<B: Backend + Inspect>(b: B) {
+pub async fn ack_deletes<B: Backend + Inspect>(b: B, _t: Time) {
     let p = Producer::new(b.clone(), q());
     p.enqueue_batch(vec![job("x", 0), job("y", 0)])
         .await
@@ -190,7 +231,7 @@ pub async fn ack_deletes<B: Backend + Inspect>(b: B) {
 }
 
 /// Retries by backoff until max_attempts, then dead with the last error; `dead` at once.
-pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
+pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     p.enqueue(
         job("r", 0)
@@ -200,14 +241,14 @@ pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
     .await
     .unwrap();
     let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
-    let before = system_now_ms();
+    let before = t.now_ms();
     match b
         .nack(&q(), j.lease_ref(), Nack::error("boom 1"))
         .await
         .unwrap()
     {
         NackOutcome::Retrying { due_at_ms } => {
-            assert!(due_at_ms >= before + 499 && due_at_ms <= system_now_ms() + 501)
+            assert!(due_at_ms >= before + 499 && due_at_ms <= t.now_ms() + 501)
         }
         o => panic!("{o:?}"),
     }
@@ -215,7 +256,7 @@ pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
         b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.is_empty(),
         "backoff respected"
     );
-    tokio::time::sleep(Duration::from_millis(550)).await;
+    t.pass(Duration::from_millis(550)).await;
     let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
     assert_eq!((j.attempt, j.last_error.as_deref()), (2, Some("boom 1")));
     assert!(matches!(
@@ -244,12 +285,12 @@ pub async fn nack_retries_then_dead_letters<B: Backend + Inspect>(b: B) {
 
 /// Guarantee 1 and crash recovery: an expired lease is delivered again (or dies when its
 /// attempts are used up) inside the normal claim.
-pub async fn expired_leases_come_back<B: Backend + Inspect>(b: B) {
+pub async fn expired_leases_come_back<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     p.enqueue(job("again", 0).max_attempts(3)).await.unwrap();
     p.enqueue(job("last", 0).max_attempts(1)).await.unwrap();
     assert_eq!(b.claim(&q(), req(10, 100)).await.unwrap().jobs.len(), 2);
-    tokio::time::sleep(Duration::from_millis(180)).await;
+    t.pass(Duration::from_millis(180)).await;
     let got = b.claim(&q(), req(10, 30_000)).await.unwrap();
     assert_eq!(got.jobs.len(), 1);
     assert_eq!((got.jobs[0].id.as_str(), got.jobs[0].attempt), ("again", 2));
@@ -265,7 +306,7 @@ pub async fn expired_leases_come_back<B: Backend + Inspect>(b: B) {
 }
 
 /// Cancel says who won the race.
-pub async fn cancel_outcomes<B: Backend + Inspect>(b: B) {
+pub async fn cancel_outcomes<B: Backend + Inspect>(b: B, _t: Time) {
     let p = Producer::new(b.clone(), q());
     p.enqueue_batch(vec![job("s", 60_000), job("l", 0)])
         .await
@@ -287,7 +328,7 @@ pub async fn cancel_outcomes<B: Backend + Inspect>(b: B) {
 }
 
 /// Reschedule moves only scheduled jobs; a time in the past means now.
-pub async fn reschedule<B: Backend + Inspect>(b: B) {
+pub async fn reschedule<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     let e = p.enqueue(job("m", 60_000)).await.unwrap();
     let due = p
@@ -296,7 +337,7 @@ pub async fn reschedule<B: Backend + Inspect>(b: B) {
         .unwrap();
     assert!(due > e.due_at_ms + 500_000);
     let now = p.reschedule(&id("m"), Schedule::At(1)).await.unwrap();
-    assert!(now <= system_now_ms() && now + 1000 >= system_now_ms());
+    assert!(now <= t.now_ms() && now + 1000 >= t.now_ms());
     assert!(matches!(
         p.reschedule(&id("zz"), Schedule::Now).await,
         Err(Error::NotFound { .. })
@@ -312,7 +353,7 @@ pub async fn reschedule<B: Backend + Inspect>(b: B) {
 }
 
 /// Releasing a lease that never started does not count an attempt.
-pub async fn release_undoes_the_attempt<B: Backend + Inspect>(b: B) {
+pub async fn release_undoes_the_attempt<B: Backend + Inspect>(b: B, _t: Time) {
     let p = Producer::new(b.clone(), q());
     p.enqueue(job("u", 0)).await.unwrap();
     let j = b.claim(&q(), req(1, 60_000)).await.unwrap().jobs.remove(0);
@@ -326,7 +367,7 @@ pub async fn release_undoes_the_attempt<B: Backend + Inspect>(b: B) {
 }
 
 /// Dead letters: list with paging, requeue one / all, purge.
-pub async fn dead_letter_tools<B: Backend + Inspect>(b: B) {
+pub async fn dead_letter_tools<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     for i in 0..5 {
         p.enqueue(job(&format!("d{i}"), 0)).await.unwrap();
@@ -336,7 +377,7 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B) {
             ..Nack::error(format!("e{i}"))
         };
         b.nack(&q(), j.lease_ref(), nack).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        t.pass(Duration::from_millis(2)).await;
     }
     let page1 = b.dead_list(&q(), 0, 3).await.unwrap();
     let page2 = b.dead_list(&q(), 3, 3).await.unwrap();
@@ -351,7 +392,11 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B) {
     b.dead_requeue(&q(), &id("d0")).await.unwrap();
     assert!(matches!(
         b.dead_requeue(&q(), &id("d0")).await,
-        Err(Error::WrongState { .. })
+        Err(Error::WrongState {
+            state: JobState::Scheduled,
+            expected: JobState::Dead,
+            ..
+        })
     ));
     assert!(matches!(
         b.dead_requeue(&q(), &id("zz")).await,
@@ -382,7 +427,7 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B) {
 }
 
 /// Bad input is refused with a typed error and writes nothing.
-pub async fn bad_input_writes_nothing<B: Backend + Inspect>(b: B) {
+pub async fn bad_input_writes_nothing<B: Backend + Inspect>(b: B, _t: Time) {
     let p = Producer::new(b.clone(), q()).with_max_payload(100);
     let bad = [
         NewJob::new(vec![0; 101]),
@@ -415,7 +460,7 @@ pub async fn bad_input_writes_nothing<B: Backend + Inspect>(b: B) {
 
 /// Guarantee 6: a job ahead of the head wakes waiting consumers; a consumer sleeping towards
 /// a far job handles a near one on time.
-pub async fn wakeups_for_earlier_jobs<B: Backend + Inspect>(b: B) {
+pub async fn wakeups_for_earlier_jobs<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     p.enqueue(job("far", 60_000)).await.unwrap();
     let mut w = b.wakeups(&q()).await.unwrap();
@@ -438,7 +483,7 @@ pub async fn wakeups_for_earlier_jobs<B: Backend + Inspect>(b: B) {
         move |j: Job| {
             s.lock()
                 .unwrap()
-                .push((j.id.to_string(), system_now_ms(), j.due_at_ms));
+                .push((j.id.to_string(), t.now_ms(), j.due_at_ms));
             async { Ok::<(), Failure>(()) }
         },
         async move {
@@ -466,7 +511,7 @@ pub async fn wakeups_for_earlier_jobs<B: Backend + Inspect>(b: B) {
 }
 
 /// Guarantees 1 and 2 together: many jobs, several consumers, each job once, none early.
-pub async fn consumer_handles_each_job_once<B: Backend + Inspect>(b: B) {
+pub async fn consumer_handles_each_job_once<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     let n = 600;
     let jobs: Vec<NewJob> = (0..n)
@@ -478,6 +523,7 @@ pub async fn consumer_handles_each_job_once<B: Backend + Inspect>(b: B) {
     let (stop, rx) = tokio::sync::watch::channel(false);
     for _ in 0..3 {
         let s = seen.clone();
+        let t = t.clone();
         let opts = ConsumerOptions {
             concurrency: 4,
             ..Default::default()
@@ -486,7 +532,7 @@ pub async fn consumer_handles_each_job_once<B: Backend + Inspect>(b: B) {
         let mut rx = rx.clone();
         runs.push(tokio::spawn(c.run(
             move |j: Job| {
-                let early = system_now_ms() < j.due_at_ms;
+                let early = t.now_ms() < j.due_at_ms;
                 let mut m = s.lock().unwrap();
                 let e = m.entry(j.id.to_string()).or_insert((0, false));
                 e.0 += 1;
@@ -514,8 +560,36 @@ pub async fn consumer_handles_each_job_once<B: Backend + Inspect>(b: B) {
     assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
 }
 
+/// `last_error` keeps at most `limits::MAX_ERROR_BYTES` bytes, cut on a character boundary.
+pub async fn long_errors_are_cut_on_a_character_boundary<B: Backend + Inspect>(b: B, _t: Time) {
+    let p = Producer::new(b.clone(), q());
+    p.enqueue(job("long", 0).max_attempts(1)).await.unwrap();
+    let j = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.remove(0);
+    // "€" is 3 bytes: a cut at exactly 1,024 bytes would split one.
+    let message = "€".repeat(1000);
+    b.nack(&q(), j.lease_ref(), Nack::error(message.clone()))
+        .await
+        .unwrap();
+    let info = b.get(&q(), &id("long")).await.unwrap().unwrap();
+    let stored = info.last_error.expect("an error is kept");
+    assert_eq!(stored, crate::limits::truncate_error(&message));
+    assert_eq!(stored.len(), 1023);
+}
+
+/// Generates the model check (`testkit::model::run`) as one `#[test]` for the backend an
+/// async `$setup` returns as `(guard, backend, time)`.
+#[macro_export]
+macro_rules! model_tests {
+    ($setup:path) => {
+        #[test]
+        fn backend_matches_the_model() {
+            $crate::testkit::model::run($setup);
+        }
+    };
+}
+
 /// Generates one `#[tokio::test]` per conformance test. `$setup` is an async fn returning
-/// `(guard, backend)`; the guard (a server, a temporary directory) lives for the test.
+/// `(guard, backend, time)`; the guard (a server, a temporary directory) lives for the test.
 #[macro_export]
 macro_rules! conformance_tests {
     ($setup:path) => {
@@ -523,14 +597,15 @@ macro_rules! conformance_tests {
             idempotent_enqueue, never_early, one_owner_and_fencing, ack_deletes,
             nack_retries_then_dead_letters, expired_leases_come_back, cancel_outcomes,
             reschedule, release_undoes_the_attempt, dead_letter_tools, bad_input_writes_nothing,
-            wakeups_for_earlier_jobs, consumer_handles_each_job_once);
+            wakeups_for_earlier_jobs, consumer_handles_each_job_once,
+            long_errors_are_cut_on_a_character_boundary);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let (_guard, backend) = $setup().await;
-                $crate::testkit::$name(backend).await;
+                let (_guard, backend, time) = $setup().await;
+                $crate::testkit::$name(backend, time).await;
             }
         )*
     };

@@ -1,0 +1,139 @@
+//! Reading and writing `jobs` rows: the state codes (bound as parameters, never written into
+//! SQL), the column list, the row type and the small queries every operation shares.
+
+use delayq::{Backoff, Error, JobId, JobInfo, JobState, LeaseRef, Result, Schedule};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::store::sql;
+
+/// State codes of the `state` column: `JobState::code`, the same codes the Redis scripts use.
+pub(crate) const SCHEDULED: i64 = JobState::Scheduled.code() as i64;
+pub(crate) const LEASED: i64 = JobState::Leased.code() as i64;
+pub(crate) const DEAD: i64 = JobState::Dead.code() as i64;
+
+/// Every column, in the order [`row`] reads them.
+pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
+                               backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
+                               last_error, payload";
+
+/// One row of `jobs`.
+pub(crate) struct RowData {
+    pub id: String,
+    pub state: i64,
+    pub score: i64,
+    pub due: i64,
+    pub created: i64,
+    pub attempt: i64,
+    pub max_attempts: i64,
+    pub backoff: Option<Backoff>,
+    pub lease_ms: Option<i64>,
+    pub token: i64,
+    pub last_error: Option<String>,
+    pub payload: Vec<u8>,
+}
+
+/// Reads a row selected with [`COLS`].
+pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
+    let kind: Option<i64> = r.get(7)?;
+    let base: Option<i64> = r.get(8)?;
+    let cap: Option<i64> = r.get(9)?;
+    Ok(RowData {
+        id: r.get(0)?,
+        state: r.get(1)?,
+        score: r.get(2)?,
+        due: r.get(3)?,
+        created: r.get(4)?,
+        attempt: r.get(5)?,
+        max_attempts: r.get(6)?,
+        backoff: match (kind, base, cap) {
+            (Some(k), Some(b), Some(c)) => Backoff::from_parts(k as u8, b as u64, c as u64),
+            _ => None,
+        },
+        lease_ms: r.get(10)?,
+        token: r.get(11)?,
+        last_error: r.get(12)?,
+        payload: r.get(13)?,
+    })
+}
+
+/// The state of a stored code.
+pub(crate) fn state(code: i64) -> Result<JobState> {
+    JobState::from_code(code).ok_or_else(|| Error::Backend(format!("unknown state code {code}")))
+}
+
+pub(crate) fn job_id(id: String) -> Result<JobId> {
+    JobId::new(id).map_err(|e| Error::Backend(e.to_string()))
+}
+
+impl RowData {
+    pub(crate) fn info(self) -> Result<JobInfo> {
+        let state = state(self.state)?;
+        Ok(JobInfo {
+            id: job_id(self.id)?,
+            state,
+            attempt: self.attempt as u32,
+            max_attempts: self.max_attempts as u32,
+            due_at_ms: self.due as u64,
+            created_at_ms: self.created as u64,
+            lease_deadline_ms: (state == JobState::Leased).then_some(self.score as u64),
+            failed_at_ms: (state == JobState::Dead).then_some(self.score as u64),
+            last_error: self.last_error,
+            payload: self.payload,
+        })
+    }
+}
+
+/// The lowest score of `queue`'s jobs in `state`: the head of that "sorted set".
+pub(crate) fn head(c: &Connection, q: &str, state: i64) -> Result<Option<i64>> {
+    c.prepare_cached(
+        "SELECT score FROM jobs WHERE queue = ?1 AND state = ?2 ORDER BY score LIMIT 1",
+    )
+    .map_err(sql)?
+    .query_row(params![q, state], |r| r.get(0))
+    .optional()
+    .map_err(sql)
+}
+
+/// One job's row.
+pub(crate) fn get_row(c: &Connection, q: &str, id: &str) -> Result<Option<RowData>> {
+    c.prepare_cached(&format!(
+        "SELECT {COLS} FROM jobs WHERE queue = ?1 AND id = ?2"
+    ))
+    .map_err(sql)?
+    .query_row(params![q, id], row)
+    .optional()
+    .map_err(sql)
+}
+
+/// The state of a job, `None` when it does not exist.
+pub(crate) fn state_of(c: &Connection, q: &str, id: &str) -> Result<Option<i64>> {
+    c.prepare_cached("SELECT state FROM jobs WHERE queue = ?1 AND id = ?2")
+        .map_err(sql)?
+        .query_row(params![q, id], |r| r.get(0))
+        .optional()
+        .map_err(sql)
+}
+
+/// The row of a job leased under `l`'s token (non-zero exactly while leased).
+pub(crate) fn leased_row(c: &Connection, q: &str, l: &LeaseRef) -> Result<Option<RowData>> {
+    Ok(get_row(c, q, l.id.as_str())?
+        .filter(|r| r.state == LEASED && r.token != 0 && r.token as u64 == l.token))
+}
+
+/// The refusal of a lease operation whose token did not match: lost when the job exists, not
+/// found when it does not.
+pub(crate) fn refused(c: &Connection, q: &str, l: &LeaseRef) -> Result<Error> {
+    Ok(match state_of(c, q, l.id.as_str())? {
+        Some(_) => Error::LeaseLost { id: l.id.clone() },
+        None => Error::NotFound { id: l.id.clone() },
+    })
+}
+
+/// The due time of a schedule, at `now` on the store's clock (a past time means now).
+pub(crate) fn due_from(s: Schedule, now: i64) -> i64 {
+    match s {
+        Schedule::Now => now,
+        Schedule::Delay(d) => now + d.as_millis() as i64,
+        Schedule::At(t) => (t as i64).max(now),
+    }
+}
