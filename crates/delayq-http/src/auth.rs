@@ -5,7 +5,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
 /// Lets a request through when no token is configured or its bearer token is one of them.
@@ -32,7 +32,7 @@ pub async fn require_token<B: Send + Sync + 'static>(
         next.run(req).await
     } else {
         ApiError::new(
-            "unauthorized",
+            ErrorCode::Unauthorized,
             "a valid `Authorization: Bearer <token>` is required",
         )
         .into_response()

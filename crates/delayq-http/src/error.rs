@@ -7,14 +7,81 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+/// Declares [`ErrorCode`] from one table: variant, wire code, HTTP status, meaning.
+macro_rules! error_codes {
+    ($($variant:ident = $code:literal, $status:literal, $meaning:literal;)*) => {
+        /// Every error code of the API, with its status and meaning (docs/API.md lists them in
+        /// this order; a test keeps the two in step).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $(#[doc = $meaning] $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of docs/API.md.
+            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant),*];
+
+            /// The stable wire code (`"invalid_json"`, …).
+            pub const fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// The HTTP status.
+            pub fn status(self) -> StatusCode {
+                let s: u16 = match self { $(ErrorCode::$variant => $status,)* };
+                StatusCode::from_u16(s).expect("valid status")
+            }
+
+            /// What the code means, for docs.
+            pub const fn meaning(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $meaning,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidJson = "invalid_json", 400, "the body is not valid JSON (or is truncated)";
+    InvalidBody = "invalid_body", 400, "the JSON does not match the request schema (wrong type, missing or unknown field)";
+    InvalidQueueName = "invalid_queue_name", 400, "queue name outside [A-Za-z0-9._-]{1,128}";
+    InvalidJobId = "invalid_job_id", 400, "job id empty, over 256 bytes, or with control characters";
+    InvalidPayload = "invalid_payload", 400, "payload missing, both payload and payload_b64 given, or bad base64";
+    InvalidDelay = "invalid_delay", 400, "delay_ms negative, not a number or over 10 years; run_at malformed or too far; both given";
+    InvalidMaxAttempts = "invalid_max_attempts", 400, "max_attempts outside 1-10000";
+    InvalidBackoff = "invalid_backoff", 400, "backoff out of range (base > cap or cap over 30 days)";
+    InvalidLease = "invalid_lease", 400, "lease_ms outside 10 ms - 24 h";
+    InvalidBatch = "invalid_batch", 400, "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s";
+    InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
+    Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
+    NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled)";
+    NoRoute = "no_route", 404, "no such endpoint";
+    MethodNotAllowed = "method_not_allowed", 405, "the endpoint exists but not with this method";
+    LeaseLost = "lease_lost", 409, "the lease token is stale or belongs to another lease; nothing changed";
+    JobLeased = "job_leased", 409, "the job is leased by a consumer (cancel or reschedule refused)";
+    JobDead = "job_dead", 409, "the job is dead-lettered (cancel or reschedule refused)";
+    JobNotDead = "job_not_dead", 409, "requeue of a job that is not dead";
+    PayloadTooLarge = "payload_too_large", 413, "a job payload over the configured limit";
+    BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
+    UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
+    Internal = "internal", 500, "a bug: please report it";
+    Unavailable = "unavailable", 503, "the backend cannot be reached; retry";
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An error answer of the API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
-    /// HTTP status.
+    /// HTTP status (the code's).
     pub status: StatusCode,
     /// Stable machine-readable code.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// Readable explanation.
     pub message: String,
 }
@@ -28,108 +95,11 @@ pub struct ErrorBody {
     pub message: String,
 }
 
-/// Every error code with its status, in the order of docs/API.md.
-pub const CODES: &[(&str, u16, &str)] = &[
-    (
-        "invalid_json",
-        400,
-        "the body is not valid JSON (or is truncated)",
-    ),
-    (
-        "invalid_body",
-        400,
-        "the JSON does not match the request schema (wrong type, missing or unknown field)",
-    ),
-    (
-        "invalid_queue_name",
-        400,
-        "queue name outside [A-Za-z0-9._-]{1,128}",
-    ),
-    (
-        "invalid_job_id",
-        400,
-        "job id empty, over 256 bytes, or with control characters",
-    ),
-    (
-        "invalid_payload",
-        400,
-        "payload missing, both payload and payload_b64 given, or bad base64",
-    ),
-    (
-        "invalid_delay",
-        400,
-        "delay_ms negative, not a number or over 10 years; run_at malformed or too far; both given",
-    ),
-    ("invalid_max_attempts", 400, "max_attempts outside 1-10000"),
-    (
-        "invalid_backoff",
-        400,
-        "backoff out of range (base > cap or cap over 30 days)",
-    ),
-    ("invalid_lease", 400, "lease_ms outside 10 ms - 24 h"),
-    (
-        "invalid_batch",
-        400,
-        "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s",
-    ),
-    ("invalid_query", 400, "query parameters that do not parse"),
-    ("unauthorized", 401, "missing or wrong bearer token"),
-    (
-        "not_found",
-        404,
-        "no such job (never enqueued, done, or cancelled)",
-    ),
-    ("no_route", 404, "no such endpoint"),
-    (
-        "method_not_allowed",
-        405,
-        "the endpoint exists but not with this method",
-    ),
-    (
-        "lease_lost",
-        409,
-        "the lease token is stale or belongs to another lease; nothing changed",
-    ),
-    (
-        "job_leased",
-        409,
-        "the job is leased by a consumer (cancel or reschedule refused)",
-    ),
-    (
-        "job_dead",
-        409,
-        "the job is dead-lettered (cancel or reschedule refused)",
-    ),
-    ("job_not_dead", 409, "requeue of a job that is not dead"),
-    (
-        "payload_too_large",
-        413,
-        "a job payload over the configured limit",
-    ),
-    (
-        "body_too_large",
-        413,
-        "a request body over the configured limit",
-    ),
-    (
-        "unsupported_media_type",
-        415,
-        "a body without Content-Type: application/json",
-    ),
-    ("internal", 500, "a bug: please report it"),
-    ("unavailable", 503, "the backend cannot be reached; retry"),
-];
-
 impl ApiError {
-    /// An error with a code from [`CODES`].
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        let status = CODES
-            .iter()
-            .find(|(c, _, _)| *c == code)
-            .and_then(|(_, s, _)| StatusCode::from_u16(*s).ok())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    /// An error with `code`'s status.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status,
+            status: code.status(),
             code,
             message: message.into(),
         }
@@ -139,7 +109,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
-            code: self.code.to_owned(),
+            code: self.code.as_str().to_owned(),
             message: self.message,
         };
         (self.status, Json(body)).into_response()
@@ -150,16 +120,16 @@ impl From<delayq::InvalidInput> for ApiError {
     fn from(e: delayq::InvalidInput) -> Self {
         use delayq::InvalidInput as I;
         let code = match &e {
-            I::QueueName(_) => "invalid_queue_name",
-            I::JobId(_) => "invalid_job_id",
-            I::PayloadTooLarge { .. } => "payload_too_large",
-            I::Delay(_) => "invalid_delay",
-            I::MaxAttempts(_) => "invalid_max_attempts",
-            I::Backoff(_) => "invalid_backoff",
-            I::Lease(_) => "invalid_lease",
-            I::Batch(_) => "invalid_batch",
-            I::Payload(_) => "invalid_payload",
-            _ => "invalid_body",
+            I::QueueName(_) => ErrorCode::InvalidQueueName,
+            I::JobId(_) => ErrorCode::InvalidJobId,
+            I::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            I::Delay(_) => ErrorCode::InvalidDelay,
+            I::MaxAttempts(_) => ErrorCode::InvalidMaxAttempts,
+            I::Backoff(_) => ErrorCode::InvalidBackoff,
+            I::Lease(_) => ErrorCode::InvalidLease,
+            I::Batch(_) => ErrorCode::InvalidBatch,
+            I::Payload(_) => ErrorCode::InvalidPayload,
+            _ => ErrorCode::InvalidBody,
         };
         ApiError::new(code, e.to_string())
     }
@@ -170,21 +140,21 @@ impl From<delayq::Error> for ApiError {
         use delayq::{Error as E, JobState};
         match e {
             E::Invalid(i) => i.into(),
-            E::LeaseLost { .. } => ApiError::new("lease_lost", e.to_string()),
-            E::NotFound { .. } => ApiError::new("not_found", e.to_string()),
+            E::LeaseLost { .. } => ApiError::new(ErrorCode::LeaseLost, e.to_string()),
+            E::NotFound { .. } => ApiError::new(ErrorCode::NotFound, e.to_string()),
             E::WrongState {
                 state, expected, ..
             } => {
                 let code = match (state, expected) {
-                    (_, JobState::Dead) => "job_not_dead",
-                    (JobState::Leased, _) => "job_leased",
-                    (JobState::Dead, _) => "job_dead",
-                    _ => "not_found",
+                    (_, JobState::Dead) => ErrorCode::JobNotDead,
+                    (JobState::Leased, _) => ErrorCode::JobLeased,
+                    (JobState::Dead, _) => ErrorCode::JobDead,
+                    _ => ErrorCode::NotFound,
                 };
                 ApiError::new(code, e.to_string())
             }
-            E::Unavailable(_) => ApiError::new("unavailable", e.to_string()),
-            _ => ApiError::new("internal", e.to_string()),
+            E::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+            _ => ApiError::new(ErrorCode::Internal, e.to_string()),
         }
     }
 }
@@ -196,10 +166,10 @@ mod tests {
     #[test]
     fn every_code_has_a_4xx_or_5xx_status_and_is_unique() {
         let mut seen = std::collections::HashSet::new();
-        for (code, status, _) in CODES {
-            assert!(seen.insert(code), "{code} twice");
-            assert!((400..600).contains(status));
-            assert_eq!(ApiError::new(code, "x").status.as_u16(), *status);
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "{code} twice");
+            assert!(code.status().is_client_error() || code.status().is_server_error());
+            assert_eq!(ApiError::new(*code, "x").status, code.status());
         }
     }
 }

@@ -7,7 +7,7 @@ use axum::http::request::Parts;
 use delayq::{JobId, QueueName};
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// A JSON body; bad bodies get `invalid_json`, `invalid_body`, `unsupported_media_type` or
 /// `body_too_large`.
@@ -27,21 +27,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 fn json_rejection(r: JsonRejection) -> ApiError {
     match r {
         JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            "unsupported_media_type",
+            ErrorCode::UnsupportedMediaType,
             "send the body with Content-Type: application/json",
         ),
-        JsonRejection::JsonSyntaxError(e) => ApiError::new("invalid_json", e.body_text()),
-        JsonRejection::JsonDataError(e) => ApiError::new("invalid_body", e.body_text()),
+        JsonRejection::JsonSyntaxError(e) => ApiError::new(ErrorCode::InvalidJson, e.body_text()),
+        JsonRejection::JsonDataError(e) => ApiError::new(ErrorCode::InvalidBody, e.body_text()),
         JsonRejection::BytesRejection(e) if e.status().as_u16() == 413 => {
-            ApiError::new("body_too_large", e.body_text())
+            ApiError::new(ErrorCode::BodyTooLarge, e.body_text())
         }
-        other => ApiError::new("invalid_json", other.body_text()),
+        other => ApiError::new(ErrorCode::InvalidJson, other.body_text()),
     }
 }
 
 /// Parses a JSON document with the same error mapping (for bodies read as raw JSON first).
 pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
-    serde_json::from_str(text).map_err(|e| ApiError::new("invalid_body", e.to_string()))
+    serde_json::from_str(text).map_err(|e| ApiError::new(ErrorCode::InvalidBody, e.to_string()))
 }
 
 /// The `{q}` path segment, validated.
@@ -53,7 +53,7 @@ impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
             .await
-            .map_err(|e| ApiError::new("invalid_queue_name", e.body_text()))?;
+            .map_err(|e| ApiError::new(ErrorCode::InvalidQueueName, e.body_text()))?;
         let q = segments.into_iter().next().unwrap_or_default();
         Ok(QueuePath(QueueName::new(q)?))
     }
@@ -68,7 +68,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JobPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
             .await
-            .map_err(|e| ApiError::new("invalid_job_id", e.body_text()))?;
+            .map_err(|e| ApiError::new(ErrorCode::InvalidJobId, e.body_text()))?;
         let mut it = segments.into_iter();
         let q = QueueName::new(it.next().unwrap_or_default())?;
         let id = JobId::new(it.next().unwrap_or_default())?;
@@ -86,6 +86,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(v)| ApiQuery(v))
-            .map_err(|e: QueryRejection| ApiError::new("invalid_query", e.body_text()))
+            .map_err(|e: QueryRejection| ApiError::new(ErrorCode::InvalidQuery, e.body_text()))
     }
 }

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use delayq::{Backend, CancelOutcome, Inspect, Schedule};
 use serde_json::value::RawValue;
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, JobPath, QueuePath, parse};
 use crate::model::{EnqueueRequest, EnqueueResponse, JobView, Outcome, RescheduleRequest, run_at};
 use crate::state::AppState;
@@ -81,7 +81,10 @@ pub async fn get<B: Backend + Inspect>(
 ) -> Result<Json<JobView>, ApiError> {
     match st.producer(&q).get(&id).await? {
         Some(j) => Ok(Json(j.into())),
-        None => Err(ApiError::new("not_found", format!("job {id} not found"))),
+        None => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("job {id} not found"),
+        )),
     }
 }
 
@@ -99,14 +102,17 @@ pub async fn cancel<B: Backend + Inspect>(
     match st.producer(&q).cancel(&id).await? {
         CancelOutcome::Cancelled => Ok(Json(Outcome::of(&id, "cancelled"))),
         CancelOutcome::Leased => Err(ApiError::new(
-            "job_leased",
+            ErrorCode::JobLeased,
             format!("job {id} is running on a consumer; not cancelled"),
         )),
         CancelOutcome::Dead => Err(ApiError::new(
-            "job_dead",
+            ErrorCode::JobDead,
             format!("job {id} is dead-lettered; use the dead-letter tools"),
         )),
-        CancelOutcome::NotFound => Err(ApiError::new("not_found", format!("job {id} not found"))),
+        CancelOutcome::NotFound => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("job {id} not found"),
+        )),
     }
 }
 
@@ -127,7 +133,7 @@ pub async fn reschedule<B: Backend + Inspect>(
         (None, Some(at)) => run_at(&at)?,
         _ => {
             return Err(ApiError::new(
-                "invalid_delay",
+                ErrorCode::InvalidDelay,
                 "give exactly one of delay_ms and run_at",
             ));
         }

@@ -5,13 +5,10 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use delayq::{
-    AckOutcome, Backend, ClaimRequest as Claim, Error, Inspect, JobId, LeaseRef, Nack, NackOutcome,
-    QueueName, telemetry,
-};
-use tokio::time::{Instant, sleep_until};
+use delayq::{AckOutcome, Backend, ClaimRequest as Claim, Inspect, LeaseRef, Nack, NackOutcome};
+use tokio::time::Instant;
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, JobPath, QueuePath};
 use crate::model::{AckRequest, ClaimRequest, ClaimResponse, ExtendRequest, NackRequest, Outcome};
 use crate::state::AppState;
@@ -35,7 +32,7 @@ pub async fn claim<B: Backend + Inspect>(
     let max = req.max.unwrap_or(1);
     if !(1..=1000).contains(&max) {
         return Err(ApiError::new(
-            "invalid_batch",
+            ErrorCode::InvalidBatch,
             format!("max {max} is outside 1-1000"),
         ));
     }
@@ -43,18 +40,20 @@ pub async fn claim<B: Backend + Inspect>(
     delayq::job::validate_lease(lease)?;
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
     if wait > MAX_WAIT {
-        return Err(ApiError::new("invalid_batch", "wait_ms is over 60000"));
+        return Err(ApiError::new(
+            ErrorCode::InvalidBatch,
+            "wait_ms is over 60000",
+        ));
     }
     st.note(&q);
     let deadline = Instant::now() + wait;
     let backend = st.backend();
-    let mut wake = if wait.is_zero() {
-        None
-    } else {
-        backend.wakeups(&q).await.ok()
-    };
+    let mut wake = None;
     let mut shutdown = st.inner.shutdown.clone();
     loop {
+        if wake.is_none() && !wait.is_zero() {
+            wake = backend.wakeups(&q).await.ok();
+        }
         if let Some(w) = wake.as_mut() {
             w.borrow_and_update();
         }
@@ -69,11 +68,6 @@ pub async fn claim<B: Backend + Inspect>(
             )
             .await?;
         if !batch.jobs.is_empty() || Instant::now() >= deadline || *shutdown.borrow() {
-            let now = delayq::job::system_now_ms();
-            telemetry::count(telemetry::CLAIMED, q.as_str(), batch.jobs.len() as u64);
-            for j in &batch.jobs {
-                telemetry::lateness(q.as_str(), j.due_at_ms, now);
-            }
             return Ok(Json(ClaimResponse {
                 jobs: batch.jobs.into_iter().map(Into::into).collect(),
             }));
@@ -83,31 +77,9 @@ pub async fn claim<B: Backend + Inspect>(
             .next_due_in
             .map_or(deadline, |d| (Instant::now() + d).min(deadline));
         tokio::select! {
-            _ = sleep_until(until) => {}
-            changed = async {
-                match wake.as_mut() {
-                    Some(w) => w.changed().await.is_ok(),
-                    None => std::future::pending().await,
-                }
-            } => {
-                if !changed {
-                    wake = None;
-                }
-            }
+            _ = delayq::wait::until_due_or_woken(until, &mut wake) => {}
             _ = shutdown.changed() => {}
         }
-    }
-}
-
-/// An answer to a refused lease operation: `not_found` for an unknown job, else `lease_lost`.
-async fn lost<B: Backend + Inspect>(st: &AppState<B>, q: &QueueName, id: &JobId) -> ApiError {
-    telemetry::count(telemetry::LEASE_LOST, q.as_str(), 1);
-    match st.backend().get(q, id).await {
-        Ok(None) => ApiError::new("not_found", format!("job {id} not found")),
-        _ => ApiError::new(
-            "lease_lost",
-            format!("the lease token of job {id} is stale or not its own; nothing changed"),
-        ),
     }
 }
 
@@ -129,11 +101,9 @@ pub async fn ack<B: Backend + Inspect>(
     };
     let out = st.backend().ack(&q, vec![lease]).await?;
     match out.first() {
-        Some(AckOutcome::Acked) => {
-            telemetry::count(telemetry::ACKED, q.as_str(), 1);
-            Ok(Json(Outcome::of(&id, "acked")))
-        }
-        _ => Err(lost(&st, &q, &id).await),
+        Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, "acked"))),
+        Some(AckOutcome::NotFound) => Err(delayq::Error::NotFound { id }.into()),
+        _ => Err(delayq::Error::LeaseLost { id }.into()),
     }
 }
 
@@ -154,7 +124,7 @@ pub async fn nack<B: Backend + Inspect>(
         && d > delayq::limits::MAX_DELAY
     {
         return Err(ApiError::new(
-            "invalid_delay",
+            ErrorCode::InvalidDelay,
             "retry_in_ms is over 10 years",
         ));
     }
@@ -168,18 +138,11 @@ pub async fn nack<B: Backend + Inspect>(
         token: req.lease_token,
     };
     match st.backend().nack(&q, lease, nack).await {
-        Ok(NackOutcome::Retrying { due_at_ms }) => {
-            telemetry::count(telemetry::RETRIED, q.as_str(), 1);
-            Ok(Json(Outcome {
-                due_at: Some(due_at_ms),
-                ..Outcome::of(&id, "retrying")
-            }))
-        }
-        Ok(NackOutcome::Dead { .. }) => {
-            telemetry::count(telemetry::DEAD, q.as_str(), 1);
-            Ok(Json(Outcome::of(&id, "dead")))
-        }
-        Err(Error::LeaseLost { .. }) => Err(lost(&st, &q, &id).await),
+        Ok(NackOutcome::Retrying { due_at_ms }) => Ok(Json(Outcome {
+            due_at: Some(due_at_ms),
+            ..Outcome::of(&id, "retrying")
+        })),
+        Ok(NackOutcome::Dead { .. }) => Ok(Json(Outcome::of(&id, "dead"))),
         Err(e) => Err(e.into()),
     }
 }
@@ -206,7 +169,6 @@ pub async fn extend<B: Backend + Inspect>(
             lease_deadline: Some(deadline),
             ..Outcome::of(&id, "extended")
         })),
-        Err(Error::LeaseLost { .. }) => Err(lost(&st, &q, &id).await),
         Err(e) => Err(e.into()),
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! [`router`] builds an axum `Router` over any backend: serve it with [`serve`] (what
 //! `delayq serve` does) or mount it in your own axum app. Every error is a JSON body
-//! `{"code", "message"}` with a stable code ([`error::CODES`], docs/API.md).
+//! `{"code", "message"}` with a stable code ([`error::ErrorCode`], docs/API.md).
 //!
 //! Parts: [`state`] (shared state and settings), [`extract`] (extractors that answer with
 //! API errors), [`model`] (bodies), [`jobs`], [`lease`], [`queues`], [`ops`] (health, metrics,
@@ -38,7 +38,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 
-pub use error::ApiError;
+pub use error::{ApiError, ErrorCode};
 pub use state::{AppState, HttpConfig};
 
 /// Histogram (seconds) of HTTP request latency by method, route and status.
@@ -153,7 +153,11 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
             timeout,
         ))
         .layer(CatchPanicLayer::custom(|_| {
-            ApiError::new("internal", "the server hit a bug handling this request").into_response()
+            ApiError::new(
+                ErrorCode::Internal,
+                "the server hit a bug handling this request",
+            )
+            .into_response()
         }))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -161,12 +165,12 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
 }
 
 async fn no_route() -> ApiError {
-    ApiError::new("no_route", "no such endpoint; see /openapi.json")
+    ApiError::new(ErrorCode::NoRoute, "no such endpoint; see /openapi.json")
 }
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "this endpoint does not take this method",
     )
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// A job to enqueue. Give `payload` (any JSON value, stored byte for byte as sent) or
 /// `payload_b64` (bytes, base64); `delay_ms` or `run_at` (neither: due now).
@@ -40,18 +40,18 @@ impl EnqueueRequest {
     pub fn into_job(self) -> Result<NewJob, ApiError> {
         let payload = match (self.payload, self.payload_b64) {
             (Some(raw), None) => raw.get().as_bytes().to_vec(),
-            (None, Some(b)) => B64
-                .decode(b.as_bytes())
-                .map_err(|e| ApiError::new("invalid_payload", format!("payload_b64: {e}")))?,
+            (None, Some(b)) => B64.decode(b.as_bytes()).map_err(|e| {
+                ApiError::new(ErrorCode::InvalidPayload, format!("payload_b64: {e}"))
+            })?,
             (Some(_), Some(_)) => {
                 return Err(ApiError::new(
-                    "invalid_payload",
+                    ErrorCode::InvalidPayload,
                     "give payload or payload_b64, not both",
                 ));
             }
             (None, None) => {
                 return Err(ApiError::new(
-                    "invalid_payload",
+                    ErrorCode::InvalidPayload,
                     "payload or payload_b64 is required",
                 ));
             }
@@ -59,7 +59,7 @@ impl EnqueueRequest {
         let schedule = match (self.delay_ms, self.run_at) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::new(
-                    "invalid_delay",
+                    ErrorCode::InvalidDelay,
                     "give delay_ms or run_at, not both",
                 ));
             }
@@ -86,7 +86,7 @@ impl EnqueueRequest {
 
 /// `run_at` as ms since the epoch or RFC 3339 text (`Z` or `±HH:MM`).
 pub fn run_at(v: &serde_json::Value) -> Result<Schedule, ApiError> {
-    let bad = |m: String| ApiError::new("invalid_delay", m);
+    let bad = |m: String| ApiError::new(ErrorCode::InvalidDelay, m);
     match v {
         serde_json::Value::Number(n) => match n.as_u64() {
             Some(ms) => Ok(Schedule::At(ms)),

@@ -7,7 +7,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use delayq::{Backend, Inspect, QueueName};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
 /// Liveness: the process answers.
@@ -20,14 +20,15 @@ pub async fn readyz<B: Backend + Inspect>(State(st): State<AppState<B>>) -> Resp
     let probe = QueueName::new("readyz-probe").expect("valid name");
     match st.backend().stats(&probe).await {
         Ok(_) => (StatusCode::OK, "ready\n").into_response(),
-        Err(e) => ApiError::new("unavailable", e.to_string()).into_response(),
+        Err(e) => ApiError::new(ErrorCode::Unavailable, e.to_string()).into_response(),
     }
 }
 
 /// Prometheus text format; queue gauges are refreshed from the backend on each scrape.
 pub async fn metrics<B: Backend + Inspect>(State(st): State<AppState<B>>) -> Response {
     let Some(handle) = st.inner.prometheus.as_ref() else {
-        return ApiError::new("no_route", "metrics are not enabled on this server").into_response();
+        return ApiError::new(ErrorCode::NoRoute, "metrics are not enabled on this server")
+            .into_response();
     };
     let mut queues: std::collections::BTreeSet<QueueName> =
         st.inner.seen.lock().map(|s| s.clone()).unwrap_or_default();

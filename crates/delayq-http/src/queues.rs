@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use delayq::{Backend, Inspect};
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiQuery, JobPath, QueuePath};
 use crate::model::{JobView, Outcome, Page, QueueView};
 use crate::state::AppState;
@@ -52,7 +52,10 @@ pub async fn dead_list<B: Backend + Inspect>(
 ) -> Result<Json<Vec<JobView>>, ApiError> {
     let limit = page.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::new("invalid_query", "limit must be 1-1000"));
+        return Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            "limit must be 1-1000",
+        ));
     }
     let jobs = st
         .backend()

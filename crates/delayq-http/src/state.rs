@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq::{Backend, Inspect, Producer, QueueName};
+use delayq::{Backend, Inspect, Instrumented, Producer, QueueName};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
@@ -47,7 +47,8 @@ impl<B> Clone for AppState<B> {
 }
 
 pub(crate) struct Inner<B> {
-    pub backend: B,
+    /// The backend, metered (every lease operation of a handler is counted here).
+    pub backend: Instrumented<B>,
     pub config: HttpConfig,
     pub prometheus: Option<PrometheusHandle>,
     pub shutdown_tx: watch::Sender<bool>,
@@ -62,7 +63,7 @@ impl<B: Backend + Inspect> AppState<B> {
         let (shutdown_tx, shutdown) = watch::channel(false);
         Self {
             inner: Arc::new(Inner {
-                backend,
+                backend: Instrumented::new(backend),
                 config,
                 prometheus,
                 shutdown_tx,
@@ -77,13 +78,14 @@ impl<B: Backend + Inspect> AppState<B> {
         let _ = self.inner.shutdown_tx.send(true);
     }
 
-    pub(crate) fn backend(&self) -> &B {
+    pub(crate) fn backend(&self) -> &Instrumented<B> {
         &self.inner.backend
     }
 
     pub(crate) fn producer(&self, q: &QueueName) -> Producer<B> {
         self.note(q);
-        Producer::new(self.inner.backend.clone(), q.clone())
+        // The producer meters what it does itself.
+        Producer::new(self.inner.backend.inner().clone(), q.clone())
             .with_max_payload(self.inner.config.max_payload)
     }
 

@@ -2,5 +2,8 @@
 -- KEYS[1] lease  ZSET id -> lease deadline ms
 -- KEYS[2] jobs   HASH id -> record
 -- ARGV: pairs id, token
--- Returns one entry per pair: 1 acked, 0 lease lost (nothing changed).
+-- Returns one code per pair: R_OK (acked), R_LOST (the job exists under another lease or
+-- none), R_MISSING (no such job); refused pairs change nothing.
+-- Safe to run twice: a second run finds the records gone and answers R_MISSING, changing
+-- nothing (a client that resends after a lost reply reads R_MISSING as "done or cancelled").
 return ack_pairs(KEYS[2], KEYS[1], ARGV, 1, #ARGV / 2)

@@ -4,13 +4,12 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- ARGV[1] id
--- Returns 'cancelled' | 'leased' | 'dead' | 'missing'
+-- Returns R_OK (this call removed it) | R_LEASED | R_DEAD | R_MISSING (nothing changed).
+-- Safe to run twice: the second run finds nothing and answers R_MISSING.
 local sched, lease, jobs, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[1]
 if redis.call('ZREM', sched, id) == 1 then
   redis.call('HDEL', jobs, id)
-  return 'cancelled'
+  return R_OK
 end
-if redis.call('ZSCORE', lease, id) then return 'leased' end
-if redis.call('ZSCORE', dead, id) then return 'dead' end
-return 'missing'
+return refusal(state_of(sched, lease, dead, id))

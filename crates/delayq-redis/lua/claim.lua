@@ -8,11 +8,14 @@
 -- ARGV[2] default lease ms
 -- ARGV[3] most expired leases to recover in this call
 -- ARGV[4] number of acks k; then k pairs: id, token
--- Returns { acks, jobs, next_ms }:
---   acks: 1 (acked) or 0 (lease lost) per ack pair
+-- Returns { acks, jobs, next_us }:
+--   acks: per ack pair R_OK (acked), R_LOST or R_MISSING (nothing changed)
 --   jobs: flat, 4 per job: id, deadline ms, lease ms, record (attempt and token updated)
 --   next_us: µs from now until the next due job or lease expiry, -1 when there is none
 --   (µs so that a consumer can wake at the due time, not up to a millisecond after it)
+-- Safe to run twice: the acks of a second run answer R_MISSING; it leases the next due jobs
+-- under new tokens (the first run's jobs stay leased until their leases expire and come back:
+-- at-least-once, never lost).
 local sched, lease, jobs, dead, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local max = tonumber(ARGV[1])
 local default_lease = tonumber(ARGV[2])

@@ -1,25 +1,13 @@
--- common.lua: helpers prepended to every delayq script (not a script on its own).
+-- common.lua: helpers prepended to every delayq script (not a script on its own), after the
+-- prelude that `scripts.rs` generates from Rust: the record layout (HEADER, HEADER_LEN,
+-- AT_ATTEMPT, AT_DUE, AT_TOKEN, F_LEASE, F_BACKOFF, F_ERROR, RECORD_VERSION), MAX_ERROR,
+-- the default backoff (DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP), state codes (ST_*) and
+-- reply codes (R_*).
 --
--- Record format v1: the value of a job in the `jobs` hash, big-endian (Redis's `struct`).
---   byte 1   u8  version (= 1)
---   byte 2   u8  flags: 1 lease_ms present, 2 backoff present, 4 last error present
---   byte 3   u16 attempt (deliveries so far)
---   byte 5   u16 max_attempts
---   byte 7   u48 due_ms
---   byte 13  u48 created_ms
---   byte 19  u48 lease token (0 when not leased)
---   byte 25  [flags&1] u32 lease_ms  [flags&2] u8 kind, u32 base_ms, u32 cap_ms
---            [flags&4] u16 length, error bytes
---            then the payload (the rest)
--- The fixed 24-byte header lets the hot paths (claim, ack) read and patch attempt and token
--- without decoding the record; the client decodes records it receives (record.rs). The id is
--- not in the record: it is the hash field and the sorted-set member.
-
-local HEADER = '>BBHHI6I6I6'
-local F_LEASE, F_BACKOFF, F_ERROR = 1, 2, 4
--- Default backoff: exponential with jitter, 1 s doubling up to 10 min (Backoff::default).
-local DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP = 2, 1000, 600000
-local MAX_ERROR = 1024
+-- The record (format v1, byte table in ARCHITECTURE.md, defined in record.rs) has a fixed
+-- header so the hot paths (claim, ack) read and patch attempt and token without decoding the
+-- record; the client decodes records it receives. The id is not in the record: it is the hash
+-- field and the sorted-set member.
 
 local function now_us()
   local t = redis.call('TIME')
@@ -36,24 +24,29 @@ end
 
 -- Fast accessors of the fixed header.
 local function rec_token(rec)
-  return (struct.unpack('>I6', rec, 19))
+  return (struct.unpack('>I6', rec, AT_TOKEN))
 end
 
 local function rec_attempt(rec)
-  return (struct.unpack('>H', rec, 3))
+  return (struct.unpack('>H', rec, AT_ATTEMPT))
+end
+
+local function rec_due(rec)
+  return (struct.unpack('>I6', rec, AT_DUE))
 end
 
 local function rec_lease(rec, default)
   if has(string.byte(rec, 2), F_LEASE) then
-    return (struct.unpack('>I4', rec, 25))
+    return (struct.unpack('>I4', rec, HEADER_LEN + 1))
   end
   return default
 end
 
 -- The record with a new attempt count and lease token, everything else unchanged.
 local function rec_claimed(rec, attempt, token)
-  return string.sub(rec, 1, 2) .. struct.pack('>H', attempt) .. string.sub(rec, 5, 18)
-    .. struct.pack('>I6', token) .. string.sub(rec, 25)
+  return string.sub(rec, 1, AT_ATTEMPT - 1) .. struct.pack('>H', attempt)
+    .. string.sub(rec, AT_ATTEMPT + 2, AT_TOKEN - 1) .. struct.pack('>I6', token)
+    .. string.sub(rec, HEADER_LEN + 1)
 end
 
 -- Full decode and encode, for the paths that change more than the header.
@@ -62,7 +55,7 @@ local function decode(s)
   local version, flags, pos
   version, flags, r.attempt, r.max_attempts, r.due, r.created, r.token, pos =
     struct.unpack(HEADER, s)
-  if version ~= 1 then
+  if version ~= RECORD_VERSION then
     error('delayq: unknown record version ' .. tostring(version))
   end
   if has(flags, F_LEASE) then
@@ -93,11 +86,13 @@ local function encode(r)
     parts[#parts + 1] = struct.pack('>BI4I4', r.bkind, r.bbase, r.bcap)
   end
   if r.err then
+    -- Callers cut errors on a character boundary first (limits::truncate_error); this cut
+    -- only bounds what a record can hold.
     local e = string.sub(r.err, 1, MAX_ERROR)
     flags = flags + F_ERROR
     parts[#parts + 1] = struct.pack('>H', #e) .. e
   end
-  return struct.pack(HEADER, 1, flags, r.attempt, r.max_attempts, r.due, r.created,
+  return struct.pack(HEADER, RECORD_VERSION, flags, r.attempt, r.max_attempts, r.due, r.created,
     r.token or 0) .. table.concat(parts) .. r.payload
 end
 
@@ -149,22 +144,39 @@ local function wake_if_earlier(sched, wake, due)
   end
 end
 
--- The raw record of `id` when it is leased with `token`, else nil. A record carries a
--- non-zero token exactly while it is leased (every transition out of `lease` clears it), and
--- tokens are never reused, so the token alone proves the lease.
+-- The raw record of `id` when it is leased with `token`, else nil and why: R_MISSING (no
+-- such job) or R_LOST (another lease, or not leased). A record carries a non-zero token
+-- exactly while it is leased (every transition out of `lease` clears it), and tokens are never
+-- reused, so the token alone proves the lease.
 local function leased_raw(jobs, id, token)
-  if token == nil or token == 0 then
-    return nil
-  end
   local raw = redis.call('HGET', jobs, id)
-  if raw and rec_token(raw) == token then
-    return raw
+  if not raw then
+    return nil, R_MISSING
   end
+  if token == nil or token == 0 or rec_token(raw) ~= token then
+    return nil, R_LOST
+  end
+  return raw
+end
+
+-- The state code of `id` by the sorted set that holds it, or nil when it does not exist.
+local function state_of(sched, lease, dead, id)
+  if redis.call('ZSCORE', sched, id) then return ST_SCHEDULED end
+  if redis.call('ZSCORE', lease, id) then return ST_LEASED end
+  if redis.call('ZSCORE', dead, id) then return ST_DEAD end
   return nil
 end
 
+-- The reply code refusing an operation on a job in state `st` (nil: missing).
+local function refusal(st)
+  if st == ST_SCHEDULED then return R_SCHEDULED end
+  if st == ST_LEASED then return R_LEASED end
+  if st == ST_DEAD then return R_DEAD end
+  return R_MISSING
+end
+
 -- Acknowledges `k` pairs (id, token) found in `args` from index `from`: records of valid
--- leases are deleted. Returns 1 (acked) or 0 (lease lost, nothing changed) per pair.
+-- leases are deleted. Returns per pair R_OK, R_LOST or R_MISSING (nothing changed).
 local function ack_pairs(jobs, lease, args, from, k)
   local out, done = {}, {}
   if k == 0 then
@@ -178,11 +190,13 @@ local function ack_pairs(jobs, lease, args, from, k)
   for i = 1, k do
     local token = tonumber(args[from + 2 * i - 1])
     local raw = raws[i]
-    if raw and token ~= 0 and rec_token(raw) == token then
+    if not raw then
+      out[i] = R_MISSING
+    elseif token ~= 0 and rec_token(raw) == token then
       done[#done + 1] = ids[i]
-      out[i] = 1
+      out[i] = R_OK
     else
-      out[i] = 0
+      out[i] = R_LOST
     end
   end
   if #done > 0 then

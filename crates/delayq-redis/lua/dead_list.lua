@@ -3,6 +3,7 @@
 -- KEYS[2] jobs   HASH id -> record
 -- ARGV[1] offset, ARGV[2] limit
 -- Returns a flat list, 3 per job: id, failed_at ms, record.
+-- Safe to run twice: it writes nothing.
 local dead, jobs = KEYS[1], KEYS[2]
 local page = redis.call('ZRANGE', dead, ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1,
   'WITHSCORES')

@@ -1,15 +1,21 @@
 -- dead_requeue.lua: puts dead jobs back, due now, with attempts and error reset.
 -- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] dead   ZSET id -> failed_at ms
--- KEYS[3] jobs   HASH id -> record
--- KEYS[4] wake   channel of the queue's consumers
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] dead   ZSET id -> failed_at ms
+-- KEYS[4] jobs   HASH id -> record
+-- KEYS[5] wake   channel of the queue's consumers
 -- ARGV[1] 'one' with ARGV[2] id, or 'all' with ARGV[2] most jobs in this call
--- Returns the number requeued (for 'one': 0 when the id is not dead).
-local sched, dead, jobs, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- Returns for 'one': R_OK | R_SCHEDULED | R_LEASED | R_MISSING (nothing changed);
+-- for 'all': the number requeued.
+-- Safe to run twice: a requeued job is no longer dead, so a second 'one' answers
+-- R_SCHEDULED (or R_LEASED) and a second 'all' requeues only jobs that died meanwhile.
+local sched, lease, dead, jobs, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local ids
 if ARGV[1] == 'one' then
   ids = { ARGV[2] }
-  if not redis.call('ZSCORE', dead, ARGV[2]) then return 0 end
+  if not redis.call('ZSCORE', dead, ARGV[2]) then
+    return refusal(state_of(sched, lease, dead, ARGV[2]))
+  end
 else
   ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[2]) - 1)
 end
@@ -28,4 +34,5 @@ for _, id in ipairs(ids) do
     redis.call('ZADD', sched, now, id)
   end
 end
+if ARGV[1] == 'one' then return R_OK end
 return #ids

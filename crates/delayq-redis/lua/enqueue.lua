@@ -4,9 +4,11 @@
 -- KEYS[3] wake   channel of the queue's consumers
 -- ARGV[1] number of jobs n; then 6 per job:
 --   id, mode ('n'|'d'|'a'), t_ms, max_attempts, flags, tail
---   (tail: the record after its 24-byte header — optional sections and payload — built by
+--   (tail: the record after its fixed header — optional sections and payload — built by
 --   the client; flags say which optional sections it holds)
--- Returns a flat array: created (1|0), due_ms for each job in order.
+-- Returns a flat array, 2 per job in order: R_OK (created) | R_EXISTS (nothing written), due_ms.
+-- Safe to run twice: ids are written with HSETNX, so a second run finds every job of the
+-- first and answers R_EXISTS with the stored due time.
 local sched, jobs, wake = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local n = tonumber(ARGV[1])
@@ -20,20 +22,20 @@ for i = 0, n - 1 do
   local due = fresh[id]
   if due == nil then
     due = due_from(ARGV[a + 1], tonumber(ARGV[a + 2]), now)
-    local rec = struct.pack(HEADER, 1, tonumber(ARGV[a + 4]), 0, tonumber(ARGV[a + 3]), due,
+    local rec = struct.pack(HEADER, RECORD_VERSION, tonumber(ARGV[a + 4]), 0, tonumber(ARGV[a + 3]), due,
       now, 0) .. ARGV[a + 5]
     if redis.call('HSETNX', jobs, id, rec) == 1 then
       zadd[#zadd + 1] = due
       zadd[#zadd + 1] = id
       fresh[id] = due
       if earliest == nil or due < earliest then earliest = due end
-      out[#out + 1] = 1
+      out[#out + 1] = R_OK
     else
-      due = struct.unpack('>I6', redis.call('HGET', jobs, id), 7)
-      out[#out + 1] = 0
+      due = rec_due(redis.call('HGET', jobs, id))
+      out[#out + 1] = R_EXISTS
     end
   else
-    out[#out + 1] = 0
+    out[#out + 1] = R_EXISTS
   end
   out[#out + 1] = due
 end

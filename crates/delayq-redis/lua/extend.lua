@@ -2,12 +2,14 @@
 -- KEYS[1] lease  ZSET id -> lease deadline ms
 -- KEYS[2] jobs   HASH id -> record
 -- ARGV[1] id, ARGV[2] token, ARGV[3] lease_ms
--- Returns the new deadline ms, or -1 when the lease is lost (nothing changed).
+-- Returns { R_OK, new deadline ms } | { R_LOST } | { R_MISSING } (nothing changed).
+-- Safe to run twice: it sets the deadline from now; a second run only moves it a little later.
 local lease, jobs = KEYS[1], KEYS[2]
 local id = ARGV[1]
-if not leased_raw(jobs, id, tonumber(ARGV[2])) then
-  return -1
+local raw, why = leased_raw(jobs, id, tonumber(ARGV[2]))
+if not raw then
+  return { why }
 end
 local deadline = now_ms() + tonumber(ARGV[3])
 redis.call('ZADD', lease, deadline, id)
-return deadline
+return { R_OK, deadline }

@@ -4,13 +4,14 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- ARGV[1] id
--- Returns false when missing, else { state, lease deadline | failed_at | -1, record }
+-- Returns false when missing, else { ST_* state code, lease deadline | failed_at | -1, record }
+-- Safe to run twice: it writes nothing.
 local sched, lease, jobs, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[1]
 local raw = redis.call('HGET', jobs, id)
 if not raw then return false end
 local d = redis.call('ZSCORE', lease, id)
-if d then return { 'leased', tonumber(d), raw } end
+if d then return { ST_LEASED, tonumber(d), raw } end
 d = redis.call('ZSCORE', dead, id)
-if d then return { 'dead', tonumber(d), raw } end
-return { 'scheduled', -1, raw }
+if d then return { ST_DEAD, tonumber(d), raw } end
+return { ST_SCHEDULED, -1, raw }

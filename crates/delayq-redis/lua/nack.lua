@@ -4,15 +4,17 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] wake   channel of the queue's consumers
--- ARGV[1] id, ARGV[2] token, ARGV[3] error message,
--- ARGV[4] retry delay ms (-1: the job's backoff), ARGV[5] 1 = dead-letter now,
+-- ARGV[1] id, ARGV[2] token, ARGV[3] error message (cut on a character boundary by the
+-- caller), ARGV[4] retry delay ms (-1: the job's backoff), ARGV[5] 1 = dead-letter now,
 -- ARGV[6] uniform random number in [0, 1) for jitter
--- Returns { 'retry', due_ms } | { 'dead', failed_at_ms } | { 'lost' }
+-- Returns { R_RETRY, due_ms } | { R_BURIED, failed_at_ms } | { R_LOST } | { R_MISSING }
+-- Safe to run twice: the first run clears the lease token, so a second finds no lease and
+-- answers R_LOST, changing nothing.
 local sched, lease, jobs, dead, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
-local raw = leased_raw(jobs, id, tonumber(ARGV[2]))
+local raw, why = leased_raw(jobs, id, tonumber(ARGV[2]))
 if not raw then
-  return { 'lost' }
+  return { why }
 end
 local r = decode(raw)
 local now = now_ms()
@@ -20,7 +22,7 @@ redis.call('ZREM', lease, id)
 r.err = ARGV[3]
 if ARGV[5] == '1' or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)
-  return { 'dead', now }
+  return { R_BURIED, now }
 end
 local delay = tonumber(ARGV[4])
 if delay < 0 then
@@ -31,4 +33,4 @@ r.due = now + delay
 wake_if_earlier(sched, wake, r.due)
 redis.call('HSET', jobs, id, encode(r))
 redis.call('ZADD', sched, r.due, id)
-return { 'retry', r.due }
+return { R_RETRY, r.due }

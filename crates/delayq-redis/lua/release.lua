@@ -5,6 +5,7 @@
 -- KEYS[4] wake   channel of the queue's consumers
 -- ARGV[1] 1 = undo the attempt (the job never started); then pairs id, token
 -- Returns the number of leases released (stale tokens are skipped).
+-- Safe to run twice: released records have no token, so a second run skips them all.
 local sched, lease, jobs, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local undo = ARGV[1] == '1'
 local now = now_ms()

@@ -5,13 +5,13 @@
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] wake   channel of the queue's consumers
 -- ARGV[1] id, ARGV[2] mode ('n'|'d'|'a'), ARGV[3] t_ms
--- Returns { 'ok', due_ms } | { 'leased' } | { 'dead' } | { 'missing' }
+-- Returns { R_OK, due_ms } | { R_LEASED } | { R_DEAD } | { R_MISSING } (nothing changed)
+-- Safe to run twice: the second run sets the same due time (for a delay, one computed a
+-- moment later).
 local sched, lease, jobs, dead, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
 if not redis.call('ZSCORE', sched, id) then
-  if redis.call('ZSCORE', lease, id) then return { 'leased' } end
-  if redis.call('ZSCORE', dead, id) then return { 'dead' } end
-  return { 'missing' }
+  return { refusal(state_of(sched, lease, dead, id)) }
 end
 local now = now_ms()
 local due = due_from(ARGV[2], tonumber(ARGV[3]), now)
@@ -20,4 +20,4 @@ r.due = due
 wake_if_earlier(sched, wake, due)
 redis.call('HSET', jobs, id, encode(r))
 redis.call('ZADD', sched, due, id)
-return { 'ok', due }
+return { R_OK, due }

@@ -3,6 +3,7 @@
 -- KEYS[2] lease  ZSET id -> lease deadline ms
 -- KEYS[3] dead   ZSET id -> failed_at ms
 -- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms }
+-- Safe to run twice: it writes nothing.
 local sched, lease, dead = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local oldest = 0

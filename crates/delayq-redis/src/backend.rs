@@ -3,19 +3,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use delayq::limits::truncate_error;
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect, Job,
-    JobId, JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Inspect, Job, JobId,
+    JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result,
     Schedule, Wakeups,
 };
+use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Script, Value};
 
 use crate::error::{self, shape};
 use crate::keys::Keys;
 use crate::record;
-use crate::reply::{array, bytes, int, job_id, job_info, string};
-use crate::scripts;
+use crate::reply::{Reply, array, bytes, int, job_id, job_info, reply, state};
+use crate::scripts::{self, ScriptDef};
 use crate::wake::WakeHub;
 
 /// Most jobs leased in one claim (bounded by Lua's `unpack` limit and by reply size).
@@ -61,10 +62,11 @@ impl RedisBackend {
         self.inner.conn.clone()
     }
 
-    async fn call(&self, script: &Script, keys: &[&str], args: Vec<Vec<u8>>) -> Result<Value> {
-        let mut inv = script.prepare_invoke();
-        for k in keys {
-            inv.key(*k);
+    /// Runs `def` on `queue`'s keys (in the order the script declares them) with `args`.
+    async fn call(&self, def: &ScriptDef, k: &Keys, args: Vec<Vec<u8>>) -> Result<Value> {
+        let mut inv = def.script().prepare_invoke();
+        for name in def.key_names(k) {
+            inv.key(name);
         }
         for a in args {
             inv.arg(a);
@@ -96,28 +98,21 @@ fn lease_args(leases: Vec<LeaseRef>, args: &mut Vec<Vec<u8>>) {
 fn ack_outcomes(v: Value) -> Result<Vec<AckOutcome>> {
     array(v)?
         .iter()
-        .map(|v| {
-            Ok(if int(v)? == 1 {
-                AckOutcome::Acked
-            } else {
-                AckOutcome::LeaseLost
-            })
+        .map(|v| match reply(v)? {
+            Reply::Ok => Ok(AckOutcome::Acked),
+            Reply::LeaseLost => Ok(AckOutcome::LeaseLost),
+            Reply::Missing => Ok(AckOutcome::NotFound),
+            r => Err(shape(&format!("ack: {r:?}"))),
         })
         .collect()
 }
 
-fn wrong_state(id: &JobId, state: &str, expected: JobState) -> Error {
-    let state = match state {
-        "leased" => JobState::Leased,
-        "dead" => JobState::Dead,
-        "scheduled" => JobState::Scheduled,
-        _ => return Error::NotFound { id: id.clone() },
-    };
-    Error::WrongState {
-        id: id.clone(),
-        state,
-        expected,
-    }
+/// `{ code, value? }`: the code and the number after it (0 when absent).
+fn coded(v: Value, what: &str) -> Result<(Reply, u64)> {
+    let a = array(v)?;
+    let code = reply(a.first().ok_or_else(|| shape(&format!("{what}: empty")))?)?;
+    let value = a.get(1).map(int).transpose()?.unwrap_or(0);
+    Ok((code, value as u64))
 }
 
 impl Backend for RedisBackend {
@@ -138,9 +133,7 @@ impl Backend for RedisBackend {
             args.push(tail);
             ids.push(id);
         }
-        let v = self
-            .call(&scripts::ENQUEUE, &[&k.sched, &k.jobs, &k.wake], args)
-            .await?;
+        let v = self.call(&scripts::ENQUEUE, &k, args).await?;
         let flat = array(v)?;
         if flat.len() != ids.len() * 2 {
             return Err(shape("enqueue: 2 values per job expected"));
@@ -148,9 +141,14 @@ impl Backend for RedisBackend {
         ids.into_iter()
             .zip(flat.chunks(2))
             .map(|(id, pair)| {
+                let created = match reply(&pair[0])? {
+                    Reply::Ok => true,
+                    Reply::Exists => false,
+                    r => return Err(shape(&format!("enqueue: {r:?}"))),
+                };
                 Ok(Enqueued {
                     id,
-                    created: int(&pair[0])? == 1,
+                    created,
                     due_at_ms: int(&pair[1])? as u64,
                 })
             })
@@ -166,13 +164,7 @@ impl Backend for RedisBackend {
             arg(req.acks.len()),
         ];
         lease_args(req.acks, &mut args);
-        let v = self
-            .call(
-                &scripts::CLAIM,
-                &[&k.sched, &k.lease, &k.jobs, &k.dead, &k.fence],
-                args,
-            )
-            .await?;
+        let v = self.call(&scripts::CLAIM, &k, args).await?;
         let [acks, jobs, next]: [Value; 3] = array(v)?
             .try_into()
             .map_err(|_| shape("claim: 3 values expected"))?;
@@ -215,7 +207,7 @@ impl Backend for RedisBackend {
         let k = Keys::new(queue);
         let mut args = Vec::with_capacity(leases.len() * 2);
         lease_args(leases, &mut args);
-        ack_outcomes(self.call(&scripts::ACK, &[&k.lease, &k.jobs], args).await?)
+        ack_outcomes(self.call(&scripts::ACK, &k, args).await?)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
@@ -224,26 +216,16 @@ impl Backend for RedisBackend {
         let args = vec![
             lease.id.as_str().as_bytes().to_vec(),
             arg(lease.token),
-            nack.error.into_bytes(),
+            truncate_error(&nack.error).as_bytes().to_vec(),
             arg(retry),
             arg(u8::from(nack.dead)),
             arg(rand::random::<f64>()),
         ];
-        let v = self
-            .call(
-                &scripts::NACK,
-                &[&k.sched, &k.lease, &k.jobs, &k.dead, &k.wake],
-                args,
-            )
-            .await?;
-        let mut a = array(v)?.into_iter();
-        let tag = string(a.next().ok_or_else(|| shape("nack: empty"))?)?;
-        let at = a.next().map(|v| int(&v)).transpose()?.unwrap_or(0) as u64;
-        match tag.as_str() {
-            "retry" => Ok(NackOutcome::Retrying { due_at_ms: at }),
-            "dead" => Ok(NackOutcome::Dead { failed_at_ms: at }),
-            "lost" => Err(Error::LeaseLost { id: lease.id }),
-            t => Err(shape(&format!("nack: unknown tag {t}"))),
+        let v = self.call(&scripts::NACK, &k, args).await?;
+        match coded(v, "nack")? {
+            (Reply::Retry, at) => Ok(NackOutcome::Retrying { due_at_ms: at }),
+            (Reply::Buried, at) => Ok(NackOutcome::Dead { failed_at_ms: at }),
+            (r, _) => Err(r.refusal(&lease.id, JobState::Leased)),
         }
     }
 
@@ -255,12 +237,10 @@ impl Backend for RedisBackend {
             arg(lease.token),
             arg(lease_len.as_millis()),
         ];
-        let v = self
-            .call(&scripts::EXTEND, &[&k.lease, &k.jobs], args)
-            .await?;
-        match int(&v)? {
-            d if d >= 0 => Ok(d as u64),
-            _ => Err(Error::LeaseLost { id: lease.id }),
+        let v = self.call(&scripts::EXTEND, &k, args).await?;
+        match coded(v, "extend")? {
+            (Reply::Ok, deadline) => Ok(deadline),
+            (r, _) => Err(r.refusal(&lease.id, JobState::Leased)),
         }
     }
 
@@ -271,47 +251,32 @@ impl Backend for RedisBackend {
         let k = Keys::new(queue);
         let mut args = vec![arg(u8::from(undo))];
         lease_args(leases, &mut args);
-        self.call(
-            &scripts::RELEASE,
-            &[&k.sched, &k.lease, &k.jobs, &k.wake],
-            args,
-        )
-        .await?;
+        self.call(&scripts::RELEASE, &k, args).await?;
         Ok(())
     }
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         let k = Keys::new(queue);
         let v = self
-            .call(
-                &scripts::CANCEL,
-                &[&k.sched, &k.lease, &k.jobs, &k.dead],
-                vec![id.as_str().as_bytes().to_vec()],
-            )
+            .call(&scripts::CANCEL, &k, vec![id.as_str().as_bytes().to_vec()])
             .await?;
-        Ok(match string(v)?.as_str() {
-            "cancelled" => CancelOutcome::Cancelled,
-            "leased" => CancelOutcome::Leased,
-            "dead" => CancelOutcome::Dead,
-            _ => CancelOutcome::NotFound,
-        })
+        match reply(&v)? {
+            Reply::Ok => Ok(CancelOutcome::Cancelled),
+            Reply::Leased => Ok(CancelOutcome::Leased),
+            Reply::Dead => Ok(CancelOutcome::Dead),
+            Reply::Missing => Ok(CancelOutcome::NotFound),
+            r => Err(shape(&format!("cancel: {r:?}"))),
+        }
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
         let k = Keys::new(queue);
         let [mode, t] = schedule_args(schedule);
-        let v = self
-            .call(
-                &scripts::RESCHEDULE,
-                &[&k.sched, &k.lease, &k.jobs, &k.dead, &k.wake],
-                vec![id.as_str().as_bytes().to_vec(), mode, t],
-            )
-            .await?;
-        let mut a = array(v)?.into_iter();
-        let tag = string(a.next().ok_or_else(|| shape("reschedule: empty"))?)?;
-        match (tag.as_str(), a.next()) {
-            ("ok", Some(due)) => Ok(int(&due)? as u64),
-            (state, _) => Err(wrong_state(id, state, JobState::Scheduled)),
+        let args = vec![id.as_str().as_bytes().to_vec(), mode, t];
+        let v = self.call(&scripts::RESCHEDULE, &k, args).await?;
+        match coded(v, "reschedule")? {
+            (Reply::Ok, due) => Ok(due),
+            (r, _) => Err(r.refusal(id, JobState::Scheduled)),
         }
     }
 
@@ -327,19 +292,15 @@ impl Inspect for RedisBackend {
     async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
         let k = Keys::new(queue);
         let v = self
-            .call(
-                &scripts::GET,
-                &[&k.sched, &k.lease, &k.jobs, &k.dead],
-                vec![id.as_str().as_bytes().to_vec()],
-            )
+            .call(&scripts::GET, &k, vec![id.as_str().as_bytes().to_vec()])
             .await?;
         match v {
             Value::Nil => Ok(None),
             v => {
-                let [state, extra, raw]: [Value; 3] = array(v)?
+                let [st, extra, raw]: [Value; 3] = array(v)?
                     .try_into()
                     .map_err(|_| shape("get: 3 values expected"))?;
-                job_info(id.clone(), &string(state)?, int(&extra)?, &bytes(raw)?).map(Some)
+                job_info(id.clone(), state(int(&st)?)?, int(&extra)?, &bytes(raw)?).map(Some)
             }
         }
     }
@@ -368,9 +329,7 @@ impl Inspect for RedisBackend {
 
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let k = Keys::new(queue);
-        let v = self
-            .call(&scripts::STATS, &[&k.sched, &k.lease, &k.dead], vec![])
-            .await?;
+        let v = self.call(&scripts::STATS, &k, vec![]).await?;
         let a = array(v)?;
         let n = |i: usize| -> Result<u64> {
             a.get(i)
@@ -401,16 +360,19 @@ impl Inspect for RedisBackend {
         let v = self
             .call(
                 &scripts::DEAD_LIST,
-                &[&k.dead, &k.jobs],
+                &k,
                 vec![arg(offset), arg(limit.min(MAX_CLAIM))],
             )
             .await?;
         let flat = array(v)?;
         flat.chunks(3)
             .map(|c| match c {
-                [id, at, raw] => {
-                    job_info(job_id(id.clone())?, "dead", int(at)?, &bytes(raw.clone())?)
-                }
+                [id, at, raw] => job_info(
+                    job_id(id.clone())?,
+                    JobState::Dead,
+                    int(at)?,
+                    &bytes(raw.clone())?,
+                ),
                 _ => Err(shape("dead_list: 3 values per job expected")),
             })
             .collect()
@@ -418,23 +380,10 @@ impl Inspect for RedisBackend {
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
         let k = Keys::new(queue);
-        let v = self
-            .call(
-                &scripts::DEAD_REQUEUE,
-                &[&k.sched, &k.dead, &k.jobs, &k.wake],
-                vec![arg("one"), id.as_str().as_bytes().to_vec()],
-            )
-            .await?;
-        if int(&v)? == 1 {
-            return Ok(());
-        }
-        match self.get(queue, id).await? {
-            Some(info) => Err(Error::WrongState {
-                id: id.clone(),
-                state: info.state,
-                expected: JobState::Dead,
-            }),
-            None => Err(Error::NotFound { id: id.clone() }),
+        let args = vec![arg("one"), id.as_str().as_bytes().to_vec()];
+        match reply(&self.call(&scripts::DEAD_REQUEUE, &k, args).await?)? {
+            Reply::Ok => Ok(()),
+            r => Err(r.refusal(id, JobState::Dead)),
         }
     }
 
@@ -445,7 +394,7 @@ impl Inspect for RedisBackend {
             let v = self
                 .call(
                     &scripts::DEAD_REQUEUE,
-                    &[&k.sched, &k.dead, &k.jobs, &k.wake],
+                    &k,
                     vec![arg("all"), arg(ADMIN_CHUNK)],
                 )
                 .await?;
@@ -462,11 +411,7 @@ impl Inspect for RedisBackend {
         let mut total = 0;
         loop {
             let v = self
-                .call(
-                    &scripts::DEAD_PURGE,
-                    &[&k.dead, &k.jobs],
-                    vec![arg(ADMIN_CHUNK)],
-                )
+                .call(&scripts::DEAD_PURGE, &k, vec![arg(ADMIN_CHUNK)])
                 .await?;
             let n = int(&v)? as u64;
             total += n;

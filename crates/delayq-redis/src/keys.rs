@@ -6,6 +6,31 @@
 
 use delayq::QueueName;
 
+/// One of a queue's keys, as scripts declare them (see `scripts.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    Sched,
+    Lease,
+    Jobs,
+    Dead,
+    Fence,
+    Wake,
+}
+
+impl Key {
+    /// The name a script header uses for it (`-- KEYS[n] <field>`), also the key's suffix.
+    pub(crate) fn field(self) -> &'static str {
+        match self {
+            Key::Sched => "sched",
+            Key::Lease => "lease",
+            Key::Jobs => "jobs",
+            Key::Dead => "dead",
+            Key::Fence => "fence",
+            Key::Wake => "wake",
+        }
+    }
+}
+
 /// The names of one queue's keys.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
@@ -25,14 +50,26 @@ pub(crate) struct Keys {
 
 impl Keys {
     pub(crate) fn new(queue: &QueueName) -> Self {
-        let p = format!("dq:{{{queue}}}:");
+        let name = |key: Key| format!("dq:{{{queue}}}:{}", key.field());
         Self {
-            sched: format!("{p}sched"),
-            lease: format!("{p}lease"),
-            jobs: format!("{p}jobs"),
-            dead: format!("{p}dead"),
-            fence: format!("{p}fence"),
-            wake: format!("{p}wake"),
+            sched: name(Key::Sched),
+            lease: name(Key::Lease),
+            jobs: name(Key::Jobs),
+            dead: name(Key::Dead),
+            fence: name(Key::Fence),
+            wake: name(Key::Wake),
+        }
+    }
+
+    /// The name of one key.
+    pub(crate) fn name(&self, key: Key) -> &str {
+        match key {
+            Key::Sched => &self.sched,
+            Key::Lease => &self.lease,
+            Key::Jobs => &self.jobs,
+            Key::Dead => &self.dead,
+            Key::Fence => &self.fence,
+            Key::Wake => &self.wake,
         }
     }
 }
@@ -54,8 +91,17 @@ mod tests {
     #[test]
     fn all_keys_share_the_queue_hash_tag() {
         let k = Keys::new(&QueueName::new("orders").unwrap());
-        for key in [&k.sched, &k.lease, &k.jobs, &k.dead, &k.fence, &k.wake] {
-            assert!(key.starts_with("dq:{orders}:"), "{key}");
+        for key in [
+            Key::Sched,
+            Key::Lease,
+            Key::Jobs,
+            Key::Dead,
+            Key::Fence,
+            Key::Wake,
+        ] {
+            let name = k.name(key);
+            assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));
+            let key = name;
             assert_eq!(queue_of(key).unwrap().as_str(), "orders");
         }
         assert!(queue_of("other").is_none());

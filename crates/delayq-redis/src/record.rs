@@ -1,6 +1,7 @@
-//! The job record (format v1; `lua/common.lua` documents the bytes): the client builds the
-//! part after the fixed header at enqueue and decodes whole records the scripts return, so the
-//! scripts only read and patch the fixed header on the hot paths.
+//! The job record, format v1: its layout is defined here (ARCHITECTURE.md has the byte table,
+//! checked by a test; the Lua prelude gets the offsets and flags from these constants). The
+//! client builds the part after the fixed header at enqueue and decodes whole records the
+//! scripts return, so the scripts only read and patch the fixed header on the hot paths.
 
 use delayq::{Backoff, NewJob, Result};
 
@@ -10,9 +11,33 @@ use crate::error::shape;
 pub(crate) const VERSION: u8 = 1;
 /// Length of the fixed header.
 pub(crate) const HEADER_LEN: usize = 24;
-const F_LEASE: u8 = 1;
-const F_BACKOFF: u8 = 2;
-const F_ERROR: u8 = 4;
+/// Flag: a `u32` lease length in ms follows the header.
+pub(crate) const F_LEASE: u8 = 1;
+/// Flag: a backoff (`u8` kind, `u32` base ms, `u32` cap ms) follows.
+pub(crate) const F_BACKOFF: u8 = 2;
+/// Flag: a last error (`u16` length, then its bytes) follows.
+pub(crate) const F_ERROR: u8 = 4;
+
+/// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
+/// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
+#[cfg(test)]
+pub(crate) const LAYOUT: &[(&str, usize, usize)] = &[
+    ("version", 0, 1),
+    ("flags", 1, 1),
+    ("attempt", 2, 2),
+    ("max_attempts", 4, 2),
+    ("due_ms", 6, 6),
+    ("created_ms", 12, 6),
+    ("token", 18, 6),
+];
+/// Offset of the attempt counter in the header.
+pub(crate) const AT_ATTEMPT: usize = 2;
+/// Offset of the due time.
+pub(crate) const AT_DUE: usize = 6;
+/// Offset of the lease token.
+pub(crate) const AT_TOKEN: usize = 18;
+/// The header as a format of Lua's `struct` library (one letter per [`LAYOUT`] field).
+pub(crate) const HEADER_FORMAT: &str = ">BBHHI6I6I6";
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +71,38 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
     }
     out.extend_from_slice(&job.payload);
     (flags, out)
+}
+
+/// Encodes a whole record (the inverse of [`decode`]; the scripts' `encode` writes the same
+/// bytes, which a test checks against a live server).
+#[cfg(test)]
+pub(crate) fn encode(r: &Record) -> Vec<u8> {
+    let mut flags = 0;
+    let mut out = vec![VERSION, 0];
+    out.extend_from_slice(&(r.attempt as u16).to_be_bytes());
+    out.extend_from_slice(&(r.max_attempts as u16).to_be_bytes());
+    for v in [r.due_ms, r.created_ms, r.token] {
+        out.extend_from_slice(&v.to_be_bytes()[2..]);
+    }
+    if let Some(l) = r.lease_ms {
+        flags |= F_LEASE;
+        out.extend_from_slice(&l.to_be_bytes());
+    }
+    if let Some(b) = r.backoff {
+        flags |= F_BACKOFF;
+        let (base, cap) = b.base_cap_ms();
+        out.push(b.kind_code());
+        out.extend_from_slice(&(base as u32).to_be_bytes());
+        out.extend_from_slice(&(cap as u32).to_be_bytes());
+    }
+    if let Some(e) = &r.last_error {
+        flags |= F_ERROR;
+        out.extend_from_slice(&(e.len() as u16).to_be_bytes());
+        out.extend_from_slice(e.as_bytes());
+    }
+    out[1] = flags;
+    out.extend_from_slice(&r.payload);
+    out
 }
 
 fn u48(b: &[u8]) -> u64 {
@@ -157,5 +214,106 @@ mod tests {
         assert!(decode(&v2).is_err());
         let truncated = header(F_ERROR, 1, 1, 5, 5, 0);
         assert!(decode(&truncated).is_err());
+    }
+
+    #[test]
+    fn layout_constants_agree() {
+        let mut at = 0;
+        let widths = |c: char| match c {
+            'B' => 1,
+            'H' => 2,
+            _ => 6,
+        };
+        let letters: Vec<char> = HEADER_FORMAT[1..].replace("I6", "6").chars().collect();
+        assert_eq!(letters.len(), LAYOUT.len());
+        for ((name, offset, width), letter) in LAYOUT.iter().zip(letters) {
+            assert_eq!(*offset, at, "{name}");
+            assert_eq!(widths(letter), *width, "{name}");
+            at += width;
+        }
+        assert_eq!(at, HEADER_LEN);
+        let offset = |f: &str| LAYOUT.iter().find(|l| l.0 == f).unwrap().1;
+        assert_eq!(
+            (AT_ATTEMPT, AT_DUE, AT_TOKEN),
+            (offset("attempt"), offset("due_ms"), offset("token"))
+        );
+    }
+
+    /// ARCHITECTURE.md's byte table is this layout: rows `| offset | width | field |`.
+    #[test]
+    fn architecture_md_byte_table_matches_the_layout() {
+        let doc = include_str!("../../../ARCHITECTURE.md");
+        let start = doc.find("<!-- record-header -->").expect("table marker");
+        let rows: Vec<(usize, usize, String)> = doc[start..]
+            .lines()
+            .skip(3)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let c: Vec<&str> = l.split('|').map(str::trim).collect();
+                let field = c[3].trim_matches('`').to_owned();
+                (c[1].parse().unwrap(), c[2].parse().unwrap(), field)
+            })
+            .collect();
+        let want: Vec<(usize, usize, String)> = LAYOUT
+            .iter()
+            .map(|(f, o, w)| (*o, *w, (*f).to_owned()))
+            .collect();
+        assert_eq!(rows, want);
+    }
+
+    fn sample() -> Record {
+        Record {
+            attempt: 3,
+            max_attempts: 9,
+            due_ms: 1_764_000_000_123,
+            created_ms: 1_764_000_000_000,
+            token: 77,
+            lease_ms: Some(2500),
+            backoff: Some(Backoff::Fixed { delay_ms: 40 }),
+            last_error: Some("boom €".into()),
+            payload: b"{\"order\":42}".to_vec(),
+        }
+    }
+
+    /// A record built by the scripts' `encode` decodes in Rust to the same fields, and Rust's
+    /// bytes survive the scripts' `decode` + `encode` unchanged.
+    #[tokio::test]
+    async fn records_round_trip_between_lua_and_rust() {
+        let server = delayq_test_support::RedisServer::start();
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let build = crate::scripts::full(
+            "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
+             created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
+             bcap = 40, err = ARGV[1], payload = ARGV[2] })",
+        );
+        let r = sample();
+        let from_lua: Vec<u8> = redis::Script::new(&build)
+            .arg(r.last_error.as_deref().unwrap())
+            .arg(&r.payload)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(decode(&from_lua).unwrap(), r);
+        assert_eq!(encode(&r), from_lua);
+        let again = crate::scripts::full("return encode(decode(ARGV[1]))");
+        for rec in [
+            r.clone(),
+            Record {
+                lease_ms: None,
+                backoff: None,
+                last_error: None,
+                token: 0,
+                ..r
+            },
+        ] {
+            let bytes = encode(&rec);
+            let back: Vec<u8> = redis::Script::new(&again)
+                .arg(&bytes)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(back, bytes);
+        }
     }
 }

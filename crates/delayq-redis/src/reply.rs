@@ -1,9 +1,89 @@
-//! Reading script replies (`redis::Value`) into domain types.
+//! Reading script replies (`redis::Value`) into domain types, and [`Reply`]: the one set of
+//! outcome codes every script returns (the Lua prelude defines them from this enum).
 
-use delayq::{JobId, JobInfo, JobState, Result};
+use delayq::{Error, JobId, JobInfo, JobState, Result};
 use redis::Value;
 
 use crate::error::shape;
+
+/// An outcome code of a script. The Lua prelude defines `R_<NAME>` for each (see
+/// [`crate::scripts`]); a test checks that every `R_…` a script uses is one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i64)]
+pub(crate) enum Reply {
+    /// The transition happened (acked, cancelled, extended, rescheduled, requeued, created).
+    Ok = 1,
+    /// Nack: the job is scheduled for a retry.
+    Retry = 2,
+    /// Nack: the job was dead-lettered.
+    Buried = 3,
+    /// Enqueue: the id exists; nothing was written.
+    Exists = 4,
+    /// No such job; nothing changed.
+    Missing = -1,
+    /// The job exists but the token is not its current lease; nothing changed.
+    LeaseLost = -2,
+    /// Refused: the job is scheduled.
+    Scheduled = -3,
+    /// Refused: the job is leased.
+    Leased = -4,
+    /// Refused: the job is dead.
+    Dead = -5,
+}
+
+impl Reply {
+    /// Every code, with the name the Lua prelude gives it.
+    pub(crate) const ALL: [(Reply, &'static str); 9] = [
+        (Reply::Ok, "R_OK"),
+        (Reply::Retry, "R_RETRY"),
+        (Reply::Buried, "R_BURIED"),
+        (Reply::Exists, "R_EXISTS"),
+        (Reply::Missing, "R_MISSING"),
+        (Reply::LeaseLost, "R_LOST"),
+        (Reply::Scheduled, "R_SCHEDULED"),
+        (Reply::Leased, "R_LEASED"),
+        (Reply::Dead, "R_DEAD"),
+    ];
+
+    /// The refusal this code means for `id`, when the operation needed `expected`.
+    pub(crate) fn refusal(self, id: &JobId, expected: JobState) -> Error {
+        let wrong = |state| Error::WrongState {
+            id: id.clone(),
+            state,
+            expected,
+        };
+        match self {
+            Reply::LeaseLost => Error::LeaseLost { id: id.clone() },
+            Reply::Scheduled => wrong(JobState::Scheduled),
+            Reply::Leased => wrong(JobState::Leased),
+            Reply::Dead => wrong(JobState::Dead),
+            Reply::Missing => Error::NotFound { id: id.clone() },
+            other => shape(&format!("{other:?} is not a refusal")),
+        }
+    }
+}
+
+impl TryFrom<i64> for Reply {
+    type Error = Error;
+
+    fn try_from(code: i64) -> Result<Self> {
+        Self::ALL
+            .iter()
+            .map(|(r, _)| *r)
+            .find(|r| *r as i64 == code)
+            .ok_or_else(|| shape(&format!("unknown reply code {code}")))
+    }
+}
+
+/// The [`Reply`] in `v`.
+pub(crate) fn reply(v: &Value) -> Result<Reply> {
+    Reply::try_from(int(v)?)
+}
+
+/// The state a store code names.
+pub(crate) fn state(code: i64) -> Result<JobState> {
+    JobState::from_code(code).ok_or_else(|| shape(&format!("unknown state code {code}")))
+}
 
 pub(crate) fn int(v: &Value) -> Result<i64> {
     match v {
@@ -43,13 +123,7 @@ pub(crate) fn job_id(v: Value) -> Result<JobId> {
 
 /// A job from its state, the score that goes with it (lease deadline or failed-at, -1 for
 /// none) and its record.
-pub(crate) fn job_info(id: JobId, state: &str, extra: i64, raw: &[u8]) -> Result<JobInfo> {
-    let state = match state {
-        "scheduled" => JobState::Scheduled,
-        "leased" => JobState::Leased,
-        "dead" => JobState::Dead,
-        s => return Err(shape(&format!("unknown state {s}"))),
-    };
+pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Result<JobInfo> {
     let r = crate::record::decode(raw)?;
     let extra = (extra >= 0).then_some(extra as u64);
     Ok(JobInfo {
@@ -68,4 +142,26 @@ pub(crate) fn job_info(id: JobId, state: &str, extra: i64, raw: &[u8]) -> Result
         last_error: r.last_error,
         payload: r.payload,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_maps_both_ways_and_is_unique() {
+        let mut codes = std::collections::HashSet::new();
+        for (r, name) in Reply::ALL {
+            assert!(codes.insert(r as i64), "{name} twice");
+            assert_eq!(Reply::try_from(r as i64).unwrap(), r);
+            assert!(name.starts_with("R_"));
+        }
+        assert!(Reply::try_from(99).is_err());
+        assert!(
+            Reply::Ok
+                .refusal(&JobId::new("x").unwrap(), JobState::Dead)
+                .to_string()
+                .contains("unexpected")
+        );
+    }
 }

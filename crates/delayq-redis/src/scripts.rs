@@ -1,33 +1,199 @@
-//! The Lua scripts, one per transition, each with `common.lua` prepended. `Script` sends
-//! EVALSHA and reloads the script after `NOSCRIPT` (a restarted or flushed server).
+//! The Lua scripts, one per transition, each declared once with the keys it takes in order.
+//! Every script is sent as: a prelude generated from Rust constants (record layout, flags,
+//! limits, default backoff, state and reply codes), then `common.lua`, then its own file.
+//! `Script` sends EVALSHA and reloads the script after `NOSCRIPT` (a restarted or flushed
+//! server).
 
+use std::fmt::Write;
 use std::sync::LazyLock;
 
+use delayq::{Backoff, JobState};
 use redis::Script;
 
-macro_rules! script {
-    ($name:ident, $file:literal) => {
-        #[doc = concat!("`lua/", $file, "` with `common.lua` prepended.")]
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/common.lua"),
-                "\n",
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
+use crate::keys::{Key, Keys};
+use crate::record;
+use crate::reply::Reply;
+
+/// One script: its file, the keys it takes (in `KEYS` order) and the loaded script.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct ScriptDef {
+    /// File name under `lua/`.
+    pub file: &'static str,
+    /// Its `KEYS`, in order (checked against the file's header by a test).
+    pub keys: &'static [Key],
+    source: &'static str,
+    script: LazyLock<Script>,
+}
+
+impl ScriptDef {
+    /// The script, ready to invoke.
+    pub(crate) fn script(&self) -> &Script {
+        &self.script
+    }
+
+    /// The names of its keys for one queue, in `KEYS` order.
+    pub(crate) fn key_names<'k>(&self, k: &'k Keys) -> impl Iterator<Item = &'k str> {
+        self.keys.iter().map(move |key| k.name(*key))
+    }
+
+    /// The file's own text (without prelude and `common.lua`).
+    #[cfg(test)]
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
+    }
+}
+
+/// The whole text sent for a script file.
+pub(crate) fn full(source: &str) -> String {
+    format!(
+        "{}\n{}\n{}",
+        *PRELUDE,
+        include_str!("../lua/common.lua"),
+        source
+    )
+}
+
+macro_rules! scripts {
+    ($($name:ident = $file:literal [$($key:ident),*];)*) => {
+        $(
+            #[doc = concat!("`lua/", $file, "`.")]
+            pub(crate) static $name: ScriptDef = ScriptDef {
+                file: $file,
+                keys: &[$(Key::$key),*],
+                source: include_str!(concat!("../lua/", $file)),
+                script: LazyLock::new(|| Script::new(&full(include_str!(concat!("../lua/", $file))))),
+            };
+        )*
+        /// Every script.
+        #[cfg(test)]
+        pub(crate) static ALL: &[&ScriptDef] = &[$(&$name),*];
     };
 }
 
-script!(ENQUEUE, "enqueue.lua");
-script!(CLAIM, "claim.lua");
-script!(ACK, "ack.lua");
-script!(NACK, "nack.lua");
-script!(EXTEND, "extend.lua");
-script!(RELEASE, "release.lua");
-script!(CANCEL, "cancel.lua");
-script!(RESCHEDULE, "reschedule.lua");
-script!(GET, "get.lua");
-script!(STATS, "stats.lua");
-script!(DEAD_LIST, "dead_list.lua");
-script!(DEAD_REQUEUE, "dead_requeue.lua");
-script!(DEAD_PURGE, "dead_purge.lua");
+scripts! {
+    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake];
+    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence];
+    ACK = "ack.lua" [Lease, Jobs];
+    NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake];
+    EXTEND = "extend.lua" [Lease, Jobs];
+    RELEASE = "release.lua" [Sched, Lease, Jobs, Wake];
+    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead];
+    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake];
+    GET = "get.lua" [Sched, Lease, Jobs, Dead];
+    STATS = "stats.lua" [Sched, Lease, Dead];
+    DEAD_LIST = "dead_list.lua" [Dead, Jobs];
+    DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake];
+    DEAD_PURGE = "dead_purge.lua" [Dead, Jobs];
+}
+
+/// The Lua prelude: every constant the scripts share with Rust, generated from Rust.
+pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
+    let mut s = String::from("-- prelude generated from Rust (scripts.rs): do not edit\n");
+    let mut def = |name: &str, value: String| {
+        let _ = writeln!(s, "local {name} = {value}");
+    };
+    def("RECORD_VERSION", record::VERSION.to_string());
+    def("HEADER", format!("'{}'", record::HEADER_FORMAT));
+    def("HEADER_LEN", record::HEADER_LEN.to_string());
+    // Lua strings are indexed from 1.
+    def("AT_ATTEMPT", (record::AT_ATTEMPT + 1).to_string());
+    def("AT_DUE", (record::AT_DUE + 1).to_string());
+    def("AT_TOKEN", (record::AT_TOKEN + 1).to_string());
+    def("F_LEASE", record::F_LEASE.to_string());
+    def("F_BACKOFF", record::F_BACKOFF.to_string());
+    def("F_ERROR", record::F_ERROR.to_string());
+    def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
+    let b = Backoff::default();
+    let (base, cap) = b.base_cap_ms();
+    def("DEFAULT_BKIND", b.kind_code().to_string());
+    def("DEFAULT_BBASE", base.to_string());
+    def("DEFAULT_BCAP", cap.to_string());
+    for st in JobState::ALL {
+        def(
+            &format!("ST_{}", st.to_string().to_uppercase()),
+            st.code().to_string(),
+        );
+    }
+    for (r, name) in Reply::ALL {
+        def(name, (r as i64).to_string());
+    }
+    s
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(n, name)` of each `-- KEYS[n] name` line of a script's header.
+    fn header_keys(source: &str) -> Vec<(usize, String)> {
+        source
+            .lines()
+            .take_while(|l| l.starts_with("--"))
+            .filter_map(|l| {
+                let rest = l.strip_prefix("-- KEYS[")?;
+                let (n, rest) = rest.split_once(']')?;
+                let name = rest.split_whitespace().next()?;
+                Some((n.parse().ok()?, name.to_owned()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_lua_header_lists_the_declared_keys_in_order() {
+        for def in ALL {
+            let declared: Vec<(usize, String)> = def
+                .keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (i + 1, k.field().to_owned()))
+                .collect();
+            assert_eq!(header_keys(def.source()), declared, "{}", def.file);
+            // The script reads no KEYS index it does not declare.
+            for n in declared.len() + 1..=declared.len() + 3 {
+                assert!(
+                    !def.source().contains(&format!("KEYS[{n}]")),
+                    "{} KEYS[{n}]",
+                    def.file
+                );
+            }
+        }
+        let dir = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua")).unwrap();
+        let mut files: Vec<String> = dir
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f != "common.lua")
+            .collect();
+        files.sort();
+        let mut declared: Vec<&str> = ALL.iter().map(|d| d.file).collect();
+        declared.sort();
+        assert_eq!(files, declared, "every .lua file is declared once");
+    }
+
+    /// Every `R_…` and `ST_…` name a script uses is defined by the prelude, so every code a
+    /// script can return is one Rust maps.
+    #[test]
+    fn every_code_a_script_returns_is_mapped() {
+        let defined: std::collections::HashSet<String> = PRELUDE
+            .lines()
+            .filter_map(|l| l.strip_prefix("local "))
+            .filter_map(|l| l.split(' ').next())
+            .map(str::to_owned)
+            .collect();
+        let common = include_str!("../lua/common.lua");
+        let mut used = 0;
+        for text in ALL.iter().map(|d| d.source()).chain([common]) {
+            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if (word.starts_with("R_") || word.starts_with("ST_")) && !word.ends_with('_') {
+                    used += 1;
+                    assert!(
+                        defined.contains(word),
+                        "{word} is not defined by the prelude"
+                    );
+                }
+            }
+        }
+        assert!(used > 10, "scripts return named codes");
+        for (_, name) in Reply::ALL {
+            assert!(defined.contains(name));
+        }
+    }
+}

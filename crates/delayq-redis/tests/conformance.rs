@@ -1,11 +1,18 @@
-//! The conformance suite on the Redis backend.
+//! The conformance suite on the Redis backend (time is the server's `TIME`: it passes by
+//! sleeping).
 
-async fn setup() -> (delayq_test_support::RedisServer, delayq_redis::RedisBackend) {
+use delayq::testkit::Time;
+
+async fn setup() -> (
+    delayq_test_support::RedisServer,
+    delayq_redis::RedisBackend,
+    Time,
+) {
     let server = delayq_test_support::RedisServer::start();
     let b = delayq_redis::RedisBackend::connect(&server.url())
         .await
         .unwrap();
-    (server, b)
+    (server, b, Time::Real)
 }
 
 delayq::conformance_tests!(setup);

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use delayq::{
-    AckOutcome, Backend, Backoff, Consumer, ConsumerOptions, Error, Failure, Inspect, Job,
-    JobState, Nack, NewJob, OffsetClock, Producer,
+    Backend, Backoff, Consumer, ConsumerOptions, Error, Failure, Inspect, Job, JobState, NewJob,
+    OffsetClock, Producer,
 };
 use tokio::sync::watch;
 
@@ -203,72 +203,6 @@ async fn long_handlers_keep_their_lease() {
         "a 500 ms lease held over a 1.6 s handler"
     );
     assert!(p.get(&id("long")).await.unwrap().is_none(), "acked");
-}
-
-#[tokio::test]
-async fn one_owner_and_stale_tokens_are_fenced() {
-    let (_s, b, q) = setup().await;
-    let p = Producer::new(b.clone(), q.clone());
-    p.enqueue(job("f", 0)).await.unwrap();
-    let req = |lease_ms| claim_req(10, lease_ms);
-    let a = b.claim(&q, req(1000)).await.unwrap();
-    assert_eq!(a.jobs.len(), 1);
-    let stale = a.jobs[0].lease_ref();
-    assert!(
-        b.claim(&q, req(1000)).await.unwrap().jobs.is_empty(),
-        "one owner"
-    );
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let bb = b.claim(&q, req(30_000)).await.unwrap();
-    assert_eq!(bb.jobs.len(), 1, "the expired lease is delivered again");
-    let fresh = bb.jobs[0].lease_ref();
-    assert_eq!(bb.jobs[0].attempt, 2);
-    assert_ne!(fresh.token, stale.token);
-    // Every operation with the stale token is refused and changes nothing.
-    assert_eq!(
-        b.ack(&q, vec![stale.clone()]).await.unwrap(),
-        [AckOutcome::LeaseLost]
-    );
-    assert!(matches!(
-        b.nack(&q, stale.clone(), Nack::error("x")).await,
-        Err(Error::LeaseLost { .. })
-    ));
-    assert!(matches!(
-        b.extend(&q, stale.clone(), Duration::from_secs(1)).await,
-        Err(Error::LeaseLost { .. })
-    ));
-    let info = b.get(&q, &id("f")).await.unwrap().unwrap();
-    assert_eq!((info.state, info.attempt), (JobState::Leased, 2));
-    assert!(info.lease_deadline_ms.unwrap() > now_ms() + 20_000);
-    // A token of another job is refused too.
-    p.enqueue(job("other", 0)).await.unwrap();
-    let other = b.claim(&q, req(30_000)).await.unwrap().jobs[0].lease_ref();
-    let forged = delayq::LeaseRef {
-        id: id("f"),
-        token: other.token,
-    };
-    assert_eq!(
-        b.ack(&q, vec![forged]).await.unwrap(),
-        [AckOutcome::LeaseLost]
-    );
-    // Unknown ids are refused.
-    let unknown = delayq::LeaseRef {
-        id: id("zzz"),
-        token: 1,
-    };
-    assert_eq!(
-        b.ack(&q, vec![unknown]).await.unwrap(),
-        [AckOutcome::LeaseLost]
-    );
-    // The current owner acks; a second ack is refused.
-    assert_eq!(
-        b.ack(&q, vec![fresh.clone()]).await.unwrap(),
-        [AckOutcome::Acked]
-    );
-    assert_eq!(
-        b.ack(&q, vec![fresh]).await.unwrap(),
-        [AckOutcome::LeaseLost]
-    );
 }
 
 #[tokio::test]

@@ -19,9 +19,11 @@ use crate::backend::{Backend, ClaimRequest, Wakeups};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::handler::{Failure, Handler};
+use crate::instrumented::Instrumented;
 use crate::job::{AckOutcome, Job, LeaseRef, Nack, NackOutcome, validate_lease};
 use crate::name::QueueName;
 use crate::telemetry;
+use crate::wait;
 
 /// How a [`Consumer`] runs.
 #[derive(Clone)]
@@ -76,10 +78,9 @@ pub struct RunReport {
 
 /// Runs a handler over the due jobs of one queue.
 pub struct Consumer<B> {
-    backend: B,
+    backend: Instrumented<B>,
     queue: QueueName,
     opts: ConsumerOptions,
-    counters: telemetry::QueueCounters,
 }
 
 /// What a job task reports back to the loop.
@@ -99,12 +100,10 @@ impl<B: Backend> Consumer<B> {
                 crate::InvalidInput::Batch("concurrency and batch must be >= 1".into()).into(),
             );
         }
-        let counters = telemetry::QueueCounters::new(queue.as_str());
         Ok(Self {
-            backend,
+            backend: Instrumented::with_clock(backend, opts.clock.clone()),
             queue,
             opts,
-            counters,
         })
     }
 
@@ -117,133 +116,189 @@ impl<B: Backend> Consumer<B> {
         handler: H,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<RunReport> {
-        let handler = Arc::new(handler);
         let mut shutdown = std::pin::pin!(shutdown);
-        let mut report = RunReport::default();
-        let mut tasks: JoinSet<Outcome> = JoinSet::new();
-        let mut running: HashMap<tokio::task::Id, LeaseRef> = HashMap::new();
-        let mut acks: Vec<LeaseRef> = Vec::new();
-        let mut wake: Option<Wakeups> = None;
-        let mut claim_now = true;
-        let mut sleep_deadline = Instant::now();
-        let mut retry_delay = Duration::from_millis(50);
-        let q = self.queue.to_string();
-
+        let mut run = Run::new(self, Arc::new(handler));
         loop {
-            while let Some(res) = tasks.try_join_next_with_id() {
-                self.settle(res, &mut running, &mut acks, &mut report);
-            }
-            if wake.is_none() {
-                match self.backend.wakeups(&self.queue).await {
-                    Ok(w) => wake = Some(w),
-                    Err(e) => tracing::warn!(queue = %q, error = %e, "wake-up channel unavailable"),
+            run.settle_finished();
+            run.subscribe().await;
+            if let Err(retry_in) = run.claim().await {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = sleep(retry_in) => continue,
                 }
             }
-            let free = self.opts.concurrency - tasks.len();
-            let claim = claim_now && free > 0;
-            if claim || !acks.is_empty() {
-                if let Some(w) = wake.as_mut() {
-                    w.borrow_and_update();
-                }
-                let max = if claim { free.min(self.opts.batch) } else { 0 };
-                let req = ClaimRequest {
-                    max,
-                    lease: self.opts.lease,
-                    acks: std::mem::take(&mut acks),
-                };
-                let sent = req.acks.clone();
-                match self.backend.claim(&self.queue, req).await {
-                    Ok(batch) => {
-                        retry_delay = Duration::from_millis(50);
-                        self.count_acks(&batch.acks, &mut report);
-                        let got = batch.jobs.len();
-                        report.claimed += got as u64;
-                        self.counters.claimed.increment(got as u64);
-                        for job in batch.jobs {
-                            let lease = job.lease_ref();
-                            let handle = tasks.spawn(run_job(
-                                handler.clone(),
-                                self.backend.clone(),
-                                self.opts.clock.clone(),
-                                job,
-                            ));
-                            running.insert(handle.id(), lease);
-                        }
-                        if claim {
-                            claim_now = got == max;
-                            let idle = batch
-                                .next_due_in
-                                .unwrap_or(self.opts.max_idle)
-                                .min(self.opts.max_idle);
-                            sleep_deadline = Instant::now() + idle;
-                        }
-                    }
-                    Err(e) => {
-                        acks = sent;
-                        tracing::warn!(queue = %q, error = %e, retry_in = ?retry_delay, "claim failed");
-                        tokio::select! {
-                            _ = &mut shutdown => break,
-                            _ = sleep(retry_delay) => {}
-                        }
-                        retry_delay = (retry_delay * 2).min(Duration::from_secs(2));
-                        continue;
-                    }
-                }
-            }
-            let must_claim = claim_now && tasks.len() < self.opts.concurrency;
-            if must_claim {
+            if run.must_claim() {
                 continue;
             }
             tokio::select! {
                 _ = &mut shutdown => break,
-                Some(res) = tasks.join_next_with_id(), if !tasks.is_empty() => {
-                    self.settle(res, &mut running, &mut acks, &mut report);
-                    claim_now = true;
-                }
-                changed = wait_wake(&mut wake) => {
-                    if !changed {
-                        wake = None;
-                    }
-                    claim_now = true;
-                }
-                _ = precise_sleep_until(sleep_deadline), if !claim_now => claim_now = true,
+                () = run.wait() => {}
             }
         }
-        self.drain(tasks, running, acks, &mut report).await;
-        Ok(report)
+        Ok(run.drain().await)
+    }
+}
+
+/// The state of one [`Consumer::run`], and its steps: settle finished jobs, subscribe to
+/// wake-ups, claim (acknowledging finished jobs on the way), wait, drain.
+struct Run<B, H> {
+    c: Consumer<B>,
+    handler: Arc<H>,
+    report: RunReport,
+    /// Running job tasks; each has its lease in `running` until it settles.
+    tasks: JoinSet<Outcome>,
+    running: HashMap<tokio::task::Id, LeaseRef>,
+    /// Leases of finished jobs, acknowledged by the next claim.
+    acks: Vec<LeaseRef>,
+    wake: Option<Wakeups>,
+    /// Whether the next claim should lease jobs (false while sleeping towards `sleep_until`).
+    claim_now: bool,
+    sleep_until: Instant,
+    retry_delay: Duration,
+}
+
+const FIRST_RETRY: Duration = Duration::from_millis(50);
+const LAST_RETRY: Duration = Duration::from_secs(2);
+
+impl<B: Backend, H: Handler> Run<B, H> {
+    fn new(c: Consumer<B>, handler: Arc<H>) -> Self {
+        Self {
+            c,
+            handler,
+            report: RunReport::default(),
+            tasks: JoinSet::new(),
+            running: HashMap::new(),
+            acks: Vec::new(),
+            wake: None,
+            claim_now: true,
+            sleep_until: Instant::now(),
+            retry_delay: FIRST_RETRY,
+        }
+    }
+
+    fn free(&self) -> usize {
+        self.c.opts.concurrency - self.tasks.len()
+    }
+
+    /// Whether there are free slots and due jobs may be waiting: claim again at once.
+    fn must_claim(&self) -> bool {
+        self.claim_now && self.free() > 0
+    }
+
+    /// Settles every job task that has finished.
+    fn settle_finished(&mut self) {
+        while let Some(res) = self.tasks.try_join_next_with_id() {
+            self.settle(res);
+        }
+    }
+
+    /// Subscribes to wake-ups when not subscribed (after a start or a lost channel).
+    async fn subscribe(&mut self) {
+        if self.wake.is_none() {
+            match self.c.backend.wakeups(&self.c.queue).await {
+                Ok(w) => self.wake = Some(w),
+                Err(e) => {
+                    tracing::warn!(queue = %self.c.queue, error = %e, "wake-up channel unavailable")
+                }
+            }
+        }
+    }
+
+    /// One claim: acknowledges finished jobs and leases as many due jobs as there are free
+    /// slots, starting a task for each. `Err(retry_in)` when the backend failed (the acks are
+    /// kept for the next try).
+    async fn claim(&mut self) -> std::result::Result<(), Duration> {
+        let lease_jobs = self.must_claim();
+        if !lease_jobs && self.acks.is_empty() {
+            return Ok(());
+        }
+        if let Some(w) = self.wake.as_mut() {
+            w.borrow_and_update();
+        }
+        let max = if lease_jobs {
+            self.free().min(self.c.opts.batch)
+        } else {
+            0
+        };
+        let req = ClaimRequest {
+            max,
+            lease: self.c.opts.lease,
+            acks: std::mem::take(&mut self.acks),
+        };
+        let sent = req.acks.clone();
+        match self.c.backend.claim(&self.c.queue, req).await {
+            Ok(batch) => {
+                self.retry_delay = FIRST_RETRY;
+                self.count_acks(&batch.acks);
+                let got = batch.jobs.len();
+                self.report.claimed += got as u64;
+                for job in batch.jobs {
+                    let lease = job.lease_ref();
+                    let task = run_job(self.handler.clone(), self.c.backend.clone(), job);
+                    let handle = self.tasks.spawn(task);
+                    self.running.insert(handle.id(), lease);
+                }
+                if lease_jobs {
+                    // A full batch means more may be due; otherwise sleep towards the next.
+                    self.claim_now = got == max;
+                    let idle = self.c.opts.max_idle;
+                    let next = batch.next_due_in.unwrap_or(idle).min(idle);
+                    self.sleep_until = Instant::now() + next;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.acks = sent;
+                let retry_in = self.retry_delay;
+                tracing::warn!(queue = %self.c.queue, error = %e, ?retry_in, "claim failed");
+                self.retry_delay = (retry_in * 2).min(LAST_RETRY);
+                Err(retry_in)
+            }
+        }
+    }
+
+    /// Waits for a job to finish, a wake-up, or the next due time; then claims again.
+    async fn wait(&mut self) {
+        let deadline = if self.claim_now {
+            // No free slot: only a finished job (or a wake-up) matters.
+            Instant::now() + self.c.opts.max_idle
+        } else {
+            self.sleep_until
+        };
+        tokio::select! {
+            Some(res) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                self.settle(res);
+            }
+            _ = wait::until_due_or_woken(deadline, &mut self.wake) => {}
+        }
+        self.claim_now = true;
     }
 
     /// Shutdown: wait for running handlers within the grace period, abort the rest, flush
     /// acknowledgements and release the aborted jobs' leases.
-    async fn drain(
-        &self,
-        mut tasks: JoinSet<Outcome>,
-        mut running: HashMap<tokio::task::Id, LeaseRef>,
-        mut acks: Vec<LeaseRef>,
-        report: &mut RunReport,
-    ) {
-        let deadline = Instant::now() + self.opts.shutdown_grace;
+    async fn drain(mut self) -> RunReport {
+        let deadline = Instant::now() + self.c.opts.shutdown_grace;
         loop {
             tokio::select! {
-                res = tasks.join_next_with_id() => match res {
-                    Some(res) => self.settle(res, &mut running, &mut acks, report),
+                res = self.tasks.join_next_with_id() => match res {
+                    Some(res) => self.settle(res),
                     None => break,
                 },
                 _ = sleep_until(deadline) => break,
             }
         }
-        tasks.abort_all();
-        while let Some(res) = tasks.join_next_with_id().await {
-            self.settle(res, &mut running, &mut acks, report);
+        self.tasks.abort_all();
+        while let Some(res) = self.tasks.join_next_with_id().await {
+            self.settle(res);
         }
         for attempt in 0..5 {
-            if acks.is_empty() {
+            if self.acks.is_empty() {
                 break;
             }
-            match self.backend.ack(&self.queue, acks.clone()).await {
+            match self.c.backend.ack(&self.c.queue, self.acks.clone()).await {
                 Ok(out) => {
-                    self.count_acks(&out, report);
-                    acks.clear();
+                    self.count_acks(&out);
+                    self.acks.clear();
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, attempt, "final ack failed");
@@ -251,39 +306,25 @@ impl<B: Backend> Consumer<B> {
                 }
             }
         }
-        let aborted: Vec<LeaseRef> = running.into_values().collect();
+        let aborted: Vec<LeaseRef> = std::mem::take(&mut self.running).into_values().collect();
         if !aborted.is_empty() {
-            report.aborted += aborted.len() as u64;
-            if let Err(e) = self.backend.release(&self.queue, aborted, false).await {
+            self.report.aborted += aborted.len() as u64;
+            if let Err(e) = self.c.backend.release(&self.c.queue, aborted, false).await {
                 tracing::warn!(error = %e, "releasing aborted jobs failed; their leases will expire");
             }
         }
+        self.report
     }
 
-    fn settle(
-        &self,
-        res: std::result::Result<(tokio::task::Id, Outcome), JoinError>,
-        running: &mut HashMap<tokio::task::Id, LeaseRef>,
-        acks: &mut Vec<LeaseRef>,
-        report: &mut RunReport,
-    ) {
+    fn settle(&mut self, res: std::result::Result<(tokio::task::Id, Outcome), JoinError>) {
         match res {
             Ok((id, outcome)) => {
-                running.remove(&id);
+                self.running.remove(&id);
                 match outcome {
-                    Outcome::Ack(lease) => acks.push(lease),
-                    Outcome::Nacked(NackOutcome::Retrying { .. }) => {
-                        report.retried += 1;
-                        self.counters.retried.increment(1);
-                    }
-                    Outcome::Nacked(NackOutcome::Dead { .. }) => {
-                        report.dead += 1;
-                        self.counters.dead.increment(1);
-                    }
-                    Outcome::LeaseLost => {
-                        report.lease_lost += 1;
-                        self.counters.lease_lost.increment(1);
-                    }
+                    Outcome::Ack(lease) => self.acks.push(lease),
+                    Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,
+                    Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,
+                    Outcome::LeaseLost => self.report.lease_lost += 1,
                     Outcome::Unresolved => {}
                 }
             }
@@ -293,63 +334,29 @@ impl<B: Backend> Consumer<B> {
             Err(e) => {
                 // run_job catches handler panics; reaching here is a bug in the engine. The
                 // lease expires and the job is delivered again.
-                running.remove(&e.id());
+                self.running.remove(&e.id());
                 tracing::error!(error = %e, "job task failed");
             }
         }
     }
 
-    fn count_acks(&self, outcomes: &[AckOutcome], report: &mut RunReport) {
+    fn count_acks(&mut self, outcomes: &[AckOutcome]) {
         let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count() as u64;
         let lost = outcomes.len() as u64 - acked;
-        report.acked += acked;
-        report.lease_lost += lost;
-        self.counters.acked.increment(acked);
+        self.report.acked += acked;
+        self.report.lease_lost += lost;
         if lost > 0 {
-            tracing::warn!(queue = %self.queue, lost, "acks refused: lease lost");
-            self.counters.lease_lost.increment(lost);
-        }
-    }
-}
-
-/// Sleeps until `deadline` with sub-millisecond precision: the timer wheel (1 ms ticks,
-/// rounded up) covers all but the last stretch, which yields in a loop. A consumer thus starts
-/// a job within a round trip of its due time instead of up to two timer ticks after it.
-async fn precise_sleep_until(deadline: Instant) {
-    const SPIN: Duration = Duration::from_micros(1500);
-    if let Some(coarse) = deadline.checked_sub(SPIN)
-        && coarse > Instant::now()
-    {
-        sleep_until(coarse).await;
-    }
-    while Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Waits for a wake-up; `false` when the channel is gone (the caller resubscribes).
-async fn wait_wake(wake: &mut Option<Wakeups>) -> bool {
-    match wake {
-        Some(w) => w.changed().await.is_ok(),
-        None => {
-            sleep(Duration::from_millis(500)).await;
-            false
+            tracing::warn!(queue = %self.c.queue, lost, "acks refused: lease lost");
         }
     }
 }
 
 /// Runs one job: the handler (panics caught), lease extension while it runs, and the nack of a
 /// failure. Acks are returned to the loop, which batches them onto the next claim.
-async fn run_job<B: Backend, H: Handler>(
-    handler: Arc<H>,
-    backend: B,
-    clock: SharedClock,
-    job: Job,
-) -> Outcome {
+async fn run_job<B: Backend, H: Handler>(handler: Arc<H>, backend: B, job: Job) -> Outcome {
     let queue = job.queue.clone();
     let lease = job.lease_ref();
     let lease_len = job.lease;
-    telemetry::lateness(queue.as_str(), job.due_at_ms, clock.now_ms());
     let started = Instant::now();
     let mut fut = std::pin::pin!(AssertUnwindSafe(handler.handle(job)).catch_unwind());
     let period = (lease_len / 3).max(Duration::from_millis(5));

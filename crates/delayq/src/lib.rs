@@ -29,8 +29,8 @@
 //! ```
 //!
 //! Parts: [`name`] (validated names), [`job`] (the model), [`backoff`], [`limits`],
-//! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`clock`],
-//! [`telemetry`] (metric names).
+//! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`wait`], [`clock`],
+//! [`instrumented`] and [`telemetry`] (metrics).
 
 pub mod backend;
 pub mod backoff;
@@ -38,6 +38,7 @@ pub mod clock;
 pub mod consumer;
 pub mod error;
 pub mod handler;
+pub mod instrumented;
 pub mod job;
 pub mod limits;
 pub mod name;
@@ -46,6 +47,7 @@ pub mod rfc3339;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod wait;
 
 pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
@@ -53,6 +55,7 @@ pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, RunReport};
 pub use error::{Error, InvalidInput, Result};
 pub use handler::{Failure, Handler};
+pub use instrumented::Instrumented;
 pub use job::{
     AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Job, JobInfo, JobState, LeaseRef,
     Nack, NackOutcome, NewJob, QueueStats, Schedule,

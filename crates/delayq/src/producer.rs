@@ -5,15 +5,15 @@ use std::sync::Arc;
 use crate::backend::{Backend, Inspect};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{InvalidInput, Result};
+use crate::instrumented::Instrumented;
 use crate::job::{CancelOutcome, Enqueued, JobInfo, NewJob, Schedule};
 use crate::limits::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_BATCH};
 use crate::name::{JobId, QueueName};
-use crate::telemetry;
 
 /// Enqueues, cancels, reschedules and looks up jobs of one queue. Cheap to clone.
 #[derive(Clone)]
 pub struct Producer<B> {
-    backend: B,
+    backend: Instrumented<B>,
     queue: QueueName,
     max_payload: usize,
     clock: SharedClock,
@@ -23,7 +23,7 @@ impl<B: Backend> Producer<B> {
     /// A producer for `queue` with the default payload limit (1 MiB).
     pub fn new(backend: B, queue: QueueName) -> Self {
         Self {
-            backend,
+            backend: Instrumented::new(backend),
             queue,
             max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
             clock: Arc::new(SystemClock),
@@ -49,7 +49,7 @@ impl<B: Backend> Producer<B> {
 
     /// The backend.
     pub fn backend(&self) -> &B {
-        &self.backend
+        self.backend.inner()
     }
 
     /// Enqueues one job. With an id that already exists nothing is created and the result
@@ -77,26 +77,13 @@ impl<B: Backend> Producer<B> {
                 job.id = Some(JobId::generate());
             }
         }
-        let n = jobs.len() as u64;
-        let out = self.backend.enqueue(&self.queue, jobs).await?;
-        let created = out.iter().filter(|e| e.created).count() as u64;
-        telemetry::count(telemetry::ENQUEUED, self.queue.as_str(), created);
-        telemetry::count(
-            telemetry::ENQUEUE_EXISTING,
-            self.queue.as_str(),
-            n - created,
-        );
-        Ok(out)
+        self.backend.enqueue(&self.queue, jobs).await
     }
 
     /// Cancels a scheduled job. [`CancelOutcome::Cancelled`] means this call removed it; any
     /// other outcome means a consumer has it, it is dead, or it is gone.
     pub async fn cancel(&self, id: &JobId) -> Result<CancelOutcome> {
-        let out = self.backend.cancel(&self.queue, id).await?;
-        if out == CancelOutcome::Cancelled {
-            telemetry::count(telemetry::CANCELLED, self.queue.as_str(), 1);
-        }
-        Ok(out)
+        self.backend.cancel(&self.queue, id).await
     }
 
     /// Moves a scheduled job to a new due time; returns the new due time (ms since epoch).

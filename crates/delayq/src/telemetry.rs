@@ -1,6 +1,7 @@
 //! Metric names and recording helpers, shared by the consumer engine and the HTTP server so
-//! that an embedding service and `delayq serve` export the same series. Everything goes
-//! through the `metrics` facade: without an installed recorder these are no-ops.
+//! that an embedding service and `delayq serve` export the same series (recorded in one place:
+//! [`crate::Instrumented`]). Everything goes through the `metrics` facade: without an
+//! installed recorder these are no-ops.
 
 /// Counter: jobs created by enqueue.
 pub const ENQUEUED: &str = "delayq_enqueued_total";
@@ -44,6 +45,12 @@ pub fn lateness(queue: &str, due_at_ms: u64, now_ms: u64) {
 /// labels each time).
 #[derive(Clone)]
 pub struct QueueCounters {
+    /// [`ENQUEUED`].
+    pub enqueued: metrics::Counter,
+    /// [`ENQUEUE_EXISTING`].
+    pub enqueue_existing: metrics::Counter,
+    /// [`CANCELLED`].
+    pub cancelled: metrics::Counter,
     /// [`CLAIMED`].
     pub claimed: metrics::Counter,
     /// [`ACKED`].
@@ -61,6 +68,9 @@ impl QueueCounters {
     pub fn new(queue: &str) -> Self {
         let c = |name: &'static str| metrics::counter!(name, "queue" => queue.to_owned());
         Self {
+            enqueued: c(ENQUEUED),
+            enqueue_existing: c(ENQUEUE_EXISTING),
+            cancelled: c(CANCELLED),
             claimed: c(CLAIMED),
             acked: c(ACKED),
             retried: c(RETRIED),

@@ -4,14 +4,13 @@
 //! backend is the model.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect,
-    JobId, JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result, Schedule,
-    Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect, JobId,
+    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result, Schedule, Wakeups,
 };
 
 /// Where an injected fault strikes.
@@ -89,7 +88,11 @@ impl<B> Faulty<B> {
         Some(point)
     }
 
-    async fn run<T>(&self, method: &'static str, call: impl Future<Output = Result<T>>) -> Result<T> {
+    async fn run<T>(
+        &self,
+        method: &'static str,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         let fault = || Error::Unavailable(format!("injected fault in {method}"));
         match self.strike(method) {
             Some(FaultPoint::Before) => Err(fault()),
@@ -120,7 +123,8 @@ impl<B: Backend> Backend for Faulty<B> {
     }
 
     async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
-        self.run("extend", self.inner.extend(queue, lease, len)).await
+        self.run("extend", self.inner.extend(queue, lease, len))
+            .await
     }
 
     async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
@@ -155,7 +159,12 @@ impl<B: Inspect> Inspect for Faulty<B> {
         self.run("stats", self.inner.stats(queue)).await
     }
 
-    async fn dead_list(&self, queue: &QueueName, offset: usize, limit: usize) -> Result<Vec<JobInfo>> {
+    async fn dead_list(
+        &self,
+        queue: &QueueName,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
         self.run("dead_list", self.inner.dead_list(queue, offset, limit))
             .await
     }

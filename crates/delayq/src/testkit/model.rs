@@ -241,7 +241,10 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                     j = j.delay(HOUR);
                 }
                 let got = b.enqueue(&q, vec![j]).await;
-                (Seen::Created(created), got.map(|e| Seen::Created(e[0].created)))
+                (
+                    Seen::Created(created),
+                    got.map(|e| Seen::Created(e[0].created)),
+                )
             }
             Op::Claim | Op::Abandon => {
                 let abandon = matches!(op, Op::Abandon);
@@ -329,12 +332,19 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                     retry_in: Some(HOUR),
                     dead,
                 };
-                let got = refusal(b.nack(&q, LeaseRef { id: jid(i), token }, nack).await, "nack");
+                let got = refusal(
+                    b.nack(&q, LeaseRef { id: jid(i), token }, nack).await,
+                    "nack",
+                );
                 let got = got.map(|r| Seen::Nack(r.map(|o| matches!(o, NackOutcome::Dead { .. }))));
                 (Seen::Nack(want), got)
             }
             Op::Extend(i) => {
-                let want = if w.holds(i) { Ok(()) } else { Err(w.refusal(i)) };
+                let want = if w.holds(i) {
+                    Ok(())
+                } else {
+                    Err(w.refusal(i))
+                };
                 let lease = LeaseRef {
                     id: jid(i),
                     token: w.token(i),
@@ -346,8 +356,7 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
             Op::Release(i) => {
                 let token = w.token(i);
                 let want = w.holds(i);
-                if let (true, Some(S::Leased { attempt, .. })) = (want, w.m.jobs.get(&i).copied())
-                {
+                if let (true, Some(S::Leased { attempt, .. })) = (want, w.m.jobs.get(&i).copied()) {
                     let s = S::Scheduled {
                         due: true,
                         attempt: attempt - 1,
@@ -355,9 +364,14 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                     w.m.jobs.insert(i, s);
                     w.cur.remove(&i);
                 }
-                let got = match b.release(&q, vec![LeaseRef { id: jid(i), token }], true).await {
+                let got = match b
+                    .release(&q, vec![LeaseRef { id: jid(i), token }], true)
+                    .await
+                {
                     Ok(()) => b.get(&q, &jid(i)).await.map(|info| {
-                        Seen::Done(want && matches!(info.map(|j| j.state), Some(JobState::Scheduled)))
+                        Seen::Done(
+                            want && matches!(info.map(|j| j.state), Some(JobState::Scheduled)),
+                        )
                     }),
                     Err(e) => Err(e),
                 };
@@ -373,7 +387,10 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                     Some(S::Dead { .. }) => CancelOutcome::Dead,
                     None => CancelOutcome::NotFound,
                 };
-                (Seen::Cancel(want), b.cancel(&q, &jid(i)).await.map(Seen::Cancel))
+                (
+                    Seen::Cancel(want),
+                    b.cancel(&q, &jid(i)).await.map(Seen::Cancel),
+                )
             }
             Op::Reschedule(i, far) => {
                 let want = match w.m.jobs.get(&i).copied() {
@@ -422,7 +439,10 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                     S::Dead { attempt } => (JobState::Dead, attempt),
                 });
                 let got = b.get(&q, &jid(i)).await;
-                (Seen::Get(want), got.map(|j| Seen::Get(j.map(|j| (j.state, j.attempt)))))
+                (
+                    Seen::Get(want),
+                    got.map(|j| Seen::Get(j.map(|j| (j.state, j.attempt)))),
+                )
             }
         };
         match got {

@@ -1,0 +1,181 @@
+//! [`Instrumented`]: a backend wrapper that records every metric of `telemetry` in one place —
+//! jobs enqueued (new and existing), claimed (with their lateness), acked, retried, dead,
+//! cancelled, and refusals for a lost lease — whoever calls the backend: the producer, the
+//! consumer engine or the HTTP server. Each of those wraps the backend it is given once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crate::backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
+use crate::clock::{SharedClock, SystemClock};
+use crate::error::{Error, Result};
+use crate::job::{
+    AckOutcome, CancelOutcome, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueStats,
+    Schedule,
+};
+use crate::name::{JobId, QueueName};
+use crate::telemetry::{self, QueueCounters};
+
+/// Wraps a backend and meters what passes through it. Cheap to clone; clones share the
+/// registered counters. Without an installed `metrics` recorder it records nothing.
+#[derive(Clone)]
+pub struct Instrumented<B> {
+    inner: B,
+    clock: SharedClock,
+    counters: Arc<RwLock<HashMap<QueueName, Arc<QueueCounters>>>>,
+}
+
+impl<B> Instrumented<B> {
+    /// Meters `inner`; lateness is measured on this host's clock.
+    pub fn new(inner: B) -> Self {
+        Self::with_clock(inner, Arc::new(SystemClock))
+    }
+
+    /// Meters `inner`, measuring lateness on `clock`.
+    pub fn with_clock(inner: B, clock: SharedClock) -> Self {
+        Self {
+            inner,
+            clock,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    /// The counters of `queue`, registered once.
+    fn of(&self, queue: &QueueName) -> Arc<QueueCounters> {
+        if let Some(c) = self
+            .counters
+            .read()
+            .ok()
+            .and_then(|m| m.get(queue).cloned())
+        {
+            return c;
+        }
+        let c = Arc::new(QueueCounters::new(queue.as_str()));
+        if let Ok(mut m) = self.counters.write() {
+            m.entry(queue.clone()).or_insert_with(|| c.clone());
+        }
+        c
+    }
+
+    fn count_acks(&self, queue: &QueueName, outcomes: &[AckOutcome]) {
+        let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count() as u64;
+        let lost = outcomes.len() as u64 - acked;
+        let c = self.of(queue);
+        c.acked.increment(acked);
+        c.lease_lost.increment(lost);
+    }
+
+    fn count_refusal<T>(&self, queue: &QueueName, r: &Result<T>) {
+        if matches!(r, Err(Error::LeaseLost { .. } | Error::NotFound { .. })) {
+            self.of(queue).lease_lost.increment(1);
+        }
+    }
+}
+
+impl<B: Backend> Backend for Instrumented<B> {
+    async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        let out = self.inner.enqueue(queue, jobs).await?;
+        let created = out.iter().filter(|e| e.created).count() as u64;
+        let c = self.of(queue);
+        c.enqueued.increment(created);
+        c.enqueue_existing.increment(out.len() as u64 - created);
+        Ok(out)
+    }
+
+    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        let batch = self.inner.claim(queue, req).await?;
+        self.count_acks(queue, &batch.acks);
+        if !batch.jobs.is_empty() {
+            self.of(queue).claimed.increment(batch.jobs.len() as u64);
+            let now = self.clock.now_ms();
+            for j in &batch.jobs {
+                telemetry::lateness(queue.as_str(), j.due_at_ms, now);
+            }
+        }
+        Ok(batch)
+    }
+
+    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        let out = self.inner.ack(queue, leases).await?;
+        self.count_acks(queue, &out);
+        Ok(out)
+    }
+
+    async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
+        let out = self.inner.nack(queue, lease, nack).await;
+        self.count_refusal(queue, &out);
+        match &out {
+            Ok(NackOutcome::Retrying { .. }) => self.of(queue).retried.increment(1),
+            Ok(NackOutcome::Dead { .. }) => self.of(queue).dead.increment(1),
+            Err(_) => {}
+        }
+        out
+    }
+
+    async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
+        let out = self.inner.extend(queue, lease, len).await;
+        self.count_refusal(queue, &out);
+        out
+    }
+
+    async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
+        self.inner.release(queue, leases, undo).await
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        let out = self.inner.cancel(queue, id).await?;
+        if out == CancelOutcome::Cancelled {
+            self.of(queue).cancelled.increment(1);
+        }
+        Ok(out)
+    }
+
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
+        self.inner.reschedule(queue, id, schedule).await
+    }
+
+    async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
+        self.inner.wakeups(queue).await
+    }
+}
+
+impl<B: Inspect> Inspect for Instrumented<B> {
+    async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
+        self.inner.get(queue, id).await
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        self.inner.queues().await
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        self.inner.stats(queue).await
+    }
+
+    async fn dead_list(
+        &self,
+        queue: &QueueName,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        self.inner.dead_list(queue, offset, limit).await
+    }
+
+    async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        self.inner.dead_requeue(queue, id).await
+    }
+
+    async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
+        self.inner.dead_requeue_all(queue).await
+    }
+
+    async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
+        self.inner.dead_purge(queue).await
+    }
+}
