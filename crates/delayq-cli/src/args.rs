@@ -85,7 +85,8 @@ pub enum Command {
     },
     /// Serve the HTTP API, the dashboard and /metrics.
     Serve(ServeArgs),
-    /// Run the benchmark workloads of WORKLOADS.md.
+    /// Run the benchmark workloads of docs/BENCHMARKS.md (built with `--features bench`).
+    #[cfg(feature = "bench")]
     Bench(crate::bench::BenchArgs),
 }
 

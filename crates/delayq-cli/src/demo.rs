@@ -150,7 +150,7 @@ pub async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8> {
 
     let dead = backend.dead_list(&queue, 0, 10).await?;
     let t = std::mem::take(&mut *tally.lock().expect("tally"));
-    let late = crate::bench::util::percentiles(t.lateness_ms.clone());
+    let late = crate::percentiles::percentiles(t.lateness_ms.clone());
     println!("\nsummary");
     println!("  orders placed                 {orders}");
     println!("  paid in time (cancel won)     {}", t.paid);

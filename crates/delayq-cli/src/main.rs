@@ -5,11 +5,13 @@
 mod admin;
 mod args;
 mod backend;
+#[cfg(feature = "bench")]
 mod bench;
 mod demo;
 mod doctor;
 mod enqueue;
 mod output;
+mod percentiles;
 mod serve;
 mod worker;
 
@@ -73,6 +75,7 @@ fn redact(url: &str) -> String {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
+    #[cfg(feature = "bench")]
     if let Command::Bench(a) = cli.command {
         return bench::run(cli.redis, a).await;
     }
@@ -115,6 +118,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
         Command::Serve(a) => serve::run(backend, &desc, a).await,
         Command::Demo { orders } => demo::run(backend, orders).await,
-        Command::Bench(_) | Command::Doctor => unreachable!("handled above"),
+        #[cfg(feature = "bench")]
+        Command::Bench(_) => unreachable!("handled above"),
+        Command::Doctor => unreachable!("handled above"),
     }
 }
