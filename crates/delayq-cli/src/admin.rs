@@ -7,7 +7,7 @@ use crate::args::DeadCommand;
 use crate::output::{format_ms, job_json, job_text};
 
 /// `delayq get ID`: exits with 3 when the job does not exist.
-pub async fn get(p: &Producer<AnyBackend>, id: &JobId, json: bool) -> anyhow::Result<u8> {
+pub(crate) async fn get(p: &Producer<AnyBackend>, id: &JobId, json: bool) -> anyhow::Result<u8> {
     match p.get(id).await? {
         Some(j) if json => println!("{}", job_json(&j)),
         Some(j) => println!("{}", job_text(&j)),
@@ -20,7 +20,7 @@ pub async fn get(p: &Producer<AnyBackend>, id: &JobId, json: bool) -> anyhow::Re
 }
 
 /// `delayq cancel ID`: exit 0 only when this call removed the job.
-pub async fn cancel(p: &Producer<AnyBackend>, id: &JobId) -> anyhow::Result<u8> {
+pub(crate) async fn cancel(p: &Producer<AnyBackend>, id: &JobId) -> anyhow::Result<u8> {
     let out = p.cancel(id).await?;
     let (text, code) = match out {
         CancelOutcome::Cancelled => ("cancelled", 0),
@@ -33,14 +33,18 @@ pub async fn cancel(p: &Producer<AnyBackend>, id: &JobId) -> anyhow::Result<u8> 
 }
 
 /// `delayq reschedule ID`.
-pub async fn reschedule(p: &Producer<AnyBackend>, id: &JobId, s: Schedule) -> anyhow::Result<u8> {
+pub(crate) async fn reschedule(
+    p: &Producer<AnyBackend>,
+    id: &JobId,
+    s: Schedule,
+) -> anyhow::Result<u8> {
     let due = p.reschedule(id, s).await?;
     println!("{id}\tdue {}", format_ms(due));
     Ok(0)
 }
 
 /// `delayq stats`.
-pub async fn stats(p: &Producer<AnyBackend>, json: bool, all: bool) -> anyhow::Result<u8> {
+pub(crate) async fn stats(p: &Producer<AnyBackend>, json: bool, all: bool) -> anyhow::Result<u8> {
     let queues = if all {
         p.backend().queues().await?
     } else {
@@ -124,7 +128,7 @@ pub async fn stats(p: &Producer<AnyBackend>, json: bool, all: bool) -> anyhow::R
 }
 
 /// `delayq dead …`.
-pub async fn dead<B: Backend + Inspect>(
+pub(crate) async fn dead<B: Backend + Inspect>(
     b: &B,
     q: &delayq::QueueName,
     cmd: DeadCommand,

@@ -9,7 +9,7 @@ use delayq::{JobId, QueueName, Schedule};
 /// delayq: jobs that run at a future time.
 #[derive(Parser, Debug)]
 #[command(name = "delayq", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Redis URL. Without it (and without DELAYQ_REDIS_URL) delayq uses the embedded store.
     #[arg(long, global = true, env = "DELAYQ_REDIS_URL")]
     pub redis: Option<String>,
@@ -37,7 +37,7 @@ pub struct Cli {
 
 /// The commands.
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Enqueue a job (or many with --jsonl).
     Enqueue(EnqueueArgs),
     /// Show one job.
@@ -93,7 +93,7 @@ pub enum Command {
 /// When a job is due: `--delay` or `--at` (neither: now).
 #[derive(Args, Debug, Clone)]
 #[group(multiple = false)]
-pub struct When {
+pub(crate) struct When {
     /// Delay, e.g. 250ms, 30s, 30m, 7d.
     #[arg(long, value_parser = parse_duration)]
     pub delay: Option<Duration>,
@@ -104,7 +104,7 @@ pub struct When {
 
 impl When {
     /// The schedule.
-    pub fn schedule(&self) -> Result<Schedule, delayq::InvalidInput> {
+    pub(crate) fn schedule(&self) -> Result<Schedule, delayq::InvalidInput> {
         match (self.delay, self.at) {
             (Some(d), _) => Ok(Schedule::Delay(d)),
             (None, Some(t)) => Schedule::at(t),
@@ -115,7 +115,7 @@ impl When {
 
 /// Arguments of `delayq enqueue`.
 #[derive(Args, Debug)]
-pub struct EnqueueArgs {
+pub(crate) struct EnqueueArgs {
     /// Job id (makes the enqueue idempotent); generated when absent.
     #[arg(long, conflicts_with = "jsonl")]
     pub id: Option<JobId>,
@@ -142,7 +142,7 @@ pub struct EnqueueArgs {
 
 /// Dead-letter subcommands.
 #[derive(Subcommand, Debug)]
-pub enum DeadCommand {
+pub(crate) enum DeadCommand {
     /// List dead jobs, oldest failure first.
     List {
         /// Skip this many.
@@ -170,7 +170,7 @@ pub enum DeadCommand {
 
 /// Arguments of `delayq worker`.
 #[derive(Args, Debug)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// Shell command run for each job: payload on stdin; DELAYQ_JOB_ID, DELAYQ_QUEUE,
     /// DELAYQ_ATTEMPT, DELAYQ_DUE_AT_MS in the environment. Exit 0 acks; anything else retries.
     #[arg(long, required_unless_present = "bench_record")]
@@ -194,7 +194,7 @@ pub struct WorkerArgs {
 
 /// Arguments of `delayq serve`.
 #[derive(Args, Debug)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: std::net::SocketAddr,
@@ -213,12 +213,12 @@ pub struct ServeArgs {
 }
 
 /// Parses `250ms`, `30s`, `30m`, `7d`, `1h 30m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (examples: 250ms, 30s, 30m, 7d)"))
 }
 
 /// Parses RFC 3339 with `Z` or a numeric offset.
-pub fn parse_time(s: &str) -> Result<SystemTime, String> {
+pub(crate) fn parse_time(s: &str) -> Result<SystemTime, String> {
     delayq::rfc3339::parse_ms(s)
         .map(|ms| std::time::UNIX_EPOCH + Duration::from_millis(ms))
         .ok_or_else(|| format!("{s:?} is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)"))

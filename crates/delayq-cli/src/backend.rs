@@ -12,7 +12,7 @@ use delayq_redis::RedisBackend;
 
 /// Redis or the embedded store.
 #[derive(Clone)]
-pub enum AnyBackend {
+pub(crate) enum AnyBackend {
     /// A Redis server.
     Redis(RedisBackend),
     /// The embedded store in a local directory.

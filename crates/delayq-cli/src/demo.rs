@@ -25,7 +25,7 @@ struct Tally {
 }
 
 /// Runs the demo with `orders` orders.
-pub async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8> {
+pub(crate) async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8> {
     let queue = QueueName::new(format!("demo-orders-{}", std::process::id()))?;
     let producer = Producer::new(backend.clone(), queue.clone());
     let tally = Arc::new(Mutex::new(Tally::default()));

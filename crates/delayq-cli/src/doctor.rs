@@ -6,7 +6,7 @@ use anyhow::Context;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Fine.
     Ok,
     /// Works, with a caveat worth reading.
@@ -16,7 +16,7 @@ pub enum Verdict {
 }
 
 /// One check's outcome.
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked.
     pub name: &'static str,
     /// The verdict.
@@ -32,7 +32,7 @@ fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// Runs every check against `url`.
-pub async fn checks(url: &str) -> anyhow::Result<Vec<Check>> {
+pub(crate) async fn checks(url: &str) -> anyhow::Result<Vec<Check>> {
     let client = redis::Client::open(url)?;
     let mut conn = tokio::time::timeout(
         Duration::from_secs(5),
@@ -159,7 +159,7 @@ pub async fn checks(url: &str) -> anyhow::Result<Vec<Check>> {
 }
 
 /// Runs `delayq doctor`: prints a verdict per check; exit 1 when one fails.
-pub async fn run(url: &str) -> anyhow::Result<u8> {
+pub(crate) async fn run(url: &str) -> anyhow::Result<u8> {
     let checks = checks(url).await?;
     for c in &checks {
         let v = match c.verdict {

@@ -60,7 +60,7 @@ impl Line {
 }
 
 /// Runs `delayq enqueue`.
-pub async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Result<()> {
     if a.jsonl {
         return run_jsonl(p, a.batch.clamp(1, delayq::limits::MAX_BATCH)).await;
     }

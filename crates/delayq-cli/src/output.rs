@@ -5,12 +5,12 @@ use std::time::{Duration, UNIX_EPOCH};
 use delayq::JobInfo;
 
 /// ms since the epoch as RFC 3339 UTC with milliseconds.
-pub fn format_ms(ms: u64) -> String {
+pub(crate) fn format_ms(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
 /// A job as `key: value` lines.
-pub fn job_text(j: &JobInfo) -> String {
+pub(crate) fn job_text(j: &JobInfo) -> String {
     let mut s = format!(
         "id: {}\nstate: {}\nattempt: {}/{}\ndue_at: {}\ncreated_at: {}\n",
         j.id,
@@ -34,7 +34,7 @@ pub fn job_text(j: &JobInfo) -> String {
 }
 
 /// A job as one JSON object (payload as text when it is UTF-8, else hex).
-pub fn job_json(j: &JobInfo) -> serde_json::Value {
+pub(crate) fn job_json(j: &JobInfo) -> serde_json::Value {
     let mut v = serde_json::to_value(j).unwrap_or_default();
     let payload = match std::str::from_utf8(&j.payload) {
         Ok(t) => serde_json::Value::String(t.to_owned()),

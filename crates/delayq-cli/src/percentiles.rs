@@ -2,7 +2,7 @@
 
 /// p50, p90, p99, max, min by nearest rank.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Percentiles {
+pub(crate) struct Percentiles {
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
@@ -12,7 +12,7 @@ pub struct Percentiles {
 }
 
 /// Nearest rank: the p-th percentile is the sorted value at 1-based rank ceil(p/100 · n).
-pub fn percentiles(mut v: Vec<f64>) -> Percentiles {
+pub(crate) fn percentiles(mut v: Vec<f64>) -> Percentiles {
     if v.is_empty() {
         return Percentiles::default();
     }

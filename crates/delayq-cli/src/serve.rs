@@ -7,7 +7,11 @@ use delayq_http::{AppState, HttpConfig};
 use crate::args::ServeArgs;
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
-pub async fn run(backend: AnyBackend, backend_desc: &str, a: ServeArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(
+    backend: AnyBackend,
+    backend_desc: &str,
+    a: ServeArgs,
+) -> anyhow::Result<u8> {
     let mut tokens: Vec<String> = a.tokens.into_iter().filter(|t| !t.is_empty()).collect();
     if let Some(f) = &a.token_file {
         let text = std::fs::read_to_string(f)

@@ -83,7 +83,11 @@ impl Handler for RecordHandler {
 }
 
 /// Runs the worker until SIGTERM or SIGINT, then drains.
-pub async fn run(backend: AnyBackend, queue: QueueName, a: WorkerArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(
+    backend: AnyBackend,
+    queue: QueueName,
+    a: WorkerArgs,
+) -> anyhow::Result<u8> {
     let opts = ConsumerOptions {
         concurrency: a.concurrency,
         lease: a.lease,
@@ -120,7 +124,7 @@ pub async fn run(backend: AnyBackend, queue: QueueName, a: WorkerArgs) -> anyhow
 }
 
 /// Completes on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     tokio::select! {

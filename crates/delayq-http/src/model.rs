@@ -315,7 +315,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// `outcome` for job `id`, no other field.
-    pub fn of(id: &delayq::JobId, outcome: &str) -> Self {
+    pub fn of(id: &JobId, outcome: &str) -> Self {
         Self {
             id: Some(id.to_string()),
             outcome: outcome.to_owned(),

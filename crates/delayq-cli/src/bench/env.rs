@@ -14,7 +14,7 @@ use crate::backend::AnyBackend;
 
 /// The store a bench runs against — a Redis server, or embedded stores in a temporary
 /// directory — and how the bench is placed on the machine.
-pub struct Env {
+pub(crate) struct Env {
     /// URL of the server (empty for the embedded store).
     pub url: String,
     /// The embedded store's root and the store of the current workload.
@@ -44,13 +44,17 @@ struct Embedded {
 }
 
 impl Embedded {
-    fn dir(&self) -> std::path::PathBuf {
+    fn dir(&self) -> PathBuf {
         self.root.path().join(format!("run{}", self.runs))
     }
 }
 
 /// `(cpu µs per job, commands per job)` between two cost readings (Redis only).
-pub fn per_job(before: Option<Cost>, after: Option<Cost>, n: usize) -> (Option<f64>, Option<f64>) {
+pub(super) fn per_job(
+    before: Option<Cost>,
+    after: Option<Cost>,
+    n: usize,
+) -> (Option<f64>, Option<f64>) {
     match (before, after) {
         (Some(b), Some(a)) => {
             let (c, k) = b.per_job(&a, n);
@@ -62,14 +66,14 @@ pub fn per_job(before: Option<Cost>, after: Option<Cost>, n: usize) -> (Option<f
 
 /// Server cost counters at one moment.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Cost {
+pub(crate) struct Cost {
     cpu_s: f64,
     calls: u64,
 }
 
 impl Cost {
     /// `(cpu µs per job, commands per job)` from `self` to `later`.
-    pub fn per_job(&self, later: &Cost, n: usize) -> (f64, f64) {
+    pub(crate) fn per_job(&self, later: &Cost, n: usize) -> (f64, f64) {
         let n = n.max(1) as f64;
         (
             (later.cpu_s - self.cpu_s) * 1e6 / n,
@@ -91,7 +95,7 @@ fn can_pin() -> Result<(), String> {
 
 impl Env {
     /// Starts a server with the WORKLOADS.md settings, or connects to `url`.
-    pub async fn new(url: Option<String>) -> anyhow::Result<Self> {
+    pub(crate) async fn new(url: Option<String>) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let pin = can_pin();
         let (server, url, mut placement) = match url {
@@ -166,7 +170,7 @@ impl Env {
     }
 
     /// Embedded stores in a temporary directory, a fresh one per workload run.
-    pub fn embedded() -> anyhow::Result<Self> {
+    pub(crate) fn embedded() -> anyhow::Result<Self> {
         Ok(Self {
             url: String::new(),
             embedded: Some(Embedded {
@@ -187,7 +191,7 @@ impl Env {
     }
 
     /// Whether this is the embedded store.
-    pub fn is_embedded(&self) -> bool {
+    pub(crate) fn is_embedded(&self) -> bool {
         self.embedded.is_some()
     }
 
@@ -198,7 +202,7 @@ impl Env {
     }
 
     /// Empties the store: `FLUSHALL`, or a fresh embedded store.
-    pub async fn reset(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn reset(&mut self) -> anyhow::Result<()> {
         if let Some(e) = self.embedded.as_mut() {
             e.current = None;
             e.runs += 1;
@@ -212,7 +216,7 @@ impl Env {
     }
 
     /// A backend: a new Redis connection, or the current embedded store (opened on demand).
-    pub async fn backend(&mut self) -> anyhow::Result<AnyBackend> {
+    pub(crate) async fn backend(&mut self) -> anyhow::Result<AnyBackend> {
         match self.embedded.as_mut() {
             Some(e) => {
                 if e.current.is_none() {
@@ -226,14 +230,14 @@ impl Env {
 
     /// Closes the embedded store so that a worker process can own it (no-op on Redis). Every
     /// clone of the backend must be dropped first.
-    pub fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         if let Some(e) = self.embedded.as_mut() {
             e.current = None;
         }
     }
 
     /// The arguments that point a `delayq` process at this store.
-    pub fn backend_args(&self) -> Vec<String> {
+    pub(crate) fn backend_args(&self) -> Vec<String> {
         match &self.embedded {
             Some(e) => vec!["--data".into(), e.dir().to_string_lossy().into_owned()],
             None => vec!["--redis".into(), self.url.clone()],
@@ -241,7 +245,7 @@ impl Env {
     }
 
     /// CPU seconds and total command calls so far (Redis only).
-    pub async fn cost(&mut self) -> anyhow::Result<Option<Cost>> {
+    pub(crate) async fn cost(&mut self) -> anyhow::Result<Option<Cost>> {
         let Some(admin) = self.admin.as_mut() else {
             return Ok(None);
         };
@@ -272,7 +276,7 @@ impl Env {
     }
 
     /// `used_memory` in bytes (Redis only).
-    pub async fn used_memory(&mut self) -> anyhow::Result<u64> {
+    pub(crate) async fn used_memory(&mut self) -> anyhow::Result<u64> {
         let mem: String = redis::cmd("INFO")
             .arg("memory")
             .query_async(self.admin()?)
@@ -283,12 +287,12 @@ impl Env {
     }
 
     /// `DBSIZE` (Redis only).
-    pub async fn dbsize(&mut self) -> anyhow::Result<u64> {
+    pub(crate) async fn dbsize(&mut self) -> anyhow::Result<u64> {
         Ok(redis::cmd("DBSIZE").query_async(self.admin()?).await?)
     }
 
     /// A command pinned like the bench's clients.
-    pub fn client_command(&self, program: &std::path::Path) -> Command {
+    pub(crate) fn client_command(&self, program: &std::path::Path) -> Command {
         match self.client_prefix.split_first() {
             Some((p, rest)) => {
                 let mut c = Command::new(p);
@@ -300,7 +304,7 @@ impl Env {
     }
 
     /// Runs one redis-benchmark line and returns its requests per second.
-    pub fn redis_benchmark(&self, args: &[&str]) -> Option<f64> {
+    pub(crate) fn redis_benchmark(&self, args: &[&str]) -> Option<f64> {
         let out = self
             .client_command(std::path::Path::new("redis-benchmark"))
             .args(["-h", &self.host, "-p", &self.port.to_string(), "-q"])
@@ -319,7 +323,7 @@ impl Env {
 }
 
 /// `name:value` of an `INFO` reply.
-pub fn field(info: &str, name: &str) -> Option<String> {
+pub(super) fn field(info: &str, name: &str) -> Option<String> {
     info.lines().find_map(|l| {
         l.strip_prefix(name)
             .and_then(|r| r.strip_prefix(':'))
@@ -329,7 +333,7 @@ pub fn field(info: &str, name: &str) -> Option<String> {
 
 /// The redis-benchmark figures of WORKLOADS.md, measured in the same run.
 #[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct Ceiling {
+pub(super) struct Ceiling {
     /// `-n 200000 -t zadd` (50 clients).
     pub zadd: Option<f64>,
     /// The same with `-P 16`.
@@ -342,7 +346,7 @@ pub struct Ceiling {
 
 impl Ceiling {
     /// Runs the four lines (then `FLUSHALL`).
-    pub async fn measure(env: &mut Env) -> anyhow::Result<Self> {
+    pub(super) async fn measure(env: &mut Env) -> anyhow::Result<Self> {
         let c = Self {
             zadd: env.redis_benchmark(&["-n", "200000", "-t", "zadd"]),
             zadd_p16: env.redis_benchmark(&["-n", "200000", "-P", "16", "-t", "zadd"]),

@@ -21,7 +21,7 @@ use workloads::Drain;
 
 /// Arguments of `delayq bench`.
 #[derive(Args, Debug)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Workload to run.
     #[arg(long, value_enum, default_value = "all")]
     pub workload: Workload,
@@ -44,7 +44,7 @@ pub struct BenchArgs {
 
 /// The workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Workload {
+pub(crate) enum Workload {
     /// Enqueue.
     W1,
     /// Drain.
@@ -65,7 +65,7 @@ pub enum Workload {
 
 /// One workload run, with the field names of WORKLOADS.md.
 #[derive(Serialize, Default, Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     system: &'static str,
     workload: String,
     variant: String,
@@ -125,7 +125,7 @@ pub struct Row {
 }
 
 /// Runs `delayq bench`.
-pub async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u8> {
     if a.embedded && redis.is_some() {
         bail!("give --redis URL or --embedded, not both");
     }

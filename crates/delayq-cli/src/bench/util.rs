@@ -14,17 +14,17 @@ use super::env::Env;
 use crate::backend::AnyBackend;
 
 /// The queue every workload uses.
-pub fn queue() -> QueueName {
+pub(crate) fn queue() -> QueueName {
     QueueName::new("bench").expect("valid name")
 }
 
 /// `orderId` of job `i`: "1" and `i` zero-padded to 19 digits.
-pub fn order_id(i: usize) -> String {
+pub(crate) fn order_id(i: usize) -> String {
     format!("1{i:019}")
 }
 
 /// Job `i` of WORKLOADS.md: 100 bytes of compact JSON, its orderId as the job id.
-pub fn job(i: usize, schedule: Schedule) -> NewJob {
+pub(crate) fn job(i: usize, schedule: Schedule) -> NewJob {
     let id = order_id(i);
     let payload = format!(
         r#"{{"orderId":"{id}","action":"cancel","pad":"{}"}}"#,
@@ -37,22 +37,22 @@ pub fn job(i: usize, schedule: Schedule) -> NewJob {
 }
 
 /// The index `i` of an orderId.
-pub fn index_of(id: &str) -> Option<usize> {
+pub(crate) fn index_of(id: &str) -> Option<usize> {
     id.get(1..)?.parse().ok()
 }
 
 /// This host's time in ms since the epoch, with sub-ms precision.
-pub fn now_ms_f64() -> f64 {
+pub(crate) fn now_ms_f64() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64() * 1000.0)
         .unwrap_or(0.0)
 }
 
-pub use crate::percentiles::percentiles;
+pub(crate) use crate::percentiles::percentiles;
 
 /// A progress bar for `n` steps (hidden when stderr is not a terminal).
-pub fn bar(n: usize, what: &str) -> ProgressBar {
+pub(crate) fn bar(n: usize, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(n as u64);
     pb.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
@@ -64,7 +64,7 @@ pub fn bar(n: usize, what: &str) -> ProgressBar {
 }
 
 /// Enqueues jobs `range` with `schedule(i)` in batches of 1,000.
-pub async fn fill(
+pub(crate) async fn fill(
     b: &AnyBackend,
     range: std::ops::Range<usize>,
     what: &str,
@@ -85,10 +85,10 @@ pub async fn fill(
 }
 
 /// One handled job: index, handler start (ms, bench clock), due (ms).
-pub type Record = (usize, f64, u64);
+pub(crate) type Record = (usize, f64, u64);
 
 /// An in-process consumer with a no-op handler that records each job.
-pub struct Recorder {
+pub(crate) struct Recorder {
     pub records: Arc<Mutex<Vec<Record>>>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<delayq::Result<delayq::RunReport>>,
@@ -98,7 +98,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts a consumer with `concurrency` on its own connection.
-    pub async fn start(b: AnyBackend, concurrency: usize) -> anyhow::Result<Self> {
+    pub(crate) async fn start(b: AnyBackend, concurrency: usize) -> anyhow::Result<Self> {
         let opts = ConsumerOptions {
             concurrency,
             lease: Duration::from_secs(30),
@@ -132,7 +132,7 @@ impl Recorder {
     }
 
     /// Distinct jobs recorded so far.
-    pub fn unique(&self) -> usize {
+    pub(crate) fn unique(&self) -> usize {
         let r = self.records.lock().expect("records");
         let mut seen = vec![false; r.iter().map(|x| x.0 + 1).max().unwrap_or(0)];
         r.iter()
@@ -141,7 +141,7 @@ impl Recorder {
     }
 
     /// Waits until `n` distinct jobs are recorded or `timeout` passes.
-    pub async fn wait_for(&self, n: usize, timeout: Duration, what: &str) -> bool {
+    pub(crate) async fn wait_for(&self, n: usize, timeout: Duration, what: &str) -> bool {
         let pb = bar(n, what);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -160,7 +160,7 @@ impl Recorder {
     }
 
     /// Stops the consumer (it flushes its acks) and returns the records.
-    pub async fn stop(self) -> anyhow::Result<Vec<Record>> {
+    pub(crate) async fn stop(self) -> anyhow::Result<Vec<Record>> {
         let _ = self.stop.send(true);
         self.task.await??;
         Ok(std::mem::take(&mut *self.records.lock().expect("records")))
@@ -168,14 +168,14 @@ impl Recorder {
 }
 
 /// A `delayq worker` process with the recording handler.
-pub struct WorkerProcess {
+pub(crate) struct WorkerProcess {
     pub child: Child,
     pub file: PathBuf,
 }
 
 impl WorkerProcess {
     /// Starts `delayq worker --bench-record FILE`.
-    pub fn start(
+    pub(crate) fn start(
         env: &Env,
         file: &Path,
         concurrency: usize,
@@ -200,7 +200,7 @@ impl WorkerProcess {
     }
 
     /// SIGTERM, then wait (SIGKILL after 10 s).
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -216,7 +216,7 @@ impl WorkerProcess {
 }
 
 /// Lines `id,ms` of worker files as `(index, ms)`.
-pub fn read_records(files: &[PathBuf]) -> Vec<(usize, f64)> {
+pub(crate) fn read_records(files: &[PathBuf]) -> Vec<(usize, f64)> {
     let mut out = Vec::new();
     for f in files {
         for l in std::fs::read_to_string(f).unwrap_or_default().lines() {
@@ -232,7 +232,7 @@ pub fn read_records(files: &[PathBuf]) -> Vec<(usize, f64)> {
 }
 
 /// `(unique, duplicates, missing)` of indices against `0..n`.
-pub fn tally(indices: impl Iterator<Item = usize>, n: usize) -> (usize, usize, usize) {
+pub(crate) fn tally(indices: impl Iterator<Item = usize>, n: usize) -> (usize, usize, usize) {
     let mut count = vec![0u32; n];
     let mut total = 0;
     for i in indices {

@@ -25,7 +25,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// W1: enqueue, awaited one by one and in batches of 1,000; median of 3 repetitions.
-pub async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Vec<Row>> {
+pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Vec<Row>> {
     let d = delays(n, 3_600_000, 7_200_000);
     let mut rows = Vec::new();
     for (variant, batch) in [("awaited", 1usize), ("batch-1000", 1000)] {
@@ -84,7 +84,7 @@ pub async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Ve
 }
 
 /// W4: memory per delayed job after W1's enqueue.
-pub async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
+pub(super) async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
     env.reset().await?;
     let d = delays(n, 3_600_000, 7_200_000);
     let b = env.backend().await?;
@@ -114,7 +114,7 @@ pub async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
 
 /// How W2 consumes.
 #[derive(Clone, Copy)]
-pub enum Drain {
+pub(super) enum Drain {
     /// One in-process consumer with this concurrency.
     InProcess(usize),
     /// This many `delayq worker` processes, concurrency 50 each.
@@ -122,7 +122,12 @@ pub enum Drain {
 }
 
 /// W2: drain `n` due jobs; `backlog` far-future jobs sit in the same queue (W6).
-pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyhow::Result<Row> {
+pub(super) async fn drain(
+    env: &mut Env,
+    n: usize,
+    how: Drain,
+    backlog: usize,
+) -> anyhow::Result<Row> {
     env.reset().await?;
     let b = env.backend().await?;
     let before = env.cost().await?;
@@ -220,7 +225,7 @@ pub async fn drain(env: &mut Env, n: usize, how: Drain, backlog: usize) -> anyho
 }
 
 /// W3: lateness of 2,000 jobs spread over 20 s, the consumer running for `idle` first.
-pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Row> {
+pub(super) async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Row> {
     env.reset().await?;
     let n = 2000;
     let b = env.backend().await?;
@@ -287,7 +292,7 @@ pub async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Result<Ro
 }
 
 /// W5: a consumer process SIGKILLed mid-run, a fresh one started.
-pub async fn w5(env: &mut Env) -> anyhow::Result<Row> {
+pub(super) async fn w5(env: &mut Env) -> anyhow::Result<Row> {
     env.reset().await?;
     let n = 1000;
     let b = env.backend().await?;
@@ -370,7 +375,7 @@ pub async fn w5(env: &mut Env) -> anyhow::Result<Row> {
 }
 
 /// W7: 100,000 jobs due in the same second, a concurrency-50 consumer already running.
-pub async fn w7(env: &mut Env, n: usize) -> anyhow::Result<Row> {
+pub(super) async fn w7(env: &mut Env, n: usize) -> anyhow::Result<Row> {
     env.reset().await?;
     let b = env.backend().await?;
     let c = Recorder::start(env.backend().await?, 50).await?;

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use delayq::{ClaimRequest, Job, JobId, NewJob, QueueName};
 use delayq_redis::RedisBackend;
-pub use delayq_test_support::RedisServer;
+pub(crate) use delayq_test_support::RedisServer;
 
 static N: AtomicUsize = AtomicUsize::new(0);
 
 /// A unique queue name.
-pub fn queue() -> QueueName {
+pub(crate) fn queue() -> QueueName {
     QueueName::new(format!(
         "q{}-{}",
         std::process::id(),
@@ -21,33 +21,33 @@ pub fn queue() -> QueueName {
 }
 
 /// A fresh server, a connected backend and a queue.
-pub async fn setup() -> (RedisServer, RedisBackend, QueueName) {
+pub(crate) async fn setup() -> (RedisServer, RedisBackend, QueueName) {
     let server = RedisServer::start();
     let backend = RedisBackend::connect(&server.url()).await.unwrap();
     (server, backend, queue())
 }
 
-pub fn id(s: &str) -> JobId {
+pub(crate) fn id(s: &str) -> JobId {
     JobId::new(s).unwrap()
 }
 
-pub fn job(id_: &str, delay_ms: u64) -> NewJob {
+pub(crate) fn job(id_: &str, delay_ms: u64) -> NewJob {
     NewJob::new(id_.as_bytes().to_vec())
         .id(id(id_))
         .delay(Duration::from_millis(delay_ms))
 }
 
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     delayq::job::system_now_ms()
 }
 
 /// A future that completes when the watch flips to true.
-pub async fn shutdown_on(mut rx: tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn shutdown_on(mut rx: tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
 
 /// Polls `f` until it is true, at most `secs` seconds.
-pub async fn eventually<F: FnMut() -> bool>(secs: u64, mut f: F) -> bool {
+pub(crate) async fn eventually<F: FnMut() -> bool>(secs: u64, mut f: F) -> bool {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     while tokio::time::Instant::now() < deadline {
         if f() {
@@ -58,12 +58,12 @@ pub async fn eventually<F: FnMut() -> bool>(secs: u64, mut f: F) -> bool {
     f()
 }
 
-pub fn payload_str(j: &Job) -> String {
+pub(crate) fn payload_str(j: &Job) -> String {
     String::from_utf8_lossy(&j.payload).into_owned()
 }
 
 /// Polls the async check `f` until it is true, at most `secs` seconds.
-pub async fn until<F, Fut>(secs: u64, mut f: F) -> bool
+pub(crate) async fn until<F, Fut>(secs: u64, mut f: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -79,7 +79,7 @@ where
 }
 
 /// A claim of up to `max` due jobs under a `lease_ms` lease, acknowledging nothing.
-pub fn claim_req(max: usize, lease_ms: u64) -> ClaimRequest {
+pub(crate) fn claim_req(max: usize, lease_ms: u64) -> ClaimRequest {
     ClaimRequest {
         max,
         lease: Duration::from_millis(lease_ms),
