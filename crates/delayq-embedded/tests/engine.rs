@@ -1,0 +1,194 @@
+//! The consumer engine under a paused Tokio clock: lease extension, shutdown, retries and
+//! backend failures are checked over minutes of virtual time in a fraction of a second. The
+//! store reads the same clock (`TokioClock`), so its due times and leases agree with the
+//! engine's sleeps. Paused time jumps whenever every task waits, also on the store thread, so
+//! a ticker makes virtual time flow at a steady pace instead (`pass`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use delayq::testkit::{FaultPoint, Faulty, TokioClock};
+use delayq::{
+    Backend, Backoff, ClaimRequest, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId,
+    JobState, NewJob, Producer, QueueName, RunReport,
+};
+use delayq_embedded::EmbeddedBackend;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::sleep;
+
+fn q() -> QueueName {
+    QueueName::new("engine").unwrap()
+}
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+/// Lets `d` of virtual time pass. A paused clock would jump to the next timer whenever every
+/// task waits — also while one waits for the store thread, which then sees minutes pass during
+/// one operation. So time flows instead: a ticker advances it 50 ms for every 50 µs of real
+/// time and never lets the runtime idle, and this simply sleeps.
+async fn pass(d: Duration) {
+    sleep(d).await;
+}
+
+/// Starts the ticker that makes paused time flow (see [`pass`]).
+fn flow() -> JoinHandle<()> {
+    tokio::spawn(async {
+        loop {
+            std::thread::sleep(Duration::from_micros(50));
+            tokio::time::advance(Duration::from_millis(50)).await;
+            tokio::task::yield_now().await;
+        }
+    })
+}
+
+fn open() -> (tempfile::TempDir, EmbeddedBackend) {
+    drop(flow());
+    let dir = tempfile::tempdir().unwrap();
+    let b = EmbeddedBackend::open_with_clock(dir.path(), Arc::new(TokioClock::new())).unwrap();
+    (dir, b)
+}
+
+/// Starts a consumer; the sender stops it.
+fn start<B: Backend, F, Fut>(
+    b: B,
+    opts: ConsumerOptions,
+    handler: F,
+) -> (watch::Sender<bool>, JoinHandle<RunReport>)
+where
+    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Failure>> + Send + 'static,
+{
+    let (stop, mut rx) = watch::channel(false);
+    let c = Consumer::new(b, q(), opts).unwrap();
+    let run = tokio::spawn(async move {
+        c.run(handler, async move {
+            let _ = rx.wait_for(|v| *v).await;
+        })
+        .await
+        .unwrap()
+    });
+    (stop, run)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_ten_times_longer_than_its_lease_keeps_it() {
+    let (_dir, b) = open();
+    Producer::new(b.clone(), q())
+        .enqueue(NewJob::new("x").id(id("long")))
+        .await
+        .unwrap();
+    let opts = ConsumerOptions {
+        concurrency: 1,
+        lease: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
+        sleep(Duration::from_secs(300)).await;
+        Ok(())
+    });
+    pass(Duration::from_secs(150)).await;
+    let info = b.get(&q(), &id("long")).await.unwrap().unwrap();
+    assert_eq!((info.state, info.attempt), (JobState::Leased, 1));
+    let req = ClaimRequest {
+        max: 10,
+        lease: Duration::from_secs(30),
+        acks: vec![],
+    };
+    assert!(
+        b.claim(&q(), req).await.unwrap().jobs.is_empty(),
+        "still owned"
+    );
+    pass(Duration::from_secs(200)).await;
+    stop.send(true).unwrap();
+    let report = run.await.unwrap();
+    assert_eq!((report.claimed, report.acked, report.lease_lost), (1, 1, 0));
+    assert!(b.get(&q(), &id("long")).await.unwrap().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_aborts_after_the_grace_period_and_releases_the_lease() {
+    let (_dir, b) = open();
+    Producer::new(b.clone(), q())
+        .enqueue(NewJob::new("x").id(id("stuck")))
+        .await
+        .unwrap();
+    let opts = ConsumerOptions {
+        shutdown_grace: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
+        sleep(Duration::from_secs(3600)).await;
+        Ok(())
+    });
+    pass(Duration::from_secs(1)).await;
+    stop.send(true).unwrap();
+    let report = run.await.unwrap();
+    assert_eq!((report.claimed, report.aborted, report.acked), (1, 1, 0));
+    let info = b.get(&q(), &id("stuck")).await.unwrap().unwrap();
+    assert_eq!(
+        info.state,
+        JobState::Scheduled,
+        "released, due again at once"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_retry_by_backoff_then_dead_letter() {
+    let (_dir, b) = open();
+    let job = NewJob::new("x")
+        .id(id("bad"))
+        .max_attempts(3)
+        .backoff(Backoff::Fixed { delay_ms: 600_000 });
+    Producer::new(b.clone(), q()).enqueue(job).await.unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let (stop, run) = start(b.clone(), ConsumerOptions::default(), move |_job: Job| {
+        c.fetch_add(1, Ordering::SeqCst);
+        async { Err(Failure::retry("nope")) }
+    });
+    pass(Duration::from_secs(60)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the backoff is respected");
+    pass(Duration::from_secs(1300)).await;
+    stop.send(true).unwrap();
+    let report = run.await.unwrap();
+    assert_eq!((report.retried, report.dead), (2, 1));
+    let info = b.get(&q(), &id("bad")).await.unwrap().unwrap();
+    assert_eq!((info.state, info.attempt), (JobState::Dead, 3));
+    assert_eq!(info.last_error.as_deref(), Some("nope"));
+}
+
+/// A claim that fails before the store is retried; one whose answer is lost after the store
+/// leased the job leaves it leased until the lease expires, then it runs (attempt 2).
+#[tokio::test(start_paused = true)]
+async fn failed_claims_are_retried_and_lost_answers_cost_one_lease() {
+    for (point, attempt) in [(FaultPoint::Before, 1), (FaultPoint::After, 2)] {
+        let (_dir, inner) = open();
+        let b = Faulty::new(inner.clone());
+        Producer::new(inner.clone(), q())
+            .enqueue(NewJob::new("x").id(id("j")))
+            .await
+            .unwrap();
+        b.fail_call(1, point);
+        let seen = Arc::new(AtomicU32::new(0));
+        let s = seen.clone();
+        let opts = ConsumerOptions {
+            lease: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let (stop, run) = start(b.clone(), opts, move |job: Job| {
+            s.store(job.attempt, Ordering::SeqCst);
+            async { Ok(()) }
+        });
+        pass(Duration::from_secs(45)).await;
+        stop.send(true).unwrap();
+        let report = run.await.unwrap();
+        assert_eq!(b.take_injected().map(|f| f.method), Some("claim"));
+        assert_eq!(seen.load(Ordering::SeqCst), attempt, "{point:?}");
+        assert_eq!(report.acked, 1, "{point:?}");
+        assert!(inner.get(&q(), &id("j")).await.unwrap().is_none());
+    }
+}
