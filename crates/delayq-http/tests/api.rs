@@ -1,8 +1,12 @@
-//! The HTTP API end to end: a real listener, a real Redis, requests over TCP.
+//! The HTTP API end to end, on both backends: most tests call `router(state)` in process
+//! (`oneshot`, no socket); long polls and shutdown run over a real listener on Redis.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use axum::Router;
+use delayq::Inspect;
+use delayq_embedded::EmbeddedBackend;
 use delayq_http::{AppState, HttpConfig};
 use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
@@ -10,6 +14,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
+use tower::ServiceExt;
 
 fn prometheus() -> PrometheusHandle {
     static H: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -17,18 +22,39 @@ fn prometheus() -> PrometheusHandle {
         .clone()
 }
 
+/// The backend a test runs on.
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    Redis,
+    Embedded,
+}
+
+/// What keeps a backend alive, and how to count what it stores.
+enum Guard {
+    Redis(RedisServer),
+    Embedded(tempfile::TempDir, EmbeddedBackend),
+}
+
 /// A server under test and a client of it.
 struct Api {
     client: Client,
-    redis: RedisServer,
+    guard: Guard,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
-/// A minimal HTTP/1.1 client (one connection per request).
+/// How requests reach the server.
+#[derive(Clone)]
+enum Transport {
+    /// A minimal HTTP/1.1 client over TCP (one connection per request).
+    Tcp(std::net::SocketAddr),
+    /// `router(state).oneshot(request)`, in process.
+    Router(Router),
+}
+
 #[derive(Clone)]
 struct Client {
-    addr: std::net::SocketAddr,
+    transport: Transport,
     token: Option<String>,
 }
 
@@ -59,16 +85,47 @@ impl Resp {
     }
 }
 
-async fn start_with(tokens: Vec<String>) -> Api {
-    let redis = RedisServer::start();
-    let backend = RedisBackend::connect(&redis.url()).await.unwrap();
-    let config = HttpConfig {
+fn config(tokens: &[String]) -> HttpConfig {
+    HttpConfig {
         max_payload: 1000,
         max_body: 64 * 1024,
-        tokens: tokens.clone(),
+        tokens: tokens.to_vec(),
         ..HttpConfig::default()
+    }
+}
+
+/// A server on `store`, reached in process.
+async fn start_on(store: Store, tokens: Vec<String>) -> Api {
+    let (router, guard) = match store {
+        Store::Redis => {
+            let redis = RedisServer::start();
+            let backend = RedisBackend::connect(&redis.url()).await.unwrap();
+            let state = AppState::new(backend, config(&tokens), Some(prometheus()));
+            (delayq_http::router(state), Guard::Redis(redis))
+        }
+        Store::Embedded => {
+            let dir = tempfile::tempdir().unwrap();
+            let backend = EmbeddedBackend::open(dir.path()).unwrap();
+            let state = AppState::new(backend.clone(), config(&tokens), Some(prometheus()));
+            (delayq_http::router(state), Guard::Embedded(dir, backend))
+        }
     };
-    let state = AppState::new(backend, config, Some(prometheus()));
+    Api {
+        client: Client {
+            transport: Transport::Router(router),
+            token: tokens.first().cloned(),
+        },
+        guard,
+        stop: None,
+        task: None,
+    }
+}
+
+/// A server on Redis behind a real listener (long polls, shutdown).
+async fn start_socket() -> Api {
+    let redis = RedisServer::start();
+    let backend = RedisBackend::connect(&redis.url()).await.unwrap();
+    let state = AppState::new(backend, config(&[]), Some(prometheus()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
@@ -77,22 +134,69 @@ async fn start_with(tokens: Vec<String>) -> Api {
     }));
     Api {
         client: Client {
-            addr,
-            token: tokens.first().cloned(),
+            transport: Transport::Tcp(addr),
+            token: None,
         },
-        redis,
+        guard: Guard::Redis(redis),
         stop: Some(stop),
         task: Some(task),
     }
 }
 
-async fn start() -> Api {
-    start_with(Vec::new()).await
+/// Runs each named test on both backends: `mod redis` and `mod embedded`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod redis {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Store::Redis).await;
+            })*
+        }
+        mod embedded {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Store::Embedded).await;
+            })*
+        }
+    };
 }
+
+on_both_backends!(
+    enqueue_get_cancel_reschedule,
+    batch_enqueue_claim_ack_nack_extend_and_dead_letters,
+    payloads_come_out_byte_for_byte,
+    bearer_tokens_guard_the_api,
+    health_metrics_openapi_dashboard,
+    bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving,
+    stale_and_foreign_lease_tokens_are_refused,
+);
 
 impl Client {
     async fn raw(&self, method: &str, path: &str, ctype: Option<&str>, body: &str) -> Resp {
-        let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let addr = match &self.transport {
+            Transport::Tcp(addr) => *addr,
+            Transport::Router(router) => {
+                let mut req = axum::http::Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .header("host", "test");
+                if let Some(c) = ctype {
+                    req = req.header("content-type", c);
+                }
+                if let Some(t) = &self.token {
+                    req = req.header("authorization", format!("Bearer {t}"));
+                }
+                let req = req.body(axum::body::Body::from(body.to_owned())).unwrap();
+                let resp = router.clone().oneshot(req).await.unwrap();
+                let status = resp.status().as_u16();
+                let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                    .await
+                    .unwrap();
+                let body = String::from_utf8_lossy(&bytes).into_owned();
+                return Resp { status, body };
+            }
+        };
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
         if let Some(c) = ctype {
             req += &format!("Content-Type: {c}\r\n");
@@ -135,14 +239,19 @@ impl Client {
 }
 
 impl Api {
-    fn dbsize(&self) -> String {
-        self.redis.command(&["DBSIZE"])
+    /// What the store holds: Redis's key count, or the embedded store's queues with jobs.
+    async fn stored(&self) -> String {
+        match &self.guard {
+            Guard::Redis(r) => r.command(&["DBSIZE"]),
+            Guard::Embedded(_, b) => b.queues().await.unwrap().len().to_string(),
+        }
     }
 
-    async fn stop(mut self) -> RedisServer {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap().unwrap();
-        self.redis
+    async fn stop(mut self) {
+        if let (Some(stop), Some(task)) = (self.stop.take(), self.task.take()) {
+            let _ = stop.send(());
+            task.await.unwrap().unwrap();
+        }
     }
 }
 
@@ -159,9 +268,8 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-#[tokio::test]
-async fn enqueue_get_cancel_reschedule() {
-    let api = start().await;
+async fn enqueue_get_cancel_reschedule(store: Store) {
+    let api = start_on(store, Vec::new()).await;
     let r = api
         .call(
             "POST",
@@ -222,9 +330,8 @@ async fn enqueue_get_cancel_reschedule() {
     api.stop().await;
 }
 
-#[tokio::test]
-async fn batch_enqueue_claim_ack_nack_extend_and_dead_letters() {
-    let api = start().await;
+async fn batch_enqueue_claim_ack_nack_extend_and_dead_letters(store: Store) {
+    let api = start_on(store, Vec::new()).await;
     let batch = json!([
         {"id":"a","payload":"A"},
         {"id":"b","payload":"B","max_attempts":1},
@@ -383,9 +490,8 @@ async fn batch_enqueue_claim_ack_nack_extend_and_dead_letters() {
     api.stop().await;
 }
 
-#[tokio::test]
-async fn payloads_come_out_byte_for_byte() {
-    let api = start().await;
+async fn payloads_come_out_byte_for_byte(store: Store) {
+    let api = start_on(store, Vec::new()).await;
     let odd = r#"{"id":"j","payload": {"n": 1.50, "big": 123456789012345678901234567890, "s":"é\u00e9"} }"#;
     let r = api
         .raw("POST", "/v1/queues/p/jobs", Some("application/json"), odd)
@@ -426,7 +532,7 @@ async fn payloads_come_out_byte_for_byte() {
 
 #[tokio::test]
 async fn claim_is_a_long_poll_that_returns_when_a_job_is_due() {
-    let api = start().await;
+    let api = start_socket().await;
     // Nothing there: waits the whole wait_ms, returns empty.
     let t = Instant::now();
     let r = api
@@ -460,7 +566,7 @@ async fn claim_is_a_long_poll_that_returns_when_a_job_is_due() {
 
 #[tokio::test]
 async fn a_waiting_claim_is_woken_by_an_enqueue() {
-    let api = start().await;
+    let api = start_socket().await;
     let waiter = {
         let a = api.client.clone();
         tokio::spawn(async move {
@@ -493,7 +599,7 @@ async fn a_waiting_claim_is_woken_by_an_enqueue() {
 
 #[tokio::test]
 async fn shutdown_ends_pending_long_polls() {
-    let mut api = start().await;
+    let mut api = start_socket().await;
     let a = api.client.clone();
     let waiter = tokio::spawn(async move {
         let t = Instant::now();
@@ -514,9 +620,8 @@ async fn shutdown_ends_pending_long_polls() {
     api.task.take().unwrap().await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn bearer_tokens_guard_the_api() {
-    let mut api = start_with(vec!["s3cret".into(), "other".into()]).await;
+async fn bearer_tokens_guard_the_api(store: Store) {
+    let mut api = start_on(store, vec!["s3cret".into(), "other".into()]).await;
     assert_eq!(api.call("GET", "/v1/queues", None).await.status, 200);
     api.token = Some("other".into());
     assert_eq!(api.call("GET", "/v1/queues", None).await.status, 200);
@@ -527,15 +632,14 @@ async fn bearer_tokens_guard_the_api() {
     assert_eq!((r.status, r.code()), (401, "unauthorized".into()));
     api.token = None;
     assert_eq!(api.call("GET", "/v1/queues", None).await.status, 401);
-    assert_eq!(api.dbsize(), "0");
+    assert_eq!(api.stored().await, "0");
     // Health stays open for probes.
     assert_eq!(api.call("GET", "/healthz", None).await.status, 200);
     api.stop().await;
 }
 
-#[tokio::test]
-async fn health_metrics_openapi_dashboard() {
-    let api = start().await;
+async fn health_metrics_openapi_dashboard(store: Store) {
+    let api = start_on(store, Vec::new()).await;
     assert_eq!(api.call("GET", "/healthz", None).await.status, 200);
     assert_eq!(api.call("GET", "/readyz", None).await.status, 200);
     api.call(
@@ -598,9 +702,8 @@ type Case = (
     &'static str,
 );
 
-#[tokio::test]
-async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving() {
-    let api = start().await;
+async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store: Store) {
+    let api = start_on(store, Vec::new()).await;
     let j = "application/json";
     let big = "x".repeat(1001);
     let huge = "y".repeat(70 * 1024);
@@ -994,7 +1097,7 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving() {
         );
         assert!(!r.json()["message"].as_str().unwrap_or_default().is_empty());
         assert_eq!(
-            api.dbsize(),
+            api.stored().await,
             "0",
             "{method} {path} {body:.80} wrote something"
         );
@@ -1003,9 +1106,8 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving() {
     api.stop().await;
 }
 
-#[tokio::test]
-async fn stale_and_foreign_lease_tokens_are_refused() {
-    let api = start().await;
+async fn stale_and_foreign_lease_tokens_are_refused(store: Store) {
+    let api = start_on(store, Vec::new()).await;
     api.call(
         "POST",
         "/v1/queues/f/jobs",
