@@ -29,10 +29,10 @@ enum Store {
     Embedded,
 }
 
-/// What keeps a backend alive, and how to count what it stores.
+/// What keeps a backend alive (its server, its directory), and how to count what it stores.
 enum Guard {
     Redis(RedisServer),
-    Embedded(tempfile::TempDir, EmbeddedBackend),
+    Embedded(EmbeddedBackend, #[allow(dead_code)] tempfile::TempDir),
 }
 
 /// A server under test and a client of it.
@@ -107,7 +107,7 @@ async fn start_on(store: Store, tokens: Vec<String>) -> Api {
             let dir = tempfile::tempdir().unwrap();
             let backend = EmbeddedBackend::open(dir.path()).unwrap();
             let state = AppState::new(backend.clone(), config(&tokens), Some(prometheus()));
-            (delayq_http::router(state), Guard::Embedded(dir, backend))
+            (delayq_http::router(state), Guard::Embedded(backend, dir))
         }
     };
     Api {
@@ -243,7 +243,7 @@ impl Api {
     async fn stored(&self) -> String {
         match &self.guard {
             Guard::Redis(r) => r.command(&["DBSIZE"]),
-            Guard::Embedded(_, b) => b.queues().await.unwrap().len().to_string(),
+            Guard::Embedded(b, _) => b.queues().await.unwrap().len().to_string(),
         }
     }
 
