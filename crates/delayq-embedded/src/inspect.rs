@@ -70,12 +70,7 @@ impl Inspect for EmbeddedBackend {
         .await
     }
 
-    async fn dead_list(
-        &self,
-        queue: &QueueName,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<JobInfo>> {
+    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
         let q = queue.to_string();
         self.exec(move |c, _| {
             let rows: Vec<RowData> = c
@@ -84,10 +79,7 @@ impl Inspect for EmbeddedBackend {
                      LIMIT ?2 OFFSET ?3"
                 ))
                 .map_err(sql)?
-                .query_map(
-                    params![q, limit.min(MAX_CLAIM) as i64, offset as i64, DEAD],
-                    row,
-                )
+                .query_map(params![q, n.min(MAX_CLAIM) as i64, from as i64, DEAD], row)
                 .map_err(sql)?
                 .collect::<rusqlite::Result<_>>()
                 .map_err(sql)?;

@@ -1,4 +1,4 @@
-//! The conformance suite on the embedded backend, with a clock the tests move forward.
+//! The conformance suite and the model check on the embedded backend, with a clock the tests move forward.
 
 use std::sync::Arc;
 
@@ -14,3 +14,6 @@ async fn setup() -> (tempfile::TempDir, delayq_embedded::EmbeddedBackend, Time) 
 }
 
 delayq::conformance_tests!(setup);
+
+// The model check (random operation sequences, half with an injected fault) on the same set-up.
+delayq::model_tests!(setup);

@@ -347,13 +347,8 @@ impl Inspect for RedisBackend {
         })
     }
 
-    async fn dead_list(
-        &self,
-        queue: &QueueName,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<JobInfo>> {
-        if limit == 0 {
+    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
+        if n == 0 {
             return Ok(Vec::new());
         }
         let k = Keys::new(queue);
@@ -361,7 +356,7 @@ impl Inspect for RedisBackend {
             .call(
                 &scripts::DEAD_LIST,
                 &k,
-                vec![arg(offset), arg(limit.min(MAX_CLAIM))],
+                vec![arg(from), arg(n.min(MAX_CLAIM))],
             )
             .await?;
         let flat = array(v)?;

@@ -1,4 +1,4 @@
-//! The conformance suite on the Redis backend (time is the server's `TIME`: it passes by
+//! The conformance suite and the model check on the Redis backend (time is the server's `TIME`: it passes by
 //! sleeping).
 
 use delayq::testkit::Time;
@@ -16,3 +16,6 @@ async fn setup() -> (
 }
 
 delayq::conformance_tests!(setup);
+
+// The model check (random operation sequences, half with an injected fault) on the same set-up.
+delayq::model_tests!(setup);

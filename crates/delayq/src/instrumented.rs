@@ -158,13 +158,8 @@ impl<B: Inspect> Inspect for Instrumented<B> {
         self.inner.stats(queue).await
     }
 
-    async fn dead_list(
-        &self,
-        queue: &QueueName,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<JobInfo>> {
-        self.inner.dead_list(queue, offset, limit).await
+    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
+        self.inner.dead_list(queue, from, n).await
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {

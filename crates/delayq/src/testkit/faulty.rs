@@ -159,13 +159,8 @@ impl<B: Inspect> Inspect for Faulty<B> {
         self.run("stats", self.inner.stats(queue)).await
     }
 
-    async fn dead_list(
-        &self,
-        queue: &QueueName,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<JobInfo>> {
-        self.run("dead_list", self.inner.dead_list(queue, offset, limit))
+    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
+        self.run("dead_list", self.inner.dead_list(queue, from, n))
             .await
     }
 
