@@ -334,9 +334,10 @@ fn serve(s: &RedisServer) -> (std::process::Child, String) {
         .spawn()
         .unwrap();
     let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut first).unwrap();
+    // Keep reading: a closed pipe would kill the server at its next line of output.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let url = first
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -423,11 +424,9 @@ fn without_redis_the_embedded_store_is_used_and_owned_by_one_process() {
         .spawn()
         .unwrap();
     let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut first,
-    )
-    .unwrap();
+    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     assert!(first.contains("embedded store"), "{first}");
     let refused = run(&["stats"]);
     assert_eq!(refused.status.code(), Some(1));
