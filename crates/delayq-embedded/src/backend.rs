@@ -17,7 +17,7 @@ use rusqlite::{Connection, params};
 use tokio::sync::watch;
 
 use crate::rows::{
-    COLS, DEAD, LEASED, RowData, SCHEDULED, due_from, get_row, head, job_id, leased_row, refused,
+    COLS, DEAD, LEASED, RowData, SCHEDULED, due_from, due_of, head, job_id, leased_row, refused,
     row, state, state_of,
 };
 use crate::store::{Store, sql};
@@ -39,13 +39,16 @@ struct Inner {
     wakes: Mutex<HashMap<QueueName, watch::Sender<u64>>>,
 }
 
-/// "Now" of one operation, read on the store thread when the operation runs.
+/// "Now" of one operation in µs since the epoch, read on the store thread when the operation
+/// runs.
 #[derive(Clone, Copy)]
-pub(crate) struct Now {
-    /// µs since the epoch.
-    pub us: u64,
+pub(crate) struct Now(u64);
+
+impl Now {
     /// ms since the epoch.
-    pub ms: i64,
+    pub(crate) fn ms(self) -> i64 {
+        (self.0 / 1000) as i64
+    }
 }
 
 /// Deletes the records of valid leases; one outcome per lease. An expired lease that no claim
@@ -168,7 +171,7 @@ fn next_due(c: &Connection, q: &str, now: Now) -> Result<Option<Duration>> {
         .into_iter()
         .flatten()
         .min();
-    Ok(next.map(|t| Duration::from_micros(((t as u64) * 1000).saturating_sub(now.us))))
+    Ok(next.map(|t| Duration::from_micros(((t as u64) * 1000).saturating_sub(now.0))))
 }
 
 /// Whether a job due at `due` is earlier than the head of the queue (consumers must be woken).
@@ -215,16 +218,7 @@ impl EmbeddedBackend {
         let clock = self.inner.clock.clone();
         self.inner
             .store
-            .exec(move |c| {
-                let us = clock.now_us();
-                f(
-                    c,
-                    Now {
-                        us,
-                        ms: (us / 1000) as i64,
-                    },
-                )
-            })
+            .exec(move |c| f(c, Now(clock.now_us())))
             .await
     }
 
@@ -246,7 +240,7 @@ impl Backend for EmbeddedBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         let q = queue.to_string();
         self.exec_waking(queue, move |c, now| {
-            let now = now.ms;
+            let now = now.ms();
             let head_due = head(c, &q, SCHEDULED)?;
             let mut earliest: Option<i64> = None;
             let mut out = Vec::with_capacity(jobs.len());
@@ -284,9 +278,9 @@ impl Backend for EmbeddedBackend {
                     earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
                     (true, due)
                 } else {
-                    let existing = get_row(c, &q, id.as_str())?
+                    let due = due_of(c, &q, id.as_str())?
                         .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?;
-                    (false, existing.due)
+                    (false, due)
                 };
                 out.push(Enqueued {
                     id,
@@ -304,10 +298,10 @@ impl Backend for EmbeddedBackend {
         let q = queue.clone();
         self.exec(move |c, now| {
             let acks = ack_all(c, q.as_str(), &req.acks)?;
-            recover(c, q.as_str(), now.ms)?;
+            recover(c, q.as_str(), now.ms())?;
             let max = req.max.min(MAX_CLAIM) as i64;
             let jobs = if max > 0 {
-                lease(c, &q, max, req.lease, now.ms)?
+                lease(c, &q, max, req.lease, now.ms())?
             } else {
                 Vec::new()
             };
@@ -329,10 +323,8 @@ impl Backend for EmbeddedBackend {
         let q = queue.to_string();
         let rnd: f64 = rand::random();
         self.exec_waking(queue, move |c, now| {
-            let Some(r) = leased_row(c, &q, &lease)? else {
-                return Err(refused(c, &q, &lease)?);
-            };
-            let now = now.ms;
+            let r = leased_row(c, &q, &lease)?;
+            let now = now.ms();
             let err = truncate_error(&nack.error);
             if nack.dead || r.attempt >= r.max_attempts {
                 c.execute(
@@ -369,7 +361,7 @@ impl Backend for EmbeddedBackend {
         delayq::job::validate_lease(lease_len)?;
         let q = queue.to_string();
         self.exec(move |c, now| {
-            let deadline = now.ms + lease_len.as_millis() as i64;
+            let deadline = now.ms() + lease_len.as_millis() as i64;
             let n = c
                 .execute(
                     "UPDATE jobs SET score = ?4 WHERE queue = ?1 AND id = ?2 AND state = ?5 \
@@ -402,7 +394,7 @@ impl Backend for EmbeddedBackend {
                     q,
                     l.id.as_str(),
                     l.token as i64,
-                    now.ms,
+                    now.ms(),
                     i64::from(undo),
                     SCHEDULED,
                     LEASED
@@ -438,7 +430,7 @@ impl Backend for EmbeddedBackend {
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
         let (q, idc) = (queue.to_string(), id.clone());
         self.exec_waking(queue, move |c, now| {
-            let due = due_from(schedule, now.ms);
+            let due = due_from(schedule, now.ms());
             match state_of(c, &q, idc.as_str())? {
                 None => Err(Error::NotFound { id: idc }),
                 Some(s) if s != SCHEDULED => Err(Error::WrongState {

@@ -34,7 +34,7 @@ impl Inspect for EmbeddedBackend {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let q = queue.to_string();
         self.exec(move |c, now| {
-            let now = now.ms;
+            let now = now.ms();
             let count = |sql_text: &str, p: &[&dyn rusqlite::ToSql]| -> Result<u64> {
                 c.prepare_cached(sql_text)
                     .map_err(sql)?
@@ -95,7 +95,7 @@ impl Inspect for EmbeddedBackend {
                 .execute(
                     "UPDATE jobs SET state = ?4, score = ?3, due = ?3, attempt = 0, \
                      last_error = NULL WHERE queue = ?1 AND id = ?2 AND state = ?5",
-                    params![q, idc.as_str(), now.ms, SCHEDULED, DEAD],
+                    params![q, idc.as_str(), now.ms(), SCHEDULED, DEAD],
                 )
                 .map_err(sql)?;
             if n == 1 {
@@ -122,7 +122,7 @@ impl Inspect for EmbeddedBackend {
                 c.execute(
                     "UPDATE jobs SET state = ?3, score = ?2, due = ?2, attempt = 0, \
                      last_error = NULL WHERE queue = ?1 AND state = ?4",
-                    params![q, now.ms, SCHEDULED, DEAD],
+                    params![q, now.ms(), SCHEDULED, DEAD],
                 )
                 .map(|n| n as u64)
                 .map_err(sql)

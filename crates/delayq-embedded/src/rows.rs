@@ -105,19 +105,35 @@ pub(crate) fn get_row(c: &Connection, q: &str, id: &str) -> Result<Option<RowDat
     .map_err(sql)
 }
 
-/// The state of a job, `None` when it does not exist.
-pub(crate) fn state_of(c: &Connection, q: &str, id: &str) -> Result<Option<i64>> {
-    c.prepare_cached("SELECT state FROM jobs WHERE queue = ?1 AND id = ?2")
-        .map_err(sql)?
-        .query_row(params![q, id], |r| r.get(0))
-        .optional()
-        .map_err(sql)
+/// One integer column of a job, `None` when the job does not exist.
+fn column(c: &Connection, q: &str, id: &str, col: &str) -> Result<Option<i64>> {
+    c.prepare_cached(&format!(
+        "SELECT {col} FROM jobs WHERE queue = ?1 AND id = ?2"
+    ))
+    .map_err(sql)?
+    .query_row(params![q, id], |r| r.get(0))
+    .optional()
+    .map_err(sql)
 }
 
-/// The row of a job leased under `l`'s token (non-zero exactly while leased).
-pub(crate) fn leased_row(c: &Connection, q: &str, l: &LeaseRef) -> Result<Option<RowData>> {
-    Ok(get_row(c, q, l.id.as_str())?
-        .filter(|r| r.state == LEASED && r.token != 0 && r.token as u64 == l.token))
+/// The state of a job, `None` when it does not exist.
+pub(crate) fn state_of(c: &Connection, q: &str, id: &str) -> Result<Option<i64>> {
+    column(c, q, id, "state")
+}
+
+/// The due time of a job, `None` when it does not exist.
+pub(crate) fn due_of(c: &Connection, q: &str, id: &str) -> Result<Option<i64>> {
+    column(c, q, id, "due")
+}
+
+/// The row of a job leased under `l`'s token (non-zero exactly while leased); otherwise the
+/// refusal, told from the same read: lease lost when the job exists, not found when not.
+pub(crate) fn leased_row(c: &Connection, q: &str, l: &LeaseRef) -> Result<RowData> {
+    match get_row(c, q, l.id.as_str())? {
+        Some(r) if r.state == LEASED && r.token != 0 && r.token as u64 == l.token => Ok(r),
+        Some(_) => Err(Error::LeaseLost { id: l.id.clone() }),
+        None => Err(Error::NotFound { id: l.id.clone() }),
+    }
 }
 
 /// The refusal of a lease operation whose token did not match: lost when the job exists, not

@@ -84,8 +84,7 @@ impl<B: Backend + Inspect> AppState<B> {
 
     pub(crate) fn producer(&self, q: &QueueName) -> Producer<B> {
         self.note(q);
-        // The producer meters what it does itself.
-        Producer::new(self.inner.backend.inner().clone(), q.clone())
+        Producer::metered(self.inner.backend.clone(), q.clone())
             .with_max_payload(self.inner.config.max_payload)
     }
 

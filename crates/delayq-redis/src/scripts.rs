@@ -14,15 +14,17 @@ use crate::keys::{Key, Keys};
 use crate::record;
 use crate::reply::Reply;
 
-/// One script: its file, the keys it takes (in `KEYS` order) and the loaded script.
-#[cfg_attr(not(test), allow(dead_code))]
+/// One script: the keys it takes (in `KEYS` order) and the loaded script; in tests also its
+/// file name and own text, which the header checks read.
 pub(crate) struct ScriptDef {
-    /// File name under `lua/`.
-    pub file: &'static str,
     /// Its `KEYS`, in order (checked against the file's header by a test).
     pub keys: &'static [Key],
-    source: &'static str,
     script: LazyLock<Script>,
+    /// File name under `lua/`.
+    #[cfg(test)]
+    pub file: &'static str,
+    #[cfg(test)]
+    source: &'static str,
 }
 
 impl ScriptDef {
@@ -58,8 +60,10 @@ macro_rules! scripts {
         $(
             #[doc = concat!("`lua/", $file, "`.")]
             pub(crate) static $name: ScriptDef = ScriptDef {
-                file: $file,
                 keys: &[$(Key::$key),*],
+                #[cfg(test)]
+                file: $file,
+                #[cfg(test)]
                 source: include_str!(concat!("../lua/", $file)),
                 script: LazyLock::new(|| Script::new(&full(include_str!(concat!("../lua/", $file))))),
             };

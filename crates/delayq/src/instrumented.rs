@@ -15,7 +15,7 @@ use crate::job::{
     Schedule,
 };
 use crate::name::{JobId, QueueName};
-use crate::telemetry::{self, QueueCounters};
+use crate::telemetry::QueueCounters;
 
 /// Wraps a backend and meters what passes through it. Cheap to clone; clones share the
 /// registered counters. Without an installed `metrics` recorder it records nothing.
@@ -57,24 +57,24 @@ impl<B> Instrumented<B> {
             return c;
         }
         let c = Arc::new(QueueCounters::new(queue.as_str()));
-        if let Ok(mut m) = self.counters.write() {
-            m.entry(queue.clone()).or_insert_with(|| c.clone());
+        match self.counters.write() {
+            Ok(mut m) => m.entry(queue.clone()).or_insert(c).clone(),
+            Err(_) => c,
         }
-        c
     }
+}
 
-    fn count_acks(&self, queue: &QueueName, outcomes: &[AckOutcome]) {
-        let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count() as u64;
-        let lost = outcomes.len() as u64 - acked;
-        let c = self.of(queue);
-        c.acked.increment(acked);
-        c.lease_lost.increment(lost);
-    }
+/// Adds the outcomes of acks to `c`: acked, or refused (lease lost or no such job).
+fn count_acks(c: &QueueCounters, outcomes: &[AckOutcome]) {
+    let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count() as u64;
+    c.acked.increment(acked);
+    c.lease_lost.increment(outcomes.len() as u64 - acked);
+}
 
-    fn count_refusal<T>(&self, queue: &QueueName, r: &Result<T>) {
-        if matches!(r, Err(Error::LeaseLost { .. } | Error::NotFound { .. })) {
-            self.of(queue).lease_lost.increment(1);
-        }
+/// Counts a lease operation refused because the lease was lost or the job is gone.
+fn count_refusal<T>(c: &QueueCounters, r: &Result<T>) {
+    if matches!(r, Err(Error::LeaseLost { .. } | Error::NotFound { .. })) {
+        c.lease_lost.increment(1);
     }
 }
 
@@ -90,12 +90,13 @@ impl<B: Backend> Backend for Instrumented<B> {
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
         let batch = self.inner.claim(queue, req).await?;
-        self.count_acks(queue, &batch.acks);
+        let c = self.of(queue);
+        count_acks(&c, &batch.acks);
         if !batch.jobs.is_empty() {
-            self.of(queue).claimed.increment(batch.jobs.len() as u64);
+            c.claimed.increment(batch.jobs.len() as u64);
             let now = self.clock.now_ms();
             for j in &batch.jobs {
-                telemetry::lateness(queue.as_str(), j.due_at_ms, now);
+                c.record_lateness(j.due_at_ms, now);
             }
         }
         Ok(batch)
@@ -103,16 +104,17 @@ impl<B: Backend> Backend for Instrumented<B> {
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
         let out = self.inner.ack(queue, leases).await?;
-        self.count_acks(queue, &out);
+        count_acks(&self.of(queue), &out);
         Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         let out = self.inner.nack(queue, lease, nack).await;
-        self.count_refusal(queue, &out);
+        let c = self.of(queue);
+        count_refusal(&c, &out);
         match &out {
-            Ok(NackOutcome::Retrying { .. }) => self.of(queue).retried.increment(1),
-            Ok(NackOutcome::Dead { .. }) => self.of(queue).dead.increment(1),
+            Ok(NackOutcome::Retrying { .. }) => c.retried.increment(1),
+            Ok(NackOutcome::Dead { .. }) => c.dead.increment(1),
             Err(_) => {}
         }
         out
@@ -120,7 +122,7 @@ impl<B: Backend> Backend for Instrumented<B> {
 
     async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
         let out = self.inner.extend(queue, lease, len).await;
-        self.count_refusal(queue, &out);
+        count_refusal(&self.of(queue), &out);
         out
     }
 

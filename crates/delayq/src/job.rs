@@ -396,10 +396,7 @@ pub struct QueueStats {
 
 /// Milliseconds since the Unix epoch on this host's clock.
 pub fn system_now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::clock::system_now_us() / 1000
 }
 
 #[cfg(test)]

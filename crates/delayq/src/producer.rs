@@ -22,8 +22,14 @@ pub struct Producer<B> {
 impl<B: Backend> Producer<B> {
     /// A producer for `queue` with the default payload limit (1 MiB).
     pub fn new(backend: B, queue: QueueName) -> Self {
+        Self::metered(Instrumented::new(backend), queue)
+    }
+
+    /// A producer over a backend that is metered already: it records into that backend's
+    /// registered counters (a server making a producer per request registers them once).
+    pub fn metered(backend: Instrumented<B>, queue: QueueName) -> Self {
         Self {
-            backend: Instrumented::new(backend),
+            backend,
             queue,
             max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
             clock: Arc::new(SystemClock),

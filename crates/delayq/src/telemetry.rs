@@ -28,21 +28,8 @@ pub const LATENESS_BUCKETS: &[f64] = &[
     0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
-/// Adds `n` to counter `name` of `queue`.
-pub fn count(name: &'static str, queue: &str, n: u64) {
-    if n > 0 {
-        metrics::counter!(name, "queue" => queue.to_owned()).increment(n);
-    }
-}
-
-/// Records one lateness sample: how long after `due_at_ms` the job was claimed (`now_ms`).
-pub fn lateness(queue: &str, due_at_ms: u64, now_ms: u64) {
-    let late = now_ms.saturating_sub(due_at_ms) as f64 / 1000.0;
-    metrics::histogram!(LATENESS, "queue" => queue.to_owned()).record(late);
-}
-
-/// The counters of one queue, registered once (a hot path increments them without building
-/// labels each time).
+/// The counters and the lateness histogram of one queue, registered once (a hot path records
+/// into them without building labels each time).
 #[derive(Clone)]
 pub struct QueueCounters {
     /// [`ENQUEUED`].
@@ -61,6 +48,8 @@ pub struct QueueCounters {
     pub dead: metrics::Counter,
     /// [`LEASE_LOST`].
     pub lease_lost: metrics::Counter,
+    /// [`LATENESS`].
+    pub lateness: metrics::Histogram,
 }
 
 impl QueueCounters {
@@ -76,6 +65,13 @@ impl QueueCounters {
             retried: c(RETRIED),
             dead: c(DEAD),
             lease_lost: c(LEASE_LOST),
+            lateness: metrics::histogram!(LATENESS, "queue" => queue.to_owned()),
         }
+    }
+
+    /// Records one lateness sample: how long after `due_at_ms` the job was claimed (`now_ms`).
+    pub fn record_lateness(&self, due_at_ms: u64, now_ms: u64) {
+        let late = now_ms.saturating_sub(due_at_ms) as f64 / 1000.0;
+        self.lateness.record(late);
     }
 }

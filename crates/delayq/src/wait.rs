@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Wakeups;
 
@@ -67,11 +67,6 @@ pub async fn precise_sleep_until(deadline: Instant) {
         }
         tokio::task::yield_now().await;
     }
-}
-
-/// Sleeps `d` (for retry back-off).
-pub async fn pause(d: Duration) {
-    sleep(d).await;
 }
 
 #[cfg(test)]

@@ -63,19 +63,9 @@ impl<B> Faulty<B> {
         self.plan.fail_at.store(n, Ordering::SeqCst);
     }
 
-    /// Calls made so far.
-    pub fn calls(&self) -> u64 {
-        self.plan.calls.load(Ordering::SeqCst)
-    }
-
     /// The fault injected since the last call of this method, if any.
     pub fn take_injected(&self) -> Option<Injected> {
         self.plan.injected.lock().expect("plan").take()
-    }
-
-    /// The wrapped backend.
-    pub fn inner(&self) -> &B {
-        &self.inner
     }
 
     fn strike(&self, method: &'static str) -> Option<FaultPoint> {
