@@ -2,7 +2,7 @@
 //! backend failures are checked over minutes of virtual time in a fraction of a second. The
 //! store reads the same clock (`TokioClock`), so its due times and leases agree with the
 //! engine's sleeps. Paused time jumps whenever every task waits, also on the store thread, so
-//! a ticker makes virtual time flow at a steady pace instead (`pass`).
+//! a ticker makes virtual time flow at a steady pace instead (`flow`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,15 +26,10 @@ fn id(s: &str) -> JobId {
     JobId::new(s).unwrap()
 }
 
-/// Lets `d` of virtual time pass. A paused clock would jump to the next timer whenever every
-/// task waits — also while one waits for the store thread, which then sees minutes pass during
-/// one operation. So time flows instead: a ticker advances it 50 ms for every 50 µs of real
-/// time and never lets the runtime idle, and this simply sleeps.
-async fn pass(d: Duration) {
-    sleep(d).await;
-}
-
-/// Starts the ticker that makes paused time flow (see [`pass`]).
+/// Starts the ticker that makes paused time flow. A paused clock would jump to the next timer
+/// whenever every task waits — also while one waits for the store thread, which then sees
+/// minutes pass during one operation. The ticker advances time 50 ms for every 50 µs of real
+/// time and never lets the runtime idle, so tests simply sleep.
 fn flow() -> JoinHandle<()> {
     tokio::spawn(async {
         loop {
@@ -45,10 +40,12 @@ fn flow() -> JoinHandle<()> {
     })
 }
 
-fn open() -> (tempfile::TempDir, EmbeddedBackend) {
+/// A store on the flowing paused clock, holding `job`.
+async fn open_with(job: NewJob) -> (tempfile::TempDir, EmbeddedBackend) {
     drop(flow());
     let dir = tempfile::tempdir().unwrap();
     let b = EmbeddedBackend::open_with_clock(dir.path(), Arc::new(TokioClock::new())).unwrap();
+    Producer::new(b.clone(), q()).enqueue(job).await.unwrap();
     (dir, b)
 }
 
@@ -76,11 +73,7 @@ where
 
 #[tokio::test(start_paused = true)]
 async fn a_handler_ten_times_longer_than_its_lease_keeps_it() {
-    let (_dir, b) = open();
-    Producer::new(b.clone(), q())
-        .enqueue(NewJob::new("x").id(id("long")))
-        .await
-        .unwrap();
+    let (_dir, b) = open_with(NewJob::new("x").id(id("long"))).await;
     let opts = ConsumerOptions {
         concurrency: 1,
         lease: Duration::from_secs(30),
@@ -90,7 +83,7 @@ async fn a_handler_ten_times_longer_than_its_lease_keeps_it() {
         sleep(Duration::from_secs(300)).await;
         Ok(())
     });
-    pass(Duration::from_secs(150)).await;
+    sleep(Duration::from_secs(150)).await;
     let info = b.get(&q(), &id("long")).await.unwrap().unwrap();
     assert_eq!((info.state, info.attempt), (JobState::Leased, 1));
     let req = ClaimRequest {
@@ -102,7 +95,7 @@ async fn a_handler_ten_times_longer_than_its_lease_keeps_it() {
         b.claim(&q(), req).await.unwrap().jobs.is_empty(),
         "still owned"
     );
-    pass(Duration::from_secs(200)).await;
+    sleep(Duration::from_secs(200)).await;
     stop.send(true).unwrap();
     let report = run.await.unwrap();
     assert_eq!((report.claimed, report.acked, report.lease_lost), (1, 1, 0));
@@ -111,11 +104,7 @@ async fn a_handler_ten_times_longer_than_its_lease_keeps_it() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_aborts_after_the_grace_period_and_releases_the_lease() {
-    let (_dir, b) = open();
-    Producer::new(b.clone(), q())
-        .enqueue(NewJob::new("x").id(id("stuck")))
-        .await
-        .unwrap();
+    let (_dir, b) = open_with(NewJob::new("x").id(id("stuck"))).await;
     let opts = ConsumerOptions {
         shutdown_grace: Duration::from_secs(5),
         ..Default::default()
@@ -124,7 +113,7 @@ async fn shutdown_aborts_after_the_grace_period_and_releases_the_lease() {
         sleep(Duration::from_secs(3600)).await;
         Ok(())
     });
-    pass(Duration::from_secs(1)).await;
+    sleep(Duration::from_secs(1)).await;
     stop.send(true).unwrap();
     let report = run.await.unwrap();
     assert_eq!((report.claimed, report.aborted, report.acked), (1, 1, 0));
@@ -138,21 +127,20 @@ async fn shutdown_aborts_after_the_grace_period_and_releases_the_lease() {
 
 #[tokio::test(start_paused = true)]
 async fn failures_retry_by_backoff_then_dead_letter() {
-    let (_dir, b) = open();
     let job = NewJob::new("x")
         .id(id("bad"))
         .max_attempts(3)
         .backoff(Backoff::Fixed { delay_ms: 600_000 });
-    Producer::new(b.clone(), q()).enqueue(job).await.unwrap();
+    let (_dir, b) = open_with(job).await;
     let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
     let (stop, run) = start(b.clone(), ConsumerOptions::default(), move |_job: Job| {
         c.fetch_add(1, Ordering::SeqCst);
         async { Err(Failure::retry("nope")) }
     });
-    pass(Duration::from_secs(60)).await;
+    sleep(Duration::from_secs(60)).await;
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the backoff is respected");
-    pass(Duration::from_secs(1300)).await;
+    sleep(Duration::from_secs(1300)).await;
     stop.send(true).unwrap();
     let report = run.await.unwrap();
     assert_eq!((report.retried, report.dead), (2, 1));
@@ -166,12 +154,8 @@ async fn failures_retry_by_backoff_then_dead_letter() {
 #[tokio::test(start_paused = true)]
 async fn failed_claims_are_retried_and_lost_answers_cost_one_lease() {
     for (point, attempt) in [(FaultPoint::Before, 1), (FaultPoint::After, 2)] {
-        let (_dir, inner) = open();
+        let (_dir, inner) = open_with(NewJob::new("x").id(id("j"))).await;
         let b = Faulty::new(inner.clone());
-        Producer::new(inner.clone(), q())
-            .enqueue(NewJob::new("x").id(id("j")))
-            .await
-            .unwrap();
         b.fail_call(1, point);
         let seen = Arc::new(AtomicU32::new(0));
         let s = seen.clone();
@@ -183,7 +167,7 @@ async fn failed_claims_are_retried_and_lost_answers_cost_one_lease() {
             s.store(job.attempt, Ordering::SeqCst);
             async { Ok(()) }
         });
-        pass(Duration::from_secs(45)).await;
+        sleep(Duration::from_secs(45)).await;
         stop.send(true).unwrap();
         let report = run.await.unwrap();
         assert_eq!(b.take_injected().map(|f| f.method), Some("claim"));

@@ -78,9 +78,7 @@ impl std::fmt::Display for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
-    /// HTTP status (the code's).
-    pub status: StatusCode,
-    /// Stable machine-readable code.
+    /// Stable machine-readable code (it decides the HTTP status).
     pub code: ErrorCode,
     /// Readable explanation.
     pub message: String,
@@ -96,13 +94,17 @@ pub struct ErrorBody {
 }
 
 impl ApiError {
-    /// An error with `code`'s status.
+    /// An error with `code` (and its status).
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status: code.status(),
             code,
             message: message.into(),
         }
+    }
+
+    /// The HTTP status: the code's.
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
     }
 }
 
@@ -112,7 +114,7 @@ impl IntoResponse for ApiError {
             code: self.code.as_str().to_owned(),
             message: self.message,
         };
-        (self.status, Json(body)).into_response()
+        (self.code.status(), Json(body)).into_response()
     }
 }
 
@@ -169,7 +171,7 @@ mod tests {
         for code in ErrorCode::ALL {
             assert!(seen.insert(code.as_str()), "{code} twice");
             assert!(code.status().is_client_error() || code.status().is_server_error());
-            assert_eq!(ApiError::new(*code, "x").status, code.status());
+            assert_eq!(ApiError::new(*code, "x").status(), code.status());
         }
     }
 }

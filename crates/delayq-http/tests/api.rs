@@ -642,37 +642,49 @@ async fn health_metrics_openapi_dashboard(store: Store) {
     let api = start_on(store, Vec::new()).await;
     assert_eq!(api.call("GET", "/healthz", None).await.status, 200);
     assert_eq!(api.call("GET", "/readyz", None).await.status, 200);
-    api.call(
-        "POST",
-        "/v1/queues/m/jobs",
-        Some(json!({"id":"x","payload":1})),
-    )
-    .await;
+    // One queue per backend: both tests share the process's metrics recorder.
+    let q = format!("m{store:?}");
+    let jobs = format!("/v1/queues/{q}/jobs");
+    for _ in 0..2 {
+        let body = json!({"id":"x","payload":1});
+        api.call("POST", &jobs, Some(body)).await;
+    }
     let c = api
-        .call("POST", "/v1/queues/m/claim", Some(json!({})))
+        .call("POST", &format!("/v1/queues/{q}/claim"), Some(json!({})))
         .await
         .json();
-    api.call(
-        "POST",
-        "/v1/queues/m/jobs/x/ack",
-        Some(json!({"lease_token": c["jobs"][0]["lease_token"]})),
-    )
-    .await;
+    let token = c["jobs"][0]["lease_token"].as_u64().unwrap();
+    let ack = format!("/v1/queues/{q}/jobs/x/ack");
+    let stale = api
+        .call("POST", &ack, Some(json!({"lease_token": token + 1000})))
+        .await;
+    assert_eq!(stale.code(), "lease_lost");
+    api.call("POST", &ack, Some(json!({"lease_token": token})))
+        .await;
     let m = api.call("GET", "/metrics", None).await;
     assert_eq!(m.status, 200);
+    // Each event is counted once, whichever layer handled it (Instrumented meters them all).
+    for (counter, n) in [
+        ("delayq_enqueued_total", 1),
+        ("delayq_enqueue_existing_total", 1),
+        ("delayq_claimed_total", 1),
+        ("delayq_acked_total", 1),
+        ("delayq_lease_lost_total", 1),
+    ] {
+        let line = format!("{counter}{{queue=\"{q}\"}} {n}");
+        assert!(m.body.lines().any(|l| l == line), "{line} not in /metrics");
+    }
     for name in [
-        "delayq_enqueued_total{queue=\"m\"}",
-        "delayq_claimed_total{queue=\"m\"}",
-        "delayq_acked_total{queue=\"m\"}",
-        "delayq_scheduled{queue=\"m\"}",
-        "delayq_leased{queue=\"m\"}",
-        "delayq_dead{queue=\"m\"}",
-        "delayq_oldest_overdue_seconds{queue=\"m\"}",
-        "delayq_lateness_seconds_bucket{queue=\"m\",le=\"0.001\"}",
-        "delayq_lateness_seconds_bucket{queue=\"m\",le=\"60\"}",
+        "delayq_scheduled{queue=\"Q\"}",
+        "delayq_leased{queue=\"Q\"}",
+        "delayq_dead{queue=\"Q\"}",
+        "delayq_oldest_overdue_seconds{queue=\"Q\"}",
+        "delayq_lateness_seconds_bucket{queue=\"Q\",le=\"0.001\"}",
+        "delayq_lateness_seconds_bucket{queue=\"Q\",le=\"60\"}",
         "delayq_http_request_duration_seconds_bucket",
     ] {
-        assert!(m.body.contains(name), "{name} missing from /metrics");
+        let name = name.replace('Q', &q);
+        assert!(m.body.contains(&name), "{name} missing from /metrics");
     }
     let doc = api.call("GET", "/openapi.json", None).await.json();
     assert_eq!(doc["openapi"], "3.1.0");

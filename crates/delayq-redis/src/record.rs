@@ -53,22 +53,42 @@ pub(crate) struct Record {
     pub payload: Vec<u8>,
 }
 
-/// `(flags, tail)`: the optional sections and payload of a new job, after the header that the
-/// enqueue script writes (it owns the due and created times).
-pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
+/// Appends the optional sections (lease, backoff, last error) to `out`; returns their flags.
+/// The one writer of the record's variable part: new jobs and whole records use it alike.
+fn sections(
+    out: &mut Vec<u8>,
+    lease_ms: Option<u32>,
+    backoff: Option<Backoff>,
+    error: Option<&str>,
+) -> u8 {
     let mut flags = 0;
-    let mut out = Vec::with_capacity(job.payload.len() + 13);
-    if let Some(l) = job.lease {
+    if let Some(l) = lease_ms {
         flags |= F_LEASE;
-        out.extend_from_slice(&(l.as_millis().min(u32::MAX as u128) as u32).to_be_bytes());
+        out.extend_from_slice(&l.to_be_bytes());
     }
-    if let Some(b) = job.backoff {
+    if let Some(b) = backoff {
         flags |= F_BACKOFF;
         let (base, cap) = b.base_cap_ms();
         out.push(b.kind_code());
         out.extend_from_slice(&(base.min(u32::MAX as u64) as u32).to_be_bytes());
         out.extend_from_slice(&(cap.min(u32::MAX as u64) as u32).to_be_bytes());
     }
+    if let Some(e) = error {
+        flags |= F_ERROR;
+        out.extend_from_slice(&(e.len() as u16).to_be_bytes());
+        out.extend_from_slice(e.as_bytes());
+    }
+    flags
+}
+
+/// `(flags, tail)`: the optional sections and payload of a new job, after the header that the
+/// enqueue script writes (it owns the due and created times).
+pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
+    let mut out = Vec::with_capacity(job.payload.len() + 13);
+    let lease_ms = job
+        .lease
+        .map(|l| l.as_millis().min(u32::MAX as u128) as u32);
+    let flags = sections(&mut out, lease_ms, job.backoff, None);
     out.extend_from_slice(&job.payload);
     (flags, out)
 }
@@ -77,30 +97,13 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
 /// bytes, which a test checks against a live server).
 #[cfg(test)]
 pub(crate) fn encode(r: &Record) -> Vec<u8> {
-    let mut flags = 0;
     let mut out = vec![VERSION, 0];
     out.extend_from_slice(&(r.attempt as u16).to_be_bytes());
     out.extend_from_slice(&(r.max_attempts as u16).to_be_bytes());
     for v in [r.due_ms, r.created_ms, r.token] {
         out.extend_from_slice(&v.to_be_bytes()[2..]);
     }
-    if let Some(l) = r.lease_ms {
-        flags |= F_LEASE;
-        out.extend_from_slice(&l.to_be_bytes());
-    }
-    if let Some(b) = r.backoff {
-        flags |= F_BACKOFF;
-        let (base, cap) = b.base_cap_ms();
-        out.push(b.kind_code());
-        out.extend_from_slice(&(base as u32).to_be_bytes());
-        out.extend_from_slice(&(cap as u32).to_be_bytes());
-    }
-    if let Some(e) = &r.last_error {
-        flags |= F_ERROR;
-        out.extend_from_slice(&(e.len() as u16).to_be_bytes());
-        out.extend_from_slice(e.as_bytes());
-    }
-    out[1] = flags;
+    out[1] = sections(&mut out, r.lease_ms, r.backoff, r.last_error.as_deref());
     out.extend_from_slice(&r.payload);
     out
 }

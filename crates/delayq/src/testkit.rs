@@ -189,18 +189,7 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B, t: Time) {
         (stale.id.clone(), 2)
     );
     let fresh = again.jobs[0].lease_ref();
-    assert_eq!(
-        b.ack(&q(), vec![stale.clone()]).await.unwrap(),
-        [AckOutcome::LeaseLost]
-    );
-    assert!(matches!(
-        b.nack(&q(), stale.clone(), Nack::error("x")).await,
-        Err(Error::LeaseLost { .. })
-    ));
-    assert!(matches!(
-        b.extend(&q(), stale.clone(), Duration::from_secs(1)).await,
-        Err(Error::LeaseLost { .. })
-    ));
+    refused_everywhere(&b, &stale, AckOutcome::LeaseLost).await;
     let forged = LeaseRef {
         id: fresh.id.clone(),
         token: other.token,
@@ -213,18 +202,7 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B, t: Time) {
         id: id("nope"),
         token: fresh.token,
     };
-    assert_eq!(
-        b.ack(&q(), vec![unknown.clone()]).await.unwrap(),
-        [AckOutcome::NotFound]
-    );
-    assert!(matches!(
-        b.nack(&q(), unknown.clone(), Nack::error("x")).await,
-        Err(Error::NotFound { .. })
-    ));
-    assert!(matches!(
-        b.extend(&q(), unknown, Duration::from_secs(1)).await,
-        Err(Error::NotFound { .. })
-    ));
+    refused_everywhere(&b, &unknown, AckOutcome::NotFound).await;
     let info = b.get(&q(), &fresh.id).await.unwrap().unwrap();
     assert_eq!((info.state, info.attempt), (JobState::Leased, 2));
     assert!(
@@ -241,6 +219,21 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B, t: Time) {
         [AckOutcome::NotFound],
         "an acked job is gone"
     );
+}
+
+/// Ack, nack and extend under `lease` are all refused as `want` says (`LeaseLost`: the job
+/// exists under another lease or none; `NotFound`: no such job).
+async fn refused_everywhere<B: Backend>(b: &B, lease: &LeaseRef, want: AckOutcome) {
+    let as_want = |e: Error| match (e, want) {
+        (Error::LeaseLost { .. }, AckOutcome::LeaseLost) => true,
+        (Error::NotFound { .. }, AckOutcome::NotFound) => true,
+        (e, _) => panic!("{e} where {want:?} was expected"),
+    };
+    assert_eq!(b.ack(&q(), vec![lease.clone()]).await.unwrap(), [want]);
+    let nack = b.nack(&q(), lease.clone(), Nack::error("x")).await;
+    assert!(nack.map_or_else(as_want, |o| panic!("nack accepted: {o:?}")));
+    let extend = b.extend(&q(), lease.clone(), Duration::from_secs(1)).await;
+    assert!(extend.map_or_else(as_want, |d| panic!("extend accepted: {d}")));
 }
 
 /// An ack deletes the job; acks ride on a claim.
