@@ -28,13 +28,14 @@ fn id(s: &str) -> JobId {
 
 /// Starts the ticker that makes paused time flow. A paused clock would jump to the next timer
 /// whenever every task waits — also while one waits for the store thread, which then sees
-/// minutes pass during one operation. The ticker advances time 50 ms for every 50 µs of real
-/// time and never lets the runtime idle, so tests simply sleep.
+/// minutes pass during one operation. The ticker advances time 10 ms for every 50 µs of real
+/// time (a 20 ms fsync is 4 s of virtual time) and never lets the runtime idle, so tests
+/// simply sleep.
 fn flow() -> JoinHandle<()> {
     tokio::spawn(async {
         loop {
             std::thread::sleep(Duration::from_micros(50));
-            tokio::time::advance(Duration::from_millis(50)).await;
+            tokio::time::advance(Duration::from_millis(10)).await;
             tokio::task::yield_now().await;
         }
     })
@@ -47,6 +48,16 @@ async fn open_with(job: NewJob) -> (tempfile::TempDir, EmbeddedBackend) {
     let b = EmbeddedBackend::open_with_clock(dir.path(), Arc::new(TokioClock::new())).unwrap();
     Producer::new(b.clone(), q()).enqueue(job).await.unwrap();
     (dir, b)
+}
+
+/// Waits (up to `within` of virtual time) until the job is gone: acknowledged. A loaded machine
+/// makes store operations take longer in virtual time, so tests wait for the outcome instead
+/// of a fixed time.
+async fn until_gone(b: &EmbeddedBackend, job: &JobId, within: Duration) {
+    let end = tokio::time::Instant::now() + within;
+    while b.get(&q(), job).await.unwrap().is_some() && tokio::time::Instant::now() < end {
+        sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Starts a consumer; the sender stops it.
@@ -95,7 +106,7 @@ async fn a_handler_ten_times_longer_than_its_lease_keeps_it() {
         b.claim(&q(), req).await.unwrap().jobs.is_empty(),
         "still owned"
     );
-    sleep(Duration::from_secs(200)).await;
+    until_gone(&b, &id("long"), Duration::from_secs(600)).await;
     stop.send(true).unwrap();
     let report = run.await.unwrap();
     assert_eq!((report.claimed, report.acked, report.lease_lost), (1, 1, 0));
@@ -130,7 +141,7 @@ async fn failures_retry_by_backoff_then_dead_letter() {
     let job = NewJob::new("x")
         .id(id("bad"))
         .max_attempts(3)
-        .backoff(Backoff::Fixed { delay_ms: 600_000 });
+        .backoff(Backoff::Fixed { delay_ms: 120_000 });
     let (_dir, b) = open_with(job).await;
     let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
@@ -140,7 +151,12 @@ async fn failures_retry_by_backoff_then_dead_letter() {
     });
     sleep(Duration::from_secs(60)).await;
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the backoff is respected");
-    sleep(Duration::from_secs(1300)).await;
+    // Two more attempts 2 minutes apart, then dead: wait for it (at most 20 minutes).
+    let end = tokio::time::Instant::now() + Duration::from_secs(1200);
+    while calls.load(Ordering::SeqCst) < 3 && tokio::time::Instant::now() < end {
+        sleep(Duration::from_secs(1)).await;
+    }
+    sleep(Duration::from_secs(1)).await;
     stop.send(true).unwrap();
     let report = run.await.unwrap();
     assert_eq!((report.retried, report.dead), (2, 1));
@@ -167,7 +183,7 @@ async fn failed_claims_are_retried_and_lost_answers_cost_one_lease() {
             s.store(job.attempt, Ordering::SeqCst);
             async { Ok(()) }
         });
-        sleep(Duration::from_secs(45)).await;
+        until_gone(&inner, &id("j"), Duration::from_secs(300)).await;
         stop.send(true).unwrap();
         let report = run.await.unwrap();
         assert_eq!(b.take_injected().map(|f| f.method), Some("claim"));
