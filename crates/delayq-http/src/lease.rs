@@ -77,7 +77,7 @@ pub async fn claim<B: Backend + Inspect>(
             .next_due_in
             .map_or(deadline, |d| (Instant::now() + d).min(deadline));
         tokio::select! {
-            _ = delayq::wait::until_due_or_woken(until, &mut wake) => {}
+            _ = delayq::wait::until_due_or_woken(Some(until), &mut wake) => {}
             _ = shutdown.changed() => {}
         }
     }

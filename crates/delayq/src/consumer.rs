@@ -259,12 +259,9 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     /// Waits for a job to finish, a wake-up, or the next due time; then claims again.
     async fn wait(&mut self) {
-        let deadline = if self.claim_now {
-            // No free slot: only a finished job (or a wake-up) matters.
-            Instant::now() + self.c.opts.max_idle
-        } else {
-            self.sleep_until
-        };
+        // No free slot (claim_now): only a finished job or a wake-up matters, so no timer is
+        // set — at concurrency 1 that is every job.
+        let deadline = (!self.claim_now).then_some(self.sleep_until);
         tokio::select! {
             Some(res) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                 self.settle(res);

@@ -22,20 +22,26 @@ pub enum Woke {
 /// Longest wait without a wake-up channel before the caller is asked to resubscribe.
 pub const RESUBSCRIBE: Duration = Duration::from_millis(500);
 
-/// Waits until `deadline` (with sub-millisecond precision) or a wake-up on `wake`. Marks the
-/// wake-up as seen. Cancel-safe.
-pub async fn until_due_or_woken(deadline: Instant, wake: &mut Option<Wakeups>) -> Woke {
+/// Waits until `deadline` (with sub-millisecond precision; `None`: no due time, no timer) or a
+/// wake-up on `wake`. Marks the wake-up as seen. Cancel-safe.
+pub async fn until_due_or_woken(deadline: Option<Instant>, wake: &mut Option<Wakeups>) -> Woke {
     let Some(w) = wake.as_mut() else {
         let give_up = Instant::now() + RESUBSCRIBE;
-        if deadline <= give_up {
-            precise_sleep_until(deadline).await;
+        if let Some(d) = deadline.filter(|d| *d <= give_up) {
+            precise_sleep_until(d).await;
             return Woke::Due;
         }
         sleep_until(give_up).await;
         return Woke::NoChannel;
     };
+    let due = async {
+        match deadline {
+            Some(d) => precise_sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
-        _ = precise_sleep_until(deadline) => Woke::Due,
+        () = due => Woke::Due,
         changed = w.changed() => {
             if changed.is_ok() {
                 Woke::Signalled
@@ -80,13 +86,15 @@ mod tests {
         let mut wake = Some(rx);
         let start = Instant::now();
         let d = start + Duration::from_secs(5);
-        assert_eq!(until_due_or_woken(d, &mut wake).await, Woke::Due);
+        assert_eq!(until_due_or_woken(Some(d), &mut wake).await, Woke::Due);
         assert!(Instant::now() >= d);
         tx.send(1).unwrap();
-        let far = Instant::now() + Duration::from_secs(3600);
+        let far = Some(Instant::now() + Duration::from_secs(3600));
         assert_eq!(until_due_or_woken(far, &mut wake).await, Woke::Signalled);
+        tx.send(2).unwrap();
+        assert_eq!(until_due_or_woken(None, &mut wake).await, Woke::Signalled);
         drop(tx);
-        assert_eq!(until_due_or_woken(far, &mut wake).await, Woke::NoChannel);
+        assert_eq!(until_due_or_woken(None, &mut wake).await, Woke::NoChannel);
         assert!(wake.is_none());
         let t = Instant::now();
         assert_eq!(until_due_or_woken(far, &mut wake).await, Woke::NoChannel);
