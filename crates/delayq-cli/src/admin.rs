@@ -1,9 +1,9 @@
 //! `delayq get | cancel | reschedule | stats | dead …`: the admin commands.
 
 use crate::backend::AnyBackend;
-use delayq::{Backend, CancelOutcome, Inspect, JobId, Producer, Schedule};
+use delayq::{Backend, CancelOutcome, Inspect, JobId, Producer, QueueSettings, Schedule};
 
-use crate::args::DeadCommand;
+use crate::args::{DeadCommand, QueueCommand};
 use crate::output::{format_ms, job_json, job_text};
 
 /// `delayq get ID`: exits with 3 when the job does not exist.
@@ -161,6 +161,34 @@ pub(crate) async fn dead<B: Backend + Inspect>(
             println!("requeued {}", b.dead_requeue_all(q).await?);
         }
         DeadCommand::Purge => println!("purged {}", b.dead_purge(q).await?),
+    }
+    Ok(0)
+}
+
+/// `delayq queue create|show`.
+pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u8> {
+    match cmd {
+        QueueCommand::Create { name, shards } => {
+            let s = b.configure(&name, QueueSettings { shards }).await?;
+            println!("{name}\tshards {}", s.shards);
+        }
+        QueueCommand::Show { name, json } => {
+            let settings = b.settings(&name).await?;
+            let stats = b.stats(&name).await?;
+            if json {
+                let v = serde_json::json!({
+                    "queue": name.as_str(),
+                    "settings": settings,
+                    "stats": stats,
+                });
+                println!("{v}");
+            } else {
+                println!(
+                    "{name}\tshards {}\tscheduled {}\tdue {}\tleased {}\tdead {}",
+                    settings.shards, stats.scheduled, stats.due, stats.leased, stats.dead
+                );
+            }
+        }
     }
     Ok(0)
 }

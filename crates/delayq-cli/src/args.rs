@@ -10,9 +10,25 @@ use delayq::{JobId, QueueName, Schedule};
 #[derive(Parser, Debug)]
 #[command(name = "delayq", version, about)]
 pub(crate) struct Cli {
-    /// Redis URL. Without it (and without DELAYQ_REDIS_URL) delayq uses the embedded store.
+    /// Redis connection string: redis://[user:pass@]host:port[/db], rediss://… (TLS),
+    /// unix:///path, redis+cluster://h1:p1,h2:p2,…, redis+sentinel://h1:p1,h2:p2/MASTER
+    /// (rediss+… for TLS). Without it (and without DELAYQ_REDIS_URL) delayq uses the
+    /// embedded store.
     #[arg(long, global = true, env = "DELAYQ_REDIS_URL")]
     pub redis: Option<String>,
+    /// PEM file of a private CA that signed the Redis server's certificate.
+    #[arg(long, global = true, env = "DELAYQ_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (with --tls-key).
+    #[arg(long, global = true, env = "DELAYQ_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM client key for mutual TLS (with --tls-cert).
+    #[arg(long, global = true, env = "DELAYQ_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Make every enqueue and acknowledgement wait until N replicas have it (Redis WAIT), so
+    /// a failover cannot lose it.
+    #[arg(long, global = true, env = "DELAYQ_WAIT_REPLICAS", default_value_t = 0)]
+    pub wait_replicas: u32,
     /// Directory of the embedded store (used when no Redis URL is configured).
     #[arg(
         long,
@@ -73,10 +89,20 @@ pub(crate) enum Command {
     /// Dead-letter tools.
     #[command(subcommand)]
     Dead(DeadCommand),
+    /// Queue settings.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
-    /// Check the Redis server: version, eviction policy, persistence, latency, clock.
-    Doctor,
+    /// Check the Redis deployment: topology (Cluster slots, Sentinel quorum, replicas), TLS,
+    /// the ACL rule, and on every master version, eviction policy and persistence; latency,
+    /// clock.
+    Doctor {
+        /// Check the ACL rule of this user (with ACL DRYRUN, as an admin user) instead of the
+        /// connected one.
+        #[arg(long)]
+        acl_user: Option<String>,
+    },
     /// The order-timeout story: orders, payments that cancel timeouts, a failing handler.
     Demo {
         /// Orders to place.
@@ -88,6 +114,27 @@ pub(crate) enum Command {
     /// Run the benchmark workloads of docs/BENCHMARKS.md (built with `--features bench`).
     #[cfg(feature = "bench")]
     Bench(crate::bench::BenchArgs),
+}
+
+/// `delayq queue …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum QueueCommand {
+    /// Create a queue or change its settings (the shard count only while it is empty).
+    Create {
+        /// The queue.
+        name: QueueName,
+        /// Shards: hash slots the queue's jobs spread over (Redis; 1-256).
+        #[arg(long, default_value_t = 1)]
+        shards: u32,
+    },
+    /// Show a queue's settings and counts.
+    Show {
+        /// The queue.
+        name: QueueName,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// When a job is due: `--delay` or `--at` (neither: now).

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use delayq::{
     AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Inspect, JobId,
-    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result, Schedule, Wakeups,
+    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSettings, QueueStats, Result,
+    Schedule, Wakeups,
 };
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
@@ -79,5 +80,11 @@ impl Inspect for AnyBackend {
     }
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
         delegate!(self, b => b.dead_purge(queue).await)
+    }
+    async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        delegate!(self, b => b.settings(queue).await)
+    }
+    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+        delegate!(self, b => b.configure(queue, s.clone()).await)
     }
 }

@@ -1,8 +1,12 @@
-//! `delayq doctor`: checks the Redis it is pointed at and says in plain words what is wrong.
+//! `delayq doctor`: checks the Redis deployment it is pointed at — one server, a Cluster or
+//! Sentinel — and says in plain words what is wrong. Per-server checks (version, eviction,
+//! persistence) run on every master; topology checks are in `doctor_topology`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
+use delayq_redis::{ConnectOptions, Connection, RedisBackend};
+
+use crate::doctor_topology;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -25,25 +29,45 @@ pub(crate) struct Check {
     pub detail: String,
 }
 
-fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+impl Check {
+    pub(crate) fn new(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            verdict,
+            detail: detail.into(),
+        }
+    }
+}
+
+pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .map(str::trim)
 }
 
-/// Runs every check against `url`.
-pub(crate) async fn checks(url: &str) -> anyhow::Result<Vec<Check>> {
-    let client = redis::Client::open(url)?;
-    let mut conn = tokio::time::timeout(
-        Duration::from_secs(5),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .context("connecting timed out")?
-    .with_context(|| format!("cannot connect to {url}"))?;
-    let info: String = redis::cmd("INFO").arg("all").query_async(&mut conn).await?;
-    let mut out = Vec::new();
+async fn config_get(conn: &mut Connection, name: &str) -> Option<String> {
+    redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query_async::<Vec<String>>(conn)
+        .await
+        .ok()
+        .and_then(|v| v.get(1).cloned())
+}
 
+/// Version, eviction and persistence of one master; `at` names it when there are several.
+async fn server_checks(conn: &mut Connection, at: &str, out: &mut Vec<Check>) {
+    let info: String = match redis::cmd("INFO").arg("all").query_async(conn).await {
+        Ok(i) => i,
+        Err(e) => {
+            out.push(Check::new(
+                "server",
+                Verdict::Fail,
+                format!("{at}INFO failed: {e}"),
+            ));
+            return;
+        }
+    };
     let version = field(&info, "redis_version")
         .unwrap_or("unknown")
         .to_owned();
@@ -52,94 +76,86 @@ pub(crate) async fn checks(url: &str) -> anyhow::Result<Vec<Check>> {
         .next()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    out.push(Check {
-        name: "version",
-        verdict: if major >= 7 {
-            Verdict::Ok
-        } else {
-            Verdict::Fail
-        },
-        detail: if major >= 7 {
-            format!("Redis {version}")
-        } else {
-            format!("Redis {version}: delayq needs 7.0 or newer")
-        },
+    out.push(if major >= 7 {
+        Check::new("version", Verdict::Ok, format!("{at}Redis {version}"))
+    } else {
+        Check::new(
+            "version",
+            Verdict::Fail,
+            format!("{at}Redis {version}: delayq needs 7.0 or newer"),
+        )
     });
+    if let Some(c) = doctor_topology::lua_cves(&version) {
+        out.push(Check::new("lua-cves", Verdict::Warn, format!("{at}{c}")));
+    } else {
+        out.push(Check::new(
+            "lua-cves",
+            Verdict::Ok,
+            format!("{at}Redis {version} has the fixes for the known Lua sandbox CVEs"),
+        ));
+    }
 
-    let policy: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory-policy")
-        .query_async(&mut conn)
-        .await
-        .unwrap_or_default();
-    let policy = policy.get(1).cloned().unwrap_or_else(|| {
-        field(&info, "maxmemory_policy")
+    let policy = match config_get(conn, "maxmemory-policy").await {
+        Some(p) => p,
+        None => field(&info, "maxmemory_policy")
             .unwrap_or("unknown")
-            .to_owned()
-    });
-    out.push(Check {
-        name: "eviction",
-        verdict: if policy == "noeviction" { Verdict::Ok } else { Verdict::Fail },
-        detail: if policy == "noeviction" {
-            "maxmemory-policy noeviction: a full Redis refuses writes instead of deleting jobs".into()
-        } else {
-            format!("maxmemory-policy {policy}: Redis may silently delete jobs when memory is full; set `maxmemory-policy noeviction`")
-        },
+            .to_owned(),
+    };
+    out.push(if policy == "noeviction" {
+        Check::new(
+            "eviction",
+            Verdict::Ok,
+            format!("{at}maxmemory-policy noeviction: a full Redis refuses writes instead of deleting jobs"),
+        )
+    } else {
+        Check::new(
+            "eviction",
+            Verdict::Fail,
+            format!("{at}maxmemory-policy {policy}: Redis may silently delete jobs when memory is full; set `maxmemory-policy noeviction`"),
+        )
     });
 
     let aof = field(&info, "aof_enabled") == Some("1");
-    let fsync: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("appendfsync")
-        .query_async(&mut conn)
+    let fsync = config_get(conn, "appendfsync")
         .await
-        .unwrap_or_default();
-    let fsync = fsync.get(1).cloned().unwrap_or_else(|| "unknown".into());
-    let rdb = field(&info, "rdb_last_save_time").is_some()
-        && redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("save")
-            .query_async::<Vec<String>>(&mut conn)
-            .await
-            .ok()
-            .and_then(|v| v.get(1).cloned())
-            .is_some_and(|s| !s.is_empty());
+        .unwrap_or_else(|| "unknown".into());
+    let rdb = config_get(conn, "save")
+        .await
+        .is_some_and(|s| !s.is_empty());
     let (verdict, detail) = match (aof, fsync.as_str(), rdb) {
         (true, "always", _) => (Verdict::Ok, "appendonly yes, appendfsync always: nothing acknowledged is lost in a crash".to_owned()),
         (true, f, _) => (Verdict::Warn, format!("appendonly yes, appendfsync {f}: a crash can lose about the last second of enqueues and acks")),
         (false, _, true) => (Verdict::Warn, "RDB snapshots only: a crash loses everything since the last snapshot; use appendonly yes".to_owned()),
         (false, _, false) => (Verdict::Warn, "no persistence: a restart loses every job; use appendonly yes (appendfsync always for no loss)".to_owned()),
     };
-    out.push(Check {
-        name: "persistence",
-        verdict,
-        detail,
-    });
+    out.push(Check::new("persistence", verdict, format!("{at}{detail}")));
+}
 
+async fn latency_and_clock(conn: &mut Connection, out: &mut Vec<Check>) -> anyhow::Result<()> {
     let mut rtts = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        redis::cmd("PING").query_async::<String>(&mut conn).await?;
+        redis::cmd("PING").query_async::<String>(conn).await?;
         rtts.push(t.elapsed());
     }
     rtts.sort();
     let median = rtts[rtts.len() / 2];
-    out.push(Check {
-        name: "latency",
-        verdict: if median < Duration::from_millis(5) {
+    out.push(Check::new(
+        "latency",
+        if median < Duration::from_millis(5) {
             Verdict::Ok
         } else {
             Verdict::Warn
         },
-        detail: format!(
+        format!(
             "round trip median {:.2} ms, max {:.2} ms (each job costs one or two round trips)",
             median.as_secs_f64() * 1e3,
             rtts[rtts.len() - 1].as_secs_f64() * 1e3
         ),
-    });
+    ));
 
     let t0 = SystemTime::now();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
     let t1 = SystemTime::now();
     let mid = t0 + t1.duration_since(t0).unwrap_or_default() / 2;
     let local_ms = mid
@@ -147,20 +163,43 @@ pub(crate) async fn checks(url: &str) -> anyhow::Result<Vec<Check>> {
         .unwrap_or_default()
         .as_millis() as i64;
     let offset = (secs * 1000 + micros / 1000) as i64 - local_ms;
-    out.push(Check {
-        name: "clock",
-        verdict: if offset.abs() < 1000 { Verdict::Ok } else { Verdict::Warn },
-        detail: format!(
+    out.push(Check::new(
+        "clock",
+        if offset.abs() < 1000 { Verdict::Ok } else { Verdict::Warn },
+        format!(
             "Redis clock is {offset:+} ms from this host's; due times use Redis's clock, so jobs stay on time{}",
             if offset.abs() >= 1000 { ", but run_at values computed on this host will be off by that much" } else { "" }
         ),
-    });
+    ));
+    Ok(())
+}
+
+/// Runs every check against the deployment `opts` names.
+pub(crate) async fn checks(
+    opts: ConnectOptions,
+    acl_user: Option<&str>,
+) -> anyhow::Result<Vec<Check>> {
+    let backend = RedisBackend::connect_with(opts).await?;
+    let mut out = Vec::new();
+    doctor_topology::topology_checks(&backend, &mut out).await;
+    let masters = backend.masters().await?;
+    let several = masters.len() > 1;
+    for (addr, mut conn) in masters {
+        let at = if several {
+            format!("{addr}: ")
+        } else {
+            String::new()
+        };
+        server_checks(&mut conn, &at, &mut out).await;
+    }
+    doctor_topology::acl_check(&backend, acl_user, &mut out).await;
+    latency_and_clock(&mut backend.connection(), &mut out).await?;
     Ok(out)
 }
 
 /// Runs `delayq doctor`: prints a verdict per check; exit 1 when one fails.
-pub(crate) async fn run(url: &str) -> anyhow::Result<u8> {
-    let checks = checks(url).await?;
+pub(crate) async fn run(opts: ConnectOptions, acl_user: Option<String>) -> anyhow::Result<u8> {
+    let checks = checks(opts, acl_user.as_deref()).await?;
     for c in &checks {
         let v = match c.verdict {
             Verdict::Ok => "ok  ",

@@ -9,6 +9,7 @@ mod backend;
 mod bench;
 mod demo;
 mod doctor;
+mod doctor_topology;
 mod enqueue;
 mod output;
 mod percentiles;
@@ -66,14 +67,6 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     1
 }
 
-/// A URL without its password, for logs.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***@{}", &url[..s], &url[at + 1..]),
-        _ => url.to_owned(),
-    }
-}
-
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     #[cfg(feature = "bench")]
     if let Command::Bench(a) = cli.command {
@@ -81,16 +74,25 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     let (backend, desc) = match &cli.redis {
         Some(url) => {
-            if let Command::Doctor = cli.command {
-                return doctor::run(url).await;
+            let opts = delayq_redis::ConnectOptions {
+                url: url.clone(),
+                tls: delayq_redis::TlsFiles {
+                    ca: cli.tls_ca.clone(),
+                    cert: cli.tls_cert.clone(),
+                    key: cli.tls_key.clone(),
+                },
+                wait_replicas: cli.wait_replicas,
+            };
+            if let Command::Doctor { acl_user } = cli.command {
+                return doctor::run(opts, acl_user).await;
             }
             (
-                AnyBackend::Redis(RedisBackend::connect(url).await?),
-                redact(url),
+                AnyBackend::Redis(RedisBackend::connect_with(opts).await?),
+                delayq_redis::mask(url),
             )
         }
         None => {
-            if let Command::Doctor = cli.command {
+            if let Command::Doctor { .. } = cli.command {
                 println!(
                     "ok    backend      embedded store in {} (SQLite, WAL, synchronous=FULL); \
                      doctor checks Redis servers: give --redis URL",
@@ -115,11 +117,12 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Stats { json, all } => admin::stats(&producer, json, all).await,
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
+        Command::Queue(cmd) => admin::queue(&backend, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
         Command::Serve(a) => serve::run(backend, &desc, a).await,
         Command::Demo { orders } => demo::run(backend, orders).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => unreachable!("handled above"),
-        Command::Doctor => unreachable!("handled above"),
+        Command::Doctor { .. } => unreachable!("handled above"),
     }
 }

@@ -1,6 +1,9 @@
 //! The `Inspect` trait over the SQLite store: lookups, counts and the dead-letter tools.
 
-use delayq::{Error, Inspect, JobId, JobInfo, JobState, QueueName, QueueStats, Result};
+use delayq::{
+    Error, Inspect, InvalidInput, JobId, JobInfo, JobState, QueueName, QueueSettings, QueueStats,
+    Result,
+};
 use rusqlite::params;
 
 use crate::backend::{EmbeddedBackend, MAX_CLAIM};
@@ -145,5 +148,21 @@ impl Inspect for EmbeddedBackend {
             .map_err(sql)
         })
         .await
+    }
+
+    async fn settings(&self, _queue: &QueueName) -> Result<QueueSettings> {
+        Ok(QueueSettings::default())
+    }
+
+    /// The embedded store keeps every queue in one table: it has no shards to spread over.
+    async fn configure(&self, _queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+        s.validate()?;
+        if s.shards != 1 {
+            return Err(InvalidInput::Settings(
+                "the embedded store does not shard queues (shards apply to Redis)".into(),
+            )
+            .into());
+        }
+        Ok(s)
     }
 }

@@ -53,6 +53,7 @@ error_codes! {
     InvalidLease = "invalid_lease", 400, "lease_ms outside 10 ms - 24 h";
     InvalidBatch = "invalid_batch", 400, "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s";
     InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
+    InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store)";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
     NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled)";
     NoRoute = "no_route", 404, "no such endpoint";
@@ -61,6 +62,7 @@ error_codes! {
     JobLeased = "job_leased", 409, "the job is leased by a consumer (cancel or reschedule refused)";
     JobDead = "job_dead", 409, "the job is dead-lettered (cancel or reschedule refused)";
     JobNotDead = "job_not_dead", 409, "requeue of a job that is not dead";
+    Conflict = "conflict", 409, "the change conflicts with the queue's state (e.g. a shard count change while it holds jobs); nothing changed";
     PayloadTooLarge = "payload_too_large", 413, "a job payload over the configured limit";
     BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
     UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
@@ -131,6 +133,7 @@ impl From<delayq::InvalidInput> for ApiError {
             I::Lease(_) => ErrorCode::InvalidLease,
             I::Batch(_) => ErrorCode::InvalidBatch,
             I::Payload(_) => ErrorCode::InvalidPayload,
+            I::Settings(_) => ErrorCode::InvalidSettings,
             _ => ErrorCode::InvalidBody,
         };
         ApiError::new(code, e.to_string())
@@ -156,6 +159,7 @@ impl From<delayq::Error> for ApiError {
                 ApiError::new(code, e.to_string())
             }
             E::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+            E::Conflict(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),
             _ => ApiError::new(ErrorCode::Internal, e.to_string()),
         }
     }

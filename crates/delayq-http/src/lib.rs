@@ -50,7 +50,7 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
     paths(
         jobs::enqueue, jobs::get, jobs::cancel, jobs::reschedule,
         lease::claim, lease::ack, lease::nack, lease::extend,
-        queues::list, queues::stats, queues::dead_list, queues::requeue_one,
+        queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
         queues::requeue_all, queues::purge,
     ),
     modifiers(&BearerAuth),
@@ -108,7 +108,10 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
     let timeout = state.inner.config.request_timeout;
     let v1 = Router::new()
         .route("/v1/queues", get(queues::list::<B>))
-        .route("/v1/queues/{q}", get(queues::stats::<B>))
+        .route(
+            "/v1/queues/{q}",
+            get(queues::stats::<B>).put(queues::configure::<B>),
+        )
         .route("/v1/queues/{q}/jobs", post(jobs::enqueue::<B>))
         .route(
             "/v1/queues/{q}/jobs/{id}",

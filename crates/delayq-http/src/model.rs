@@ -341,6 +341,18 @@ pub struct QueueView {
     pub dead: u64,
     /// Age of the oldest due job, ms.
     pub oldest_overdue_ms: u64,
+    /// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SettingsView>,
+}
+
+/// A queue's settings, as `PUT /v1/queues/{q}` takes them and `GET` shows them.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsView {
+    /// Shards: hash slots the queue's jobs spread over (Redis; 1-256, default 1). Changes only
+    /// while the queue is empty.
+    pub shards: u32,
 }
 
 impl QueueView {
@@ -354,7 +366,14 @@ impl QueueView {
             leased: s.leased,
             dead: s.dead,
             oldest_overdue_ms: s.oldest_overdue_ms,
+            settings: None,
         }
+    }
+
+    /// With the queue's settings.
+    pub fn with_settings(mut self, s: &delayq::QueueSettings) -> Self {
+        self.settings = Some(SettingsView { shards: s.shards });
+        self
     }
 }
 

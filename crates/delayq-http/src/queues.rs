@@ -5,8 +5,8 @@ use axum::extract::State;
 use delayq::{Backend, Inspect};
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::extract::{ApiQuery, JobPath, QueuePath};
-use crate::model::{JobView, Outcome, Page, QueueView};
+use crate::extract::{ApiJson, ApiQuery, JobPath, QueuePath};
+use crate::model::{JobView, Outcome, Page, QueueView, SettingsView};
 use crate::state::AppState;
 
 /// Every queue that holds jobs, with its counts.
@@ -36,7 +36,33 @@ pub async fn stats<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<QueueView>, ApiError> {
     let s = st.backend().stats(&q).await?;
-    Ok(Json(QueueView::new(q.as_str(), s)))
+    let settings = st.backend().settings(&q).await?;
+    Ok(Json(QueueView::new(q.as_str(), s).with_settings(&settings)))
+}
+
+/// Creates a queue or changes its settings; answers like `GET`. A shard change of a queue
+/// that holds jobs is refused (409 `conflict`).
+#[utoipa::path(
+    put, path = "/v1/queues/{q}", tag = "queues",
+    params(("q" = String, Path)), request_body = SettingsView,
+    responses((status = 200, body = QueueView), (status = "4XX", body = ErrorBody))
+)]
+pub async fn configure<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    QueuePath(q): QueuePath,
+    ApiJson(body): ApiJson<SettingsView>,
+) -> Result<Json<QueueView>, ApiError> {
+    let settings = st
+        .backend()
+        .configure(
+            &q,
+            delayq::QueueSettings {
+                shards: body.shards,
+            },
+        )
+        .await?;
+    let s = st.backend().stats(&q).await?;
+    Ok(Json(QueueView::new(q.as_str(), s).with_settings(&settings)))
 }
 
 /// Dead jobs, oldest failure first.

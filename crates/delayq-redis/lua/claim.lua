@@ -3,7 +3,7 @@
 -- KEYS[2] lease  ZSET id -> lease deadline ms
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
--- KEYS[5] fence  STRING counter of lease tokens
+-- KEYS[5] fence  STRING counter of lease tokens (kept at or past server ms x 64)
 -- ARGV[1] max jobs to lease
 -- ARGV[2] default lease ms
 -- ARGV[3] most expired leases to recover in this call
@@ -74,6 +74,14 @@ if n > 0 then
   redis.call('ZREM', sched, unpack(ids))
   local raws = redis.call('HMGET', jobs, unpack(ids))
   local token = redis.call('INCRBY', fence, n) - n
+  -- Replication is asynchronous: after a failover the counter may be behind tokens the old
+  -- master handed out. Tokens never fall behind the server clock (64 per ms), so the new
+  -- master's tokens start past any the old one gave (unless it sustained > 64 claims per ms).
+  local floor = now * 64
+  if token < floor then
+    token = floor
+    redis.call('SET', fence, floor + n)
+  end
   local hset, zadd = {}, {}
   for i = 1, n do
     local raw = raws[i]

@@ -2,7 +2,8 @@
 -- prelude that `scripts.rs` generates from Rust: the record layout (HEADER, HEADER_LEN,
 -- AT_ATTEMPT, AT_DUE, AT_TOKEN, F_LEASE, F_BACKOFF, F_ERROR, RECORD_VERSION), MAX_ERROR,
 -- the default backoff (DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP), state codes (ST_*) and
--- reply codes (R_*).
+-- reply codes (R_*), and PUBLISH: the command that publishes wake-ups ('PUBLISH' on one
+-- server, 'SPUBLISH' on a Cluster).
 --
 -- The record (format v1, byte table in ARCHITECTURE.md, defined in record.rs) has a fixed
 -- header so the hot paths (claim, ack) read and patch attempt and token without decoding the
@@ -140,7 +141,7 @@ end
 local function wake_if_earlier(sched, wake, due)
   local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
   if head[2] == nil or due < tonumber(head[2]) then
-    redis.call('PUBLISH', wake, due)
+    redis.call(PUBLISH, wake, due)
   end
 end
 

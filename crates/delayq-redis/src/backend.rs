@@ -1,82 +1,387 @@
-//! [`RedisBackend`]: the `Backend` and `Inspect` traits over Redis, each method one script.
+//! [`RedisBackend`]: the [`Backend`] trait over Redis, each transition one script on one
+//! shard. A call finds the queue's [`Route`] (its shard count), then the shard: by the job
+//! id's hash for anything about one job, every due shard for a claim (concurrently, earliest
+//! due first), one script call per shard for a batch.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use delayq::limits::truncate_error;
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Inspect, Job, JobId,
-    JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result,
-    Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Job, JobId, JobState,
+    LeaseRef, Nack, NackOutcome, NewJob, QueueName, Result, Schedule, Wakeups,
 };
-use redis::Value;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use futures::future::join_all;
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
+use crate::conn::{Conn, Live};
 use crate::error::{self, shape};
-use crate::keys::Keys;
+use crate::keys::{self, Keys, shard_of};
 use crate::record;
-use crate::reply::{Reply, array, bytes, int, job_id, job_info, reply, state};
+use crate::reply::{Reply, array, bytes, int, job_id, reply};
+use crate::route::{Route, Routes, group};
 use crate::scripts::{self, ScriptDef};
+use crate::target::{self, ConnectOptions, Target, Topology};
 use crate::wake::WakeHub;
 
 /// Most jobs leased in one claim (bounded by Lua's `unpack` limit and by reply size).
 pub const MAX_CLAIM: usize = 1000;
 /// Most expired leases recovered per claim.
 const REAP_LIMIT: usize = 100;
-/// Jobs per script call when requeueing or purging all dead jobs (keeps each call short).
-const ADMIN_CHUNK: usize = 1000;
+/// How long an enqueue or ack waits for `--wait-replicas` replicas.
+const WAIT_MS: u64 = 1000;
 
-/// The Redis backend. Cheap to clone: clones share one multiplexed connection (which
-/// reconnects by itself) and one Pub/Sub connection for wake-ups.
+/// The Redis backend, on one server, a Cluster or behind Sentinel. Cheap to clone: clones
+/// share one command connection (replaced when it stops answering) and one Pub/Sub connection
+/// for wake-ups.
 #[derive(Clone)]
 pub struct RedisBackend {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
-    conn: ConnectionManager,
+pub(crate) struct Inner {
+    pub conn: Conn,
     hub: WakeHub,
+    pub routes: Routes,
+    /// Wake-ups use sharded Pub/Sub (Cluster).
+    sharded_pubsub: bool,
 }
 
 impl RedisBackend {
-    /// Connects to `url` (`redis://[user:pass@]host:port[/db]`, `rediss://…`,
-    /// `redis+unix:///path`). Must be called inside a Tokio runtime.
+    /// Connects to `url` (any form of [`ConnectOptions::url`]). Must be called inside a Tokio
+    /// runtime.
     pub async fn connect(url: &str) -> std::result::Result<Self, crate::Error> {
-        let client = redis::Client::open(url).map_err(crate::Error::Url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(3)
-            .set_max_delay(Duration::from_secs(1));
-        let conn = ConnectionManager::new_with_config(client.clone(), config)
+        Self::connect_with(ConnectOptions::new(url)).await
+    }
+
+    /// Connects with TLS files and a replica wait. The URL and the files are checked before
+    /// anything connects.
+    pub async fn connect_with(opts: ConnectOptions) -> std::result::Result<Self, crate::Error> {
+        let target = target::parse(&opts)?;
+        let conn = Conn::connect(target.clone())
             .await
-            .map_err(crate::Error::Connect)?;
-        let hub = WakeHub::start(client);
+            .map_err(|source| crate::Error::Connect {
+                url: target.shown.clone(),
+                source,
+            })?;
+        let sharded_pubsub = conn.is_cluster();
+        let hub = WakeHub::start(target);
         Ok(Self {
-            inner: Arc::new(Inner { conn, hub }),
+            inner: Arc::new(Inner {
+                conn,
+                hub,
+                routes: Routes::new(),
+                sharded_pubsub,
+            }),
         })
     }
 
-    /// A clone of the command connection, for tools that need plain commands (`INFO`, …).
-    pub fn connection(&self) -> ConnectionManager {
-        self.inner.conn.clone()
+    /// The command connection, for tools that need plain commands (`INFO`, …); on a Cluster
+    /// commands are routed by key (keyless ones go to a random node).
+    pub fn connection(&self) -> crate::Connection {
+        self.inner.conn.get().1
     }
 
-    /// Runs `def` on `queue`'s keys (in the order the script declares them) with `args`.
-    async fn call(&self, def: &ScriptDef, k: &Keys, args: Vec<Vec<u8>>) -> Result<Value> {
-        let mut inv = def.script().prepare_invoke();
-        for name in def.key_names(k) {
-            inv.key(name);
+    /// The connection string with its password masked.
+    pub fn url(&self) -> &str {
+        &self.target().shown
+    }
+
+    pub(crate) fn target(&self) -> &Target {
+        self.inner.conn.target()
+    }
+
+    /// Runs `def` on keys `k` (in the order the script declares them) with `args`; with
+    /// `wait`, then waits for the `--wait-replicas` replicas.
+    pub(crate) async fn call(
+        &self,
+        def: &ScriptDef,
+        k: &Keys,
+        args: Vec<Vec<u8>>,
+        wait: bool,
+    ) -> Result<Value> {
+        let built = def.built(self.inner.sharded_pubsub);
+        let script = |eval: bool| {
+            let mut c = if eval {
+                redis::cmd("EVAL").arg(&built.text).to_owned()
+            } else {
+                redis::cmd("EVALSHA").arg(&built.sha).to_owned()
+            };
+            c.arg(def.keys.len());
+            for name in def.key_names(k) {
+                c.arg(name);
+            }
+            for a in &args {
+                c.arg(a);
+            }
+            c
+        };
+        let replicas = if wait { self.target().wait_replicas } else { 0 };
+        let (generation, mut live) = self.inner.conn.get();
+        let mut res = send(&mut live, script(false), replicas).await;
+        if matches!(&res, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
+            // EVAL is routed by key and caches the script on that node.
+            res = send(&mut live, script(true), replicas).await;
         }
-        for a in args {
-            inv.arg(a);
+        let (value, acked) = res.map_err(|e| {
+            self.inner.conn.failed(generation, &e);
+            error::map(e)
+        })?;
+        match acked {
+            Some(n) if n < i64::from(replicas) => Err(delayq::Error::Unavailable(format!(
+                "written, but only {n} of {replicas} replicas confirmed it within {WAIT_MS} ms"
+            ))),
+            _ => Ok(value),
         }
-        let mut conn = self.inner.conn.clone();
-        inv.invoke_async(&mut conn).await.map_err(error::map)
+    }
+
+    /// The queue's route: its shard count, read from Redis at most every few seconds.
+    pub(crate) async fn route(&self, queue: &QueueName) -> Result<Arc<Route>> {
+        if let Some(r) = self.inner.routes.fresh(queue) {
+            return Ok(r);
+        }
+        let shards = self.stored_shards(queue).await?;
+        let route = self.inner.routes.loaded(queue, shards);
+        if self.inner.routes.wants_wakeups(queue) && !route.subscribed.load(Ordering::Relaxed) {
+            self.subscribe(&route).await;
+        }
+        Ok(route)
+    }
+
+    /// The shard count stored in the queue's settings (1 when none is).
+    pub(crate) async fn stored_shards(&self, queue: &QueueName) -> Result<u32> {
+        let (generation, mut live) = self.inner.conn.get();
+        let shards: Option<u32> = redis::cmd("HGET")
+            .arg(keys::conf(queue))
+            .arg("shards")
+            .query_async(&mut live)
+            .await
+            .map_err(|e| {
+                self.inner.conn.failed(generation, &e);
+                error::map(e)
+            })?;
+        Ok(shards.unwrap_or(1).max(1))
+    }
+
+    async fn subscribe(&self, route: &Arc<Route>) {
+        for (i, k) in route.keys.iter().enumerate() {
+            let r = route.clone();
+            let notify = Arc::new(move || r.woken(i));
+            self.inner
+                .hub
+                .subscribe(&k.wake, notify, Duration::from_secs(2))
+                .await;
+        }
+        route.subscribed.store(true, Ordering::Relaxed);
+    }
+
+    async fn enqueue_shard(&self, k: &Keys, jobs: Vec<(JobId, NewJob)>) -> Result<Vec<Enqueued>> {
+        let mut args = Vec::with_capacity(1 + jobs.len() * 6);
+        args.push(arg(jobs.len()));
+        let mut ids = Vec::with_capacity(jobs.len());
+        for (id, job) in jobs {
+            args.push(id.as_str().as_bytes().to_vec());
+            args.extend(schedule_args(job.schedule));
+            args.push(arg(job
+                .max_attempts
+                .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)));
+            let (flags, tail) = record::tail(job);
+            args.push(arg(flags));
+            args.push(tail);
+            ids.push(id);
+        }
+        let v = self.call(&scripts::ENQUEUE, k, args, true).await?;
+        let flat = array(v)?;
+        if flat.len() != ids.len() * 2 {
+            return Err(shape("enqueue: 2 values per job expected"));
+        }
+        ids.into_iter()
+            .zip(flat.chunks(2))
+            .map(|(id, pair)| {
+                let created = match reply(&pair[0])? {
+                    Reply::Ok => true,
+                    Reply::Exists => false,
+                    r => return Err(shape(&format!("enqueue: {r:?}"))),
+                };
+                Ok(Enqueued {
+                    id,
+                    created,
+                    due_at_ms: int(&pair[1])? as u64,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_shard(
+        &self,
+        queue: &QueueName,
+        k: &Keys,
+        max: usize,
+        lease: Duration,
+        acks: Vec<LeaseRef>,
+    ) -> Result<ClaimBatch> {
+        let wait = !acks.is_empty();
+        let mut args = vec![
+            arg(max.min(MAX_CLAIM)),
+            arg(lease.as_millis()),
+            arg(REAP_LIMIT),
+            arg(acks.len()),
+        ];
+        lease_args(acks, &mut args);
+        let v = self.call(&scripts::CLAIM, k, args, wait).await?;
+        let [acks, jobs, next]: [Value; 3] = array(v)?
+            .try_into()
+            .map_err(|_| shape("claim: 3 values expected"))?;
+        let next = int(&next)?;
+        let flat = array(jobs)?;
+        if flat.len() % 4 != 0 {
+            return Err(shape("claim: 4 values per job expected"));
+        }
+        let mut out = Vec::with_capacity(flat.len() / 4);
+        let mut it = flat.into_iter();
+        while let (Some(id), Some(deadline), Some(lease_ms), Some(raw)) =
+            (it.next(), it.next(), it.next(), it.next())
+        {
+            let r = record::decode(&bytes(raw)?)?;
+            out.push(Job {
+                id: job_id(id)?,
+                queue: queue.clone(),
+                payload: r.payload,
+                attempt: r.attempt,
+                max_attempts: r.max_attempts,
+                due_at_ms: r.due_ms,
+                created_at_ms: r.created_ms,
+                lease_token: r.token,
+                lease_deadline_ms: int(&deadline)? as u64,
+                lease: Duration::from_millis(int(&lease_ms)? as u64),
+                last_error: r.last_error,
+            });
+        }
+        Ok(ClaimBatch {
+            jobs: out,
+            acks: ack_outcomes(acks)?,
+            next_due_in: (next >= 0).then(|| Duration::from_micros(next as u64)),
+        })
+    }
+
+    /// A claim on a sharded queue: acks go to their shards, jobs come from the due shards
+    /// (each its share of `max`, concurrently), topped up from further shards when the first
+    /// ones had less than their share.
+    async fn claim_sharded(
+        &self,
+        queue: &QueueName,
+        route: &Arc<Route>,
+        req: ClaimRequest,
+    ) -> Result<ClaimBatch> {
+        let n = route.shards as usize;
+        let now = self.inner.routes.now_us();
+        let mut acks_by: Vec<Vec<(usize, LeaseRef)>> = vec![Vec::new(); n];
+        let ack_count = req.acks.len();
+        for (pos, l) in req.acks.into_iter().enumerate() {
+            acks_by[shard_of(l.id.as_str(), route.shards) as usize].push((pos, l));
+        }
+        let mut candidates = if req.max > 0 {
+            route.due_shards(now)
+        } else {
+            Vec::new()
+        }
+        .into_iter();
+        let mut acks = vec![AckOutcome::NotFound; ack_count];
+        let mut jobs: Vec<Job> = Vec::new();
+        let mut first = true;
+        let mut failure = None;
+        loop {
+            let want = req.max - jobs.len();
+            let chosen: Vec<usize> = candidates.by_ref().take(want).collect();
+            let mut calls = Vec::new();
+            for (j, &s) in chosen.iter().enumerate() {
+                let share = want / chosen.len() + usize::from(j < want % chosen.len());
+                calls.push((s, share, std::mem::take(&mut acks_by[s])));
+            }
+            if first {
+                // Shards that only have acks: a claim of 0 acks them and recovers leases.
+                for (s, a) in acks_by.iter_mut().enumerate() {
+                    if !a.is_empty() {
+                        calls.push((s, 0, std::mem::take(a)));
+                    }
+                }
+                first = false;
+            }
+            if calls.is_empty() {
+                break;
+            }
+            let results = join_all(calls.into_iter().map(|(s, share, a)| {
+                let guard = (share > 0).then(|| route.claiming(s));
+                let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = a.into_iter().unzip();
+                async move {
+                    let r = self
+                        .claim_shard(queue, &route.keys[s], share, req.lease, leases)
+                        .await;
+                    drop(guard);
+                    (s, pos, r)
+                }
+            }))
+            .await;
+            for (s, pos, r) in results {
+                match r {
+                    Ok(b) => {
+                        route.learnt(s, self.inner.routes.now_us(), b.next_due_in);
+                        for (p, o) in pos.into_iter().zip(b.acks) {
+                            acks[p] = o;
+                        }
+                        jobs.extend(b.jobs);
+                    }
+                    Err(e) => failure = Some(e),
+                }
+            }
+            if failure.is_some() || jobs.len() >= req.max || chosen.is_empty() {
+                break;
+            }
+        }
+        if let Some(e) = failure {
+            // Give back what other shards leased: the caller sees an error and never runs them.
+            let leased: Vec<LeaseRef> = jobs.iter().map(Job::lease_ref).collect();
+            if !leased.is_empty() {
+                let _ = self.release(queue, leased, true).await;
+            }
+            return Err(e);
+        }
+        jobs.sort_by_key(|j| j.due_at_ms);
+        Ok(ClaimBatch {
+            jobs,
+            acks,
+            next_due_in: route.next_in(self.inner.routes.now_us()),
+        })
     }
 }
 
-fn arg(v: impl ToString) -> Vec<u8> {
+/// Sends one script call, and with `replicas > 0` a `WAIT` in the same round trip (a
+/// pipeline on one connection; on a Cluster it follows the script's key to its node).
+async fn send(
+    live: &mut Live,
+    script: redis::Cmd,
+    replicas: u32,
+) -> std::result::Result<(Value, Option<i64>), RedisError> {
+    if replicas == 0 {
+        return script.query_async(live).await.map(|v| (v, None));
+    }
+    let (v, n): (Value, i64) = redis::pipe()
+        .add_command(script)
+        .cmd("WAIT")
+        .arg(replicas)
+        .arg(WAIT_MS)
+        .query_async(live)
+        .await?;
+    Ok((v, Some(n)))
+}
+
+/// Whether the target is a Cluster (for tools).
+pub(crate) fn is_cluster(t: &Target) -> bool {
+    matches!(t.topology, Topology::Cluster(_))
+}
+
+pub(crate) fn arg(v: impl ToString) -> Vec<u8> {
     v.to_string().into_bytes()
 }
 
@@ -117,101 +422,75 @@ fn coded(v: Value, what: &str) -> Result<(Reply, u64)> {
 
 impl Backend for RedisBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
-        let k = Keys::new(queue);
-        let mut args = Vec::with_capacity(1 + jobs.len() * 6);
-        args.push(arg(jobs.len()));
-        let mut ids = Vec::with_capacity(jobs.len());
-        for mut job in jobs {
+        let route = self.route(queue).await?;
+        let with_ids = jobs.into_iter().map(|mut job| {
             let id = job.id.take().unwrap_or_else(JobId::generate);
-            args.push(id.as_str().as_bytes().to_vec());
-            args.extend(schedule_args(job.schedule));
-            args.push(arg(job
-                .max_attempts
-                .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)));
-            let (flags, tail) = record::tail(job);
-            args.push(arg(flags));
-            args.push(tail);
-            ids.push(id);
+            (id, job)
+        });
+        if route.shards == 1 {
+            return self.enqueue_shard(&route.keys[0], with_ids.collect()).await;
         }
-        let v = self.call(&scripts::ENQUEUE, &k, args).await?;
-        let flat = array(v)?;
-        if flat.len() != ids.len() * 2 {
-            return Err(shape("enqueue: 2 values per job expected"));
+        let jobs: Vec<(JobId, NewJob)> = with_ids.collect();
+        let total = jobs.len();
+        let by = group(jobs, route.shards, |(id, _)| id.as_str());
+        let calls = by
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
+            .map(|(s, (pos, jobs))| {
+                let route = &route;
+                async move { (pos, self.enqueue_shard(&route.keys[s], jobs).await) }
+            });
+        let mut out: Vec<Option<Enqueued>> = vec![None; total];
+        for (pos, r) in join_all(calls).await {
+            for (p, e) in pos.into_iter().zip(r?) {
+                out[p] = Some(e);
+            }
         }
-        ids.into_iter()
-            .zip(flat.chunks(2))
-            .map(|(id, pair)| {
-                let created = match reply(&pair[0])? {
-                    Reply::Ok => true,
-                    Reply::Exists => false,
-                    r => return Err(shape(&format!("enqueue: {r:?}"))),
-                };
-                Ok(Enqueued {
-                    id,
-                    created,
-                    due_at_ms: int(&pair[1])? as u64,
-                })
-            })
-            .collect()
+        Ok(out.into_iter().flatten().collect())
     }
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
-        let k = Keys::new(queue);
-        let mut args = vec![
-            arg(req.max.min(MAX_CLAIM)),
-            arg(req.lease.as_millis()),
-            arg(REAP_LIMIT),
-            arg(req.acks.len()),
-        ];
-        lease_args(req.acks, &mut args);
-        let v = self.call(&scripts::CLAIM, &k, args).await?;
-        let [acks, jobs, next]: [Value; 3] = array(v)?
-            .try_into()
-            .map_err(|_| shape("claim: 3 values expected"))?;
-        let next = int(&next)?;
-        let flat = array(jobs)?;
-        if flat.len() % 4 != 0 {
-            return Err(shape("claim: 4 values per job expected"));
+        let route = self.route(queue).await?;
+        if route.shards == 1 {
+            return self
+                .claim_shard(queue, &route.keys[0], req.max, req.lease, req.acks)
+                .await;
         }
-        let mut out = Vec::with_capacity(flat.len() / 4);
-        let mut it = flat.into_iter();
-        while let (Some(id), Some(deadline), Some(lease_ms), Some(raw)) =
-            (it.next(), it.next(), it.next(), it.next())
-        {
-            let r = record::decode(&bytes(raw)?)?;
-            out.push(Job {
-                id: job_id(id)?,
-                queue: queue.clone(),
-                payload: r.payload,
-                attempt: r.attempt,
-                max_attempts: r.max_attempts,
-                due_at_ms: r.due_ms,
-                created_at_ms: r.created_ms,
-                lease_token: r.token,
-                lease_deadline_ms: int(&deadline)? as u64,
-                lease: Duration::from_millis(int(&lease_ms)? as u64),
-                last_error: r.last_error,
-            });
-        }
-        Ok(ClaimBatch {
-            jobs: out,
-            acks: ack_outcomes(acks)?,
-            next_due_in: (next >= 0).then(|| Duration::from_micros(next as u64)),
-        })
+        self.claim_sharded(queue, &route, req).await
     }
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let k = Keys::new(queue);
-        let mut args = Vec::with_capacity(leases.len() * 2);
-        lease_args(leases, &mut args);
-        ack_outcomes(self.call(&scripts::ACK, &k, args).await?)
+        let route = self.route(queue).await?;
+        let count = leases.len();
+        let by = group(leases, route.shards, |l| l.id.as_str());
+        let calls = by
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
+            .map(|(s, (pos, leases))| {
+                let route = &route;
+                async move {
+                    let mut args = Vec::with_capacity(leases.len() * 2);
+                    lease_args(leases, &mut args);
+                    let r = self.call(&scripts::ACK, &route.keys[s], args, true).await;
+                    (pos, r.and_then(ack_outcomes))
+                }
+            });
+        let mut out = vec![AckOutcome::NotFound; count];
+        for (pos, r) in join_all(calls).await {
+            for (p, o) in pos.into_iter().zip(r?) {
+                out[p] = o;
+            }
+        }
+        Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
-        let k = Keys::new(queue);
+        let k = self.keys_of(queue, &lease.id).await?;
         let retry = nack.retry_in.map_or(-1, |d| d.as_millis() as i64);
         let args = vec![
             lease.id.as_str().as_bytes().to_vec(),
@@ -221,7 +500,7 @@ impl Backend for RedisBackend {
             arg(u8::from(nack.dead)),
             arg(rand::random::<f64>()),
         ];
-        let v = self.call(&scripts::NACK, &k, args).await?;
+        let v = self.call(&scripts::NACK, &k, args, true).await?;
         match coded(v, "nack")? {
             (Reply::Retry, at) => Ok(NackOutcome::Retrying { due_at_ms: at }),
             (Reply::Buried, at) => Ok(NackOutcome::Dead { failed_at_ms: at }),
@@ -231,13 +510,13 @@ impl Backend for RedisBackend {
 
     async fn extend(&self, queue: &QueueName, lease: LeaseRef, lease_len: Duration) -> Result<u64> {
         delayq::job::validate_lease(lease_len)?;
-        let k = Keys::new(queue);
+        let k = self.keys_of(queue, &lease.id).await?;
         let args = vec![
             lease.id.as_str().as_bytes().to_vec(),
             arg(lease.token),
             arg(lease_len.as_millis()),
         ];
-        let v = self.call(&scripts::EXTEND, &k, args).await?;
+        let v = self.call(&scripts::EXTEND, &k, args, false).await?;
         match coded(v, "extend")? {
             (Reply::Ok, deadline) => Ok(deadline),
             (r, _) => Err(r.refusal(&lease.id, JobState::Leased)),
@@ -248,18 +527,28 @@ impl Backend for RedisBackend {
         if leases.is_empty() {
             return Ok(());
         }
-        let k = Keys::new(queue);
-        let mut args = vec![arg(u8::from(undo))];
-        lease_args(leases, &mut args);
-        self.call(&scripts::RELEASE, &k, args).await?;
+        let route = self.route(queue).await?;
+        let by = group(leases, route.shards, |l| l.id.as_str());
+        let calls = by
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
+            .map(|(s, (_, leases))| {
+                let mut args = vec![arg(u8::from(undo))];
+                lease_args(leases, &mut args);
+                let k = &route.keys[s];
+                async move { self.call(&scripts::RELEASE, k, args, false).await }
+            });
+        for r in join_all(calls).await {
+            r?;
+        }
         Ok(())
     }
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
-        let k = Keys::new(queue);
-        let v = self
-            .call(&scripts::CANCEL, &k, vec![id.as_str().as_bytes().to_vec()])
-            .await?;
+        let k = self.keys_of(queue, id).await?;
+        let args = vec![id.as_str().as_bytes().to_vec()];
+        let v = self.call(&scripts::CANCEL, &k, args, true).await?;
         match reply(&v)? {
             Reply::Ok => Ok(CancelOutcome::Cancelled),
             Reply::Leased => Ok(CancelOutcome::Leased),
@@ -270,10 +559,10 @@ impl Backend for RedisBackend {
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
-        let k = Keys::new(queue);
+        let k = self.keys_of(queue, id).await?;
         let [mode, t] = schedule_args(schedule);
         let args = vec![id.as_str().as_bytes().to_vec(), mode, t];
-        let v = self.call(&scripts::RESCHEDULE, &k, args).await?;
+        let v = self.call(&scripts::RESCHEDULE, &k, args, true).await?;
         match coded(v, "reschedule")? {
             (Reply::Ok, due) => Ok(due),
             (r, _) => Err(r.refusal(id, JobState::Scheduled)),
@@ -281,138 +570,19 @@ impl Backend for RedisBackend {
     }
 
     async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
-        self.inner
-            .hub
-            .subscribe(&Keys::new(queue).wake, Duration::from_secs(2))
-            .await
+        self.inner.routes.want_wakeups(queue);
+        let route = self.route(queue).await?;
+        if !route.subscribed.load(Ordering::Relaxed) {
+            self.subscribe(&route).await;
+        }
+        Ok(route.tx.subscribe())
     }
 }
 
-impl Inspect for RedisBackend {
-    async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
-        let k = Keys::new(queue);
-        let v = self
-            .call(&scripts::GET, &k, vec![id.as_str().as_bytes().to_vec()])
-            .await?;
-        match v {
-            Value::Nil => Ok(None),
-            v => {
-                let [st, extra, raw]: [Value; 3] = array(v)?
-                    .try_into()
-                    .map_err(|_| shape("get: 3 values expected"))?;
-                job_info(id.clone(), state(int(&st)?)?, int(&extra)?, &bytes(raw)?).map(Some)
-            }
-        }
-    }
-
-    async fn queues(&self) -> Result<Vec<QueueName>> {
-        let mut conn = self.inner.conn.clone();
-        let mut names = std::collections::BTreeSet::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(crate::keys::SCAN_PATTERN)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .map_err(error::map)?;
-            names.extend(keys.iter().filter_map(|k| crate::keys::queue_of(k)));
-            if next == 0 {
-                return Ok(names.into_iter().collect());
-            }
-            cursor = next;
-        }
-    }
-
-    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
-        let k = Keys::new(queue);
-        let v = self.call(&scripts::STATS, &k, vec![]).await?;
-        let a = array(v)?;
-        let n = |i: usize| -> Result<u64> {
-            a.get(i)
-                .ok_or_else(|| shape("stats: 6 values expected"))
-                .and_then(int)
-                .map(|x| x as u64)
-        };
-        Ok(QueueStats {
-            scheduled: n(0)?,
-            due: n(1)?,
-            due_next_minute: n(2)?,
-            leased: n(3)?,
-            dead: n(4)?,
-            oldest_overdue_ms: n(5)?,
-        })
-    }
-
-    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let k = Keys::new(queue);
-        let v = self
-            .call(
-                &scripts::DEAD_LIST,
-                &k,
-                vec![arg(from), arg(n.min(MAX_CLAIM))],
-            )
-            .await?;
-        let flat = array(v)?;
-        flat.chunks(3)
-            .map(|c| match c {
-                [id, at, raw] => job_info(
-                    job_id(id.clone())?,
-                    JobState::Dead,
-                    int(at)?,
-                    &bytes(raw.clone())?,
-                ),
-                _ => Err(shape("dead_list: 3 values per job expected")),
-            })
-            .collect()
-    }
-
-    async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        let k = Keys::new(queue);
-        let args = vec![arg("one"), id.as_str().as_bytes().to_vec()];
-        match reply(&self.call(&scripts::DEAD_REQUEUE, &k, args).await?)? {
-            Reply::Ok => Ok(()),
-            r => Err(r.refusal(id, JobState::Dead)),
-        }
-    }
-
-    async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
-        let k = Keys::new(queue);
-        let mut total = 0;
-        loop {
-            let v = self
-                .call(
-                    &scripts::DEAD_REQUEUE,
-                    &k,
-                    vec![arg("all"), arg(ADMIN_CHUNK)],
-                )
-                .await?;
-            let n = int(&v)? as u64;
-            total += n;
-            if n < ADMIN_CHUNK as u64 {
-                return Ok(total);
-            }
-        }
-    }
-
-    async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
-        let k = Keys::new(queue);
-        let mut total = 0;
-        loop {
-            let v = self
-                .call(&scripts::DEAD_PURGE, &k, vec![arg(ADMIN_CHUNK)])
-                .await?;
-            let n = int(&v)? as u64;
-            total += n;
-            if n < ADMIN_CHUNK as u64 {
-                return Ok(total);
-            }
-        }
+impl RedisBackend {
+    /// The keys of the shard holding job `id`.
+    pub(crate) async fn keys_of(&self, queue: &QueueName, id: &JobId) -> Result<Keys> {
+        let route = self.route(queue).await?;
+        Ok(route.keys[shard_of(id.as_str(), route.shards) as usize].clone())
     }
 }

@@ -2,23 +2,42 @@
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-/// Errors setting up the Redis backend.
+/// Errors setting up the Redis backend. None of them shows a password.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The URL could not be parsed.
-    #[error("invalid Redis URL: {0}")]
-    Url(#[source] RedisError),
-    /// The server could not be reached.
-    #[error("cannot connect to Redis: {0}")]
-    Connect(#[source] RedisError),
+    /// The connection string could not be parsed (`url` has its password masked).
+    #[error("invalid Redis URL {url}: {why}")]
+    Url {
+        /// The URL, password masked.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A TLS file is missing, unreadable or not PEM, or the TLS options do not fit the URL.
+    #[error("TLS: {why}{}", path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default())]
+    Tls {
+        /// The file, when one is at fault.
+        path: Option<std::path::PathBuf>,
+        /// What is wrong.
+        why: String,
+    },
+    /// The server could not be reached or refused the credentials.
+    #[error("cannot connect to Redis at {url}: {source}")]
+    Connect {
+        /// The URL, password masked.
+        url: String,
+        /// The client's error.
+        #[source]
+        source: RedisError,
+    },
 }
 
 impl From<Error> for delayq::Error {
     fn from(e: Error) -> Self {
         match e {
-            Error::Url(_) => delayq::Error::Backend(e.to_string()),
-            Error::Connect(_) => delayq::Error::Unavailable(e.to_string()),
+            Error::Url { .. } | Error::Tls { .. } => delayq::Error::Backend(e.to_string()),
+            Error::Connect { .. } => delayq::Error::Unavailable(e.to_string()),
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Every Redis key and channel name of a queue, built in this one place.
 //!
-//! All names of a queue share the hash tag `{queue}`, so every script touches one slot and runs
-//! unchanged on Redis Cluster. Queue names cannot contain braces (see `QueueName`), so the tag
-//! is exactly the queue name.
+//! All names of one shard of a queue share a hash tag, so every script touches one slot and
+//! runs unchanged on Redis Cluster: `{queue}` for a queue of one shard (the layout every
+//! queue had before shards existed), `{queue#i}` for shard `i` of a sharded queue. Queue names
+//! cannot contain braces or `#` (see `QueueName`), so tags never collide. A queue's settings
+//! live in `dq:{queue}:conf`.
 
 use delayq::QueueName;
 
@@ -49,8 +51,20 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
+    /// The keys of a queue of one shard.
+    #[cfg(test)]
     pub(crate) fn new(queue: &QueueName) -> Self {
-        let name = |key: Key| format!("dq:{{{queue}}}:{}", key.field());
+        Self::shard(queue, 0, 1)
+    }
+
+    /// The keys of shard `i` of a queue of `n` shards.
+    pub(crate) fn shard(queue: &QueueName, i: u32, n: u32) -> Self {
+        let tag = if n <= 1 {
+            queue.to_string()
+        } else {
+            format!("{queue}#{i}")
+        };
+        let name = |key: Key| format!("dq:{{{tag}}}:{}", key.field());
         Self {
             sched: name(Key::Sched),
             lease: name(Key::Lease),
@@ -74,14 +88,34 @@ impl Keys {
     }
 }
 
+/// The key of a queue's settings (HASH: `shards`).
+pub(crate) fn conf(queue: &QueueName) -> String {
+    format!("dq:{{{queue}}}:conf")
+}
+
 /// `SCAN` pattern matching every delayq key.
 pub(crate) const SCAN_PATTERN: &str = "dq:{*}:*";
 
 /// The queue a delayq key belongs to.
 pub(crate) fn queue_of(key: &str) -> Option<QueueName> {
     let rest = key.strip_prefix("dq:{")?;
-    let (name, _) = rest.split_once("}:")?;
+    let (tag, _) = rest.split_once("}:")?;
+    let name = tag.split_once('#').map_or(tag, |(q, _)| q);
     QueueName::new(name).ok()
+}
+
+/// The shard (of `n`) that holds job `id`: FNV-1a (64-bit) of the id's bytes, modulo `n`.
+/// Stable across versions and processes: every client finds a job in the same shard.
+pub(crate) fn shard_of(id: &str, n: u32) -> u32 {
+    if n <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % u64::from(n)) as u32
 }
 
 #[cfg(test)]
@@ -105,5 +139,31 @@ mod tests {
             assert_eq!(queue_of(key).unwrap().as_str(), "orders");
         }
         assert!(queue_of("other").is_none());
+        let s = Keys::shard(&QueueName::new("orders").unwrap(), 3, 8);
+        assert_eq!(s.sched, "dq:{orders#3}:sched");
+        assert_eq!(queue_of(&s.sched).unwrap().as_str(), "orders");
+    }
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        // Fixed values: changing the hash would strand every stored job of a sharded queue.
+        assert_eq!(shard_of("order-42", 8), shard_of("order-42", 8));
+        assert_eq!(shard_of("anything", 1), 0);
+        assert_eq!(
+            [
+                shard_of("a", 8),
+                shard_of("order-42", 8),
+                shard_of("job-1", 16)
+            ],
+            [4, 4, 6]
+        );
+        let mut counts = [0u32; 8];
+        for i in 0..8000 {
+            counts[shard_of(&format!("job-{i}"), 8) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
     }
 }

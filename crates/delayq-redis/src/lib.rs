@@ -15,16 +15,47 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Parts: `keys` (every key name), `scripts` (the Lua files), `backend` (the trait impls),
-//! `wake` (the Pub/Sub hub), `reply` (reply parsing), [`error`].
+//! One connection string for every topology: `redis://`, `rediss://` (TLS), `unix://`,
+//! `redis+cluster://h1:p1,h2:p2` and `redis+sentinel://h1:p1,h2:p2/MASTER` (see
+//! [`ConnectOptions`]). A queue may be sharded over many hash slots (`{queue#i}`), so it
+//! spreads over a Cluster's masters.
+//!
+//! Parts: `target` (the connection string), `conn` (the command connection and how it heals),
+//! `keys` (every key name), `route` (shards of a queue), `scripts` (the Lua files), `backend`
+//! and `inspect` (the trait impls), `nodes` (per-node tools), `wake` (the Pub/Sub hub),
+//! `reply` (reply parsing), [`error`].
 
 mod backend;
+mod conn;
 pub mod error;
+mod inspect;
 mod keys;
+mod nodes;
 mod record;
 mod reply;
+mod route;
 mod scripts;
+mod target;
 mod wake;
 
 pub use backend::{MAX_CLAIM, RedisBackend};
+pub use conn::Live as Connection;
 pub use error::Error;
+pub use nodes::{Master, SentinelAnswer, SentinelView};
+pub use target::{ConnectOptions, TlsFiles, mask};
+
+/// The ACL rule a delayq user needs (after `ACL SETUSER NAME on >PASSWORD`): its keys and
+/// channels (`~dq:*`, `&dq:*` — Redis 7 denies Pub/Sub channels to new users by default) and
+/// the commands delayq and its scripts run. README.md shows it; the test suite runs as a
+/// user with exactly this rule.
+pub const ACL_RULE: &str = "resetkeys ~dq:* resetchannels &dq:* -@all \
++eval +evalsha +hget +hset +hsetnx +hdel +hmget +incrby +set +time +zadd +zcard +zcount \
++zrange +zrangebyscore +zrem +zscore +publish +spublish +subscribe +ssubscribe +unsubscribe \
++sunsubscribe +ping +wait +scan +info +hello +cluster|slots +cluster|info";
+
+/// The commands of [`ACL_RULE`], one per word (`cluster|slots` names a subcommand).
+pub fn acl_commands() -> impl Iterator<Item = &'static str> {
+    ACL_RULE
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix('+'))
+}

@@ -289,6 +289,7 @@ mod tests {
             "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
              bcap = 40, err = ARGV[1], payload = ARGV[2] })",
+            false,
         );
         let r = sample();
         let from_lua: Vec<u8> = redis::Script::new(&build)
@@ -299,7 +300,7 @@ mod tests {
             .unwrap();
         assert_eq!(decode(&from_lua).unwrap(), r);
         assert_eq!(encode(&r), from_lua);
-        let again = crate::scripts::full("return encode(decode(ARGV[1]))");
+        let again = crate::scripts::full("return encode(decode(ARGV[1]))", false);
         for rec in [
             r.clone(),
             Record {

@@ -1,14 +1,17 @@
 //! The Lua scripts, one per transition, each declared once with the keys it takes in order.
 //! Every script is sent as: a prelude generated from Rust constants (record layout, flags,
 //! limits, default backoff, state and reply codes), then `common.lua`, then its own file.
-//! `Script` sends EVALSHA and reloads the script after `NOSCRIPT` (a restarted or flushed
-//! server).
+//! The backend sends EVALSHA and, after `NOSCRIPT` (a restarted or flushed server, a new
+//! slot owner), EVAL with the whole text — routed by key like every call, so one node being
+//! down never fails a script on another (`SCRIPT LOAD` would go to every node).
+//!
+//! Each script exists in two builds that differ only in how it publishes wake-ups: `PUBLISH`
+//! on one server, `SPUBLISH` (sharded Pub/Sub, in the shard's slot) on a Cluster.
 
 use std::fmt::Write;
 use std::sync::LazyLock;
 
 use delayq::{Backoff, JobState};
-use redis::Script;
 
 use crate::keys::{Key, Keys};
 use crate::record;
@@ -19,7 +22,7 @@ use crate::reply::Reply;
 pub(crate) struct ScriptDef {
     /// Its `KEYS`, in order (checked against the file's header by a test).
     pub keys: &'static [Key],
-    script: LazyLock<Script>,
+    built: LazyLock<[Built; 2]>,
     /// File name under `lua/`.
     #[cfg(test)]
     pub file: &'static str,
@@ -28,9 +31,9 @@ pub(crate) struct ScriptDef {
 }
 
 impl ScriptDef {
-    /// The script, ready to invoke.
-    pub(crate) fn script(&self) -> &Script {
-        &self.script
+    /// The build for one server (`sharded_pubsub` false) or for a Cluster.
+    pub(crate) fn built(&self, sharded_pubsub: bool) -> &Built {
+        &self.built[usize::from(sharded_pubsub)]
     }
 
     /// The names of its keys for one queue, in `KEYS` order.
@@ -45,14 +48,37 @@ impl ScriptDef {
     }
 }
 
+/// One build of a script: its SHA1 (for EVALSHA) and its whole text (for EVAL).
+pub(crate) struct Built {
+    /// SHA1 of `text`, hex.
+    pub sha: String,
+    /// Prelude, `common.lua` and the script's own text.
+    pub text: String,
+}
+
 /// The whole text sent for a script file.
-pub(crate) fn full(source: &str) -> String {
+pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
+    let publish = if sharded_pubsub {
+        "SPUBLISH"
+    } else {
+        "PUBLISH"
+    };
     format!(
-        "{}\n{}\n{}",
+        "{}local PUBLISH = '{publish}'\n{}\n{}",
         *PRELUDE,
         include_str!("../lua/common.lua"),
         source
     )
+}
+
+fn build(source: &str) -> [Built; 2] {
+    [false, true].map(|sharded| {
+        let text = full(source, sharded);
+        Built {
+            sha: redis::Script::new(&text).get_hash().to_owned(),
+            text,
+        }
+    })
 }
 
 macro_rules! scripts {
@@ -65,7 +91,7 @@ macro_rules! scripts {
                 file: $file,
                 #[cfg(test)]
                 source: include_str!(concat!("../lua/", $file)),
-                script: LazyLock::new(|| Script::new(&full(include_str!(concat!("../lua/", $file))))),
+                built: LazyLock::new(|| build(include_str!(concat!("../lua/", $file)))),
             };
         )*
         /// Every script.

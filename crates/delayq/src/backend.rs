@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use crate::error::Result;
 use crate::job::{
     AckOutcome, CancelOutcome, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
-    QueueStats, Schedule,
+    QueueSettings, QueueStats, Schedule,
 };
 use crate::name::{JobId, QueueName};
 
@@ -150,4 +150,16 @@ pub trait Inspect: Clone + Send + Sync + 'static {
 
     /// Deletes every dead job; returns how many.
     fn dead_purge(&self, queue: &QueueName) -> impl Future<Output = Result<u64>> + Send;
+
+    /// The queue's stored settings (the defaults when none were stored).
+    fn settings(&self, queue: &QueueName) -> impl Future<Output = Result<QueueSettings>> + Send;
+
+    /// Stores the queue's settings and returns them. Changing the shard count of a queue that
+    /// holds jobs is refused with [`crate::Error::Conflict`]; a store without shards refuses
+    /// more than one with [`crate::InvalidInput::Settings`].
+    fn configure(
+        &self,
+        queue: &QueueName,
+        settings: QueueSettings,
+    ) -> impl Future<Output = Result<QueueSettings>> + Send;
 }

@@ -41,6 +41,9 @@ pub enum InvalidInput {
     /// A payload could not be serialized or deserialized.
     #[error("invalid payload: {0}")]
     Payload(String),
+    /// Queue settings are out of range.
+    #[error("invalid queue settings: {0}")]
+    Settings(String),
 }
 
 /// Errors of the core library and of every backend.
@@ -79,6 +82,10 @@ pub enum Error {
     /// The backend answered with something unexpected (a bug or an incompatible server).
     #[error("backend error: {0}")]
     Backend(String),
+    /// The change conflicts with the store's current state (e.g. changing the shard count of
+    /// a queue that holds jobs). Nothing was changed.
+    #[error("conflict: {0}")]
+    Conflict(String),
 }
 
 impl Error {

@@ -11,8 +11,8 @@ use crate::backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::job::{
-    AckOutcome, CancelOutcome, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueStats,
-    Schedule,
+    AckOutcome, CancelOutcome, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
+    QueueSettings, QueueStats, Schedule,
 };
 use crate::name::{JobId, QueueName};
 use crate::telemetry::QueueCounters;
@@ -174,5 +174,13 @@ impl<B: Inspect> Inspect for Instrumented<B> {
 
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
         self.inner.dead_purge(queue).await
+    }
+
+    async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        self.inner.settings(queue).await
+    }
+
+    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+        self.inner.configure(queue, s).await
     }
 }

@@ -377,6 +377,34 @@ pub enum AckOutcome {
     NotFound,
 }
 
+/// A queue's stored settings: every client reads them from the store, so all agree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSettings {
+    /// How many shards hold the queue's jobs (Redis: one hash slot each, so a queue spreads
+    /// over a Cluster's masters and one consumer keeps one claim in flight per shard).
+    pub shards: u32,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self { shards: 1 }
+    }
+}
+
+impl QueueSettings {
+    /// Checks the settings' ranges.
+    pub fn validate(&self) -> Result<(), InvalidInput> {
+        if !(1..=crate::limits::MAX_SHARDS).contains(&self.shards) {
+            return Err(InvalidInput::Settings(format!(
+                "shards must be 1-{}, not {}",
+                crate::limits::MAX_SHARDS,
+                self.shards
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Counts of one queue.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {

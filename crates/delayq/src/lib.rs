@@ -58,7 +58,7 @@ pub use handler::{Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
     AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Job, JobInfo, JobState, LeaseRef,
-    Nack, NackOutcome, NewJob, QueueStats, Schedule,
+    Nack, NackOutcome, NewJob, QueueSettings, QueueStats, Schedule,
 };
 pub use name::{JobId, QueueName};
 pub use producer::Producer;

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::{
     AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect, JobId,
-    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueStats, Result, Schedule, Wakeups,
+    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSettings, QueueStats, Result,
+    Schedule, Wakeups,
 };
 
 /// Where an injected fault strikes.
@@ -166,5 +167,13 @@ impl<B: Inspect> Inspect for Faulty<B> {
 
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
         self.run("dead_purge", self.inner.dead_purge(queue)).await
+    }
+
+    async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        self.run("settings", self.inner.settings(queue)).await
+    }
+
+    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+        self.run("configure", self.inner.configure(queue, s)).await
     }
 }

@@ -1,0 +1,254 @@
+//! The command connection for every topology, and how it heals.
+//!
+//! [`Conn`] hands out the live connection: a [`ConnectionManager`] to one server (or to the
+//! master the sentinels name) or a [`ClusterConnection`] routing each script to its slot's node.
+//! The redis crate reconnects after a dropped socket, but not after a reply that never comes
+//! (a half-open socket behind a NAT or load balancer that forgot it): every call waits at
+//! most [`RESPONSE_TIMEOUT`], and a timeout — or, under Sentinel, a `READONLY` reply or a
+//! refused connection (the master moved) — makes [`Conn::failed`] build a fresh connection in
+//! the background (asking the sentinels again) while callers get a retryable error.
+
+use std::sync::{Arc, RwLock};
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
+
+use crate::target::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, Target, Topology, tcp_settings};
+
+/// A live connection: to one server (or the master Sentinel names), or to a Cluster (commands
+/// routed by key). Implements the redis crate's `ConnectionLike`, so any command runs on it.
+#[derive(Clone)]
+pub enum Live {
+    /// One server.
+    Single(ConnectionManager),
+    /// A Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Live {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Live::Single(c) => c.req_packed_command(cmd),
+            Live::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Live::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Live::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Live::Single(c) => c.get_db(),
+            Live::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The command connection: cheap to clone, replaced when it stops answering.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    target: Target,
+    /// Generation and connection; the generation tells a stale failure report from a new one.
+    current: RwLock<(u64, Live)>,
+    rebuilding: tokio::sync::Mutex<()>,
+}
+
+impl Conn {
+    /// Connects to `target` (at most [`CONNECT_TIMEOUT`] per attempt).
+    pub(crate) async fn connect(target: Target) -> Result<Self, RedisError> {
+        let live = open(&target).await?;
+        Ok(Self {
+            inner: Arc::new(Shared {
+                target,
+                current: RwLock::new((0, live)),
+                rebuilding: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The target it connects to.
+    pub(crate) fn target(&self) -> &Target {
+        &self.inner.target
+    }
+
+    /// The live connection and its generation.
+    pub(crate) fn get(&self) -> (u64, Live) {
+        self.inner.current.read().expect("conn lock").clone()
+    }
+
+    /// Whether the connection is a cluster's.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.inner.target.topology, Topology::Cluster(_))
+    }
+
+    /// Reports that a call on generation `generation` failed with `e`; replaces the connection
+    /// in the background when `e` says it is dead or talks to a server that is no longer the
+    /// master.
+    pub(crate) fn failed(&self, generation: u64, e: &RedisError) {
+        let sentinel = matches!(self.inner.target.topology, Topology::Sentinel { .. });
+        let heal = e.is_timeout()
+            || matches!(e.kind(), ErrorKind::ClusterConnectionNotFound)
+            || (sentinel
+                && (e.is_connection_refusal()
+                    || e.is_connection_dropped()
+                    || e.is_io_error()
+                    || matches!(
+                        e.kind(),
+                        ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+                    )));
+        if !heal {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move { me.rebuild(generation).await });
+    }
+
+    async fn rebuild(&self, generation: u64) {
+        let _one = self.inner.rebuilding.lock().await;
+        if self.get().0 != generation {
+            return; // another caller already replaced it
+        }
+        match open(&self.inner.target).await {
+            Ok(live) => {
+                tracing::warn!(redis = %self.inner.target.shown, "Redis connection replaced");
+                *self.inner.current.write().expect("conn lock") = (generation + 1, live);
+            }
+            Err(e) => {
+                tracing::warn!(redis = %self.inner.target.shown, error = %e,
+                    "Redis connection not replaced yet");
+            }
+        }
+    }
+}
+
+/// A `redis::Client` for one server (TLS material applied).
+pub(crate) fn client(target: &Target, info: redis::ConnectionInfo) -> Result<Client, RedisError> {
+    match &target.certs {
+        Some(certs) => Client::build_with_tls(info, certs.clone()),
+        None => Client::open(info),
+    }
+}
+
+/// A client for the master the sentinels name now.
+pub(crate) async fn master_client(target: &Target) -> Result<Client, RedisError> {
+    let Topology::Sentinel {
+        sentinels,
+        master,
+        redis,
+    } = &target.topology
+    else {
+        unreachable!("master_client on a non-Sentinel target")
+    };
+    let mut b = SentinelClientBuilder::new(sentinels.clone(), master, SentinelServerType::Master)?
+        .set_client_to_redis_db(redis.db())
+        .set_client_to_redis_protocol(redis.protocol())
+        .set_client_to_redis_tcp_settings(tcp_settings())
+        .set_client_to_sentinel_tcp_settings(tcp_settings());
+    if let Some(u) = redis.username() {
+        b = b.set_client_to_redis_username(u);
+    }
+    if let Some(p) = redis.password() {
+        b = b.set_client_to_redis_password(p);
+    }
+    if target.tls {
+        b = b
+            .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+            .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
+        if let Some(c) = &target.certs {
+            b = b
+                .set_client_to_redis_certificates(c.clone())
+                .set_client_to_sentinel_certificates(c.clone());
+        }
+    }
+    let mut sc = b.build()?;
+    timeout(sc.async_get_client()).await
+}
+
+async fn timeout<T>(f: impl Future<Output = Result<T, RedisError>>) -> Result<T, RedisError> {
+    tokio::time::timeout(CONNECT_TIMEOUT * 2, f)
+        .await
+        .unwrap_or_else(|_| {
+            Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connecting timed out",
+            )))
+        })
+}
+
+async fn manager(c: Client) -> Result<Live, RedisError> {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(3)
+        .set_max_delay(std::time::Duration::from_secs(1));
+    timeout(ConnectionManager::new_with_config(c, config))
+        .await
+        .map(Live::Single)
+}
+
+async fn open(target: &Target) -> Result<Live, RedisError> {
+    install_crypto();
+    match &target.topology {
+        Topology::Single(info) => manager(client(target, info.clone())?).await,
+        Topology::Sentinel { .. } => manager(master_client(target).await?).await,
+        Topology::Cluster(seeds) => {
+            let mut b = cluster_builder(target, seeds);
+            b = b.retries(3).max_retry_wait(1000).min_retry_wait(20);
+            // `get_async_connection` can hang (redis-rs #1953): bound it.
+            timeout(b.build()?.get_async_connection())
+                .await
+                .map(Live::Cluster)
+        }
+    }
+}
+
+/// A cluster client builder with the target's credentials, TLS and timeouts.
+pub(crate) fn cluster_builder(
+    target: &Target,
+    seeds: &[redis::ConnectionInfo],
+) -> ClusterClientBuilder {
+    let mut b = ClusterClientBuilder::new(seeds.to_vec())
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+        .tcp_settings(tcp_settings());
+    if let Some(first) = seeds.first() {
+        if let Some(u) = first.redis_settings().username() {
+            b = b.username(u);
+        }
+        if let Some(p) = first.redis_settings().password() {
+            b = b.password(p);
+        }
+    }
+    if target.tls {
+        b = b.tls(redis::TlsMode::Secure);
+    }
+    if let Some(c) = &target.certs {
+        b = b.certs(c.clone());
+    }
+    b
+}
+
+/// rustls needs a process-wide crypto provider; installs ring's once (a no-op when the
+/// application installed one).
+fn install_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -1,0 +1,224 @@
+//! Where a queue's jobs live: its shard count (read from the queue's settings in Redis and
+//! cached for [`REFRESH`]), the keys of each shard, and per shard what this process last learnt
+//! about when it next has work — so a consumer claims from the shards that are due, earliest
+//! first, instead of polling every shard.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use delayq::QueueName;
+use tokio::sync::watch;
+
+use crate::keys::Keys;
+
+/// How long a queue's shard count is trusted before it is read again. A shard change is
+/// refused while the queue holds jobs, so a stale count can only meet an empty queue.
+pub(crate) const REFRESH: Duration = Duration::from_secs(5);
+
+/// "No job and no lease in this shard" (until a wake-up says otherwise).
+const EMPTY: u64 = u64::MAX;
+
+/// One queue's routing state in this process.
+pub(crate) struct Route {
+    /// Shard count.
+    pub shards: u32,
+    /// Keys of each shard.
+    pub keys: Vec<Keys>,
+    /// Per shard: when (µs on [`Routes::now_us`]) it next has a due job or an expiring lease;
+    /// 0 = now or unknown, [`EMPTY`] = nothing.
+    next: Vec<AtomicU64>,
+    /// Per shard: a claim is in flight from this process.
+    in_flight: Vec<AtomicBool>,
+    /// Whether this process is subscribed to the shards' wake-ups (only then is "empty" or "not
+    /// due yet" trusted: a wake-up resets it).
+    pub subscribed: AtomicBool,
+    /// Bumped on every wake-up of any shard; consumers of the queue wait on it.
+    pub tx: Arc<watch::Sender<u64>>,
+    loaded: Mutex<Instant>,
+}
+
+impl Route {
+    fn new(queue: &QueueName, shards: u32, tx: Arc<watch::Sender<u64>>) -> Self {
+        let shards = shards.max(1);
+        Self {
+            shards,
+            keys: (0..shards).map(|i| Keys::shard(queue, i, shards)).collect(),
+            next: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            in_flight: (0..shards).map(|_| AtomicBool::new(false)).collect(),
+            subscribed: AtomicBool::new(false),
+            tx,
+            loaded: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// A wake-up of shard `i`: it may have a due job now.
+    pub(crate) fn woken(&self, i: usize) {
+        self.next[i].store(0, Ordering::Relaxed);
+        self.tx.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Records what a claim on shard `i` said about its next work.
+    pub(crate) fn learnt(&self, i: usize, now_us: u64, next_in: Option<Duration>) {
+        let at = next_in.map_or(EMPTY, |d| now_us.saturating_add(d.as_micros() as u64));
+        self.next[i].store(at, Ordering::Relaxed);
+    }
+
+    /// Shards worth claiming from now, earliest first, shards without a claim in flight first;
+    /// without a subscription every shard (its "not due" knowledge may be stale).
+    pub(crate) fn due_shards(&self, now_us: u64) -> Vec<usize> {
+        let trusted = self.subscribed.load(Ordering::Relaxed);
+        let mut v: Vec<(bool, u64, usize)> = (0..self.shards as usize)
+            .filter_map(|i| {
+                let at = self.next[i].load(Ordering::Relaxed);
+                (!trusted || at <= now_us)
+                    .then(|| (self.in_flight[i].load(Ordering::Relaxed), at, i))
+            })
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, _, i)| i).collect()
+    }
+
+    /// Time until the earliest shard has work, as far as this process knows.
+    pub(crate) fn next_in(&self, now_us: u64) -> Option<Duration> {
+        let at = self
+            .next
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(EMPTY);
+        (at != EMPTY).then(|| Duration::from_micros(at.saturating_sub(now_us)))
+    }
+
+    /// Marks a claim on shard `i` in flight until the guard drops.
+    pub(crate) fn claiming(self: &Arc<Self>, i: usize) -> InFlight {
+        self.in_flight[i].store(true, Ordering::Relaxed);
+        InFlight(self.clone(), i)
+    }
+}
+
+/// Items grouped by shard (index = shard), each group with the items' positions in the input.
+pub(crate) type Groups<T> = Vec<(Vec<usize>, Vec<T>)>;
+
+/// Groups `items` by the shard (of `n`) of the job id `id` gives for each.
+pub(crate) fn group<T>(
+    items: impl IntoIterator<Item = T>,
+    n: u32,
+    id: impl Fn(&T) -> &str,
+) -> Groups<T> {
+    let mut by: Groups<T> = (0..n.max(1)).map(|_| (Vec::new(), Vec::new())).collect();
+    for (pos, item) in items.into_iter().enumerate() {
+        let s = crate::keys::shard_of(id(&item), n) as usize;
+        by[s].0.push(pos);
+        by[s].1.push(item);
+    }
+    by
+}
+
+/// A claim in flight on one shard.
+pub(crate) struct InFlight(Arc<Route>, usize);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight[self.1].store(false, Ordering::Relaxed);
+    }
+}
+
+/// Every queue's route in this process.
+pub(crate) struct Routes {
+    map: Mutex<HashMap<QueueName, Arc<Route>>>,
+    /// Queues a consumer of this process waits on (their routes subscribe to wake-ups).
+    waited: Mutex<HashSet<QueueName>>,
+    epoch: Instant,
+}
+
+impl Routes {
+    pub(crate) fn new() -> Self {
+        Self {
+            map: Mutex::default(),
+            waited: Mutex::default(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Notes that a consumer of this process waits on `queue`'s wake-ups.
+    pub(crate) fn want_wakeups(&self, queue: &QueueName) {
+        self.waited
+            .lock()
+            .expect("routes lock")
+            .insert(queue.clone());
+    }
+
+    /// Whether a consumer of this process waits on `queue`'s wake-ups.
+    pub(crate) fn wants_wakeups(&self, queue: &QueueName) -> bool {
+        self.waited.lock().expect("routes lock").contains(queue)
+    }
+
+    /// Monotonic µs since this process started routing.
+    pub(crate) fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// The cached route of `queue` when it is fresh.
+    pub(crate) fn fresh(&self, queue: &QueueName) -> Option<Arc<Route>> {
+        let map = self.map.lock().expect("routes lock");
+        let r = map.get(queue)?;
+        (r.loaded.lock().expect("route lock").elapsed() < REFRESH).then(|| r.clone())
+    }
+
+    /// Stores the shard count just read for `queue`; keeps the route (and what it learnt)
+    /// when the count did not change.
+    pub(crate) fn loaded(&self, queue: &QueueName, shards: u32) -> Arc<Route> {
+        let mut map = self.map.lock().expect("routes lock");
+        if let Some(r) = map.get(queue)
+            && r.shards == shards.max(1)
+        {
+            *r.loaded.lock().expect("route lock") = Instant::now();
+            return r.clone();
+        }
+        let tx = map
+            .get(queue)
+            .map(|r| r.tx.clone())
+            .unwrap_or_else(|| Arc::new(watch::channel(0).0));
+        let route = Arc::new(Route::new(queue, shards, tx));
+        // Consumers of the old layout claim again under the new one.
+        route.tx.send_modify(|n| *n = n.wrapping_add(1));
+        map.insert(queue.clone(), route.clone());
+        route
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn due_shards_come_earliest_first_and_trust_needs_a_subscription() {
+        let routes = Routes::new();
+        let q = QueueName::new("q").unwrap();
+        let r = routes.loaded(&q, 4);
+        r.learnt(0, 1_000, Some(Duration::from_micros(500))); // due at 1500
+        r.learnt(1, 1_000, None); // empty
+        r.learnt(2, 1_000, Some(Duration::ZERO)); // due at 1000
+        r.learnt(3, 1_000, Some(Duration::from_secs(9)));
+        assert_eq!(
+            r.due_shards(1_200),
+            vec![2, 0, 3, 1],
+            "untrusted: all, earliest first"
+        );
+        r.subscribed.store(true, Ordering::Relaxed);
+        assert_eq!(r.due_shards(1_200), vec![2]);
+        assert_eq!(r.due_shards(2_000), vec![2, 0]);
+        let _busy = r.claiming(2);
+        assert_eq!(r.due_shards(2_000), vec![0, 2], "in flight last");
+        r.woken(1);
+        assert_eq!(r.due_shards(2_000), vec![1, 0, 2]);
+        assert_eq!(r.next_in(2_000), Some(Duration::ZERO));
+        assert!(
+            Arc::ptr_eq(&r, &routes.loaded(&q, 4)),
+            "same count keeps the route"
+        );
+        assert_eq!(routes.loaded(&q, 2).shards, 2);
+    }
+}
