@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::{
     AckOutcome, Backend, Backoff, CancelOutcome, ClaimRequest, Consumer, ConsumerOptions, Error,
     Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob,
-    Producer, QueueName, Schedule, TestClock,
+    Producer, QueueName, QueueStats, Schedule, TestClock,
 };
 
 /// Every test of the suite, for [`crate::conformance_tests!`].
@@ -478,7 +478,10 @@ pub async fn bad_input_writes_nothing<B: Backend + Inspect>(b: B, _t: Time) {
         p.enqueue_batch(vec![]).await,
         Err(Error::Invalid(_))
     ));
-    assert!(b.queues().await.unwrap().is_empty(), "nothing written");
+    // A queue created with settings is listed; it holds no job.
+    let queues = b.queues().await.unwrap();
+    assert!(queues.iter().all(|x| *x == q()), "nothing written: {queues:?}");
+    assert_eq!(b.stats(&q()).await.unwrap(), QueueStats::default(), "nothing written");
     assert!(
         p.enqueue(job("ok", 0)).await.unwrap().created,
         "still serving"

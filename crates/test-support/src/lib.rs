@@ -1,6 +1,14 @@
 //! Throwaway `redis-server` processes for tests: each on a free port with its own temporary
 //! directory, ready (answering `PING`) when returned, killed when dropped. Tests never share a
 //! server or touch port 6379.
+//!
+//! Beyond one plain server: [`tls`] (certificates made at test time, a TLS port beside the
+//! plain one), ACL users ([`RedisServer::add_user`]), [`cluster`] (a local Redis Cluster) and
+//! [`sentinel`] (master, replica and a sentinel).
+
+pub mod cluster;
+pub mod sentinel;
+pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -143,16 +151,34 @@ impl RedisServer {
         }
     }
 
+    /// Adds an ACL user with `password` and `rule` (space-separated ACL rules, e.g.
+    /// `delayq_redis::ACL_RULE`); panics when the server refuses the rule.
+    pub fn add_user(&self, user: &str, password: &str, rule: &str) {
+        let pass = format!(">{password}");
+        let mut args = vec!["ACL", "SETUSER", user, "reset", "on", pass.as_str()];
+        args.extend(rule.split_whitespace());
+        let reply = self.command(&args);
+        assert_eq!(reply, "OK", "ACL SETUSER {user}: {reply}");
+    }
+
+    /// The URL of this server as `user` with `password`.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!("redis://{user}:{password}@127.0.0.1:{}", self.port)
+    }
+
+    /// The server's `host:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Whether the process is running (not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Sends one command (arguments as strings) and returns the raw RESP reply.
     pub fn command(&self, args: &[&str]) -> String {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            req.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
-        }
-        s.write_all(req.as_bytes()).expect("write");
-        read_reply(&mut BufReader::new(s))
+        command_on(self.port, args)
     }
 
     /// `INFO <section>` as text.
@@ -184,14 +210,28 @@ impl Drop for RedisServer {
     }
 }
 
-fn free_port() -> u16 {
+/// Sends one command to the server on `port` and returns its reply as text.
+pub fn command_on(port: u16, args: &[&str]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
+    }
+    s.write_all(req.as_bytes()).expect("write");
+    read_reply(&mut BufReader::new(s))
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; a server binding it may still race).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
 }
 
-fn ping(port: u16) -> bool {
+/// Whether a server answers `PING` on `port`.
+pub fn ping(port: u16) -> bool {
     let Ok(mut s) =
         TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
     else {
@@ -207,7 +247,7 @@ fn ping(port: u16) -> bool {
 
 /// Reads one RESP2 reply and renders it as text (bulk strings as their content, arrays as
 /// lines).
-fn read_reply(r: &mut impl BufRead) -> String {
+pub(crate) fn read_reply(r: &mut impl BufRead) -> String {
     let mut line = String::new();
     r.read_line(&mut line).expect("reply");
     let line = line.trim_end_matches("\r\n");

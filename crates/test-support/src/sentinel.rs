@@ -1,0 +1,108 @@
+//! A master, its replica and one sentinel watching them as `mymaster` (quorum 1, master down
+//! after 1 s), each a throwaway process; dropping it kills all three.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{RedisServer, command_on, free_port, ping};
+
+/// Name of the master the sentinel watches.
+pub const MASTER: &str = "mymaster";
+
+/// Master, replica and sentinel.
+pub struct SentinelSet {
+    /// The master at start.
+    pub master: RedisServer,
+    /// Its replica.
+    pub replica: RedisServer,
+    sentinel: Option<Child>,
+    sentinel_port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl SentinelSet {
+    /// Starts the three and waits until the replica is in sync and the sentinel watches it.
+    pub fn start() -> Self {
+        let master = RedisServer::start();
+        let replica = RedisServer::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &master.port().to_string(),
+        ]);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let conf = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\n\
+                 sentinel monitor {MASTER} 127.0.0.1 {} 1\n\
+                 sentinel down-after-milliseconds {MASTER} 1000\n\
+                 sentinel failover-timeout {MASTER} 5000\n\
+                 sentinel parallel-syncs {MASTER} 1\n",
+                dir.path().display(),
+                master.port()
+            ),
+        )
+        .expect("sentinel.conf");
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server --sentinel not runnable");
+        let s = Self {
+            master,
+            replica,
+            sentinel: Some(child),
+            sentinel_port: port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let synced = s
+                .replica
+                .info("replication")
+                .contains("master_link_status:up");
+            let watching = ping(port)
+                && s.sentinel_command(&["SENTINEL", "REPLICAS", MASTER])
+                    .contains(&s.replica.port().to_string());
+            if synced && watching {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "sentinel set not ready");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `redis+sentinel://127.0.0.1:<sentinel>/mymaster`.
+    pub fn url(&self) -> String {
+        format!("redis+sentinel://127.0.0.1:{}/{MASTER}", self.sentinel_port)
+    }
+
+    /// One command to the sentinel.
+    pub fn sentinel_command(&self, args: &[&str]) -> String {
+        command_on(self.sentinel_port, args)
+    }
+
+    /// The port of the master the sentinel names now.
+    pub fn current_master_port(&self) -> Option<u16> {
+        let r = self.sentinel_command(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER]);
+        r.lines().nth(1).and_then(|p| p.trim().parse().ok())
+    }
+}
+
+impl Drop for SentinelSet {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.sentinel.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
