@@ -480,8 +480,15 @@ pub async fn bad_input_writes_nothing<B: Backend + Inspect>(b: B, _t: Time) {
     ));
     // A queue created with settings is listed; it holds no job.
     let queues = b.queues().await.unwrap();
-    assert!(queues.iter().all(|x| *x == q()), "nothing written: {queues:?}");
-    assert_eq!(b.stats(&q()).await.unwrap(), QueueStats::default(), "nothing written");
+    assert!(
+        queues.iter().all(|x| *x == q()),
+        "nothing written: {queues:?}"
+    );
+    assert_eq!(
+        b.stats(&q()).await.unwrap(),
+        QueueStats::default(),
+        "nothing written"
+    );
     assert!(
         p.enqueue(job("ok", 0)).await.unwrap().created,
         "still serving"

@@ -7,6 +7,7 @@
 //! [`sentinel`] (master, replica and a sentinel).
 
 pub mod cluster;
+pub mod proxy;
 pub mod sentinel;
 pub mod tls;
 

@@ -1,0 +1,114 @@
+//! A TCP proxy between a client under test and a server, for network faults: it can stall
+//! the connections open now (they stay open but carry nothing, like a socket whose NAT or
+//! load-balancer state was dropped) while new connections pass, or refuse new connections.
+//! Threads only; dropping it stops accepting and closes every connection.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// A running proxy.
+pub struct Proxy {
+    port: u16,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Connections numbered below this carry nothing.
+    stall_below: AtomicU64,
+    /// Connections accepted so far.
+    accepted: AtomicU64,
+    stopped: AtomicBool,
+}
+
+impl Proxy {
+    /// Listens on a free port and forwards to `127.0.0.1:target`.
+    pub fn start(target: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let shared = Arc::new(Shared::default());
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            while !s.stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let n = s.accepted.fetch_add(1, Ordering::Relaxed);
+                        let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                            continue;
+                        };
+                        let _ = client.set_nonblocking(false);
+                        for (from, to) in [
+                            (client.try_clone(), server.try_clone()),
+                            (server.try_clone(), client.try_clone()),
+                        ] {
+                            if let (Ok(from), Ok(to)) = (from, to) {
+                                let s = s.clone();
+                                std::thread::spawn(move || pump(from, to, n, &s));
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        Self { port, shared }
+    }
+
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stalls every connection open now; later ones pass.
+    pub fn stall_existing(&self) {
+        let n = self.shared.accepted.load(Ordering::Relaxed);
+        self.shared.stall_below.store(n, Ordering::Relaxed);
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.shared.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stopped.store(true, Ordering::Relaxed);
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, n: u64, s: &Shared) {
+    let _ = from.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        if s.stopped.load(Ordering::Relaxed) {
+            break;
+        }
+        if n < s.stall_below.load(Ordering::Relaxed) {
+            // Stalled: hold the socket open, carry nothing.
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            // Bytes read as the stall began are lost with it.
+            Ok(_) if n < s.stall_below.load(Ordering::Relaxed) => {}
+            Ok(k) => {
+                if to.write_all(&buf[..k]).is_err() {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
