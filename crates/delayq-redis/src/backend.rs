@@ -282,7 +282,7 @@ impl RedisBackend {
             acks_by[shard_of(l.id.as_str(), route.shards) as usize].push((pos, l));
         }
         let mut candidates = if req.max > 0 {
-            route.due_shards(now)
+            route.shards_to_claim(now)
         } else {
             Vec::new()
         }

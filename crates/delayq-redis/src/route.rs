@@ -36,6 +36,8 @@ pub(crate) struct Route {
     pub subscribed: AtomicBool,
     /// Bumped on every wake-up of any shard; consumers of the queue wait on it.
     pub tx: Arc<watch::Sender<u64>>,
+    /// Turn of the next "nothing known due" claim (see [`Route::shards_to_claim`]).
+    turn: AtomicU64,
     loaded: Mutex<Instant>,
 }
 
@@ -49,6 +51,7 @@ impl Route {
             in_flight: (0..shards).map(|_| AtomicBool::new(false)).collect(),
             subscribed: AtomicBool::new(false),
             tx,
+            turn: AtomicU64::new(0),
             loaded: Mutex::new(Instant::now()),
         }
     }
@@ -78,6 +81,17 @@ impl Route {
             .collect();
         v.sort_unstable();
         v.into_iter().map(|(_, _, i)| i).collect()
+    }
+
+    /// The shards a claim should try: the due ones; when none is known due, one shard in
+    /// turn — a consumer claims without a wake-up only at its idle limit, and a lost
+    /// wake-up must not leave a shard unserved forever.
+    pub(crate) fn shards_to_claim(&self, now_us: u64) -> Vec<usize> {
+        let due = self.due_shards(now_us);
+        if !due.is_empty() {
+            return due;
+        }
+        vec![(self.turn.fetch_add(1, Ordering::Relaxed) % u64::from(self.shards)) as usize]
     }
 
     /// Time until the earliest shard has work, as far as this process knows.

@@ -92,6 +92,104 @@ impl RedisCluster {
             .expect("a master serves the slot")
     }
 
+    /// The slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot_of(&self, key: &str) -> u16 {
+        let n = self.nodes.iter().find(|n| n.is_running()).expect("a node");
+        n.command(&["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("slot")
+    }
+
+    /// The replica of the master serving `slot`, when it has one.
+    pub fn replica_of_slot(&self, slot: u16) -> Option<&RedisServer> {
+        let master = self.master_of(slot);
+        let port = format!("master_port:{}", master.port());
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .find(|n| n.info("replication").contains(&port))
+    }
+
+    /// `CLUSTER FAILOVER` on the replica of `slot`'s master; returns once the replica serves
+    /// the slot.
+    pub fn failover(&self, slot: u16) {
+        let replica = self.replica_of_slot(slot).expect("a replica");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // A manual failover gives up after 5 s when the master does not pause in time (a
+        // loaded master): ask again until it happens.
+        'ask: loop {
+            let r = replica.command(&["CLUSTER", "FAILOVER"]);
+            assert_eq!(r, "OK", "CLUSTER FAILOVER: {r}");
+            let asked = Instant::now();
+            while asked.elapsed() < Duration::from_secs(6) {
+                if replica.info("replication").contains("role:master")
+                    && self.master_of_opt(slot).map(RedisServer::port) == Some(replica.port())
+                {
+                    break 'ask;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "failover did not complete: {}",
+                replica.command(&["CLUSTER", "NODES"])
+            );
+        }
+    }
+
+    fn master_of_opt(&self, slot: u16) -> Option<&RedisServer> {
+        // The node the others agree on: every running node's view of the slot's master.
+        self.nodes.iter().filter(|n| n.is_running()).find(|n| {
+            n.command(&["CLUSTER", "NODES"])
+                .lines()
+                .any(|l| l.contains("myself") && l.contains("master") && owns(l, slot))
+        })
+    }
+
+    /// Moves `slot` (and its keys) to another master, the way `redis-cli --cluster reshard`
+    /// does: IMPORTING/MIGRATING, `MIGRATE` in batches, then `SETSLOT NODE` everywhere.
+    pub fn migrate_slot(&self, slot: u16) {
+        let from = self.master_of(slot);
+        let to = self
+            .nodes
+            .iter()
+            .filter(|n| n.is_running() && n.port() != from.port())
+            .find(|n| n.info("replication").contains("role:master"))
+            .expect("another master");
+        let id = |n: &RedisServer| n.command(&["CLUSTER", "MYID"]).trim().to_owned();
+        let (from_id, to_id) = (id(from), id(to));
+        let s = slot.to_string();
+        assert_eq!(
+            to.command(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]),
+            "OK"
+        );
+        assert_eq!(
+            from.command(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]),
+            "OK"
+        );
+        loop {
+            let keys = from.command(&["CLUSTER", "GETKEYSINSLOT", &s, "100"]);
+            let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let port = to.port().to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(keys);
+            let r = from.command(&args);
+            assert!(r == "OK" || r == "NOKEY", "MIGRATE: {r}");
+        }
+        let masters = self
+            .nodes
+            .iter()
+            .filter(|n| n.is_running() && n.info("replication").contains("role:master"));
+        for n in masters {
+            let r = n.command(&["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+            assert_eq!(r, "OK", "SETSLOT NODE on {}", n.port());
+        }
+    }
+
     /// Adds a user with `rule` on every node.
     pub fn add_user(&self, user: &str, password: &str, rule: &str) {
         for n in &self.nodes {

@@ -1,0 +1,267 @@
+//! Failover and scale-out mid-run: Sentinel promoting a replica after its master is
+//! SIGKILLed, `CLUSTER FAILOVER` and a slot migration of one shard under load, and a sharded
+//! queue handling 20,000 jobs exactly once with several consumers. Each run records every
+//! acknowledged enqueue and every start, then checks: nothing acknowledged is lost, nothing
+//! starts early.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use delayq::{Consumer, ConsumerOptions, Inspect, Job, NewJob, Producer, QueueName, QueueSettings};
+use delayq_redis::{ConnectOptions, RedisBackend};
+use delayq_test_support::RedisServer;
+use delayq_test_support::cluster::RedisCluster;
+use delayq_test_support::sentinel::SentinelSet;
+use tokio::sync::watch;
+
+/// Starts of each job id: (start ms on this host, due ms).
+type Starts = Arc<Mutex<HashMap<String, Vec<(u64, u64)>>>>;
+
+struct Consumers {
+    starts: Starts,
+    stop: watch::Sender<bool>,
+    handles: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn now_ms() -> u64 {
+    delayq::job::system_now_ms()
+}
+
+/// `count` consumers (one backend each, like separate processes) of `q`.
+async fn consumers(backends: Vec<RedisBackend>, q: &QueueName, concurrency: usize) -> Consumers {
+    let starts: Starts = Arc::default();
+    let (stop, rx) = watch::channel(false);
+    let mut handles = Vec::new();
+    for b in backends {
+        let opts = ConsumerOptions {
+            concurrency,
+            lease: Duration::from_secs(5),
+            max_idle: Duration::from_secs(2),
+            shutdown_grace: Duration::from_secs(2),
+            ..ConsumerOptions::default()
+        };
+        let c = Consumer::new(b, q.clone(), opts).unwrap();
+        let s = starts.clone();
+        let mut rx = rx.clone();
+        handles.push(tokio::spawn(async move {
+            let _ = c
+                .run(
+                    move |job: Job| {
+                        let s = s.clone();
+                        async move {
+                            s.lock()
+                                .unwrap()
+                                .entry(job.id.to_string())
+                                .or_default()
+                                .push((now_ms(), job.due_at_ms));
+                            Ok::<(), delayq::Failure>(())
+                        }
+                    },
+                    async move {
+                        let _ = rx.wait_for(|v| *v).await;
+                    },
+                )
+                .await;
+        }));
+    }
+    Consumers {
+        starts,
+        stop,
+        handles,
+    }
+}
+
+impl Consumers {
+    /// Waits until every id in `ids` started at least once (at most `secs`); returns the
+    /// ones that did not.
+    async fn wait_for(&self, ids: &HashSet<String>, secs: u64) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let missing: Vec<String> = {
+                let s = self.starts.lock().unwrap();
+                ids.iter()
+                    .filter(|i| !s.contains_key(*i))
+                    .cloned()
+                    .collect()
+            };
+            if missing.is_empty() || Instant::now() > deadline {
+                return missing;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the consumers; returns every start.
+    async fn stop(self) -> HashMap<String, Vec<(u64, u64)>> {
+        self.stop.send(true).unwrap();
+        for h in self.handles {
+            let _ = h.await;
+        }
+        Arc::try_unwrap(self.starts).unwrap().into_inner().unwrap()
+    }
+}
+
+/// Enqueues `name{i}` for i in `range` (delay 0-`spread_ms`), retrying each until it is
+/// acknowledged (same id: idempotent); runs `fault` once, after `fault_at` acknowledged jobs.
+async fn produce(
+    b: &RedisBackend,
+    q: &QueueName,
+    name: &str,
+    range: std::ops::Range<usize>,
+    spread_ms: u64,
+    mut faults: Vec<(usize, Box<dyn FnOnce() + Send>)>,
+) -> HashSet<String> {
+    let p = Producer::new(b.clone(), q.clone());
+    let mut acked = HashSet::new();
+    for i in range {
+        let id = format!("{name}{i}");
+        let delay = Duration::from_millis(rand::random::<u64>() % spread_ms.max(1));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let job = NewJob::new(id.clone().into_bytes())
+                .id(delayq::JobId::new(id.clone()).unwrap())
+                .delay(delay);
+            match p.enqueue(job).await {
+                Ok(_) => break,
+                Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("enqueue {id}: {e}"),
+            }
+        }
+        acked.insert(id);
+        while faults.first().is_some_and(|(at, _)| acked.len() >= *at) {
+            let (_, f) = faults.remove(0);
+            tokio::task::spawn_blocking(f).await.unwrap();
+        }
+    }
+    acked
+}
+
+async fn connect_retrying(url: &str) -> RedisBackend {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match RedisBackend::connect(url).await {
+            Ok(b) => return b,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("connect: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Nothing started before it was due; returns how many starts there were.
+fn never_early(starts: &HashMap<String, Vec<(u64, u64)>>) -> usize {
+    let mut n = 0;
+    for (id, s) in starts {
+        for &(at, due) in s {
+            assert!(at >= due, "{id} started at {at}, before its due time {due}");
+            n += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_mid_run_loses_no_replicated_job() {
+    let set = Arc::new(Mutex::new(SentinelSet::start()));
+    let url = set.lock().unwrap().url();
+    let replica_port = set.lock().unwrap().replica.port();
+    let q = QueueName::new("failover").unwrap();
+    let mut durable = ConnectOptions::new(url.clone());
+    durable.wait_replicas = 1;
+    let p1 = RedisBackend::connect_with(durable).await.unwrap();
+    let c = consumers(vec![RedisBackend::connect(&url).await.unwrap()], &q, 8).await;
+
+    // Phase 1: every enqueue waits for the replica; the master dies after the last.
+    let s = set.clone();
+    let kill: Box<dyn FnOnce() + Send> = Box::new(move || s.lock().unwrap().master.kill());
+    let mut acked = produce(&p1, &q, "a", 0..300, 3000, vec![(300, kill)]).await;
+    // Phase 2: a producer without replica wait carries on through the promotion.
+    // A process starting now may meet sentinels that still name the dead master: it retries.
+    let p2 = connect_retrying(&url).await;
+    acked.extend(produce(&p2, &q, "b", 0..200, 500, vec![]).await);
+
+    let missing = c.wait_for(&acked, 60).await;
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged jobs never ran: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert_eq!(
+        set.lock().unwrap().current_master_port(),
+        Some(replica_port),
+        "the replica was promoted"
+    );
+    let starts = c.stop().await;
+    assert!(never_early(&starts) >= acked.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover_and_slot_migration_mid_run() {
+    let cluster = Arc::new(RedisCluster::start(3, 1));
+    let url = cluster.url(None);
+    let q = QueueName::new("moving").unwrap();
+    let b = RedisBackend::connect(&url).await.unwrap();
+    b.configure(&q, QueueSettings { shards: 8 }).await.unwrap();
+    let c = consumers(vec![RedisBackend::connect(&url).await.unwrap()], &q, 8).await;
+
+    let slot0 = cluster.slot_of("dq:{moving#0}:sched");
+    let slot1 = cluster.slot_of("dq:{moving#1}:sched");
+    let (c1, c2) = (cluster.clone(), cluster.clone());
+    let faults: Vec<(usize, Box<dyn FnOnce() + Send>)> = vec![
+        (400, Box::new(move || c1.failover(slot0))),
+        (900, Box::new(move || c2.migrate_slot(slot1))),
+    ];
+    let acked = produce(&b, &q, "j", 0..1500, 2000, faults).await;
+
+    let missing = c.wait_for(&acked, 60).await;
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged jobs never ran: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    let starts = c.stop().await;
+    assert!(never_early(&starts) >= acked.len());
+    let st = b.stats(&q).await.unwrap();
+    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0), "{st:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_queue_handles_each_job_exactly_once() {
+    let server = RedisServer::start();
+    let q = QueueName::new("wide").unwrap();
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    b.configure(&q, QueueSettings { shards: 8 }).await.unwrap();
+    let mut backends = Vec::new();
+    for _ in 0..3 {
+        backends.push(RedisBackend::connect(&server.url()).await.unwrap());
+    }
+    let c = consumers(backends, &q, 16).await;
+    let p = Producer::new(b.clone(), q.clone());
+    let mut ids = HashSet::new();
+    for batch in 0..20 {
+        let jobs: Vec<NewJob> = (0..1000)
+            .map(|i| {
+                let id = format!("w{batch}-{i}");
+                ids.insert(id.clone());
+                NewJob::new(id.clone().into_bytes())
+                    .id(delayq::JobId::new(id).unwrap())
+                    .delay(Duration::from_millis(rand::random::<u64>() % 2000))
+            })
+            .collect();
+        p.enqueue_batch(jobs).await.unwrap();
+    }
+    let missing = c.wait_for(&ids, 120).await;
+    assert!(missing.is_empty(), "{} jobs never ran", missing.len());
+    let starts = c.stop().await;
+    assert_eq!(never_early(&starts), 20_000, "each job exactly once");
+    assert!(starts.values().all(|s| s.len() == 1));
+    let st = b.stats(&q).await.unwrap();
+    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0));
+}
