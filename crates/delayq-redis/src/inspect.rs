@@ -201,18 +201,27 @@ impl Inspect for RedisBackend {
         if current != s.shards {
             // Jobs are placed by shard count: moving them is not atomic across slots, so a
             // queue changes its count only while empty (in both layouts).
-            for n in [current, s.shards] {
-                for i in 0..n {
-                    let st = self.shard_stats(&Keys::shard(queue, i, n)).await?;
-                    if st.scheduled + st.leased + st.dead > 0 {
-                        return Err(Error::Conflict(format!(
-                            "queue {queue} holds jobs ({} scheduled, {} leased, {} dead): its \
-                             shard count ({current}) can only change while it is empty; drain \
-                             it, or create a new queue with --shards {} and move producers to it",
-                            st.scheduled, st.leased, st.dead, s.shards
-                        )));
-                    }
-                }
+            // Layouts share shard tags ({q#0} is shard 0 of 2 and of 4): count each once.
+            let mut shards: Vec<Keys> = [current, s.shards]
+                .into_iter()
+                .flat_map(|n| (0..n).map(move |i| Keys::shard(queue, i, n)))
+                .collect();
+            shards.sort_by(|a, b| a.sched.cmp(&b.sched));
+            shards.dedup_by(|a, b| a.sched == b.sched);
+            let (mut scheduled, mut leased, mut dead) = (0, 0, 0);
+            for k in &shards {
+                let st = self.shard_stats(k).await?;
+                scheduled += st.scheduled;
+                leased += st.leased;
+                dead += st.dead;
+            }
+            if scheduled + leased + dead > 0 {
+                return Err(Error::Conflict(format!(
+                    "queue {queue} holds jobs ({scheduled} scheduled, {leased} leased, {dead} \
+                     dead): its shard count ({current}) can only change while it is empty; \
+                     drain it, or create a new queue with {} shards and move producers to it",
+                    s.shards
+                )));
             }
         }
         let mut conn = self.connection();

@@ -59,3 +59,21 @@ pub fn acl_commands() -> impl Iterator<Item = &'static str> {
         .split_whitespace()
         .filter_map(|w| w.strip_prefix('+'))
 }
+
+#[cfg(test)]
+mod tests {
+    /// README.md shows exactly [`super::ACL_RULE`] (what the test suite's user gets).
+    #[test]
+    fn readme_shows_the_acl_rule() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("ACL SETUSER delayq on >PASSWORD ")
+            .expect("README has the ACL SETUSER line");
+        let block = &readme[start..];
+        let block = &block[..block.find("```").expect("in a code block")];
+        let shown: Vec<&str> = block.split_whitespace().filter(|w| *w != "\\").collect();
+        let want = format!("ACL SETUSER delayq on >PASSWORD {}", super::ACL_RULE);
+        let want: Vec<&str> = want.split_whitespace().collect();
+        assert_eq!(shown, want);
+    }
+}

@@ -16,21 +16,30 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// Starts a cluster of `masters` masters with `replicas` replicas each.
     pub fn start(masters: usize, replicas: usize) -> Self {
+        Self::start_prefixed(&[], masters, replicas)
+    }
+
+    /// The same, each node started as `prefix… redis-server …` (e.g. `taskset -c 0`).
+    pub fn start_prefixed(prefix: &[&str], masters: usize, replicas: usize) -> Self {
         let n = masters * (1 + replicas);
         let nodes: Vec<RedisServer> = (0..n)
             .map(|_| {
-                RedisServer::start_with(&[
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
+                RedisServer::start_prefixed(
+                    prefix,
+                    &[
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ],
+                )
+                .unwrap_or_else(|e| panic!("{e}"))
             })
             .collect();
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::Context;
+use delayq::{Inspect, QueueSettings};
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
+use delayq_test_support::cluster::RedisCluster;
 use redis::aio::ConnectionManager;
 
 use crate::backend::AnyBackend;
@@ -19,10 +21,17 @@ pub(crate) struct Env {
     pub url: String,
     /// The embedded store's root and the store of the current workload.
     embedded: Option<Embedded>,
-    /// Owned server (none with `--redis`).
+    /// Owned server (none with `--redis` or `--cluster`).
     _server: Option<RedisServer>,
-    /// Connection for `INFO`, `FLUSHALL`, `DBSIZE` (Redis only).
-    admin: Option<ConnectionManager>,
+    /// Owned cluster (`--cluster`).
+    _cluster: Option<RedisCluster>,
+    /// A connection per master for `INFO`, `FLUSHALL`, `DBSIZE` (Redis only).
+    admin: Vec<ConnectionManager>,
+    /// Shards of the bench queue (`--shards`).
+    pub shards: u32,
+    /// Share of Redis CPU per master between the last two cost readings (several masters).
+    pub spread: Option<Vec<f64>>,
+    last_cost: Option<Cost>,
     /// E.g. "redis-server on CPU 0, clients on CPU 1".
     pub placement: String,
     /// `redis_version` of `INFO server`.
@@ -64,11 +73,12 @@ pub(super) fn per_job(
     }
 }
 
-/// Server cost counters at one moment.
-#[derive(Clone, Copy, Debug, Default)]
+/// Server cost counters at one moment (summed over masters; CPU also per master).
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Cost {
     cpu_s: f64,
     calls: u64,
+    by_master: Vec<f64>,
 }
 
 impl Cost {
@@ -94,17 +104,39 @@ fn can_pin() -> Result<(), String> {
 }
 
 impl Env {
-    /// Starts a server with the WORKLOADS.md settings, or connects to `url`.
-    pub(crate) async fn new(url: Option<String>) -> anyhow::Result<Self> {
+    /// Starts a server with the WORKLOADS.md settings (or a cluster of `cluster` masters, all
+    /// on CPU 0), or connects to `url`; the bench queue gets `shards` shards.
+    pub(crate) async fn new(
+        url: Option<String>,
+        shards: u32,
+        cluster: Option<usize>,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let pin = can_pin();
-        let (server, url, mut placement) = match url {
-            Some(u) => (
+        let mut owned_cluster = None;
+        let (server, url, mut placement) = match (url, cluster) {
+            (Some(u), _) => (
                 None,
                 u,
                 "server given with --redis (its placement is unknown)".to_owned(),
             ),
-            None => {
+            (None, Some(m)) => {
+                let prefix: &[&str] = if pin.is_ok() {
+                    &["taskset", "-c", "0"]
+                } else {
+                    &[]
+                };
+                let c = RedisCluster::start_prefixed(prefix, m, 0);
+                let url = c.url(None);
+                owned_cluster = Some(c);
+                let placement = if pin.is_ok() {
+                    format!("{m}-master cluster, every redis-server on CPU 0, clients on CPU 1")
+                } else {
+                    format!("{m}-master cluster, unpinned")
+                };
+                (None, url, placement)
+            }
+            (None, None) => {
                 let args = ["--save", "", "--appendonly", "no"];
                 let (server, placement) = match &pin {
                     Ok(()) => (
@@ -137,29 +169,50 @@ impl Env {
         } else if server.is_none() {
             placement = format!("{placement}; clients unpinned");
         }
-        let client = redis::Client::open(url.as_str())?;
+        let node_urls: Vec<String> = match &owned_cluster {
+            Some(c) => c.nodes.iter().map(RedisServer::url).collect(),
+            None if url.contains("+cluster") || url.contains("+sentinel") => anyhow::bail!(
+                "bench measures a cluster it starts itself (--cluster N); a given \
+                 redis+cluster:// or redis+sentinel:// URL is not supported"
+            ),
+            None => vec![url.clone()],
+        };
+        let mut admin = Vec::new();
+        for u in &node_urls {
+            let client = redis::Client::open(u.as_str())?;
+            // FLUSHALL of a 10-million-job backlog takes seconds: no short response timeout.
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_response_timeout(Some(std::time::Duration::from_secs(300)));
+            admin.push(
+                client
+                    .get_connection_manager_with_config(config)
+                    .await
+                    .context("connecting to Redis")?,
+            );
+        }
+        let client = redis::Client::open(node_urls[0].as_str())?;
         let info = client.get_connection_info().addr().to_string();
         let (host, port) = info
             .rsplit_once(':')
             .map(|(h, p)| (h.to_owned(), p.parse().unwrap_or(6379)))
             .unwrap_or(("127.0.0.1".into(), 6379));
-        // FLUSHALL of a 10-million-job backlog takes seconds: no short response timeout here.
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(Some(std::time::Duration::from_secs(300)));
-        let mut admin = client
-            .get_connection_manager_with_config(config)
-            .await
-            .context("connecting to Redis")?;
         let server_info: String = redis::cmd("INFO")
             .arg("server")
-            .query_async(&mut admin)
+            .query_async(&mut admin[0])
             .await?;
         let redis_version = field(&server_info, "redis_version").unwrap_or_default();
+        if shards > 1 {
+            placement = format!("{placement}; queue of {shards} shards");
+        }
         Ok(Self {
             url,
             embedded: None,
             _server: server,
-            admin: Some(admin),
+            _cluster: owned_cluster,
+            admin,
+            shards,
+            spread: None,
+            last_cost: None,
             placement,
             redis_version,
             client_prefix,
@@ -179,7 +232,11 @@ impl Env {
                 current: None,
             }),
             _server: None,
-            admin: None,
+            _cluster: None,
+            admin: Vec::new(),
+            shards: 1,
+            spread: None,
+            last_cost: None,
             placement: "embedded store (SQLite, WAL, synchronous=FULL) on local disk; unpinned"
                 .into(),
             redis_version: "embedded".into(),
@@ -195,10 +252,16 @@ impl Env {
         self.embedded.is_some()
     }
 
-    fn admin(&mut self) -> anyhow::Result<&mut ConnectionManager> {
-        self.admin
-            .as_mut()
-            .ok_or_else(|| anyhow::anyhow!("this workload needs Redis"))
+    /// Whether the bench runs on several masters (a cluster it started).
+    pub(crate) fn is_cluster(&self) -> bool {
+        self._cluster.is_some()
+    }
+
+    fn admins(&mut self) -> anyhow::Result<&mut [ConnectionManager]> {
+        if self.admin.is_empty() {
+            anyhow::bail!("this workload needs Redis");
+        }
+        Ok(&mut self.admin)
     }
 
     /// Empties the store: `FLUSHALL`, or a fresh embedded store.
@@ -208,10 +271,12 @@ impl Env {
             e.runs += 1;
             return Ok(());
         }
-        redis::cmd("FLUSHALL")
-            .query_async::<()>(self.admin()?)
-            .await
-            .context("FLUSHALL")?;
+        for a in self.admins()? {
+            redis::cmd("FLUSHALL")
+                .query_async::<()>(a)
+                .await
+                .context("FLUSHALL")?;
+        }
         Ok(())
     }
 
@@ -224,7 +289,16 @@ impl Env {
                 }
                 Ok(AnyBackend::Embedded(e.current.clone().expect("opened")))
             }
-            None => Ok(AnyBackend::Redis(RedisBackend::connect(&self.url).await?)),
+            None => {
+                let b = RedisBackend::connect(&self.url).await?;
+                if self.shards > 1 {
+                    let settings = QueueSettings {
+                        shards: self.shards,
+                    };
+                    b.configure(&super::util::queue(), settings).await?;
+                }
+                Ok(AnyBackend::Redis(b))
+            }
         }
     }
 
@@ -244,51 +318,75 @@ impl Env {
         }
     }
 
-    /// CPU seconds and total command calls so far (Redis only).
+    /// CPU seconds and total command calls so far, summed over masters (Redis only); also
+    /// sets [`Env::spread`] for the interval since the previous reading.
     pub(crate) async fn cost(&mut self) -> anyhow::Result<Option<Cost>> {
-        let Some(admin) = self.admin.as_mut() else {
+        if self.admin.is_empty() {
             return Ok(None);
-        };
-        let cpu: String = redis::cmd("INFO")
-            .arg("cpu")
-            .query_async(admin)
-            .await
-            .context("INFO cpu")?;
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(admin)
-            .await
-            .context("INFO commandstats")?;
-        let f = |k| {
-            field(&cpu, k)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        let calls = stats
-            .lines()
-            .filter_map(|l| l.split("calls=").nth(1))
-            .filter_map(|r| r.split(',').next()?.parse::<u64>().ok())
-            .sum();
-        Ok(Some(Cost {
-            cpu_s: f("used_cpu_user") + f("used_cpu_sys"),
-            calls,
-        }))
+        }
+        let mut total = Cost::default();
+        for admin in &mut self.admin {
+            let cpu: String = redis::cmd("INFO")
+                .arg("cpu")
+                .query_async(admin)
+                .await
+                .context("INFO cpu")?;
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(admin)
+                .await
+                .context("INFO commandstats")?;
+            let f = |k| {
+                field(&cpu, k)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let calls: u64 = stats
+                .lines()
+                .filter_map(|l| l.split("calls=").nth(1))
+                .filter_map(|r| r.split(',').next()?.parse::<u64>().ok())
+                .sum();
+            let cpu_s = f("used_cpu_user") + f("used_cpu_sys");
+            total.cpu_s += cpu_s;
+            total.calls += calls;
+            total.by_master.push(cpu_s);
+        }
+        if let Some(prev) = &self.last_cost
+            && total.by_master.len() > 1
+            && prev.by_master.len() == total.by_master.len()
+        {
+            let d: Vec<f64> = total
+                .by_master
+                .iter()
+                .zip(&prev.by_master)
+                .map(|(a, b)| a - b)
+                .collect();
+            let sum: f64 = d.iter().sum();
+            self.spread = (sum > 0.0).then(|| d.iter().map(|x| x / sum).collect());
+        }
+        self.last_cost = Some(total.clone());
+        Ok(Some(total))
     }
 
-    /// `used_memory` in bytes (Redis only).
+    /// `used_memory` in bytes, summed over masters (Redis only).
     pub(crate) async fn used_memory(&mut self) -> anyhow::Result<u64> {
-        let mem: String = redis::cmd("INFO")
-            .arg("memory")
-            .query_async(self.admin()?)
-            .await?;
-        Ok(field(&mem, "used_memory")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0))
+        let mut total = 0;
+        for a in self.admins()? {
+            let mem: String = redis::cmd("INFO").arg("memory").query_async(a).await?;
+            total += field(&mem, "used_memory")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        Ok(total)
     }
 
-    /// `DBSIZE` (Redis only).
+    /// `DBSIZE`, summed over masters (Redis only).
     pub(crate) async fn dbsize(&mut self) -> anyhow::Result<u64> {
-        Ok(redis::cmd("DBSIZE").query_async(self.admin()?).await?)
+        let mut total = 0;
+        for a in self.admins()? {
+            total += redis::cmd("DBSIZE").query_async::<u64>(a).await?;
+        }
+        Ok(total)
     }
 
     /// A command pinned like the bench's clients.

@@ -40,6 +40,13 @@ pub(crate) struct BenchArgs {
     /// With --redis: allow FLUSHALL of that server before and after each workload.
     #[arg(long)]
     pub flush_ok: bool,
+    /// Shards of the bench queue (Redis): W1, W2, W3 on a sharded queue.
+    #[arg(long, default_value_t = 1)]
+    pub shards: u32,
+    /// Start a local Redis Cluster of this many masters (every node on CPU 0) instead of one
+    /// server; reports Redis CPU per job summed over masters and each master's share.
+    #[arg(long, conflicts_with_all = ["embedded", "flush_ok"])]
+    pub cluster: Option<usize>,
 }
 
 /// The workloads.
@@ -119,6 +126,10 @@ pub(crate) struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     ratio_to_ceiling: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_share_by_master: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shards: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
     redis_version: String,
     placement: String,
@@ -132,7 +143,7 @@ pub(crate) async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u
     if redis.is_some() && !a.flush_ok {
         bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
     }
-    let (mut env, ceiling) = if a.embedded {
+    let (env, ceiling) = if a.embedded {
         let env = Env::embedded()?;
         eprintln!(
             "delayq bench: {} (W1, W2, W3 and W5 run here)",
@@ -140,11 +151,17 @@ pub(crate) async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u
         );
         (env, Ceiling::default())
     } else {
-        let mut env = Env::new(redis).await?;
+        let mut env = Env::new(redis, a.shards, a.cluster).await?;
         eprintln!(
             "delayq bench: Redis {} at {} — {}",
-            env.redis_version, env.url, env.placement
+            env.redis_version,
+            delayq_redis::mask(&env.url),
+            env.placement
         );
+        if env.is_cluster() {
+            eprintln!("no redis-benchmark ceiling on a cluster");
+            return run_workloads(env, Ceiling::default(), a).await;
+        }
         eprintln!("measuring the ceiling (redis-benchmark)…");
         let ceiling = Ceiling::measure(&mut env).await?;
         eprintln!(
@@ -156,6 +173,10 @@ pub(crate) async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u
         );
         (env, ceiling)
     };
+    run_workloads(env, ceiling, a).await
+}
+
+async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::Result<u8> {
     let redis_only = !env.is_embedded();
     let mut json = match &a.json {
         Some(p) => Some(std::fs::File::create(p)?),
@@ -168,6 +189,10 @@ pub(crate) async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u
             r.system = "delayq";
             r.redis_version = env.redis_version.clone();
             r.placement = env.placement.clone();
+            r.shards = (env.shards > 1).then_some(env.shards);
+            if r.redis_cpu_us_per_job.is_some() {
+                r.cpu_share_by_master = env.spread.clone();
+            }
             if let (Some(v), Some(c)) = (r.jobs_per_s, r.ceiling_jobs_per_s) {
                 r.ratio_to_ceiling = Some(v / c);
             }
@@ -275,6 +300,10 @@ fn print_row(r: &Row) {
     }
     if let (Some(c), Some(k)) = (r.redis_cpu_us_per_job, r.redis_cmds_per_job) {
         parts.push(format!("redis {c:.1} µs/job {k:.2} cmds/job"));
+    }
+    if let Some(s) = &r.cpu_share_by_master {
+        let s: Vec<String> = s.iter().map(|x| format!("{:.0}%", x * 100.0)).collect();
+        parts.push(format!("CPU by master {}", s.join("/")));
     }
     if let Some(n) = &r.note {
         parts.push(format!("({n})"));

@@ -1,0 +1,105 @@
+//! Queue settings over HTTP: `PUT /v1/queues/{q}` makes a sharded queue on Redis (and refuses
+//! shards on the embedded store), `GET` shows settings with counts summed over shards, and a
+//! shard change of a queue holding jobs is a 409 that changes nothing.
+
+use axum::Router;
+use delayq_embedded::EmbeddedBackend;
+use delayq_http::{AppState, HttpConfig};
+use delayq_redis::RedisBackend;
+use delayq_test_support::RedisServer;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn call(router: &Router, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = axum::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "test");
+    if body.is_some() {
+        req = req.header("content-type", "application/json");
+    }
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let resp = router
+        .clone()
+        .oneshot(req.body(axum::body::Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn redis_queues_take_shards_while_empty() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let r = delayq_http::router(AppState::new(backend, HttpConfig::default(), None));
+
+    let (s, v) = call(&r, "GET", "/v1/queues/orders", None).await;
+    assert_eq!((s, v["settings"]["shards"].as_u64()), (200, Some(1)), "{v}");
+    let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 4}))).await;
+    assert_eq!((s, v["settings"]["shards"].as_u64()), (200, Some(4)), "{v}");
+    assert!(
+        server
+            .command(&["HGET", "dq:{orders}:conf", "shards"])
+            .contains('4')
+    );
+
+    for i in 0..20 {
+        let (s, _) = call(
+            &r,
+            "POST",
+            "/v1/queues/orders/jobs",
+            Some(json!({"id": format!("o{i}"), "payload": i, "delay_ms": 60000})),
+        )
+        .await;
+        assert_eq!(s, 201);
+    }
+    // Spread over the shards' own keys, counted together.
+    let keys = server.command(&["KEYS", "dq:{orders#*}:sched"]);
+    assert!(keys.lines().count() >= 3, "jobs spread over shards: {keys}");
+    let (_, v) = call(&r, "GET", "/v1/queues/orders", None).await;
+    assert_eq!(v["scheduled"].as_u64(), Some(20), "{v}");
+    let (s, v) = call(&r, "GET", "/v1/queues/orders/jobs/o7", None).await;
+    assert_eq!((s, v["state"].as_str()), (200, Some("scheduled")));
+
+    let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 2}))).await;
+    assert_eq!((s, v["code"].as_str()), (409, Some("conflict")), "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("20 scheduled"),
+        "{v}"
+    );
+    let (_, v) = call(&r, "GET", "/v1/queues/orders", None).await;
+    assert_eq!(v["settings"]["shards"].as_u64(), Some(4), "unchanged");
+    // The same count again is fine; out of range and unknown fields are 400.
+    let (s, _) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 4}))).await;
+    assert_eq!(s, 200);
+    for bad in [
+        json!({"shards": 0}),
+        json!({"shards": 257}),
+        json!({"shard": 2}),
+    ] {
+        let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(bad.clone())).await;
+        assert_eq!(s, 400, "{bad}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn the_embedded_store_refuses_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = EmbeddedBackend::open(dir.path()).unwrap();
+    let r = delayq_http::router(AppState::new(backend, HttpConfig::default(), None));
+    let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 4}))).await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (400, Some("invalid_settings")),
+        "{v}"
+    );
+    let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 1}))).await;
+    assert_eq!((s, v["settings"]["shards"].as_u64()), (200, Some(1)), "{v}");
+}
