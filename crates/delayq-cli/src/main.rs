@@ -70,7 +70,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     #[cfg(feature = "bench")]
     if let Command::Bench(a) = cli.command {
-        return bench::run(cli.redis, a).await;
+        return bench::run(cli.redis, cli.wait_replicas, a).await;
     }
     let (backend, desc) = match &cli.redis {
         Some(url) => {

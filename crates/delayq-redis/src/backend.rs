@@ -29,6 +29,8 @@ use crate::wake::WakeHub;
 pub const MAX_CLAIM: usize = 1000;
 /// Most expired leases recovered per claim.
 const REAP_LIMIT: usize = 100;
+/// Fewest jobs a sharded claim asks of one shard (unless it wants fewer in all).
+const MIN_SHARE: usize = 16;
 /// How long an enqueue or ack waits for `--wait-replicas` replicas.
 const WAIT_MS: u64 = 1000;
 
@@ -46,6 +48,8 @@ pub(crate) struct Inner {
     pub routes: Routes,
     /// Wake-ups use sharded Pub/Sub (Cluster).
     sharded_pubsub: bool,
+    /// Connections to each Cluster master by address (per-node commands: `SCAN`).
+    pub nodes: std::sync::Mutex<std::collections::HashMap<String, redis::aio::ConnectionManager>>,
 }
 
 impl RedisBackend {
@@ -73,6 +77,7 @@ impl RedisBackend {
                 hub,
                 routes: Routes::new(),
                 sharded_pubsub,
+                nodes: Default::default(),
             }),
         })
     }
@@ -265,6 +270,13 @@ impl RedisBackend {
         })
     }
 
+    /// Acknowledges leases of one shard.
+    async fn ack_shard(&self, k: &Keys, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        let mut args = Vec::with_capacity(leases.len() * 2);
+        lease_args(leases, &mut args);
+        ack_outcomes(self.call(&scripts::ACK, k, args, true).await?)
+    }
+
     /// A claim on a sharded queue: acks go to their shards, jobs come from the due shards
     /// (each its share of `max`, concurrently), topped up from further shards when the first
     /// ones had less than their share.
@@ -293,14 +305,18 @@ impl RedisBackend {
         let mut failure = None;
         loop {
             let want = req.max - jobs.len();
-            let chosen: Vec<usize> = candidates.by_ref().take(want).collect();
+            // Each shard is asked for at least MIN_SHARE jobs: a claim's fixed cost (server
+            // time, lease head, next due) is paid per shard, so small shares cost more than
+            // the concurrency they buy.
+            let take = want.div_ceil(MIN_SHARE).max(1);
+            let chosen: Vec<usize> = candidates.by_ref().take(take).collect();
             let mut calls = Vec::new();
             for (j, &s) in chosen.iter().enumerate() {
                 let share = want / chosen.len() + usize::from(j < want % chosen.len());
                 calls.push((s, share, std::mem::take(&mut acks_by[s])));
             }
             if first {
-                // Shards that only have acks: a claim of 0 acks them and recovers leases.
+                // Shards that only have acks get an ACK call (cheaper than a claim of 0).
                 for (s, a) in acks_by.iter_mut().enumerate() {
                     if !a.is_empty() {
                         calls.push((s, 0, std::mem::take(a)));
@@ -315,9 +331,20 @@ impl RedisBackend {
                 let guard = (share > 0).then(|| route.claiming(s));
                 let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = a.into_iter().unzip();
                 async move {
-                    let r = self
-                        .claim_shard(queue, &route.keys[s], share, req.lease, leases)
-                        .await;
+                    let k = &route.keys[s];
+                    let r = if share > 0 {
+                        self.claim_shard(queue, k, share, req.lease, leases)
+                            .await
+                            .map(|b| (b, true))
+                    } else {
+                        self.ack_shard(k, leases).await.map(|acks| {
+                            let b = ClaimBatch {
+                                acks,
+                                ..ClaimBatch::default()
+                            };
+                            (b, false)
+                        })
+                    };
                     drop(guard);
                     (s, pos, r)
                 }
@@ -325,8 +352,10 @@ impl RedisBackend {
             .await;
             for (s, pos, r) in results {
                 match r {
-                    Ok(b) => {
-                        route.learnt(s, self.inner.routes.now_us(), b.next_due_in);
+                    Ok((b, claimed)) => {
+                        if claimed {
+                            route.learnt(s, self.inner.routes.now_us(), b.next_due_in);
+                        }
                         for (p, o) in pos.into_iter().zip(b.acks) {
                             acks[p] = o;
                         }
@@ -473,12 +502,7 @@ impl Backend for RedisBackend {
             .filter(|(_, (p, _))| !p.is_empty())
             .map(|(s, (pos, leases))| {
                 let route = &route;
-                async move {
-                    let mut args = Vec::with_capacity(leases.len() * 2);
-                    lease_args(leases, &mut args);
-                    let r = self.call(&scripts::ACK, &route.keys[s], args, true).await;
-                    (pos, r.and_then(ack_outcomes))
-                }
+                async move { (pos, self.ack_shard(&route.keys[s], leases).await) }
             });
         let mut out = vec![AckOutcome::NotFound; count];
         for (pos, r) in join_all(calls).await {

@@ -65,7 +65,8 @@ pub(crate) async fn cluster_masters(b: &RedisBackend) -> Result<Vec<Master>> {
     Ok(out)
 }
 
-/// A connection to every master (one on a single server or behind Sentinel).
+/// A connection to every master (one on a single server or behind Sentinel); on a Cluster
+/// one per master address, kept for the backend's life (the dashboard lists queues often).
 pub(crate) async fn masters(b: &RedisBackend) -> Result<Vec<Live>> {
     let target = b.target();
     let Topology::Cluster(seeds) = &target.topology else {
@@ -94,8 +95,26 @@ pub(crate) async fn masters(b: &RedisBackend) -> Result<Vec<Live>> {
             .map_err(error::map)?
             .set_redis_settings(redis.clone())
             .set_tcp_settings(tcp_settings());
-        let c = client(target, info).map_err(error::map)?;
-        let conn = c.get_connection_manager().await.map_err(error::map)?;
+        let cached = b
+            .inner
+            .nodes
+            .lock()
+            .expect("nodes lock")
+            .get(&m.addr)
+            .cloned();
+        let conn = match cached {
+            Some(c) => c,
+            None => {
+                let c = client(target, info).map_err(error::map)?;
+                let conn = c.get_connection_manager().await.map_err(error::map)?;
+                b.inner
+                    .nodes
+                    .lock()
+                    .expect("nodes lock")
+                    .insert(m.addr.clone(), conn.clone());
+                conn
+            }
+        };
         out.push(Live::Single(conn));
     }
     Ok(out)

@@ -1,5 +1,6 @@
 //! Redis restarts in the middle of a run (appendonly yes, appendfsync always): producers and
-//! consumers recover by themselves and no acknowledged enqueue or ack is lost.
+//! consumers recover by themselves and no acknowledged enqueue or ack is lost; a fence counter
+//! rolled back (as by a failover) never repeats a lease token.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use delayq::{Consumer, ConsumerOptions, Failure, Inspect, Job, Producer};
+use delayq::{Backend, Consumer, ConsumerOptions, Failure, Inspect, Job, Producer};
 use delayq_redis::RedisBackend;
 use tokio::sync::watch;
 
@@ -151,4 +152,31 @@ async fn an_idle_consumer_recovers_its_wakeups_after_a_restart() {
     );
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
+}
+
+/// A failover can roll the fence counter back (the promoted replica missed the last claims):
+/// the job must still never get a token it had before, or the old lease's ack would pass.
+#[tokio::test]
+async fn a_rolled_back_fence_counter_never_repeats_a_token() {
+    let (server, b, q) = setup().await;
+    Producer::new(b.clone(), q.clone())
+        .enqueue(job("j", 0))
+        .await
+        .unwrap();
+    let first = b.claim(&q, claim_req(1, 60_000)).await.unwrap().jobs;
+    let t1 = first[0].lease_token;
+    // What a failover to a replica that missed the claim looks like: the counter is behind.
+    let fence = format!("dq:{{{q}}}:fence");
+    assert_eq!(server.command(&["SET", &fence, "0"]), "OK");
+    b.release(&q, vec![first[0].lease_ref()], true)
+        .await
+        .unwrap();
+    let second = b.claim(&q, claim_req(1, 60_000)).await.unwrap().jobs;
+    assert!(
+        second[0].lease_token > t1,
+        "token {} after a rollback, the old lease had {t1}",
+        second[0].lease_token
+    );
+    let stale = b.ack(&q, vec![first[0].lease_ref()]).await.unwrap();
+    assert_eq!(stale, vec![delayq::AckOutcome::LeaseLost]);
 }

@@ -29,6 +29,8 @@ pub(crate) struct Env {
     admin: Vec<ConnectionManager>,
     /// Shards of the bench queue (`--shards`).
     pub shards: u32,
+    /// `--wait-replicas` of the bench's backends.
+    pub wait_replicas: u32,
     /// Share of Redis CPU per master between the last two cost readings (several masters).
     pub spread: Option<Vec<f64>>,
     last_cost: Option<Cost>,
@@ -211,6 +213,7 @@ impl Env {
             _cluster: owned_cluster,
             admin,
             shards,
+            wait_replicas: 0,
             spread: None,
             last_cost: None,
             placement,
@@ -235,6 +238,7 @@ impl Env {
             _cluster: None,
             admin: Vec::new(),
             shards: 1,
+            wait_replicas: 0,
             spread: None,
             last_cost: None,
             placement: "embedded store (SQLite, WAL, synchronous=FULL) on local disk; unpinned"
@@ -290,7 +294,9 @@ impl Env {
                 Ok(AnyBackend::Embedded(e.current.clone().expect("opened")))
             }
             None => {
-                let b = RedisBackend::connect(&self.url).await?;
+                let mut opts = delayq_redis::ConnectOptions::new(self.url.clone());
+                opts.wait_replicas = self.wait_replicas;
+                let b = RedisBackend::connect_with(opts).await?;
                 if self.shards > 1 {
                     let settings = QueueSettings {
                         shards: self.shards,
@@ -314,7 +320,12 @@ impl Env {
     pub(crate) fn backend_args(&self) -> Vec<String> {
         match &self.embedded {
             Some(e) => vec!["--data".into(), e.dir().to_string_lossy().into_owned()],
-            None => vec!["--redis".into(), self.url.clone()],
+            None => vec![
+                "--redis".into(),
+                self.url.clone(),
+                "--wait-replicas".into(),
+                self.wait_replicas.to_string(),
+            ],
         }
     }
 

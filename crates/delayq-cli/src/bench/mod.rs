@@ -136,7 +136,11 @@ pub(crate) struct Row {
 }
 
 /// Runs `delayq bench`.
-pub(crate) async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(
+    redis: Option<String>,
+    wait_replicas: u32,
+    a: BenchArgs,
+) -> anyhow::Result<u8> {
     if a.embedded && redis.is_some() {
         bail!("give --redis URL or --embedded, not both");
     }
@@ -152,6 +156,10 @@ pub(crate) async fn run(redis: Option<String>, a: BenchArgs) -> anyhow::Result<u
         (env, Ceiling::default())
     } else {
         let mut env = Env::new(redis, a.shards, a.cluster).await?;
+        env.wait_replicas = wait_replicas;
+        if wait_replicas > 0 {
+            env.placement = format!("{}; --wait-replicas {wait_replicas}", env.placement);
+        }
         eprintln!(
             "delayq bench: Redis {} at {} — {}",
             env.redis_version,
