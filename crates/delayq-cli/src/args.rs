@@ -10,9 +10,9 @@ use delayq::{JobId, QueueName, Schedule};
 #[derive(Parser, Debug)]
 #[command(name = "delayq", version, about)]
 pub(crate) struct Cli {
-    /// Redis connection string: redis://[user:pass@]host:port[/db], rediss://… (TLS),
-    /// unix:///path, redis+cluster://h1:p1,h2:p2,…, redis+sentinel://h1:p1,h2:p2/MASTER
-    /// (rediss+… for TLS). Without it (and without DELAYQ_REDIS_URL) delayq uses the
+    /// Redis connection string: redis://user:pass@host:port/db (user, pass and db optional),
+    /// rediss://… (TLS), unix:///path, redis+cluster://h1:p1,h2:p2,…,
+    /// redis+sentinel://h1:p1,h2:p2/MASTER (rediss+… for TLS). Without it (and without DELAYQ_REDIS_URL) delayq uses the
     /// embedded store.
     #[arg(long, global = true, env = "DELAYQ_REDIS_URL")]
     pub redis: Option<String>,
