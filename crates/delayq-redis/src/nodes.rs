@@ -8,7 +8,7 @@ use redis::{ConnectionAddr, IntoConnectionInfo, Value};
 use crate::backend::RedisBackend;
 use crate::conn::{Live, client};
 use crate::error::{self, shape};
-use crate::target::{Topology, tcp_settings};
+use crate::target::{Topology, tcp_addr, tcp_settings};
 
 /// One master of a Cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,17 +80,7 @@ pub(crate) async fn masters(b: &RedisBackend) -> Result<Vec<Live>> {
     for m in cluster_masters(b).await? {
         let (host, port) = m.addr.rsplit_once(':').expect("host:port");
         let port: u16 = port.parse().map_err(|_| shape("CLUSTER SLOTS port"))?;
-        let addr = if target.tls {
-            ConnectionAddr::TcpTls {
-                host: host.to_owned(),
-                port,
-                insecure: false,
-                tls_params: None,
-            }
-        } else {
-            ConnectionAddr::Tcp(host.to_owned(), port)
-        };
-        let info = addr
+        let info = tcp_addr(host, port, target.tls)
             .into_connection_info()
             .map_err(error::map)?
             .set_redis_settings(redis.clone())

@@ -260,7 +260,12 @@ fn host_port(h: &str, tls: bool) -> Result<ConnectionAddr, String> {
     if host.is_empty() {
         return Err(format!("no host in {h:?}"));
     }
-    Ok(if tls {
+    Ok(tcp_addr(host, port, tls))
+}
+
+/// The address of `host:port`, over TLS (hostname verified) or not.
+pub(crate) fn tcp_addr(host: &str, port: u16, tls: bool) -> ConnectionAddr {
+    if tls {
         ConnectionAddr::TcpTls {
             host: host.to_owned(),
             port,
@@ -269,7 +274,7 @@ fn host_port(h: &str, tls: bool) -> Result<ConnectionAddr, String> {
         }
     } else {
         ConnectionAddr::Tcp(host.to_owned(), port)
-    })
+    }
 }
 
 /// Percent-decoding of user and password (`%40` for `@` …).
