@@ -29,6 +29,13 @@ pub(crate) struct Cli {
     /// a failover cannot lose it.
     #[arg(long, global = true, env = "DELAYQ_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
+    /// A running `delayq serve` to send every command to (http://HOST:PORT). Without it, a
+    /// command on the embedded store goes to the server that owns it, when one runs.
+    #[arg(long, global = true, env = "DELAYQ_SERVER")]
+    pub server: Option<String>,
+    /// Bearer token for that server, when it needs one.
+    #[arg(long, global = true, env = "DELAYQ_SERVER_TOKEN")]
+    pub server_token: Option<String>,
     /// Directory of the embedded store (used when no Redis URL is configured).
     #[arg(
         long,
@@ -135,6 +142,19 @@ pub(crate) enum QueueCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+impl Command {
+    /// Whether the command only reads (it must never create a store).
+    pub(crate) fn read_only(&self) -> bool {
+        matches!(
+            self,
+            Command::Get { .. }
+                | Command::Stats { .. }
+                | Command::Dead(DeadCommand::List { .. })
+                | Command::Queue(QueueCommand::Show { .. })
+        )
+    }
 }
 
 /// When a job is due: `--delay` or `--at` (neither: now).

@@ -1,4 +1,5 @@
-//! [`AnyBackend`]: the backend chosen at run time — Redis when a URL is configured, else the
+//! [`AnyBackend`]: the backend chosen at run time — Redis when a URL is configured, a running
+//! `delayq serve` when one owns the embedded store (or `--server` names one), else the
 //! embedded store — behind the same two traits.
 
 use std::time::Duration;
@@ -11,13 +12,17 @@ use delayq::{
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
 
-/// Redis or the embedded store.
+use crate::remote::RemoteBackend;
+
+/// Redis, the embedded store, or a running `delayq serve` reached over HTTP.
 #[derive(Clone)]
 pub(crate) enum AnyBackend {
     /// A Redis server.
     Redis(RedisBackend),
     /// The embedded store in a local directory.
     Embedded(EmbeddedBackend),
+    /// A `delayq serve` (which owns the store), over its HTTP API.
+    Remote(RemoteBackend),
 }
 
 macro_rules! delegate {
@@ -25,6 +30,7 @@ macro_rules! delegate {
         match $self {
             AnyBackend::Redis($b) => $e,
             AnyBackend::Embedded($b) => $e,
+            AnyBackend::Remote($b) => $e,
         }
     };
 }

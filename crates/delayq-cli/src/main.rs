@@ -13,14 +13,15 @@ mod doctor_topology;
 mod enqueue;
 mod output;
 mod percentiles;
+mod remote;
 mod serve;
+mod store;
 mod worker;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use delayq::Producer;
-use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
 
 use crate::backend::AnyBackend;
@@ -72,8 +73,24 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Bench(a) = cli.command {
         return bench::run(cli.redis, cli.wait_replicas, a).await;
     }
-    let (backend, desc) = match &cli.redis {
-        Some(url) => {
+    let (backend, desc) = match (&cli.server, &cli.redis) {
+        (Some(url), _) if !matches!(cli.command, Command::Serve(_)) => {
+            let remote = remote::RemoteBackend::new(url, cli.server_token.clone())?;
+            let desc = format!("delayq serve at {}", remote.url());
+            (AnyBackend::Remote(remote), desc)
+        }
+        (_, None) => {
+            if let Command::Doctor { .. } = cli.command {
+                println!(
+                    "ok    backend      embedded store in {} (SQLite, WAL, synchronous=FULL); \
+                     doctor checks Redis servers: give --redis URL",
+                    cli.data.display()
+                );
+                return Ok(0);
+            }
+            store::embedded_or_server(&cli)?
+        }
+        (_, Some(url)) => {
             let opts = delayq_redis::ConnectOptions {
                 url: url.clone(),
                 tls: delayq_redis::TlsFiles {
@@ -91,21 +108,6 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 delayq_redis::mask(url),
             )
         }
-        None => {
-            if let Command::Doctor { .. } = cli.command {
-                println!(
-                    "ok    backend      embedded store in {} (SQLite, WAL, synchronous=FULL); \
-                     doctor checks Redis servers: give --redis URL",
-                    cli.data.display()
-                );
-                return Ok(0);
-            }
-            let b = EmbeddedBackend::open(&cli.data)?;
-            (
-                AnyBackend::Embedded(b),
-                format!("embedded store in {}", cli.data.display()),
-            )
-        }
     };
     let producer = Producer::new(backend.clone(), cli.queue.clone());
     match cli.command {
@@ -119,7 +121,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Queue(cmd) => admin::queue(&backend, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
-        Command::Serve(a) => serve::run(backend, &desc, a).await,
+        Command::Serve(a) => {
+            let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());
+            serve::run(backend, &desc, owned, a).await
+        }
         Command::Demo { orders } => demo::run(backend, orders).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => unreachable!("handled above"),

@@ -10,6 +10,7 @@ use crate::args::ServeArgs;
 pub(crate) async fn run(
     backend: AnyBackend,
     backend_desc: &str,
+    owned_store: Option<std::path::PathBuf>,
     a: ServeArgs,
 ) -> anyhow::Result<u8> {
     let mut tokens: Vec<String> = a.tokens.into_iter().filter(|t| !t.is_empty()).collect();
@@ -52,7 +53,21 @@ pub(crate) async fn run(
     println!(
         "  try        curl -X POST http://{addr}/v1/queues/demo/jobs -H 'content-type: application/json' -d '{{\"payload\":{{\"hello\":\"world\"}},\"delay_ms\":5000}}'"
     );
-    delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await?;
+    // Other delayq commands on this store find the server here (it owns the store's lock).
+    let server_file = owned_store.as_deref().map(crate::store::server_file);
+    if let Some(f) = &server_file {
+        let mut local = addr;
+        if local.ip().is_unspecified() {
+            local.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        std::fs::write(f, format!("http://{local}\n"))
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
+    let served = delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await;
+    if let Some(f) = &server_file {
+        let _ = std::fs::remove_file(f);
+    }
+    served?;
     eprintln!("delayq serve: stopped");
     Ok(0)
 }

@@ -10,7 +10,9 @@ use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, JobPath, QueuePath};
-use crate::model::{AckRequest, ClaimRequest, ClaimResponse, ExtendRequest, NackRequest, Outcome};
+use crate::model::{
+    AckRequest, ClaimRequest, ClaimResponse, ExtendRequest, NackRequest, Outcome, ReleaseRequest,
+};
 use crate::state::AppState;
 
 /// Longest long poll.
@@ -105,6 +107,29 @@ pub async fn ack<B: Backend + Inspect>(
         Some(AckOutcome::NotFound) => Err(delayq::Error::NotFound { id }.into()),
         _ => Err(delayq::Error::LeaseLost { id }.into()),
     }
+}
+
+/// Give a lease back (a job claimed but not run, e.g. at shutdown): due again at once, its
+/// attempt not counted unless `undo_attempt` is false. A stale token changes nothing.
+#[utoipa::path(
+    post, path = "/v1/queues/{q}/jobs/{id}/release", tag = "consumers",
+    params(("q" = String, Path), ("id" = String, Path)),
+    request_body = ReleaseRequest,
+    responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
+)]
+pub async fn release<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    JobPath(q, id): JobPath,
+    ApiJson(req): ApiJson<ReleaseRequest>,
+) -> Result<Json<Outcome>, ApiError> {
+    let lease = LeaseRef {
+        id: id.clone(),
+        token: req.lease_token,
+    };
+    st.backend()
+        .release(&q, vec![lease], req.undo_attempt)
+        .await?;
+    Ok(Json(Outcome::of(&id, "released")))
 }
 
 /// Fail an attempt: retry by the job's backoff, after `retry_in_ms`, or dead-letter.

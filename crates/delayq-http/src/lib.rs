@@ -49,7 +49,7 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
     info(title = "delayq", description = "Jobs that run at a future time: HTTP/JSON API v1."),
     paths(
         jobs::enqueue, jobs::get, jobs::cancel, jobs::reschedule,
-        lease::claim, lease::ack, lease::nack, lease::extend,
+        lease::claim, lease::ack, lease::nack, lease::extend, lease::release,
         queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
         queues::requeue_all, queues::purge,
     ),
@@ -123,6 +123,10 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
         .route("/v1/queues/{q}/jobs/{id}/ack", post(lease::ack::<B>))
         .route("/v1/queues/{q}/jobs/{id}/nack", post(lease::nack::<B>))
         .route("/v1/queues/{q}/jobs/{id}/extend", post(lease::extend::<B>))
+        .route(
+            "/v1/queues/{q}/jobs/{id}/release",
+            post(lease::release::<B>),
+        )
         .route(
             "/v1/queues/{q}/dead",
             get(queues::dead_list::<B>).delete(queues::purge::<B>),

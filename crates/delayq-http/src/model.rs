@@ -257,6 +257,21 @@ pub struct AckRequest {
     pub lease_token: u64,
 }
 
+/// A release: give a lease back, the job due again at once.
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+    /// Do not count the attempt (the job never started); default true.
+    #[serde(default = "yes")]
+    pub undo_attempt: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
 /// A nack.
 #[derive(Deserialize, ToSchema, Debug)]
 #[serde(deny_unknown_fields)]

@@ -1,0 +1,542 @@
+//! [`RemoteBackend`]: the `Backend` and `Inspect` traits over a running `delayq serve`'s HTTP
+//! API, so that every CLI command works against a store that server owns (the embedded
+//! store is locked by one process) or against `--server URL`.
+//!
+//! Plain HTTP/1.1 (one connection per request, via hyper, already in the tree through axum);
+//! a claim is a long poll of up to [`LONG_POLL`], which is how a remote consumer is woken.
+
+use std::time::Duration;
+
+use base64::Engine;
+use delayq::{
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect,
+    InvalidInput, Job, JobId, JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName,
+    QueueSettings, QueueStats, Result, Schedule, Wakeups,
+};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// How long a claim waits on the server for a due job before it answers empty.
+const LONG_POLL: Duration = Duration::from_secs(5);
+/// How long one request may take (a long poll plus a margin).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A `delayq serve` reached over HTTP.
+#[derive(Clone)]
+pub(crate) struct RemoteBackend {
+    /// `host:port`.
+    authority: String,
+    /// `Bearer` token, when the server needs one.
+    token: Option<String>,
+    /// Never bumped: the long poll of each claim is the wake-up.
+    wake: std::sync::Arc<watch::Sender<u64>>,
+}
+
+/// A reply: status, JSON body, and the raw bytes (for payloads, which must come out exactly).
+struct Reply {
+    status: u16,
+    body: Value,
+    raw: Bytes,
+}
+
+/// A job object's payload, kept as the server sent it.
+#[derive(serde::Deserialize)]
+struct RawPayload<'a> {
+    #[serde(borrow, default)]
+    payload: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    payload_b64: Option<String>,
+}
+
+impl RawPayload<'_> {
+    fn bytes(&self) -> Result<Vec<u8>> {
+        if let Some(b) = &self.payload_b64 {
+            return base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|_| shape("payload_b64"));
+        }
+        Ok(self
+            .payload
+            .map(|p| p.get().as_bytes().to_vec())
+            .unwrap_or_default())
+    }
+}
+
+/// The payloads of the job objects in `raw`: one object, an array, or `{"jobs": [...]}`.
+fn payloads(raw: &[u8]) -> Result<Vec<Vec<u8>>> {
+    #[derive(serde::Deserialize)]
+    struct Jobs<'a> {
+        #[serde(borrow)]
+        jobs: Vec<RawPayload<'a>>,
+    }
+    let list: Vec<RawPayload<'_>> = if let Ok(j) = serde_json::from_slice::<Jobs<'_>>(raw) {
+        j.jobs
+    } else if let Ok(v) = serde_json::from_slice::<Vec<RawPayload<'_>>>(raw) {
+        v
+    } else {
+        vec![serde_json::from_slice::<RawPayload<'_>>(raw).map_err(|_| shape("a job"))?]
+    };
+    list.iter().map(RawPayload::bytes).collect()
+}
+
+impl RemoteBackend {
+    /// A client of the server at `url` (`http://host:port`).
+    pub(crate) fn new(url: &str, token: Option<String>) -> anyhow::Result<Self> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            anyhow::anyhow!(
+                "server URL {url:?}: expected http://HOST:PORT (https is not supported)"
+            )
+        })?;
+        let authority = rest.trim_end_matches('/').to_owned();
+        if authority.is_empty() || authority.contains('/') {
+            anyhow::bail!("server URL {url:?}: expected http://HOST:PORT");
+        }
+        Ok(Self {
+            authority,
+            token,
+            wake: std::sync::Arc::new(watch::channel(0).0),
+        })
+    }
+
+    /// `http://host:port`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.authority)
+    }
+
+    async fn request(&self, method: &str, path: &str, body: Option<Value>) -> Result<Reply> {
+        let unavailable =
+            |e: String| Error::Unavailable(format!("delayq server {}: {e}", self.url()));
+        let fut = async {
+            let stream = tokio::net::TcpStream::connect(&self.authority)
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let (mut send, conn) = hyper::client::conn::http1::handshake(io)
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            tokio::spawn(conn);
+            let mut req = hyper::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("host", &self.authority);
+            if let Some(t) = &self.token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            let bytes = match &body {
+                Some(b) => {
+                    req = req.header("content-type", "application/json");
+                    Bytes::from(b.to_string())
+                }
+                None => Bytes::new(),
+            };
+            let req = req
+                .body(Full::new(bytes))
+                .map_err(|e| unavailable(e.to_string()))?;
+            let resp = send
+                .send_request(req)
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            let status = resp.status().as_u16();
+            let data = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| unavailable(e.to_string()))?
+                .to_bytes();
+            let body = serde_json::from_slice(&data).unwrap_or(Value::Null);
+            Ok(Reply {
+                status,
+                body,
+                raw: data,
+            })
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, fut)
+            .await
+            .map_err(|_| unavailable("timed out".into()))?
+    }
+
+    /// The reply as `Ok` for 2xx, else the API error mapped back to a [`delayq::Error`].
+    async fn ok(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        id: Option<&JobId>,
+    ) -> Result<Value> {
+        self.ok_reply(method, path, body, id).await.map(|r| r.body)
+    }
+
+    async fn ok_reply(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        id: Option<&JobId>,
+    ) -> Result<Reply> {
+        let r = self.request(method, path, body).await?;
+        if (200..300).contains(&r.status) {
+            return Ok(r);
+        }
+        Err(api_error(&r, id))
+    }
+}
+
+/// An API error (`{code, message}`) as the core error it came from.
+fn api_error(r: &Reply, id: Option<&JobId>) -> Error {
+    let code = r.body["code"].as_str().unwrap_or("");
+    let msg = r.body["message"].as_str().unwrap_or("").to_owned();
+    let job = || {
+        id.cloned()
+            .unwrap_or_else(|| JobId::new("?").expect("valid"))
+    };
+    match (r.status, code) {
+        (_, "lease_lost") => Error::LeaseLost { id: job() },
+        (404, "not_found") => Error::NotFound { id: job() },
+        (_, "job_leased") => wrong(job(), JobState::Leased),
+        (_, "job_dead") => wrong(job(), JobState::Dead),
+        (_, "job_not_dead") => Error::WrongState {
+            id: job(),
+            state: JobState::Scheduled,
+            expected: JobState::Dead,
+        },
+        (_, "conflict") => Error::Conflict(strip(&msg, "conflict: ")),
+        (_, "invalid_settings") => {
+            InvalidInput::Settings(strip(&msg, "invalid queue settings: ")).into()
+        }
+        (400..=499, _) => InvalidInput::Payload(format!("{code}: {msg}")).into(),
+        (503, _) => Error::Unavailable(msg),
+        _ => Error::Backend(format!("HTTP {}: {code}: {msg}", r.status)),
+    }
+}
+
+fn wrong(id: JobId, state: JobState) -> Error {
+    Error::WrongState {
+        id,
+        state,
+        expected: JobState::Scheduled,
+    }
+}
+
+fn strip(msg: &str, prefix: &str) -> String {
+    msg.strip_prefix(prefix).unwrap_or(msg).to_owned()
+}
+
+fn shape(what: &str) -> Error {
+    Error::Backend(format!("unexpected answer from the delayq server: {what}"))
+}
+
+fn u64_of(v: &Value, k: &str) -> Result<u64> {
+    v[k].as_u64().ok_or_else(|| shape(&format!("no {k}")))
+}
+
+fn opt_u64(v: &Value, k: &str) -> Option<u64> {
+    v[k].as_u64()
+}
+
+fn id_of(v: &Value) -> Result<JobId> {
+    JobId::new(v["id"].as_str().ok_or_else(|| shape("no id"))?).map_err(Error::from)
+}
+
+fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
+    let state = match v["state"].as_str() {
+        Some("scheduled") => JobState::Scheduled,
+        Some("leased") => JobState::Leased,
+        Some("dead") => JobState::Dead,
+        other => return Err(shape(&format!("state {other:?}"))),
+    };
+    Ok(JobInfo {
+        id: id_of(v)?,
+        state,
+        attempt: u64_of(v, "attempt")? as u32,
+        max_attempts: u64_of(v, "max_attempts")? as u32,
+        due_at_ms: u64_of(v, "due_at")?,
+        created_at_ms: u64_of(v, "created_at")?,
+        lease_deadline_ms: opt_u64(v, "lease_deadline"),
+        failed_at_ms: opt_u64(v, "failed_at"),
+        last_error: v["last_error"].as_str().map(str::to_owned),
+        payload,
+    })
+}
+
+fn stats_of(v: &Value) -> Result<QueueStats> {
+    Ok(QueueStats {
+        scheduled: u64_of(v, "scheduled")?,
+        due: u64_of(v, "due")?,
+        due_next_minute: u64_of(v, "due_next_minute")?,
+        leased: u64_of(v, "leased")?,
+        dead: u64_of(v, "dead")?,
+        oldest_overdue_ms: u64_of(v, "oldest_overdue_ms")?,
+    })
+}
+
+fn job_body(j: NewJob) -> Value {
+    let mut b = json!({
+        "payload_b64": base64::engine::general_purpose::STANDARD.encode(&j.payload),
+    });
+    if let Some(id) = j.id {
+        b["id"] = id.to_string().into();
+    }
+    match j.schedule {
+        Schedule::Now => {}
+        Schedule::Delay(d) => b["delay_ms"] = (d.as_millis() as u64).into(),
+        Schedule::At(ms) => b["run_at"] = ms.into(),
+    }
+    if let Some(m) = j.max_attempts {
+        b["max_attempts"] = m.into();
+    }
+    if let Some(bo) = j.backoff {
+        b["backoff"] = serde_json::to_value(bo).unwrap_or(Value::Null);
+    }
+    if let Some(l) = j.lease {
+        b["lease_ms"] = (l.as_millis() as u64).into();
+    }
+    b
+}
+
+fn q(queue: &QueueName) -> String {
+    format!("/v1/queues/{queue}")
+}
+
+/// An id as a path segment: everything but unreserved characters percent-encoded.
+fn enc(id: &JobId) -> String {
+    let mut out = String::new();
+    for b in id.as_str().bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn jp(queue: &QueueName, id: &JobId) -> String {
+    format!("/v1/queues/{queue}/jobs/{}", enc(id))
+}
+
+impl Backend for RemoteBackend {
+    async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        let body = Value::Array(jobs.into_iter().map(job_body).collect());
+        let v = self
+            .ok("POST", &format!("{}/jobs", q(queue)), Some(body), None)
+            .await?;
+        v.as_array()
+            .ok_or_else(|| shape("enqueue: an array"))?
+            .iter()
+            .map(|e| {
+                Ok(Enqueued {
+                    id: id_of(e)?,
+                    created: e["created"].as_bool().unwrap_or(false),
+                    due_at_ms: u64_of(e, "due_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        let acks = self.ack(queue, req.acks).await?;
+        if req.max == 0 {
+            return Ok(ClaimBatch {
+                acks,
+                ..ClaimBatch::default()
+            });
+        }
+        let body = json!({
+            "max": req.max.min(1000),
+            "lease_ms": req.lease.as_millis() as u64,
+            "wait_ms": LONG_POLL.as_millis() as u64,
+        });
+        let r = self
+            .ok_reply("POST", &format!("{}/claim", q(queue)), Some(body), None)
+            .await?;
+        let mut bodies = payloads(&r.raw)?.into_iter();
+        let mut jobs = Vec::new();
+        for j in r.body["jobs"]
+            .as_array()
+            .ok_or_else(|| shape("claim: jobs"))?
+        {
+            let deadline = u64_of(j, "lease_deadline")?;
+            jobs.push(Job {
+                id: id_of(j)?,
+                queue: queue.clone(),
+                payload: bodies.next().ok_or_else(|| shape("claim: payloads"))?,
+                attempt: u64_of(j, "attempt")? as u32,
+                max_attempts: u64_of(j, "max_attempts")? as u32,
+                due_at_ms: u64_of(j, "due_at")?,
+                created_at_ms: u64_of(j, "created_at")?,
+                lease_token: u64_of(j, "lease_token")?,
+                lease_deadline_ms: deadline,
+                lease: req.lease,
+                last_error: j["last_error"].as_str().map(str::to_owned),
+            });
+        }
+        // The long poll already waited: claim again at once.
+        Ok(ClaimBatch {
+            jobs,
+            acks,
+            next_due_in: Some(Duration::ZERO),
+        })
+    }
+
+    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        let mut out = Vec::with_capacity(leases.len());
+        for l in leases {
+            let body = json!({"lease_token": l.token});
+            let r = self
+                .request("POST", &format!("{}/ack", jp(queue, &l.id)), Some(body))
+                .await?;
+            out.push(match (r.status, r.body["code"].as_str()) {
+                (200, _) => AckOutcome::Acked,
+                (_, Some("lease_lost")) => AckOutcome::LeaseLost,
+                (404, _) => AckOutcome::NotFound,
+                _ => return Err(api_error(&r, Some(&l.id))),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
+        let mut body = json!({
+            "lease_token": lease.token,
+            "error": nack.error,
+            "dead": nack.dead,
+        });
+        if let Some(d) = nack.retry_in {
+            body["retry_in_ms"] = (d.as_millis() as u64).into();
+        }
+        let path = format!("{}/nack", jp(queue, &lease.id));
+        let v = self.ok("POST", &path, Some(body), Some(&lease.id)).await?;
+        match v["outcome"].as_str() {
+            Some("retrying") => Ok(NackOutcome::Retrying {
+                due_at_ms: u64_of(&v, "due_at")?,
+            }),
+            Some("dead") => Ok(NackOutcome::Dead {
+                failed_at_ms: opt_u64(&v, "failed_at").unwrap_or_else(delayq::job::system_now_ms),
+            }),
+            other => Err(shape(&format!("nack outcome {other:?}"))),
+        }
+    }
+
+    async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
+        let body = json!({"lease_token": lease.token, "lease_ms": len.as_millis() as u64});
+        let path = format!("{}/extend", jp(queue, &lease.id));
+        let v = self.ok("POST", &path, Some(body), Some(&lease.id)).await?;
+        u64_of(&v, "lease_deadline")
+    }
+
+    async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
+        for l in leases {
+            let body = json!({"lease_token": l.token, "undo_attempt": undo});
+            let path = format!("{}/release", jp(queue, &l.id));
+            self.request("POST", &path, Some(body)).await?;
+        }
+        Ok(())
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        let r = self.request("DELETE", &jp(queue, id), None).await?;
+        match (r.status, r.body["code"].as_str()) {
+            (200, _) => Ok(CancelOutcome::Cancelled),
+            (_, Some("job_leased")) => Ok(CancelOutcome::Leased),
+            (_, Some("job_dead")) => Ok(CancelOutcome::Dead),
+            (404, _) => Ok(CancelOutcome::NotFound),
+            _ => Err(api_error(&r, Some(id))),
+        }
+    }
+
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Schedule) -> Result<u64> {
+        let body = match s {
+            Schedule::Now => json!({"delay_ms": 0}),
+            Schedule::Delay(d) => json!({"delay_ms": d.as_millis() as u64}),
+            Schedule::At(ms) => json!({"run_at": ms}),
+        };
+        let v = self
+            .ok("PATCH", &jp(queue, id), Some(body), Some(id))
+            .await?;
+        u64_of(&v, "due_at")
+    }
+
+    async fn wakeups(&self, _queue: &QueueName) -> Result<Wakeups> {
+        Ok(self.wake.subscribe())
+    }
+}
+
+impl Inspect for RemoteBackend {
+    async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
+        let r = self.request("GET", &jp(queue, id), None).await?;
+        match r.status {
+            200 => info_of(&r.body, payloads(&r.raw)?.pop().unwrap_or_default()).map(Some),
+            404 => Ok(None),
+            _ => Err(api_error(&r, Some(id))),
+        }
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        let v = self.ok("GET", "/v1/queues", None, None).await?;
+        v.as_array()
+            .ok_or_else(|| shape("queues: an array"))?
+            .iter()
+            .map(|q| QueueName::new(q["queue"].as_str().unwrap_or("")).map_err(Error::from))
+            .collect()
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        stats_of(&self.ok("GET", &q(queue), None, None).await?)
+    }
+
+    async fn dead_list(
+        &self,
+        queue: &QueueName,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        let path = format!(
+            "{}/dead?offset={offset}&limit={}",
+            q(queue),
+            limit.clamp(1, 1000)
+        );
+        let r = self.ok_reply("GET", &path, None, None).await?;
+        let bodies = payloads(&r.raw)?;
+        r.body
+            .as_array()
+            .ok_or_else(|| shape("dead: an array"))?
+            .iter()
+            .zip(bodies)
+            .map(|(v, p)| info_of(v, p))
+            .collect()
+    }
+
+    async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        let path = format!("{}/dead/{}/requeue", q(queue), enc(id));
+        self.ok("POST", &path, None, Some(id)).await.map(|_| ())
+    }
+
+    async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
+        let v = self
+            .ok("POST", &format!("{}/dead/requeue", q(queue)), None, None)
+            .await?;
+        u64_of(&v, "count")
+    }
+
+    async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
+        let v = self
+            .ok("DELETE", &format!("{}/dead", q(queue)), None, None)
+            .await?;
+        u64_of(&v, "count")
+    }
+
+    async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        let v = self.ok("GET", &q(queue), None, None).await?;
+        Ok(QueueSettings {
+            shards: v["settings"]["shards"].as_u64().unwrap_or(1) as u32,
+        })
+    }
+
+    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+        let body = json!({"shards": s.shards});
+        self.ok("PUT", &q(queue), Some(body), None).await?;
+        Ok(s)
+    }
+}

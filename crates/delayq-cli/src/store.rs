@@ -1,0 +1,74 @@
+//! Which store a command uses when no Redis URL is given: the embedded store in `--data`, or
+//! — when a `delayq serve` owns that directory — that server, over its HTTP API. `serve`
+//! writes its address to `<data>/SERVER` while it runs; a read-only command never creates a
+//! store.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+use delayq_embedded::EmbeddedBackend;
+
+use crate::args::{Cli, Command};
+use crate::backend::AnyBackend;
+use crate::remote::RemoteBackend;
+
+/// The file in a data directory that holds the owning server's URL.
+pub(crate) fn server_file(dir: &Path) -> PathBuf {
+    dir.join("SERVER")
+}
+
+/// The embedded store, or the server that owns it.
+pub(crate) fn embedded_or_server(cli: &Cli) -> anyhow::Result<(AnyBackend, String)> {
+    let dir = &cli.data;
+    let serve = matches!(cli.command, Command::Serve(_));
+    if cli.command.read_only() && !dir.join("delayq.sqlite3").exists() {
+        bail!(
+            "no delayq store at {}: start `delayq serve` there, or pass --data DIR (or \
+             DELAYQ_DATA) to name the store",
+            dir.display()
+        );
+    }
+    match EmbeddedBackend::open(dir) {
+        Ok(b) => {
+            if !serve && std::io::stderr().is_terminal() {
+                eprintln!("delayq: embedded store in {}", shown(dir));
+            }
+            Ok((
+                AnyBackend::Embedded(b),
+                format!("embedded store in {}", shown(dir)),
+            ))
+        }
+        Err(delayq_embedded::Error::Locked { pid, .. }) if !serve => {
+            let Some(url) = std::fs::read_to_string(server_file(dir))
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+            else {
+                bail!(
+                    "the embedded store in {} is in use by another delayq process{} that \
+                     serves no HTTP API (a worker?): stop it, run the command through a \
+                     `delayq serve` that owns the store, or pass --data DIR",
+                    shown(dir),
+                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                );
+            };
+            let remote = RemoteBackend::new(&url, cli.server_token.clone())?;
+            if std::io::stderr().is_terminal() {
+                eprintln!(
+                    "delayq: the store in {} is owned by delayq serve at {url}; going through it",
+                    shown(dir)
+                );
+            }
+            Ok((AnyBackend::Remote(remote), format!("delayq serve at {url}")))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn shown(dir: &Path) -> String {
+    std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_owned())
+        .display()
+        .to_string()
+}

@@ -1,0 +1,144 @@
+//! A newcomer's path, as the README walks it, on the embedded default: `delayq serve` in one
+//! terminal owns `./delayq-data`; in another, `enqueue`, `stats`, `get`, `cancel` and a
+//! `delayq worker --exec` in the same directory go through that server. Read-only commands
+//! never create a store.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn delayq(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    c.current_dir(dir)
+        .env_remove("DELAYQ_REDIS_URL")
+        .env_remove("DELAYQ_DATA")
+        .env_remove("DELAYQ_SERVER");
+    c
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    delayq(dir).args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn stop(mut c: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &c.id().to_string()])
+        .status();
+    let _ = c.wait();
+}
+
+#[test]
+fn the_readme_flow_works_with_a_server_in_another_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut server = delayq(dir)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    assert!(first.contains("embedded store"), "{first}");
+
+    let o = run(
+        dir,
+        &[
+            "enqueue",
+            "--id",
+            "order-42",
+            "--delay",
+            "1s",
+            "--payload",
+            r#"{"order":42}"#,
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).starts_with("order-42\tcreated"), "{}", text(&o));
+    let o = run(
+        dir,
+        &[
+            "enqueue",
+            "--id",
+            "order-43",
+            "--delay",
+            "1h",
+            "--payload",
+            "x",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(dir, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    assert_eq!(v["scheduled"], 2, "{}", text(&o));
+    let o = run(dir, &["get", "order-42", "--json"]);
+    assert!(text(&o).contains("order-42"), "{}", text(&o));
+    let o = run(dir, &["cancel", "order-43"]);
+    assert_eq!(text(&o).trim(), "order-43\tcancelled", "{}", text(&o));
+
+    // A worker in the same directory is a client of the server, not a second owner.
+    let worker = delayq(dir)
+        .args(["worker", "--exec", "cat >> handled.txt"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let handled = dir.join("handled.txt");
+    while std::fs::read_to_string(&handled).unwrap_or_default() != r#"{"order":42}"# {
+        assert!(Instant::now() < deadline, "the worker did not run the job");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop(worker);
+    let o = run(dir, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    assert_eq!(
+        (v["scheduled"].as_u64(), v["leased"].as_u64()),
+        (Some(0), Some(0)),
+        "{}",
+        text(&o)
+    );
+
+    stop(server);
+    assert!(
+        !dir.join("delayq-data/SERVER").exists(),
+        "the server's address is removed"
+    );
+    // With the server gone, the CLI owns the store itself again.
+    let o = run(dir, &["get", "order-42"]);
+    assert_eq!(o.status.code(), Some(3), "done and deleted: {}", text(&o));
+}
+
+#[test]
+fn read_only_commands_never_create_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        &["stats"][..],
+        &["get", "x"],
+        &["dead", "list"],
+        &["queue", "show", "q"],
+    ] {
+        let o = run(tmp.path(), args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("no delayq store at ./delayq-data"),
+            "{}",
+            text(&o)
+        );
+        assert!(
+            !tmp.path().join("delayq-data").exists(),
+            "{args:?} created a store"
+        );
+    }
+}
