@@ -65,9 +65,9 @@ impl RedisBackend {
         let target = target::parse(&opts)?;
         let conn = Conn::connect(target.clone())
             .await
-            .map_err(|source| crate::Error::Connect {
+            .map_err(|cause| crate::Error::Connect {
                 url: target.shown.clone(),
-                source,
+                cause,
             })?;
         let sharded_pubsub = conn.is_cluster();
         let hub = WakeHub::start(target);

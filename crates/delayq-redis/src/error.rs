@@ -23,14 +23,28 @@ pub enum Error {
         why: String,
     },
     /// The server could not be reached or refused the credentials.
-    #[error("cannot connect to Redis at {url}: {source}")]
+    #[error(
+        "cannot connect to Redis at {url}: {}; is the server up and the URL right? \
+         (`delayq doctor` checks a deployment)",
+        root_cause(cause)
+    )]
     Connect {
         /// The URL, password masked.
         url: String,
-        /// The client's error.
-        #[source]
-        source: RedisError,
+        /// The client's error (its text is in the message once, not as a cause chain that
+        /// repeats it).
+        cause: RedisError,
     },
+}
+
+/// The innermost cause of a client error, said once (the client's own text repeats it).
+fn root_cause(e: &RedisError) -> String {
+    let mut cur: &dyn std::error::Error = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    let text = cur.to_string();
+    if text.is_empty() { e.to_string() } else { text }
 }
 
 impl From<Error> for delayq::Error {

@@ -119,14 +119,23 @@ pub fn mask(url: &str) -> String {
 /// Parses `opts` and reads its certificate files; nothing connects.
 pub(crate) fn parse(opts: &ConnectOptions) -> Result<Target, Error> {
     let url = opts.url.trim();
-    let shown = mask(url);
+    // Without a scheme (`user:pass@host:port`) mask as if it had one.
+    let shown = if url.contains("://") {
+        mask(url)
+    } else {
+        mask(&format!("redis://{url}"))
+            .trim_start_matches("redis://")
+            .to_owned()
+    };
     let bad = |why: String| Error::Url {
         url: shown.clone(),
         why,
     };
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| bad("expected SCHEME://…".into()))?;
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        bad(format!(
+            "expected SCHEME://… (did you mean redis://{shown}?)"
+        ))
+    })?;
     let (tls, kind) = match scheme {
         "redis" => (false, "single"),
         "rediss" => (true, "single"),
