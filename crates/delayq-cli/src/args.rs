@@ -257,6 +257,12 @@ pub(crate) struct WorkerArgs {
     /// On SIGTERM/SIGINT, how long running commands may take before they are killed.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub grace: Duration,
+    /// No line per job (start-up and shutdown lines stay).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Per-job lines as text or JSON lines (on stderr).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: crate::exec::LogFormat,
 }
 
 /// Arguments of `delayq serve`.

@@ -11,6 +11,7 @@ mod demo;
 mod doctor;
 mod doctor_topology;
 mod enqueue;
+mod exec;
 mod output;
 mod percentiles;
 mod remote;
@@ -30,7 +31,11 @@ use crate::args::{Cli, Command};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Colours only on a terminal, and never with NO_COLOR set.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
+        .with_ansi(colour)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )

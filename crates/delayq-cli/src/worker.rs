@@ -1,64 +1,13 @@
-//! `delayq worker --exec CMD`: runs a shell command for every due job.
+//! `delayq worker --exec CMD`: runs a shell command for every due job (see `exec`).
 
-use std::process::Stdio;
+use std::sync::Arc;
 
 use crate::backend::AnyBackend;
 use delayq::{Consumer, ConsumerOptions, Failure, Handler, Job, QueueName};
-use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
 
 use crate::args::WorkerArgs;
-
-/// Runs the command through `sh -c` with the payload on stdin and the job in the environment.
-struct ExecHandler {
-    cmd: String,
-}
-
-/// Longest part of a failing command's stderr kept as the job's `last_error`.
-const ERROR_TAIL: usize = 512;
-
-impl Handler for ExecHandler {
-    async fn handle(&self, job: Job) -> Result<(), Failure> {
-        let mut child = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&self.cmd)
-            .env("DELAYQ_JOB_ID", job.id.as_str())
-            .env("DELAYQ_QUEUE", job.queue.as_str())
-            .env("DELAYQ_ATTEMPT", job.attempt.to_string())
-            .env("DELAYQ_DUE_AT_MS", job.due_at_ms.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::piped())
-            // Aborted at the end of the shutdown grace period: the command dies with us.
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| Failure::retry(format!("cannot start sh: {e}")))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            let payload = job.payload;
-            // A command that does not read its stdin must not block us.
-            tokio::spawn(async move {
-                let _ = stdin.write_all(&payload).await;
-            });
-        }
-        let out = child
-            .wait_with_output()
-            .await
-            .map_err(|e| Failure::retry(format!("waiting for the command: {e}")))?;
-        if !out.stderr.is_empty() {
-            eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        }
-        if out.status.success() {
-            return Ok(());
-        }
-        let err = String::from_utf8_lossy(&out.stderr);
-        // The last ERROR_TAIL bytes, starting on a character boundary.
-        let mut start = err.len().saturating_sub(ERROR_TAIL);
-        while !err.is_char_boundary(start) {
-            start += 1;
-        }
-        let tail = err[start..].trim();
-        Err(Failure::retry(format!("{}: {tail}", out.status)))
-    }
-}
+use crate::exec::{ExecHandler, missing_program};
 
 /// The benchmark handler: optionally sleeps, then appends `id,completion_ms` to a file with
 /// one `write` per line (atomic under `O_APPEND`), so a SIGKILL loses no recorded line.
@@ -97,11 +46,38 @@ pub(crate) async fn run(
     let consumer = Consumer::new(backend, queue.clone(), opts)?;
     let report = match (a.exec, a.bench_record) {
         (Some(cmd), _) => {
+            if let Some(why) = missing_program(&cmd) {
+                eprintln!("error: --exec {cmd:?} cannot run: {why}; no job was touched");
+                return Ok(2);
+            }
             eprintln!(
                 "delayq worker: queue {queue}, concurrency {}, running: {cmd}",
                 a.concurrency
             );
-            consumer.run(ExecHandler { cmd }, shutdown_signal()).await?
+            let signal = shutdown_signal();
+            let broken = Arc::new(Notify::new());
+            let handler = ExecHandler {
+                cmd: cmd.clone(),
+                quiet: a.quiet,
+                format: a.log_format,
+                broken: broken.clone(),
+            };
+            let stop = async move {
+                tokio::select! {
+                    _ = signal => {}
+                    _ = broken.notified() => {}
+                }
+            };
+            let report = consumer.run(handler, stop).await?;
+            if report.given_back > 0 {
+                eprintln!(
+                    "error: --exec {cmd:?} could not be run (exit 126/127); the worker stopped \
+                     and gave {} job(s) back without counting an attempt",
+                    report.given_back
+                );
+                return Ok(2);
+            }
+            report
         }
         (None, Some(path)) => {
             let file = std::fs::OpenOptions::new()
@@ -123,12 +99,17 @@ pub(crate) async fn run(
     Ok(0)
 }
 
-/// Completes on SIGTERM or SIGINT.
-pub(crate) async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// Completes on SIGTERM or SIGINT. The handlers are installed when this is called, not when
+/// the future is first polled: a signal that arrives early must not kill the process with
+/// jobs unacknowledged.
+pub(crate) fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
     }
 }

@@ -142,3 +142,106 @@ fn read_only_commands_never_create_a_store() {
         );
     }
 }
+
+#[test]
+fn a_worker_whose_program_is_missing_touches_no_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = run(dir, &["enqueue", "--id", "j1", "--payload", "x"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Clearly missing at start: refused before anything is claimed.
+    let o = run(dir, &["worker", "--exec", "./nonexistent.sh"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("./nonexistent.sh does not exist"),
+        "{}",
+        text(&o)
+    );
+
+    // Missing only when run (the shell answers 127): the job is given back, not failed,
+    // and the worker stops.
+    let o = delayq(dir)
+        .args(["worker", "--exec", "sh -c 'exit 127'"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("gave 1 job(s) back"), "{}", text(&o));
+    let o = run(dir, &["get", "j1", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["state"].as_str(), v["attempt"].as_u64()),
+        (Some("scheduled"), Some(0)),
+        "{v}"
+    );
+}
+
+#[test]
+fn the_worker_logs_one_line_per_job_as_text_or_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for id in ["ok-1", "bad-1"] {
+        assert!(
+            run(dir, &["enqueue", "--id", id, "--payload", "x"])
+                .status
+                .success()
+        );
+    }
+    let handler = r#"test "$DELAYQ_JOB_ID" = ok-1"#;
+    for (format, want) in [
+        (
+            "text",
+            vec![
+                "ok-1 attempt 1/10 acked",
+                "bad-1 attempt 1/10 failed, retry by backoff",
+            ],
+        ),
+        ("json", vec![r#""id":"ok-1""#, r#""outcome":"acked""#]),
+    ] {
+        let child = delayq(dir)
+            .args(["worker", "--log-format", format, "--exec", handler])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        for w in &want {
+            assert!(err.contains(w), "{format}: {w} missing in {err}");
+        }
+        if format == "json" {
+            let line = err
+                .lines()
+                .find(|l| l.starts_with('{') && l.contains("ok-1"))
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["attempt"], 1);
+            assert!(!err.contains('\u{1b}'), "no ANSI escapes off a terminal");
+        }
+        // Requeue ok-1 for the next format.
+        assert!(
+            run(dir, &["enqueue", "--id", "ok-1", "--payload", "x"])
+                .status
+                .success()
+        );
+    }
+    let child = delayq(dir)
+        .args(["worker", "--quiet", "--exec", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("attempt"),
+        "--quiet"
+    );
+}

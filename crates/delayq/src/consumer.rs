@@ -74,6 +74,8 @@ pub struct RunReport {
     pub lease_lost: u64,
     /// Handlers aborted at the end of the shutdown grace period.
     pub aborted: u64,
+    /// Jobs given back without counting the attempt ([`Failure::give_back`]).
+    pub given_back: u64,
 }
 
 /// Runs a handler over the due jobs of one queue.
@@ -88,6 +90,7 @@ enum Outcome {
     Ack(LeaseRef),
     Nacked(NackOutcome),
     LeaseLost,
+    GivenBack,
     Unresolved,
 }
 
@@ -322,6 +325,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,
                     Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,
                     Outcome::LeaseLost => self.report.lease_lost += 1,
+                    Outcome::GivenBack => self.report.given_back += 1,
                     Outcome::Unresolved => {}
                 }
             }
@@ -384,6 +388,16 @@ async fn run_job<B: Backend, H: Handler>(handler: Arc<H>, backend: B, job: Job) 
         Ok(Err(f)) => f,
         Err(panic) => Failure::retry(format!("handler panicked: {}", panic_message(&panic))),
     };
+    if failure.is_give_back() {
+        tracing::warn!(queue = %queue, id = %lease.id, error = failure.message(), "job given back");
+        return match backend.release(&queue, vec![lease.clone()], true).await {
+            Ok(()) => Outcome::GivenBack,
+            Err(e) => {
+                tracing::warn!(queue = %queue, id = %lease.id, error = %e, "give back failed");
+                Outcome::Unresolved
+            }
+        };
+    }
     let nack = Nack {
         error: failure.message().to_owned(),
         retry_in: failure.retry_delay(),

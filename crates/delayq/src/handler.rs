@@ -18,6 +18,7 @@ pub struct Failure {
     message: String,
     retry_in: Option<Duration>,
     dead: bool,
+    give_back: bool,
 }
 
 impl Failure {
@@ -27,6 +28,7 @@ impl Failure {
             message: message.to_string(),
             retry_in: None,
             dead: false,
+            give_back: false,
         }
     }
 
@@ -44,6 +46,21 @@ impl Failure {
             dead: true,
             ..Self::retry(message)
         }
+    }
+
+    /// Not the job's failure but the consumer's (a handler that cannot run at all, e.g. a
+    /// missing program): the lease is given back, the job due again at once, and the attempt
+    /// is not counted.
+    pub fn give_back(message: impl fmt::Display) -> Self {
+        Self {
+            give_back: true,
+            ..Self::retry(message)
+        }
+    }
+
+    /// Whether the job is given back without counting the attempt.
+    pub fn is_give_back(&self) -> bool {
+        self.give_back
     }
 
     /// The message stored as the job's `last_error`.

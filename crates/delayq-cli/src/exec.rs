@@ -1,0 +1,204 @@
+//! The `--exec` handler of `delayq worker`: a shell command per job, checked before the
+//! worker starts (a missing program is a configuration error, not the jobs' failure), and one
+//! log line per job outcome (text or JSON lines on stderr; `--quiet` turns them off).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Instant;
+
+use delayq::{Failure, Handler, Job};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
+
+use crate::output::format_ms;
+
+/// How per-job lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// `TIME id attempt N/M outcome duration` lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Longest part of a failing command's stderr kept as the job's `last_error`.
+const ERROR_TAIL: usize = 512;
+
+/// Shell words that are not programs on the PATH.
+const SHELL_WORDS: &[&str] = &[
+    "!", ".", ":", "[", "break", "case", "cd", "command", "continue", "echo", "eval", "exec",
+    "exit", "export", "false", "for", "if", "printf", "read", "set", "test", "true", "ulimit",
+    "umask", "unset", "until", "wait", "while", "{", "(",
+];
+
+/// Why `cmd` cannot run, when its program is clearly missing: the first word (after `VAR=…`
+/// assignments) is a path that does not exist or is not executable, or a name on no `PATH`
+/// directory. Anything the shell could still resolve (builtins, `$VAR`, quoting) passes.
+pub(crate) fn missing_program(cmd: &str) -> Option<String> {
+    let word = cmd
+        .split_whitespace()
+        .find(|w| !(w.contains('=') && !w.starts_with('=')))?;
+    if SHELL_WORDS.contains(&word) || word.contains(['$', '`', '"', '\'', '\\', '*', '?']) {
+        return None;
+    }
+    if word.contains('/') {
+        let p = Path::new(word);
+        let meta = match std::fs::metadata(p) {
+            Ok(m) => m,
+            Err(_) => {
+                let cwd = std::env::current_dir().unwrap_or_default();
+                return Some(format!(
+                    "{word} does not exist (looked in {})",
+                    cwd.display()
+                ));
+            }
+        };
+        use std::os::unix::fs::PermissionsExt;
+        if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+            return Some(format!("{word} is not executable (chmod +x {word}?)"));
+        }
+        return None;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|d| d.join(word).is_file());
+    (!found).then(|| format!("{word} is not a program on PATH"))
+}
+
+/// Runs the command through `sh -c` with the payload on stdin and the job in the environment.
+pub(crate) struct ExecHandler {
+    /// The shell command.
+    pub cmd: String,
+    /// Per-job lines off.
+    pub quiet: bool,
+    /// Their format.
+    pub format: LogFormat,
+    /// Notified when the command cannot be started at all (exit 126/127): the worker stops.
+    pub broken: Arc<Notify>,
+}
+
+impl ExecHandler {
+    fn log(&self, job: &Job, outcome: &str, started: Instant, detail: Option<&str>) {
+        if self.quiet {
+            return;
+        }
+        let ms = started.elapsed().as_millis() as u64;
+        let now = delayq::job::system_now_ms();
+        match self.format {
+            LogFormat::Json => {
+                let mut v = serde_json::json!({
+                    "ts": format_ms(now), "queue": job.queue.as_str(), "id": job.id.as_str(),
+                    "attempt": job.attempt, "max_attempts": job.max_attempts,
+                    "outcome": outcome, "duration_ms": ms,
+                });
+                if let Some(d) = detail {
+                    v["error"] = d.into();
+                }
+                eprintln!("{v}");
+            }
+            LogFormat::Text => eprintln!(
+                "{} {} attempt {}/{} {outcome} {ms} ms{}",
+                format_ms(now),
+                job.id,
+                job.attempt,
+                job.max_attempts,
+                detail.map(|d| format!(": {d}")).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+impl Handler for ExecHandler {
+    async fn handle(&self, job: Job) -> Result<(), Failure> {
+        let started = Instant::now();
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&self.cmd)
+            .env("DELAYQ_JOB_ID", job.id.as_str())
+            .env("DELAYQ_QUEUE", job.queue.as_str())
+            .env("DELAYQ_ATTEMPT", job.attempt.to_string())
+            .env("DELAYQ_DUE_AT_MS", job.due_at_ms.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            // Aborted at the end of the shutdown grace period: the command dies with us.
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Failure::give_back(format!("cannot start sh: {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let payload = job.payload.clone();
+            // A command that does not read its stdin must not block us.
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&payload).await;
+            });
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| Failure::retry(format!("waiting for the command: {e}")))?;
+        if !out.stderr.is_empty() {
+            eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        }
+        if out.status.success() {
+            self.log(&job, "acked", started, None);
+            return Ok(());
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        // The last ERROR_TAIL bytes, starting on a character boundary.
+        let mut start = err.len().saturating_sub(ERROR_TAIL);
+        while !err.is_char_boundary(start) {
+            start += 1;
+        }
+        let tail = err[start..].trim();
+        let message = format!("{}: {tail}", out.status);
+        if matches!(out.status.code(), Some(126 | 127)) {
+            // The shell could not run the program: not this job's failure.
+            self.log(&job, "given back", started, Some(&message));
+            self.broken.notify_one();
+            return Err(Failure::give_back(message));
+        }
+        let outcome = if job.attempt >= job.max_attempts {
+            "failed, dead-lettered (last attempt)"
+        } else {
+            "failed, retry by backoff"
+        };
+        self.log(&job, outcome, started, Some(&message));
+        Err(Failure::retry(message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clearly_missing_programs_are_caught_and_shell_forms_pass() {
+        assert!(
+            missing_program("./nonexistent.sh")
+                .unwrap()
+                .contains("does not exist")
+        );
+        assert!(
+            missing_program("X=1 ./nope arg")
+                .unwrap()
+                .contains("./nope")
+        );
+        assert!(
+            missing_program("no-such-program-xyz --flag")
+                .unwrap()
+                .contains("PATH")
+        );
+        let plain = tempfile::NamedTempFile::new().unwrap();
+        let plain = plain.path().to_str().unwrap().to_owned();
+        assert!(missing_program(&plain).unwrap().contains("not executable"));
+        for ok in [
+            "cat >> out.txt",
+            "echo hi",
+            "X=1 sh -c 'exit 0'",
+            "$HANDLER",
+            "/bin/sh -c true",
+        ] {
+            assert_eq!(missing_program(ok), None, "{ok}");
+        }
+    }
+}
