@@ -38,7 +38,7 @@ const SHELL_WORDS: &[&str] = &[
 pub(crate) fn missing_program(cmd: &str) -> Option<String> {
     let word = cmd
         .split_whitespace()
-        .find(|w| !(w.contains('=') && !w.starts_with('=')))?;
+        .find(|w| !w.contains('=') || w.starts_with('='))?;
     if SHELL_WORDS.contains(&word) || word.contains(['$', '`', '"', '\'', '\\', '*', '?']) {
         return None;
     }
