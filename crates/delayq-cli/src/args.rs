@@ -162,7 +162,7 @@ impl Command {
 #[group(multiple = false)]
 pub(crate) struct When {
     /// Delay, e.g. 250ms, 30s, 30m, 7d.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub delay: Option<Duration>,
     /// Absolute time, RFC 3339 (e.g. 2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00).
     #[arg(long, value_parser = parse_time)]
@@ -287,6 +287,11 @@ pub(crate) struct ServeArgs {
 
 /// Parses `250ms`, `30s`, `30m`, `7d`, `1h 30m`.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "{s:?} is negative: a delay cannot be in the past (0 means now; --at takes a time)"
+        ));
+    }
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (examples: 250ms, 30s, 30m, 7d)"))
 }
 

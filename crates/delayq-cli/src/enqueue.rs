@@ -4,7 +4,7 @@ use std::io::BufRead;
 use std::time::Duration;
 
 use crate::backend::AnyBackend;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use delayq::{Enqueued, InvalidInput, JobId, NewJob, Producer, Schedule};
 use serde::Deserialize;
 
@@ -67,7 +67,11 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
     let payload = match (a.payload, a.payload_file) {
         (Some(t), None) => t.into_bytes(),
         (None, Some(f)) => std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?,
-        _ => bail!("give --payload TEXT or --payload-file FILE"),
+        _ => {
+            return Err(
+                InvalidInput::Payload("give --payload TEXT or --payload-file FILE".into()).into(),
+            );
+        }
     };
     let mut job = NewJob::new(payload).schedule(a.when.schedule()?);
     if let Some(id) = a.id {

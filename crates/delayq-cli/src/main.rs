@@ -78,6 +78,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Bench(a) = cli.command {
         return bench::run(cli.redis, cli.wait_replicas, a).await;
     }
+    if let Command::Serve(a) = &cli.command {
+        serve::check(a)?;
+    }
     let (backend, desc) = match (&cli.server, &cli.redis) {
         (Some(url), _) if !matches!(cli.command, Command::Serve(_)) => {
             let remote = remote::RemoteBackend::new(url, cli.server_token.clone())?;

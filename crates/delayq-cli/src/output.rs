@@ -33,13 +33,8 @@ pub(crate) fn job_text(j: &JobInfo) -> String {
     s
 }
 
-/// A job as one JSON object (payload as text when it is UTF-8, else hex).
+/// A job as one JSON object, in the HTTP API's shape (`due_at`, `created_at`, … in ms; the
+/// payload as JSON when it is JSON, else `payload_b64`), so scripts read one shape from both.
 pub(crate) fn job_json(j: &JobInfo) -> serde_json::Value {
-    let mut v = serde_json::to_value(j).unwrap_or_default();
-    let payload = match std::str::from_utf8(&j.payload) {
-        Ok(t) => serde_json::Value::String(t.to_owned()),
-        Err(_) => serde_json::Value::String(j.payload.iter().map(|b| format!("{b:02x}")).collect()),
-    };
-    v["payload"] = payload;
-    v
+    serde_json::to_value(delayq_http::model::JobView::from(j.clone())).unwrap_or_default()
 }

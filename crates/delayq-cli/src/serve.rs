@@ -6,14 +6,10 @@ use delayq_http::{AppState, HttpConfig};
 
 use crate::args::ServeArgs;
 
-/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
-pub(crate) async fn run(
-    backend: AnyBackend,
-    backend_desc: &str,
-    owned_store: Option<std::path::PathBuf>,
-    a: ServeArgs,
-) -> anyhow::Result<u8> {
-    let mut tokens: Vec<String> = a.tokens.into_iter().filter(|t| !t.is_empty()).collect();
+/// The accepted tokens; refuses a public address without one. Called before the store is
+/// opened, so a refused `serve` creates nothing.
+pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<String>> {
+    let mut tokens: Vec<String> = a.tokens.iter().filter(|t| !t.is_empty()).cloned().collect();
     if let Some(f) = &a.token_file {
         let text = std::fs::read_to_string(f)
             .with_context(|| format!("reading token file {}", f.display()))?;
@@ -31,6 +27,17 @@ pub(crate) async fn run(
             a.listen
         );
     }
+    Ok(tokens)
+}
+
+/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+pub(crate) async fn run(
+    backend: AnyBackend,
+    backend_desc: &str,
+    owned_store: Option<std::path::PathBuf>,
+    a: ServeArgs,
+) -> anyhow::Result<u8> {
+    let tokens = check(&a)?;
     let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
     let config = HttpConfig {
         max_payload: a.max_payload,

@@ -85,10 +85,11 @@ fn enqueue_get_cancel_stats() {
     let g = delayq(&s, &["get", "o-1", "--json"]);
     let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
     assert_eq!(info["state"], "scheduled");
-    assert_eq!(info["payload"], "cancel o-1");
+    // The HTTP API's shape: text that is not JSON comes as payload_b64.
+    assert_eq!(info["payload_b64"], "Y2FuY2VsIG8tMQ==", "{info}");
     let g = delayq(&s, &["get", &generated, "--json"]);
     let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
-    assert_eq!(info["due_at_ms"], 1_893_456_000_000u64);
+    assert_eq!(info["due_at"], 1_893_456_000_000u64);
     assert_eq!(info["max_attempts"], 3);
 
     let st = stats(&s);
@@ -165,10 +166,14 @@ fn payload_file_and_jsonl() {
     assert_eq!(stdout(&again).trim(), "created 0\texisting 2501");
     let g = delayq(&s, &["get", "j7", "--json"]);
     let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
-    assert_eq!(info["payload"], r#"{"n":7}"#);
+    assert_eq!(
+        info["payload"],
+        serde_json::json!({"n": 7}),
+        "the JSON payload itself"
+    );
     let g = delayq(&s, &["get", "at", "--json"]);
     let info: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
-    assert_eq!(info["due_at_ms"], 1_893_452_400_000u64);
+    assert_eq!(info["due_at"], 1_893_452_400_000u64);
     assert_eq!(stats(&s)["scheduled"], 2502);
 }
 
@@ -177,6 +182,8 @@ fn bad_input_exits_2_and_writes_nothing() {
     let s = RedisServer::start();
     let cases: &[(&[&str], &str)] = &[
         (&["enqueue", "--delay=-5s", "--payload", "x"], ""),
+        (&["enqueue", "--delay", "-5s", "--payload", "x"], ""),
+        (&["enqueue", "--id", "no-payload"], ""),
         (&["enqueue", "--delay", "11y", "--payload", "x"], ""),
         (&["enqueue", "--at", "tomorrow", "--payload", "x"], ""),
         (&["enqueue", "--id", "a\u{1}b", "--payload", "x"], ""),
@@ -211,6 +218,12 @@ fn bad_input_exits_2_and_writes_nothing() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
         assert!(!o.stderr.is_empty());
     }
+    // A negative delay is named as such, not swallowed as an unknown flag.
+    let o = delayq(&s, &["enqueue", "--delay", "-5s", "--payload", "x"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is negative"),
+        "{o:?}"
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
         .args(["--redis", &s.url(), "--queue", "bad{name}", "stats"])
         .output()

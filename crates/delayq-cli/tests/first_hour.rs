@@ -245,3 +245,12 @@ fn the_worker_logs_one_line_per_job_as_text_or_json() {
         "--quiet"
     );
 }
+
+#[test]
+fn a_refused_serve_creates_no_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = run(tmp.path(), &["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("without a token"), "{}", text(&o));
+    assert!(!tmp.path().join("delayq-data").exists());
+}

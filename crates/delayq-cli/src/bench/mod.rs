@@ -25,7 +25,8 @@ pub(crate) struct BenchArgs {
     /// Workload to run.
     #[arg(long, value_enum, default_value = "all")]
     pub workload: Workload,
-    /// Jobs per workload where WORKLOADS.md says 100,000 (W1, W2, W4, W6's due jobs, W7).
+    /// Jobs per workload where the workloads (docs/BENCHMARKS.md) say 100,000 (W1, W2, W4,
+    /// W6's due jobs, W7).
     #[arg(long, default_value_t = 100_000)]
     pub n: usize,
     /// Backlogs of W6, comma-separated.
