@@ -86,6 +86,11 @@ impl SentinelSet {
         format!("redis+sentinel://127.0.0.1:{}/{MASTER}", self.sentinel_port)
     }
 
+    /// The sentinel's port.
+    pub fn sentinel_port(&self) -> u16 {
+        self.sentinel_port
+    }
+
     /// One command to the sentinel.
     pub fn sentinel_command(&self, args: &[&str]) -> String {
         command_on(self.sentinel_port, args)
