@@ -103,3 +103,41 @@ async fn the_embedded_store_refuses_shards() {
     let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 1}))).await;
     assert_eq!((s, v["settings"]["shards"].as_u64()), (200, Some(1)), "{v}");
 }
+
+/// After Redis comes back, `/readyz` answers 200 as soon as requests succeed again (it probes
+/// through the same connection as every request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_backend_back() {
+    let mut server = RedisServer::start_durable();
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let r = delayq_http::router(AppState::new(backend, HttpConfig::default(), None));
+    let ready = |r: Router| async move {
+        let req = axum::http::Request::builder()
+            .uri("/readyz")
+            .header("host", "test")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        r.oneshot(req).await.unwrap().status().as_u16()
+    };
+    assert_eq!(ready(r.clone()).await, 200);
+    server.kill();
+    assert_eq!(ready(r.clone()).await, 503, "down is not ready");
+    server.restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (s, _) = call(&r, "GET", "/v1/queues/orders", None).await;
+        if s == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "requests never recovered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        ready(r.clone()).await,
+        200,
+        "ready as soon as requests succeed"
+    );
+}
