@@ -201,6 +201,11 @@ fn api_error(r: &Reply, id: Option<&JobId>) -> Error {
             state: JobState::Scheduled,
             expected: JobState::Dead,
         },
+        (401, _) => Error::Backend(
+            "the delayq server refused the request (401): pass its token with --server-token \
+             (or DELAYQ_SERVER_TOKEN)"
+                .into(),
+        ),
         (_, "conflict") => Error::Conflict(strip(&msg, "conflict: ")),
         (_, "invalid_settings") => {
             InvalidInput::Settings(strip(&msg, "invalid queue settings: ")).into()

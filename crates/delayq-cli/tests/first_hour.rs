@@ -254,3 +254,57 @@ fn a_refused_serve_creates_no_store() {
     assert!(text(&o).contains("without a token"), "{}", text(&o));
     assert!(!tmp.path().join("delayq-data").exists());
 }
+
+#[test]
+fn server_names_a_server_explicitly_with_its_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let data = dir.join("elsewhere");
+    let mut server = delayq(dir)
+        .arg("--data")
+        .arg(&data)
+        .args(["serve", "--listen", "127.0.0.1:0", "--token", "s3cret"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_owned();
+    let o = run(
+        dir,
+        &["--server", &url, "enqueue", "--id", "a", "--payload", "x"],
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert!(text(&o).contains("--server-token"), "{}", text(&o));
+    let o = run(
+        dir,
+        &[
+            "--server",
+            &url,
+            "--server-token",
+            "s3cret",
+            "enqueue",
+            "--id",
+            "a",
+            "--payload",
+            "x",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = delayq(dir)
+        .env("DELAYQ_SERVER", &url)
+        .env("DELAYQ_SERVER_TOKEN", "s3cret")
+        .args(["get", "a", "--json"])
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("\"a\""), "{}", text(&o));
+    assert!(!dir.join("delayq-data").exists(), "no local store was made");
+    stop(server);
+}
