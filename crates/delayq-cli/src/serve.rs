@@ -41,6 +41,7 @@ pub(crate) async fn run(
     let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
     let config = HttpConfig {
         max_payload: a.max_payload,
+        loopback_hosts_only: tokens.is_empty() && a.listen.ip().is_loopback(),
         tokens,
         ..HttpConfig::default()
     };

@@ -55,6 +55,7 @@ error_codes! {
     InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
     InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store)";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
+    Forbidden = "forbidden", 403, "without tokens: a Host that is not this machine, or a state-changing browser request from another site";
     NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled)";
     NoRoute = "no_route", 404, "no such endpoint";
     MethodNotAllowed = "method_not_allowed", 405, "the endpoint exists but not with this method";

@@ -152,8 +152,13 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
         .route("/", get(ops::dashboard))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::browser_guard::<B>,
+        ))
         .with_state(state)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(auth::security_headers))
         .layer(middleware::from_fn(record_latency))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

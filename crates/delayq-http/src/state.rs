@@ -20,6 +20,10 @@ pub struct HttpConfig {
     pub tokens: Vec<String>,
     /// Longest request (long polls end sooner: `wait_ms` is at most 60 s).
     pub request_timeout: Duration,
+    /// Without tokens, accept only loopback `Host` values (`localhost`, `127.0.0.1`, `[::1]`):
+    /// a web page that rebinds its own name to 127.0.0.1 cannot reach the API. `delayq serve`
+    /// sets it when it listens on loopback without tokens.
+    pub loopback_hosts_only: bool,
 }
 
 impl Default for HttpConfig {
@@ -29,6 +33,7 @@ impl Default for HttpConfig {
             max_body: 16 * 1024 * 1024,
             tokens: Vec::new(),
             request_timeout: Duration::from_secs(90),
+            loopback_hosts_only: false,
         }
     }
 }

@@ -101,19 +101,38 @@ pub(crate) fn tcp_settings() -> TcpSettings {
 
 /// The URL with the password replaced by `***`.
 pub fn mask(url: &str) -> String {
+    // Query credentials first (`unix:///s?pass=…`, `?password=…`).
+    let (url, query) = match url.split_once('?') {
+        Some((u, q)) => {
+            let q: Vec<String> = q
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _))
+                        if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                    {
+                        format!("{k}=***")
+                    }
+                    _ => kv.to_owned(),
+                })
+                .collect();
+            (u, format!("?{}", q.join("&")))
+        }
+        None => (url, String::new()),
+    };
     let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+        return format!("{url}{query}");
     };
     let (auth, tail) = match rest.rfind('@') {
         Some(at) => (&rest[..at], &rest[at..]),
-        None => return url.to_owned(),
+        None => return format!("{url}{query}"),
     };
-    match auth.split_once(':') {
+    let masked = match auth.split_once(':') {
         Some((user, _)) => format!("{scheme}://{user}:***{tail}"),
         // `redis://password@host` (no user) is the password alone.
         None if !auth.is_empty() => format!("{scheme}://***{tail}"),
         None => url.to_owned(),
-    }
+    };
+    format!("{masked}{query}")
 }
 
 /// Parses `opts` and reads its certificate files; nothing connects.
@@ -411,6 +430,14 @@ mod tests {
         assert_eq!(mask("redis://u:secret@h:1"), "redis://u:***@h:1");
         assert_eq!(mask("redis://secret@h:1"), "redis://***@h:1");
         assert_eq!(mask("redis://h:1"), "redis://h:1");
+        assert_eq!(
+            mask("unix:///tmp/r.sock?db=2&pass=secret"),
+            "unix:///tmp/r.sock?db=2&pass=***"
+        );
+        assert_eq!(
+            mask("redis+unix:///s?user=u&password=secret"),
+            "redis+unix:///s?user=u&password=***"
+        );
     }
 
     #[test]
