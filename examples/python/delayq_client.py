@@ -1,6 +1,7 @@
 """A tiny client of delayq's HTTP API using only the Python standard library."""
 
 import json
+import uuid
 import urllib.error
 import urllib.request
 
@@ -38,6 +39,9 @@ class Client:
         return f"/v1/queues/{self.queue}{rest}"
 
     def enqueue(self, payload, id=None, delay_ms=None, run_at=None, max_attempts=None):
+        # An id before the first try: retrying after a 503 (outcome unknown) is then safe.
+        if id is None:
+            id = uuid.uuid4().hex
         body = {"payload": payload}
         for k, v in (("id", id), ("delay_ms", delay_ms), ("run_at", run_at),
                      ("max_attempts", max_attempts)):

@@ -48,10 +48,13 @@ impl Line {
             }
             (None, None) => Schedule::Now,
         };
-        let mut job = NewJob::new(payload).schedule(schedule);
-        if let Some(id) = self.id {
-            job = job.id(JobId::new(id)?);
-        }
+        // An id before the first try: a retry after an unknown outcome (503) cannot store
+        // the job twice.
+        let id = match self.id {
+            Some(id) => JobId::new(id)?,
+            None => JobId::generate(),
+        };
+        let mut job = NewJob::new(payload).schedule(schedule).id(id);
         if let Some(n) = self.max_attempts {
             job = job.max_attempts(n);
         }
@@ -73,10 +76,8 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
             );
         }
     };
-    let mut job = NewJob::new(payload).schedule(a.when.schedule()?);
-    if let Some(id) = a.id {
-        job = job.id(id);
-    }
+    let id = a.id.unwrap_or_else(JobId::generate);
+    let mut job = NewJob::new(payload).schedule(a.when.schedule()?).id(id);
     if let Some(n) = a.max_attempts {
         job = job.max_attempts(n);
     }

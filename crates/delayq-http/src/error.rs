@@ -68,6 +68,7 @@ error_codes! {
     BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
     UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
     Internal = "internal", 500, "a bug: please report it";
+    StoreFull = "store_full", 507, "the store is full (Redis maxmemory with noeviction); nothing was written; retry after memory is freed";
     Unavailable = "unavailable", 503, "the backend cannot be reached; retry";
 }
 
@@ -161,6 +162,7 @@ impl From<delayq::Error> for ApiError {
             }
             E::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
             E::Conflict(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),
+            E::StoreFull(_) => ApiError::new(ErrorCode::StoreFull, e.to_string()),
             _ => ApiError::new(ErrorCode::Internal, e.to_string()),
         }
     }

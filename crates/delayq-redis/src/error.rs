@@ -59,6 +59,13 @@ impl From<Error> for delayq::Error {
 /// Maps a Redis error: transport trouble and transient server states are retryable
 /// ([`delayq::Error::Unavailable`]); anything else is a [`delayq::Error::Backend`].
 pub(crate) fn map(e: RedisError) -> delayq::Error {
+    if e.code() == Some("OOM") {
+        return delayq::Error::StoreFull(
+            "Redis is at maxmemory (noeviction) and refused the write; nothing was written. \
+             Free memory or raise maxmemory, then retry"
+                .into(),
+        );
+    }
     let transient = e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()

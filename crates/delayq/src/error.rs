@@ -82,6 +82,10 @@ pub enum Error {
     /// The backend answered with something unexpected (a bug or an incompatible server).
     #[error("backend error: {0}")]
     Backend(String),
+    /// The store is full (Redis at `maxmemory` with `noeviction`): nothing was written. Free
+    /// memory or raise the limit, then retry.
+    #[error("store full: {0}")]
+    StoreFull(String),
     /// The change conflicts with the store's current state (e.g. changing the shard count of
     /// a queue that holds jobs). Nothing was changed.
     #[error("conflict: {0}")]
@@ -91,7 +95,7 @@ pub enum Error {
 impl Error {
     /// Whether retrying the same call later can succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Unavailable(_))
+        matches!(self, Error::Unavailable(_) | Error::StoreFull(_))
     }
 }
 
