@@ -19,6 +19,7 @@ pub mod queues;
 pub mod state;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -206,7 +207,7 @@ async fn record_latency(req: Request, next: Next) -> Response {
 
 /// Request ids: a process-unique counter (`x-request-id`, kept when the client sends one).
 #[derive(Clone, Default)]
-struct Counter(std::sync::Arc<AtomicU64>);
+struct Counter(Arc<AtomicU64>);
 
 impl MakeRequestId for Counter {
     fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
@@ -219,16 +220,52 @@ impl MakeRequestId for Counter {
 
 /// Serves `router(state)` on `listener` until `shutdown` completes, then stops accepting,
 /// ends pending long polls and finishes requests in flight.
+///
+/// Connections are HTTP/1.1 with a header-read timeout ([`HttpConfig::header_timeout`]: a
+/// half-sent request or an idle connection is closed) and at most
+/// [`HttpConfig::max_connections`] open at once, so slow or idle clients cannot exhaust the
+/// process's file descriptors and lock well-behaved clients out.
 pub async fn serve<B: Backend + Inspect>(
     listener: tokio::net::TcpListener,
     state: AppState<B>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
     let app = router(state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            state.begin_shutdown();
-        })
-        .await
+    let config = &state.inner.config;
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.expect("semaphore open"),
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // EMFILE and friends: wait for connections to close instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.header_timeout)
+            .serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    state.begin_shutdown();
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -24,6 +24,11 @@ pub struct HttpConfig {
     /// a web page that rebinds its own name to 127.0.0.1 cannot reach the API. `delayq serve`
     /// sets it when it listens on loopback without tokens.
     pub loopback_hosts_only: bool,
+    /// Most open connections (more wait in the listen backlog until one closes).
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (also how long an idle
+    /// keep-alive connection stays open).
+    pub header_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -34,6 +39,8 @@ impl Default for HttpConfig {
             tokens: Vec::new(),
             request_timeout: Duration::from_secs(90),
             loopback_hosts_only: false,
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
         }
     }
 }
