@@ -79,7 +79,10 @@ async fn slow_clients_are_cut_off_and_others_still_served() {
     let (answer, waited, closed) = result;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(waited < Duration::from_secs(8), "served after {waited:?}");
-    assert_eq!(closed, 20, "every sampled slow socket was closed by the server");
+    assert_eq!(
+        closed, 20,
+        "every sampled slow socket was closed by the server"
+    );
     let _ = stop.send(());
     task.await.unwrap().unwrap();
 }

@@ -3,9 +3,11 @@
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
 pub mod faulty;
+pub mod history;
 pub mod model;
 
 pub use faulty::{FaultPoint, Faulty, Injected};
+pub use history::{Event, History, Recording, Report};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

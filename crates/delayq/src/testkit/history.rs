@@ -1,0 +1,308 @@
+//! The history checker of the chaos suite, in the spirit of Jepsen's total-queue checker:
+//! producers record `invoke` / `ok` / `fail` / `unknown` per enqueue (an error or timeout is
+//! `unknown`, never assumed lost or done), [`Recording`] records every lease handed out (start)
+//! and every ack with its token and outcome, tests record faults and their healing; after a
+//! final drain [`History::check`] reports what was lost, unexpected, duplicated, recovered,
+//! early, and stale acks accepted.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::{
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, JobId, LeaseRef, Nack,
+    NackOutcome, NewJob, QueueName, Result, Schedule, Wakeups,
+};
+
+/// One recorded event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// An enqueue of `id` was sent.
+    Invoke(String),
+    /// It was acknowledged.
+    Ok(String),
+    /// It was refused (nothing written).
+    Fail(String),
+    /// Its outcome is unknown (error or timeout after sending).
+    Unknown(String),
+    /// A lease on `id` with `token` was handed out at `at_ms` (store clock); the job was due
+    /// at `due_ms`.
+    Start {
+        /// Job id.
+        id: String,
+        /// Lease token.
+        token: u64,
+        /// Store time of the claim, ms.
+        at_ms: u64,
+        /// Due time, ms.
+        due_ms: u64,
+    },
+    /// An ack of `id` with `token` came back `accepted` or not.
+    Ack {
+        /// Job id.
+        id: String,
+        /// Lease token.
+        token: u64,
+        /// Whether the store accepted it.
+        accepted: bool,
+    },
+    /// A fault began.
+    Fault(String),
+    /// Every fault is healed.
+    Healed,
+}
+
+/// A shared, append-only history (wall-clock ordered).
+#[derive(Clone, Default)]
+pub struct History {
+    events: Arc<Mutex<Vec<(Instant, Event)>>>,
+}
+
+/// What [`History::check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Acknowledged enqueues never completed.
+    pub lost: Vec<String>,
+    /// Jobs delivered that were never enqueued (or whose enqueue was refused).
+    pub unexpected: Vec<String>,
+    /// Jobs delivered more than once (at-least-once allows it after faults).
+    pub duplicated: usize,
+    /// Enqueues of unknown outcome that were delivered.
+    pub recovered: usize,
+    /// Enqueues of unknown outcome never delivered (allowed: they may not have happened).
+    pub unknown_absent: usize,
+    /// Deliveries before the job's due time (store clock).
+    pub early: usize,
+    /// Acks accepted with a token that was not the job's latest lease.
+    pub stale_acks_accepted: usize,
+    /// Completed jobs.
+    pub completed: usize,
+    /// For each fault, the time from it to the first completion after it.
+    pub recovery: Vec<(String, Option<Duration>)>,
+}
+
+impl History {
+    /// Records one event now.
+    pub fn record(&self, e: Event) {
+        self.events
+            .lock()
+            .expect("history lock")
+            .push((Instant::now(), e));
+    }
+
+    /// Every event so far.
+    pub fn events(&self) -> Vec<(Instant, Event)> {
+        self.events.lock().expect("history lock").clone()
+    }
+
+    /// Checks the whole history; call after the final drain.
+    pub fn check(&self) -> Report {
+        let events = self.events();
+        let mut acked_enqueue = HashSet::new();
+        let mut unknown = HashSet::new();
+        let mut invoked = HashSet::new();
+        let mut starts: HashMap<String, usize> = HashMap::new();
+        let mut latest_token: HashMap<String, u64> = HashMap::new();
+        let mut completed = HashSet::new();
+        let mut r = Report::default();
+        for (_, e) in &events {
+            match e {
+                Event::Invoke(id) => {
+                    invoked.insert(id.clone());
+                }
+                Event::Ok(id) => {
+                    acked_enqueue.insert(id.clone());
+                }
+                Event::Unknown(id) => {
+                    unknown.insert(id.clone());
+                }
+                Event::Start {
+                    id,
+                    token,
+                    at_ms,
+                    due_ms,
+                } => {
+                    *starts.entry(id.clone()).or_default() += 1;
+                    latest_token.insert(id.clone(), *token);
+                    if at_ms < due_ms {
+                        r.early += 1;
+                    }
+                }
+                Event::Ack {
+                    id,
+                    token,
+                    accepted,
+                } => {
+                    if *accepted {
+                        if latest_token.get(id) != Some(token) {
+                            r.stale_acks_accepted += 1;
+                        }
+                        completed.insert(id.clone());
+                    }
+                }
+                Event::Fail(_) | Event::Fault(_) | Event::Healed => {}
+            }
+        }
+        let unknown: HashSet<String> = unknown.difference(&acked_enqueue).cloned().collect();
+        r.lost = acked_enqueue.difference(&completed).cloned().collect();
+        r.lost.sort();
+        r.unexpected = starts
+            .keys()
+            .filter(|id| !acked_enqueue.contains(*id) && !unknown.contains(*id))
+            .cloned()
+            .collect();
+        r.unexpected.sort();
+        r.duplicated = starts.values().filter(|n| **n > 1).count();
+        r.recovered = unknown.iter().filter(|id| starts.contains_key(*id)).count();
+        r.unknown_absent = unknown.len() - r.recovered;
+        r.completed = completed.len();
+        for (i, (at, e)) in events.iter().enumerate() {
+            if let Event::Fault(name) = e {
+                let first = events[i..].iter().find_map(|(t, e)| {
+                    matches!(e, Event::Ack { accepted: true, .. }).then(|| t.duration_since(*at))
+                });
+                r.recovery.push((name.clone(), first));
+            }
+        }
+        let _ = invoked;
+        r
+    }
+}
+
+/// Wraps a backend and records every lease it hands out and every ack's outcome into a
+/// [`History`] (claims carry acks too). Other calls pass through.
+#[derive(Clone)]
+pub struct Recording<B> {
+    inner: B,
+    history: History,
+}
+
+impl<B> Recording<B> {
+    /// Records `inner`'s leases and acks into `history`.
+    pub fn new(inner: B, history: History) -> Self {
+        Self { inner, history }
+    }
+
+    fn acks(&self, leases: &[LeaseRef], outcomes: &[AckOutcome]) {
+        for (l, o) in leases.iter().zip(outcomes) {
+            self.history.record(Event::Ack {
+                id: l.id.to_string(),
+                token: l.token,
+                accepted: *o == AckOutcome::Acked,
+            });
+        }
+    }
+}
+
+impl<B: Backend> Backend for Recording<B> {
+    async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        self.inner.enqueue(queue, jobs).await
+    }
+
+    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        let acks = req.acks.clone();
+        let b = self.inner.claim(queue, req).await?;
+        self.acks(&acks, &b.acks);
+        for j in &b.jobs {
+            self.history.record(Event::Start {
+                id: j.id.to_string(),
+                token: j.lease_token,
+                at_ms: j
+                    .lease_deadline_ms
+                    .saturating_sub(j.lease.as_millis() as u64),
+                due_ms: j.due_at_ms,
+            });
+        }
+        Ok(b)
+    }
+
+    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        let out = self.inner.ack(queue, leases.clone()).await?;
+        self.acks(&leases, &out);
+        Ok(out)
+    }
+
+    async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
+        self.inner.nack(queue, lease, nack).await
+    }
+
+    async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
+        self.inner.extend(queue, lease, len).await
+    }
+
+    async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
+        self.inner.release(queue, leases, undo).await
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        self.inner.cancel(queue, id).await
+    }
+
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Schedule) -> Result<u64> {
+        self.inner.reschedule(queue, id, s).await
+    }
+
+    async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
+        self.inner.wakeups(queue).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(id: &str, token: u64, at_ms: u64, due_ms: u64) -> Event {
+        Event::Start {
+            id: id.into(),
+            token,
+            at_ms,
+            due_ms,
+        }
+    }
+
+    fn ack(id: &str, token: u64, accepted: bool) -> Event {
+        Event::Ack {
+            id: id.into(),
+            token,
+            accepted,
+        }
+    }
+
+    /// The checker finds each kind of anomaly it reports (so a clean report means something).
+    #[test]
+    fn the_checker_finds_every_anomaly() {
+        let h = History::default();
+        for e in [
+            Event::Ok("done".into()),
+            start("done", 1, 10, 10),
+            ack("done", 1, true),
+            Event::Ok("lost".into()),
+            Event::Unknown("maybe".into()),
+            start("maybe", 2, 10, 10),
+            ack("maybe", 2, true),
+            Event::Unknown("never".into()),
+            start("ghost", 3, 10, 10),
+            Event::Ok("twice".into()),
+            start("twice", 4, 10, 10),
+            start("twice", 5, 20, 10),
+            ack("twice", 4, true),
+            Event::Ok("early".into()),
+            start("early", 6, 9, 10),
+            ack("early", 6, true),
+        ] {
+            h.record(e);
+        }
+        let r = h.check();
+        assert_eq!(r.lost, vec!["lost".to_owned()]);
+        assert_eq!(r.unexpected, vec!["ghost".to_owned()]);
+        assert_eq!(r.duplicated, 1);
+        assert_eq!(r.recovered, 1);
+        assert_eq!(r.unknown_absent, 1);
+        assert_eq!(r.early, 1);
+        assert_eq!(
+            r.stale_acks_accepted, 1,
+            "token 4 after lease 5 was handed out"
+        );
+        assert_eq!(r.completed, 4);
+    }
+}
