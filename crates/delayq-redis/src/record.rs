@@ -162,6 +162,30 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+        /// Fuzz: any bytes decode to a record or a typed error, never a panic; and whatever
+        /// decodes re-encodes to a record that decodes the same.
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128)) {
+            if let Ok(r) = decode(&bytes) {
+                let again = decode(&encode(&r)).expect("re-encoded record decodes");
+                proptest::prop_assert_eq!(again, r);
+            }
+        }
+
+        /// The same, for inputs that start with a valid header (the interesting part).
+        #[test]
+        fn decoding_mutated_records_never_panics(flip in 0usize..64, value in proptest::prelude::any::<u8>(), cut in 0usize..80) {
+            let mut bytes = encode(&sample());
+            if flip < bytes.len() {
+                bytes[flip] = value;
+            }
+            bytes.truncate(cut.max(1));
+            let _ = decode(&bytes);
+        }
+    }
     use std::time::Duration;
 
     fn header(flags: u8, attempt: u16, max: u16, due: u64, created: u64, token: u64) -> Vec<u8> {

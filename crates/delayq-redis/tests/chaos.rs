@@ -1,6 +1,7 @@
 //! The fast part of the chaos suite: producers and consumers run while consumers are killed
-//! (their tasks aborted: leases held, nothing acknowledged or released) and Redis is
-//! SIGKILLed and restarted (`appendfsync always`); every enqueue, lease and ack is recorded in
+//! (their tasks aborted: leases held, nothing acknowledged or released), writes are paused
+//! (`CLIENT PAUSE WRITE`), the server sleeps (`DEBUG SLEEP`), and Redis is SIGKILLed and
+//! restarted (`appendfsync always`); every enqueue, lease and ack is recorded in
 //! a `History`, and after a final drain the checker must find nothing lost, nothing
 //! unexpected, nothing early and no stale ack accepted.
 
@@ -35,8 +36,17 @@ fn consumer(b: RedisBackend, h: &History, q: &QueueName) -> tokio::task::JoinHan
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kills_and_redis_restarts_lose_nothing_acknowledged() {
-    let server = Arc::new(Mutex::new(RedisServer::start_durable()));
+async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
+    let server = Arc::new(Mutex::new(RedisServer::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ])));
     let url = server.lock().unwrap().url();
     let q = QueueName::new("chaos").unwrap();
     let h = History::default();
@@ -65,6 +75,23 @@ async fn kills_and_redis_restarts_lose_nothing_acknowledged() {
             victim.abort();
             let _ = victim.await;
             consumers.push(consumer(RedisBackend::connect(&url).await.unwrap(), &h, &q));
+        }
+        if i == 600 {
+            h.record(Event::Fault("CLIENT PAUSE 1500 WRITE".into()));
+            let r = server
+                .lock()
+                .unwrap()
+                .command(&["CLIENT", "PAUSE", "1500", "WRITE"]);
+            assert_eq!(r, "OK");
+        }
+        if i == 1400 {
+            h.record(Event::Fault("DEBUG SLEEP 1".into()));
+            let s = server.clone();
+            // In the background: the server stops answering for a second mid-run.
+            tokio::task::spawn_blocking(move || {
+                let port = s.lock().unwrap().port();
+                delayq_test_support::command_on(port, &["DEBUG", "SLEEP", "1"])
+            });
         }
         if i == 1000 {
             h.record(Event::Fault("redis SIGKILL + restart".into()));
