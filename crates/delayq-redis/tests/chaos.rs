@@ -1,38 +1,25 @@
-//! The fast part of the chaos suite: producers and consumers run while consumers are killed
-//! (their tasks aborted: leases held, nothing acknowledged or released), writes are paused
-//! (`CLIENT PAUSE WRITE`), the server sleeps (`DEBUG SLEEP`), and Redis is SIGKILLed and
-//! restarted (`appendfsync always`); every enqueue, lease and ack is recorded in
-//! a `History`, and after a final drain the checker must find nothing lost, nothing
-//! unexpected, nothing early and no stale ack accepted.
+//! The fast part of the chaos suite on Redis (`delayq::testkit::chaos`): producers and
+//! consumers run while consumers are killed (tasks aborted: leases held, nothing acknowledged
+//! or released), writes are paused (`CLIENT PAUSE WRITE`), the server sleeps (`DEBUG SLEEP`),
+//! and Redis is SIGKILLed and restarted (`appendfsync always`); after a final drain the history
+//! checker must find nothing lost, unexpected or early and no stale ack accepted.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use delayq::testkit::{Event, History, Recording};
-use delayq::{Consumer, ConsumerOptions, Job, JobId, NewJob, Producer, QueueName};
+use delayq::QueueName;
+use delayq::testkit::chaos::{self, Fault, Plan};
 use delayq_redis::RedisBackend;
-use delayq_test_support::RedisServer;
+use delayq_test_support::{RedisServer, command_on};
 
-fn consumer(b: RedisBackend, h: &History, q: &QueueName) -> tokio::task::JoinHandle<()> {
-    let opts = ConsumerOptions {
-        concurrency: 8,
-        lease: Duration::from_secs(2),
-        max_idle: Duration::from_secs(1),
-        shutdown_grace: Duration::from_secs(1),
-        ..ConsumerOptions::default()
-    };
-    let c = Consumer::new(Recording::new(b, h.clone()), q.clone(), opts).unwrap();
-    tokio::spawn(async move {
-        let _ = c
-            .run(
-                |_job: Job| async {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                    Ok::<(), delayq::Failure>(())
-                },
-                std::future::pending(),
-            )
-            .await;
-    })
+fn fault<F>(name: &str, f: F) -> Fault
+where
+    F: FnOnce() + Send + 'static,
+{
+    (
+        name.to_owned(),
+        Box::new(move || Box::pin(async move { tokio::task::spawn_blocking(f).await.unwrap() })),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,72 +35,51 @@ async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
         "yes",
     ])));
     let url = server.lock().unwrap().url();
-    let q = QueueName::new("chaos").unwrap();
-    let h = History::default();
-    let mut consumers = Vec::new();
-    for _ in 0..3 {
-        consumers.push(consumer(RedisBackend::connect(&url).await.unwrap(), &h, &q));
-    }
-
-    let producer = Producer::new(RedisBackend::connect(&url).await.unwrap(), q.clone());
-    let n = 2000;
-    for i in 0..n {
-        let id = format!("j{i}");
-        let job = NewJob::new(id.clone().into_bytes())
-            .id(JobId::new(id.clone()).unwrap())
-            .delay(Duration::from_millis(rand::random::<u64>() % 1000));
-        h.record(Event::Invoke(id.clone()));
-        match producer.enqueue(job).await {
-            Ok(_) => h.record(Event::Ok(id)),
-            Err(e) if e.is_retryable() => h.record(Event::Unknown(id)),
-            Err(_) => h.record(Event::Fail(id)),
-        }
-        // Faults: a consumer killed every 400 jobs, Redis restarted once.
-        if i % 400 == 399 {
-            h.record(Event::Fault(format!("kill consumer at job {i}")));
-            let victim = consumers.remove(0);
-            victim.abort();
-            let _ = victim.await;
-            consumers.push(consumer(RedisBackend::connect(&url).await.unwrap(), &h, &q));
-        }
-        if i == 600 {
-            h.record(Event::Fault("CLIENT PAUSE 1500 WRITE".into()));
-            let r = server
-                .lock()
-                .unwrap()
-                .command(&["CLIENT", "PAUSE", "1500", "WRITE"]);
-            assert_eq!(r, "OK");
-        }
-        if i == 1400 {
-            h.record(Event::Fault("DEBUG SLEEP 1".into()));
-            let s = server.clone();
-            // In the background: the server stops answering for a second mid-run.
-            tokio::task::spawn_blocking(move || {
-                let port = s.lock().unwrap().port();
-                delayq_test_support::command_on(port, &["DEBUG", "SLEEP", "1"])
-            });
-        }
-        if i == 1000 {
-            h.record(Event::Fault("redis SIGKILL + restart".into()));
-            let s = server.clone();
-            tokio::task::spawn_blocking(move || s.lock().unwrap().restart())
-                .await
-                .unwrap();
-        }
-    }
-    h.record(Event::Healed);
-
-    // Final drain: every acknowledged enqueue completes (killed leases expire in 2 s).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let report = loop {
-        let r = h.check();
-        if r.lost.is_empty() || Instant::now() > deadline {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let port = server.lock().unwrap().port();
+    let s = server.clone();
+    let plan = Plan {
+        jobs: 2000,
+        consumers: 3,
+        kills: 5,
+        faults: vec![
+            (
+                600,
+                fault("CLIENT PAUSE 1500 WRITE", move || {
+                    assert_eq!(
+                        command_on(port, &["CLIENT", "PAUSE", "1500", "WRITE"]),
+                        "OK"
+                    );
+                }),
+            ),
+            (
+                1000,
+                fault("redis SIGKILL + restart", move || {
+                    s.lock().unwrap().restart()
+                }),
+            ),
+            (
+                1400,
+                fault("DEBUG SLEEP 1", move || {
+                    // In the background: the server stops answering for a second mid-run.
+                    std::thread::spawn(move || command_on(port, &["DEBUG", "SLEEP", "1"]));
+                }),
+            ),
+        ],
+        lease: Duration::from_secs(2),
+        drain: Duration::from_secs(60),
     };
-    for c in consumers {
-        c.abort();
+    let q = QueueName::new("chaos").unwrap();
+    let report = chaos::run(
+        q.clone(),
+        || async { RedisBackend::connect(&url).await.unwrap() },
+        plan,
+    )
+    .await;
+    eprintln!("{}", report.table());
+    let b = RedisBackend::connect(&url).await.unwrap();
+    for id in &report.lost {
+        let info = delayq::Inspect::get(&b, &q, &delayq::JobId::new(id.clone()).unwrap()).await;
+        eprintln!("lost {id}: {info:?}");
     }
     assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
     assert!(
@@ -123,16 +89,11 @@ async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
     );
     assert_eq!(report.early, 0, "started before due");
     assert_eq!(report.stale_acks_accepted, 0);
-    assert!(report.completed >= n - report.unknown_absent, "{report:?}");
+    assert!(
+        report.completed >= 2000 - report.unknown_absent,
+        "{report:?}"
+    );
     for (fault, first) in &report.recovery {
         assert!(first.is_some(), "nothing completed after {fault}");
     }
-    eprintln!(
-        "chaos: {} completed, {} duplicated, {} recovered, {} unknown absent; recovery {:?}",
-        report.completed,
-        report.duplicated,
-        report.recovered,
-        report.unknown_absent,
-        report.recovery
-    );
 }

@@ -2,6 +2,7 @@
 //! checks one guarantee of DESIGN.md against a backend and panics when it does not hold.
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
+pub mod chaos;
 pub mod faulty;
 pub mod history;
 pub mod model;

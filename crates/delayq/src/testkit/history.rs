@@ -45,7 +45,20 @@ pub enum Event {
         token: u64,
         /// Whether the store accepted it.
         accepted: bool,
+        /// The store no longer has the job: an earlier ack of this lease took effect but its
+        /// answer was lost (a timeout), and the consumer sent it again.
+        gone: bool,
     },
+    /// An ack of this lease is being sent. Until an [`Event::Ack`] answers it, its outcome is
+    /// unknown (the call may fail, or its sender be killed, after the store applied it).
+    AckUnknown {
+        /// Job id.
+        id: String,
+        /// Lease token.
+        token: u64,
+    },
+    /// A final read found the job gone from the store (after the drain).
+    Gone(String),
     /// A fault began.
     Fault(String),
     /// Every fault is healed.
@@ -63,6 +76,9 @@ pub struct History {
 pub struct Report {
     /// Acknowledged enqueues never completed.
     pub lost: Vec<String>,
+    /// Of those, the ones whose current lease had an ack of unknown outcome: a final read
+    /// (see [`Event::Gone`]) tells whether they were done.
+    pub ack_unknown: Vec<String>,
     /// Jobs delivered that were never enqueued (or whose enqueue was refused).
     pub unexpected: Vec<String>,
     /// Jobs delivered more than once (at-least-once allows it after faults).
@@ -104,6 +120,7 @@ impl History {
         let mut starts: HashMap<String, usize> = HashMap::new();
         let mut latest_token: HashMap<String, u64> = HashMap::new();
         let mut completed = HashSet::new();
+        let mut ack_unknown = HashSet::new();
         let mut r = Report::default();
         for (_, e) in &events {
             match e {
@@ -132,11 +149,25 @@ impl History {
                     id,
                     token,
                     accepted,
+                    gone,
                 } => {
+                    let current = latest_token.get(id) == Some(token);
                     if *accepted {
-                        if latest_token.get(id) != Some(token) {
+                        if !current {
                             r.stale_acks_accepted += 1;
                         }
+                        completed.insert(id.clone());
+                    } else if *gone && current {
+                        completed.insert(id.clone());
+                    }
+                }
+                Event::AckUnknown { id, token } => {
+                    if latest_token.get(id) == Some(token) {
+                        ack_unknown.insert(id.clone());
+                    }
+                }
+                Event::Gone(id) => {
+                    if ack_unknown.contains(id) {
                         completed.insert(id.clone());
                     }
                 }
@@ -146,6 +177,12 @@ impl History {
         let unknown: HashSet<String> = unknown.difference(&acked_enqueue).cloned().collect();
         r.lost = acked_enqueue.difference(&completed).cloned().collect();
         r.lost.sort();
+        r.ack_unknown = r
+            .lost
+            .iter()
+            .filter(|id| ack_unknown.contains(*id))
+            .cloned()
+            .collect();
         r.unexpected = starts
             .keys()
             .filter(|id| !acked_enqueue.contains(*id) && !unknown.contains(*id))
@@ -183,12 +220,22 @@ impl<B> Recording<B> {
         Self { inner, history }
     }
 
+    fn unknown(&self, leases: &[LeaseRef]) {
+        for l in leases {
+            self.history.record(Event::AckUnknown {
+                id: l.id.to_string(),
+                token: l.token,
+            });
+        }
+    }
+
     fn acks(&self, leases: &[LeaseRef], outcomes: &[AckOutcome]) {
         for (l, o) in leases.iter().zip(outcomes) {
             self.history.record(Event::Ack {
                 id: l.id.to_string(),
                 token: l.token,
                 accepted: *o == AckOutcome::Acked,
+                gone: *o == AckOutcome::NotFound,
             });
         }
     }
@@ -201,6 +248,7 @@ impl<B: Backend> Backend for Recording<B> {
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
         let acks = req.acks.clone();
+        self.unknown(&acks);
         let b = self.inner.claim(queue, req).await?;
         self.acks(&acks, &b.acks);
         for j in &b.jobs {
@@ -217,6 +265,7 @@ impl<B: Backend> Backend for Recording<B> {
     }
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        self.unknown(&leases);
         let out = self.inner.ack(queue, leases.clone()).await?;
         self.acks(&leases, &out);
         Ok(out)
@@ -265,6 +314,7 @@ mod tests {
             id: id.into(),
             token,
             accepted,
+            gone: false,
         }
     }
 
@@ -289,9 +339,30 @@ mod tests {
             Event::Ok("early".into()),
             start("early", 6, 9, 10),
             ack("early", 6, true),
+            // An ack whose answer was lost, resent: the job is gone, so it was done.
+            Event::Ok("resent".into()),
+            start("resent", 7, 10, 10),
+            Event::Ack {
+                id: "resent".into(),
+                token: 7,
+                accepted: false,
+                gone: true,
+            },
+            // An ack whose call failed, never resent: only a final read can tell.
+            Event::Ok("unsure".into()),
+            start("unsure", 8, 10, 10),
+            Event::AckUnknown {
+                id: "unsure".into(),
+                token: 8,
+            },
         ] {
             h.record(e);
         }
+        let r = h.check();
+        assert_eq!(r.lost, vec!["lost".to_owned(), "unsure".to_owned()]);
+        assert_eq!(r.ack_unknown, vec!["unsure".to_owned()]);
+        h.record(Event::Gone("unsure".into()));
+        h.record(Event::Gone("lost".into())); // gone, but no ack was ever sent: still lost
         let r = h.check();
         assert_eq!(r.lost, vec!["lost".to_owned()]);
         assert_eq!(r.unexpected, vec!["ghost".to_owned()]);
@@ -303,6 +374,6 @@ mod tests {
             r.stale_acks_accepted, 1,
             "token 4 after lease 5 was handed out"
         );
-        assert_eq!(r.completed, 4);
+        assert_eq!(r.completed, 6);
     }
 }

@@ -1,0 +1,176 @@
+//! A chaos run any backend can host: producers enqueue `jobs` jobs (each with an id, due in
+//! 0–1 s) while consumers run; at chosen points a consumer is killed (its task aborted: leases
+//! held, nothing acknowledged or released — a SIGKILL as the store sees it) or a fault the
+//! caller supplies strikes (a server restart, a pause…); then everything heals, consumers
+//! drain, and the [`History`] checker reports. Used by the Redis chaos test and `delayq chaos`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use crate::testkit::history::{Event, History, Recording, Report};
+use crate::{
+    Backend, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId, NewJob, Producer, QueueName,
+};
+
+/// A fault the caller injects: its name and what it does.
+pub type Fault = (
+    String,
+    Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>,
+);
+
+/// How a run goes.
+pub struct Plan {
+    /// Jobs to enqueue.
+    pub jobs: usize,
+    /// Consumers running at once.
+    pub consumers: usize,
+    /// Consumer kills, spread evenly over the enqueues.
+    pub kills: usize,
+    /// Other faults, each after this many enqueues.
+    pub faults: Vec<(usize, Fault)>,
+    /// Lease of the consumers (a killed consumer's jobs come back after it).
+    pub lease: Duration,
+    /// Longest final drain.
+    pub drain: Duration,
+}
+
+fn start<B: Backend>(
+    b: B,
+    h: &History,
+    q: &QueueName,
+    lease: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let opts = ConsumerOptions {
+        concurrency: 8,
+        lease,
+        max_idle: Duration::from_secs(1),
+        shutdown_grace: Duration::from_secs(1),
+        ..ConsumerOptions::default()
+    };
+    let c = Consumer::new(Recording::new(b, h.clone()), q.clone(), opts).expect("valid options");
+    tokio::spawn(async move {
+        let _ = c
+            .run(
+                |_job: Job| async {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    Ok::<(), Failure>(())
+                },
+                std::future::pending(),
+            )
+            .await;
+    })
+}
+
+/// Runs `plan` on `queue`; `connect` makes a backend per consumer and one for the producer
+/// (like separate processes). Returns the checker's report after the drain and a final read
+/// of the jobs whose last ack had an unknown outcome.
+pub async fn run<B, F, Fut>(queue: QueueName, connect: F, mut plan: Plan) -> Report
+where
+    B: Backend + Inspect,
+    F: Fn() -> Fut,
+    Fut: Future<Output = B>,
+{
+    let h = History::default();
+    let mut consumers = Vec::new();
+    for _ in 0..plan.consumers.max(1) {
+        consumers.push(start(connect().await, &h, &queue, plan.lease));
+    }
+    let producer = Producer::new(connect().await, queue.clone());
+    let kill_every = (plan.jobs / (plan.kills + 1)).max(1);
+    let mut kills = 0;
+    plan.faults.sort_by_key(|(at, _)| *at);
+    let mut faults = plan.faults.into_iter().peekable();
+    for i in 0..plan.jobs {
+        let id = format!("j{i}");
+        let job = NewJob::new(id.clone().into_bytes())
+            .id(JobId::new(id.clone()).expect("valid id"))
+            .delay(Duration::from_millis(rand::random::<u64>() % 1000));
+        h.record(Event::Invoke(id.clone()));
+        match producer.enqueue(job).await {
+            Ok(_) => h.record(Event::Ok(id)),
+            Err(e) if e.is_retryable() => h.record(Event::Unknown(id)),
+            Err(_) => h.record(Event::Fail(id)),
+        }
+        if kills < plan.kills && (i + 1) % kill_every == 0 {
+            kills += 1;
+            h.record(Event::Fault(format!("kill consumer after job {i}")));
+            let victim = consumers.remove(0);
+            victim.abort();
+            let _ = victim.await;
+            consumers.push(start(connect().await, &h, &queue, plan.lease));
+        }
+        while faults.peek().is_some_and(|(at, _)| *at <= i) {
+            let (_, (name, f)) = faults.next().expect("peeked");
+            h.record(Event::Fault(name));
+            f().await;
+        }
+    }
+    h.record(Event::Healed);
+    let deadline = Instant::now() + plan.drain;
+    loop {
+        let r = h.check();
+        if r.lost.len() == r.ack_unknown.len() || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for c in consumers {
+        c.abort();
+    }
+    // The final read: an ack whose answer was lost may have taken effect.
+    let reader = connect().await;
+    for id in h.check().ack_unknown {
+        let job = JobId::new(id.clone()).expect("valid id");
+        if matches!(reader.get(&queue, &job).await, Ok(None)) {
+            h.record(Event::Gone(id));
+        }
+    }
+    let r = h.check();
+    if std::env::var_os("DELAYQ_CHAOS_TRACE").is_some() {
+        for id in &r.lost {
+            for (t, e) in h.events() {
+                let mine = match &e {
+                    Event::Invoke(i)
+                    | Event::Ok(i)
+                    | Event::Fail(i)
+                    | Event::Unknown(i)
+                    | Event::Gone(i) => i == id,
+                    Event::Start { id: i, .. }
+                    | Event::Ack { id: i, .. }
+                    | Event::AckUnknown { id: i, .. } => i == id,
+                    _ => true,
+                };
+                if mine {
+                    eprintln!("{:?} {e:?}", t.elapsed());
+                }
+            }
+        }
+    }
+    r
+}
+
+impl Report {
+    /// The report as a table for people.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "completed      {}\nlost           {}\nunexpected     {}\nduplicated     {}\n\
+             recovered      {}\nunknown absent {}\nearly          {}\nstale acks     {}\n",
+            self.completed,
+            self.lost.len(),
+            self.unexpected.len(),
+            self.duplicated,
+            self.recovered,
+            self.unknown_absent,
+            self.early,
+            self.stale_acks_accepted
+        );
+        for (fault, first) in &self.recovery {
+            let t = first.map_or("never".to_owned(), |d| {
+                format!("{:.0} ms", d.as_secs_f64() * 1e3)
+            });
+            s += &format!("after {fault}: next completion in {t}\n");
+        }
+        s
+    }
+}
