@@ -121,6 +121,10 @@ pub(crate) enum Command {
     /// Run the benchmark workloads of docs/BENCHMARKS.md (built with `--features bench`).
     #[cfg(feature = "bench")]
     Bench(crate::bench::BenchArgs),
+    /// Run a fault scenario against a redis-server it starts, checked by the history checker
+    /// (docs/RELIABILITY.md; built with `--features bench`).
+    #[cfg(feature = "bench")]
+    Chaos(crate::chaos::ChaosArgs),
 }
 
 /// `delayq queue …`.

@@ -7,6 +7,8 @@ mod args;
 mod backend;
 #[cfg(feature = "bench")]
 mod bench;
+#[cfg(feature = "bench")]
+mod chaos;
 mod demo;
 mod doctor;
 mod doctor_topology;
@@ -78,6 +80,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Bench(a) = cli.command {
         return bench::run(cli.redis, cli.wait_replicas, a).await;
     }
+    #[cfg(feature = "bench")]
+    if let Command::Chaos(a) = cli.command {
+        return chaos::run(a).await;
+    }
     if let Command::Serve(a) = &cli.command {
         serve::check(a)?;
     }
@@ -136,6 +142,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Demo { orders } => demo::run(backend, orders).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => unreachable!("handled above"),
+        #[cfg(feature = "bench")]
+        Command::Chaos(_) => unreachable!("handled above"),
         Command::Doctor { .. } => unreachable!("handled above"),
     }
 }
