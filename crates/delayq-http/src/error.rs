@@ -67,6 +67,7 @@ error_codes! {
     PayloadTooLarge = "payload_too_large", 413, "a job payload over the configured limit";
     BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
     UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
+    TooManyLongPolls = "too_many_long_polls", 429, "this caller (token) already has the maximum of long polls waiting";
     Internal = "internal", 500, "a bug: please report it";
     StoreFull = "store_full", 507, "the store is full (Redis maxmemory with noeviction); nothing was written; retry after memory is freed";
     Unavailable = "unavailable", 503, "the backend cannot be reached; retry";

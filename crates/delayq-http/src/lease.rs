@@ -28,6 +28,7 @@ const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 )]
 pub async fn claim<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
+    headers: axum::http::HeaderMap,
     QueuePath(q): QueuePath,
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
@@ -48,6 +49,26 @@ pub async fn claim<B: Backend + Inspect>(
         ));
     }
     st.note(&q);
+    // Each caller may keep only so many polls waiting (they hold a connection and a task).
+    let _slot = if wait.is_zero() {
+        None
+    } else {
+        let key = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        Some(st.poll_slot(key).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::TooManyLongPolls,
+                format!(
+                    "{} long polls are already waiting for this caller; wait for one to \
+                     answer, or claim without wait_ms",
+                    st.inner.config.max_long_polls
+                ),
+            )
+        })?)
+    };
     let deadline = Instant::now() + wait;
     let backend = st.backend();
     let mut wake = None;

@@ -258,6 +258,8 @@ pub async fn serve<B: Backend + Inspect>(
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_timeout)
+            // Request line and headers beyond 64 KiB: 431, connection closed.
+            .max_header_size(64 * 1024)
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

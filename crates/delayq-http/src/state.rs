@@ -29,6 +29,9 @@ pub struct HttpConfig {
     /// How long a client may take to send a request's headers (also how long an idle
     /// keep-alive connection stays open).
     pub header_timeout: Duration,
+    /// Most long polls (`wait_ms` > 0) one caller (one token; everyone without tokens) may have
+    /// waiting at once; more answer 429 `too_many_long_polls`.
+    pub max_long_polls: usize,
 }
 
 impl Default for HttpConfig {
@@ -41,6 +44,7 @@ impl Default for HttpConfig {
             loopback_hosts_only: false,
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
+            max_long_polls: 256,
         }
     }
 }
@@ -67,6 +71,27 @@ pub(crate) struct Inner<B> {
     pub shutdown: watch::Receiver<bool>,
     /// Queues seen by this server, so their gauges are exported even when empty.
     pub seen: Mutex<BTreeSet<QueueName>>,
+    /// Long polls waiting now, per caller (its `Authorization` value; "" without tokens).
+    pub polls: Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One waiting long poll, counted until dropped.
+pub(crate) struct PollSlot<B> {
+    state: AppState<B>,
+    key: String,
+}
+
+impl<B> Drop for PollSlot<B> {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.state.inner.polls.lock()
+            && let Some(n) = m.get_mut(&self.key)
+        {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl<B: Backend + Inspect> AppState<B> {
@@ -81,8 +106,24 @@ impl<B: Backend + Inspect> AppState<B> {
                 shutdown_tx,
                 shutdown,
                 seen: Mutex::default(),
+                polls: Mutex::default(),
             }),
         }
+    }
+
+    /// A slot for a long poll by `key`, or `None` when that caller already has
+    /// [`HttpConfig::max_long_polls`] waiting.
+    pub(crate) fn poll_slot(&self, key: String) -> Option<PollSlot<B>> {
+        let mut m = self.inner.polls.lock().ok()?;
+        let n = m.entry(key.clone()).or_default();
+        if *n >= self.inner.config.max_long_polls {
+            return None;
+        }
+        *n += 1;
+        Some(PollSlot {
+            state: self.clone(),
+            key,
+        })
     }
 
     /// Ends pending long polls (they answer with no jobs) and refuses new ones.

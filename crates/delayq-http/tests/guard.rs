@@ -146,3 +146,42 @@ async fn tokens_accept_the_bearer_scheme_in_any_case_and_headers_are_set() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_may_keep_only_so_many_long_polls_waiting() {
+    let (r, _d) = router(HttpConfig {
+        max_long_polls: 2,
+        ..HttpConfig::default()
+    });
+    let poll = |r: Router, wait: u64| async move {
+        let req = axum::http::Request::builder()
+            .method("POST")
+            .uri("/v1/queues/q/claim")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(format!(
+                r#"{{"max":1,"wait_ms":{wait}}}"#
+            )))
+            .unwrap();
+        r.oneshot(req).await.unwrap().status().as_u16()
+    };
+    let a = tokio::spawn(poll(r.clone(), 1500));
+    let b = tokio::spawn(poll(r.clone(), 1500));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        poll(r.clone(), 1000).await,
+        429,
+        "a third waiting poll is refused"
+    );
+    assert_eq!(
+        poll(r.clone(), 0).await,
+        200,
+        "a claim without wait is not a long poll"
+    );
+    assert_eq!((a.await.unwrap(), b.await.unwrap()), (200, 200));
+    assert_eq!(
+        poll(r.clone(), 10).await,
+        200,
+        "slots are given back when polls answer"
+    );
+}

@@ -86,3 +86,47 @@ async fn slow_clients_are_cut_off_and_others_still_served() {
     let _ = stop.send(());
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_headers_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = EmbeddedBackend::open(dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(delayq_http::serve(
+        listener,
+        AppState::new(backend, HttpConfig::default(), None),
+        async {
+            let _ = rx.await;
+        },
+    ));
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Headers that keep coming: 100 KiB in pieces, never ending.
+        let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ");
+        for _ in 0..100 {
+            if s.write_all(&[b'a'; 1024]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    })
+    .await
+    .unwrap();
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 431"),
+        "100 KiB of headers: {}",
+        answer.lines().next().unwrap_or("")
+    );
+    assert!(
+        get(addr).starts_with("HTTP/1.1 200"),
+        "the server keeps serving"
+    );
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
