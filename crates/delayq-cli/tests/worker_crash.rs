@@ -98,3 +98,97 @@ async fn a_worker_killed_mid_run_loses_nothing() {
     );
     eprintln!("handled before kill {at_kill}, duplicates {duplicates}");
 }
+
+/// F5 at small scale: a worker stopped (SIGSTOP) for longer than its lease loses its jobs to
+/// the other worker; when it resumes, its late acks are refused (lease lost) and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_paused_past_its_lease_has_its_late_acks_refused() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    let p = Producer::new(b, QueueName::new("pause").unwrap());
+    let n = 200;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new(Vec::new()).id(delayq::JobId::new(format!("{i}")).unwrap()))
+        .collect();
+    p.enqueue_batch(jobs).await.unwrap();
+    let spawn = |name: &str| {
+        let out = dir.path().join(format!("{name}.txt"));
+        let child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--redis", &server.url(), "--queue", "pause", "worker"])
+            .args(["--concurrency", "4", "--lease", "1s", "--grace", "5s"])
+            .args([
+                "--exec",
+                &format!("sleep 0.05; echo \"$DELAYQ_JOB_ID\" >> {}", out.display()),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (child, out)
+    };
+    let (paused, paused_out) = spawn("paused");
+    // Let it take jobs, then stop it mid-handler for three leases.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = paused.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (other, other_out) = spawn("other");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let handled = |p: &std::path::Path| lines(p);
+    loop {
+        let mut all: Vec<String> = handled(&paused_out);
+        all.extend(handled(&other_out));
+        all.sort();
+        all.dedup();
+        if all.len() == n || Instant::now() > deadline {
+            assert_eq!(all.len(), n, "every job handled");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut reports = Vec::new();
+    for c in [paused, other] {
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let o = c.wait_with_output().unwrap();
+        reports.push(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    let stopped = reports[0]
+        .lines()
+        .find(|l| l.starts_with("delayq worker stopped"))
+        .unwrap_or_default()
+        .to_owned();
+    let lost: u64 = stopped
+        .split(", ")
+        .find(|p| p.ends_with("lease lost"))
+        .and_then(|p| p.split_whitespace().next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        lost >= 1,
+        "the paused worker's late acks were refused: {stopped}"
+    );
+    let st = delayq::Inspect::stats(
+        &RedisBackend::connect(&server.url()).await.unwrap(),
+        &QueueName::new("pause").unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0), "{st:?}");
+}
