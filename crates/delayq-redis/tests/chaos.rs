@@ -97,3 +97,83 @@ async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
         assert!(first.is_some(), "nothing completed after {fault}");
     }
 }
+
+/// Network faults between every client and Redis, through a proxy: connections stalled (open,
+/// carrying nothing), all connections reset, new connections refused for a while, and every
+/// packet delayed. The checker must find nothing lost, unexpected or early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_stalls_resets_and_delays_lose_nothing_acknowledged() {
+    use delayq_test_support::proxy::Proxy;
+    let server = RedisServer::start_durable();
+    let proxy = Arc::new(Proxy::start(server.port()));
+    let url = format!("redis://127.0.0.1:{}", proxy.port());
+    let (p1, p2, p3, p4, p5) = (
+        proxy.clone(),
+        proxy.clone(),
+        proxy.clone(),
+        proxy.clone(),
+        proxy.clone(),
+    );
+    let plan = Plan {
+        jobs: 1500,
+        consumers: 3,
+        kills: 0,
+        faults: vec![
+            (
+                300,
+                fault("stall every connection", move || p1.stall_existing()),
+            ),
+            (600, fault("reset every connection", move || p2.reset_all())),
+            (
+                800,
+                fault("refuse connections 1 s", move || {
+                    p3.refuse(true);
+                    p3.reset_all();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_secs(1));
+                        p3.refuse(false);
+                    });
+                }),
+            ),
+            (
+                1000,
+                fault("delay 20 ms per packet for 2 s", move || {
+                    p4.delay(Duration::from_millis(20));
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_secs(2));
+                        p5.delay(Duration::ZERO);
+                    });
+                }),
+            ),
+        ],
+        lease: Duration::from_secs(2),
+        drain: Duration::from_secs(60),
+    };
+    let q = QueueName::new("net").unwrap();
+    let report = chaos::run(
+        q,
+        || async {
+            // Connecting may meet a refusal window: retry like a restarting process would.
+            loop {
+                match RedisBackend::connect(&url).await {
+                    Ok(b) => return b,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        },
+        plan,
+    )
+    .await;
+    eprintln!("{}", report.table());
+    assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
+    assert!(
+        report.unexpected.is_empty(),
+        "unexpected: {:?}",
+        report.unexpected
+    );
+    assert_eq!(report.early, 0);
+    assert_eq!(report.stale_acks_accepted, 0);
+    for (fault, first) in &report.recovery {
+        assert!(first.is_some(), "nothing completed after {fault}");
+    }
+}

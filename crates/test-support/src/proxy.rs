@@ -1,7 +1,8 @@
 //! A TCP proxy between a client under test and a server, for network faults: it can stall
 //! the connections open now (they stay open but carry nothing, like a socket whose NAT or
-//! load-balancer state was dropped) while new connections pass, or refuse new connections.
-//! Threads only; dropping it stops accepting and closes every connection.
+//! load-balancer state was dropped) while new connections pass, reset every open connection,
+//! delay everything it carries, or refuse new connections. Threads only; dropping it stops
+//! accepting and closes every connection.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -22,6 +23,12 @@ struct Shared {
     /// Connections accepted so far.
     accepted: AtomicU64,
     stopped: AtomicBool,
+    /// Added to every chunk carried, in ms.
+    delay_ms: AtomicU64,
+    /// New connections are closed at once.
+    refuse: AtomicBool,
+    /// Both ends of every open connection (for resets).
+    open: std::sync::Mutex<Vec<TcpStream>>,
 }
 
 impl Proxy {
@@ -37,9 +44,16 @@ impl Proxy {
                 match listener.accept() {
                     Ok((client, _)) => {
                         let n = s.accepted.fetch_add(1, Ordering::Relaxed);
+                        if s.refuse.load(Ordering::Relaxed) {
+                            let _ = client.shutdown(Shutdown::Both);
+                            continue;
+                        }
                         let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                             continue;
                         };
+                        if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
+                            s.open.lock().expect("proxy lock").extend([a, b]);
+                        }
                         let _ = client.set_nonblocking(false);
                         for (from, to) in [
                             (client.try_clone(), server.try_clone()),
@@ -72,6 +86,25 @@ impl Proxy {
         self.shared.stall_below.store(n, Ordering::Relaxed);
     }
 
+    /// Resets every open connection (both ends closed at once); later ones pass.
+    pub fn reset_all(&self) {
+        for c in self.shared.open.lock().expect("proxy lock").drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Delays every chunk carried by `d` (zero: none).
+    pub fn delay(&self, d: Duration) {
+        self.shared
+            .delay_ms
+            .store(d.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Closes new connections at once while `on` (the server looks down).
+    pub fn refuse(&self, on: bool) {
+        self.shared.refuse.store(on, Ordering::Relaxed);
+    }
+
     /// Connections accepted so far.
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Ordering::Relaxed)
@@ -101,6 +134,10 @@ fn pump(mut from: TcpStream, mut to: TcpStream, n: u64, s: &Shared) {
             // Bytes read as the stall began are lost with it.
             Ok(_) if n < s.stall_below.load(Ordering::Relaxed) => {}
             Ok(k) => {
+                let delay = s.delay_ms.load(Ordering::Relaxed);
+                if delay > 0 {
+                    std::thread::sleep(Duration::from_millis(delay));
+                }
                 if to.write_all(&buf[..k]).is_err() {
                     break;
                 }
