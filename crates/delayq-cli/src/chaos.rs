@@ -56,20 +56,7 @@ fn fault<F: FnOnce() + Send + 'static>(name: String, f: F) -> Fault {
 /// Runs the scenario; exit 1 when the checker finds a loss, an early start, an unexpected job
 /// or a stale ack accepted.
 pub(crate) async fn run(a: ChaosArgs) -> anyhow::Result<u8> {
-    let server = RedisServer::start_prefixed(
-        &[],
-        &[
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--enable-debug-command",
-            "yes",
-        ],
-    )
-    .map_err(anyhow::Error::msg)?;
+    let server = RedisServer::start_for_faults().map_err(anyhow::Error::msg)?;
     let url = server.url();
     let port = server.port();
     let server = Arc::new(Mutex::new(server));

@@ -24,16 +24,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
-    let server = Arc::new(Mutex::new(RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--enable-debug-command",
-        "yes",
-    ])));
+    let server = Arc::new(Mutex::new(RedisServer::start_for_faults().unwrap()));
     let url = server.lock().unwrap().url();
     let port = server.lock().unwrap().port();
     let s = server.clone();

@@ -45,6 +45,24 @@ impl RedisServer {
         ])
     }
 
+    /// Starts a server for fault runs: append-only with `appendfsync always` (a restart loses
+    /// nothing acknowledged) and the `DEBUG` command enabled (`DEBUG SLEEP`).
+    pub fn start_for_faults() -> Result<Self, String> {
+        Self::start_prefixed(
+            &[],
+            &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--enable-debug-command",
+                "yes",
+            ],
+        )
+    }
+
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
         Self::start_prefixed(&[], extra).unwrap_or_else(|e| panic!("{e}"))
