@@ -22,7 +22,7 @@ use crate::record;
 use crate::reply::{Reply, array, bytes, int, job_id, reply};
 use crate::route::{Route, Routes, group};
 use crate::scripts::{self, ScriptDef};
-use crate::target::{self, ConnectOptions, Target, Topology};
+use crate::target::{self, ConnectOptions, Target};
 use crate::wake::WakeHub;
 
 /// Most jobs leased in one claim (bounded by Lua's `unpack` limit and by reply size).
@@ -403,11 +403,6 @@ async fn send(
         .query_async(live)
         .await?;
     Ok((v, Some(n)))
-}
-
-/// Whether the target is a Cluster (for tools).
-pub(crate) fn is_cluster(t: &Target) -> bool {
-    matches!(t.topology, Topology::Cluster(_))
 }
 
 pub(crate) fn arg(v: impl ToString) -> Vec<u8> {

@@ -60,7 +60,7 @@ impl RedisBackend {
     /// Every key matching `pattern` on every master (`SCAN` is per node).
     async fn scan_all(&self, pattern: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
-        for mut conn in crate::nodes::masters(self).await? {
+        for (_, mut conn) in crate::nodes::masters(self).await? {
             let mut cursor: u64 = 0;
             loop {
                 let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")

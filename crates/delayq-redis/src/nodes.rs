@@ -23,7 +23,7 @@ pub struct Master {
 
 /// The masters of the cluster and their slots (`CLUSTER SLOTS`); empty when not a Cluster.
 pub(crate) async fn cluster_masters(b: &RedisBackend) -> Result<Vec<Master>> {
-    if !crate::backend::is_cluster(b.target()) {
+    if !b.inner.conn.is_cluster() {
         return Ok(Vec::new());
     }
     let mut conn = b.connection();
@@ -65,26 +65,16 @@ pub(crate) async fn cluster_masters(b: &RedisBackend) -> Result<Vec<Master>> {
     Ok(out)
 }
 
-/// A connection to every master (one on a single server or behind Sentinel); on a Cluster
-/// one per master address, kept for the backend's life (the dashboard lists queues often).
-pub(crate) async fn masters(b: &RedisBackend) -> Result<Vec<Live>> {
+/// Every master's address and a connection to it (the one server, or the master Sentinel
+/// names, under the URL); on a Cluster one connection per master address, kept for the
+/// backend's life (the dashboard lists queues often) — one `CLUSTER SLOTS` per call.
+pub(crate) async fn masters(b: &RedisBackend) -> Result<Vec<(String, Live)>> {
     let target = b.target();
     let Topology::Cluster(seeds) = &target.topology else {
-        return Ok(vec![b.connection()]);
+        return Ok(vec![(b.url().to_owned(), b.connection())]);
     };
-    let redis = seeds
-        .first()
-        .map(|s| s.redis_settings().clone())
-        .unwrap_or_default();
     let mut out = Vec::new();
     for m in cluster_masters(b).await? {
-        let (host, port) = m.addr.rsplit_once(':').expect("host:port");
-        let port: u16 = port.parse().map_err(|_| shape("CLUSTER SLOTS port"))?;
-        let info = tcp_addr(host, port, target.tls)
-            .into_connection_info()
-            .map_err(error::map)?
-            .set_redis_settings(redis.clone())
-            .set_tcp_settings(tcp_settings());
         let cached = b
             .inner
             .nodes
@@ -95,6 +85,17 @@ pub(crate) async fn masters(b: &RedisBackend) -> Result<Vec<Live>> {
         let conn = match cached {
             Some(c) => c,
             None => {
+                let (host, port) = m.addr.rsplit_once(':').expect("host:port");
+                let port: u16 = port.parse().map_err(|_| shape("CLUSTER SLOTS port"))?;
+                let redis = seeds
+                    .first()
+                    .map(|s| s.redis_settings().clone())
+                    .unwrap_or_default();
+                let info = tcp_addr(host, port, target.tls)
+                    .into_connection_info()
+                    .map_err(error::map)?
+                    .set_redis_settings(redis)
+                    .set_tcp_settings(tcp_settings());
                 let c = client(target, info).map_err(error::map)?;
                 let conn = c.get_connection_manager().await.map_err(error::map)?;
                 b.inner
@@ -105,7 +106,7 @@ pub(crate) async fn masters(b: &RedisBackend) -> Result<Vec<Live>> {
                 conn
             }
         };
-        out.push(Live::Single(conn));
+        out.push((m.addr, Live::Single(conn)));
     }
     Ok(out)
 }
@@ -158,17 +159,7 @@ impl RedisBackend {
     /// A connection to every master with its address (`host:port`, or the URL when there is
     /// one server).
     pub async fn masters(&self) -> Result<Vec<(String, Live)>> {
-        let conns = masters(self).await?;
-        let addrs: Vec<String> = if crate::backend::is_cluster(self.target()) {
-            cluster_masters(self)
-                .await?
-                .into_iter()
-                .map(|m| m.addr)
-                .collect()
-        } else {
-            vec![self.url().to_owned()]
-        };
-        Ok(addrs.into_iter().zip(conns).collect())
+        masters(self).await
     }
 
     /// What each sentinel says about the master (empty when not behind Sentinel).

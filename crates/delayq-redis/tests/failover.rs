@@ -265,3 +265,40 @@ async fn a_sharded_queue_handles_each_job_exactly_once() {
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0));
 }
+
+/// `--wait-replicas N`: an enqueue returns once N replicas have it; with fewer, the call is a
+/// retryable error although the master has the job (so a retry with the same id is safe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_replicas_confirms_or_says_the_write_is_not_replicated() {
+    let q = QueueName::new("waited").unwrap();
+    let job = || NewJob::new("x").id(delayq::JobId::new("w1").unwrap());
+
+    let lone = RedisServer::start();
+    let mut o = ConnectOptions::new(lone.url());
+    o.wait_replicas = 1;
+    let b = RedisBackend::connect_with(o).await.unwrap();
+    let e = Producer::new(b, q.clone())
+        .enqueue(job())
+        .await
+        .unwrap_err();
+    assert!(e.is_retryable(), "{e:?}");
+    assert!(e.to_string().contains("0 of 1 replicas"), "{e}");
+    let plain = RedisBackend::connect(&lone.url()).await.unwrap();
+    let stored = plain
+        .get(&q, &delayq::JobId::new("w1").unwrap())
+        .await
+        .unwrap();
+    assert!(stored.is_some(), "the master has the job");
+
+    let set = SentinelSet::start();
+    let mut o = ConnectOptions::new(set.master.url());
+    o.wait_replicas = 1;
+    let b = RedisBackend::connect_with(o).await.unwrap();
+    let done = Producer::new(b, q.clone()).enqueue(job()).await.unwrap();
+    assert!(done.created);
+    let on_replica = set.replica.command(&["HEXISTS", "dq:{waited}:jobs", "w1"]);
+    assert_eq!(
+        on_replica, "1",
+        "the replica has it when the enqueue returns"
+    );
+}

@@ -26,6 +26,16 @@ pub struct RedisServer {
     prefix: Vec<String>,
 }
 
+/// Append-only persistence fsynced on every write: a restart loses nothing acknowledged.
+const DURABLE: [&str; 6] = [
+    "--save",
+    "",
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+];
+
 impl RedisServer {
     /// Starts a server without persistence.
     pub fn start() -> Self {
@@ -35,32 +45,17 @@ impl RedisServer {
     /// Starts a server with append-only persistence fsynced on every write, so that a restart
     /// loses nothing acknowledged.
     pub fn start_durable() -> Self {
-        Self::start_with(&[
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-        ])
+        Self::start_with(&DURABLE)
     }
 
     /// Starts a server for fault runs: append-only with `appendfsync always` (a restart loses
     /// nothing acknowledged) and the `DEBUG` command enabled (`DEBUG SLEEP`).
     pub fn start_for_faults() -> Result<Self, String> {
-        Self::start_prefixed(
-            &[],
-            &[
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--enable-debug-command",
-                "yes",
-            ],
-        )
+        let args: Vec<&str> = DURABLE
+            .into_iter()
+            .chain(["--enable-debug-command", "yes"])
+            .collect();
+        Self::start_prefixed(&[], &args)
     }
 
     /// Starts a server with extra `redis-server` arguments.
