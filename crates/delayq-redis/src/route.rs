@@ -38,11 +38,12 @@ pub(crate) struct Route {
     pub tx: Arc<watch::Sender<u64>>,
     /// Turn of the next "nothing known due" claim (see [`Route::shards_to_claim`]).
     turn: AtomicU64,
-    loaded: Mutex<Instant>,
+    /// When the shard count was last read (µs on [`Routes::now_us`]).
+    loaded_us: AtomicU64,
 }
 
 impl Route {
-    fn new(queue: &QueueName, shards: u32, tx: Arc<watch::Sender<u64>>) -> Self {
+    fn new(queue: &QueueName, shards: u32, tx: Arc<watch::Sender<u64>>, now_us: u64) -> Self {
         let shards = shards.max(1);
         Self {
             shards,
@@ -52,7 +53,7 @@ impl Route {
             subscribed: AtomicBool::new(false),
             tx,
             turn: AtomicU64::new(0),
-            loaded: Mutex::new(Instant::now()),
+            loaded_us: AtomicU64::new(now_us),
         }
     }
 
@@ -178,7 +179,10 @@ impl Routes {
     pub(crate) fn fresh(&self, queue: &QueueName) -> Option<Arc<Route>> {
         let map = self.map.lock().expect("routes lock");
         let r = map.get(queue)?;
-        (r.loaded.lock().expect("route lock").elapsed() < REFRESH).then(|| r.clone())
+        let age = self
+            .now_us()
+            .saturating_sub(r.loaded_us.load(Ordering::Relaxed));
+        (age < REFRESH.as_micros() as u64).then(|| r.clone())
     }
 
     /// Stores the shard count just read for `queue`; keeps the route (and what it learnt)
@@ -188,14 +192,14 @@ impl Routes {
         if let Some(r) = map.get(queue)
             && r.shards == shards.max(1)
         {
-            *r.loaded.lock().expect("route lock") = Instant::now();
+            r.loaded_us.store(self.now_us(), Ordering::Relaxed);
             return r.clone();
         }
         let tx = map
             .get(queue)
             .map(|r| r.tx.clone())
             .unwrap_or_else(|| Arc::new(watch::channel(0).0));
-        let route = Arc::new(Route::new(queue, shards, tx));
+        let route = Arc::new(Route::new(queue, shards, tx, self.now_us()));
         // Consumers of the old layout claim again under the new one.
         route.tx.send_modify(|n| *n = n.wrapping_add(1));
         map.insert(queue.clone(), route.clone());
