@@ -1,7 +1,10 @@
 //! A full Redis (`maxmemory` with `noeviction`): an enqueue gets a clear `store_full` (507),
-//! nothing partial is written, and the queue works again once memory is freed.
+//! nothing partial is written, a re-enqueue of an existing id still answers `created: false`,
+//! a held lease can still be extended, and the queue works again once memory is freed.
 
-use delayq::{Error, NewJob, Producer, QueueName};
+use std::time::Duration;
+
+use delayq::{Backend, ClaimRequest, Error, NewJob, Producer, QueueName};
 use delayq_http::{AppState, HttpConfig};
 use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
@@ -15,6 +18,24 @@ async fn a_full_store_says_so_writes_nothing_and_recovers() {
     p.enqueue(NewJob::new("before").id(delayq::JobId::new("before").unwrap()))
         .await
         .unwrap();
+    p.enqueue(NewJob::new("held").id(delayq::JobId::new("held").unwrap()))
+        .await
+        .unwrap();
+    let q = QueueName::new("orders").unwrap();
+    let lease = Duration::from_secs(30);
+    let claimed = backend
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 1,
+                lease,
+                acks: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let held = claimed.jobs[0].lease_ref();
+    let held2 = held.clone();
     let big = "x".repeat(4 << 20);
     assert_eq!(server.command(&["SET", "ballast", &big]), "OK");
     assert_eq!(server.command(&["CONFIG", "SET", "maxmemory", "2mb"]), "OK");
@@ -28,10 +49,34 @@ async fn a_full_store_says_so_writes_nothing_and_recovers() {
         p.enqueue_batch(batch).await,
         Err(Error::StoreFull(_))
     ));
+    // A batch mixing an existing id and new ones: refused as a whole.
+    let mixed = vec![
+        NewJob::new("b").id(delayq::JobId::new("before").unwrap()),
+        NewJob::new("new"),
+    ];
+    assert!(matches!(
+        p.enqueue_batch(mixed).await,
+        Err(Error::StoreFull(_))
+    ));
     assert_eq!(
         server.command(&["DBSIZE"]),
         keys_before,
         "nothing partial written"
+    );
+    let sched_before = server.command(&["ZCARD", "dq:{orders}:sched"]);
+
+    // Re-enqueue of an existing id needs no memory: answered, nothing written.
+    let again = p
+        .enqueue(NewJob::new("other").id(delayq::JobId::new("before").unwrap()))
+        .await
+        .unwrap();
+    assert!(!again.created);
+    // A held lease can be extended (a long handler keeps its job).
+    let deadline = backend.extend(&q, held2, lease).await.unwrap();
+    assert!(deadline > 0);
+    assert_eq!(
+        server.command(&["ZCARD", "dq:{orders}:sched"]),
+        sched_before
     );
 
     let r = delayq_http::router(AppState::new(backend.clone(), HttpConfig::default(), None));
@@ -49,6 +94,26 @@ async fn a_full_store_says_so_writes_nothing_and_recovers() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["code"], "store_full", "{v}");
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/v1/queues/orders/jobs")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(r#"{"id":"before","payload":1}"#))
+        .unwrap();
+    let resp = r.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), 200, "an existing id is answered while full");
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["created"], false, "{v}");
+
+    // Acks free memory: they go through.
+    assert_eq!(
+        backend.ack(&q, vec![held]).await.unwrap(),
+        vec![delayq::AckOutcome::Acked]
+    );
 
     assert_eq!(server.command(&["DEL", "ballast"]), "1");
     let again = p.enqueue(NewJob::new("after")).await.unwrap();

@@ -9,6 +9,10 @@
 -- Returns a flat array, 2 per job in order: R_OK (created) | R_EXISTS (nothing written), due_ms.
 -- Safe to run twice: ids are written with HSETNX, so a second run finds every job of the
 -- first and answers R_EXISTS with the stored due time.
+-- A full store (`maxmemory`, noeviction) refuses the first write of a script: HSETNX is
+-- called with pcall so an id that exists still answers R_EXISTS (nothing to write); a new
+-- id returns the OOM error, and nothing was written (later writes of a script that has
+-- written once are never refused).
 local sched, jobs, wake = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local n = tonumber(ARGV[1])
@@ -24,14 +28,19 @@ for i = 0, n - 1 do
     due = due_from(ARGV[a + 1], tonumber(ARGV[a + 2]), now)
     local rec = struct.pack(HEADER, RECORD_VERSION, tonumber(ARGV[a + 4]), 0, tonumber(ARGV[a + 3]), due,
       now, 0) .. ARGV[a + 5]
-    if redis.call('HSETNX', jobs, id, rec) == 1 then
+    local set, stored = redis.pcall('HSETNX', jobs, id, rec), nil
+    if type(set) == 'table' then
+      stored = redis.call('HGET', jobs, id)
+      if not stored then return set end
+    end
+    if set == 1 then
       zadd[#zadd + 1] = due
       zadd[#zadd + 1] = id
       fresh[id] = due
       if earliest == nil or due < earliest then earliest = due end
       out[#out + 1] = R_OK
     else
-      due = rec_due(redis.call('HGET', jobs, id))
+      due = rec_due(stored or redis.call('HGET', jobs, id))
       out[#out + 1] = R_EXISTS
     end
   else

@@ -1,8 +1,12 @@
+#!lua flags=allow-oom
 -- extend.lua: moves a lease deadline to now + lease_ms.
 -- KEYS[1] lease  ZSET id -> lease deadline ms
 -- KEYS[2] jobs   HASH id -> record
 -- ARGV[1] id, ARGV[2] token, ARGV[3] lease_ms
 -- Returns { R_OK, new deadline ms } | { R_LOST } | { R_MISSING } (nothing changed).
+-- Flag allow-oom: a full store (`maxmemory`, noeviction) still extends leases — the write
+-- replaces a score and needs no memory, and refusing it would make long handlers lose their
+-- jobs to other consumers.
 -- Safe to run twice: it sets the deadline from now; a second run only moves it a little later.
 local lease, jobs = KEYS[1], KEYS[2]
 local id = ARGV[1]

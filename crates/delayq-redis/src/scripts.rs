@@ -56,15 +56,20 @@ pub(crate) struct Built {
     pub text: String,
 }
 
-/// The whole text sent for a script file.
+/// The whole text sent for a script file. A script's `#!lua flags=…` line (Redis 7 script
+/// flags) stays the first line.
 pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
+    let (shebang, source) = match source.split_once('\n') {
+        Some((first, rest)) if first.starts_with("#!") => (format!("{first}\n"), rest),
+        _ => (String::new(), source),
+    };
     let publish = if sharded_pubsub {
         "SPUBLISH"
     } else {
         "PUBLISH"
     };
     format!(
-        "{}local PUBLISH = '{publish}'\n{}\n{}",
+        "{shebang}{}local PUBLISH = '{publish}'\n{}\n{}",
         *PRELUDE,
         include_str!("../lua/common.lua"),
         source
@@ -158,6 +163,7 @@ mod tests {
     fn header_keys(source: &str) -> Vec<(usize, String)> {
         source
             .lines()
+            .skip_while(|l| l.starts_with("#!"))
             .take_while(|l| l.starts_with("--"))
             .filter_map(|l| {
                 let rest = l.strip_prefix("-- KEYS[")?;
