@@ -69,7 +69,7 @@ error_codes! {
     UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
     TooManyLongPolls = "too_many_long_polls", 429, "this caller (token) already has the maximum of long polls waiting";
     Internal = "internal", 500, "a bug: please report it";
-    StoreFull = "store_full", 507, "the store is full (Redis maxmemory with noeviction); nothing was written; retry after memory is freed";
+    StoreFull = "store_full", 507, "the store is full (Redis maxmemory with noeviction); nothing was written; retry after memory is freed. While full, what needs no memory still works: an enqueue of an id that exists answers 200 `created: false`, leases are extended, acks and cancels go through";
     Unavailable = "unavailable", 503, "the backend cannot be reached; retry";
 }
 

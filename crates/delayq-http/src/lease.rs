@@ -13,6 +13,7 @@ use crate::extract::{ApiJson, JobPath, QueuePath};
 use crate::model::{
     AckRequest, ClaimRequest, ClaimResponse, ExtendRequest, NackRequest, Outcome, ReleaseRequest,
 };
+use crate::polls::Waiting;
 use crate::state::AppState;
 
 /// Longest long poll.
@@ -70,40 +71,33 @@ pub async fn claim<B: Backend + Inspect>(
         })?)
     };
     let deadline = Instant::now() + wait;
-    let backend = st.backend();
-    let mut wake = None;
+    let batch = st
+        .backend()
+        .claim(
+            &q,
+            Claim {
+                max,
+                lease,
+                acks: Vec::new(),
+            },
+        )
+        .await?;
     let mut shutdown = st.inner.shutdown.clone();
-    loop {
-        if wake.is_none() && !wait.is_zero() {
-            wake = backend.wakeups(&q).await.ok();
-        }
-        if let Some(w) = wake.as_mut() {
-            w.borrow_and_update();
-        }
-        let batch = backend
-            .claim(
-                &q,
-                Claim {
-                    max,
-                    lease,
-                    acks: Vec::new(),
-                },
-            )
-            .await?;
-        if !batch.jobs.is_empty() || Instant::now() >= deadline || *shutdown.borrow() {
-            return Ok(Json(ClaimResponse {
-                jobs: batch.jobs.into_iter().map(Into::into).collect(),
-            }));
-        }
-        // No poll loop: sleep until the next due job, a wake-up, the deadline or shutdown.
-        let until = batch
-            .next_due_in
-            .map_or(deadline, |d| (Instant::now() + d).min(deadline));
-        tokio::select! {
-            _ = delayq::wait::until_due_or_woken(Some(until), &mut wake) => {}
-            _ = shutdown.changed() => {}
-        }
+    if !batch.jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
+        return Ok(Json(ClaimResponse {
+            jobs: batch.jobs.into_iter().map(Into::into).collect(),
+        }));
     }
+    // Nothing due: wait with the queue's other polls; its one claim loop serves them all.
+    let mut waiting = Waiting::join(&st, &q, max, lease, deadline);
+    let jobs = tokio::select! {
+        jobs = waiting.jobs() => jobs,
+        () = tokio::time::sleep_until(deadline) => waiting.stop(),
+        _ = shutdown.changed() => waiting.stop(),
+    };
+    Ok(Json(ClaimResponse {
+        jobs: jobs.into_iter().map(Into::into).collect(),
+    }))
 }
 
 /// Acknowledge a job: it is done and deleted.

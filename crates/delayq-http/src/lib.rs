@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod lease;
 pub mod model;
 pub mod ops;
+mod polls;
 pub mod queues;
 pub mod state;
 

@@ -72,7 +72,9 @@ pub(crate) struct Inner<B> {
     /// Queues seen by this server, so their gauges are exported even when empty.
     pub seen: Mutex<BTreeSet<QueueName>>,
     /// Long polls waiting now, per caller (its `Authorization` value; "" without tokens).
-    pub polls: Mutex<std::collections::HashMap<String, usize>>,
+    pub polls_per_caller: Mutex<std::collections::HashMap<String, usize>>,
+    /// Long polls waiting for jobs, per queue, and their claim loops.
+    pub polls: crate::polls::Polls,
 }
 
 /// One waiting long poll, counted until dropped.
@@ -83,7 +85,7 @@ pub(crate) struct PollSlot<B> {
 
 impl<B> Drop for PollSlot<B> {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.state.inner.polls.lock()
+        if let Ok(mut m) = self.state.inner.polls_per_caller.lock()
             && let Some(n) = m.get_mut(&self.key)
         {
             *n -= 1;
@@ -106,7 +108,8 @@ impl<B: Backend + Inspect> AppState<B> {
                 shutdown_tx,
                 shutdown,
                 seen: Mutex::default(),
-                polls: Mutex::default(),
+                polls_per_caller: Mutex::default(),
+                polls: crate::polls::Polls::default(),
             }),
         }
     }
@@ -114,7 +117,7 @@ impl<B: Backend + Inspect> AppState<B> {
     /// A slot for a long poll by `key`, or `None` when that caller already has
     /// [`HttpConfig::max_long_polls`] waiting.
     pub(crate) fn poll_slot(&self, key: String) -> Option<PollSlot<B>> {
-        let mut m = self.inner.polls.lock().ok()?;
+        let mut m = self.inner.polls_per_caller.lock().ok()?;
         let n = m.entry(key.clone()).or_default();
         if *n >= self.inner.config.max_long_polls {
             return None;
@@ -124,6 +127,11 @@ impl<B: Backend + Inspect> AppState<B> {
             state: self.clone(),
             key,
         })
+    }
+
+    /// Long polls waiting for jobs now, all queues.
+    pub fn waiting_polls(&self) -> usize {
+        self.inner.polls.waiting()
     }
 
     /// Ends pending long polls (they answer with no jobs) and refuses new ones.
