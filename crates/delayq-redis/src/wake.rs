@@ -156,7 +156,7 @@ async fn run(target: Target, notifiers: Notifiers, mut requests: mpsc::Unbounded
                     }
                 },
                 _ = health.tick() => {
-                    let ping = tokio::time::timeout(Duration::from_secs(5), sink.ping::<String>());
+                    let ping = tokio::time::timeout(Duration::from_secs(5), sink.ping::<Value>());
                     if !matches!(ping.await, Ok(Ok(_))) {
                         tracing::warn!("wake-up connection did not answer PING; replacing it");
                         break;

@@ -62,3 +62,39 @@ async fn a_silently_dead_connection_is_replaced() {
         .expect("a wake-up after healing")
         .unwrap();
 }
+
+/// The health check keeps a live subscription: a subscribed connection answers `PING` with
+/// an array (`pong`, ""), which must count as an answer — not as a dead connection replaced
+/// every check (a reconnection every 10 s, and wake-ups published meanwhile lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_live_subscription_is_kept() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let b = RedisBackend::connect(&format!("redis://127.0.0.1:{}", proxy.port()))
+        .await
+        .unwrap();
+    let q = QueueName::new("idle").unwrap();
+    let mut wake = b.wakeups(&q).await.unwrap();
+    b.enqueue(&q, vec![NewJob::new("a").delay(Duration::from_secs(60))])
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), wake.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    let connections = proxy.accepted();
+    // Past one health check (every 10 s).
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        proxy.accepted(),
+        connections,
+        "no connection was replaced while everything answered"
+    );
+    wake.borrow_and_update();
+    // Due before the head: the enqueue publishes a wake-up.
+    b.enqueue(&q, vec![NewJob::new("b")]).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), wake.changed())
+        .await
+        .expect("the kept subscription still carries wake-ups")
+        .unwrap();
+}
