@@ -1,28 +1,53 @@
-//! `delayq chaos`: a named fault scenario against a redis-server it starts itself
-//! (`appendfsync always`), checked by the history checker of `delayq::testkit::chaos`, its
-//! table printed — so anyone can reproduce the figures of docs/RELIABILITY.md.
+//! `delayq chaos`: a named fault scenario against Redis servers it starts itself (one
+//! `redis-server`, a Sentinel set or a Cluster), checked by the history checker of
+//! `delayq::testkit::chaos`, its table printed — so anyone can reproduce the figures of
+//! docs/RELIABILITY.md. The faults of each scenario are built in `chaos_faults`.
 
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use delayq::QueueName;
-use delayq::testkit::chaos::{self, Fault, Plan};
-use delayq_redis::RedisBackend;
-use delayq_test_support::{RedisServer, command_on};
+use delayq::testkit::chaos::{self, Plan};
+use delayq::{Inspect, QueueName, QueueSettings};
+use delayq_redis::{ConnectOptions, RedisBackend};
+
+use crate::chaos_faults::{self, Servers};
 
 /// The scenarios.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Scenario {
     /// Consumers killed (`--kills`) while jobs flow.
     WorkerKill,
-    /// Redis SIGKILLed and restarted (`--restarts`) while jobs flow.
+    /// Redis SIGKILLed and restarted (`--restarts`, with `--fsync`) while jobs flow.
     RedisRestart,
+    /// Power cuts (`--restarts`) of a Redis with `appendfsync everysec`: each restarts from
+    /// the disk as it was `--window-ms` before the cut.
+    PowerLoss,
+    /// Network faults (`--faults`) between every client and Redis through a TCP proxy:
+    /// stalls, resets, refused connections, delays, in turn.
+    Network,
+    /// Sentinel failovers (`--failovers`): the master SIGKILLed, its replica promoted, the
+    /// old master back as a replica.
+    SentinelFailover,
+    /// Cluster failovers (`--failovers`) of the master serving the queue's first shard, in
+    /// turn a graceful `CLUSTER FAILOVER` and a SIGKILL with automatic promotion.
+    ClusterFailover,
     /// Kills, restarts, `CLIENT PAUSE WRITE` and `DEBUG SLEEP` together.
     Mixed,
 }
 
-/// Arguments of `delayq chaos`.
+/// `appendfsync` of the scenarios on one server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Fsync {
+    /// Every write fsynced before it is acknowledged.
+    Always,
+    /// Fsynced once a second (a process crash loses nothing; a power cut up to a second).
+    Everysec,
+}
+
+/// Arguments of `delayq chaos` (`--wait-replicas` is the global option: writes wait for that
+/// many replicas; it matters in the failover scenarios).
 #[derive(Args, Debug)]
 pub(crate) struct ChaosArgs {
     /// What to break.
@@ -34,68 +59,75 @@ pub(crate) struct ChaosArgs {
     /// Consumer kills (worker-kill, mixed).
     #[arg(long, default_value_t = 20)]
     pub kills: usize,
-    /// Redis restarts (redis-restart, mixed).
+    /// Redis restarts or power cuts (redis-restart, power-loss, mixed).
     #[arg(long, default_value_t = 5)]
     pub restarts: usize,
+    /// `appendfsync` (redis-restart, worker-kill, mixed; power-loss is always everysec).
+    #[arg(long, value_enum, default_value = "always")]
+    pub fsync: Fsync,
+    /// power-loss: how long before each cut the disk's content is frozen (ms).
+    #[arg(long, default_value_t = 1000)]
+    pub window_ms: u64,
+    /// Network faults (network).
+    #[arg(long, default_value_t = 20)]
+    pub faults: usize,
+    /// Failovers (sentinel-failover, cluster-failover).
+    #[arg(long, default_value_t = 3)]
+    pub failovers: usize,
+    /// Shards of the queue (cluster-failover: 4 unless given).
+    #[arg(long)]
+    pub shards: Option<u32>,
     /// Consumers running at once.
     #[arg(long, default_value_t = 4)]
     pub consumers: usize,
 }
 
-fn fault<F: FnOnce() + Send + 'static>(name: String, f: F) -> Fault {
-    (
-        name,
-        Box::new(move || {
-            Box::pin(async move {
-                let _ = tokio::task::spawn_blocking(f).await;
-            })
-        }),
-    )
+/// Connects, retrying while the servers are down (a process starting mid-fault would).
+fn connector(
+    url: String,
+    wait_replicas: u32,
+) -> impl Fn() -> Pin<Box<dyn Future<Output = RedisBackend> + Send>> {
+    move || {
+        let mut o = ConnectOptions::new(url.clone());
+        o.wait_replicas = wait_replicas;
+        Box::pin(async move {
+            loop {
+                match RedisBackend::connect_with(o.clone()).await {
+                    Ok(b) => return b,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        })
+    }
 }
 
-/// Runs the scenario; exit 1 when the checker finds a loss, an early start, an unexpected job
-/// or a stale ack accepted.
-pub(crate) async fn run(a: ChaosArgs) -> anyhow::Result<u8> {
-    let server = RedisServer::start_for_faults().map_err(anyhow::Error::msg)?;
-    let url = server.url();
-    let port = server.port();
-    let server = Arc::new(Mutex::new(server));
-    let kills = match a.scenario {
-        Scenario::RedisRestart => 0,
-        _ => a.kills,
+/// Runs the scenario; exit 1 when the checker finds a loss outside an unsynced window, an
+/// early start, an unexpected job or a stale ack accepted.
+pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> {
+    let servers = Servers::start(&a)?;
+    let url = servers.url();
+    let q = QueueName::new("chaos")?;
+    let shards = match (a.shards, a.scenario) {
+        (Some(n), _) => n,
+        (None, Scenario::ClusterFailover) => 4,
+        (None, _) => 1,
     };
-    let restarts = match a.scenario {
-        Scenario::WorkerKill => 0,
-        _ => a.restarts,
-    };
-    let mut faults = Vec::new();
-    for r in 0..restarts {
-        let at = a.jobs * (2 * r + 1) / (2 * restarts);
-        let s = server.clone();
-        faults.push((
-            at,
-            fault(format!("redis SIGKILL + restart #{}", r + 1), move || {
-                s.lock().expect("server lock").restart();
-            }),
-        ));
+    let connect = connector(url.clone(), wait_replicas);
+    if shards > 1 {
+        connect()
+            .await
+            .configure(&q, QueueSettings { shards })
+            .await?;
     }
-    if a.scenario == Scenario::Mixed {
-        faults.push((
-            a.jobs / 3,
-            fault("CLIENT PAUSE 1500 WRITE".into(), move || {
-                command_on(port, &["CLIENT", "PAUSE", "1500", "WRITE"]);
-            }),
-        ));
-        faults.push((
-            2 * a.jobs / 3,
-            fault("DEBUG SLEEP 1".into(), move || {
-                std::thread::spawn(move || command_on(port, &["DEBUG", "SLEEP", "1"]));
-            }),
-        ));
-    }
+    let (faults, kills) = chaos_faults::build(&a, &servers, &q, shards, wait_replicas);
     eprintln!(
-        "delayq chaos: {:?}, {} jobs, {kills} consumer kills, {restarts} Redis restarts, redis-server {}",
-        a.scenario, a.jobs, url
+        "delayq chaos: {:?}, {} jobs, {} consumers, {kills} consumer kills, {} other faults, \
+         {shards} shard(s), --wait-replicas {wait_replicas}, {}",
+        a.scenario,
+        a.jobs,
+        a.consumers,
+        faults.len(),
+        delayq_redis::mask(&url)
     );
     let plan = Plan {
         jobs: a.jobs,
@@ -103,19 +135,14 @@ pub(crate) async fn run(a: ChaosArgs) -> anyhow::Result<u8> {
         kills,
         faults,
         lease: Duration::from_secs(2),
-        drain: Duration::from_secs(120),
+        drain: Duration::from_secs(180),
     };
-    let q = QueueName::new("chaos")?;
-    let report = chaos::run(
-        q,
-        || async { RedisBackend::connect(&url).await.expect("connect") },
-        plan,
-    )
-    .await;
+    let report = chaos::run(q, connect, plan).await;
     print!("{}", report.table());
     let bad = !report.lost.is_empty()
         || !report.unexpected.is_empty()
         || report.early > 0
         || report.stale_acks_accepted > 0;
+    drop(servers);
     Ok(u8::from(bad))
 }

@@ -9,6 +9,8 @@ mod backend;
 mod bench;
 #[cfg(feature = "bench")]
 mod chaos;
+#[cfg(feature = "bench")]
+mod chaos_faults;
 mod demo;
 mod doctor;
 mod doctor_topology;
@@ -82,7 +84,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     #[cfg(feature = "bench")]
     if let Command::Chaos(a) = cli.command {
-        return chaos::run(a).await;
+        return chaos::run(a, cli.wait_replicas).await;
     }
     if let Command::Serve(a) = &cli.command {
         serve::check(a)?;

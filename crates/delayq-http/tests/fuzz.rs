@@ -1,6 +1,7 @@
 //! Fuzz of the HTTP surface (proptest over arbitrary input): any body on any endpoint, any
 //! path, query string and content type gets an answer below 500 — a typed 4xx or a success —
-//! and never a panic (which the server would turn into a 500).
+//! and never a panic (which the server would turn into a 500). `DELAYQ_FUZZ_CASES` sets the
+//! number of cases (3,000 in CI; docs/RELIABILITY.md has the long runs).
 
 use axum::Router;
 use delayq_embedded::EmbeddedBackend;
@@ -53,7 +54,10 @@ fn no_input_makes_the_api_fail() {
         delayq_http::router(AppState::new(backend, HttpConfig::default(), None))
     });
     let config = ProptestConfig {
-        cases: 3000,
+        cases: std::env::var("DELAYQ_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3000),
         failure_persistence: None,
         ..ProptestConfig::default()
     };

@@ -163,8 +163,17 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
 mod tests {
     use super::*;
 
+    /// Cases per fuzz property: `DELAYQ_FUZZ_CASES`, else `default` (docs/RELIABILITY.md
+    /// has the long runs).
+    fn fuzz_cases(default: u32) -> u32 {
+        std::env::var("DELAYQ_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(fuzz_cases(20_000)))]
         /// Fuzz: any bytes decode to a record or a typed error, never a panic; and whatever
         /// decodes re-encodes to a record that decodes the same.
         #[test]

@@ -8,19 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::QueueName;
-use delayq::testkit::chaos::{self, Fault, Plan};
+use delayq::testkit::chaos::{self, Plan, fault};
 use delayq_redis::RedisBackend;
 use delayq_test_support::{RedisServer, command_on};
-
-fn fault<F>(name: &str, f: F) -> Fault
-where
-    F: FnOnce() + Send + 'static,
-{
-    (
-        name.to_owned(),
-        Box::new(move || Box::pin(async move { tokio::task::spawn_blocking(f).await.unwrap() })),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {

@@ -199,6 +199,37 @@ impl RedisCluster {
         }
     }
 
+    /// An unplanned failover: SIGKILLs the master serving `slot`, waits until its replica
+    /// takes the slot over (after the node timeout), restarts the killed node (it rejoins as
+    /// a replica, empty, and syncs) and waits until every node is ok again.
+    pub fn kill_master_and_recover(&mut self, slot: u16) {
+        let port = self.master_of(slot).port();
+        let i = self
+            .nodes
+            .iter()
+            .position(|n| n.port() == port)
+            .expect("the master is a node");
+        self.nodes[i].kill();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.master_of_opt(slot).is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "no replica took slot {slot} over"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.nodes[i].restart();
+        loop {
+            let info = self.nodes[i].info("replication");
+            if info.contains("role:slave") && info.contains("master_link_status:up") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the old master did not rejoin");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.wait_ok();
+    }
+
     /// Adds a user with `rule` on every node.
     pub fn add_user(&self, user: &str, password: &str, rule: &str) {
         for n in &self.nodes {

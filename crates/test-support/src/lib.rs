@@ -51,11 +51,46 @@ impl RedisServer {
     /// Starts a server for fault runs: append-only with `appendfsync always` (a restart loses
     /// nothing acknowledged) and the `DEBUG` command enabled (`DEBUG SLEEP`).
     pub fn start_for_faults() -> Result<Self, String> {
-        let args: Vec<&str> = DURABLE
-            .into_iter()
-            .chain(["--enable-debug-command", "yes"])
+        Self::start_for_faults_with("always")
+    }
+
+    /// The same with `appendfsync <fsync>` (`always`, `everysec`, `no`). The append-only
+    /// file is never rewritten (its files stay the same set for [`RedisServer::disk_snapshot`]).
+    pub fn start_for_faults_with(fsync: &str) -> Result<Self, String> {
+        let args: Vec<&str> = DURABLE[..5]
+            .iter()
+            .copied()
+            .chain([fsync, "--enable-debug-command", "yes"])
+            .chain(["--auto-aof-rewrite-percentage", "0"])
             .collect();
         Self::start_prefixed(&[], &args)
+    }
+
+    /// A copy of the append-only files as they are now: what a disk would hold if everything
+    /// written so far had been fsynced and nothing after (see [`RedisServer::power_cut`]).
+    pub fn disk_snapshot(&self) -> tempfile::TempDir {
+        let copy = tempfile::tempdir().expect("temp dir");
+        let aof = self.dir.path().join("appendonlydir");
+        if let Ok(files) = std::fs::read_dir(&aof) {
+            for f in files.flatten() {
+                let _ = std::fs::copy(f.path(), copy.path().join(f.file_name()));
+            }
+        }
+        copy
+    }
+
+    /// A power cut: the server is SIGKILLed and starts again from `disk` (a
+    /// [`RedisServer::disk_snapshot`]) — everything written after the snapshot never reached
+    /// the disk, as with `appendfsync everysec` when the machine loses power.
+    pub fn power_cut(&mut self, disk: &Path) {
+        self.kill();
+        let aof = self.dir.path().join("appendonlydir");
+        let _ = std::fs::remove_dir_all(&aof);
+        std::fs::create_dir_all(&aof).expect("appendonlydir");
+        for f in std::fs::read_dir(disk).expect("snapshot").flatten() {
+            std::fs::copy(f.path(), aof.join(f.file_name())).expect("restore");
+        }
+        self.restart();
     }
 
     /// Starts a server with extra `redis-server` arguments.

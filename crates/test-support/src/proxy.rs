@@ -1,7 +1,8 @@
 //! A TCP proxy between a client under test and a server, for network faults: it can stall
 //! the connections open now (they stay open but carry nothing, like a socket whose NAT or
 //! load-balancer state was dropped) while new connections pass, reset every open connection,
-//! delay everything it carries, or refuse new connections. Threads only; dropping it stops
+//! delay everything it carries, refuse new connections, or cut connections as the answer
+//! comes back (the request arrived, the client never hears the outcome). Threads only; dropping it stops
 //! accepting and closes every connection.
 
 use std::io::{ErrorKind, Read, Write};
@@ -27,6 +28,9 @@ struct Shared {
     delay_ms: AtomicU64,
     /// New connections are closed at once.
     refuse: AtomicBool,
+    /// When > 0: connections whose number is not a multiple of it are closed as soon as the
+    /// server answers, the answer dropped.
+    cut_answers: AtomicU64,
     /// Both ends of every open connection (for resets).
     open: std::sync::Mutex<Vec<TcpStream>>,
 }
@@ -55,13 +59,13 @@ impl Proxy {
                             s.open.lock().expect("proxy lock").extend([a, b]);
                         }
                         let _ = client.set_nonblocking(false);
-                        for (from, to) in [
-                            (client.try_clone(), server.try_clone()),
-                            (server.try_clone(), client.try_clone()),
+                        for (from, to, answers) in [
+                            (client.try_clone(), server.try_clone(), false),
+                            (server.try_clone(), client.try_clone(), true),
                         ] {
                             if let (Ok(from), Ok(to)) = (from, to) {
                                 let s = s.clone();
-                                std::thread::spawn(move || pump(from, to, n, &s));
+                                std::thread::spawn(move || pump(from, to, n, answers, &s));
                             }
                         }
                     }
@@ -105,6 +109,13 @@ impl Proxy {
         self.shared.refuse.store(on, Ordering::Relaxed);
     }
 
+    /// Cuts the answers of all but every `keep`-th new connection (0: none cut): the
+    /// request reaches the server, then the connection closes before the client reads a byte
+    /// of the answer.
+    pub fn cut_answers(&self, keep: u64) {
+        self.shared.cut_answers.store(keep, Ordering::Relaxed);
+    }
+
     /// Connections accepted so far.
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Ordering::Relaxed)
@@ -117,7 +128,7 @@ impl Drop for Proxy {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, n: u64, s: &Shared) {
+fn pump(mut from: TcpStream, mut to: TcpStream, n: u64, answers: bool, s: &Shared) {
     let _ = from.set_read_timeout(Some(Duration::from_millis(50)));
     let mut buf = [0u8; 16 * 1024];
     loop {
@@ -133,6 +144,15 @@ fn pump(mut from: TcpStream, mut to: TcpStream, n: u64, s: &Shared) {
             Ok(0) => break,
             // Bytes read as the stall began are lost with it.
             Ok(_) if n < s.stall_below.load(Ordering::Relaxed) => {}
+            // An answer to cut: dropped, the connection closed.
+            Ok(_)
+                if answers && {
+                    let keep = s.cut_answers.load(Ordering::Relaxed);
+                    keep > 0 && n % keep != 0
+                } =>
+            {
+                break;
+            }
             Ok(k) => {
                 let delay = s.delay_ms.load(Ordering::Relaxed);
                 if delay > 0 {

@@ -101,6 +101,42 @@ impl SentinelSet {
         let r = self.sentinel_command(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER]);
         r.lines().nth(1).and_then(|p| p.trim().parse().ok())
     }
+
+    /// An unplanned failover: SIGKILLs the current master, waits until the sentinel promotes
+    /// the other server, restarts the killed one (it comes back empty and the sentinel makes
+    /// it a replica) and waits until it is in sync again.
+    pub fn kill_master_and_recover(&mut self) {
+        let current = self
+            .current_master_port()
+            .expect("the sentinel names a master");
+        let (dead, alive) = if self.master.port() == current {
+            (&mut self.master, &self.replica)
+        } else {
+            (&mut self.replica, &self.master)
+        };
+        let alive = alive.port();
+        dead.kill();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.current_master_port() != Some(alive) {
+            assert!(Instant::now() < deadline, "no promotion");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let dead = if self.master.port() == alive {
+            &mut self.replica
+        } else {
+            &mut self.master
+        };
+        dead.restart();
+        let marker = format!("master_port:{alive}");
+        loop {
+            let info = dead.info("replication");
+            if info.contains(&marker) && info.contains("master_link_status:up") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the old master did not rejoin");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 impl Drop for SentinelSet {

@@ -13,11 +13,65 @@ use crate::{
     Backend, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId, NewJob, Producer, QueueName,
 };
 
-/// A fault the caller injects: its name and what it does.
-pub type Fault = (
-    String,
-    Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>,
-);
+/// A fault the caller injects: given the history (to record when it strikes), it strikes
+/// and may leave a task running (a fault that strikes later, or heals later); the run waits
+/// for that task before it heals. Build one with [`fault`] or [`windowed`].
+pub type Fault = Box<
+    dyn FnOnce(History) -> Pin<Box<dyn Future<Output = Option<tokio::task::JoinHandle<()>>> + Send>>
+        + Send,
+>;
+
+/// A fault that strikes at once: records [`Event::Fault`] `name`, runs `f` on a blocking
+/// thread; the run carries on when `f` returns.
+pub fn fault(name: impl Into<String>, f: impl FnOnce() + Send + 'static) -> Fault {
+    let name = name.into();
+    Box::new(move |h: History| {
+        Box::pin(async move {
+            h.record(Event::Fault(name));
+            let _ = tokio::task::spawn_blocking(f).await;
+            None
+        })
+    })
+}
+
+/// A fault that strikes at once and takes its time (a failover): records [`Event::Fault`]
+/// `name` and runs `f` on a blocking thread while the run carries on.
+pub fn background(name: impl Into<String>, f: impl FnOnce() + Send + 'static) -> Fault {
+    let name = name.into();
+    Box::new(move |h: History| {
+        Box::pin(async move {
+            h.record(Event::Fault(name));
+            Some(tokio::spawn(async move {
+                let _ = tokio::task::spawn_blocking(f).await;
+            }))
+        })
+    })
+}
+
+/// A fault preceded by a window in which acknowledged writes may be lost: `open` runs (e.g.
+/// the disk's durable state is frozen), [`Event::Unsynced`] `name` opens the window, the run
+/// carries on for `window`, then [`Event::Fault`] `name` and `strike` (e.g. a power cut that
+/// leaves the frozen disk). Losses of enqueues acknowledged inside the window are reported
+/// apart ([`Report::lost_unsynced`]).
+pub fn windowed(
+    name: impl Into<String>,
+    window: Duration,
+    open: impl FnOnce() + Send + 'static,
+    strike: impl FnOnce() + Send + 'static,
+) -> Fault {
+    let name = name.into();
+    Box::new(move |h: History| {
+        Box::pin(async move {
+            let _ = tokio::task::spawn_blocking(open).await;
+            h.record(Event::Unsynced(name.clone()));
+            Some(tokio::spawn(async move {
+                tokio::time::sleep(window).await;
+                h.record(Event::Fault(name));
+                let _ = tokio::task::spawn_blocking(strike).await;
+            }))
+        })
+    })
+}
 
 /// How a run goes.
 pub struct Plan {
@@ -40,7 +94,8 @@ fn start<B: Backend>(
     h: &History,
     q: &QueueName,
     lease: Duration,
-) -> tokio::task::JoinHandle<()> {
+    label: usize,
+) -> (usize, tokio::task::JoinHandle<()>) {
     let opts = ConsumerOptions {
         concurrency: 8,
         lease,
@@ -48,8 +103,9 @@ fn start<B: Backend>(
         shutdown_grace: Duration::from_secs(1),
         ..ConsumerOptions::default()
     };
-    let c = Consumer::new(Recording::new(b, h.clone()), q.clone(), opts).expect("valid options");
-    tokio::spawn(async move {
+    let c = Consumer::new(Recording::labelled(b, h.clone(), label), q.clone(), opts)
+        .expect("valid options");
+    let task = tokio::spawn(async move {
         let _ = c
             .run(
                 |_job: Job| async {
@@ -59,7 +115,8 @@ fn start<B: Backend>(
                 std::future::pending(),
             )
             .await;
-    })
+    });
+    (label, task)
 }
 
 /// Runs `plan` on `queue`; `connect` makes a backend per consumer and one for the producer
@@ -73,9 +130,12 @@ where
 {
     let h = History::default();
     let mut consumers = Vec::new();
+    let mut labels = 0..;
     for _ in 0..plan.consumers.max(1) {
-        consumers.push(start(connect().await, &h, &queue, plan.lease));
+        let label = labels.next().expect("endless");
+        consumers.push(start(connect().await, &h, &queue, plan.lease, label));
     }
+    let mut background = Vec::new();
     let producer = Producer::new(connect().await, queue.clone());
     let kill_every = (plan.jobs / (plan.kills + 1)).max(1);
     let mut kills = 0;
@@ -95,16 +155,20 @@ where
         if kills < plan.kills && (i + 1) % kill_every == 0 {
             kills += 1;
             h.record(Event::Fault(format!("kill consumer after job {i}")));
-            let victim = consumers.remove(0);
+            let (label, victim) = consumers.remove(0);
             victim.abort();
             let _ = victim.await;
-            consumers.push(start(connect().await, &h, &queue, plan.lease));
+            h.record(Event::Retired(label));
+            let label = labels.next().expect("endless");
+            consumers.push(start(connect().await, &h, &queue, plan.lease, label));
         }
         while faults.peek().is_some_and(|(at, _)| *at <= i) {
-            let (_, (name, f)) = faults.next().expect("peeked");
-            h.record(Event::Fault(name));
-            f().await;
+            let (_, f) = faults.next().expect("peeked");
+            background.extend(f(h.clone()).await);
         }
+    }
+    for task in background {
+        let _ = task.await;
     }
     h.record(Event::Healed);
     let deadline = Instant::now() + plan.drain;
@@ -115,7 +179,7 @@ where
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    for c in consumers {
+    for (_, c) in consumers {
         c.abort();
     }
     // The final read: an ack whose answer was lost may have taken effect.
@@ -154,10 +218,12 @@ impl Report {
     /// The report as a table for people.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "completed      {}\nlost           {}\nunexpected     {}\nduplicated     {}\n\
-             recovered      {}\nunknown absent {}\nearly          {}\nstale acks     {}\n",
+            "completed      {}\nlost           {}\nlost unsynced  {}\nunexpected     {}\n\
+             duplicated     {}\nrecovered      {}\nunknown absent {}\nearly          {}\n\
+             stale acks     {}\n",
             self.completed,
             self.lost.len(),
+            self.lost_unsynced.len(),
             self.unexpected.len(),
             self.duplicated,
             self.recovered,
@@ -165,11 +231,17 @@ impl Report {
             self.early,
             self.stale_acks_accepted
         );
-        for (fault, first) in &self.recovery {
-            let t = first.map_or("never".to_owned(), |d| {
+        let ms = |d: &Option<Duration>| {
+            d.map_or("never".to_owned(), |d| {
                 format!("{:.0} ms", d.as_secs_f64() * 1e3)
-            });
-            s += &format!("after {fault}: next completion in {t}\n");
+            })
+        };
+        for ((fault, first), (_, every)) in self.recovery.iter().zip(&self.consumer_recovery) {
+            s += &format!(
+                "after {fault}: next completion in {}, every consumer again in {}\n",
+                ms(first),
+                ms(every)
+            );
         }
         s
     }

@@ -30,6 +30,8 @@ pub enum Event {
     Start {
         /// Job id.
         id: String,
+        /// The consumer (its [`Recording`]'s label).
+        by: usize,
         /// Lease token.
         token: u64,
         /// Store time of the claim, ms.
@@ -41,6 +43,8 @@ pub enum Event {
     Ack {
         /// Job id.
         id: String,
+        /// The consumer (its [`Recording`]'s label).
+        by: usize,
         /// Lease token.
         token: u64,
         /// Whether the store accepted it.
@@ -61,6 +65,14 @@ pub enum Event {
     Gone(String),
     /// A fault began.
     Fault(String),
+    /// From here until [`Event::Fault`] of the same name, acknowledged writes are not yet
+    /// durable and that fault may lose them (the fsync window of `appendfsync everysec` before
+    /// a power cut, the replication lag before a failover without `--wait-replicas`):
+    /// enqueues acknowledged in the window and never completed count as
+    /// [`Report::lost_unsynced`], not [`Report::lost`].
+    Unsynced(String),
+    /// A consumer was stopped for good (killed); it is not expected to recover.
+    Retired(usize),
     /// Every fault is healed.
     Healed,
 }
@@ -74,8 +86,11 @@ pub struct History {
 /// What [`History::check`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Acknowledged enqueues never completed.
+    /// Acknowledged enqueues never completed (outside any [`Event::Unsynced`] window).
     pub lost: Vec<String>,
+    /// Acknowledged enqueues never completed, acknowledged inside an [`Event::Unsynced`]
+    /// window before the fault that lost them (allowed by that store's durability).
+    pub lost_unsynced: Vec<String>,
     /// Of those, the ones whose current lease had an ack of unknown outcome: a final read
     /// (see [`Event::Gone`]) tells whether they were done.
     pub ack_unknown: Vec<String>,
@@ -95,6 +110,9 @@ pub struct Report {
     pub completed: usize,
     /// For each fault, the time from it to the first completion after it.
     pub recovery: Vec<(String, Option<Duration>)>,
+    /// For each fault, the time from it until every consumer running then (and not killed
+    /// since) had completed a job again; `None` if one never did.
+    pub consumer_recovery: Vec<(String, Option<Duration>)>,
 }
 
 impl History {
@@ -138,6 +156,7 @@ impl History {
                     token,
                     at_ms,
                     due_ms,
+                    ..
                 } => {
                     *starts.entry(id.clone()).or_default() += 1;
                     latest_token.insert(id.clone(), *token);
@@ -150,6 +169,7 @@ impl History {
                     token,
                     accepted,
                     gone,
+                    ..
                 } => {
                     let current = latest_token.get(id) == Some(token);
                     if *accepted {
@@ -171,12 +191,19 @@ impl History {
                         completed.insert(id.clone());
                     }
                 }
-                Event::Fail(_) | Event::Fault(_) | Event::Healed => {}
+                Event::Fail(_)
+                | Event::Fault(_)
+                | Event::Unsynced(_)
+                | Event::Retired(_)
+                | Event::Healed => {}
             }
         }
         let unknown: HashSet<String> = unknown.difference(&acked_enqueue).cloned().collect();
-        r.lost = acked_enqueue.difference(&completed).cloned().collect();
+        let never_done: Vec<String> = acked_enqueue.difference(&completed).cloned().collect();
+        let unsynced = unsynced_acks(&events);
+        (r.lost_unsynced, r.lost) = never_done.into_iter().partition(|id| unsynced.contains(id));
         r.lost.sort();
+        r.lost_unsynced.sort();
         r.ack_unknown = r
             .lost
             .iter()
@@ -199,11 +226,68 @@ impl History {
                     matches!(e, Event::Ack { accepted: true, .. }).then(|| t.duration_since(*at))
                 });
                 r.recovery.push((name.clone(), first));
+                r.consumer_recovery
+                    .push((name.clone(), every_consumer_back(&events, i)));
             }
         }
         let _ = invoked;
         r
     }
+}
+
+/// Ids whose enqueue was acknowledged inside an [`Event::Unsynced`] window.
+fn unsynced_acks(events: &[(Instant, Event)]) -> HashSet<String> {
+    let mut open: HashSet<&str> = HashSet::new();
+    let mut ids = HashSet::new();
+    for (_, e) in events {
+        match e {
+            Event::Unsynced(name) => {
+                open.insert(name);
+            }
+            Event::Fault(name) => {
+                open.remove(name.as_str());
+            }
+            Event::Ok(id) if !open.is_empty() => {
+                ids.insert(id.clone());
+            }
+            _ => {}
+        }
+    }
+    ids
+}
+
+/// Time from the fault at `events[i]` until every consumer running then (not retired before
+/// completing again) completed a job; `None` if one never did.
+fn every_consumer_back(events: &[(Instant, Event)], i: usize) -> Option<Duration> {
+    let at = events[i].0;
+    let mut running = HashSet::new();
+    for (_, e) in &events[..i] {
+        match e {
+            Event::Start { by, .. } => {
+                running.insert(*by);
+            }
+            Event::Retired(by) => {
+                running.remove(by);
+            }
+            _ => {}
+        }
+    }
+    let mut slowest = Duration::ZERO;
+    for c in running {
+        let back = events[i..].iter().find_map(|(t, e)| match e {
+            Event::Ack {
+                by, accepted: true, ..
+            } if *by == c => Some(Some(t.duration_since(at))),
+            Event::Retired(by) if *by == c => Some(None),
+            _ => None,
+        });
+        match back {
+            Some(Some(d)) => slowest = slowest.max(d),
+            Some(None) => {} // killed before it completed again
+            None => return None,
+        }
+    }
+    Some(slowest)
 }
 
 /// Wraps a backend and records every lease it hands out and every ack's outcome into a
@@ -212,12 +296,18 @@ impl History {
 pub struct Recording<B> {
     inner: B,
     history: History,
+    by: usize,
 }
 
 impl<B> Recording<B> {
-    /// Records `inner`'s leases and acks into `history`.
+    /// Records `inner`'s leases and acks into `history` (as consumer 0).
     pub fn new(inner: B, history: History) -> Self {
-        Self { inner, history }
+        Self::labelled(inner, history, 0)
+    }
+
+    /// The same, the events labelled as consumer `by`.
+    pub fn labelled(inner: B, history: History, by: usize) -> Self {
+        Self { inner, history, by }
     }
 
     fn unknown(&self, leases: &[LeaseRef]) {
@@ -233,6 +323,7 @@ impl<B> Recording<B> {
         for (l, o) in leases.iter().zip(outcomes) {
             self.history.record(Event::Ack {
                 id: l.id.to_string(),
+                by: self.by,
                 token: l.token,
                 accepted: *o == AckOutcome::Acked,
                 gone: *o == AckOutcome::NotFound,
@@ -254,6 +345,7 @@ impl<B: Backend> Backend for Recording<B> {
         for j in &b.jobs {
             self.history.record(Event::Start {
                 id: j.id.to_string(),
+                by: self.by,
                 token: j.lease_token,
                 at_ms: j
                     .lease_deadline_ms
@@ -303,6 +395,7 @@ mod tests {
     fn start(id: &str, token: u64, at_ms: u64, due_ms: u64) -> Event {
         Event::Start {
             id: id.into(),
+            by: 0,
             token,
             at_ms,
             due_ms,
@@ -312,6 +405,7 @@ mod tests {
     fn ack(id: &str, token: u64, accepted: bool) -> Event {
         Event::Ack {
             id: id.into(),
+            by: 0,
             token,
             accepted,
             gone: false,
@@ -344,6 +438,7 @@ mod tests {
             start("resent", 7, 10, 10),
             Event::Ack {
                 id: "resent".into(),
+                by: 0,
                 token: 7,
                 accepted: false,
                 gone: true,
@@ -375,5 +470,45 @@ mod tests {
             "token 4 after lease 5 was handed out"
         );
         assert_eq!(r.completed, 6);
+    }
+
+    /// Losses are attributed to an unsynced window only when the enqueue was acknowledged
+    /// inside it; a consumer that never completes again after a fault is reported.
+    #[test]
+    fn unsynced_windows_and_consumer_recovery() {
+        let h = History::default();
+        h.record(Event::Ok("before".into()));
+        h.record(start("x", 1, 10, 10));
+        h.record(Event::Unsynced("cut".into()));
+        h.record(Event::Ok("inside".into()));
+        h.record(Event::Fault("cut".into()));
+        h.record(Event::Ok("after".into()));
+        h.record(ack("x", 1, true));
+        let r = h.check();
+        assert_eq!(r.lost, vec!["after".to_owned(), "before".to_owned()]);
+        assert_eq!(r.lost_unsynced, vec!["inside".to_owned()]);
+        assert!(r.consumer_recovery[0].1.is_some(), "consumer 0 completed x");
+
+        let h = History::default();
+        h.record(start("a", 1, 10, 10));
+        h.record(Event::Start {
+            id: "b".into(),
+            by: 1,
+            token: 2,
+            at_ms: 10,
+            due_ms: 10,
+        });
+        h.record(Event::Fault("stall".into()));
+        h.record(ack("a", 1, true));
+        assert_eq!(
+            h.check().consumer_recovery[0].1,
+            None,
+            "consumer 1 never came back"
+        );
+        h.record(Event::Retired(1));
+        assert!(
+            h.check().consumer_recovery[0].1.is_some(),
+            "a killed consumer is not waited for"
+        );
     }
 }

@@ -1,0 +1,214 @@
+//! The servers each `delayq chaos` scenario starts, and the faults it strikes them with
+//! (spread evenly over the enqueues).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::QueueName;
+use delayq::testkit::chaos::{Fault, background, fault, windowed};
+use delayq_test_support::cluster::RedisCluster;
+use delayq_test_support::proxy::Proxy;
+use delayq_test_support::sentinel::SentinelSet;
+use delayq_test_support::{RedisServer, command_on};
+
+use crate::chaos::{ChaosArgs, Fsync, Scenario};
+
+/// The servers of a run; dropping them stops every process.
+pub(crate) enum Servers {
+    /// One `redis-server`, behind a proxy in the network scenario.
+    One {
+        server: Arc<Mutex<RedisServer>>,
+        proxy: Option<Arc<Proxy>>,
+    },
+    /// Master, replica and sentinel.
+    Sentinel(Arc<Mutex<SentinelSet>>),
+    /// Three masters with a replica each.
+    Cluster(Arc<Mutex<RedisCluster>>),
+}
+
+impl Servers {
+    /// Starts what `a.scenario` needs.
+    pub(crate) fn start(a: &ChaosArgs) -> anyhow::Result<Self> {
+        Ok(match a.scenario {
+            Scenario::SentinelFailover => {
+                Self::Sentinel(Arc::new(Mutex::new(SentinelSet::start())))
+            }
+            Scenario::ClusterFailover => {
+                Self::Cluster(Arc::new(Mutex::new(RedisCluster::start(3, 1))))
+            }
+            s => {
+                let fsync = if s == Scenario::PowerLoss || a.fsync == Fsync::Everysec {
+                    "everysec"
+                } else {
+                    "always"
+                };
+                let server =
+                    RedisServer::start_for_faults_with(fsync).map_err(anyhow::Error::msg)?;
+                let proxy = (s == Scenario::Network).then(|| Arc::new(Proxy::start(server.port())));
+                Self::One {
+                    server: Arc::new(Mutex::new(server)),
+                    proxy,
+                }
+            }
+        })
+    }
+
+    /// The connection string of the run's clients.
+    pub(crate) fn url(&self) -> String {
+        match self {
+            Self::One { proxy: Some(p), .. } => format!("redis://127.0.0.1:{}", p.port()),
+            Self::One { server, .. } => lock(server).url(),
+            Self::Sentinel(s) => lock(s).url(),
+            Self::Cluster(c) => lock(c).url(None),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The `k`-th of `n` points spread evenly over `jobs` enqueues.
+fn at(jobs: usize, k: usize, n: usize) -> usize {
+    jobs * (2 * k + 1) / (2 * n.max(1))
+}
+
+/// The faults of the scenario (each after so many enqueues) and the consumer kills.
+pub(crate) fn build(
+    a: &ChaosArgs,
+    servers: &Servers,
+    q: &QueueName,
+    shards: u32,
+    wait_replicas: u32,
+) -> (Vec<(usize, Fault)>, usize) {
+    let mut faults: Vec<(usize, Fault)> = Vec::new();
+    let kills = match a.scenario {
+        Scenario::WorkerKill | Scenario::Mixed => a.kills,
+        _ => 0,
+    };
+    match (a.scenario, servers) {
+        (Scenario::RedisRestart | Scenario::Mixed, Servers::One { server, .. }) => {
+            for k in 0..a.restarts {
+                let s = server.clone();
+                faults.push((
+                    at(a.jobs, k, a.restarts),
+                    fault(format!("redis SIGKILL + restart #{}", k + 1), move || {
+                        lock(&s).restart();
+                    }),
+                ));
+            }
+            if a.scenario == Scenario::Mixed {
+                let port = lock(server).port();
+                faults.push((
+                    a.jobs / 3,
+                    fault("CLIENT PAUSE 1500 WRITE", move || {
+                        command_on(port, &["CLIENT", "PAUSE", "1500", "WRITE"]);
+                    }),
+                ));
+                faults.push((
+                    2 * a.jobs / 3,
+                    fault("DEBUG SLEEP 1", move || {
+                        std::thread::spawn(move || command_on(port, &["DEBUG", "SLEEP", "1"]));
+                    }),
+                ));
+            }
+        }
+        (Scenario::PowerLoss, Servers::One { server, .. }) => {
+            let window = Duration::from_millis(a.window_ms);
+            for k in 0..a.restarts {
+                let (s1, s2) = (server.clone(), server.clone());
+                let disk = Arc::new(Mutex::new(None));
+                let d2 = disk.clone();
+                faults.push((
+                    at(a.jobs, k, a.restarts),
+                    windowed(
+                        format!(
+                            "power cut #{} (disk as of {} ms before)",
+                            k + 1,
+                            a.window_ms
+                        ),
+                        window,
+                        move || *lock(&disk) = Some(lock(&s1).disk_snapshot()),
+                        move || {
+                            let snapshot = lock(&d2).take().expect("snapshot taken");
+                            lock(&s2).power_cut(snapshot.path());
+                        },
+                    ),
+                ));
+            }
+        }
+        (Scenario::Network, Servers::One { proxy: Some(p), .. }) => {
+            for k in 0..a.faults {
+                let p = p.clone();
+                let f = match k % 4 {
+                    0 => fault("stall every open connection", move || p.stall_existing()),
+                    1 => fault("reset every connection", move || p.reset_all()),
+                    2 => fault("refuse connections for 1 s", move || {
+                        p.refuse(true);
+                        p.reset_all();
+                        std::thread::spawn(move || {
+                            std::thread::sleep(Duration::from_secs(1));
+                            p.refuse(false);
+                        });
+                    }),
+                    _ => fault("delay every packet 20 ms for 2 s", move || {
+                        p.delay(Duration::from_millis(20));
+                        std::thread::spawn(move || {
+                            std::thread::sleep(Duration::from_secs(2));
+                            p.delay(Duration::ZERO);
+                        });
+                    }),
+                };
+                faults.push((at(a.jobs, k, a.faults), f));
+            }
+        }
+        (Scenario::SentinelFailover, Servers::Sentinel(set)) => {
+            for k in 0..a.failovers {
+                let s = set.clone();
+                let name = format!("sentinel failover #{} (master SIGKILLed)", k + 1);
+                let strike = move || lock(&s).kill_master_and_recover();
+                faults.push((
+                    at(a.jobs, k, a.failovers),
+                    replicated(name, wait_replicas, strike),
+                ));
+            }
+        }
+        (Scenario::ClusterFailover, Servers::Cluster(c)) => {
+            let key = if shards > 1 {
+                format!("dq:{{{q}#0}}:sched")
+            } else {
+                format!("dq:{{{q}}}:sched")
+            };
+            let slot = lock(c).slot_of(&key);
+            for k in 0..a.failovers {
+                let c = c.clone();
+                let f = if k % 2 == 0 {
+                    // Graceful: the replica catches up before it takes over; nothing is lost
+                    // with or without --wait-replicas.
+                    background(
+                        format!("CLUSTER FAILOVER #{} (graceful)", k + 1),
+                        move || lock(&c).failover(slot),
+                    )
+                } else {
+                    let name = format!("cluster failover #{} (master SIGKILLed)", k + 1);
+                    replicated(name, wait_replicas, move || {
+                        lock(&c).kill_master_and_recover(slot);
+                    })
+                };
+                faults.push((at(a.jobs, k, a.failovers), f));
+            }
+        }
+        _ => {}
+    }
+    (faults, kills)
+}
+
+/// A master lost without warning: with `--wait-replicas` nothing acknowledged may be lost;
+/// without, writes acknowledged in the second before may be (asynchronous replication).
+fn replicated(name: String, wait_replicas: u32, strike: impl FnOnce() + Send + 'static) -> Fault {
+    if wait_replicas > 0 {
+        background(name, strike)
+    } else {
+        windowed(name, Duration::from_secs(1), || {}, strike)
+    }
+}

@@ -1,0 +1,111 @@
+//! F6 of docs/RELIABILITY.md: clients retrying enqueues whose answers were lost (a proxy cuts
+//! nine connections in ten as the answer comes back) store each job once when they give it an
+//! id — and the same retries without an id store duplicates, which is why every client we ship
+//! gives each job an id before its first try. `DELAYQ_F6_IDS` sets the number of jobs (the
+//! published run: 1,000, about 10,000 attempts).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use delayq::{Inspect, QueueName};
+use delayq_http::{AppState, HttpConfig};
+use delayq_redis::RedisBackend;
+use delayq_test_support::RedisServer;
+use delayq_test_support::proxy::Proxy;
+
+/// One enqueue over a fresh connection; `None` when the answer never came.
+fn enqueue(port: u16, body: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let req = format!(
+        "POST /v1/queues/f6/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
+}
+
+/// Sends `body` until an answer comes back; returns (status, attempts).
+fn until_answered(port: u16, body: &str) -> (u16, usize) {
+    for attempt in 1..=1000 {
+        if let Some(status) = enqueue(port, body) {
+            return (status, attempt);
+        }
+    }
+    panic!("no answer in 1000 attempts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_with_an_id_store_each_job_once() {
+    let ids: usize = std::env::var("DELAYQ_F6_IDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http_port = listener.local_addr().unwrap().port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(delayq_http::serve(
+        listener,
+        AppState::new(backend.clone(), HttpConfig::default(), None),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let proxy = Proxy::start(http_port);
+    proxy.cut_answers(10);
+    let port = proxy.port();
+
+    let (attempts, statuses) = tokio::task::spawn_blocking(move || {
+        let mut attempts = 0;
+        let mut statuses = Vec::new();
+        for i in 0..ids {
+            let (status, n) = until_answered(port, &format!(r#"{{"id":"job-{i}","payload":{i}}}"#));
+            attempts += n;
+            statuses.push(status);
+        }
+        // The same retries without an id: every attempt that reached the server stored a job.
+        for i in 0..20 {
+            until_answered(port, &format!(r#"{{"payload":{i}}}"#));
+        }
+        (attempts, statuses)
+    })
+    .await
+    .unwrap();
+    eprintln!("F6: {ids} jobs, {attempts} attempts, 9 in 10 answers cut");
+    assert!(
+        attempts >= ids * 5,
+        "the proxy cut answers: {attempts} attempts"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 201),
+        "{statuses:?}"
+    );
+
+    let stored_with_ids = (0..ids)
+        .filter(|i| server.command(&["HEXISTS", "dq:{f6}:jobs", &format!("job-{i}")]) == "1")
+        .count();
+    assert_eq!(
+        stored_with_ids, ids,
+        "every job with an id stored, once (its id is its key)"
+    );
+    let stored: usize = server.command(&["HLEN", "dq:{f6}:jobs"]).parse().unwrap();
+    let stats = backend.stats(&QueueName::new("f6").unwrap()).await.unwrap();
+    assert_eq!(
+        stats.scheduled as usize, stored,
+        "each stored job scheduled once"
+    );
+    let anonymous = stored - ids;
+    eprintln!("F6: 20 enqueues without an id, retried the same way, stored {anonymous} jobs");
+    assert!(
+        anonymous > 20,
+        "without ids, retries after a lost answer store duplicates ({anonymous})"
+    );
+    let _ = stop.send(());
+    let _ = task.await;
+}
