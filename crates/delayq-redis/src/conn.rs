@@ -10,7 +10,9 @@
 
 use std::sync::{Arc, RwLock};
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
@@ -22,8 +24,13 @@ use crate::target::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, Target, Topology, tcp_set
 /// routed by key). Implements the redis crate's `ConnectionLike`, so any command runs on it.
 #[derive(Clone)]
 pub enum Live {
-    /// One server.
+    /// One server (reconnects by itself).
     Single(ConnectionManager),
+    /// The master the sentinels named. It never reconnects by itself: an old master that was
+    /// SIGKILLed and restarted calls itself master, empty, until the sentinels notice it (up
+    /// to 10 s) — reconnecting to its address would write there and lose those writes when it
+    /// is made a replica. A lost connection is replaced by asking the sentinels again.
+    Sentinel(MultiplexedConnection),
     /// A Cluster.
     Cluster(ClusterConnection),
 }
@@ -32,6 +39,7 @@ impl ConnectionLike for Live {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Live::Single(c) => c.req_packed_command(cmd),
+            Live::Sentinel(c) => c.req_packed_command(cmd),
             Live::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -44,6 +52,7 @@ impl ConnectionLike for Live {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Live::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Live::Sentinel(c) => c.req_packed_commands(cmd, offset, count),
             Live::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
@@ -51,6 +60,7 @@ impl ConnectionLike for Live {
     fn get_db(&self) -> i64 {
         match self {
             Live::Single(c) => c.get_db(),
+            Live::Sentinel(c) => c.get_db(),
             Live::Cluster(c) => c.get_db(),
         }
     }
@@ -206,7 +216,15 @@ async fn open(target: &Target) -> Result<Live, RedisError> {
     install_crypto();
     match &target.topology {
         Topology::Single(info) => manager(client(target, info.clone())?).await,
-        Topology::Sentinel { .. } => manager(master_client(target).await?).await,
+        Topology::Sentinel { .. } => {
+            let config = redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                .set_response_timeout(Some(RESPONSE_TIMEOUT));
+            let c = master_client(target).await?;
+            timeout(c.get_multiplexed_async_connection_with_config(&config))
+                .await
+                .map(Live::Sentinel)
+        }
         Topology::Cluster(seeds) => {
             let mut b = cluster_builder(target, seeds);
             b = b.retries(3).max_retry_wait(1000).min_retry_wait(20);

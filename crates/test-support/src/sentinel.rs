@@ -127,6 +127,9 @@ impl SentinelSet {
             &mut self.master
         };
         dead.restart();
+        // The sentinels notice a returning old master within ~10 s and wait 8 s more before
+        // they make it a replica; a loaded machine takes longer.
+        let deadline = Instant::now() + Duration::from_secs(120);
         let marker = format!("master_port:{alive}");
         loop {
             let info = dead.info("replication");

@@ -171,10 +171,17 @@ where
         let _ = task.await;
     }
     h.record(Event::Healed);
+    // Drain until every acknowledged job is done and the store holds nothing scheduled or
+    // leased (a store rolled back by a fault holds jobs the history saw done: they run again).
     let deadline = Instant::now() + plan.drain;
+    let inspector = connect().await;
     loop {
         let r = h.check();
-        if r.lost.len() == r.ack_unknown.len() || Instant::now() > deadline {
+        let empty = matches!(
+            inspector.stats(&queue).await,
+            Ok(s) if s.scheduled == 0 && s.leased == 0
+        );
+        if (r.lost.len() == r.ack_unknown.len() && empty) || Instant::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
