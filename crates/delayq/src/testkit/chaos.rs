@@ -48,8 +48,8 @@ pub fn background(name: impl Into<String>, f: impl FnOnce() + Send + 'static) ->
     })
 }
 
-/// A fault preceded by a window in which acknowledged writes may be lost: `open` runs (e.g.
-/// the disk's durable state is frozen), [`Event::Unsynced`] `name` opens the window, the run
+/// A fault preceded by a window in which acknowledged writes may be lost: [`Event::Unsynced`]
+/// `name` opens the window, `open` runs (e.g. the disk's durable state is frozen), the run
 /// carries on for `window`, then [`Event::Fault`] `name` and `strike` (e.g. a power cut that
 /// leaves the frozen disk). Losses of enqueues acknowledged inside the window are reported
 /// apart ([`Report::lost_unsynced`]).
@@ -62,8 +62,10 @@ pub fn windowed(
     let name = name.into();
     Box::new(move |h: History| {
         Box::pin(async move {
-            let _ = tokio::task::spawn_blocking(open).await;
+            // The window opens before `open` starts: a write acknowledged while it runs may
+            // or may not be in what it froze.
             h.record(Event::Unsynced(name.clone()));
+            let _ = tokio::task::spawn_blocking(open).await;
             Some(tokio::spawn(async move {
                 tokio::time::sleep(window).await;
                 h.record(Event::Fault(name));
@@ -149,7 +151,12 @@ where
         h.record(Event::Invoke(id.clone()));
         match producer.enqueue(job).await {
             Ok(_) => h.record(Event::Ok(id)),
-            Err(e) if e.is_retryable() => h.record(Event::Unknown(id)),
+            Err(e) if e.is_retryable() => {
+                h.record(Event::Unknown(id));
+                // Like any client after an error: pause before the next call, rather than
+                // spend the rest of the jobs on an outage.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             Err(_) => h.record(Event::Fail(id)),
         }
         if kills < plan.kills && (i + 1) % kill_every == 0 {
