@@ -220,14 +220,31 @@ impl History {
         r.recovered = unknown.iter().filter(|id| starts.contains_key(*id)).count();
         r.unknown_absent = unknown.len() - r.recovered;
         r.completed = completed.len();
+        // When each lease was handed out: a completion shows recovery from a fault only if
+        // its job was claimed after the fault (not an ack already on its way).
+        let mut started: HashMap<(&str, u64), Instant> = HashMap::new();
+        for (t, e) in &events {
+            if let Event::Start { id, token, .. } = e {
+                started.insert((id.as_str(), *token), *t);
+            }
+        }
+        let fresh = |e: &Event, at: Instant| match e {
+            Event::Ack {
+                id,
+                token,
+                accepted: true,
+                ..
+            } => started.get(&(id.as_str(), *token)).is_some_and(|s| *s > at),
+            _ => false,
+        };
         for (i, (at, e)) in events.iter().enumerate() {
             if let Event::Fault(name) = e {
-                let first = events[i..].iter().find_map(|(t, e)| {
-                    matches!(e, Event::Ack { accepted: true, .. }).then(|| t.duration_since(*at))
-                });
+                let first = events[i..]
+                    .iter()
+                    .find_map(|(t, e)| fresh(e, *at).then(|| t.duration_since(*at)));
                 r.recovery.push((name.clone(), first));
                 r.consumer_recovery
-                    .push((name.clone(), every_consumer_back(&events, i)));
+                    .push((name.clone(), every_consumer_back(&events, i, &fresh)));
             }
         }
         let _ = invoked;
@@ -257,8 +274,13 @@ fn unsynced_acks(events: &[(Instant, Event)]) -> HashSet<String> {
 }
 
 /// Time from the fault at `events[i]` until every consumer running then (not retired before
-/// completing again) completed a job; `None` if one never did.
-fn every_consumer_back(events: &[(Instant, Event)], i: usize) -> Option<Duration> {
+/// completing again) completed a job claimed after the fault (`fresh`); `None` if one never
+/// did.
+fn every_consumer_back(
+    events: &[(Instant, Event)],
+    i: usize,
+    fresh: &impl Fn(&Event, Instant) -> bool,
+) -> Option<Duration> {
     let at = events[i].0;
     let mut running = HashSet::new();
     for (_, e) in &events[..i] {
@@ -275,9 +297,7 @@ fn every_consumer_back(events: &[(Instant, Event)], i: usize) -> Option<Duration
     let mut slowest = Duration::ZERO;
     for c in running {
         let back = events[i..].iter().find_map(|(t, e)| match e {
-            Event::Ack {
-                by, accepted: true, ..
-            } if *by == c => Some(Some(t.duration_since(at))),
+            Event::Ack { by, .. } if *by == c && fresh(e, at) => Some(Some(t.duration_since(at))),
             Event::Retired(by) if *by == c => Some(None),
             _ => None,
         });
@@ -487,7 +507,12 @@ mod tests {
         let r = h.check();
         assert_eq!(r.lost, vec!["after".to_owned(), "before".to_owned()]);
         assert_eq!(r.lost_unsynced, vec!["inside".to_owned()]);
-        assert!(r.consumer_recovery[0].1.is_some(), "consumer 0 completed x");
+        assert_eq!(r.recovery[0].1, None, "x was claimed before the fault: no proof");
+        h.record(start("y", 2, 10, 10));
+        h.record(ack("y", 2, true));
+        let r = h.check();
+        assert!(r.recovery[0].1.is_some(), "y was claimed and done after the fault");
+        assert!(r.consumer_recovery[0].1.is_some(), "consumer 0 completed y");
 
         let h = History::default();
         h.record(start("a", 1, 10, 10));
@@ -499,7 +524,8 @@ mod tests {
             due_ms: 10,
         });
         h.record(Event::Fault("stall".into()));
-        h.record(ack("a", 1, true));
+        h.record(start("c", 3, 10, 10));
+        h.record(ack("c", 3, true));
         assert_eq!(
             h.check().consumer_recovery[0].1,
             None,
