@@ -116,7 +116,7 @@ pub(crate) fn build(
         (Scenario::PowerLoss, Servers::One { server, .. }) => {
             let window = Duration::from_millis(a.window_ms);
             for k in 0..a.restarts {
-                let (s1, s2) = (server.clone(), server.clone());
+                let (s1, s2, s3) = (server.clone(), server.clone(), server.clone());
                 let disk = Arc::new(Mutex::new(None));
                 let d2 = disk.clone();
                 faults.push((
@@ -127,12 +127,13 @@ pub(crate) fn build(
                             k + 1,
                             a.window_ms
                         ),
-                        window,
+                        Some(window),
                         move || *lock(&disk) = Some(lock(&s1).disk_snapshot()),
                         move || {
                             let snapshot = lock(&d2).take().expect("snapshot taken");
                             lock(&s2).power_cut(snapshot.path());
                         },
+                        move || lock(&s3).restart(),
                     ),
                 ));
             }
@@ -164,12 +165,13 @@ pub(crate) fn build(
         }
         (Scenario::SentinelFailover, Servers::Sentinel(set)) => {
             for k in 0..a.failovers {
-                let s = set.clone();
+                let (s1, s2) = (set.clone(), set.clone());
                 let name = format!("sentinel failover #{} (master SIGKILLed)", k + 1);
-                let strike = move || lock(&s).kill_master_and_recover();
+                let strike = move || lock(&s1).kill_master();
+                let heal = move || lock(&s2).recover();
                 faults.push((
                     at(a.jobs, k, a.failovers),
-                    replicated(name, wait_replicas, strike),
+                    replicated(name, wait_replicas, strike, heal),
                 ));
             }
         }
@@ -181,19 +183,20 @@ pub(crate) fn build(
             };
             let slot = lock(c).slot_of(&key);
             for k in 0..a.failovers {
-                let c = c.clone();
+                let (c1, c2) = (c.clone(), c.clone());
                 let f = if k % 2 == 0 {
                     // Graceful: the replica catches up before it takes over; nothing is lost
                     // with or without --wait-replicas.
                     background(
                         format!("CLUSTER FAILOVER #{} (graceful)", k + 1),
-                        move || lock(&c).failover(slot),
+                        move || lock(&c1).failover(slot),
+                        || {},
                     )
                 } else {
                     let name = format!("cluster failover #{} (master SIGKILLed)", k + 1);
-                    replicated(name, wait_replicas, move || {
-                        lock(&c).kill_master_and_recover(slot);
-                    })
+                    let strike = move || lock(&c1).kill_master_of(slot);
+                    let heal = move || lock(&c2).recover(slot);
+                    replicated(name, wait_replicas, strike, heal)
                 };
                 faults.push((at(a.jobs, k, a.failovers), f));
             }
@@ -205,10 +208,12 @@ pub(crate) fn build(
 
 /// A master lost without warning: with `--wait-replicas` nothing acknowledged may be lost;
 /// without, writes acknowledged in the second before may be (asynchronous replication).
-fn replicated(name: String, wait_replicas: u32, strike: impl FnOnce() + Send + 'static) -> Fault {
-    if wait_replicas > 0 {
-        background(name, strike)
-    } else {
-        windowed(name, Duration::from_secs(1), || {}, strike)
-    }
+fn replicated(
+    name: String,
+    wait_replicas: u32,
+    strike: impl FnOnce() + Send + 'static,
+    heal: impl FnOnce() + Send + 'static,
+) -> Fault {
+    let window = (wait_replicas == 0).then_some(Duration::from_secs(1));
+    windowed(name, window, || {}, strike, heal)
 }

@@ -158,3 +158,78 @@ async fn network_stalls_resets_and_delays_lose_nothing_acknowledged() {
         assert!(first.is_some(), "nothing completed after {fault}");
     }
 }
+
+/// `appendfsync everysec`: a SIGKILL loses nothing (the kernel keeps what Redis wrote), while
+/// a power cut — simulated by restarting from the append-only files as they were a second
+/// before — loses what was acknowledged in that second, and only that: the checker must
+/// attribute every loss to the unsynced window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everysec_loses_only_the_unsynced_second_of_a_power_cut() {
+    use delayq::testkit::chaos::windowed;
+    let server = Arc::new(Mutex::new(
+        RedisServer::start_for_faults_with("everysec").unwrap(),
+    ));
+    let url = server.lock().unwrap().url();
+    let (s1, s2, s3, s4) = (
+        server.clone(),
+        server.clone(),
+        server.clone(),
+        server.clone(),
+    );
+    let disk = Arc::new(Mutex::new(None));
+    let d2 = disk.clone();
+    let plan = Plan {
+        jobs: 3000,
+        consumers: 3,
+        kills: 0,
+        faults: vec![
+            (
+                800,
+                fault("redis SIGKILL + restart", move || {
+                    s1.lock().unwrap().restart()
+                }),
+            ),
+            (
+                1600,
+                windowed(
+                    "power cut",
+                    Some(Duration::from_millis(300)),
+                    move || *disk.lock().unwrap() = Some(s2.lock().unwrap().disk_snapshot()),
+                    move || {
+                        let snapshot = d2.lock().unwrap().take().unwrap();
+                        s3.lock().unwrap().power_cut(snapshot.path());
+                    },
+                    move || s4.lock().unwrap().restart(),
+                ),
+            ),
+        ],
+        lease: Duration::from_secs(2),
+        drain: Duration::from_secs(60),
+    };
+    let report = chaos::run(
+        QueueName::new("everysec").unwrap(),
+        || async {
+            loop {
+                match RedisBackend::connect(&url).await {
+                    Ok(b) => return b,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        },
+        plan,
+    )
+    .await;
+    eprintln!("{}", report.table());
+    assert!(
+        report.lost.is_empty(),
+        "lost outside the window: {:?}",
+        report.lost
+    );
+    assert!(
+        !report.lost_unsynced.is_empty(),
+        "the power cut lost the writes of its window (else the simulation did nothing)"
+    );
+    assert!(report.unexpected.is_empty());
+    assert_eq!(report.early, 0);
+    assert_eq!(report.stale_acks_accepted, 0);
+}

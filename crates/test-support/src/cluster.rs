@@ -199,17 +199,18 @@ impl RedisCluster {
         }
     }
 
-    /// An unplanned failover: SIGKILLs the master serving `slot`, waits until its replica
-    /// takes the slot over (after the node timeout), restarts the killed node (it rejoins as
-    /// a replica, empty, and syncs) and waits until every node is ok again.
-    pub fn kill_master_and_recover(&mut self, slot: u16) {
+    /// The first half of an unplanned failover: SIGKILLs the master serving `slot`.
+    pub fn kill_master_of(&mut self, slot: u16) {
         let port = self.master_of(slot).port();
-        let i = self
-            .nodes
-            .iter()
-            .position(|n| n.port() == port)
-            .expect("the master is a node");
-        self.nodes[i].kill();
+        if let Some(n) = self.nodes.iter_mut().find(|n| n.port() == port) {
+            n.kill();
+        }
+    }
+
+    /// The second half: waits until a replica takes `slot` over (after the node timeout),
+    /// restarts every killed node (each rejoins as a replica, empty, and syncs) and waits
+    /// until every node is ok again.
+    pub fn recover(&mut self, slot: u16) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.master_of_opt(slot).is_none() {
             assert!(
@@ -218,14 +219,21 @@ impl RedisCluster {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        self.nodes[i].restart();
-        loop {
-            let info = self.nodes[i].info("replication");
-            if info.contains("role:slave") && info.contains("master_link_status:up") {
-                break;
+        let killed: Vec<usize> = (0..self.nodes.len())
+            .filter(|i| !self.nodes[*i].is_running())
+            .collect();
+        for &i in &killed {
+            self.nodes[i].restart();
+        }
+        for i in killed {
+            loop {
+                let info = self.nodes[i].info("replication");
+                if info.contains("role:slave") && info.contains("master_link_status:up") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the old master did not rejoin");
+                std::thread::sleep(Duration::from_millis(100));
             }
-            assert!(Instant::now() < deadline, "the old master did not rejoin");
-            std::thread::sleep(Duration::from_millis(100));
         }
         self.wait_ok();
     }

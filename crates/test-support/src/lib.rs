@@ -79,9 +79,10 @@ impl RedisServer {
         copy
     }
 
-    /// A power cut: the server is SIGKILLed and starts again from `disk` (a
+    /// A power cut: the server is SIGKILLed and its append-only files replaced by `disk` (a
     /// [`RedisServer::disk_snapshot`]) — everything written after the snapshot never reached
-    /// the disk, as with `appendfsync everysec` when the machine loses power.
+    /// the disk, as with `appendfsync everysec` when the machine loses power. The server stays
+    /// down until [`RedisServer::restart`].
     pub fn power_cut(&mut self, disk: &Path) {
         self.kill();
         let aof = self.dir.path().join("appendonlydir");
@@ -90,7 +91,6 @@ impl RedisServer {
         for f in std::fs::read_dir(disk).expect("snapshot").flatten() {
             std::fs::copy(f.path(), aof.join(f.file_name())).expect("restore");
         }
-        self.restart();
     }
 
     /// Starts a server with extra `redis-server` arguments.

@@ -34,42 +34,43 @@ pub fn fault(name: impl Into<String>, f: impl FnOnce() + Send + 'static) -> Faul
     })
 }
 
-/// A fault that strikes at once and takes its time (a failover): records [`Event::Fault`]
-/// `name` and runs `f` on a blocking thread while the run carries on.
-pub fn background(name: impl Into<String>, f: impl FnOnce() + Send + 'static) -> Fault {
-    let name = name.into();
-    Box::new(move |h: History| {
-        Box::pin(async move {
-            h.record(Event::Fault(name));
-            Some(tokio::spawn(async move {
-                let _ = tokio::task::spawn_blocking(f).await;
-            }))
-        })
-    })
+/// A fault that strikes and then takes its time to heal (a failover): `strike` runs (e.g. a
+/// SIGKILL), [`Event::Fault`] `name` is recorded as it lands, then `heal` runs (the promotion,
+/// the old master's return) — both on a blocking thread while the run carries on.
+pub fn background(
+    name: impl Into<String>,
+    strike: impl FnOnce() + Send + 'static,
+    heal: impl FnOnce() + Send + 'static,
+) -> Fault {
+    windowed(name, None, || {}, strike, heal)
 }
 
-/// A fault preceded by a window in which acknowledged writes may be lost: [`Event::Unsynced`]
-/// `name` opens the window, `open` runs (e.g. the disk's durable state is frozen), the run
-/// carries on for `window`, then [`Event::Fault`] `name` and `strike` (e.g. a power cut that
-/// leaves the frozen disk). Losses of enqueues acknowledged inside the window are reported
-/// apart ([`Report::lost_unsynced`]).
+/// A fault preceded by a window in which acknowledged writes may be lost: with `window`
+/// given, [`Event::Unsynced`] `name` opens it, `open` runs (e.g. the disk's durable state is
+/// frozen), and the run carries on for `window`; then `strike` runs, [`Event::Fault`] `name`
+/// is recorded as it lands, and `heal` runs — all while the run carries on. Losses of enqueues
+/// acknowledged inside the window are reported apart ([`Report::lost_unsynced`]).
 pub fn windowed(
     name: impl Into<String>,
-    window: Duration,
+    window: Option<Duration>,
     open: impl FnOnce() + Send + 'static,
     strike: impl FnOnce() + Send + 'static,
+    heal: impl FnOnce() + Send + 'static,
 ) -> Fault {
     let name = name.into();
     Box::new(move |h: History| {
         Box::pin(async move {
-            // The window opens before `open` starts: a write acknowledged while it runs may
-            // or may not be in what it froze.
-            h.record(Event::Unsynced(name.clone()));
+            if window.is_some() {
+                // The window opens before `open` starts: a write acknowledged while it runs
+                // may or may not be in what it froze.
+                h.record(Event::Unsynced(name.clone()));
+            }
             let _ = tokio::task::spawn_blocking(open).await;
             Some(tokio::spawn(async move {
-                tokio::time::sleep(window).await;
-                h.record(Event::Fault(name));
+                tokio::time::sleep(window.unwrap_or_default()).await;
                 let _ = tokio::task::spawn_blocking(strike).await;
+                h.record(Event::Fault(name));
+                let _ = tokio::task::spawn_blocking(heal).await;
             }))
         })
     })

@@ -507,11 +507,17 @@ mod tests {
         let r = h.check();
         assert_eq!(r.lost, vec!["after".to_owned(), "before".to_owned()]);
         assert_eq!(r.lost_unsynced, vec!["inside".to_owned()]);
-        assert_eq!(r.recovery[0].1, None, "x was claimed before the fault: no proof");
+        assert_eq!(
+            r.recovery[0].1, None,
+            "x was claimed before the fault: no proof"
+        );
         h.record(start("y", 2, 10, 10));
         h.record(ack("y", 2, true));
         let r = h.check();
-        assert!(r.recovery[0].1.is_some(), "y was claimed and done after the fault");
+        assert!(
+            r.recovery[0].1.is_some(),
+            "y was claimed and done after the fault"
+        );
         assert!(r.consumer_recovery[0].1.is_some(), "consumer 0 completed y");
 
         let h = History::default();
