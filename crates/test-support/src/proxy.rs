@@ -148,7 +148,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, n: u64, answers: bool, s: &Share
             Ok(_)
                 if answers && {
                     let keep = s.cut_answers.load(Ordering::Relaxed);
-                    keep > 0 && n % keep != 0
+                    keep > 0 && !n.is_multiple_of(keep)
                 } =>
             {
                 break;
