@@ -80,6 +80,10 @@ pub(crate) struct ChaosArgs {
     /// Consumers running at once.
     #[arg(long, default_value_t = 4)]
     pub consumers: usize,
+    /// Enqueues per second (default: as fast as the store answers). Failovers take 10–30 s
+    /// to heal (the old master rejoining): pace the run so they do not pile up at its end.
+    #[arg(long)]
+    pub rate: Option<f64>,
 }
 
 /// Connects, retrying while the servers are down (a process starting mid-fault would).
@@ -136,6 +140,7 @@ pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> 
         faults,
         lease: Duration::from_secs(2),
         drain: Duration::from_secs(180),
+        rate: a.rate,
     };
     let report = chaos::run(q, connect, plan).await;
     print!("{}", report.table());

@@ -165,6 +165,7 @@ pub(crate) async fn master_client(target: &Target) -> Result<Client, RedisError>
     else {
         unreachable!("master_client on a non-Sentinel target")
     };
+    no_failover_in_progress(target, sentinels, master).await?;
     let mut b = SentinelClientBuilder::new(sentinels.clone(), master, SentinelServerType::Master)?
         .set_client_to_redis_db(redis.db())
         .set_client_to_redis_protocol(redis.protocol())
@@ -188,6 +189,50 @@ pub(crate) async fn master_client(target: &Target) -> Result<Client, RedisError>
     }
     let mut sc = b.build()?;
     timeout(sc.async_get_client()).await
+}
+
+/// Refuses to pick a master while the sentinels are failing over. Mid-failover `SENTINEL
+/// MASTERS` (which the redis crate reads) still names the old master; an old master that was
+/// restarted meanwhile answers `ROLE` as a master, empty, and writes it acknowledges are lost
+/// when the sentinels make it a replica — `delayq chaos --scenario sentinel-failover` lost
+/// 490 acknowledged jobs that way. Callers retry until the failover has ended.
+async fn no_failover_in_progress(
+    target: &Target,
+    sentinels: &[redis::ConnectionAddr],
+    master: &str,
+) -> Result<(), RedisError> {
+    for addr in sentinels {
+        let info = redis::IntoConnectionInfo::into_connection_info(addr.clone())?;
+        let ask = async {
+            let mut c = client(target, info)?
+                .get_multiplexed_async_connection()
+                .await?;
+            redis::cmd("SENTINEL")
+                .arg("MASTER")
+                .arg(master)
+                .query_async::<std::collections::HashMap<String, String>>(&mut c)
+                .await
+        };
+        match timeout(ask).await {
+            Ok(m) => {
+                let flags = m.get("flags").map_or("", String::as_str);
+                if ["failover_in_progress", "s_down", "o_down"]
+                    .iter()
+                    .any(|f| flags.contains(f))
+                {
+                    return Err(RedisError::from((
+                        ErrorKind::MasterNameNotFoundBySentinel,
+                        "a Sentinel failover is in progress",
+                        flags.to_owned(),
+                    )));
+                }
+                return Ok(());
+            }
+            // Ask the next one; when none answers, the redis crate's look-up reports it.
+            Err(_) => {}
+        }
+    }
+    Ok(())
 }
 
 async fn timeout<T>(f: impl Future<Output = Result<T, RedisError>>) -> Result<T, RedisError> {

@@ -361,3 +361,51 @@ async fn a_restarted_old_master_gets_no_writes() {
         "written to the master the sentinels name"
     );
 }
+
+/// The same race from the other side: the old master comes back while the sentinel is still
+/// failing over (it names the promoted replica, but `SENTINEL MASTERS` still lists the old
+/// address, no longer down). A client connecting then must wait for the failover to end, not
+/// pick the old master because it answers `ROLE` as a master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_connecting_mid_failover_waits_for_the_new_master() {
+    let mut set = SentinelSet::start();
+    let url = set.url();
+    set.master.kill();
+    let promoted = set.replica.port();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while set.current_master_port() != Some(promoted) {
+        assert!(Instant::now() < deadline, "no promotion");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    set.master.restart();
+    let flags = set.sentinel_command(&["SENTINEL", "MASTER", "mymaster"]);
+    assert!(
+        flags.contains("failover_in_progress"),
+        "the failover is still in progress: {flags}"
+    );
+    let q = QueueName::new("midway").unwrap();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let attempt = async {
+            let b = RedisBackend::connect(&url).await?;
+            Producer::new(b, q.clone())
+                .enqueue(NewJob::new("x").id(delayq::JobId::new("midway").unwrap()))
+                .await
+        };
+        match attempt.await {
+            Ok(_) => break,
+            Err(e) if e.is_retryable() && tries < 200 => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let on = |s: &RedisServer| s.command(&["HEXISTS", "dq:{midway}:jobs", "midway"]);
+    assert_eq!(
+        on(&set.master),
+        "0",
+        "written to the old master mid-failover"
+    );
+    assert_eq!(on(&set.replica), "1");
+}

@@ -31,8 +31,9 @@ struct Shared {
     /// When > 0: connections whose number is not a multiple of it are closed as soon as the
     /// server answers, the answer dropped.
     cut_answers: AtomicU64,
-    /// Both ends of every open connection (for resets).
-    open: std::sync::Mutex<Vec<TcpStream>>,
+    /// Both ends of every open connection, by connection number (for resets; a connection
+    /// leaves it when it closes).
+    open: std::sync::Mutex<Vec<(u64, TcpStream)>>,
 }
 
 impl Proxy {
@@ -56,7 +57,7 @@ impl Proxy {
                             continue;
                         };
                         if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
-                            s.open.lock().expect("proxy lock").extend([a, b]);
+                            s.open.lock().expect("proxy lock").extend([(n, a), (n, b)]);
                         }
                         let _ = client.set_nonblocking(false);
                         for (from, to, answers) in [
@@ -92,7 +93,7 @@ impl Proxy {
 
     /// Resets every open connection (both ends closed at once); later ones pass.
     pub fn reset_all(&self) {
-        for c in self.shared.open.lock().expect("proxy lock").drain(..) {
+        for (_, c) in self.shared.open.lock().expect("proxy lock").drain(..) {
             let _ = c.shutdown(Shutdown::Both);
         }
     }
@@ -168,4 +169,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, n: u64, answers: bool, s: &Share
     }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
+    if let Ok(mut open) = s.open.lock() {
+        open.retain(|(m, _)| *m != n);
+    }
 }

@@ -90,6 +90,9 @@ pub struct Plan {
     pub lease: Duration,
     /// Longest final drain.
     pub drain: Duration,
+    /// Enqueues per second (`None`: as fast as the store answers) — faults that take their
+    /// time to heal (a failover) need a run long enough to space them.
+    pub rate: Option<f64>,
 }
 
 fn start<B: Backend>(
@@ -144,7 +147,11 @@ where
     let mut kills = 0;
     plan.faults.sort_by_key(|(at, _)| *at);
     let mut faults = plan.faults.into_iter().peekable();
+    let began = tokio::time::Instant::now();
     for i in 0..plan.jobs {
+        if let Some(rate) = plan.rate.filter(|r| *r > 0.0) {
+            tokio::time::sleep_until(began + Duration::from_secs_f64(i as f64 / rate)).await;
+        }
         let id = format!("j{i}");
         let job = NewJob::new(id.clone().into_bytes())
             .id(JobId::new(id.clone()).expect("valid id"))
