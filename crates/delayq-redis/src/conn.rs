@@ -213,23 +213,21 @@ async fn no_failover_in_progress(
                 .query_async::<std::collections::HashMap<String, String>>(&mut c)
                 .await
         };
-        match timeout(ask).await {
-            Ok(m) => {
-                let flags = m.get("flags").map_or("", String::as_str);
-                if ["failover_in_progress", "s_down", "o_down"]
-                    .iter()
-                    .any(|f| flags.contains(f))
-                {
-                    return Err(RedisError::from((
-                        ErrorKind::MasterNameNotFoundBySentinel,
-                        "a Sentinel failover is in progress",
-                        flags.to_owned(),
-                    )));
-                }
-                return Ok(());
+        // A sentinel that does not answer: ask the next one; when none answers, the redis
+        // crate's look-up reports it.
+        if let Ok(m) = timeout(ask).await {
+            let flags = m.get("flags").map_or("", String::as_str);
+            if ["failover_in_progress", "s_down", "o_down"]
+                .iter()
+                .any(|f| flags.contains(f))
+            {
+                return Err(RedisError::from((
+                    ErrorKind::MasterNameNotFoundBySentinel,
+                    "a Sentinel failover is in progress",
+                    flags.to_owned(),
+                )));
             }
-            // Ask the next one; when none answers, the redis crate's look-up reports it.
-            Err(_) => {}
+            return Ok(());
         }
     }
     Ok(())
