@@ -10,6 +10,23 @@ use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
 use tower::ServiceExt;
 
+/// POSTs a job to `orders`; returns the status and the JSON answer.
+async fn post_job(r: &axum::Router, body: &'static str) -> (u16, serde_json::Value) {
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/v1/queues/orders/jobs")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    let resp = r.clone().oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
 #[tokio::test]
 async fn a_full_store_says_so_writes_nothing_and_recovers() {
     let server = RedisServer::start_with(&["--save", "", "--maxmemory-policy", "noeviction"]);
@@ -80,33 +97,11 @@ async fn a_full_store_says_so_writes_nothing_and_recovers() {
     );
 
     let r = delayq_http::router(AppState::new(backend.clone(), HttpConfig::default(), None));
-    let req = axum::http::Request::builder()
-        .method("POST")
-        .uri("/v1/queues/orders/jobs")
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(r#"{"id":"h1","payload":1}"#))
-        .unwrap();
-    let resp = r.clone().oneshot(req).await.unwrap();
-    assert_eq!(resp.status(), 507);
-    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let (status, v) = post_job(&r, r#"{"id":"h1","payload":1}"#).await;
+    assert_eq!(status, 507);
     assert_eq!(v["code"], "store_full", "{v}");
-    let req = axum::http::Request::builder()
-        .method("POST")
-        .uri("/v1/queues/orders/jobs")
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(r#"{"id":"before","payload":1}"#))
-        .unwrap();
-    let resp = r.clone().oneshot(req).await.unwrap();
-    assert_eq!(resp.status(), 200, "an existing id is answered while full");
-    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let (status, v) = post_job(&r, r#"{"id":"before","payload":1}"#).await;
+    assert_eq!(status, 200, "an existing id is answered while full");
     assert_eq!(v["created"], false, "{v}");
 
     // Acks free memory: they go through.

@@ -9,8 +9,36 @@ use std::time::Duration;
 
 use delayq::QueueName;
 use delayq::testkit::chaos::{self, Plan, fault};
+use delayq::testkit::history::Report;
 use delayq_redis::RedisBackend;
 use delayq_test_support::{RedisServer, command_on};
+
+/// Connects, retrying while the server is down or refusing (as a restarting process would).
+async fn connect_retrying(url: &str) -> RedisBackend {
+    loop {
+        match RedisBackend::connect(url).await {
+            Ok(b) => return b,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Nothing lost outside an unsynced window, nothing unexpected or early, no stale ack
+/// accepted, and something completed after every fault.
+fn assert_clean(report: &Report) {
+    eprintln!("{}", report.table());
+    assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
+    assert!(
+        report.unexpected.is_empty(),
+        "unexpected: {:?}",
+        report.unexpected
+    );
+    assert_eq!(report.early, 0, "started before due");
+    assert_eq!(report.stale_acks_accepted, 0);
+    for (fault, first) in &report.recovery {
+        assert!(first.is_some(), "nothing completed after {fault}");
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
@@ -57,27 +85,16 @@ async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
         plan,
     )
     .await;
-    eprintln!("{}", report.table());
     let b = RedisBackend::connect(&url).await.unwrap();
     for id in &report.lost {
         let info = delayq::Inspect::get(&b, &q, &delayq::JobId::new(id.clone()).unwrap()).await;
         eprintln!("lost {id}: {info:?}");
     }
-    assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
-    assert!(
-        report.unexpected.is_empty(),
-        "unexpected: {:?}",
-        report.unexpected
-    );
-    assert_eq!(report.early, 0, "started before due");
-    assert_eq!(report.stale_acks_accepted, 0);
+    assert_clean(&report);
     assert!(
         report.completed >= 2000 - report.unknown_absent,
         "{report:?}"
     );
-    for (fault, first) in &report.recovery {
-        assert!(first.is_some(), "nothing completed after {fault}");
-    }
 }
 
 /// Network faults between every client and Redis, through a proxy: connections stalled (open,
@@ -133,32 +150,8 @@ async fn network_stalls_resets_and_delays_lose_nothing_acknowledged() {
         rate: None,
     };
     let q = QueueName::new("net").unwrap();
-    let report = chaos::run(
-        q,
-        || async {
-            // Connecting may meet a refusal window: retry like a restarting process would.
-            loop {
-                match RedisBackend::connect(&url).await {
-                    Ok(b) => return b,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        },
-        plan,
-    )
-    .await;
-    eprintln!("{}", report.table());
-    assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
-    assert!(
-        report.unexpected.is_empty(),
-        "unexpected: {:?}",
-        report.unexpected
-    );
-    assert_eq!(report.early, 0);
-    assert_eq!(report.stale_acks_accepted, 0);
-    for (fault, first) in &report.recovery {
-        assert!(first.is_some(), "nothing completed after {fault}");
-    }
+    let report = chaos::run(q, || connect_retrying(&url), plan).await;
+    assert_clean(&report);
 }
 
 /// `appendfsync everysec`: a SIGKILL loses nothing (the kernel keeps what Redis wrote), while
@@ -211,28 +204,13 @@ async fn everysec_loses_only_the_unsynced_second_of_a_power_cut() {
     };
     let report = chaos::run(
         QueueName::new("everysec").unwrap(),
-        || async {
-            loop {
-                match RedisBackend::connect(&url).await {
-                    Ok(b) => return b,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        },
+        || connect_retrying(&url),
         plan,
     )
     .await;
-    eprintln!("{}", report.table());
-    assert!(
-        report.lost.is_empty(),
-        "lost outside the window: {:?}",
-        report.lost
-    );
+    assert_clean(&report);
     assert!(
         !report.lost_unsynced.is_empty(),
         "the power cut lost the writes of its window (else the simulation did nothing)"
     );
-    assert!(report.unexpected.is_empty());
-    assert_eq!(report.early, 0);
-    assert_eq!(report.stale_acks_accepted, 0);
 }
