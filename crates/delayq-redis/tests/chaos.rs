@@ -4,24 +4,17 @@
 //! and Redis is SIGKILLed and restarted (`appendfsync always`); after a final drain the history
 //! checker must find nothing lost, unexpected or early and no stale ack accepted.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::connect_retrying;
 use delayq::QueueName;
 use delayq::testkit::chaos::{self, Plan, fault};
 use delayq::testkit::history::Report;
 use delayq_redis::RedisBackend;
 use delayq_test_support::{RedisServer, command_on};
-
-/// Connects, retrying while the server is down or refusing (as a restarting process would).
-async fn connect_retrying(url: &str) -> RedisBackend {
-    loop {
-        match RedisBackend::connect(url).await {
-            Ok(b) => return b,
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-}
 
 /// Nothing lost outside an unsynced window, nothing unexpected or early, no stale ack
 /// accepted, and something completed after every fault.

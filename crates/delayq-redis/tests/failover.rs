@@ -4,10 +4,13 @@
 //! acknowledged enqueue and every start, then checks: nothing acknowledged is lost, nothing
 //! starts early.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::connect_retrying;
 use delayq::{Consumer, ConsumerOptions, Inspect, Job, NewJob, Producer, QueueName, QueueSettings};
 use delayq_redis::{ConnectOptions, RedisBackend};
 use delayq_test_support::RedisServer;
@@ -137,20 +140,6 @@ async fn produce(
         }
     }
     acked
-}
-
-async fn connect_retrying(url: &str) -> RedisBackend {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match RedisBackend::connect(url).await {
-            Ok(b) => return b,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("connect: {e}; retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
 }
 
 /// Nothing started before it was due; returns how many starts there were.

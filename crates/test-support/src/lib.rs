@@ -26,15 +26,11 @@ pub struct RedisServer {
     prefix: Vec<String>,
 }
 
-/// Append-only persistence fsynced on every write: a restart loses nothing acknowledged.
-const DURABLE: [&str; 6] = [
-    "--save",
-    "",
-    "--appendonly",
-    "yes",
-    "--appendfsync",
-    "always",
-];
+/// Append-only persistence with `appendfsync <fsync>` (`always`: a restart loses nothing
+/// acknowledged).
+const fn durable(fsync: &str) -> [&str; 6] {
+    ["--save", "", "--appendonly", "yes", "--appendfsync", fsync]
+}
 
 impl RedisServer {
     /// Starts a server without persistence.
@@ -45,7 +41,7 @@ impl RedisServer {
     /// Starts a server with append-only persistence fsynced on every write, so that a restart
     /// loses nothing acknowledged.
     pub fn start_durable() -> Self {
-        Self::start_with(&DURABLE)
+        Self::start_with(&durable("always"))
     }
 
     /// Starts a server for fault runs: append-only with `appendfsync always` (a restart loses
@@ -57,10 +53,9 @@ impl RedisServer {
     /// The same with `appendfsync <fsync>` (`always`, `everysec`, `no`). The append-only
     /// file is never rewritten (its files stay the same set for [`RedisServer::disk_snapshot`]).
     pub fn start_for_faults_with(fsync: &str) -> Result<Self, String> {
-        let args: Vec<&str> = DURABLE[..5]
-            .iter()
-            .copied()
-            .chain([fsync, "--enable-debug-command", "yes"])
+        let args: Vec<&str> = durable(fsync)
+            .into_iter()
+            .chain(["--enable-debug-command", "yes"])
             .chain(["--auto-aof-rewrite-percentage", "0"])
             .collect();
         Self::start_prefixed(&[], &args)

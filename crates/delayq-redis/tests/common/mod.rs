@@ -86,3 +86,19 @@ pub(crate) fn claim_req(max: usize, lease_ms: u64) -> ClaimRequest {
         acks: vec![],
     }
 }
+
+/// Connects, retrying for up to 30 s while the server is down, refusing or failing over (as a
+/// restarting process would).
+pub(crate) async fn connect_retrying(url: &str) -> RedisBackend {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match RedisBackend::connect(url).await {
+            Ok(b) => return b,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("connect: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
