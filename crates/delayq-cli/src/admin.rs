@@ -3,7 +3,7 @@
 use crate::backend::AnyBackend;
 use delayq::{Backend, CancelOutcome, Inspect, JobId, Producer, QueueSettings, Schedule};
 
-use crate::args::{DeadCommand, QueueCommand};
+use crate::args::{DeadCommand, JobsCommand, QueueCommand};
 use crate::output::{format_ms, job_json, job_text};
 
 /// `delayq get ID`: exits with 3 when the job does not exist.
@@ -139,7 +139,19 @@ pub(crate) async fn dead<B: Backend + Inspect>(
             limit,
             json,
         } => {
-            for j in b.dead_list(q, offset, limit).await? {
+            let mut jobs = Vec::new();
+            let mut after = None;
+            // Offset paging over the cursor listing.
+            while jobs.len() < offset + limit {
+                let want = (offset + limit - jobs.len()).min(delayq::listing::MAX_PAGE);
+                let page = b.list(q, delayq::ListState::Dead, want, after).await?;
+                jobs.extend(page.jobs);
+                after = page.next;
+                if after.is_none() {
+                    break;
+                }
+            }
+            for j in jobs.into_iter().skip(offset).take(limit) {
                 if json {
                     println!("{}", job_json(&j));
                 } else {
@@ -184,11 +196,71 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
                 println!("{v}");
             } else {
                 println!(
-                    "{name}\tshards {}\tscheduled {}\tdue {}\tleased {}\tdead {}",
-                    settings.shards, stats.scheduled, stats.due, stats.leased, stats.dead
+                    "{name}\tshards {}\tscheduled {}\tdue {}\tleased {}\tdead {}{}",
+                    settings.shards,
+                    stats.scheduled,
+                    stats.due,
+                    stats.leased,
+                    stats.dead,
+                    if stats.paused { "\tpaused" } else { "" }
                 );
             }
         }
+        QueueCommand::Pause { name } => {
+            b.set_paused(&name, true).await?;
+            println!("{name}\tpaused");
+        }
+        QueueCommand::Resume { name } => {
+            b.set_paused(&name, false).await?;
+            println!("{name}\tresumed");
+        }
+    }
+    Ok(0)
+}
+
+/// `delayq jobs list`: one page; after a full page, the cursor of the next one (on stderr).
+pub(crate) async fn jobs<B: Backend + Inspect>(
+    b: &B,
+    q: &delayq::QueueName,
+    cmd: JobsCommand,
+) -> anyhow::Result<u8> {
+    let JobsCommand::List {
+        state,
+        limit,
+        cursor,
+        json,
+    } = cmd;
+    let page = b.list(q, state, limit, cursor).await?;
+    for j in &page.jobs {
+        if json {
+            println!("{}", job_json(j));
+        } else {
+            let when = match state {
+                delayq::ListState::Leased => {
+                    format!(
+                        "lease until {}",
+                        j.lease_deadline_ms.map(format_ms).unwrap_or_default()
+                    )
+                }
+                delayq::ListState::Dead => {
+                    format!(
+                        "failed {}",
+                        j.failed_at_ms.map(format_ms).unwrap_or_default()
+                    )
+                }
+                _ => format!("due {}", format_ms(j.due_at_ms)),
+            };
+            println!(
+                "{}\t{when}\tattempts {}/{}\t{}",
+                j.id,
+                j.attempt,
+                j.max_attempts,
+                j.last_error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if let Some(next) = page.next {
+        eprintln!("more: --cursor {next}");
     }
     Ok(0)
 }

@@ -93,10 +93,13 @@ pub(crate) enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Browse the queue's jobs by state.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
     /// Dead-letter tools.
     #[command(subcommand)]
     Dead(DeadCommand),
-    /// Queue settings.
+    /// Queue settings, pause and resume.
     #[command(subcommand)]
     Queue(QueueCommand),
     /// Run a command for every due job.
@@ -146,6 +149,36 @@ pub(crate) enum QueueCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Pause a queue: it accepts jobs and leases none, for every consumer of every process.
+    Pause {
+        /// The queue.
+        name: QueueName,
+    },
+    /// Resume a paused queue; its consumers wake at once.
+    Resume {
+        /// The queue.
+        name: QueueName,
+    },
+}
+
+/// `delayq jobs …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum JobsCommand {
+    /// List jobs of one state, by due time (leased: lease deadline; dead: failure time).
+    List {
+        /// scheduled (due later), due (due now, waiting), leased or dead.
+        #[arg(long)]
+        state: delayq::ListState,
+        /// At most this many (1-1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Continue after this cursor (printed after a full page).
+        #[arg(long)]
+        cursor: Option<delayq::Cursor>,
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl Command {
@@ -156,6 +189,7 @@ impl Command {
             Command::Get { .. }
                 | Command::Stats { .. }
                 | Command::Dead(DeadCommand::List { .. })
+                | Command::Jobs(JobsCommand::List { .. })
                 | Command::Queue(QueueCommand::Show { .. })
         )
     }
@@ -275,12 +309,18 @@ pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: std::net::SocketAddr,
-    /// Accepted bearer token (repeatable).
+    /// Accepted bearer token, `SCOPE:TOKEN` with a scope of read (browse and stats), produce
+    /// (enqueue, cancel, reschedule), consume (claim, ack, nack, extend, release) or admin
+    /// (everything), or a bare TOKEN for every scope (repeatable).
     #[arg(long = "token", env = "DELAYQ_TOKENS", value_delimiter = ',')]
     pub tokens: Vec<String>,
-    /// File with one accepted bearer token per line.
+    /// File with one accepted bearer token per line (same forms as --token).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Token /metrics requires (queue names appear there); without it /metrics is open. Any
+    /// API token is accepted there too.
+    #[arg(long, env = "DELAYQ_METRICS_TOKEN")]
+    pub metrics_token: Option<String>,
     /// Allow a non-loopback address without any token.
     #[arg(long)]
     pub insecure: bool,

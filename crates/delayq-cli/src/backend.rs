@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Inspect, JobId,
-    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSettings, QueueStats, Result,
-    Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Enqueued, Found, Inspect,
+    JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
+    QueueSeries, QueueSettings, QueueStats, Result, Schedule, Wakeups,
 };
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
@@ -75,8 +75,17 @@ impl Inspect for AnyBackend {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         delegate!(self, b => b.stats(queue).await)
     }
-    async fn dead_list(&self, q: &QueueName, offset: usize, limit: usize) -> Result<Vec<JobInfo>> {
-        delegate!(self, b => b.dead_list(q, offset, limit).await)
+    async fn list(
+        &self,
+        q: &QueueName,
+        state: ListState,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> Result<JobPage> {
+        delegate!(self, b => b.list(q, state, limit, after.clone()).await)
+    }
+    async fn search(&self, q: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
+        delegate!(self, b => b.search(q, prefix, limit).await)
     }
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
         delegate!(self, b => b.dead_requeue(queue, id).await)
@@ -86,6 +95,18 @@ impl Inspect for AnyBackend {
     }
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
         delegate!(self, b => b.dead_purge(queue).await)
+    }
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        delegate!(self, b => b.dead_delete(queue, id).await)
+    }
+    async fn cancel_all(&self, queue: &QueueName, state: ListState) -> Result<u64> {
+        delegate!(self, b => b.cancel_all(queue, state).await)
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        delegate!(self, b => b.set_paused(queue, paused).await)
+    }
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        delegate!(self, b => b.series(queue).await)
     }
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         delegate!(self, b => b.settings(queue).await)

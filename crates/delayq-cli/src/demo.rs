@@ -148,7 +148,10 @@ pub(crate) async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8
     let _ = stop.send(true);
     consumer.await??;
 
-    let dead = backend.dead_list(&queue, 0, 10).await?;
+    let dead = backend
+        .list(&queue, delayq::ListState::Dead, 10, None)
+        .await?
+        .jobs;
     let t = std::mem::take(&mut *tally.lock().expect("tally"));
     let late = crate::percentiles::percentiles(t.lateness_ms.clone());
     println!("\nsummary");

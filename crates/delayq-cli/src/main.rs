@@ -135,6 +135,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Stats { json, all } => admin::stats(&producer, json, all).await,
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
+        Command::Jobs(cmd) => admin::jobs(&backend, &cli.queue, cmd).await,
         Command::Queue(cmd) => admin::queue(&backend, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
         Command::Serve(a) => {

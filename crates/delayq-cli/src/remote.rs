@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use base64::Engine;
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect,
-    InvalidInput, Job, JobId, JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName,
-    QueueSettings, QueueStats, Result, Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Cursor, Enqueued, Error,
+    Found, Inspect, InvalidInput, Job, JobId, JobInfo, JobPage, JobState, LeaseRef, ListState,
+    Nack, NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Schedule,
+    Wakeups,
 };
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -198,9 +199,15 @@ fn api_error(r: &Reply, id: Option<&JobId>) -> Error {
         (_, "job_dead") => wrong(job(), JobState::Dead),
         (_, "job_not_dead") => Error::WrongState {
             id: job(),
-            state: JobState::Scheduled,
+            state: match r.body["state"].as_str() {
+                Some("leased") => JobState::Leased,
+                _ => JobState::Scheduled,
+            },
             expected: JobState::Dead,
         },
+        (403, _) => Error::Backend(format!(
+            "the delayq server refused the request (403): {msg}"
+        )),
         (401, _) => Error::Backend(
             "the delayq server refused the request (401): pass its token with --server-token \
              (or DELAYQ_SERVER_TOKEN)"
@@ -246,7 +253,7 @@ fn id_of(v: &Value) -> Result<JobId> {
 
 fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
     let state = match v["state"].as_str() {
-        Some("scheduled") => JobState::Scheduled,
+        Some("scheduled" | "due") => JobState::Scheduled,
         Some("leased") => JobState::Leased,
         Some("dead") => JobState::Dead,
         other => return Err(shape(&format!("state {other:?}"))),
@@ -265,6 +272,18 @@ fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
     })
 }
 
+/// The jobs of a `{"jobs": [...]}` reply, payloads byte for byte.
+fn jobs_of(r: &Reply) -> Result<Vec<JobInfo>> {
+    let bodies = payloads(&r.raw)?;
+    r.body["jobs"]
+        .as_array()
+        .ok_or_else(|| shape("jobs: an array"))?
+        .iter()
+        .zip(bodies)
+        .map(|(v, p)| info_of(v, p))
+        .collect()
+}
+
 fn stats_of(v: &Value) -> Result<QueueStats> {
     Ok(QueueStats {
         scheduled: u64_of(v, "scheduled")?,
@@ -273,6 +292,7 @@ fn stats_of(v: &Value) -> Result<QueueStats> {
         leased: u64_of(v, "leased")?,
         dead: u64_of(v, "dead")?,
         oldest_overdue_ms: u64_of(v, "oldest_overdue_ms")?,
+        paused: v["paused"].as_bool().unwrap_or(false),
     })
 }
 
@@ -491,26 +511,40 @@ impl Inspect for RemoteBackend {
         stats_of(&self.ok("GET", &q(queue), None, None).await?)
     }
 
-    async fn dead_list(
+    async fn list(
         &self,
         queue: &QueueName,
-        offset: usize,
+        state: ListState,
         limit: usize,
-    ) -> Result<Vec<JobInfo>> {
-        let path = format!(
-            "{}/dead?offset={offset}&limit={}",
-            q(queue),
-            limit.clamp(1, 1000)
-        );
+        after: Option<Cursor>,
+    ) -> Result<JobPage> {
+        let mut path = format!("{}/jobs?state={state}&limit={limit}", q(queue));
+        if let Some(c) = after {
+            path.push_str(&format!("&cursor={c}"));
+        }
         let r = self.ok_reply("GET", &path, None, None).await?;
-        let bodies = payloads(&r.raw)?;
-        r.body
-            .as_array()
-            .ok_or_else(|| shape("dead: an array"))?
-            .iter()
-            .zip(bodies)
-            .map(|(v, p)| info_of(v, p))
-            .collect()
+        let jobs = jobs_of(&r)?;
+        let next = match r.body["next_cursor"].as_str() {
+            Some(c) => Some(c.parse::<Cursor>()?),
+            None => None,
+        };
+        Ok(JobPage { jobs, next })
+    }
+
+    async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
+        let mut path = format!("{}/jobs?limit={limit}&id_prefix=", q(queue));
+        for b in prefix.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                path.push(b as char);
+            } else {
+                path.push_str(&format!("%{b:02X}"));
+            }
+        }
+        let r = self.ok_reply("GET", &path, None, None).await?;
+        Ok(Found {
+            jobs: jobs_of(&r)?,
+            by_prefix: r.body["by_prefix"].as_bool().unwrap_or(false),
+        })
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
@@ -530,6 +564,54 @@ impl Inspect for RemoteBackend {
             .ok("DELETE", &format!("{}/dead", q(queue)), None, None)
             .await?;
         u64_of(&v, "count")
+    }
+
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        let path = format!("{}/dead/{}", q(queue), enc(id));
+        self.ok("DELETE", &path, None, Some(id)).await.map(|_| ())
+    }
+
+    async fn cancel_all(&self, queue: &QueueName, state: ListState) -> Result<u64> {
+        let path = format!("{}/jobs?state={state}", q(queue));
+        u64_of(&self.ok("DELETE", &path, None, None).await?, "count")
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let verb = if paused { "pause" } else { "resume" };
+        let path = format!("{}/{verb}", q(queue));
+        self.ok("POST", &path, None, None).await.map(|_| ())
+    }
+
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        let v = self
+            .ok("GET", &format!("{}/series", q(queue)), None, None)
+            .await?;
+        let counts = |c: &Value| -> Result<Counts> {
+            let mut out = Counts {
+                enqueued: u64_of(c, "enqueued")?,
+                started: u64_of(c, "started")?,
+                completed: u64_of(c, "completed")?,
+                retried: u64_of(c, "retried")?,
+                dead: u64_of(c, "dead")?,
+                ..Counts::default()
+            };
+            let hist = c["lateness_histogram"]
+                .as_array()
+                .ok_or_else(|| shape("series: lateness_histogram"))?;
+            for (slot, n) in out.lateness.iter_mut().zip(hist) {
+                *slot = n.as_u64().unwrap_or(0);
+            }
+            Ok(out)
+        };
+        let interval = u64_of(&v, "interval_ms")?.max(1);
+        let parts = v["intervals"]
+            .as_array()
+            .ok_or_else(|| shape("series: intervals"))?
+            .iter()
+            .map(|i| Ok((u64_of(i, "start")? / interval, counts(i)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let now = delayq::job::system_now_ms();
+        Ok(QueueSeries::collect(now, parts, counts(&v["totals"])?))
     }
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {

@@ -2,13 +2,14 @@
 
 use crate::backend::AnyBackend;
 use anyhow::{Context, bail};
+use delayq_http::auth::Token;
 use delayq_http::{AppState, HttpConfig};
 
 use crate::args::ServeArgs;
 
 /// The accepted tokens; refuses a public address without one. Called before the store is
 /// opened, so a refused `serve` creates nothing.
-pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<String>> {
+pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<Token>> {
     let mut tokens: Vec<String> = a.tokens.iter().filter(|t| !t.is_empty()).cloned().collect();
     if let Some(f) = &a.token_file {
         let text = std::fs::read_to_string(f)
@@ -27,7 +28,10 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<String>> {
             a.listen
         );
     }
-    Ok(tokens)
+    tokens
+        .iter()
+        .map(|t| Token::parse(t).map_err(anyhow::Error::msg))
+        .collect()
 }
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
@@ -43,6 +47,7 @@ pub(crate) async fn run(
         max_payload: a.max_payload,
         loopback_hosts_only: tokens.is_empty() && a.listen.ip().is_loopback(),
         tokens,
+        metrics_token: a.metrics_token.clone().filter(|t| !t.is_empty()),
         ..HttpConfig::default()
     };
     let auth = if config.tokens.is_empty() {
@@ -56,7 +61,7 @@ pub(crate) async fn run(
         .with_context(|| format!("binding {}", a.listen))?;
     let addr = listener.local_addr()?;
     println!("delayq serve: listening on http://{addr} ({auth}), backend {backend_desc}");
-    println!("  dashboard  http://{addr}/");
+    println!("  console    http://{addr}/");
     println!("  API spec   http://{addr}/openapi.json");
     println!(
         "  try        curl -X POST http://{addr}/v1/queues/demo/jobs -H 'content-type: application/json' -d '{{\"payload\":{{\"hello\":\"world\"}},\"delay_ms\":5000}}'"

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::limits::truncate_error;
+use delayq::series::{Ring, lateness_bucket};
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Job, JobId,
-    JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, Result, Schedule, SharedClock,
-    SystemClock, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Enqueued, Error, Job,
+    JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSeries, Result, Schedule,
+    SharedClock, SystemClock, Wakeups,
 };
 use rusqlite::{Connection, params};
 use tokio::sync::watch;
@@ -37,6 +38,9 @@ struct Inner {
     store: Store,
     clock: SharedClock,
     wakes: Mutex<HashMap<QueueName, watch::Sender<u64>>>,
+    /// Throughput and lateness per queue, in memory: one process owns the store, so it sees
+    /// every transition (lost on restart; totals count from the store's opening).
+    series: Mutex<HashMap<QueueName, Ring>>,
 }
 
 /// "Now" of one operation in µs since the epoch, read on the store thread when the operation
@@ -79,7 +83,7 @@ fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef]) -> Result<Vec<AckOutcom
 
 /// Claim step 1, crash recovery: expired leases are due again now, or dead when attempts are
 /// used up; the attempt they were given counts.
-fn recover(c: &Connection, q: &str, now: i64) -> Result<()> {
+fn recover(c: &Connection, q: &str, now: i64, counts: &mut Counts) -> Result<()> {
     let expired: Vec<(String, i64, i64)> = c
         .prepare_cached(
             "SELECT id, attempt, max_attempts FROM jobs WHERE queue = ?1 AND state = ?4 \
@@ -101,8 +105,10 @@ fn recover(c: &Connection, q: &str, now: i64) -> Result<()> {
     for (id, attempt, max) in expired {
         let err = format!("lease expired (attempt {attempt})");
         let (state, due) = if attempt >= max {
+            counts.dead += 1;
             (DEAD, None)
         } else {
+            counts.retried += 1;
             (SCHEDULED, Some(now))
         };
         upd.execute(params![q, id, state, now, due, err])
@@ -174,6 +180,18 @@ fn next_due(c: &Connection, q: &str, now: Now) -> Result<Option<Duration>> {
     Ok(next.map(|t| Duration::from_micros(((t as u64) * 1000).saturating_sub(now.0))))
 }
 
+/// Whether the queue is paused (a row of `queue_conf`).
+pub(crate) fn paused(c: &Connection, q: &str) -> Result<bool> {
+    use rusqlite::OptionalExtension;
+    let p: Option<i64> = c
+        .prepare_cached("SELECT paused FROM queue_conf WHERE queue = ?1")
+        .map_err(sql)?
+        .query_row(params![q], |r| r.get(0))
+        .optional()
+        .map_err(sql)?;
+    Ok(p.unwrap_or(0) != 0)
+}
+
 /// Whether a job due at `due` is earlier than the head of the queue (consumers must be woken).
 fn ahead_of_head(c: &Connection, q: &str, due: i64) -> Result<bool> {
     Ok(head(c, q, SCHEDULED)?.is_none_or(|h| due < h))
@@ -197,8 +215,31 @@ impl EmbeddedBackend {
                 store: Store::open(dir.as_ref())?,
                 clock,
                 wakes: Mutex::default(),
+                series: Mutex::default(),
             }),
         })
+    }
+
+    /// Adds `c` to the queue's series, at the store clock's now.
+    pub(crate) fn count(&self, q: &QueueName, c: &Counts) {
+        if c.is_empty() {
+            return;
+        }
+        let now = self.inner.clock.now_us() / 1000;
+        if let Ok(mut m) = self.inner.series.lock() {
+            m.entry(q.clone()).or_default().record(now, c);
+        }
+    }
+
+    /// The queue's series as of now.
+    pub(crate) fn series_of(&self, q: &QueueName) -> QueueSeries {
+        let now = self.inner.clock.now_us() / 1000;
+        self.inner
+            .series
+            .lock()
+            .ok()
+            .and_then(|m| m.get(q).map(|r| r.series(now)))
+            .unwrap_or_else(|| QueueSeries::collect(now, [], Counts::default()))
     }
 
     pub(crate) fn wake(&self, q: &QueueName) {
@@ -239,122 +280,168 @@ impl EmbeddedBackend {
 impl Backend for EmbeddedBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         let q = queue.to_string();
-        self.exec_waking(queue, move |c, now| {
-            let now = now.ms();
-            let head_due = head(c, &q, SCHEDULED)?;
-            let mut earliest: Option<i64> = None;
-            let mut out = Vec::with_capacity(jobs.len());
-            let mut insert = c
-                .prepare_cached(
-                    "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
+        let out = self
+            .exec_waking(queue, move |c, now| {
+                let now = now.ms();
+                let head_due = head(c, &q, SCHEDULED)?;
+                let mut earliest: Option<i64> = None;
+                let mut out = Vec::with_capacity(jobs.len());
+                let mut insert = c
+                    .prepare_cached(
+                        "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
                      max_attempts, backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
                      payload) VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10) \
                      ON CONFLICT (queue, id) DO NOTHING",
-                )
-                .map_err(sql)?;
-            for job in jobs {
-                let id = job.id.clone().unwrap_or_else(JobId::generate);
-                let due = due_from(job.schedule, now);
-                let backoff = job.backoff.map(|b| {
-                    let (base, cap) = b.base_cap_ms();
-                    (i64::from(b.kind_code()), base as i64, cap as i64)
-                });
-                let n = insert
-                    .execute(params![
-                        q,
-                        id.as_str(),
-                        due,
-                        now,
-                        i64::from(job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)),
-                        backoff.map(|b| b.0),
-                        backoff.map(|b| b.1),
-                        backoff.map(|b| b.2),
-                        job.lease.map(|l| l.as_millis() as i64),
-                        job.payload,
-                        SCHEDULED,
-                    ])
+                    )
                     .map_err(sql)?;
-                let (created, due_at) = if n == 1 {
-                    earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
-                    (true, due)
-                } else {
-                    let due = due_of(c, &q, id.as_str())?
-                        .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?;
-                    (false, due)
-                };
-                out.push(Enqueued {
-                    id,
-                    due_at_ms: due_at as u64,
-                    created,
-                });
-            }
-            let wake = earliest.is_some_and(|e| head_due.is_none_or(|h| e < h));
-            Ok((out, wake))
-        })
-        .await
+                for job in jobs {
+                    let id = job.id.clone().unwrap_or_else(JobId::generate);
+                    let due = due_from(job.schedule, now);
+                    let backoff = job.backoff.map(|b| {
+                        let (base, cap) = b.base_cap_ms();
+                        (i64::from(b.kind_code()), base as i64, cap as i64)
+                    });
+                    let n = insert
+                        .execute(params![
+                            q,
+                            id.as_str(),
+                            due,
+                            now,
+                            i64::from(job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)),
+                            backoff.map(|b| b.0),
+                            backoff.map(|b| b.1),
+                            backoff.map(|b| b.2),
+                            job.lease.map(|l| l.as_millis() as i64),
+                            job.payload,
+                            SCHEDULED,
+                        ])
+                        .map_err(sql)?;
+                    let (created, due_at) = if n == 1 {
+                        earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
+                        (true, due)
+                    } else {
+                        let due = due_of(c, &q, id.as_str())?
+                            .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?;
+                        (false, due)
+                    };
+                    out.push(Enqueued {
+                        id,
+                        due_at_ms: due_at as u64,
+                        created,
+                    });
+                }
+                let wake = earliest.is_some_and(|e| head_due.is_none_or(|h| e < h));
+                Ok((out, wake))
+            })
+            .await?;
+        let created = out.iter().filter(|e| e.created).count() as u64;
+        self.count(
+            queue,
+            &Counts {
+                enqueued: created,
+                ..Counts::default()
+            },
+        );
+        Ok(out)
     }
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
         let q = queue.clone();
-        self.exec(move |c, now| {
-            let acks = ack_all(c, q.as_str(), &req.acks)?;
-            recover(c, q.as_str(), now.ms())?;
-            let max = req.max.min(MAX_CLAIM) as i64;
-            let jobs = if max > 0 {
-                lease(c, &q, max, req.lease, now.ms())?
-            } else {
-                Vec::new()
-            };
-            Ok(ClaimBatch {
-                jobs,
-                acks,
-                next_due_in: next_due(c, q.as_str(), now)?,
+        let (batch, counts) = self
+            .exec(move |c, now| {
+                let mut counts = Counts::default();
+                let acks = ack_all(c, q.as_str(), &req.acks)?;
+                counts.completed = acks.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
+                recover(c, q.as_str(), now.ms(), &mut counts)?;
+                let max = req.max.min(MAX_CLAIM) as i64;
+                let paused = paused(c, q.as_str())?;
+                let jobs = if max > 0 && !paused {
+                    lease(c, &q, max, req.lease, now.ms())?
+                } else {
+                    Vec::new()
+                };
+                for j in &jobs {
+                    counts.started += 1;
+                    let late = (now.ms() as u64).saturating_sub(j.due_at_ms);
+                    counts.lateness[lateness_bucket(late)] += 1;
+                }
+                // Paused: come back when a lease expires (to recover it), or when resumed.
+                let next_due_in = if paused {
+                    head(c, q.as_str(), LEASED)?
+                        .map(|t| Duration::from_micros(((t as u64) * 1000).saturating_sub(now.0)))
+                } else {
+                    next_due(c, q.as_str(), now)?
+                };
+                let batch = ClaimBatch {
+                    jobs,
+                    acks,
+                    next_due_in,
+                };
+                Ok((batch, counts))
             })
-        })
-        .await
+            .await?;
+        self.count(queue, &counts);
+        Ok(batch)
     }
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
         let q = queue.to_string();
-        self.exec(move |c, _| ack_all(c, &q, &leases)).await
+        let out = self.exec(move |c, _| ack_all(c, &q, &leases)).await?;
+        let completed = out.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
+        self.count(
+            queue,
+            &Counts {
+                completed,
+                ..Counts::default()
+            },
+        );
+        Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         let q = queue.to_string();
         let rnd: f64 = rand::random();
-        self.exec_waking(queue, move |c, now| {
-            let r = leased_row(c, &q, &lease)?;
-            let now = now.ms();
-            let err = truncate_error(&nack.error);
-            if nack.dead || r.attempt >= r.max_attempts {
-                c.execute(
-                    "UPDATE jobs SET state = ?5, score = ?3, token = 0, last_error = ?4 \
+        let out = self
+            .exec_waking(queue, move |c, now| {
+                let r = leased_row(c, &q, &lease)?;
+                let now = now.ms();
+                let err = truncate_error(&nack.error);
+                if nack.dead || r.attempt >= r.max_attempts {
+                    c.execute(
+                        "UPDATE jobs SET state = ?5, score = ?3, token = 0, last_error = ?4 \
                      WHERE queue = ?1 AND id = ?2",
-                    params![q, r.id, now, err, DEAD],
+                        params![q, r.id, now, err, DEAD],
+                    )
+                    .map_err(sql)?;
+                    let dead = NackOutcome::Dead {
+                        failed_at_ms: now as u64,
+                    };
+                    return Ok((dead, false));
+                }
+                let delay = nack
+                    .retry_in
+                    .unwrap_or_else(|| r.backoff.unwrap_or_default().delay(r.attempt as u32, rnd));
+                let due = now + delay.as_millis() as i64;
+                let wake = ahead_of_head(c, &q, due)?;
+                c.execute(
+                    "UPDATE jobs SET state = ?5, score = ?3, due = ?3, token = 0, last_error = ?4 \
+                 WHERE queue = ?1 AND id = ?2",
+                    params![q, r.id, due, err, SCHEDULED],
                 )
                 .map_err(sql)?;
-                let dead = NackOutcome::Dead {
-                    failed_at_ms: now as u64,
+                let retry = NackOutcome::Retrying {
+                    due_at_ms: due as u64,
                 };
-                return Ok((dead, false));
-            }
-            let delay = nack
-                .retry_in
-                .unwrap_or_else(|| r.backoff.unwrap_or_default().delay(r.attempt as u32, rnd));
-            let due = now + delay.as_millis() as i64;
-            let wake = ahead_of_head(c, &q, due)?;
-            c.execute(
-                "UPDATE jobs SET state = ?5, score = ?3, due = ?3, token = 0, last_error = ?4 \
-                 WHERE queue = ?1 AND id = ?2",
-                params![q, r.id, due, err, SCHEDULED],
-            )
-            .map_err(sql)?;
-            let retry = NackOutcome::Retrying {
-                due_at_ms: due as u64,
-            };
-            Ok((retry, wake))
-        })
-        .await
+                Ok((retry, wake))
+            })
+            .await?;
+        let mut counts = Counts::default();
+        match out {
+            NackOutcome::Retrying { .. } => counts.retried = 1,
+            NackOutcome::Dead { .. } => counts.dead = 1,
+        }
+        self.count(queue, &counts);
+        Ok(out)
     }
 
     async fn extend(&self, queue: &QueueName, lease: LeaseRef, lease_len: Duration) -> Result<u64> {

@@ -1,14 +1,28 @@
-//! The `Inspect` trait over the SQLite store: lookups, counts and the dead-letter tools.
+//! The `Inspect` trait over the SQLite store: lookups, listings, counts, pause, the series
+//! (kept in memory by the backend) and the dead-letter and bulk tools.
 
+use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
-    Error, Inspect, InvalidInput, JobId, JobInfo, JobState, QueueName, QueueSettings, QueueStats,
-    Result,
+    Cursor, Error, Found, Inspect, InvalidInput, JobId, JobInfo, JobPage, JobState, ListState,
+    QueueName, QueueSeries, QueueSettings, QueueStats, Result,
 };
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
-use crate::backend::{EmbeddedBackend, MAX_CLAIM};
+use crate::backend::{EmbeddedBackend, paused};
 use crate::rows::{COLS, DEAD, LEASED, RowData, SCHEDULED, get_row, head, row, state, state_of};
 use crate::store::sql;
+
+/// The error for an operation that needed `expected`: not found, or the state the job is in.
+fn wrong_state(c: &Connection, q: &str, id: JobId, expected: JobState) -> Result<Error> {
+    Ok(match state_of(c, q, id.as_str())? {
+        None => Error::NotFound { id },
+        Some(s) => Error::WrongState {
+            id,
+            state: state(s)?,
+            expected,
+        },
+    })
+}
 
 impl Inspect for EmbeddedBackend {
     async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
@@ -68,25 +82,78 @@ impl Inspect for EmbeddedBackend {
                 oldest_overdue_ms: head_due
                     .filter(|h| *h <= now)
                     .map_or(0, |h| (now - h) as u64),
+                paused: paused(c, &q)?,
             })
         })
         .await
     }
 
-    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
+    async fn list(
+        &self,
+        queue: &QueueName,
+        which: ListState,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> Result<JobPage> {
+        check_limit(limit)?;
         let q = queue.to_string();
-        self.exec(move |c, _| {
-            let rows: Vec<RowData> = c
+        self.exec(move |c, now| {
+            let now = now.ms();
+            let (code, lo, hi) = match which {
+                ListState::Scheduled => (SCHEDULED, now + 1, i64::MAX),
+                ListState::Due => (SCHEDULED, i64::MIN, now),
+                ListState::Leased => (LEASED, i64::MIN, i64::MAX),
+                ListState::Dead => (DEAD, i64::MIN, i64::MAX),
+            };
+            let (score, id) = after.map_or((i64::MIN, String::new()), |c| {
+                (i64::try_from(c.score).unwrap_or(i64::MAX), c.id)
+            });
+            // One more than asked tells whether a next page exists.
+            let mut rows: Vec<RowData> = c
                 .prepare_cached(&format!(
-                    "SELECT {COLS} FROM jobs WHERE queue = ?1 AND state = ?4 ORDER BY score, id \
-                     LIMIT ?2 OFFSET ?3"
+                    "SELECT {COLS} FROM jobs WHERE queue = ?1 AND state = ?2 AND score >= ?3 \
+                     AND score <= ?4 AND (score, id) > (?5, ?6) ORDER BY score, id LIMIT ?7"
                 ))
                 .map_err(sql)?
-                .query_map(params![q, n.min(MAX_CLAIM) as i64, from as i64, DEAD], row)
+                .query_map(params![q, code, lo, hi, score, id, limit as i64 + 1], row)
                 .map_err(sql)?
                 .collect::<rusqlite::Result<_>>()
                 .map_err(sql)?;
-            rows.into_iter().map(RowData::info).collect()
+            let more = rows.len() > limit;
+            rows.truncate(limit);
+            let next = rows.last().filter(|_| more).map(|r| Cursor {
+                score: r.score as u64,
+                id: r.id.clone(),
+            });
+            let jobs = rows
+                .into_iter()
+                .map(RowData::info)
+                .collect::<Result<Vec<_>>>()?;
+            Ok(JobPage { jobs, next })
+        })
+        .await
+    }
+
+    /// The `(queue, id)` index is ordered by id: a prefix is one range of it.
+    async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
+        check_limit(limit)?;
+        let (q, p) = (queue.to_string(), prefix.to_owned());
+        self.exec(move |c, _| {
+            let rows: Vec<RowData> = c
+                .prepare_cached(&format!(
+                    "SELECT {COLS} FROM jobs WHERE queue = ?1 AND id >= ?2 \
+                     AND id < ?2 || char(1114111) AND substr(id, 1, length(?2)) = ?2 \
+                     ORDER BY id LIMIT ?3"
+                ))
+                .map_err(sql)?
+                .query_map(params![q, p, limit as i64], row)
+                .map_err(sql)?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(sql)?;
+            Ok(Found {
+                jobs: rows.into_iter().map(RowData::info).collect::<Result<_>>()?,
+                by_prefix: true,
+            })
         })
         .await
     }
@@ -104,14 +171,7 @@ impl Inspect for EmbeddedBackend {
             if n == 1 {
                 return Ok(());
             }
-            match state_of(c, &q, idc.as_str())? {
-                None => Err(Error::NotFound { id: idc }),
-                Some(s) => Err(Error::WrongState {
-                    id: idc,
-                    state: state(s)?,
-                    expected: JobState::Dead,
-                }),
-            }
+            Err(wrong_state(c, &q, idc, JobState::Dead)?)
         })
         .await?;
         self.wake(queue);
@@ -148,6 +208,64 @@ impl Inspect for EmbeddedBackend {
             .map_err(sql)
         })
         .await
+    }
+
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        let (q, idc) = (queue.to_string(), id.clone());
+        self.exec(move |c, _| {
+            let n = c
+                .execute(
+                    "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3",
+                    params![q, idc.as_str(), DEAD],
+                )
+                .map_err(sql)?;
+            if n == 1 {
+                return Ok(());
+            }
+            Err(wrong_state(c, &q, idc, JobState::Dead)?)
+        })
+        .await
+    }
+
+    async fn cancel_all(&self, queue: &QueueName, which: ListState) -> Result<u64> {
+        check_cancellable(which)?;
+        let q = queue.to_string();
+        self.exec(move |c, now| {
+            let (lo, hi) = if which == ListState::Due {
+                (i64::MIN, now.ms())
+            } else {
+                (now.ms() + 1, i64::MAX)
+            };
+            c.execute(
+                "DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND score >= ?3 \
+                 AND score <= ?4",
+                params![q, SCHEDULED, lo, hi],
+            )
+            .map(|n| n as u64)
+            .map_err(sql)
+        })
+        .await
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let q = queue.to_string();
+        self.exec(move |c, _| {
+            c.execute(
+                "INSERT INTO queue_conf (queue, paused) VALUES (?1, ?2) \
+                 ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused",
+                params![q, i64::from(paused)],
+            )
+            .map_err(sql)
+        })
+        .await?;
+        if !paused {
+            self.wake(queue);
+        }
+        Ok(())
+    }
+
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        Ok(self.series_of(queue))
     }
 
     async fn settings(&self, _queue: &QueueName) -> Result<QueueSettings> {

@@ -1,5 +1,5 @@
--- The embedded store: one table of jobs, one index that serves every ordered read, and a
--- counter table for lease (fencing) tokens.
+-- The embedded store: one table of jobs, one index that serves every ordered read, a table of
+-- per-queue state (paused) and a counter table for lease (fencing) tokens.
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = FULL;
 
@@ -22,5 +22,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);
+-- Per-queue state every consumer obeys: paused (1) leases nothing.
+CREATE TABLE IF NOT EXISTS queue_conf (queue TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (k, v) VALUES ('fence', 0), ('schema_version', 1);

@@ -1,7 +1,8 @@
-//! Who may call the API: bearer tokens (compared in constant time), the browser guard of the
-//! tokenless mode, and the security headers of every response.
+//! Who may call the API: bearer tokens (compared in constant time) and their scopes, the
+//! metrics token, the browser guard of the tokenless mode, and the security headers of every
+//! response (a strict Content-Security-Policy for the console).
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderValue, Method};
 use axum::middleware::Next;
@@ -10,7 +11,137 @@ use axum::response::{IntoResponse, Response};
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
-/// Lets a request through when no token is configured or its bearer token is one of them.
+/// What a token may do. Every scope may read; `admin` may do everything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Browse jobs and read stats, series and events.
+    Read,
+    /// Also enqueue, cancel and reschedule jobs.
+    Produce,
+    /// Also claim, ack, nack, extend and release leases.
+    Consume,
+    /// Everything: the console's actions (run now, requeue, delete, purge, bulk cancel, pause,
+    /// resume) and queue settings.
+    Admin,
+}
+
+impl Scope {
+    /// Every scope, in the order `--token` names them.
+    pub const ALL: [Scope; 4] = [Scope::Read, Scope::Produce, Scope::Consume, Scope::Admin];
+
+    /// Its name in `--token SCOPE:TOKEN`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Produce => "produce",
+            Scope::Consume => "consume",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// Whether a token of this scope may do what `needed` requires.
+    pub fn allows(self, needed: Scope) -> bool {
+        self == Scope::Admin || needed == Scope::Read || self == needed
+    }
+
+    /// The scope a request needs, by method and route.
+    pub fn needed(method: &Method, route: &str) -> Scope {
+        if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+            return Scope::Read;
+        }
+        match (method.as_str(), route) {
+            ("POST", "/v1/queues/{q}/jobs") | ("DELETE" | "PATCH", "/v1/queues/{q}/jobs/{id}") => {
+                Scope::Produce
+            }
+            ("POST", "/v1/queues/{q}/claim")
+            | (
+                "POST",
+                "/v1/queues/{q}/jobs/{id}/ack"
+                | "/v1/queues/{q}/jobs/{id}/nack"
+                | "/v1/queues/{q}/jobs/{id}/extend"
+                | "/v1/queues/{q}/jobs/{id}/release",
+            ) => Scope::Consume,
+            _ => Scope::Admin,
+        }
+    }
+}
+
+/// A bearer token and what it may do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    /// The secret the client sends.
+    pub secret: String,
+    /// Its scope; `None`: every scope (a bare `--token TOKEN`).
+    pub scope: Option<Scope>,
+}
+
+impl Token {
+    /// A token of every scope.
+    pub fn all(secret: impl Into<String>) -> Self {
+        Self {
+            secret: secret.into(),
+            scope: None,
+        }
+    }
+
+    /// Parses `SCOPE:TOKEN` (`read`, `produce`, `consume`, `admin`) or a bare `TOKEN` (every
+    /// scope; a bare token may hold `:` as long as what precedes it is not a scope name).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (scope, secret) = match s.split_once(':') {
+            Some((name, secret)) => match Scope::ALL.into_iter().find(|sc| sc.as_str() == name) {
+                Some(sc) => (Some(sc), secret),
+                None => (None, s),
+            },
+            None => (None, s),
+        };
+        if secret.is_empty() {
+            return Err("a token may not be empty".into());
+        }
+        Ok(Self {
+            secret: secret.to_owned(),
+            scope,
+        })
+    }
+
+    fn allows(&self, needed: Scope) -> bool {
+        self.scope.is_none_or(|s| s.allows(needed))
+    }
+}
+
+/// The bearer token of a request ("" when there is none).
+pub(crate) fn bearer(req: &Request) -> &str {
+    req.headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        // The scheme is case-insensitive (RFC 9110 §11.1).
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, t)| t.trim())
+}
+
+/// The configured token `given` is, compared with every one of them whatever matched, so
+/// timing says nothing about which one.
+fn find<'t>(tokens: &'t [Token], given: &str) -> Option<&'t Token> {
+    tokens.iter().fold(None, |found, t| {
+        let eq = ct_eq(t.secret.as_bytes(), given.as_bytes());
+        if eq && found.is_none() {
+            Some(t)
+        } else {
+            found
+        }
+    })
+}
+
+fn unauthorized() -> Response {
+    ApiError::new(
+        ErrorCode::Unauthorized,
+        "a valid `Authorization: Bearer <token>` is required",
+    )
+    .into_response()
+}
+
+/// Lets a request through when no token is configured, or when its bearer token is one of
+/// them and its scope allows the route (403 `forbidden` otherwise).
 pub async fn require_token<B: Send + Sync + 'static>(
     State(st): State<AppState<B>>,
     req: Request,
@@ -20,27 +151,45 @@ pub async fn require_token<B: Send + Sync + 'static>(
     if tokens.is_empty() {
         return next.run(req).await;
     }
-    let given = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        // The scheme is case-insensitive (RFC 9110 §11.1).
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim())
-        .unwrap_or("");
-    // Every token is compared, whatever matched, so timing says nothing about which one.
-    let ok = tokens
-        .iter()
-        .fold(false, |acc, t| acc | ct_eq(t.as_bytes(), given.as_bytes()));
-    if ok {
+    let Some(token) = find(tokens, bearer(&req)) else {
+        return unauthorized();
+    };
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("", MatchedPath::as_str);
+    let needed = Scope::needed(req.method(), route);
+    if !token.allows(needed) {
+        let scope = token.scope.map_or("all", Scope::as_str);
+        return ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "this token's scope ({scope}) does not allow {} {route}: it needs {}",
+                req.method(),
+                needed.as_str()
+            ),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// `/metrics` behind a token: with [`crate::HttpConfig::metrics_token`] set, that token (or any
+/// API token) is required.
+pub async fn require_metrics_token<B: Send + Sync + 'static>(
+    State(st): State<AppState<B>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let config = &st.inner.config;
+    let Some(metrics) = &config.metrics_token else {
+        return next.run(req).await;
+    };
+    let given = bearer(&req);
+    if ct_eq(metrics.as_bytes(), given.as_bytes()) || find(&config.tokens, given).is_some() {
         next.run(req).await
     } else {
-        ApiError::new(
-            ErrorCode::Unauthorized,
-            "a valid `Authorization: Bearer <token>` is required",
-        )
-        .into_response()
+        unauthorized()
     }
 }
 
@@ -110,8 +259,13 @@ fn header(req: &Request, name: axum::http::HeaderName) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Headers on every response: no MIME sniffing, no framing (clickjacking of the dashboard), no
-/// referrer.
+/// The Content-Security-Policy of every response: scripts, styles and connections only from
+/// this server (no inline script or style), no framing, no plugins, no base or form tricks.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+     connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Headers on every response: no MIME sniffing, no framing (clickjacking of the console), no
+/// referrer, and [`CSP`].
 pub async fn security_headers(req: Request, next: Next) -> Response {
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
@@ -121,10 +275,7 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     );
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
-    h.insert(
-        "content-security-policy",
-        HeaderValue::from_static("frame-ancestors 'none'"),
-    );
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
     resp
 }
 
@@ -139,6 +290,31 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::{Scope, Token};
+    use axum::http::Method;
+
+    #[test]
+    fn scopes_by_route() {
+        let t = |s: &str| Token::parse(s).unwrap();
+        assert_eq!(t("read:abc").scope, Some(Scope::Read));
+        assert_eq!(t("abc").scope, None);
+        assert_eq!(t("x:y"), Token::all("x:y"));
+        assert!(Token::parse("admin:").is_err());
+        let needed = |m: Method, r: &str| Scope::needed(&m, r);
+        assert_eq!(needed(Method::GET, "/v1/queues/{q}/jobs"), Scope::Read);
+        assert_eq!(needed(Method::POST, "/v1/queues/{q}/jobs"), Scope::Produce);
+        assert_eq!(needed(Method::DELETE, "/v1/queues/{q}/jobs"), Scope::Admin);
+        assert_eq!(
+            needed(Method::POST, "/v1/queues/{q}/jobs/{id}/ack"),
+            Scope::Consume
+        );
+        assert_eq!(needed(Method::DELETE, "/v1/queues/{q}/dead"), Scope::Admin);
+        assert!(!Scope::Consume.allows(Scope::Admin));
+        assert!(Scope::Consume.allows(Scope::Read));
+        assert!(!Scope::Read.allows(Scope::Produce));
+        assert!(Scope::Admin.allows(Scope::Consume));
+    }
+
     #[test]
     fn ct_eq() {
         assert!(super::ct_eq(b"secret", b"secret"));

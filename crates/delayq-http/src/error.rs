@@ -55,14 +55,14 @@ error_codes! {
     InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
     InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store)";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
-    Forbidden = "forbidden", 403, "without tokens: a Host that is not this machine, or a state-changing browser request from another site";
+    Forbidden = "forbidden", 403, "the token's scope does not allow this (read: browse and stats; produce: enqueue, cancel, reschedule; consume: claim, ack, nack, extend, release; admin: everything); without tokens: a Host that is not this machine, or a state-changing browser request from another site";
     NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled)";
     NoRoute = "no_route", 404, "no such endpoint";
     MethodNotAllowed = "method_not_allowed", 405, "the endpoint exists but not with this method";
     LeaseLost = "lease_lost", 409, "the lease token is stale or belongs to another lease; nothing changed";
-    JobLeased = "job_leased", 409, "the job is leased by a consumer (cancel or reschedule refused)";
-    JobDead = "job_dead", 409, "the job is dead-lettered (cancel or reschedule refused)";
-    JobNotDead = "job_not_dead", 409, "requeue of a job that is not dead";
+    JobLeased = "job_leased", 409, "the job is leased by a consumer (cancel, reschedule or run now refused); the body's `state` says so";
+    JobDead = "job_dead", 409, "the job is dead-lettered (cancel, reschedule or run now refused); the body's `state` says so";
+    JobNotDead = "job_not_dead", 409, "requeue or delete of a dead job that is not dead (the body's `state` says where it is)";
     Conflict = "conflict", 409, "the change conflicts with the queue's state (e.g. a shard count change while it holds jobs); nothing changed";
     PayloadTooLarge = "payload_too_large", 413, "a job payload over the configured limit";
     BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
@@ -87,6 +87,8 @@ pub struct ApiError {
     pub code: ErrorCode,
     /// Readable explanation.
     pub message: String,
+    /// For a job that is not in the state an action needs: the state it is in.
+    pub state: Option<String>,
 }
 
 /// The JSON body of every error.
@@ -96,6 +98,9 @@ pub struct ErrorBody {
     pub code: String,
     /// Readable explanation.
     pub message: String,
+    /// The job's current state, when an action found it in another one (409).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 impl ApiError {
@@ -104,7 +109,14 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            state: None,
         }
+    }
+
+    /// The same error, telling the job's current state.
+    pub fn with_state(mut self, state: impl std::fmt::Display) -> Self {
+        self.state = Some(state.to_string());
+        self
     }
 
     /// The HTTP status: the code's.
@@ -118,6 +130,7 @@ impl IntoResponse for ApiError {
         let body = ErrorBody {
             code: self.code.as_str().to_owned(),
             message: self.message,
+            state: self.state,
         };
         (self.code.status(), Json(body)).into_response()
     }
@@ -137,6 +150,7 @@ impl From<delayq::InvalidInput> for ApiError {
             I::Batch(_) => ErrorCode::InvalidBatch,
             I::Payload(_) => ErrorCode::InvalidPayload,
             I::Settings(_) => ErrorCode::InvalidSettings,
+            I::Query(_) => ErrorCode::InvalidQuery,
             _ => ErrorCode::InvalidBody,
         };
         ApiError::new(code, e.to_string())
@@ -159,7 +173,7 @@ impl From<delayq::Error> for ApiError {
                     (JobState::Dead, _) => ErrorCode::JobDead,
                     _ => ErrorCode::NotFound,
                 };
-                ApiError::new(code, e.to_string())
+                ApiError::new(code, e.to_string()).with_state(state)
             }
             E::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
             E::Conflict(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),

@@ -100,15 +100,20 @@ pub async fn cancel<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
     match st.producer(&q).cancel(&id).await? {
-        CancelOutcome::Cancelled => Ok(Json(Outcome::of(&id, "cancelled"))),
+        CancelOutcome::Cancelled => {
+            st.announce(crate::console::Action::one(&q, "cancelled", &id));
+            Ok(Json(Outcome::of(&id, "cancelled")))
+        }
         CancelOutcome::Leased => Err(ApiError::new(
             ErrorCode::JobLeased,
             format!("job {id} is running on a consumer; not cancelled"),
-        )),
+        )
+        .with_state("leased")),
         CancelOutcome::Dead => Err(ApiError::new(
             ErrorCode::JobDead,
             format!("job {id} is dead-lettered; use the dead-letter tools"),
-        )),
+        )
+        .with_state("dead")),
         CancelOutcome::NotFound => Err(ApiError::new(
             ErrorCode::NotFound,
             format!("job {id} not found"),
@@ -139,6 +144,7 @@ pub async fn reschedule<B: Backend + Inspect>(
         }
     };
     let due = st.producer(&q).reschedule(&id, schedule).await?;
+    st.announce(crate::console::Action::one(&q, "rescheduled", &id));
     Ok(Json(Outcome {
         due_at: Some(due),
         ..Outcome::of(&id, "rescheduled")

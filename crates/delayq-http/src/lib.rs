@@ -5,10 +5,13 @@
 //! `{"code", "message"}` with a stable code ([`error::ErrorCode`], docs/API.md).
 //!
 //! Parts: [`state`] (shared state and settings), [`extract`] (extractors that answer with
-//! API errors), [`model`] (bodies), [`jobs`], [`lease`], [`queues`], [`ops`] (health, metrics,
-//! OpenAPI, dashboard), [`auth`], [`error`].
+//! API errors), [`model`] (bodies), [`jobs`], [`lease`], [`queues`], [`console`] (browse,
+//! actions, pause, series, events), [`ops`] (health, metrics, OpenAPI, the console page),
+//! [`auth`] (tokens and scopes), [`error`].
 
 pub mod auth;
+pub mod console;
+mod console_model;
 pub mod error;
 pub mod extract;
 pub mod jobs;
@@ -53,7 +56,8 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
         jobs::enqueue, jobs::get, jobs::cancel, jobs::reschedule,
         lease::claim, lease::ack, lease::nack, lease::extend, lease::release,
         queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
-        queues::requeue_all, queues::purge,
+        queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
+        console::dead_delete, console::pause, console::resume, console::series, console::events,
     ),
     modifiers(&BearerAuth),
 )]
@@ -114,7 +118,21 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
             "/v1/queues/{q}",
             get(queues::stats::<B>).put(queues::configure::<B>),
         )
-        .route("/v1/queues/{q}/jobs", post(jobs::enqueue::<B>))
+        .route(
+            "/v1/queues/{q}/jobs",
+            post(jobs::enqueue::<B>)
+                .get(console::list::<B>)
+                .delete(console::cancel_all::<B>),
+        )
+        .route("/v1/queues/{q}/jobs/{id}/run", post(console::run::<B>))
+        .route("/v1/queues/{q}/pause", post(console::pause::<B>))
+        .route("/v1/queues/{q}/resume", post(console::resume::<B>))
+        .route("/v1/queues/{q}/series", get(console::series::<B>))
+        .route("/v1/queues/{q}/events", get(console::events::<B>))
+        .route(
+            "/v1/queues/{q}/dead/{id}",
+            axum::routing::delete(console::dead_delete::<B>),
+        )
         .route(
             "/v1/queues/{q}/jobs/{id}",
             get(jobs::get::<B>)
@@ -149,9 +167,16 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
         .merge(v1)
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz::<B>))
-        .route("/metrics", get(ops::metrics::<B>))
+        .route(
+            "/metrics",
+            get(ops::metrics::<B>).route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                auth::require_metrics_token::<B>,
+            )),
+        )
         .route("/openapi.json", get(ops::openapi))
-        .route("/", get(ops::dashboard))
+        .route("/", get(ops::console_page))
+        .route("/assets/{file}", get(ops::asset))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(

@@ -315,7 +315,7 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// `acked`, `retrying`, `dead`, `extended`, `cancelled`, `rescheduled`, `requeued`,
-    /// `purged`.
+    /// `purged`, `deleted`, `due_now`, `paused`, `resumed`.
     pub outcome: String,
     /// New due time (retrying, rescheduled).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -356,6 +356,8 @@ pub struct QueueView {
     pub dead: u64,
     /// Age of the oldest due job, ms.
     pub oldest_overdue_ms: u64,
+    /// Whether the queue is paused (accepts jobs, leases none).
+    pub paused: bool,
     /// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsView>,
@@ -381,6 +383,7 @@ impl QueueView {
             leased: s.leased,
             dead: s.dead,
             oldest_overdue_ms: s.oldest_overdue_ms,
+            paused: s.paused,
             settings: None,
         }
     }

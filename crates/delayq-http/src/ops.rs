@@ -1,5 +1,6 @@
-//! Operations endpoints: health, readiness, Prometheus metrics, the OpenAPI document and the
-//! dashboard.
+//! Operations endpoints: health, readiness, Prometheus metrics (store-wide counts and series
+//! refreshed on each scrape), the OpenAPI document and the console page with its assets
+//! (embedded in the binary: no build step, no CDN).
 
 use axum::Json;
 use axum::extract::State;
@@ -45,6 +46,10 @@ pub async fn metrics<B: Backend + Inspect>(State(st): State<AppState<B>>) -> Res
             metrics::gauge!("delayq_dead", &l).set(s.dead as f64);
             metrics::gauge!("delayq_oldest_overdue_seconds", &l)
                 .set(s.oldest_overdue_ms as f64 / 1000.0);
+            metrics::gauge!("delayq_paused", &l).set(if s.paused { 1.0 } else { 0.0 });
+        }
+        if let Ok(series) = st.backend().series(&q).await {
+            export_series(&q, &series);
         }
     }
     (
@@ -54,12 +59,71 @@ pub async fn metrics<B: Backend + Inspect>(State(st): State<AppState<B>>) -> Res
         .into_response()
 }
 
+/// Store-wide counts (every process's work, from the series the store keeps) and the lateness
+/// percentiles of the last five minutes.
+fn export_series(q: &QueueName, s: &delayq::QueueSeries) {
+    let t = &s.totals;
+    for (event, n) in [
+        ("enqueued", t.enqueued),
+        ("started", t.started),
+        ("completed", t.completed),
+        ("retried", t.retried),
+        ("dead", t.dead),
+    ] {
+        let l = [("queue", q.to_string()), ("event", event.to_owned())];
+        metrics::counter!("delayq_queue_jobs_total", &l).absolute(n);
+    }
+    let now = delayq::job::system_now_ms();
+    let mut recent = delayq::Counts::default();
+    for i in &s.intervals {
+        if i.start_ms + 5 * 60_000 > now {
+            recent.add(&i.counts);
+        }
+    }
+    for (name, quantile) in [
+        ("delayq_queue_lateness_p50_seconds", 0.5),
+        ("delayq_queue_lateness_p99_seconds", 0.99),
+    ] {
+        let v = recent.lateness_quantile(quantile).unwrap_or(0.0) / 1000.0;
+        metrics::gauge!(name, &[("queue", q.to_string())]).set(v);
+    }
+}
+
 /// The OpenAPI 3.1 document, generated from the handlers and models.
 pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     Json(crate::openapi())
 }
 
-/// The dashboard: one page that reads `/v1/queues`.
-pub async fn dashboard() -> Html<&'static str> {
-    Html(include_str!("dashboard.html"))
+/// The console: one page (its script and style are served from `/assets/`).
+pub async fn console_page() -> Response {
+    (
+        [(header::CACHE_CONTROL, "no-cache")],
+        Html(include_str!("../assets/console.html")),
+    )
+        .into_response()
+}
+
+/// The console's script and style sheet.
+pub async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    let (body, kind) = match file.as_str() {
+        "console.js" => (
+            include_str!("../assets/console.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        "console.css" => (
+            include_str!("../assets/console.css"),
+            "text/css; charset=utf-8",
+        ),
+        _ => {
+            return ApiError::new(ErrorCode::NoRoute, "no such asset").into_response();
+        }
+    };
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }

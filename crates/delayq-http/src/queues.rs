@@ -2,7 +2,9 @@
 
 use axum::Json;
 use axum::extract::State;
-use delayq::{Backend, Inspect};
+use delayq::{Backend, Inspect, ListState};
+
+use crate::console::Action;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, ApiQuery, JobPath, QueuePath};
@@ -83,11 +85,23 @@ pub async fn dead_list<B: Backend + Inspect>(
             "limit must be 1-1000",
         ));
     }
-    let jobs = st
-        .backend()
-        .dead_list(&q, page.offset.unwrap_or(0), limit)
-        .await?;
-    Ok(Json(jobs.into_iter().map(Into::into).collect()))
+    // Offset paging over the cursor listing (GET …/jobs?state=dead pages by cursor).
+    let mut skip = page.offset.unwrap_or(0);
+    let mut after = None;
+    let mut out = Vec::new();
+    loop {
+        let want = (skip + limit - out.len()).min(delayq::listing::MAX_PAGE);
+        let page = st.backend().list(&q, ListState::Dead, want, after).await?;
+        let n = page.jobs.len();
+        let dropped = skip.min(n);
+        skip -= dropped;
+        out.extend(page.jobs.into_iter().skip(dropped).map(JobView::from));
+        out.truncate(limit);
+        after = page.next;
+        if out.len() == limit || after.is_none() {
+            return Ok(Json(out));
+        }
+    }
 }
 
 /// Put one dead job back, due now, attempts reset.
@@ -101,6 +115,7 @@ pub async fn requeue_one<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
     st.backend().dead_requeue(&q, &id).await?;
+    st.announce(Action::one(&q, "requeued", &id));
     Ok(Json(Outcome::of(&id, "requeued")))
 }
 
@@ -115,6 +130,7 @@ pub async fn requeue_all<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<Outcome>, ApiError> {
     let n = st.backend().dead_requeue_all(&q).await?;
+    st.announce(Action::bulk(&q, "requeued", n));
     Ok(Json(Outcome {
         outcome: "requeued".into(),
         count: Some(n),
@@ -133,6 +149,7 @@ pub async fn purge<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<Outcome>, ApiError> {
     let n = st.backend().dead_purge(&q).await?;
+    st.announce(Action::bulk(&q, "purged", n));
     Ok(Json(Outcome {
         outcome: "purged".into(),
         count: Some(n),

@@ -16,8 +16,11 @@ pub struct HttpConfig {
     pub max_payload: usize,
     /// Largest request body in bytes (default 16 MiB, for batches).
     pub max_body: usize,
-    /// Accepted bearer tokens; empty = no authentication.
-    pub tokens: Vec<String>,
+    /// Accepted bearer tokens and their scopes; empty = no authentication.
+    pub tokens: Vec<crate::auth::Token>,
+    /// The token `/metrics` requires (any API token is accepted too); `None`: `/metrics` is
+    /// open (queue names appear there).
+    pub metrics_token: Option<String>,
     /// Longest request (long polls end sooner: `wait_ms` is at most 60 s).
     pub request_timeout: Duration,
     /// Without tokens, accept only loopback `Host` values (`localhost`, `127.0.0.1`, `[::1]`):
@@ -40,6 +43,7 @@ impl Default for HttpConfig {
             max_payload: delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES,
             max_body: 16 * 1024 * 1024,
             tokens: Vec::new(),
+            metrics_token: None,
             request_timeout: Duration::from_secs(90),
             loopback_hosts_only: false,
             max_connections: 512,
@@ -75,6 +79,8 @@ pub(crate) struct Inner<B> {
     pub polls_per_caller: Mutex<std::collections::HashMap<String, usize>>,
     /// Long polls waiting for jobs, per queue, and their claim loops.
     pub polls: crate::polls::Polls,
+    /// Actions taken through this server, for the console's event streams.
+    pub actions: tokio::sync::broadcast::Sender<crate::console::Action>,
 }
 
 /// One waiting long poll, counted until dropped.
@@ -110,6 +116,7 @@ impl<B: Backend + Inspect> AppState<B> {
                 seen: Mutex::default(),
                 polls_per_caller: Mutex::default(),
                 polls: crate::polls::Polls::default(),
+                actions: tokio::sync::broadcast::channel(256).0,
             }),
         }
     }
@@ -147,6 +154,11 @@ impl<B: Backend + Inspect> AppState<B> {
         self.note(q);
         Producer::metered(self.inner.backend.clone(), q.clone())
             .with_max_payload(self.inner.config.max_payload)
+    }
+
+    /// Tells event streams of `action` (nobody listening is fine).
+    pub(crate) fn announce(&self, action: crate::console::Action) {
+        let _ = self.inner.actions.send(action);
     }
 
     pub(crate) fn note(&self, q: &QueueName) {

@@ -89,7 +89,10 @@ fn config(tokens: &[String]) -> HttpConfig {
     HttpConfig {
         max_payload: 1000,
         max_body: 64 * 1024,
-        tokens: tokens.to_vec(),
+        tokens: tokens
+            .iter()
+            .map(|t| delayq_http::auth::Token::parse(t).unwrap())
+            .collect(),
         ..HttpConfig::default()
     }
 }

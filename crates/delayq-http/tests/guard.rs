@@ -90,7 +90,7 @@ async fn without_tokens_only_this_machine_and_no_cross_site_writes() {
 #[tokio::test]
 async fn tokens_accept_the_bearer_scheme_in_any_case_and_headers_are_set() {
     let (r, _d) = router(HttpConfig {
-        tokens: vec!["t0ken".into()],
+        tokens: vec![delayq_http::auth::Token::all("t0ken")],
         ..HttpConfig::default()
     });
     for auth in ["Bearer t0ken", "bearer t0ken", "BEARER t0ken"] {

@@ -4,6 +4,7 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] fence  STRING counter of lease tokens (kept at or past server ms x 64)
+-- KEYS[6] stat   HASH paused flag (p: lease nothing), series of counts (common.lua: count)
 -- ARGV[1] max jobs to lease
 -- ARGV[2] default lease ms
 -- ARGV[3] most expired leases to recover in this call
@@ -16,7 +17,7 @@
 -- Safe to run twice: the acks of a second run answer R_MISSING; it leases the next due jobs
 -- under new tokens (the first run's jobs stay leased until their leases expire and come back:
 -- at-least-once, never lost).
-local sched, lease, jobs, dead, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sched, lease, jobs, dead, fence, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local max = tonumber(ARGV[1])
 local default_lease = tonumber(ARGV[2])
 local reap_limit = tonumber(ARGV[3])
@@ -25,6 +26,15 @@ local now_exact_us = now_us()
 local now = math.floor(now_exact_us / 1000)
 
 local acks = ack_pairs(jobs, lease, ARGV, 5, k)
+-- What this call counts; the paused flag and the series are read in one call.
+local c = { c = 0, r = 0, d = 0, s = 0, late = {} }
+for i = 1, #acks do
+  if acks[i] == R_OK then c.c = c.c + 1 end
+end
+local slot = series_slot(now)
+local st = redis.call('HMGET', stat, 'p', slot, 't')
+local paused = st[1]
+if paused then max = 0 end
 
 -- Crash recovery: an expired lease means the consumer died or stalled. The attempt it was
 -- given counts; the job is due again now, or dead when attempts are used up. Only read
@@ -41,7 +51,9 @@ if lease_next and lease_next <= now then
       r.err = 'lease expired (attempt ' .. r.attempt .. ')'
       if r.attempt >= r.max_attempts then
         bury(jobs, dead, id, r, now)
+        c.d = c.d + 1
       else
+        c.r = c.r + 1
         r.token = 0
         r.due = now
         redis.call('HSET', jobs, id, encode(r))
@@ -91,6 +103,9 @@ if n > 0 then
       local rec = rec_claimed(raw, rec_attempt(raw) + 1, token)
       local lease_ms = rec_lease(raw, default_lease)
       local deadline = now + lease_ms
+      local b = late_bucket(now - rec_due(raw))
+      c.late[b] = (c.late[b] or 0) + 1
+      c.s = c.s + 1
       if lease_next == nil or deadline < lease_next then lease_next = deadline end
       hset[#hset + 1] = id
       hset[#hset + 1] = rec
@@ -108,9 +123,14 @@ if n > 0 then
   end
 end
 
--- An acked head may make lease_next early; waking early only costs an empty claim.
+if c.c + c.r + c.d + c.s > 0 then
+  count(stat, now, c, { st[2], st[3] })
+end
+
+-- An acked head may make lease_next early; waking early only costs an empty claim. A paused
+-- queue comes back only to recover leases (resuming publishes a wake-up).
 local next_ms = nil
-if next_due then next_ms = math.max(0, next_due - now) end
+if next_due and not paused then next_ms = math.max(0, next_due - now) end
 if lease_next then
   local l = math.max(0, lease_next - now)
   if next_ms == nil or l < next_ms then next_ms = l end

@@ -213,3 +213,54 @@ local function bury(jobs, dead, id, r, now)
   redis.call('HSET', jobs, id, encode(r))
   redis.call('ZADD', dead, now, id)
 end
+
+-- Throughput and lateness (delayq::series): the shard's `stat` hash holds one packed interval
+-- per ring slot (SERIES_FORMAT: interval number, then enqueued, started, completed, retried,
+-- dead and the LATE_EDGES buckets) and the totals under 't' (interval number 0). Scripts that
+-- change state add their counts once per call: one HMGET and one HSET, whatever the batch.
+
+-- The lateness bucket (1-based) of `ms`.
+local function late_bucket(ms)
+  for i = 1, #LATE_EDGES do
+    if ms <= LATE_EDGES[i] then return i end
+  end
+  return #LATE_EDGES + 1
+end
+
+-- The packed interval `old` (or a fresh one when it is absent or of another interval) plus
+-- the counts `c` = { e, s, c, r, d, late = { bucket = n } } (absent: 0).
+local function series_add(old, stamp, c)
+  local v
+  if old then
+    v = { struct.unpack(SERIES_FORMAT, old) }
+  end
+  if not v or v[1] ~= stamp then
+    v = { stamp }
+    for i = 2, SERIES_VALUES do v[i] = 0 end
+  end
+  v[2] = v[2] + (c.e or 0)
+  v[3] = v[3] + (c.s or 0)
+  v[4] = v[4] + (c.c or 0)
+  v[5] = v[5] + (c.r or 0)
+  v[6] = v[6] + (c.d or 0)
+  if c.late then
+    for b, n in pairs(c.late) do v[6 + b] = v[6 + b] + n end
+  end
+  return struct.pack(SERIES_FORMAT, unpack(v, 1, SERIES_VALUES))
+end
+
+-- The field of the ring slot of `now` and its interval number.
+local function series_slot(now)
+  local n = math.floor(now / SERIES_INTERVAL)
+  return tostring(n % SERIES_SLOTS), n
+end
+
+-- Writes counts `c` into now's interval and the totals; `cur` = { slot value, totals } when
+-- the caller read them already (claim reads them with the paused flag), else nil.
+local function count(stat, now, c, cur)
+  local slot, n = series_slot(now)
+  if cur == nil then
+    cur = redis.call('HMGET', stat, slot, 't')
+  end
+  redis.call('HSET', stat, slot, series_add(cur[1], n, c), 't', series_add(cur[2], 0, c))
+end

@@ -1,12 +1,23 @@
--- dead_purge.lua: deletes dead jobs, oldest first.
--- KEYS[1] dead   ZSET id -> failed_at ms
--- KEYS[2] jobs   HASH id -> record
--- ARGV[1] most jobs in this call
--- Returns the number deleted.
--- Safe to run twice: a second run deletes only jobs that died meanwhile (the caller asked
--- for all of them to go).
-local dead, jobs = KEYS[1], KEYS[2]
-local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[1]) - 1)
+-- dead_purge.lua: deletes dead jobs: one by id, or the oldest failures first.
+-- KEYS[1] sched  ZSET id -> due_ms
+-- KEYS[2] lease  ZSET id -> lease deadline ms
+-- KEYS[3] dead   ZSET id -> failed_at ms
+-- KEYS[4] jobs   HASH id -> record
+-- ARGV[1] 'one' with ARGV[2] id, or 'all' with ARGV[2] most jobs in this call
+-- Returns for 'one': R_OK | R_SCHEDULED | R_LEASED | R_MISSING (nothing changed);
+-- for 'all': the number deleted.
+-- Safe to run twice: a second 'one' finds nothing and answers R_MISSING; a second 'all'
+-- deletes only jobs that died meanwhile (the caller asked for all of them to go).
+local sched, lease, dead, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if ARGV[1] == 'one' then
+  local id = ARGV[2]
+  if redis.call('ZREM', dead, id) == 0 then
+    return refusal(state_of(sched, lease, dead, id))
+  end
+  redis.call('HDEL', jobs, id)
+  return R_OK
+end
+local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[2]) - 1)
 if #ids == 0 then return 0 end
 call_chunked('HDEL', jobs, ids)
 call_chunked('ZREM', dead, ids)

@@ -2,24 +2,27 @@
 -- KEYS[1] sched  ZSET id -> due_ms
 -- KEYS[2] jobs   HASH id -> record
 -- KEYS[3] wake   channel of the queue's consumers
+-- KEYS[4] stat   HASH paused flag, series of counts (common.lua: count)
 -- ARGV[1] number of jobs n; then 6 per job:
 --   id, mode ('n'|'d'|'a'), t_ms, max_attempts, flags, tail
 --   (tail: the record after its fixed header — optional sections and payload — built by
 --   the client; flags say which optional sections it holds)
 -- Returns a flat array, 2 per job in order: R_OK (created) | R_EXISTS (nothing written), due_ms.
 -- Safe to run twice: ids are written with HSETNX, so a second run finds every job of the
--- first and answers R_EXISTS with the stored due time.
+-- first and answers R_EXISTS with the stored due time (and counts nothing: only created jobs
+-- are counted).
 -- A full store (`maxmemory`, noeviction) refuses the first write of a script: HSETNX is
 -- called with pcall so an id that exists still answers R_EXISTS (nothing to write); a new
 -- id returns the OOM error, and nothing was written (later writes of a script that has
 -- written once are never refused).
-local sched, jobs, wake = KEYS[1], KEYS[2], KEYS[3]
+local sched, jobs, wake, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = now_ms()
 local n = tonumber(ARGV[1])
 local out = {}
 local earliest = nil
 local zadd = {}
 local fresh = {}
+local created = 0
 for i = 0, n - 1 do
   local a = 2 + i * 6
   local id = ARGV[a]
@@ -37,6 +40,7 @@ for i = 0, n - 1 do
       zadd[#zadd + 1] = due
       zadd[#zadd + 1] = id
       fresh[id] = due
+      created = created + 1
       if earliest == nil or due < earliest then earliest = due end
       out[#out + 1] = R_OK
     else
@@ -51,5 +55,6 @@ end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest)
   call_chunked('ZADD', sched, zadd)
+  count(stat, now, { e = created })
 end
 return out

@@ -4,13 +4,14 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] wake   channel of the queue's consumers
+-- KEYS[6] stat   HASH paused flag, series of counts (common.lua: count)
 -- ARGV[1] id, ARGV[2] token, ARGV[3] error message (cut on a character boundary by the
 -- caller), ARGV[4] retry delay ms (-1: the job's backoff), ARGV[5] 1 = dead-letter now,
 -- ARGV[6] uniform random number in [0, 1) for jitter
 -- Returns { R_RETRY, due_ms } | { R_BURIED, failed_at_ms } | { R_LOST } | { R_MISSING }
 -- Safe to run twice: the first run clears the lease token, so a second finds no lease and
 -- answers R_LOST, changing nothing.
-local sched, lease, jobs, dead, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sched, lease, jobs, dead, wake, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
 local raw, why = leased_raw(jobs, id, tonumber(ARGV[2]))
 if not raw then
@@ -22,6 +23,7 @@ redis.call('ZREM', lease, id)
 r.err = ARGV[3]
 if ARGV[5] == '1' or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)
+  count(stat, now, { d = 1 })
   return { R_BURIED, now }
 end
 local delay = tonumber(ARGV[4])
@@ -33,4 +35,5 @@ r.due = now + delay
 wake_if_earlier(sched, wake, r.due)
 redis.call('HSET', jobs, id, encode(r))
 redis.call('ZADD', sched, r.due, id)
+count(stat, now, { r = 1 })
 return { R_RETRY, r.due }

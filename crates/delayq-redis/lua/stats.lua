@@ -2,9 +2,10 @@
 -- KEYS[1] sched  ZSET id -> due_ms
 -- KEYS[2] lease  ZSET id -> lease deadline ms
 -- KEYS[3] dead   ZSET id -> failed_at ms
--- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms }
+-- KEYS[4] stat   HASH paused flag (p), series of counts
+-- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms, paused (0|1) }
 -- Safe to run twice: it writes nothing.
-local sched, lease, dead = KEYS[1], KEYS[2], KEYS[3]
+local sched, lease, dead, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = now_ms()
 local oldest = 0
 local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
@@ -16,4 +17,5 @@ return {
   redis.call('ZCARD', lease),
   redis.call('ZCARD', dead),
   oldest,
+  redis.call('HEXISTS', stat, 'p'),
 }

@@ -1,13 +1,16 @@
-//! The [`Inspect`] trait over Redis: reads and dead-letter tools aggregate over a queue's
-//! shards; a queue's settings live in `dq:{queue}:conf`.
+//! The [`Inspect`] trait over Redis: reads, listings (merged by score over a queue's shards),
+//! pause, the series and the dead-letter and bulk tools aggregate over a queue's shards; a
+//! queue's settings live in `dq:{queue}:conf`.
 
+use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
-    Error, Inspect, JobId, JobInfo, JobState, QueueName, QueueSettings, QueueStats, Result,
+    Counts, Cursor, Error, Found, Inspect, JobId, JobInfo, JobPage, JobState, ListState, QueueName,
+    QueueSeries, QueueSettings, QueueStats, Result,
 };
 use futures::future::try_join_all;
 use redis::Value;
 
-use crate::backend::{MAX_CLAIM, RedisBackend, arg};
+use crate::backend::{RedisBackend, arg};
 use crate::error::{self, shape};
 use crate::keys::{self, Keys};
 use crate::reply::{Reply, array, bytes, int, job_id, job_info, reply, state};
@@ -33,6 +36,7 @@ impl RedisBackend {
             leased: n(3)?,
             dead: n(4)?,
             oldest_overdue_ms: n(5)?,
+            paused: n(6)? == 1,
         })
     }
 
@@ -124,46 +128,87 @@ impl Inspect for RedisBackend {
                 leased: a.leased + s.leased,
                 dead: a.dead + s.dead,
                 oldest_overdue_ms: a.oldest_overdue_ms.max(s.oldest_overdue_ms),
+                paused: a.paused || s.paused,
             }))
     }
 
-    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
+    async fn list(
+        &self,
+        queue: &QueueName,
+        which: ListState,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> Result<JobPage> {
+        check_limit(limit)?;
         let route = self.route(queue).await?;
-        let n = n.min(MAX_CLAIM);
-        // One shard: the page itself; several: each shard's first from + n, merged by
-        // failure time.
-        let (skip, at, want) = if route.shards == 1 {
-            (0, from, n)
-        } else {
-            (from, 0, from + n)
+        let (code, state) = match which {
+            ListState::Scheduled => ("s", JobState::Scheduled),
+            ListState::Due => ("d", JobState::Scheduled),
+            ListState::Leased => ("l", JobState::Leased),
+            ListState::Dead => ("x", JobState::Dead),
         };
-        let per_shard = route.keys.iter().map(|k| async move {
-            let v = self
-                .call(&scripts::DEAD_LIST, k, vec![arg(at), arg(want)], false)
-                .await?;
-            array(v)?
-                .chunks(3)
-                .map(|c| match c {
-                    [id, at, raw] => job_info(
-                        job_id(id.clone())?,
-                        JobState::Dead,
-                        int(at)?,
-                        &bytes(raw.clone())?,
-                    ),
-                    _ => Err(shape("dead_list: 3 values per job expected")),
-                })
-                .collect::<Result<Vec<_>>>()
+        let (score, id) = after.map_or((Vec::new(), Vec::new()), |c| {
+            (arg(c.score), c.id.into_bytes())
         });
-        let mut all: Vec<JobInfo> = try_join_all(per_shard)
+        // Each shard gives its first limit + 1 after the cursor; merged by (score, id), the
+        // first `limit` are the page and anything beyond says a next page exists.
+        let per_shard = route.keys.iter().map(|k| {
+            let args = vec![arg(code), arg(limit), score.clone(), id.clone()];
+            async move {
+                let v = self.call(&scripts::LIST, k, args, false).await?;
+                array(v)?
+                    .chunks(3)
+                    .map(|c| match c {
+                        [id, score, raw] => {
+                            let score = int(score)?;
+                            let extra = if state == JobState::Scheduled {
+                                -1
+                            } else {
+                                score
+                            };
+                            let job =
+                                job_info(job_id(id.clone())?, state, extra, &bytes(raw.clone())?)?;
+                            Ok((score as u64, job))
+                        }
+                        _ => Err(shape("list: 3 values per job expected")),
+                    })
+                    .collect::<Result<Vec<_>>>()
+            }
+        });
+        let mut all: Vec<(u64, JobInfo)> = try_join_all(per_shard)
             .await?
             .into_iter()
             .flatten()
             .collect();
-        all.sort_by(|a, b| (a.failed_at_ms, &a.id).cmp(&(b.failed_at_ms, &b.id)));
-        Ok(all.into_iter().skip(skip).take(n).collect())
+        all.sort_by(|a, b| (a.0, a.1.id.as_str()).cmp(&(b.0, b.1.id.as_str())));
+        let more = all.len() > limit;
+        all.truncate(limit);
+        let next = if more {
+            all.last().map(|(score, j)| Cursor {
+                score: *score,
+                id: j.id.to_string(),
+            })
+        } else {
+            None
+        };
+        Ok(JobPage {
+            jobs: all.into_iter().map(|(_, j)| j).collect(),
+            next,
+        })
+    }
+
+    /// Redis keeps no index by id order (a scan of the whole `jobs` hash is not cheap): the
+    /// exact id only.
+    async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
+        check_limit(limit)?;
+        let jobs = match JobId::new(prefix) {
+            Ok(id) => self.get(queue, &id).await?.into_iter().collect(),
+            Err(_) => Vec::new(),
+        };
+        Ok(Found {
+            jobs,
+            by_prefix: false,
+        })
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
@@ -185,8 +230,63 @@ impl Inspect for RedisBackend {
     }
 
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
-        self.chunked(queue, &scripts::DEAD_PURGE, &[arg(ADMIN_CHUNK)])
+        self.chunked(queue, &scripts::DEAD_PURGE, &[arg("all"), arg(ADMIN_CHUNK)])
             .await
+    }
+
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        let k = self.keys_of(queue, id).await?;
+        let args = vec![arg("one"), id.as_str().as_bytes().to_vec()];
+        match reply(&self.call(&scripts::DEAD_PURGE, &k, args, true).await?)? {
+            Reply::Ok => Ok(()),
+            r => Err(r.refusal(id, JobState::Dead)),
+        }
+    }
+
+    async fn cancel_all(&self, queue: &QueueName, which: ListState) -> Result<u64> {
+        check_cancellable(which)?;
+        let code = if which == ListState::Due { "d" } else { "s" };
+        self.chunked(queue, &scripts::CANCEL_ALL, &[arg(code), arg(ADMIN_CHUNK)])
+            .await
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let route = self.route(queue).await?;
+        let flag = arg(if paused { "1" } else { "0" });
+        try_join_all(
+            route
+                .keys
+                .iter()
+                .map(|k| self.call(&scripts::PAUSE, k, vec![flag.clone()], true)),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        let route = self.route(queue).await?;
+        let per_shard = route.keys.iter().map(|k| async move {
+            let mut conn = self.connection();
+            redis::cmd("HGETALL")
+                .arg(&k.stat)
+                .query_async::<Vec<(Vec<u8>, Vec<u8>)>>(&mut conn)
+                .await
+                .map_err(error::map)
+        });
+        let mut parts = Vec::new();
+        let mut totals = Counts::default();
+        for (field, value) in try_join_all(per_shard).await?.into_iter().flatten() {
+            match (field.as_slice(), Counts::unpack(&value)) {
+                (b"t", Some((_, c))) => totals.add(&c),
+                (b"p", _) | (_, None) => {}
+                (_, Some(part)) => parts.push(part),
+            }
+        }
+        Ok(QueueSeries::collect(
+            delayq::job::system_now_ms(),
+            parts,
+            totals,
+        ))
     }
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {

@@ -17,6 +17,7 @@ pub(crate) enum Key {
     Dead,
     Fence,
     Wake,
+    Stat,
 }
 
 impl Key {
@@ -29,6 +30,7 @@ impl Key {
             Key::Dead => "dead",
             Key::Fence => "fence",
             Key::Wake => "wake",
+            Key::Stat => "stat",
         }
     }
 }
@@ -48,6 +50,9 @@ pub(crate) struct Keys {
     pub fence: String,
     /// Pub/Sub channel: "a job due at <ms> may be earlier than the head".
     pub wake: String,
+    /// HASH: `p` (present while paused), one packed interval of the series per ring slot
+    /// (`0`…`359`) and the totals (`t`); see `delayq::series`.
+    pub stat: String,
 }
 
 impl Keys {
@@ -72,6 +77,7 @@ impl Keys {
             dead: name(Key::Dead),
             fence: name(Key::Fence),
             wake: name(Key::Wake),
+            stat: name(Key::Stat),
         }
     }
 
@@ -84,6 +90,7 @@ impl Keys {
             Key::Dead => &self.dead,
             Key::Fence => &self.fence,
             Key::Wake => &self.wake,
+            Key::Stat => &self.stat,
         }
     }
 }
@@ -132,6 +139,7 @@ mod tests {
             Key::Dead,
             Key::Fence,
             Key::Wake,
+            Key::Stat,
         ] {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));

@@ -106,19 +106,21 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake];
-    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence];
-    ACK = "ack.lua" [Lease, Jobs];
-    NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake];
+    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat];
+    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat];
+    ACK = "ack.lua" [Lease, Jobs, Stat];
+    NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat];
     EXTEND = "extend.lua" [Lease, Jobs];
     RELEASE = "release.lua" [Sched, Lease, Jobs, Wake];
     CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead];
     RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake];
     GET = "get.lua" [Sched, Lease, Jobs, Dead];
-    STATS = "stats.lua" [Sched, Lease, Dead];
-    DEAD_LIST = "dead_list.lua" [Dead, Jobs];
+    STATS = "stats.lua" [Sched, Lease, Dead, Stat];
+    LIST = "list.lua" [Sched, Lease, Dead, Jobs];
     DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake];
-    DEAD_PURGE = "dead_purge.lua" [Dead, Jobs];
+    DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs];
+    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs];
+    PAUSE = "pause.lua" [Stat, Wake];
 }
 
 /// The Lua prelude: every constant the scripts share with Rust, generated from Rust.
@@ -143,6 +145,15 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("DEFAULT_BKIND", b.kind_code().to_string());
     def("DEFAULT_BBASE", base.to_string());
     def("DEFAULT_BCAP", cap.to_string());
+    def("SERIES_INTERVAL", delayq::series::INTERVAL_MS.to_string());
+    def("SERIES_SLOTS", delayq::series::SLOTS.to_string());
+    def("SERIES_FORMAT", format!("'{}'", delayq::series::PACKED));
+    def("SERIES_VALUES", delayq::series::PACKED_VALUES.to_string());
+    let edges: Vec<String> = delayq::series::LATENESS_EDGES_MS
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    def("LATE_EDGES", format!("{{ {} }}", edges.join(", ")));
     for st in JobState::ALL {
         def(
             &format!("ST_{}", st.to_string().to_uppercase()),

@@ -109,7 +109,11 @@ async fn failures_retry_with_backoff_then_dead_letter() {
     assert_eq!(seen[2].last_error.as_deref(), Some("boom 2"));
     // The backoff was respected between deliveries.
     assert!(seen[1].due_at_ms >= seen[0].due_at_ms + 100);
-    let dead = b.dead_list(&q, 0, 10).await.unwrap();
+    let dead = b
+        .list(&q, delayq::ListState::Dead, 10, None)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attempt, 3);
     assert_eq!(dead[0].last_error.as_deref(), Some("boom 3"));

@@ -34,14 +34,17 @@ async fn list_pages_through_dead_jobs_with_their_history() {
     let (_s, b, q) = setup().await;
     let ids = make_dead(&b, &q, 25).await;
     let mut listed = Vec::new();
-    let mut offset = 0;
+    let mut cursor = None;
     loop {
-        let page = b.dead_list(&q, offset, 10).await.unwrap();
-        if page.is_empty() {
+        let page = b
+            .list(&q, delayq::ListState::Dead, 10, cursor)
+            .await
+            .unwrap();
+        listed.extend(page.jobs);
+        cursor = page.next;
+        if cursor.is_none() {
             break;
         }
-        offset += page.len();
-        listed.extend(page);
     }
     assert_eq!(
         listed.iter().map(|j| j.id.to_string()).collect::<Vec<_>>(),

@@ -14,7 +14,9 @@ use crate::job::{
     AckOutcome, CancelOutcome, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
     QueueSettings, QueueStats, Schedule,
 };
+use crate::listing::{Cursor, Found, JobPage, ListState};
 use crate::name::{JobId, QueueName};
+use crate::series::QueueSeries;
 
 /// A claim: acknowledge `acks` and lease up to `max` due jobs, in one atomic step.
 #[derive(Clone, Debug)]
@@ -130,13 +132,24 @@ pub trait Inspect: Clone + Send + Sync + 'static {
     /// Counts of one queue.
     fn stats(&self, queue: &QueueName) -> impl Future<Output = Result<QueueStats>> + Send;
 
-    /// Dead jobs, oldest failure first, `limit` from `offset`.
-    fn dead_list(
+    /// A page of the jobs in one state, in listing order (see [`crate::listing`]), at most
+    /// `limit` (1–[`crate::listing::MAX_PAGE`]) starting strictly after `after`.
+    fn list(
         &self,
         queue: &QueueName,
-        offset: usize,
+        state: ListState,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<JobInfo>>> + Send;
+        after: Option<Cursor>,
+    ) -> impl Future<Output = Result<JobPage>> + Send;
+
+    /// Jobs whose id starts with `prefix`, any state, at most `limit`, by id — where the store
+    /// can search by prefix cheaply; otherwise the job whose id is exactly `prefix`.
+    fn search(
+        &self,
+        queue: &QueueName,
+        prefix: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Found>> + Send;
 
     /// Puts one dead job back, due now, with its attempts reset.
     fn dead_requeue(
@@ -150,6 +163,31 @@ pub trait Inspect: Clone + Send + Sync + 'static {
 
     /// Deletes every dead job; returns how many.
     fn dead_purge(&self, queue: &QueueName) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Deletes one dead job. Another state gives [`crate::Error::WrongState`].
+    fn dead_delete(&self, queue: &QueueName, id: &JobId)
+    -> impl Future<Output = Result<()>> + Send;
+
+    /// Cancels every waiting job of `state` ([`ListState::Scheduled`] or [`ListState::Due`]);
+    /// returns how many. Each store step is atomic, the whole is not: jobs that arrive
+    /// meanwhile may stay.
+    fn cancel_all(
+        &self,
+        queue: &QueueName,
+        state: ListState,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Pauses (`true`) or resumes a queue. A paused queue accepts jobs, leases none and still
+    /// recovers expired leases; resuming wakes its consumers. Kept in the store, so every
+    /// consumer of every process obeys it.
+    fn set_paused(
+        &self,
+        queue: &QueueName,
+        paused: bool,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The queue's throughput and lateness over the last hour, and totals.
+    fn series(&self, queue: &QueueName) -> impl Future<Output = Result<QueueSeries>> + Send;
 
     /// The queue's stored settings (the defaults when none were stored).
     fn settings(&self, queue: &QueueName) -> impl Future<Output = Result<QueueSettings>> + Send;

@@ -44,6 +44,9 @@ pub enum InvalidInput {
     /// Queue settings are out of range.
     #[error("invalid queue settings: {0}")]
     Settings(String),
+    /// A listing or search parameter (state, cursor, limit, prefix) is out of range.
+    #[error("invalid query: {0}")]
+    Query(String),
 }
 
 /// Errors of the core library and of every backend.

@@ -14,7 +14,9 @@ use crate::job::{
     AckOutcome, CancelOutcome, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
     QueueSettings, QueueStats, Schedule,
 };
+use crate::listing::{Cursor, Found, JobPage, ListState};
 use crate::name::{JobId, QueueName};
+use crate::series::QueueSeries;
 use crate::telemetry::QueueCounters;
 
 /// Wraps a backend and meters what passes through it. Cheap to clone; clones share the
@@ -160,8 +162,18 @@ impl<B: Inspect> Inspect for Instrumented<B> {
         self.inner.stats(queue).await
     }
 
-    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
-        self.inner.dead_list(queue, from, n).await
+    async fn list(
+        &self,
+        queue: &QueueName,
+        state: ListState,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> Result<JobPage> {
+        self.inner.list(queue, state, limit, after).await
+    }
+
+    async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
+        self.inner.search(queue, prefix, limit).await
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
@@ -174,6 +186,22 @@ impl<B: Inspect> Inspect for Instrumented<B> {
 
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
         self.inner.dead_purge(queue).await
+    }
+
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        self.inner.dead_delete(queue, id).await
+    }
+
+    async fn cancel_all(&self, queue: &QueueName, state: ListState) -> Result<u64> {
+        self.inner.cancel_all(queue, state).await
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        self.inner.set_paused(queue, paused).await
+    }
+
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        self.inner.series(queue).await
     }
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {

@@ -420,6 +420,9 @@ pub struct QueueStats {
     pub dead: u64,
     /// How long the oldest due job has been waiting, in ms (0 when none is due).
     pub oldest_overdue_ms: u64,
+    /// Whether the queue is paused (it accepts jobs but leases none).
+    #[serde(default)]
+    pub paused: bool,
 }
 
 /// Milliseconds since the Unix epoch on this host's clock.

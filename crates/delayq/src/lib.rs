@@ -41,9 +41,11 @@ pub mod handler;
 pub mod instrumented;
 pub mod job;
 pub mod limits;
+pub mod listing;
 pub mod name;
 pub mod producer;
 pub mod rfc3339;
+pub mod series;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -60,5 +62,7 @@ pub use job::{
     AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Job, JobInfo, JobState, LeaseRef,
     Nack, NackOutcome, NewJob, QueueSettings, QueueStats, Schedule,
 };
+pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};
 pub use producer::Producer;
+pub use series::{Counts, QueueSeries};

@@ -3,10 +3,14 @@
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
 pub mod chaos;
+mod console;
 pub mod faulty;
 pub mod history;
 pub mod model;
 
+pub use console::{
+    dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
+};
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 
@@ -16,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use crate::{
     AckOutcome, Backend, Backoff, CancelOutcome, ClaimRequest, Consumer, ConsumerOptions, Error,
-    Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob,
-    Producer, QueueName, QueueStats, Schedule, TestClock,
+    Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, ListState, Nack, NackOutcome,
+    NewJob, Producer, QueueName, QueueStats, Schedule, TestClock,
 };
 
 /// Every test of the suite, for [`crate::conformance_tests!`].
@@ -36,6 +40,10 @@ pub const ALL: &[&str] = &[
     "wakeups_for_earlier_jobs",
     "consumer_handles_each_job_once",
     "long_errors_are_cut_on_a_character_boundary",
+    "listings_page_stably",
+    "dead_delete_and_cancel_all",
+    "pause_stops_leasing",
+    "series_count_transitions",
 ];
 
 /// A clock that follows Tokio's clock of the runtime it was made in — paused and advanced by
@@ -100,21 +108,21 @@ impl Time {
     }
 }
 
-fn q() -> QueueName {
+pub(crate) fn q() -> QueueName {
     QueueName::new("conformance").expect("valid")
 }
 
-fn id(s: &str) -> JobId {
+pub(crate) fn id(s: &str) -> JobId {
     JobId::new(s).expect("valid")
 }
 
-fn job(name: &str, delay_ms: u64) -> NewJob {
+pub(crate) fn job(name: &str, delay_ms: u64) -> NewJob {
     NewJob::new(name.as_bytes().to_vec())
         .id(id(name))
         .delay(Duration::from_millis(delay_ms))
 }
 
-fn req(max: usize, lease_ms: u64) -> ClaimRequest {
+pub(crate) fn req(max: usize, lease_ms: u64) -> ClaimRequest {
     ClaimRequest {
         max,
         lease: Duration::from_millis(lease_ms),
@@ -409,16 +417,21 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B, t: Time) {
         b.nack(&q(), j.lease_ref(), nack).await.unwrap();
         t.pass(Duration::from_millis(2)).await;
     }
-    let page1 = b.dead_list(&q(), 0, 3).await.unwrap();
-    let page2 = b.dead_list(&q(), 3, 3).await.unwrap();
+    let page1 = b.list(&q(), ListState::Dead, 3, None).await.unwrap();
+    let page2 = b
+        .list(&q(), ListState::Dead, 3, page1.next.clone())
+        .await
+        .unwrap();
+    assert!(page2.next.is_none(), "the second page reaches the end");
     let ids: Vec<String> = page1
+        .jobs
         .iter()
-        .chain(&page2)
+        .chain(&page2.jobs)
         .map(|j| j.id.to_string())
         .collect();
     assert_eq!(ids, ["d0", "d1", "d2", "d3", "d4"]);
-    assert_eq!(page1[0].last_error.as_deref(), Some("e0"));
-    assert!(page1[0].failed_at_ms.is_some());
+    assert_eq!(page1.jobs[0].last_error.as_deref(), Some("e0"));
+    assert!(page1.jobs[0].failed_at_ms.is_some());
     b.dead_requeue(&q(), &id("d0")).await.unwrap();
     assert!(matches!(
         b.dead_requeue(&q(), &id("d0")).await,
@@ -638,7 +651,8 @@ macro_rules! conformance_tests {
             nack_retries_then_dead_letters, expired_leases_come_back, cancel_outcomes,
             reschedule, release_undoes_the_attempt, dead_letter_tools, bad_input_writes_nothing,
             wakeups_for_earlier_jobs, consumer_handles_each_job_once,
-            long_errors_are_cut_on_a_character_boundary);
+            long_errors_are_cut_on_a_character_boundary, listings_page_stably,
+            dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

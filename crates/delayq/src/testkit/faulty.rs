@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Error, Inspect, JobId,
-    JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSettings, QueueStats, Result,
-    Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Enqueued, Error, Found,
+    Inspect, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
+    QueueSeries, QueueSettings, QueueStats, Result, Schedule, Wakeups,
 };
 
 /// Where an injected fault strikes.
@@ -150,8 +150,19 @@ impl<B: Inspect> Inspect for Faulty<B> {
         self.run("stats", self.inner.stats(queue)).await
     }
 
-    async fn dead_list(&self, queue: &QueueName, from: usize, n: usize) -> Result<Vec<JobInfo>> {
-        self.run("dead_list", self.inner.dead_list(queue, from, n))
+    async fn list(
+        &self,
+        queue: &QueueName,
+        state: ListState,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> Result<JobPage> {
+        self.run("list", self.inner.list(queue, state, limit, after))
+            .await
+    }
+
+    async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
+        self.run("search", self.inner.search(queue, prefix, limit))
             .await
     }
 
@@ -167,6 +178,25 @@ impl<B: Inspect> Inspect for Faulty<B> {
 
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
         self.run("dead_purge", self.inner.dead_purge(queue)).await
+    }
+
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        self.run("dead_delete", self.inner.dead_delete(queue, id))
+            .await
+    }
+
+    async fn cancel_all(&self, queue: &QueueName, state: ListState) -> Result<u64> {
+        self.run("cancel_all", self.inner.cancel_all(queue, state))
+            .await
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        self.run("set_paused", self.inner.set_paused(queue, paused))
+            .await
+    }
+
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        self.run("series", self.inner.series(queue)).await
     }
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {

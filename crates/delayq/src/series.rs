@@ -1,0 +1,286 @@
+//! Throughput and lateness over time: per queue, counts of enqueued, started, completed,
+//! retried and dead jobs per [`INTERVAL_MS`] and a histogram of lateness (due → start), kept
+//! for the last [`SLOTS`] intervals (one hour) plus running totals.
+//!
+//! The stores keep them where they already write: Redis in one hash per shard, updated once
+//! per script call by the scripts that change state (the layout is [`PACKED`], shared with the
+//! Lua prelude); the embedded store in memory, in [`Ring`]. Both hand out a [`QueueSeries`].
+
+use serde::{Deserialize, Serialize};
+
+/// Length of one interval, in ms.
+pub const INTERVAL_MS: u64 = 10_000;
+/// Intervals kept (a ring): one hour of 10-s intervals.
+pub const SLOTS: u64 = 360;
+/// Upper edges (ms, inclusive) of the lateness histogram's buckets; one more bucket holds
+/// everything later than the last edge.
+pub const LATENESS_EDGES_MS: [u64; 15] = [
+    1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000,
+];
+/// Buckets of the lateness histogram.
+pub const LATENESS_BUCKETS: usize = LATENESS_EDGES_MS.len() + 1;
+/// Counters per interval (the `struct` format of one packed interval on Redis): a `u32`
+/// interval number, then the 5 counts and the lateness buckets as 6-byte integers.
+pub const PACKED: &str = ">I4I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6";
+/// Values in [`PACKED`] (interval number included).
+pub const PACKED_VALUES: usize = 1 + 5 + LATENESS_BUCKETS;
+
+/// The bucket of the lateness histogram that `ms` falls in.
+pub fn lateness_bucket(ms: u64) -> usize {
+    LATENESS_EDGES_MS
+        .iter()
+        .position(|&edge| ms <= edge)
+        .unwrap_or(LATENESS_EDGES_MS.len())
+}
+
+/// What happened to a queue's jobs in one interval (or in total).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Jobs created by an enqueue.
+    pub enqueued: u64,
+    /// Deliveries started (jobs leased by a claim).
+    pub started: u64,
+    /// Jobs acknowledged.
+    pub completed: u64,
+    /// Failed attempts that will be retried (nack, or a lease that expired).
+    pub retried: u64,
+    /// Jobs dead-lettered.
+    pub dead: u64,
+    /// Deliveries started, by lateness bucket ([`LATENESS_EDGES_MS`]).
+    pub lateness: [u64; LATENESS_BUCKETS],
+}
+
+impl Counts {
+    /// Adds `other` to these counts.
+    pub fn add(&mut self, other: &Counts) {
+        self.enqueued += other.enqueued;
+        self.started += other.started;
+        self.completed += other.completed;
+        self.retried += other.retried;
+        self.dead += other.dead;
+        for (a, b) in self.lateness.iter_mut().zip(other.lateness) {
+            *a += b;
+        }
+    }
+
+    /// Whether nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        *self == Counts::default()
+    }
+
+    /// The lateness (ms) below which a fraction `q` (0–1) of the deliveries started, by linear
+    /// interpolation inside the histogram's bucket (the last bucket answers its lower edge);
+    /// `None` when none started.
+    pub fn lateness_quantile(&self, q: f64) -> Option<f64> {
+        let total: u64 = self.lateness.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let mut seen = 0.0;
+        for (i, &n) in self.lateness.iter().enumerate() {
+            let next = seen + n as f64;
+            if n > 0 && next >= rank {
+                let lo = if i == 0 {
+                    0.0
+                } else {
+                    LATENESS_EDGES_MS[i - 1] as f64
+                };
+                let Some(&hi) = LATENESS_EDGES_MS.get(i) else {
+                    return Some(lo);
+                };
+                return Some(lo + (hi as f64 - lo) * ((rank - seen) / n as f64));
+            }
+            seen = next;
+        }
+        Some(*LATENESS_EDGES_MS.last().expect("edges") as f64)
+    }
+
+    /// Decodes the values of one packed interval after its interval number, in [`PACKED`]
+    /// order; `None` when there are too few.
+    pub fn from_values(v: &[u64]) -> Option<Counts> {
+        if v.len() < PACKED_VALUES - 1 {
+            return None;
+        }
+        let mut c = Counts {
+            enqueued: v[0],
+            started: v[1],
+            completed: v[2],
+            retried: v[3],
+            dead: v[4],
+            ..Counts::default()
+        };
+        c.lateness.copy_from_slice(&v[5..5 + LATENESS_BUCKETS]);
+        Some(c)
+    }
+
+    /// Decodes one packed interval ([`PACKED`]: big-endian `u32`, then 6-byte counters):
+    /// its interval number and counts.
+    pub fn unpack(raw: &[u8]) -> Option<(u64, Counts)> {
+        if raw.len() != 4 + 6 * (PACKED_VALUES - 1) {
+            return None;
+        }
+        let stamp = u64::from(u32::from_be_bytes(raw[..4].try_into().ok()?));
+        let values: Vec<u64> = raw[4..]
+            .chunks(6)
+            .map(|c| c.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+            .collect();
+        Some((stamp, Counts::from_values(&values)?))
+    }
+}
+
+/// One interval of a queue's series.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Start of the interval (ms since epoch).
+    pub start_ms: u64,
+    /// What happened in it.
+    pub counts: Counts,
+}
+
+/// A queue's throughput and lateness over the last hour.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSeries {
+    /// Length of each interval (ms).
+    pub interval_ms: u64,
+    /// Every interval of the last hour that counted something, oldest first (intervals
+    /// missing from the list counted nothing).
+    pub intervals: Vec<Interval>,
+    /// Totals since the store began counting (Redis: since the queue's first write with this
+    /// version; embedded: since the process opened the store).
+    pub totals: Counts,
+}
+
+impl QueueSeries {
+    /// A series from `(interval number, counts)` pairs as stores keep them (several per
+    /// interval when a queue has shards): merged per interval, sorted, and cut to the
+    /// [`SLOTS`] intervals that end at `now_ms`.
+    pub fn collect(
+        now_ms: u64,
+        parts: impl IntoIterator<Item = (u64, Counts)>,
+        totals: Counts,
+    ) -> Self {
+        let current = now_ms / INTERVAL_MS;
+        let oldest = current.saturating_sub(SLOTS - 1);
+        let mut by: std::collections::BTreeMap<u64, Counts> = Default::default();
+        for (n, c) in parts {
+            if (oldest..=current).contains(&n) && !c.is_empty() {
+                by.entry(n).or_default().add(&c);
+            }
+        }
+        Self {
+            interval_ms: INTERVAL_MS,
+            intervals: by
+                .into_iter()
+                .map(|(n, counts)| Interval {
+                    start_ms: n * INTERVAL_MS,
+                    counts,
+                })
+                .collect(),
+            totals,
+        }
+    }
+}
+
+/// The series of one queue kept in memory (the embedded store): a ring of [`SLOTS`]
+/// intervals and the totals.
+#[derive(Clone, Debug)]
+pub struct Ring {
+    slots: Vec<(u64, Counts)>,
+    totals: Counts,
+}
+
+impl Default for Ring {
+    fn default() -> Self {
+        Self {
+            slots: vec![(u64::MAX, Counts::default()); SLOTS as usize],
+            totals: Counts::default(),
+        }
+    }
+}
+
+impl Ring {
+    /// Adds `c` to the interval of `now_ms` and to the totals.
+    pub fn record(&mut self, now_ms: u64, c: &Counts) {
+        if c.is_empty() {
+            return;
+        }
+        let n = now_ms / INTERVAL_MS;
+        let slot = &mut self.slots[(n % SLOTS) as usize];
+        if slot.0 != n {
+            *slot = (n, Counts::default());
+        }
+        slot.1.add(c);
+        self.totals.add(c);
+    }
+
+    /// The series as of `now_ms`.
+    pub fn series(&self, now_ms: u64) -> QueueSeries {
+        QueueSeries::collect(now_ms, self.slots.iter().cloned(), self.totals.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_format_matches_its_value_count() {
+        let fields = PACKED.matches('I').count();
+        assert_eq!(fields, PACKED_VALUES);
+        assert_eq!(LATENESS_BUCKETS, 16);
+    }
+
+    #[test]
+    fn buckets_and_quantiles() {
+        assert_eq!(lateness_bucket(0), 0);
+        assert_eq!(lateness_bucket(1), 0);
+        assert_eq!(lateness_bucket(2), 1);
+        assert_eq!(lateness_bucket(3), 2);
+        assert_eq!(lateness_bucket(60_001), 15);
+        let mut c = Counts::default();
+        assert_eq!(c.lateness_quantile(0.5), None);
+        c.lateness[0] = 98; // ≤ 1 ms
+        c.lateness[6] = 2; // 50–100 ms
+        let p50 = c.lateness_quantile(0.5).unwrap();
+        assert!((0.0..=1.0).contains(&p50), "{p50}");
+        let p99 = c.lateness_quantile(0.99).unwrap();
+        assert!((50.0..=100.0).contains(&p99), "{p99}");
+        c.lateness[15] = 1000;
+        assert_eq!(c.lateness_quantile(0.99), Some(60_000.0));
+    }
+
+    #[test]
+    fn unpack_reads_what_lua_packs() {
+        let mut raw = 7u32.to_be_bytes().to_vec();
+        for v in 1..=21u64 {
+            raw.extend_from_slice(&v.to_be_bytes()[2..]);
+        }
+        let (stamp, c) = Counts::unpack(&raw).unwrap();
+        assert_eq!(stamp, 7);
+        assert_eq!((c.enqueued, c.dead, c.lateness[15]), (1, 5, 21));
+        assert!(Counts::unpack(&raw[1..]).is_none());
+    }
+
+    #[test]
+    fn the_ring_keeps_one_hour() {
+        let mut r = Ring::default();
+        let one = Counts {
+            enqueued: 1,
+            ..Counts::default()
+        };
+        r.record(0, &one);
+        r.record(5_000, &one);
+        r.record(INTERVAL_MS * 3, &one);
+        let s = r.series(INTERVAL_MS * 3);
+        assert_eq!(s.intervals.len(), 2);
+        assert_eq!(s.intervals[0].counts.enqueued, 2);
+        assert_eq!(s.totals.enqueued, 3);
+        // An hour later the first interval's slot is reused and the old one is gone.
+        r.record(INTERVAL_MS * SLOTS, &one);
+        let s = r.series(INTERVAL_MS * SLOTS);
+        assert_eq!(s.intervals.len(), 2, "{s:?}");
+        assert_eq!(s.intervals[1].start_ms, INTERVAL_MS * SLOTS);
+        assert_eq!(s.totals.enqueued, 4);
+    }
+}
