@@ -682,6 +682,9 @@ async fn health_metrics_openapi_dashboard(store: Store) {
         "delayq_leased{queue=\"Q\"}",
         "delayq_dead{queue=\"Q\"}",
         "delayq_oldest_overdue_seconds{queue=\"Q\"}",
+        "delayq_paused{queue=\"Q\"}",
+        "delayq_queue_jobs_total{queue=\"Q\",event=\"enqueued\"}",
+        "delayq_queue_lateness_p99_seconds{queue=\"Q\"}",
         "delayq_lateness_seconds_bucket{queue=\"Q\",le=\"0.001\"}",
         "delayq_lateness_seconds_bucket{queue=\"Q\",le=\"60\"}",
         "delayq_http_request_duration_seconds_bucket",
@@ -703,7 +706,10 @@ async fn health_metrics_openapi_dashboard(store: Store) {
         );
     }
     let d = api.call("GET", "/", None).await;
-    assert!(d.status == 200 && d.body.contains("/v1/queues"));
+    assert!(d.status == 200 && d.body.contains("/assets/console.js"));
+    let js = api.call("GET", "/assets/console.js", None).await;
+    assert!(js.status == 200 && js.body.contains("/v1/queues"));
+    assert_eq!(api.call("GET", "/assets/nope.js", None).await.status, 404);
     api.stop().await;
 }
 
