@@ -199,6 +199,11 @@ function lineChart(title, xs, lines, unit) {
       d += `${d ? 'L' : 'M'}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
     });
     if (d) s.append(svg('path', { d, class: `line s${k}` }));
+    // A point without neighbours draws no line: mark it.
+    const has = (i) => l.values[i] !== null && l.values[i] !== undefined;
+    l.values.forEach((v, i) => {
+      if (has(i) && !has(i - 1) && !has(i + 1)) s.append(svg('circle', { cx: x(i), cy: y(v), r: 3, class: `dot s${k}` }));
+    });
   });
   const legend = el('ul', { class: 'legend' },
     lines.map((l, k) => el('li', {}, el('span', { class: `swatch s${k}`, 'aria-hidden': 'true' }), l.name)));
@@ -232,7 +237,7 @@ function crumbs(...parts) {
 
 function render(...nodes) {
   const main = document.getElementById('main');
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.flat(2).filter((n) => n));
 }
 
 function showLogin() {

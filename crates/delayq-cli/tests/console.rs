@@ -1,0 +1,410 @@
+//! The console in a real browser: headless Chromium driven over WebDriver (chromium-driver,
+//! from the distribution's packages, as `.ci/run` installs them) against a live `delayq serve`
+//! with scoped tokens. Signs in, opens a queue, finds a dead job by id, requeues it and sees it
+//! leave the dead tab, pauses and resumes, and checks that ids, payloads and errors holding
+//! HTML are shown as text and run nothing. Screenshots go to `target/console-*.png`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const ADMIN: &str = "adm1n-token";
+const XSS_ID: &str = "<img src=x onerror=window.__pwned=1>";
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// One request with the admin token; (status, JSON body).
+fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {ADMIN}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let json = out
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+/// `delayq serve` on the embedded store in `dir`, with an admin and a read token.
+fn serve(dir: &Path) -> (Killed, SocketAddr) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .current_dir(dir)
+        .env_remove("DELAYQ_REDIS_URL")
+        .env_remove("DELAYQ_DATA")
+        .env_remove("DELAYQ_SERVER")
+        .env_remove("DELAYQ_TOKENS")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["--token", &format!("admin:{ADMIN}"), "--token", "read:r3ad"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .parse()
+        .unwrap();
+    (Killed(c), addr)
+}
+
+/// Jobs for the pages: scheduled ones, completed ones (for the charts), two dead ones (one
+/// whose id, payload and error hold HTML).
+fn seed(addr: SocketAddr) {
+    let jobs: Vec<Value> = (0..30)
+        .map(|i| json!({"id": format!("order-{i:03}"), "payload": {"order": i, "total_cents": 1999 + i}, "delay_ms": 60_000 * (i + 1)}))
+        .chain((0..120).map(|i| json!({"id": format!("done-{i}"), "payload": {"n": i}})))
+        .collect();
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/orders/jobs",
+        Some(Value::Array(jobs)),
+    );
+    assert_eq!(s, 201, "{v}");
+    loop {
+        let (_, v) = http(
+            addr,
+            "POST",
+            "/v1/queues/orders/claim",
+            Some(json!({"max": 40})),
+        );
+        let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
+        if jobs.is_empty() {
+            break;
+        }
+        for j in jobs {
+            let path = format!("/v1/queues/orders/jobs/{}/ack", j["id"].as_str().unwrap());
+            http(
+                addr,
+                "POST",
+                &path,
+                Some(json!({"lease_token": j["lease_token"]})),
+            );
+        }
+    }
+    for (id, payload, error) in [
+        (
+            "dead-order-7",
+            json!({"order": 7, "reason": "card declined"}),
+            "payment gateway said 402",
+        ),
+        (
+            XSS_ID,
+            json!({"note": "<script>window.__pwned=1</script>"}),
+            "<b onmouseover=window.__pwned=1>bold</b>",
+        ),
+    ] {
+        let body = json!({"id": id, "payload": payload});
+        assert_eq!(
+            http(addr, "POST", "/v1/queues/orders/jobs", Some(body)).0,
+            201
+        );
+        let (_, v) = http(
+            addr,
+            "POST",
+            "/v1/queues/orders/claim",
+            Some(json!({"max": 1})),
+        );
+        let j = &v["jobs"][0];
+        assert_eq!(j["id"], id);
+        let path = format!("/v1/queues/orders/jobs/{}/nack", enc(id));
+        let nack = json!({"lease_token": j["lease_token"], "error": error, "dead": true});
+        assert_eq!(http(addr, "POST", &path, Some(nack)).0, 200);
+    }
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn find_binary(names: &[&str]) -> PathBuf {
+    for n in names {
+        for dir in ["/usr/bin", "/usr/lib/chromium", "/usr/local/bin"] {
+            let p = Path::new(dir).join(n);
+            if p.exists() {
+                return p;
+            }
+        }
+    }
+    panic!("none of {names:?} is installed: `.ci/run` installs chromium and chromium-driver")
+}
+
+async fn browser() -> (Killed, Client) {
+    let port = free_port();
+    let driver = Command::new(find_binary(&["chromedriver"]))
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let driver = Killed(driver);
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": find_binary(&["chromium", "chromium-browser"]),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,900", "--force-prefers-reduced-motion"],
+        }),
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    loop {
+        let conn = hyper_util::client::legacy::connect::HttpConnector::new();
+        match ClientBuilder::new(conn)
+            .capabilities(caps.clone())
+            .connect(&url)
+            .await
+        {
+            Ok(c) => return (driver, c),
+            Err(e) if started.elapsed() < Duration::from_secs(20) => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("chromedriver did not start a session: {e}"),
+        }
+    }
+}
+
+async fn text_of(c: &Client, css: &str) -> String {
+    let e = c
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+    e.text().await.unwrap()
+}
+
+/// Waits until `css` has text containing `want` (ignoring case: CSS may upper-case labels).
+async fn wait_text(c: &Client, css: &str, want: &str) {
+    let started = Instant::now();
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await
+            && e.text()
+                .await
+                .is_ok_and(|t| t.to_lowercase().contains(&want.to_lowercase()))
+        {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            shot(c, "failure").await;
+            panic!("{css} never showed {want:?} (target/console-failure.png)");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn shot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("console-{name}.png")), png).unwrap();
+}
+
+async fn pwned(c: &Client) -> bool {
+    c.execute("return window.__pwned !== undefined;", vec![])
+        .await
+        .unwrap()
+        .as_bool()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_a_real_browser() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = serve(tmp.path());
+    seed(addr);
+    let (_driver, c) = browser().await;
+    let base = format!("http://{addr}");
+
+    // Tokens are configured: the page asks for one.
+    c.goto(&format!("{base}/")).await.unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(ADMIN)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#signin"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "main table", "orders").await;
+    let list = text_of(&c, "main table").await.to_lowercase();
+    assert!(
+        list.contains("completed, last hour") && list.contains("orders"),
+        "{list}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    shot(&c, "queues").await;
+
+    // A queue page: counts, charts, tabs.
+    c.find(Locator::LinkText("orders"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, ".stats", "Dead").await;
+    wait_text(&c, "#panel", "order-000").await;
+    let charts = c.find_all(Locator::Css("svg.chart")).await.unwrap();
+    assert_eq!(charts.len(), 3, "throughput, depth, lateness");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    shot(&c, "queue").await;
+
+    // Find the dead job by id, open it, requeue it.
+    c.find(Locator::Css("#find"))
+        .await
+        .unwrap()
+        .send_keys("dead-order-7")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#find-go"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, ".results", "dead-order-7").await;
+    c.find(Locator::Css(".results a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#job-state", "dead").await;
+    wait_text(&c, "#last-error", "payment gateway said 402").await;
+    assert!(
+        text_of(&c, "#payload")
+            .await
+            .contains("\"reason\": \"card declined\"")
+    );
+    shot(&c, "job").await;
+    c.find(Locator::XPath("//button[text()='Requeue']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#job-state", "scheduled").await;
+    c.goto(&format!("{base}/#/q/orders/dead")).await.unwrap();
+    wait_text(&c, "#panel", "bold").await;
+    let dead_tab = text_of(&c, "#panel").await;
+    assert!(!dead_tab.contains("dead-order-7"), "requeued: {dead_tab}");
+    assert_eq!(
+        http(addr, "GET", "/v1/queues/orders/jobs/dead-order-7", None).1["state"],
+        "scheduled"
+    );
+
+    // Pause and resume: the store says so.
+    c.goto(&format!("{base}/#/q/orders")).await.unwrap();
+    wait_text(&c, "#pause", "Pause").await;
+    c.find(Locator::Css("#pause"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#pause", "Resume").await;
+    assert_eq!(
+        http(addr, "GET", "/v1/queues/orders", None).1["paused"],
+        true
+    );
+    c.find(Locator::Css("#pause"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#pause", "Pause").await;
+    assert_eq!(
+        http(addr, "GET", "/v1/queues/orders", None).1["paused"],
+        false
+    );
+
+    // HTML in an id, a payload and an error is text, and runs nothing.
+    c.goto(&format!("{base}/#/q/orders/dead")).await.unwrap();
+    wait_text(&c, "#panel", XSS_ID).await;
+    c.goto(&format!("{base}/#/q/orders/job/{}", enc(XSS_ID)))
+        .await
+        .unwrap();
+    wait_text(&c, "#job-id", XSS_ID).await;
+    assert!(
+        text_of(&c, "#payload")
+            .await
+            .contains("<script>window.__pwned=1</script>")
+    );
+    assert!(text_of(&c, "#last-error").await.contains("<b onmouseover"));
+    let injected = c
+        .execute(
+            "return document.querySelectorAll('main img, main script, main b').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(injected, json!(0), "no element was made from stored text");
+    assert!(!pwned(&c).await, "an injected script ran");
+
+    // Log out: the page asks for a token again.
+    c.find(Locator::Css("#logout"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#token"))
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+}
