@@ -451,3 +451,49 @@ fn without_redis_the_embedded_store_is_used_and_owned_by_one_process() {
     stop(server);
     assert_eq!(stdout(&run(&["cancel", "e1"])).trim(), "e1\tcancelled");
 }
+
+#[test]
+fn jobs_list_pages_by_cursor_and_queue_pause_resume() {
+    let s = RedisServer::start();
+    for i in 0..3 {
+        let id = format!("p-{i}");
+        let delay = format!("{}m", 10 + i);
+        let o = delayq(&s, &["enqueue", "--id", &id, "--delay", &delay]);
+        assert!(o.status.success(), "{o:?}");
+    }
+    let o = delayq(
+        &s,
+        &["jobs", "list", "--state", "scheduled", "--limit", "2"],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let first: Vec<String> = stdout(&o)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(first, ["p-0", "p-1"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let cursor = err
+        .trim()
+        .strip_prefix("more: --cursor ")
+        .unwrap_or_else(|| panic!("{err}"));
+    let o = delayq(
+        &s,
+        &["jobs", "list", "--state", "scheduled", "--cursor", cursor],
+    );
+    assert!(stdout(&o).starts_with("p-2\t"), "{}", stdout(&o));
+    assert!(o.stderr.is_empty(), "the last page names no cursor");
+    let o = delayq(&s, &["jobs", "list", "--state", "done"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unknown state is a usage error"
+    );
+    let o = delayq(&s, &["queue", "pause", "orders"]);
+    assert_eq!(stdout(&o), "orders\tpaused\n");
+    assert_eq!(stats(&s)["paused"], true);
+    let o = delayq(&s, &["queue", "show", "orders"]);
+    assert!(stdout(&o).contains("\tpaused"), "{}", stdout(&o));
+    let o = delayq(&s, &["queue", "resume", "orders"]);
+    assert_eq!(stdout(&o), "orders\tresumed\n");
+    assert_eq!(stats(&s)["paused"], false);
+}

@@ -210,6 +210,21 @@ function lineChart(title, xs, lines, unit) {
   return el('figure', { class: 'card chart-card' }, el('figcaption', {}, title, unit ? ` (${unit.trim()})` : ''), s, legend);
 }
 
+// Depth: the server's samples (every 10 s, the last hour), then what this page saw since.
+function depthChart(server, seen) {
+  const last = server.length ? server[server.length - 1].at : 0;
+  const points = server.map((d) => ({ t: d.at, scheduled: d.scheduled, due: d.due, leased: d.leased, dead: d.dead }))
+    .concat(seen.filter((d) => d.t > last).map((d) => ({
+      t: d.t, scheduled: d.v.scheduled - d.v.due, due: d.v.due, leased: d.v.leased, dead: d.v.dead,
+    })));
+  const pick = (k) => points.map((p) => p[k]);
+  return lineChart('Depth', points.map((p) => p.t), [
+    { name: 'scheduled', values: pick('scheduled') },
+    { name: 'due', values: pick('due') },
+    { name: 'leased', values: pick('leased') },
+    { name: 'dead', values: pick('dead') }]);
+}
+
 function sparkline(values, label) {
   const W = 120; const H = 28;
   const max = Math.max(1, ...values);
@@ -341,11 +356,7 @@ async function queueView(name, tab) {
         { name: 'completed', values: per('completed') },
         { name: 'retried', values: per('retried') },
         { name: 'dead', values: per('dead') }]),
-      lineChart('Depth (since this page opened)', depth.map((d) => d.t), [
-        { name: 'scheduled', values: depth.map((d) => d.v.scheduled - d.v.due) },
-        { name: 'due', values: depth.map((d) => d.v.due) },
-        { name: 'leased', values: depth.map((d) => d.v.leased) },
-        { name: 'dead', values: depth.map((d) => d.v.dead) }]),
+      depthChart(s.depth, depth),
       lineChart('Lateness, due → start', xs, [
         { name: 'p50', values: per('lateness_p50_ms') },
         { name: 'p99', values: per('lateness_p99_ms') }], ' ms'));

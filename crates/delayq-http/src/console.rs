@@ -189,7 +189,9 @@ pub async fn series<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<SeriesView>, ApiError> {
     let s = st.backend().series(&q).await?;
-    Ok(Json(SeriesView::new(&s, delayq::job::system_now_ms())))
+    let mut view = SeriesView::new(&s, delayq::job::system_now_ms());
+    view.depth = st.inner.depths.of(&q);
+    Ok(Json(view))
 }
 
 struct Events<B> {

@@ -98,6 +98,9 @@ pub struct SeriesView {
     pub intervals: Vec<CountsView>,
     /// Since the store began counting.
     pub totals: CountsView,
+    /// The queue's depth every 10 s over the last hour, as this server sampled it (oldest
+    /// first; empty until the server has sampled it).
+    pub depth: Vec<crate::depth::DepthSample>,
 }
 
 impl SeriesView {
@@ -126,6 +129,7 @@ impl SeriesView {
             lateness_edges_ms: delayq::series::LATENESS_EDGES_MS.to_vec(),
             intervals,
             totals: CountsView::new(None, &s.totals),
+            depth: Vec::new(),
         }
     }
 }

@@ -6,12 +6,13 @@
 //!
 //! Parts: [`state`] (shared state and settings), [`extract`] (extractors that answer with
 //! API errors), [`model`] (bodies), [`jobs`], [`lease`], [`queues`], [`console`] (browse,
-//! actions, pause, series, events), [`ops`] (health, metrics, OpenAPI, the console page),
+//! actions, pause, series, events), [`depth`] (depth samples), [`ops`] (health, metrics, OpenAPI, the console page),
 //! [`auth`] (tokens and scopes), [`error`].
 
 pub mod auth;
 pub mod console;
 mod console_model;
+pub mod depth;
 pub mod error;
 pub mod extract;
 pub mod jobs;
@@ -258,6 +259,7 @@ pub async fn serve<B: Backend + Inspect>(
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let app = router(state.clone());
+    tokio::spawn(depth::sample(state.clone()));
     let config = &state.inner.config;
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();

@@ -32,6 +32,8 @@ pub struct HttpConfig {
     /// How long a client may take to send a request's headers (also how long an idle
     /// keep-alive connection stays open).
     pub header_timeout: Duration,
+    /// How often [`crate::serve`] samples every queue's depth for the console (default 10 s).
+    pub depth_every: Duration,
     /// Most long polls (`wait_ms` > 0) one caller (one token; everyone without tokens) may have
     /// waiting at once; more answer 429 `too_many_long_polls`.
     pub max_long_polls: usize,
@@ -49,6 +51,7 @@ impl Default for HttpConfig {
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
             max_long_polls: 256,
+            depth_every: crate::depth::EVERY,
         }
     }
 }
@@ -81,6 +84,8 @@ pub(crate) struct Inner<B> {
     pub polls: crate::polls::Polls,
     /// Actions taken through this server, for the console's event streams.
     pub actions: tokio::sync::broadcast::Sender<crate::console::Action>,
+    /// Depth samples per queue (`depth.rs`).
+    pub depths: crate::depth::Depths,
 }
 
 /// One waiting long poll, counted until dropped.
@@ -117,6 +122,7 @@ impl<B: Backend + Inspect> AppState<B> {
                 polls_per_caller: Mutex::default(),
                 polls: crate::polls::Polls::default(),
                 actions: tokio::sync::broadcast::channel(256).0,
+                depths: crate::depth::Depths::default(),
             }),
         }
     }

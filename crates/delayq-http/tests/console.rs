@@ -404,13 +404,55 @@ async fn the_event_stream_sends_counts_and_actions() {
         .unwrap();
 }
 
+#[tokio::test]
+async fn the_server_samples_depth_for_the_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let config = HttpConfig {
+        depth_every: Duration::from_millis(50),
+        ..HttpConfig::default()
+    };
+    let state = AppState::new(b, config, None);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(delayq_http::serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    let body = r#"[{"id":"a","payload":1,"delay_ms":60000},{"id":"b","payload":2}]"#;
+    let req = format!(
+        "POST /v1/queues/d/jobs HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let r = raw(addr, &req).await;
+    assert!(r.starts_with("HTTP/1.1 201"), "{r}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let r = reqwest_lite(addr, "GET", "/v1/queues/d/series").await;
+    let v: Value = serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let depth = v["depth"].as_array().unwrap();
+    assert!(depth.len() >= 2, "{v}");
+    let last = depth.last().unwrap();
+    assert_eq!(
+        (last["scheduled"].as_u64(), last["due"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
+
 /// One request on its own connection; the whole answer as text.
 async fn reqwest_lite(addr: std::net::SocketAddr, method: &str, path: &str) -> String {
-    use tokio::io::AsyncReadExt;
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req = format!(
         "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
     );
+    raw(addr, &req).await
+}
+
+/// `req` on its own connection; the whole answer as text.
+async fn raw(addr: std::net::SocketAddr, req: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();

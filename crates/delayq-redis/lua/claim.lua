@@ -4,7 +4,7 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] fence  STRING counter of lease tokens (kept at or past server ms x 64)
--- KEYS[6] stat   HASH paused flag (p: lease nothing), series of counts (common.lua: count)
+-- KEYS[6] stat   STRING paused flag (lease nothing) and series of counts (common.lua: count)
 -- ARGV[1] max jobs to lease
 -- ARGV[2] default lease ms
 -- ARGV[3] most expired leases to recover in this call
@@ -26,15 +26,13 @@ local now_exact_us = now_us()
 local now = math.floor(now_exact_us / 1000)
 
 local acks = ack_pairs(jobs, lease, ARGV, 5, k)
--- What this call counts; the paused flag and the series are read in one call.
-local c = { c = 0, r = 0, d = 0, s = 0, late = {} }
+-- What this call counts (common.lua: count): counter index -> n.
+local c = { [1] = 0, [2] = 0, [3] = 0 }
 for i = 1, #acks do
-  if acks[i] == R_OK then c.c = c.c + 1 end
+  if acks[i] == R_OK then c[1] = c[1] + 1 end
 end
-local slot = series_slot(now)
-local st = redis.call('HMGET', stat, 'p', slot, 't')
-local paused = st[1]
-if paused then max = 0 end
+local is_paused = string.byte(redis.call('GETRANGE', stat, S_PAUSED, S_PAUSED)) == 1
+if is_paused then max = 0 end
 
 -- Crash recovery: an expired lease means the consumer died or stalled. The attempt it was
 -- given counts; the job is due again now, or dead when attempts are used up. Only read
@@ -51,9 +49,9 @@ if lease_next and lease_next <= now then
       r.err = 'lease expired (attempt ' .. r.attempt .. ')'
       if r.attempt >= r.max_attempts then
         bury(jobs, dead, id, r, now)
-        c.d = c.d + 1
+        c[3] = c[3] + 1
       else
-        c.r = c.r + 1
+        c[2] = c[2] + 1
         r.token = 0
         r.due = now
         redis.call('HSET', jobs, id, encode(r))
@@ -103,9 +101,8 @@ if n > 0 then
       local rec = rec_claimed(raw, rec_attempt(raw) + 1, token)
       local lease_ms = rec_lease(raw, default_lease)
       local deadline = now + lease_ms
-      local b = late_bucket(now - rec_due(raw))
-      c.late[b] = (c.late[b] or 0) + 1
-      c.s = c.s + 1
+      local b = 3 + late_bucket(now - rec_due(raw))
+      c[b] = (c[b] or 0) + 1
       if lease_next == nil or deadline < lease_next then lease_next = deadline end
       hset[#hset + 1] = id
       hset[#hset + 1] = rec
@@ -123,14 +120,12 @@ if n > 0 then
   end
 end
 
-if c.c + c.r + c.d + c.s > 0 then
-  count(stat, now, c, { st[2], st[3] })
-end
+count(stat, now, nil, nil, c)
 
 -- An acked head may make lease_next early; waking early only costs an empty claim. A paused
 -- queue comes back only to recover leases (resuming publishes a wake-up).
 local next_ms = nil
-if next_due and not paused then next_ms = math.max(0, next_due - now) end
+if next_due and not is_paused then next_ms = math.max(0, next_due - now) end
 if lease_next then
   local l = math.max(0, lease_next - now)
   if next_ms == nil or l < next_ms then next_ms = l end

@@ -214,53 +214,74 @@ local function bury(jobs, dead, id, r, now)
   redis.call('ZADD', dead, now, id)
 end
 
--- Throughput and lateness (delayq::series): the shard's `stat` hash holds one packed interval
--- per ring slot (SERIES_FORMAT: interval number, then enqueued, started, completed, retried,
--- dead and the LATE_EDGES buckets) and the totals under 't' (interval number 0). Scripts that
--- change state add their counts once per call: one HMGET and one HSET, whatever the batch.
+-- Throughput and lateness (delayq::series; late_bucket(ms), the 1-based lateness bucket of a
+-- delay, is generated in the prelude from series.rs): the shard's `stat` string, read and written with
+-- BITFIELD at fixed offsets (series.rs `layout`): the paused flag (a byte at S_PAUSED), the
+-- last interval counted in (u32 at S_LAST), the totals of the intervals before it (S_COUNTERS
+-- i64 from S_TOTALS) and a ring of SERIES_SLOTS intervals of S_SLOT bytes from S_RING: the
+-- interval number (u32), then S_COUNTERS counts (u32). Counter indexes: 0 enqueued,
+-- 1 completed, 2 retried, 3 dead, 3 + b lateness bucket b (1-based; started = their sum).
+-- Whether a shard is paused is read with GETRANGE (a read, so a full store still answers).
 
--- The lateness bucket (1-based) of `ms`.
-local function late_bucket(ms)
-  for i = 1, #LATE_EDGES do
-    if ms <= LATE_EDGES[i] then return i end
+-- Interval n begins in the slot at byte `at`, where `c` was just added: folds the last
+-- interval into the totals (minus `c` when it shares the slot), then zeroes and stamps the
+-- slot and sets it as the last. A clock stepping back across an interval boundary leaves the
+-- counts where they landed (lost to the series).
+local function new_interval(stat, n, at, c)
+  local last = redis.call('BITFIELD', stat, 'GET', 'u32', S_LAST * 8)[1]
+  if last > n then return false end
+  if last ~= 0 then
+    local lat = S_RING + (last % SERIES_SLOTS) * S_SLOT
+    local raw = redis.call('GETRANGE', stat, lat, lat + S_SLOT - 1)
+    if #raw == S_SLOT and struct.unpack('>I4', raw) == last then
+      local add = { 'BITFIELD', stat }
+      for i = 0, S_COUNTERS - 1 do
+        local v = struct.unpack('>I4', raw, 5 + 4 * i)
+        if lat == at then v = v - (c[i] or 0) end
+        if v > 0 then
+          add[#add + 1] = 'INCRBY'
+          add[#add + 1] = 'i64'
+          add[#add + 1] = (S_TOTALS + 8 * i) * 8
+          add[#add + 1] = v
+        end
+      end
+      if #add > 2 then redis.call(unpack(add)) end
+    end
   end
-  return #LATE_EDGES + 1
+  redis.call('SETRANGE', stat, at, struct.pack('>I4', n) .. string.rep('\0', S_SLOT - 4))
+  redis.call('BITFIELD', stat, 'SET', 'u32', S_LAST * 8, n)
+  return true
 end
 
--- The packed interval `old` (or a fresh one when it is absent or of another interval) plus
--- the counts `c` = { e, s, c, r, d, late = { bucket = n } } (absent: 0).
-local function series_add(old, stamp, c)
-  local v
-  if old then
-    v = { struct.unpack(SERIES_FORMAT, old) }
-  end
-  if not v or v[1] ~= stamp then
-    v = { stamp }
-    for i = 2, SERIES_VALUES do v[i] = 0 end
-  end
-  v[2] = v[2] + (c.e or 0)
-  v[3] = v[3] + (c.s or 0)
-  v[4] = v[4] + (c.c or 0)
-  v[5] = v[5] + (c.r or 0)
-  v[6] = v[6] + (c.d or 0)
-  if c.late then
-    for b, n in pairs(c.late) do v[6 + b] = v[6 + b] + n end
-  end
-  return struct.pack(SERIES_FORMAT, unpack(v, 1, SERIES_VALUES))
-end
-
--- The field of the ring slot of `now` and its interval number.
-local function series_slot(now)
+-- Adds `v` to counter `i` — or, with `c` (counter index -> n), every count of `c` — in now's
+-- interval: one BITFIELD that also reads the slot's interval number; when the slot held
+-- another one (once per interval, see new_interval) it is counted in again. Counting never
+-- fails a transition: under a full store (`maxmemory`) the counts are skipped.
+local function count(stat, now, i, v, c)
   local n = math.floor(now / SERIES_INTERVAL)
-  return tostring(n % SERIES_SLOTS), n
-end
-
--- Writes counts `c` into now's interval and the totals; `cur` = { slot value, totals } when
--- the caller read them already (claim reads them with the paused flag), else nil.
-local function count(stat, now, c, cur)
-  local slot, n = series_slot(now)
-  if cur == nil then
-    cur = redis.call('HMGET', stat, slot, 't')
+  local at = S_RING + (n % SERIES_SLOTS) * S_SLOT
+  local base = (at + 4) * 8
+  local r, args
+  if c == nil then
+    r = redis.pcall('BITFIELD', stat, 'GET', 'u32', at * 8, 'INCRBY', 'u32', base + 32 * i, v)
+  else
+    args = { 'BITFIELD', stat, 'GET', 'u32', at * 8 }
+    local k = 5
+    for j, w in pairs(c) do
+      if w > 0 then
+        args[k + 1], args[k + 2], args[k + 3], args[k + 4] = 'INCRBY', 'u32', base + 32 * j, w
+        k = k + 4
+      end
+    end
+    if k == 5 then return end
+    r = redis.pcall(unpack(args))
   end
-  redis.call('HSET', stat, slot, series_add(cur[1], n, c), 't', series_add(cur[2], 0, c))
+  if type(r) ~= 'table' or r.err or r[1] == n then return end
+  -- Rare: the first count of an interval.
+  if c == nil then
+    c = { [i] = v }
+    args = { 'BITFIELD', stat, 'INCRBY', 'u32', base + 32 * i, v }
+  end
+  local ok, again = pcall(new_interval, stat, n, at, c)
+  if ok and again then redis.pcall(unpack(args)) end
 end

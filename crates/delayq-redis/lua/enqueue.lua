@@ -2,7 +2,7 @@
 -- KEYS[1] sched  ZSET id -> due_ms
 -- KEYS[2] jobs   HASH id -> record
 -- KEYS[3] wake   channel of the queue's consumers
--- KEYS[4] stat   HASH paused flag, series of counts (common.lua: count)
+-- KEYS[4] stat   STRING paused flag and series of counts (common.lua: count)
 -- ARGV[1] number of jobs n; then 6 per job:
 --   id, mode ('n'|'d'|'a'), t_ms, max_attempts, flags, tail
 --   (tail: the record after its fixed header — optional sections and payload — built by
@@ -55,6 +55,6 @@ end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest)
   call_chunked('ZADD', sched, zadd)
-  count(stat, now, { e = created })
+  count(stat, now, 0, created)
 end
 return out

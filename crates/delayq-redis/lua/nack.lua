@@ -4,7 +4,7 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] wake   channel of the queue's consumers
--- KEYS[6] stat   HASH paused flag, series of counts (common.lua: count)
+-- KEYS[6] stat   STRING paused flag and series of counts (common.lua: count)
 -- ARGV[1] id, ARGV[2] token, ARGV[3] error message (cut on a character boundary by the
 -- caller), ARGV[4] retry delay ms (-1: the job's backoff), ARGV[5] 1 = dead-letter now,
 -- ARGV[6] uniform random number in [0, 1) for jitter
@@ -23,7 +23,7 @@ redis.call('ZREM', lease, id)
 r.err = ARGV[3]
 if ARGV[5] == '1' or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)
-  count(stat, now, { d = 1 })
+  count(stat, now, 3, 1)
   return { R_BURIED, now }
 end
 local delay = tonumber(ARGV[4])
@@ -35,5 +35,5 @@ r.due = now + delay
 wake_if_earlier(sched, wake, r.due)
 redis.call('HSET', jobs, id, encode(r))
 redis.call('ZADD', sched, r.due, id)
-count(stat, now, { r = 1 })
+count(stat, now, 2, 1)
 return { R_RETRY, r.due }

@@ -2,7 +2,7 @@
 -- KEYS[1] sched  ZSET id -> due_ms
 -- KEYS[2] lease  ZSET id -> lease deadline ms
 -- KEYS[3] dead   ZSET id -> failed_at ms
--- KEYS[4] stat   HASH paused flag (p), series of counts
+-- KEYS[4] stat   STRING paused flag and series of counts
 -- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms, paused (0|1) }
 -- Safe to run twice: it writes nothing.
 local sched, lease, dead, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -17,5 +17,5 @@ return {
   redis.call('ZCARD', lease),
   redis.call('ZCARD', dead),
   oldest,
-  redis.call('HEXISTS', stat, 'p'),
+  string.byte(redis.call('GETRANGE', stat, S_PAUSED, S_PAUSED)) == 1 and 1 or 0,
 }

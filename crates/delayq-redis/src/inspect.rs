@@ -267,20 +267,20 @@ impl Inspect for RedisBackend {
         let route = self.route(queue).await?;
         let per_shard = route.keys.iter().map(|k| async move {
             let mut conn = self.connection();
-            redis::cmd("HGETALL")
+            redis::cmd("GETRANGE")
                 .arg(&k.stat)
-                .query_async::<Vec<(Vec<u8>, Vec<u8>)>>(&mut conn)
+                .arg(0)
+                .arg(-1)
+                .query_async::<Vec<u8>>(&mut conn)
                 .await
                 .map_err(error::map)
         });
         let mut parts = Vec::new();
         let mut totals = Counts::default();
-        for (field, value) in try_join_all(per_shard).await?.into_iter().flatten() {
-            match (field.as_slice(), Counts::unpack(&value)) {
-                (b"t", Some((_, c))) => totals.add(&c),
-                (b"p", _) | (_, None) => {}
-                (_, Some(part)) => parts.push(part),
-            }
+        for raw in try_join_all(per_shard).await? {
+            let (_, t, p) = delayq::series::decode(&raw);
+            totals.add(&t);
+            parts.extend(p);
         }
         Ok(QueueSeries::collect(
             delayq::job::system_now_ms(),

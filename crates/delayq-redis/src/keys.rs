@@ -50,8 +50,8 @@ pub(crate) struct Keys {
     pub fence: String,
     /// Pub/Sub channel: "a job due at <ms> may be earlier than the head".
     pub wake: String,
-    /// HASH: `p` (present while paused), one packed interval of the series per ring slot
-    /// (`0`…`359`) and the totals (`t`); see `delayq::series`.
+    /// STRING, read and written with `BITFIELD`: the paused flag, the series' totals and its
+    /// ring of intervals (`delayq::series::layout`).
     pub stat: String,
 }
 

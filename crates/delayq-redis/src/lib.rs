@@ -49,9 +49,9 @@ pub use target::{ConnectOptions, TlsFiles, mask};
 /// the commands delayq and its scripts run. README.md shows it; the test suite runs as a
 /// user with exactly this rule.
 pub const ACL_RULE: &str = "resetkeys ~dq:* resetchannels &dq:* -@all \
-+eval +evalsha +hget +hset +hsetnx +hdel +hmget +incrby +set +time +zadd +zcard +zcount \
-+zrange +zrangebyscore +zrem +zscore +publish +spublish +subscribe +ssubscribe +unsubscribe \
-+sunsubscribe +ping +wait +scan +info +hello +cluster|slots +cluster|info";
++eval +evalsha +hget +hset +hsetnx +hdel +hmget +incrby +set +getrange +setrange +bitfield \
++time +zadd +zcard +zcount +zrange +zrangebyscore +zrank +zrem +zscore +publish +spublish \
++subscribe +ssubscribe +unsubscribe +sunsubscribe +ping +wait +scan +info +hello +cluster|slots +cluster|info";
 
 /// The commands of [`ACL_RULE`], one per word (`cluster|slots` names a subcommand).
 pub fn acl_commands() -> impl Iterator<Item = &'static str> {

@@ -56,24 +56,67 @@ pub(crate) struct Built {
     pub text: String,
 }
 
-/// The whole text sent for a script file. A script's `#!lua flags=…` line (Redis 7 script
-/// flags) stays the first line.
+/// The whole text sent for a script file: the prelude's `late_bucket`, then `common.lua` and
+/// the script with every prelude constant (and `PUBLISH`) written in as its value — a value
+/// costs nothing at run time, a `local` captured by each helper costs an upvalue per call. A
+/// script's `#!lua flags=…` line (Redis 7 script flags) stays the first line.
 pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
     let (shebang, source) = match source.split_once('\n') {
         Some((first, rest)) if first.starts_with("#!") => (format!("{first}\n"), rest),
         _ => (String::new(), source),
     };
     let publish = if sharded_pubsub {
-        "SPUBLISH"
+        "'SPUBLISH'"
     } else {
-        "PUBLISH"
+        "'PUBLISH'"
     };
+    let functions: String = PRELUDE
+        .lines()
+        .skip_while(|l| !l.starts_with("local function"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let body = format!("{functions}{}\n{source}", include_str!("../lua/common.lua"));
+    let mut values = CONSTANTS.clone();
+    values.insert("PUBLISH".into(), publish.into());
     format!(
-        "{shebang}{}local PUBLISH = '{publish}'\n{}\n{}",
-        *PRELUDE,
-        include_str!("../lua/common.lua"),
-        source
+        "{shebang}-- delayq script; constants from Rust written in (scripts.rs)\n{}",
+        inline(&body, &values)
     )
+}
+
+/// The prelude's constants: name → Lua value.
+static CONSTANTS: LazyLock<std::collections::HashMap<String, String>> = LazyLock::new(|| {
+    PRELUDE
+        .lines()
+        .filter_map(|l| l.strip_prefix("local "))
+        .filter(|l| !l.starts_with("function"))
+        .filter_map(|l| l.split_once(" = "))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+});
+
+/// `text` with every identifier that names a constant replaced by its value (whole
+/// identifiers only: `S_SLOT` is not a part of `SERIES_SLOTS`).
+fn inline(text: &str, values: &std::collections::HashMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match values.get(word.as_str()) {
+            Some(v) => out.push_str(v),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    for ch in text.chars() {
+        if ch.is_ascii_alphanumeric() || ch == '_' {
+            word.push(ch);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(ch);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 fn build(source: &str) -> [Built; 2] {
@@ -145,15 +188,17 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("DEFAULT_BKIND", b.kind_code().to_string());
     def("DEFAULT_BBASE", base.to_string());
     def("DEFAULT_BCAP", cap.to_string());
-    def("SERIES_INTERVAL", delayq::series::INTERVAL_MS.to_string());
-    def("SERIES_SLOTS", delayq::series::SLOTS.to_string());
-    def("SERIES_FORMAT", format!("'{}'", delayq::series::PACKED));
-    def("SERIES_VALUES", delayq::series::PACKED_VALUES.to_string());
-    let edges: Vec<String> = delayq::series::LATENESS_EDGES_MS
-        .iter()
-        .map(u64::to_string)
-        .collect();
-    def("LATE_EDGES", format!("{{ {} }}", edges.join(", ")));
+    {
+        use delayq::series::{COUNTERS, INTERVAL_MS, SLOTS, layout};
+        def("SERIES_INTERVAL", INTERVAL_MS.to_string());
+        def("SERIES_SLOTS", SLOTS.to_string());
+        def("S_PAUSED", layout::PAUSED.to_string());
+        def("S_LAST", layout::LAST.to_string());
+        def("S_TOTALS", layout::TOTALS.to_string());
+        def("S_RING", layout::RING.to_string());
+        def("S_SLOT", layout::SLOT.to_string());
+        def("S_COUNTERS", COUNTERS.to_string());
+    }
     for st in JobState::ALL {
         def(
             &format!("ST_{}", st.to_string().to_uppercase()),
@@ -163,6 +208,16 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     for (r, name) in Reply::ALL {
         def(name, (r as i64).to_string());
     }
+    // The lateness bucket (1-based) of a delay in ms: comparisons, no table built per call.
+    s.push_str("local function late_bucket(ms)\n");
+    for (i, edge) in delayq::series::LATENESS_EDGES_MS.iter().enumerate() {
+        let _ = writeln!(s, "  if ms <= {edge} then return {} end", i + 1);
+    }
+    let _ = writeln!(
+        s,
+        "  return {}\nend",
+        delayq::series::LATENESS_EDGES_MS.len() + 1
+    );
     s
 });
 
@@ -242,5 +297,36 @@ mod tests {
         for (_, name) in Reply::ALL {
             assert!(defined.contains(name));
         }
+    }
+
+    /// The prelude's `late_bucket` puts a delay in the bucket `delayq::series` does.
+    #[test]
+    fn lua_lateness_buckets_match_rust() {
+        let server = delayq_test_support::RedisServer::start();
+        let probes = [
+            0u64, 1, 2, 3, 9, 10, 11, 99, 100, 101, 999, 1_000, 59_999, 60_000, 60_001,
+        ];
+        let list: Vec<String> = probes.iter().map(|p| format!("late_bucket({p})")).collect();
+        let script = format!("{}return {{ {} }}", *PRELUDE, list.join(", "));
+        let got = server.command(&["EVAL", &script, "0"]);
+        let want: Vec<String> = probes
+            .iter()
+            .map(|p| (delayq::series::lateness_bucket(*p) + 1).to_string())
+            .collect();
+        assert_eq!(got.lines().collect::<Vec<_>>(), want);
+    }
+
+    #[test]
+    fn constants_are_written_in_as_whole_words() {
+        let values = [("S_SLOT".to_owned(), "84".to_owned())]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            inline("x = S_SLOT + SERIES_SLOTS - S_SLOT2", &values),
+            "x = 84 + SERIES_SLOTS - S_SLOT2"
+        );
+        let text = full("return R_OK", false);
+        assert!(!text.contains("local R_OK"), "constants are not locals");
+        assert!(text.ends_with(&format!("return {}", Reply::Ok as i64)));
     }
 }

@@ -59,11 +59,18 @@ async fn keys_do_not_grow_with_jobs() {
         .map(|i| job(&format!("k{i}"), 60_000 + i))
         .collect();
     p.enqueue_batch(jobs).await.unwrap();
-    assert_eq!(s.command(&["DBSIZE"]), "2", "sched + jobs: no key per job");
+    assert_eq!(
+        s.command(&["DBSIZE"]),
+        "3",
+        "sched + jobs + stat: no key per job"
+    );
     b.claim(&q, claim_req(0, 5_000)).await.unwrap();
     p.enqueue(job("now", 0)).await.unwrap();
     b.claim(&q, claim_req(1, 5_000)).await.unwrap();
-    assert_eq!(s.command(&["DBSIZE"]), "4", "+ lease + fence");
+    assert_eq!(s.command(&["DBSIZE"]), "5", "+ lease + fence");
+    // The series is one fixed-size string per shard, whatever the number of jobs.
+    let stat = s.command(&["STRLEN", &format!("dq:{{{q}}}:stat")]);
+    assert!(stat.parse::<usize>().unwrap() <= delayq::series::layout::LEN);
     // The record is compact: header (24 bytes) + payload, the id only as hash field.
     let len = s.command(&["HSTRLEN", &format!("dq:{{{q}}}:jobs"), "k5"]);
     assert_eq!(len, (24 + "k5".len()).to_string());
@@ -77,4 +84,45 @@ async fn scripts_are_reloaded_after_script_flush() {
     assert_eq!(s.command(&["SCRIPT", "FLUSH"]), "OK");
     p.enqueue(job("b", 0)).await.unwrap();
     assert_eq!(b.stats(&q).await.unwrap().scheduled, 2);
+}
+
+#[tokio::test]
+async fn the_series_ring_recycles_slots_and_folds_intervals_into_totals() {
+    use delayq::series::{INTERVAL_MS, SLOTS, layout};
+    let (s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    let key = format!("dq:{{{q}}}:stat");
+    let n = now_ms() / INTERVAL_MS;
+    let slot = |i: u64| (layout::RING + (i % SLOTS) as usize * layout::SLOT) * 8;
+    let set = |off: usize, v: u64| {
+        s.command(&[
+            "BITFIELD",
+            &key,
+            "SET",
+            "u32",
+            &off.to_string(),
+            &v.to_string(),
+        ]);
+    };
+    // The previous interval counted 5 enqueues and is the last one; the slot of the current
+    // interval holds 99 from an hour ago.
+    set(layout::LAST * 8, n - 1);
+    set(slot(n - 1), n - 1);
+    set(slot(n - 1) + 32, 5);
+    set(slot(n), n - SLOTS);
+    set(slot(n) + 32, 99);
+    p.enqueue(job("b", 0)).await.unwrap();
+    let series = b.series(&q).await.unwrap();
+    assert!(
+        series.intervals.iter().all(|i| i.counts.enqueued < 99),
+        "the stale counts are gone: {series:?}"
+    );
+    let counted: u64 = series.intervals.iter().map(|i| i.counts.enqueued).sum();
+    assert_eq!(counted, 6, "{series:?}");
+    assert_eq!(
+        series.totals.enqueued, 6,
+        "the last interval folded in once"
+    );
+    p.enqueue(job("c", 0)).await.unwrap();
+    assert_eq!(b.series(&q).await.unwrap().totals.enqueued, 7);
 }

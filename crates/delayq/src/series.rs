@@ -2,9 +2,10 @@
 //! retried and dead jobs per [`INTERVAL_MS`] and a histogram of lateness (due → start), kept
 //! for the last [`SLOTS`] intervals (one hour) plus running totals.
 //!
-//! The stores keep them where they already write: Redis in one hash per shard, updated once
-//! per script call by the scripts that change state (the layout is [`PACKED`], shared with the
-//! Lua prelude); the embedded store in memory, in [`Ring`]. Both hand out a [`QueueSeries`].
+//! The stores keep them where they already write: Redis in one string per shard, counted in
+//! with one `BITFIELD` per script call by the scripts that change state (the layout is
+//! [`layout`], shared with the Lua prelude); the embedded store in memory, in [`Ring`]. Both
+//! hand out a [`QueueSeries`].
 
 use serde::{Deserialize, Serialize};
 
@@ -19,11 +20,37 @@ pub const LATENESS_EDGES_MS: [u64; 15] = [
 ];
 /// Buckets of the lateness histogram.
 pub const LATENESS_BUCKETS: usize = LATENESS_EDGES_MS.len() + 1;
-/// Counters per interval (the `struct` format of one packed interval on Redis): a `u32`
-/// interval number, then the 5 counts and the lateness buckets as 6-byte integers.
-pub const PACKED: &str = ">I4I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6I6";
-/// Values in [`PACKED`] (interval number included).
-pub const PACKED_VALUES: usize = 1 + 5 + LATENESS_BUCKETS;
+/// Counters kept per interval on Redis: enqueued, completed, retried, dead, then the lateness
+/// buckets (deliveries started are their sum).
+pub const COUNTERS: usize = 4 + LATENESS_BUCKETS;
+
+/// Where Redis keeps a shard's series: one string per shard, read and written with
+/// `BITFIELD` (big-endian integers at fixed offsets), so a script adds its counts in one
+/// command without decoding anything. Byte offsets:
+/// - [`layout::PAUSED`]: `u8`, 1 while the shard is paused;
+/// - [`layout::LAST`]: `u32`, the last interval counted in;
+/// - [`layout::TOTALS`]: [`COUNTERS`] totals, `i64` each, of every interval before the last
+///   (an interval is folded in when the next one begins, so the hot path writes only its
+///   interval; the totals are these plus the last interval);
+/// - [`layout::RING`]: [`SLOTS`] intervals of [`layout::SLOT`] bytes: the interval number
+///   (`u32`, ms / [`INTERVAL_MS`]) then [`COUNTERS`] counts (`u32` each). The slot of interval
+///   `n` is `n % SLOTS`; a slot holding another interval is zeroed before it is counted in.
+pub mod layout {
+    use super::{COUNTERS, SLOTS};
+
+    /// The paused flag.
+    pub const PAUSED: usize = 0;
+    /// The last interval counted in.
+    pub const LAST: usize = 4;
+    /// The totals.
+    pub const TOTALS: usize = 8;
+    /// The ring of intervals.
+    pub const RING: usize = TOTALS + 8 * COUNTERS;
+    /// Bytes per interval.
+    pub const SLOT: usize = 4 + 4 * COUNTERS;
+    /// Bytes of the whole string.
+    pub const LEN: usize = RING + SLOT * SLOTS as usize;
+}
 
 /// The bucket of the lateness histogram that `ms` falls in.
 pub fn lateness_bucket(ms: u64) -> usize {
@@ -96,37 +123,55 @@ impl Counts {
         Some(*LATENESS_EDGES_MS.last().expect("edges") as f64)
     }
 
-    /// Decodes the values of one packed interval after its interval number, in [`PACKED`]
-    /// order; `None` when there are too few.
+    /// Counts from [`COUNTERS`] values in Redis's counter order (enqueued, completed,
+    /// retried, dead, lateness buckets; started is their sum); `None` when there are too few.
     pub fn from_values(v: &[u64]) -> Option<Counts> {
-        if v.len() < PACKED_VALUES - 1 {
+        if v.len() < COUNTERS {
             return None;
         }
         let mut c = Counts {
             enqueued: v[0],
-            started: v[1],
-            completed: v[2],
-            retried: v[3],
-            dead: v[4],
+            completed: v[1],
+            retried: v[2],
+            dead: v[3],
+            started: v[4..COUNTERS].iter().sum(),
             ..Counts::default()
         };
-        c.lateness.copy_from_slice(&v[5..5 + LATENESS_BUCKETS]);
+        c.lateness.copy_from_slice(&v[4..COUNTERS]);
         Some(c)
     }
+}
 
-    /// Decodes one packed interval ([`PACKED`]: big-endian `u32`, then 6-byte counters):
-    /// its interval number and counts.
-    pub fn unpack(raw: &[u8]) -> Option<(u64, Counts)> {
-        if raw.len() != 4 + 6 * (PACKED_VALUES - 1) {
-            return None;
-        }
-        let stamp = u64::from(u32::from_be_bytes(raw[..4].try_into().ok()?));
-        let values: Vec<u64> = raw[4..]
-            .chunks(6)
-            .map(|c| c.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
-            .collect();
-        Some((stamp, Counts::from_values(&values)?))
+fn be(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+}
+
+/// A shard's series string as Redis keeps it ([`layout`]): whether the shard is paused, its
+/// totals and every interval it holds (interval number, counts). A short string (a shard that
+/// never counted that far) reads as zeros.
+pub fn decode(raw: &[u8]) -> (bool, Counts, Vec<(u64, Counts)>) {
+    let mut full = raw.to_vec();
+    full.resize(layout::LEN, 0);
+    let paused = full[layout::PAUSED] != 0;
+    let last = be(&full[layout::LAST..layout::LAST + 4]);
+    let totals: Vec<u64> = full[layout::TOTALS..layout::RING]
+        .chunks(8)
+        .map(be)
+        .collect();
+    let mut totals = Counts::from_values(&totals).unwrap_or_default();
+    let parts: Vec<(u64, Counts)> = full[layout::RING..]
+        .chunks(layout::SLOT)
+        .filter_map(|slot| {
+            let n = be(&slot[..4]);
+            let v: Vec<u64> = slot[4..].chunks(4).map(be).collect();
+            Some((n, Counts::from_values(&v)?))
+        })
+        .filter(|(n, c)| *n > 0 && !c.is_empty())
+        .collect();
+    if let Some((_, c)) = parts.iter().find(|(n, _)| *n == last) {
+        totals.add(c);
     }
+    (paused, totals, parts)
 }
 
 /// One interval of a queue's series.
@@ -225,10 +270,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn packed_format_matches_its_value_count() {
-        let fields = PACKED.matches('I').count();
-        assert_eq!(fields, PACKED_VALUES);
+    fn the_layout_fits() {
         assert_eq!(LATENESS_BUCKETS, 16);
+        assert_eq!(layout::RING, 168);
+        assert_eq!(layout::SLOT, 84);
+        assert_eq!(layout::LEN, 168 + 84 * 360);
     }
 
     #[test]
@@ -251,15 +297,25 @@ mod tests {
     }
 
     #[test]
-    fn unpack_reads_what_lua_packs() {
-        let mut raw = 7u32.to_be_bytes().to_vec();
-        for v in 1..=21u64 {
-            raw.extend_from_slice(&v.to_be_bytes()[2..]);
-        }
-        let (stamp, c) = Counts::unpack(&raw).unwrap();
-        assert_eq!(stamp, 7);
-        assert_eq!((c.enqueued, c.dead, c.lateness[15]), (1, 5, 21));
-        assert!(Counts::unpack(&raw[1..]).is_none());
+    fn decode_reads_the_bitfield_layout() {
+        let mut raw = vec![0u8; layout::LEN];
+        raw[layout::PAUSED] = 1;
+        raw[layout::LAST..layout::LAST + 4].copy_from_slice(&7u32.to_be_bytes());
+        raw[layout::TOTALS..layout::TOTALS + 8].copy_from_slice(&300u64.to_be_bytes());
+        let slot = layout::RING + 7 * layout::SLOT;
+        raw[slot..slot + 4].copy_from_slice(&7u32.to_be_bytes());
+        raw[slot + 4..slot + 8].copy_from_slice(&5u32.to_be_bytes());
+        let last = slot + 4 + 4 * (COUNTERS - 1);
+        raw[last..last + 4].copy_from_slice(&2u32.to_be_bytes());
+        let (paused, totals, parts) = decode(&raw);
+        assert!(paused);
+        assert_eq!(totals.enqueued, 305, "folded + the last interval");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].0, 7);
+        let c = &parts[0].1;
+        assert_eq!((c.enqueued, c.lateness[15], c.started), (5, 2, 2));
+        let (paused, totals, parts) = decode(&[]);
+        assert!(!paused && totals.is_empty() && parts.is_empty());
     }
 
     #[test]

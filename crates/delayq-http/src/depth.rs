@@ -1,0 +1,96 @@
+//! Queue depth over time, for the console's depth chart: the server samples every queue it
+//! knows (the store's list and those it served) every 10 s ([`EVERY`]) into a ring of 360
+//! samples per queue (an hour). Counts come from the store, so they are every process's; the history is this
+//! server's (it starts when the server does). `delayq_http::serve` runs the sampler; an app
+//! that mounts the router itself can run [`sample`].
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use delayq::{Backend, Inspect, QueueName};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::state::AppState;
+
+/// How often the depth is sampled by default ([`crate::HttpConfig::depth_every`]).
+pub const EVERY: Duration = Duration::from_secs(10);
+/// Samples kept per queue (one hour).
+const KEEP: usize = 360;
+
+/// A queue's counts at one time.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+pub struct DepthSample {
+    /// When (ms since the epoch, this server's clock).
+    pub at: u64,
+    /// Jobs due later.
+    pub scheduled: u64,
+    /// Jobs due now, waiting.
+    pub due: u64,
+    /// Jobs under a lease.
+    pub leased: u64,
+    /// Dead jobs.
+    pub dead: u64,
+}
+
+/// The rings of every sampled queue.
+#[derive(Default)]
+pub(crate) struct Depths(Mutex<HashMap<QueueName, VecDeque<DepthSample>>>);
+
+impl Depths {
+    fn push(&self, q: &QueueName, s: DepthSample) {
+        if let Ok(mut m) = self.0.lock() {
+            let ring = m.entry(q.clone()).or_default();
+            if ring.len() == KEEP {
+                ring.pop_front();
+            }
+            ring.push_back(s);
+        }
+    }
+
+    /// The samples of `q`, oldest first.
+    pub(crate) fn of(&self, q: &QueueName) -> Vec<DepthSample> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|m| m.get(q).map(|r| r.iter().copied().collect()))
+            .unwrap_or_default()
+    }
+}
+
+/// Samples every known queue's depth every [`crate::HttpConfig::depth_every`] until the
+/// server shuts down.
+pub async fn sample<B: Backend + Inspect>(st: AppState<B>) {
+    let mut shutdown = st.inner.shutdown.clone();
+    let mut tick =
+        tokio::time::interval(st.inner.config.depth_every.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        let mut queues: std::collections::BTreeSet<QueueName> =
+            st.inner.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        if let Ok(listed) = st.backend().queues().await {
+            queues.extend(listed);
+        }
+        let at = delayq::job::system_now_ms();
+        for q in queues {
+            if let Ok(s) = st.backend().stats(&q).await {
+                let sample = DepthSample {
+                    at,
+                    scheduled: s.scheduled.saturating_sub(s.due),
+                    due: s.due,
+                    leased: s.leased,
+                    dead: s.dead,
+                };
+                st.inner.depths.push(&q, sample);
+            }
+        }
+    }
+}
