@@ -458,7 +458,10 @@ fn jobs_list_pages_by_cursor_and_queue_pause_resume() {
     for i in 0..3 {
         let id = format!("p-{i}");
         let delay = format!("{}m", 10 + i);
-        let o = delayq(&s, &["enqueue", "--id", &id, "--delay", &delay]);
+        let o = delayq(
+            &s,
+            &["enqueue", "--id", &id, "--delay", &delay, "--payload", "x"],
+        );
         assert!(o.status.success(), "{o:?}");
     }
     let o = delayq(

@@ -185,12 +185,13 @@ function lineChart(title, xs, lines, unit) {
     t.textContent = fmt(Math.round(max * f * 10) / 10);
     s.append(t);
   }
-  if (n > 0) {
-    for (const [i, anchor] of [[0, 'start'], [n - 1, 'end']]) {
-      const t = svg('text', { x: x(i), y: H - 4, class: 'axis', 'text-anchor': anchor });
-      t.textContent = new Date(xs[i]).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
-      s.append(t);
-    }
+  // Time labels at both ends (one when they would read the same).
+  const label = (i) => new Date(xs[i]).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  const ends = n > 1 && label(0) !== label(n - 1) ? [[0, 'start'], [n - 1, 'end']] : n > 0 ? [[n - 1, 'end']] : [];
+  for (const [i, anchor] of ends) {
+    const t = svg('text', { x: n <= 1 ? W - R : x(i), y: H - 4, class: 'axis', 'text-anchor': anchor });
+    t.textContent = label(i);
+    s.append(t);
   }
   lines.forEach((l, k) => {
     let d = '';

@@ -1,9 +1,10 @@
--- common.lua: helpers prepended to every delayq script (not a script on its own), after the
--- prelude that `scripts.rs` generates from Rust: the record layout (HEADER, HEADER_LEN,
+-- common.lua: helpers prepended to every delayq script (not a script on its own). The names in
+-- CAPITALS are constants of the prelude `scripts.rs` generates from Rust, written into the
+-- text as their values when a script is built: the record layout (HEADER, HEADER_LEN,
 -- AT_ATTEMPT, AT_DUE, AT_TOKEN, F_LEASE, F_BACKOFF, F_ERROR, RECORD_VERSION), MAX_ERROR,
--- the default backoff (DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP), state codes (ST_*) and
--- reply codes (R_*), and PUBLISH: the command that publishes wake-ups ('PUBLISH' on one
--- server, 'SPUBLISH' on a Cluster).
+-- the default backoff (DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP), state codes (ST_*),
+-- reply codes (R_*), the series layout (SERIES_*, S_*), and PUBLISH: the command that
+-- publishes wake-ups ('PUBLISH' on one server, 'SPUBLISH' on a Cluster).
 --
 -- The record (format v1, byte table in ARCHITECTURE.md, defined in record.rs) has a fixed
 -- header so the hot paths (claim, ack) read and patch attempt and token without decoding the

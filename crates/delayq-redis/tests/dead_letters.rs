@@ -119,7 +119,7 @@ async fn requeue_all_and_purge() {
     assert!(b.get(&q, &id("d000")).await.unwrap().is_none());
     assert_eq!(
         s.command(&["DBSIZE"]),
-        "1",
-        "only the fence counter is left"
+        "2",
+        "only the fence counter and the series are left"
     );
 }
