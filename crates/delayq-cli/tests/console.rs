@@ -239,6 +239,18 @@ async fn wait_text(c: &Client, css: &str, want: &str) {
     }
 }
 
+/// Clicks the element `at` finds, waiting for it first.
+async fn click(c: &Client, at: Locator<'_>) {
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(at)
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
 async fn shot(c: &Client, name: &str) {
     let png = c.screenshot().await.unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
@@ -272,12 +284,7 @@ async fn the_console_in_a_real_browser() {
         .send_keys(ADMIN)
         .await
         .unwrap();
-    c.find(Locator::Css("#signin"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("#signin")).await;
     wait_text(&c, "main table", "orders").await;
     let list = text_of(&c, "main table").await.to_lowercase();
     assert!(
@@ -288,12 +295,7 @@ async fn the_console_in_a_real_browser() {
     shot(&c, "queues").await;
 
     // A queue page: counts, charts, tabs.
-    c.find(Locator::LinkText("orders"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::LinkText("orders")).await;
     wait_text(&c, ".stats", "Dead").await;
     wait_text(&c, "#panel", "order-000").await;
     let charts = c.find_all(Locator::Css("svg.chart")).await.unwrap();
@@ -308,19 +310,9 @@ async fn the_console_in_a_real_browser() {
         .send_keys("dead-order-7")
         .await
         .unwrap();
-    c.find(Locator::Css("#find-go"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("#find-go")).await;
     wait_text(&c, ".results", "dead-order-7").await;
-    c.find(Locator::Css(".results a"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css(".results a")).await;
     wait_text(&c, "#job-state", "dead").await;
     wait_text(&c, "#last-error", "payment gateway said 402").await;
     assert!(
@@ -329,12 +321,7 @@ async fn the_console_in_a_real_browser() {
             .contains("\"reason\": \"card declined\"")
     );
     shot(&c, "job").await;
-    c.find(Locator::XPath("//button[text()='Requeue']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::XPath("//button[text()='Requeue']")).await;
     wait_text(&c, "#job-state", "scheduled").await;
     c.goto(&format!("{base}/#/q/orders/dead")).await.unwrap();
     wait_text(&c, "#panel", "bold").await;
@@ -348,23 +335,13 @@ async fn the_console_in_a_real_browser() {
     // Pause and resume: the store says so.
     c.goto(&format!("{base}/#/q/orders")).await.unwrap();
     wait_text(&c, "#pause", "Pause").await;
-    c.find(Locator::Css("#pause"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("#pause")).await;
     wait_text(&c, "#pause", "Resume").await;
     assert_eq!(
         http(addr, "GET", "/v1/queues/orders", None).1["paused"],
         true
     );
-    c.find(Locator::Css("#pause"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("#pause")).await;
     wait_text(&c, "#pause", "Pause").await;
     assert_eq!(
         http(addr, "GET", "/v1/queues/orders", None).1["paused"],
@@ -395,12 +372,7 @@ async fn the_console_in_a_real_browser() {
     assert!(!pwned(&c).await, "an injected script ran");
 
     // Log out: the page asks for a token again.
-    c.find(Locator::Css("#logout"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("#logout")).await;
     c.wait()
         .at_most(Duration::from_secs(10))
         .for_element(Locator::Css("#token"))
