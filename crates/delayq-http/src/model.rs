@@ -363,13 +363,22 @@ pub struct QueueView {
     pub settings: Option<SettingsView>,
 }
 
-/// A queue's settings, as `PUT /v1/queues/{q}` takes them and `GET` shows them.
+/// A queue's settings, as `GET /v1/queues/{q}` shows them.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsView {
     /// Shards: hash slots the queue's jobs spread over (Redis; 1-256, default 1). Changes only
     /// while the queue is empty.
     pub shards: u32,
+}
+
+/// The body of `PUT /v1/queues/{q}`: any subset of the settings; a field not given keeps its
+/// stored value.
+#[derive(Deserialize, ToSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsPatch {
+    /// Shards (Redis; 1-256). Changes only while the queue is empty.
+    pub shards: Option<u32>,
 }
 
 impl QueueView {

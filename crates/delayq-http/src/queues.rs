@@ -8,7 +8,7 @@ use crate::console::Action;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, ApiQuery, JobPath, QueuePath};
-use crate::model::{JobView, Outcome, Page, QueueView, SettingsView};
+use crate::model::{JobView, Outcome, Page, QueueView, SettingsPatch};
 use crate::state::AppState;
 
 /// Every queue that holds jobs, with its counts.
@@ -42,24 +42,25 @@ pub async fn stats<B: Backend + Inspect>(
     Ok(Json(QueueView::new(q.as_str(), s).with_settings(&settings)))
 }
 
-/// Creates a queue or changes its settings; answers like `GET`. A shard change of a queue
-/// that holds jobs is refused (409 `conflict`).
+/// Creates a queue or changes its settings (any subset: fields not given keep their values);
+/// answers like `GET`. A shard change of a queue that holds jobs is refused (409 `conflict`).
 #[utoipa::path(
     put, path = "/v1/queues/{q}", tag = "queues",
-    params(("q" = String, Path)), request_body = SettingsView,
+    params(("q" = String, Path)), request_body = SettingsPatch,
     responses((status = 200, body = QueueView), (status = "4XX", body = ErrorBody))
 )]
 pub async fn configure<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     QueuePath(q): QueuePath,
-    ApiJson(body): ApiJson<SettingsView>,
+    ApiJson(body): ApiJson<SettingsPatch>,
 ) -> Result<Json<QueueView>, ApiError> {
+    let current = st.backend().settings(&q).await?;
     let settings = st
         .backend()
         .configure(
             &q,
             delayq::QueueSettings {
-                shards: body.shards,
+                shards: body.shards.unwrap_or(current.shards),
             },
         )
         .await?;

@@ -79,6 +79,9 @@ async fn redis_queues_take_shards_while_empty() {
     // The same count again is fine; out of range and unknown fields are 400.
     let (s, _) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 4}))).await;
     assert_eq!(s, 200);
+    // A field not given keeps its value.
+    let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({}))).await;
+    assert_eq!((s, v["settings"]["shards"].as_u64()), (200, Some(4)), "{v}");
     for bad in [
         json!({"shards": 0}),
         json!({"shards": 257}),
