@@ -139,19 +139,8 @@ pub(crate) async fn dead<B: Backend + Inspect>(
             limit,
             json,
         } => {
-            let mut jobs = Vec::new();
-            let mut after = None;
-            // Offset paging over the cursor listing.
-            while jobs.len() < offset + limit {
-                let want = (offset + limit - jobs.len()).min(delayq::listing::MAX_PAGE);
-                let page = b.list(q, delayq::ListState::Dead, want, after).await?;
-                jobs.extend(page.jobs);
-                after = page.next;
-                if after.is_none() {
-                    break;
-                }
-            }
-            for j in jobs.into_iter().skip(offset).take(limit) {
+            let dead = delayq::ListState::Dead;
+            for j in delayq::listing::skip_take(b, q, dead, offset, limit).await? {
                 if json {
                     println!("{}", job_json(&j));
                 } else {

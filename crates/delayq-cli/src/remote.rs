@@ -324,10 +324,11 @@ fn q(queue: &QueueName) -> String {
     format!("/v1/queues/{queue}")
 }
 
-/// An id as a path segment: everything but unreserved characters percent-encoded.
-fn enc(id: &JobId) -> String {
+/// Text (an id) as a path segment or query value: everything but unreserved characters
+/// percent-encoded.
+fn enc(text: &str) -> String {
     let mut out = String::new();
-    for b in id.as_str().bytes() {
+    for b in text.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
             out.push(b as char);
         } else {
@@ -338,7 +339,7 @@ fn enc(id: &JobId) -> String {
 }
 
 fn jp(queue: &QueueName, id: &JobId) -> String {
-    format!("/v1/queues/{queue}/jobs/{}", enc(id))
+    format!("/v1/queues/{queue}/jobs/{}", enc(id.as_str()))
 }
 
 impl Backend for RemoteBackend {
@@ -532,14 +533,7 @@ impl Inspect for RemoteBackend {
     }
 
     async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
-        let mut path = format!("{}/jobs?limit={limit}&id_prefix=", q(queue));
-        for b in prefix.bytes() {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                path.push(b as char);
-            } else {
-                path.push_str(&format!("%{b:02X}"));
-            }
-        }
+        let path = format!("{}/jobs?limit={limit}&id_prefix={}", q(queue), enc(prefix));
         let r = self.ok_reply("GET", &path, None, None).await?;
         Ok(Found {
             jobs: jobs_of(&r)?,
@@ -548,7 +542,7 @@ impl Inspect for RemoteBackend {
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        let path = format!("{}/dead/{}/requeue", q(queue), enc(id));
+        let path = format!("{}/dead/{}/requeue", q(queue), enc(id.as_str()));
         self.ok("POST", &path, None, Some(id)).await.map(|_| ())
     }
 
@@ -567,7 +561,7 @@ impl Inspect for RemoteBackend {
     }
 
     async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        let path = format!("{}/dead/{}", q(queue), enc(id));
+        let path = format!("{}/dead/{}", q(queue), enc(id.as_str()));
         self.ok("DELETE", &path, None, Some(id)).await.map(|_| ())
     }
 

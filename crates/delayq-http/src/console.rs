@@ -96,12 +96,22 @@ pub async fn cancel_all<B: Backend + Inspect>(
 ) -> Result<Json<Outcome>, ApiError> {
     let state = state_of(&query.state)?;
     let n = st.backend().cancel_all(&q, state).await?;
-    st.announce(Action::bulk(&q, "cancelled", n));
-    Ok(Json(Outcome {
-        outcome: "cancelled".into(),
-        count: Some(n),
+    Ok(bulk_done(&st, &q, "cancelled", n))
+}
+
+/// Announces a bulk action on the event stream and answers `{"outcome", "count"}`.
+pub(crate) fn bulk_done<B: Backend + Inspect>(
+    st: &AppState<B>,
+    q: &QueueName,
+    outcome: &str,
+    count: u64,
+) -> Json<Outcome> {
+    st.announce(Action::bulk(q, outcome, count));
+    Json(Outcome {
+        outcome: outcome.into(),
+        count: Some(count),
         ..Outcome::default()
-    }))
+    })
 }
 
 /// Run a scheduled job now: it becomes due at once (409 when it is leased or dead).

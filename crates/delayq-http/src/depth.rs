@@ -74,13 +74,8 @@ pub async fn sample<B: Backend + Inspect>(st: AppState<B>) {
         if *shutdown.borrow() {
             return;
         }
-        let mut queues: std::collections::BTreeSet<QueueName> =
-            st.inner.seen.lock().map(|s| s.clone()).unwrap_or_default();
-        if let Ok(listed) = st.backend().queues().await {
-            queues.extend(listed);
-        }
         let at = delayq::job::system_now_ms();
-        for q in queues {
+        for q in st.known_queues().await {
             if let Ok(s) = st.backend().stats(&q).await {
                 let sample = DepthSample {
                     at,

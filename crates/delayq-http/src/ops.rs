@@ -31,12 +31,7 @@ pub async fn metrics<B: Backend + Inspect>(State(st): State<AppState<B>>) -> Res
         return ApiError::new(ErrorCode::NoRoute, "metrics are not enabled on this server")
             .into_response();
     };
-    let mut queues: std::collections::BTreeSet<QueueName> =
-        st.inner.seen.lock().map(|s| s.clone()).unwrap_or_default();
-    if let Ok(listed) = st.backend().queues().await {
-        queues.extend(listed);
-    }
-    for q in queues {
+    for q in st.known_queues().await {
         if let Ok(s) = st.backend().stats(&q).await {
             let l = [("queue", q.to_string())];
             metrics::gauge!("delayq_scheduled", &l).set(s.scheduled as f64);

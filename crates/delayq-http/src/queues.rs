@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use delayq::{Backend, Inspect, ListState};
 
-use crate::console::Action;
+use crate::console::{Action, bulk_done};
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, ApiQuery, JobPath, QueuePath};
@@ -87,22 +87,9 @@ pub async fn dead_list<B: Backend + Inspect>(
         ));
     }
     // Offset paging over the cursor listing (GET …/jobs?state=dead pages by cursor).
-    let mut skip = page.offset.unwrap_or(0);
-    let mut after = None;
-    let mut out = Vec::new();
-    loop {
-        let want = (skip + limit - out.len()).min(delayq::listing::MAX_PAGE);
-        let page = st.backend().list(&q, ListState::Dead, want, after).await?;
-        let n = page.jobs.len();
-        let dropped = skip.min(n);
-        skip -= dropped;
-        out.extend(page.jobs.into_iter().skip(dropped).map(JobView::from));
-        out.truncate(limit);
-        after = page.next;
-        if out.len() == limit || after.is_none() {
-            return Ok(Json(out));
-        }
-    }
+    let offset = page.offset.unwrap_or(0);
+    let jobs = delayq::listing::skip_take(st.backend(), &q, ListState::Dead, offset, limit).await?;
+    Ok(Json(jobs.into_iter().map(JobView::from).collect()))
 }
 
 /// Put one dead job back, due now, attempts reset.
@@ -131,12 +118,7 @@ pub async fn requeue_all<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<Outcome>, ApiError> {
     let n = st.backend().dead_requeue_all(&q).await?;
-    st.announce(Action::bulk(&q, "requeued", n));
-    Ok(Json(Outcome {
-        outcome: "requeued".into(),
-        count: Some(n),
-        ..Outcome::default()
-    }))
+    Ok(bulk_done(&st, &q, "requeued", n))
 }
 
 /// Delete every dead job.
@@ -150,10 +132,5 @@ pub async fn purge<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<Outcome>, ApiError> {
     let n = st.backend().dead_purge(&q).await?;
-    st.announce(Action::bulk(&q, "purged", n));
-    Ok(Json(Outcome {
-        outcome: "purged".into(),
-        count: Some(n),
-        ..Outcome::default()
-    }))
+    Ok(bulk_done(&st, &q, "purged", n))
 }

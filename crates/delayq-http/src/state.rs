@@ -142,6 +142,21 @@ impl<B: Backend + Inspect> AppState<B> {
         })
     }
 
+    /// Every queue the store lists and every queue this server has served (so an empty queue
+    /// still has its gauges and depth samples), sorted.
+    pub(crate) async fn known_queues(&self) -> BTreeSet<QueueName> {
+        let mut queues = self
+            .inner
+            .seen
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
+        if let Ok(listed) = self.inner.backend.queues().await {
+            queues.extend(listed);
+        }
+        queues
+    }
+
     /// Long polls waiting for jobs now, all queues.
     pub fn waiting_polls(&self) -> usize {
         self.inner.polls.waiting()
