@@ -1,7 +1,7 @@
 //! `delayq get | cancel | reschedule | stats | dead …`: the admin commands.
 
 use crate::backend::AnyBackend;
-use delayq::{Backend, CancelOutcome, Inspect, JobId, Producer, QueueSettings, Schedule};
+use delayq::{Backend, CancelOutcome, Inspect, JobId, Producer, QueueSettings, Rate, Schedule};
 
 use crate::args::{DeadCommand, JobsCommand, QueueCommand};
 use crate::output::{format_ms, job_json, job_text};
@@ -166,12 +166,56 @@ pub(crate) async fn dead<B: Backend + Inspect>(
     Ok(0)
 }
 
-/// `delayq queue create|show`.
+/// A queue's settings on one line: `shards N[\trate P/s burst B][\tmax in flight M]`.
+fn settings_line(s: &QueueSettings) -> String {
+    let mut out = format!("shards {}", s.shards);
+    if let Some(r) = s.rate {
+        out.push_str(&format!("\trate {}/s burst {}", r.per_s, r.burst));
+    }
+    if let Some(m) = s.max_in_flight {
+        out.push_str(&format!("\tmax in flight {m}"));
+    }
+    out
+}
+
+/// `delayq queue create|set|show|pause|resume`.
 pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u8> {
     match cmd {
         QueueCommand::Create { name, shards } => {
-            let s = b.configure(&name, QueueSettings { shards }).await?;
+            let current = b.settings(&name).await?;
+            let s = b
+                .configure(&name, QueueSettings { shards, ..current })
+                .await?;
             println!("{name}\tshards {}", s.shards);
+        }
+        QueueCommand::Set {
+            name,
+            shards,
+            rate,
+            burst,
+            max_in_flight,
+            no_rate,
+            no_max_in_flight,
+        } => {
+            let mut s = b.settings(&name).await?;
+            if let Some(n) = shards {
+                s.shards = n;
+            }
+            if let Some(per_s) = rate {
+                let burst = burst.unwrap_or_else(|| per_s.ceil().max(1.0) as u32);
+                s.rate = Some(Rate { per_s, burst });
+            }
+            if no_rate {
+                s.rate = None;
+            }
+            if max_in_flight.is_some() {
+                s.max_in_flight = max_in_flight;
+            }
+            if no_max_in_flight {
+                s.max_in_flight = None;
+            }
+            let s = b.configure(&name, s).await?;
+            println!("{name}\t{}", settings_line(&s));
         }
         QueueCommand::Show { name, json } => {
             let settings = b.settings(&name).await?;
@@ -185,12 +229,17 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
                 println!("{v}");
             } else {
                 println!(
-                    "{name}\tshards {}\tscheduled {}\tdue {}\tleased {}\tdead {}{}",
-                    settings.shards,
+                    "{name}\t{}\tscheduled {}\tdue {}\tleased {}\tdead {}{}{}",
+                    settings_line(&settings),
                     stats.scheduled,
                     stats.due,
                     stats.leased,
                     stats.dead,
+                    if stats.waiting_on_limit > 0 {
+                        format!("\twaiting on limit {}", stats.waiting_on_limit)
+                    } else {
+                        String::new()
+                    },
                     if stats.paused { "\tpaused" } else { "" }
                 );
             }

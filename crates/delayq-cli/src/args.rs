@@ -141,6 +141,32 @@ pub(crate) enum QueueCommand {
         #[arg(long, default_value_t = 1)]
         shards: u32,
     },
+    /// Change some of a queue's settings (those not given keep their values): its shard
+    /// count (only while empty), a start-rate limit and a limit on jobs leased at once, which
+    /// every consumer of every process obeys.
+    Set {
+        /// The queue.
+        name: QueueName,
+        /// Shards (Redis; 1-256).
+        #[arg(long)]
+        shards: Option<u32>,
+        /// Most jobs started per second over all consumers (e.g. 50, or 0.5 for one every 2 s).
+        #[arg(long, conflicts_with = "no_rate")]
+        rate: Option<f64>,
+        /// Most jobs started at once after a quiet spell (with --rate; default: the rate
+        /// rounded up).
+        #[arg(long, requires = "rate")]
+        burst: Option<u32>,
+        /// Most jobs leased at once over all consumers.
+        #[arg(long, conflicts_with = "no_max_in_flight")]
+        max_in_flight: Option<u32>,
+        /// Remove the rate limit.
+        #[arg(long)]
+        no_rate: bool,
+        /// Remove the in-flight limit.
+        #[arg(long)]
+        no_max_in_flight: bool,
+    },
     /// Show a queue's settings and counts.
     Show {
         /// The queue.
@@ -230,6 +256,15 @@ pub(crate) struct EnqueueArgs {
     /// Deliveries before the job is dead-lettered.
     #[arg(long)]
     pub max_attempts: Option<u32>,
+    /// Longest one attempt may run, e.g. 30s (the handler is cancelled after it).
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Expire unstarted at this time (RFC 3339): dead-lettered as `expired` instead of late.
+    #[arg(long, value_parser = parse_time, conflicts_with = "expire_after")]
+    pub expires_at: Option<SystemTime>,
+    /// Expire unstarted this long after the due time, e.g. 3h.
+    #[arg(long, value_parser = parse_duration)]
+    pub expire_after: Option<Duration>,
     /// Payload text.
     #[arg(long, conflicts_with_all = ["payload_file", "jsonl"])]
     pub payload: Option<String>,

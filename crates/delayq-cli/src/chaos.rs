@@ -120,7 +120,7 @@ pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> 
     if shards > 1 {
         connect()
             .await
-            .configure(&q, QueueSettings { shards })
+            .configure(&q, QueueSettings::with_shards(shards))
             .await?;
     }
     let (faults, kills) = chaos_faults::build(&a, &servers, &q, shards, wait_replicas);

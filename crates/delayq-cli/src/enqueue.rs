@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::backend::AnyBackend;
 use anyhow::Context;
-use delayq::{Enqueued, InvalidInput, JobId, NewJob, Producer, Schedule};
+use delayq::{Enqueued, Expiry, InvalidInput, JobId, NewJob, Producer, Schedule};
 use serde::Deserialize;
 
 use crate::args::{EnqueueArgs, parse_time};
@@ -80,6 +80,17 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
     let mut job = NewJob::new(payload).schedule(a.when.schedule()?).id(id);
     if let Some(n) = a.max_attempts {
         job = job.max_attempts(n);
+    }
+    if let Some(t) = a.timeout {
+        job = job.timeout(t);
+    }
+    if let Some(at) = a.expires_at
+        && let Schedule::At(ms) = Schedule::at(at)?
+    {
+        job = job.expires(Expiry::At(ms));
+    }
+    if let Some(after) = a.expire_after {
+        job = job.expires(Expiry::AfterDue(after));
     }
     print(&p.enqueue(job).await?);
     Ok(())

@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use delayq::{Failure, Handler, Job};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
 use crate::output::format_ms;
@@ -24,6 +24,56 @@ pub(crate) enum LogFormat {
 
 /// Longest part of a failing command's stderr kept as the job's `last_error`.
 const ERROR_TAIL: usize = 512;
+
+/// How long a command stopped with SIGTERM (the job's timeout, or the end of the shutdown
+/// grace) has before SIGKILL.
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// A running command (in its own process group). Dropped before it exited — the consumer
+/// dropped the handler at the job's `timeout_ms` or at the end of the shutdown grace — the
+/// group gets SIGTERM at once and SIGKILL after [`KILL_GRACE`] if it is still there.
+struct Running(Option<tokio::process::Child>);
+
+impl Running {
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let status = self.0.as_mut().expect("waited once").wait().await;
+        self.0 = None;
+        status
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        let Some(pid) = child.id() else {
+            return; // already exited
+        };
+        // The group the command leads (`process_group(0)` at spawn). The child is not reaped
+        // yet (we still own it), so its id cannot have been reused.
+        let Some(group) = rustix::process::Pid::from_raw(pid as i32) else {
+            return;
+        };
+        let signal = move |sig| {
+            let _ = rustix::process::kill_process_group(group, sig);
+        };
+        signal(rustix::process::Signal::TERM);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if tokio::time::timeout(KILL_GRACE, child.wait())
+                    .await
+                    .is_err()
+                {
+                    signal(rustix::process::Signal::KILL);
+                    let _ = child.wait().await;
+                }
+            });
+        } else {
+            let _ = child.start_kill();
+        }
+    }
+}
 
 /// Shell words that are not programs on the PATH.
 const SHELL_WORDS: &[&str] = &[
@@ -121,8 +171,7 @@ impl Handler for ExecHandler {
             .stdin(Stdio::piped())
             .stdout(Stdio::inherit())
             .stderr(Stdio::piped())
-            // Aborted at the end of the shutdown grace period: the command dies with us.
-            .kill_on_drop(true)
+            .process_group(0)
             .spawn()
             .map_err(|e| Failure::give_back(format!("cannot start sh: {e}")))?;
         if let Some(mut stdin) = child.stdin.take() {
@@ -132,10 +181,21 @@ impl Handler for ExecHandler {
                 let _ = stdin.write_all(&payload).await;
             });
         }
-        let out = child
-            .wait_with_output()
-            .await
-            .map_err(|e| Failure::retry(format!("waiting for the command: {e}")))?;
+        let mut stderr = child.stderr.take();
+        let mut child = Running(Some(child));
+        let mut err_bytes = Vec::new();
+        let read_err = async {
+            if let Some(e) = stderr.as_mut() {
+                let _ = e.read_to_end(&mut err_bytes).await;
+            }
+        };
+        let (status, ()) = tokio::join!(child.wait(), read_err);
+        let status = status.map_err(|e| Failure::retry(format!("waiting for the command: {e}")))?;
+        let out = std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr: err_bytes,
+        };
         if !out.stderr.is_empty() {
             eprint!("{}", String::from_utf8_lossy(&out.stderr));
         }

@@ -268,6 +268,8 @@ fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
         lease_deadline_ms: opt_u64(v, "lease_deadline"),
         failed_at_ms: opt_u64(v, "failed_at"),
         last_error: v["last_error"].as_str().map(str::to_owned),
+        timeout_ms: opt_u64(v, "timeout_ms"),
+        expires_at_ms: opt_u64(v, "expires_at"),
         payload,
     })
 }
@@ -293,6 +295,7 @@ fn stats_of(v: &Value) -> Result<QueueStats> {
         dead: u64_of(v, "dead")?,
         oldest_overdue_ms: u64_of(v, "oldest_overdue_ms")?,
         paused: v["paused"].as_bool().unwrap_or(false),
+        waiting_on_limit: v["waiting_on_limit"].as_u64().unwrap_or(0),
     })
 }
 
@@ -316,6 +319,14 @@ fn job_body(j: NewJob) -> Value {
     }
     if let Some(l) = j.lease {
         b["lease_ms"] = (l.as_millis() as u64).into();
+    }
+    if let Some(t) = j.timeout {
+        b["timeout_ms"] = (t.as_millis() as u64).into();
+    }
+    match j.expires {
+        Some(delayq::Expiry::At(ms)) => b["expires_at"] = ms.into(),
+        Some(delayq::Expiry::AfterDue(d)) => b["expire_after_ms"] = (d.as_millis() as u64).into(),
+        None => {}
     }
     b
 }
@@ -396,6 +407,8 @@ impl Backend for RemoteBackend {
                 lease_deadline_ms: deadline,
                 lease: req.lease,
                 last_error: j["last_error"].as_str().map(str::to_owned),
+                timeout: opt_u64(j, "timeout_ms").map(Duration::from_millis),
+                expires_at_ms: opt_u64(j, "expires_at"),
             });
         }
         // The long poll already waited: claim again at once.
@@ -610,13 +623,26 @@ impl Inspect for RemoteBackend {
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         let v = self.ok("GET", &q(queue), None, None).await?;
+        let s = &v["settings"];
         Ok(QueueSettings {
-            shards: v["settings"]["shards"].as_u64().unwrap_or(1) as u32,
+            shards: s["shards"].as_u64().unwrap_or(1) as u32,
+            rate: match (s["rate"]["per_s"].as_f64(), s["rate"]["burst"].as_u64()) {
+                (Some(per_s), Some(burst)) => Some(delayq::Rate {
+                    per_s,
+                    burst: burst as u32,
+                }),
+                _ => None,
+            },
+            max_in_flight: s["max_in_flight"].as_u64().map(|m| m as u32),
         })
     }
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
-        let body = json!({"shards": s.shards});
+        let body = json!({
+            "shards": s.shards,
+            "rate": s.rate.map(|r| json!({"per_s": r.per_s, "burst": r.burst})),
+            "max_in_flight": s.max_in_flight,
+        });
         self.ok("PUT", &q(queue), Some(body), None).await?;
         Ok(s)
     }

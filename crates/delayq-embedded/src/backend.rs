@@ -17,6 +17,7 @@ use delayq::{
 use rusqlite::{Connection, params};
 use tokio::sync::watch;
 
+use crate::limits::{self, Bucket, Held};
 use crate::rows::{
     COLS, DEAD, LEASED, RowData, SCHEDULED, due_from, due_of, head, job_id, leased_row, refused,
     row, state, state_of,
@@ -52,6 +53,11 @@ impl Now {
     /// ms since the epoch.
     pub(crate) fn ms(self) -> i64 {
         (self.0 / 1000) as i64
+    }
+
+    /// µs since the epoch.
+    pub(crate) fn us(self) -> u64 {
+        self.0
     }
 }
 
@@ -118,7 +124,15 @@ fn recover(c: &Connection, q: &str, now: i64, counts: &mut Counts) -> Result<()>
 }
 
 /// Claim step 2: leases up to `max` due jobs, oldest due first, each under a fresh token.
-fn lease(c: &Connection, q: &QueueName, max: i64, default: Duration, now: i64) -> Result<Vec<Job>> {
+/// A due job past its expiry is dead-lettered as `expired` instead (counted in `counts`).
+fn lease(
+    c: &Connection,
+    q: &QueueName,
+    max: i64,
+    default: Duration,
+    now: i64,
+    counts: &mut Counts,
+) -> Result<Vec<Job>> {
     let qs = q.as_str();
     let due_rows: Vec<RowData> = c
         .prepare_cached(&format!(
@@ -149,6 +163,17 @@ fn lease(c: &Connection, q: &QueueName, max: i64, default: Duration, now: i64) -
         .map_err(sql)?;
     let mut jobs = Vec::with_capacity(due_rows.len());
     for r in due_rows {
+        if r.expires_at.is_some_and(|e| now > e) {
+            c.prepare_cached(
+                "UPDATE jobs SET state = ?3, score = ?4, token = 0, last_error = 'expired' \
+                 WHERE queue = ?1 AND id = ?2",
+            )
+            .map_err(sql)?
+            .execute(params![qs, r.id, DEAD, now])
+            .map_err(sql)?;
+            counts.dead += 1;
+            continue;
+        }
         token += 1;
         let lease_ms = r.lease_ms.unwrap_or(default.as_millis() as i64);
         let deadline = now + lease_ms;
@@ -166,6 +191,8 @@ fn lease(c: &Connection, q: &QueueName, max: i64, default: Duration, now: i64) -
             lease_deadline_ms: deadline as u64,
             lease: Duration::from_millis(lease_ms as u64),
             last_error: r.last_error,
+            timeout: r.timeout_ms.map(|t| Duration::from_millis(t as u64)),
+            expires_at_ms: r.expires_at.map(|t| t as u64),
         });
     }
     Ok(jobs)
@@ -290,13 +317,18 @@ impl Backend for EmbeddedBackend {
                     .prepare_cached(
                         "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
                      max_attempts, backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
-                     payload) VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10) \
+                     payload, timeout_ms, expires_at) \
+                     VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?12, ?13) \
                      ON CONFLICT (queue, id) DO NOTHING",
                     )
                     .map_err(sql)?;
                 for job in jobs {
                     let id = job.id.clone().unwrap_or_else(JobId::generate);
                     let due = due_from(job.schedule, now);
+                    let expires_at = job
+                        .expiry_ms()
+                        .map(|(v, rel)| if rel { now + v as i64 } else { v as i64 });
+                    let timeout_ms = job.timeout.map(|t| t.as_millis() as i64);
                     let backoff = job.backoff.map(|b| {
                         let (base, cap) = b.base_cap_ms();
                         (i64::from(b.kind_code()), base as i64, cap as i64)
@@ -314,6 +346,8 @@ impl Backend for EmbeddedBackend {
                             job.lease.map(|l| l.as_millis() as i64),
                             job.payload,
                             SCHEDULED,
+                            timeout_ms,
+                            expires_at,
                         ])
                         .map_err(sql)?;
                     let (created, due_at) = if n == 1 {
@@ -347,16 +381,22 @@ impl Backend for EmbeddedBackend {
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
         let q = queue.clone();
-        let (batch, counts) = self
+        let (batch, counts, wake) = self
             .exec(move |c, now| {
                 let mut counts = Counts::default();
                 let acks = ack_all(c, q.as_str(), &req.acks)?;
                 counts.completed = acks.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
                 recover(c, q.as_str(), now.ms(), &mut counts)?;
-                let max = req.max.min(MAX_CLAIM) as i64;
+                let want = req.max.min(MAX_CLAIM) as i64;
                 let paused = paused(c, q.as_str())?;
+                let bucket = if want > 0 && !paused {
+                    Bucket::read(c, q.as_str(), now.0)?
+                } else {
+                    None
+                };
+                let max = bucket.as_ref().map_or(want, |b| b.allow(want));
                 let jobs = if max > 0 && !paused {
-                    lease(c, &q, max, req.lease, now.ms())?
+                    lease(c, &q, max, req.lease, now.ms(), &mut counts)?
                 } else {
                     Vec::new()
                 };
@@ -365,28 +405,48 @@ impl Backend for EmbeddedBackend {
                     let late = (now.ms() as u64).saturating_sub(j.due_at_ms);
                     counts.lateness[lateness_bucket(late)] += 1;
                 }
-                // Paused: come back when a lease expires (to recover it), or when resumed.
-                let next_due_in = if paused {
-                    head(c, q.as_str(), LEASED)?
-                        .map(|t| Duration::from_micros(((t as u64) * 1000).saturating_sub(now.0)))
-                } else {
-                    next_due(c, q.as_str(), now)?
+                let held = match &bucket {
+                    Some(b) => b.after(c, q.as_str(), jobs.len(), want as usize, now.0)?,
+                    None => Held::No,
                 };
+                let lease_head = || -> Result<Option<Duration>> {
+                    Ok(head(c, q.as_str(), LEASED)?
+                        .map(|t| Duration::from_micros(((t as u64) * 1000).saturating_sub(now.0))))
+                };
+                // Paused: come back when a lease expires (to recover it), or when resumed.
+                // Held back by a limit: when a token is due, or a slot frees (woken).
+                let next_due_in = match held {
+                    _ if paused => lease_head()?,
+                    Held::Slot => lease_head()?,
+                    Held::Token(d) => Some(lease_head()?.map_or(d, |l| l.min(d))),
+                    Held::No => next_due(c, q.as_str(), now)?,
+                };
+                let freed = counts.completed + counts.retried + counts.dead > 0;
+                let wake = freed && matches!(held, Held::No) && limits::freed(c, q.as_str())?;
                 let batch = ClaimBatch {
                     jobs,
                     acks,
                     next_due_in,
                 };
-                Ok((batch, counts))
+                Ok((batch, counts, wake))
             })
             .await?;
+        if wake {
+            self.wake(queue);
+        }
         self.count(queue, &counts);
         Ok(batch)
     }
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
         let q = queue.to_string();
-        let out = self.exec(move |c, _| ack_all(c, &q, &leases)).await?;
+        let out = self
+            .exec_waking(queue, move |c, _| {
+                let out = ack_all(c, &q, &leases)?;
+                let freed = out.contains(&AckOutcome::Acked) && limits::freed(c, &q)?;
+                Ok((out, freed))
+            })
+            .await?;
         let completed = out.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
         self.count(
             queue,
@@ -404,6 +464,7 @@ impl Backend for EmbeddedBackend {
         let out = self
             .exec_waking(queue, move |c, now| {
                 let r = leased_row(c, &q, &lease)?;
+                let freed = limits::freed(c, &q)?;
                 let now = now.ms();
                 let err = truncate_error(&nack.error);
                 if nack.dead || r.attempt >= r.max_attempts {
@@ -416,7 +477,7 @@ impl Backend for EmbeddedBackend {
                     let dead = NackOutcome::Dead {
                         failed_at_ms: now as u64,
                     };
-                    return Ok((dead, false));
+                    return Ok((dead, freed));
                 }
                 let delay = nack
                     .retry_in
@@ -432,7 +493,7 @@ impl Backend for EmbeddedBackend {
                 let retry = NackOutcome::Retrying {
                     due_at_ms: due as u64,
                 };
-                Ok((retry, wake))
+                Ok((retry, wake || freed))
             })
             .await?;
         let mut counts = Counts::default();

@@ -9,6 +9,7 @@ use delayq::{
 use rusqlite::{Connection, params};
 
 use crate::backend::{EmbeddedBackend, paused};
+use crate::limits;
 use crate::rows::{COLS, DEAD, LEASED, RowData, SCHEDULED, get_row, head, row, state, state_of};
 use crate::store::sql;
 
@@ -51,6 +52,7 @@ impl Inspect for EmbeddedBackend {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let q = queue.to_string();
         self.exec(move |c, now| {
+            let now_us = now.us();
             let now = now.ms();
             let count = |sql_text: &str, p: &[&dyn rusqlite::ToSql]| -> Result<u64> {
                 c.prepare_cached(sql_text)
@@ -73,9 +75,10 @@ impl Inspect for EmbeddedBackend {
                 )
             };
             let head_due = head(c, &q, SCHEDULED)?;
+            let due = between(i64::MIN, now)?;
             Ok(QueueStats {
                 scheduled: by_state(SCHEDULED)?,
-                due: between(i64::MIN, now)?,
+                due,
                 due_next_minute: between(now, now + 60_000)?,
                 leased: by_state(LEASED)?,
                 dead: by_state(DEAD)?,
@@ -83,6 +86,7 @@ impl Inspect for EmbeddedBackend {
                     .filter(|h| *h <= now)
                     .map_or(0, |h| (now - h) as u64),
                 paused: paused(c, &q)?,
+                waiting_on_limit: limits::waiting(c, &q, due, now_us)?,
             })
         })
         .await
@@ -268,12 +272,18 @@ impl Inspect for EmbeddedBackend {
         Ok(self.series_of(queue))
     }
 
-    async fn settings(&self, _queue: &QueueName) -> Result<QueueSettings> {
-        Ok(QueueSettings::default())
+    async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        let q = queue.to_string();
+        let (rate, max_in_flight) = self.exec(move |c, _| limits::stored(c, &q)).await?;
+        Ok(QueueSettings {
+            shards: 1,
+            rate,
+            max_in_flight,
+        })
     }
 
     /// The embedded store keeps every queue in one table: it has no shards to spread over.
-    async fn configure(&self, _queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         s.validate()?;
         if s.shards != 1 {
             return Err(InvalidInput::Settings(
@@ -281,6 +291,12 @@ impl Inspect for EmbeddedBackend {
             )
             .into());
         }
+        let q = queue.to_string();
+        let (rate, m) = (s.rate, s.max_in_flight);
+        self.exec(move |c, now| limits::store(c, &q, rate, m, now.us()))
+            .await?;
+        // Consumers sleeping on the old limits look again.
+        self.wake(queue);
         Ok(s)
     }
 }

@@ -18,12 +18,14 @@
 //! ```
 //!
 //! Parts: `store` (the thread that owns the connection), `rows` (state codes, row type,
-//! shared queries), `backend` (the hot path), `inspect` (the admin side), [`error`],
+//! shared queries), `backend` (the hot path), `limits` (rate and concurrency limits),
+//! `inspect` (the admin side), [`error`],
 //! `schema.sql`.
 
 mod backend;
 pub mod error;
 mod inspect;
+mod limits;
 mod rows;
 mod store;
 

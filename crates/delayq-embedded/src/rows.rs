@@ -14,7 +14,7 @@ pub(crate) const DEAD: i64 = JobState::Dead.code() as i64;
 /// Every column, in the order [`row`] reads them.
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
-                               last_error, payload";
+                               last_error, payload, timeout_ms, expires_at";
 
 /// One row of `jobs`.
 pub(crate) struct RowData {
@@ -30,6 +30,8 @@ pub(crate) struct RowData {
     pub token: i64,
     pub last_error: Option<String>,
     pub payload: Vec<u8>,
+    pub timeout_ms: Option<i64>,
+    pub expires_at: Option<i64>,
 }
 
 /// Reads a row selected with [`COLS`].
@@ -53,6 +55,8 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         token: r.get(11)?,
         last_error: r.get(12)?,
         payload: r.get(13)?,
+        timeout_ms: r.get(14)?,
+        expires_at: r.get(15)?,
     })
 }
 
@@ -78,6 +82,8 @@ impl RowData {
             lease_deadline_ms: (state == JobState::Leased).then_some(self.score as u64),
             failed_at_ms: (state == JobState::Dead).then_some(self.score as u64),
             last_error: self.last_error,
+            timeout_ms: self.timeout_ms.map(|t| t as u64),
+            expires_at_ms: self.expires_at.map(|t| t as u64),
             payload: self.payload,
         })
     }

@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   token        INTEGER NOT NULL DEFAULT 0, -- non-zero exactly while leased
   last_error   TEXT,
   payload      BLOB    NOT NULL,
+  timeout_ms   INTEGER,                   -- longest one attempt may run (store.rs adds the
+  expires_at   INTEGER,                   -- columns to stores made before they existed)
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);
@@ -26,3 +28,15 @@ CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);
 CREATE TABLE IF NOT EXISTS queue_conf (queue TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (k, v) VALUES ('fence', 0), ('schema_version', 1);
+-- Per-queue rate and concurrency limits (delayq::QueueSettings): the settings, the token
+-- bucket (tokens, counted at at_us) and `waiting` (a claim was held back by max_in_flight: the
+-- next freed slot wakes consumers). A queue without limits has no row.
+CREATE TABLE IF NOT EXISTS queue_limits (
+  queue         TEXT PRIMARY KEY,
+  per_s         REAL,
+  burst         INTEGER NOT NULL DEFAULT 0,
+  max_in_flight INTEGER,
+  tokens        REAL    NOT NULL DEFAULT 0,
+  at_us         INTEGER NOT NULL DEFAULT 0,
+  waiting       INTEGER NOT NULL DEFAULT 0
+);

@@ -57,6 +57,7 @@ impl Store {
         let path: PathBuf = dir.join("delayq.sqlite3");
         let mut conn = Connection::open(&path)?;
         conn.execute_batch(include_str!("schema.sql"))?;
+        migrate(&conn)?;
         conn.pragma_update(None, "busy_timeout", 5000)?;
         let (tx, rx) = mpsc::channel::<Op>();
         std::thread::Builder::new()
@@ -140,4 +141,18 @@ fn run(conn: &mut Connection, rx: mpsc::Receiver<Op>) {
             f(outcome.clone());
         }
     }
+}
+
+/// Columns added after the first release, added to a store made before them.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let cols: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('jobs')")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (name, ty) in [("timeout_ms", "INTEGER"), ("expires_at", "INTEGER")] {
+        if !cols.iter().any(|c| c == name) {
+            conn.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {name} {ty}"))?;
+        }
+    }
+    Ok(())
 }

@@ -53,7 +53,8 @@ error_codes! {
     InvalidLease = "invalid_lease", 400, "lease_ms outside 10 ms - 24 h";
     InvalidBatch = "invalid_batch", 400, "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s";
     InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
-    InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store)";
+    InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store; rate.per_s not > 0, rate.burst or max_in_flight outside 1-1,000,000 or under the shard count)";
+    InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h, expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
     Forbidden = "forbidden", 403, "the token's scope does not allow this (read: browse and stats; produce: enqueue, cancel, reschedule; consume: claim, ack, nack, extend, release; admin: everything); without tokens: a Host that is not this machine, or a state-changing browser request from another site";
     NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled)";
@@ -150,6 +151,7 @@ impl From<delayq::InvalidInput> for ApiError {
             I::Batch(_) => ErrorCode::InvalidBatch,
             I::Payload(_) => ErrorCode::InvalidPayload,
             I::Settings(_) => ErrorCode::InvalidSettings,
+            I::Deadline(_) => ErrorCode::InvalidDeadline,
             I::Query(_) => ErrorCode::InvalidQuery,
             _ => ErrorCode::InvalidBody,
         };

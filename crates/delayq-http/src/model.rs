@@ -33,6 +33,15 @@ pub struct EnqueueRequest {
     pub backoff: Option<Backoff>,
     /// Lease length for this job, overriding the consumer's (10 ms - 24 h).
     pub lease_ms: Option<u64>,
+    /// Longest one attempt may run (10 ms - 24 h): the library's consumer cancels the
+    /// handler then and the attempt fails with `timeout`; HTTP consumers read it from the claim.
+    pub timeout_ms: Option<u64>,
+    /// A delivery not started by this time (ms since the epoch or RFC 3339) goes to the dead
+    /// letters with the error `expired` instead of running late.
+    #[schema(value_type = Object)]
+    pub expires_at: Option<serde_json::Value>,
+    /// Like `expires_at`, as a time after the job's due time (server clock).
+    pub expire_after_ms: Option<u64>,
 }
 
 impl EnqueueRequest {
@@ -79,6 +88,35 @@ impl EnqueueRequest {
         }
         if let Some(l) = self.lease_ms {
             job = job.lease(std::time::Duration::from_millis(l));
+        }
+        if let Some(t) = self.timeout_ms {
+            job = job.timeout(std::time::Duration::from_millis(t));
+        }
+        match (self.expires_at, self.expire_after_ms) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidDeadline,
+                    "give expires_at or expire_after_ms, not both",
+                ));
+            }
+            (Some(at), None) => {
+                let Schedule::At(ms) = run_at(&at).map_err(|e| {
+                    ApiError::new(
+                        ErrorCode::InvalidDeadline,
+                        format!("expires_at: {}", e.message),
+                    )
+                })?
+                else {
+                    unreachable!("run_at parses to an absolute time")
+                };
+                job = job.expires(delayq::Expiry::At(ms));
+            }
+            (None, Some(after)) => {
+                job = job.expires(delayq::Expiry::AfterDue(std::time::Duration::from_millis(
+                    after,
+                )));
+            }
+            (None, None) => {}
         }
         Ok(job)
     }
@@ -167,6 +205,12 @@ pub struct JobView {
     /// Error of the last failed attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Longest one attempt may run, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// When the job expires unstarted, ms since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
     /// The payload.
     #[serde(flatten)]
     pub payload: PayloadOut,
@@ -184,6 +228,8 @@ impl From<JobInfo> for JobView {
             lease_deadline: j.lease_deadline_ms,
             failed_at: j.failed_at_ms,
             last_error: j.last_error,
+            timeout_ms: j.timeout_ms,
+            expires_at: j.expires_at_ms,
             payload: PayloadOut::new(j.payload),
         }
     }
@@ -209,6 +255,13 @@ pub struct ClaimedJob {
     /// Error of the previous attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Longest this attempt may run, ms: stop the work and nack with `timeout` after it (and
+    /// stop extending the lease).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// When the job expires unstarted, ms since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
     /// The payload.
     #[serde(flatten)]
     pub payload: PayloadOut,
@@ -225,6 +278,8 @@ impl From<Job> for ClaimedJob {
             created_at: j.created_at_ms,
             lease_deadline: j.lease_deadline_ms,
             last_error: j.last_error,
+            timeout_ms: j.timeout.map(|t| t.as_millis() as u64),
+            expires_at: j.expires_at_ms,
             payload: PayloadOut::new(j.payload),
         }
     }
@@ -358,6 +413,8 @@ pub struct QueueView {
     pub oldest_overdue_ms: u64,
     /// Whether the queue is paused (accepts jobs, leases none).
     pub paused: bool,
+    /// Due jobs held back right now by the queue's `rate` or `max_in_flight`.
+    pub waiting_on_limit: u64,
     /// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsView>,
@@ -370,6 +427,30 @@ pub struct SettingsView {
     /// Shards: hash slots the queue's jobs spread over (Redis; 1-256, default 1). Changes only
     /// while the queue is empty.
     pub shards: u32,
+    /// Most jobs started per second over all consumers (token bucket); `null`: no limit.
+    pub rate: Option<RateView>,
+    /// Most jobs leased at once over all consumers; `null`: no limit.
+    pub max_in_flight: Option<u32>,
+}
+
+/// A start-rate limit: `per_s` tokens a second, at most `burst` kept; each job started takes
+/// one. On a sharded queue each shard keeps its share.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct RateView {
+    /// Tokens per second (> 0, may be fractional: 0.5 = a job every 2 s).
+    pub per_s: f64,
+    /// Most tokens kept (1-1,000,000): jobs that may start at once after a quiet spell.
+    pub burst: u32,
+}
+
+/// A field that may be given as `null` (remove) or a value (set), or left out (keep).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// The body of `PUT /v1/queues/{q}`: any subset of the settings; a field not given keeps its
@@ -379,6 +460,30 @@ pub struct SettingsView {
 pub struct SettingsPatch {
     /// Shards (Redis; 1-256). Changes only while the queue is empty.
     pub shards: Option<u32>,
+    /// Start-rate limit; `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<RateView>)]
+    pub rate: Option<Option<RateView>>,
+    /// Most jobs leased at once (1-1,000,000); `null` removes the limit.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u32>)]
+    pub max_in_flight: Option<Option<u32>>,
+}
+
+impl SettingsPatch {
+    /// The settings after this patch of `current`.
+    pub fn apply(&self, current: delayq::QueueSettings) -> delayq::QueueSettings {
+        delayq::QueueSettings {
+            shards: self.shards.unwrap_or(current.shards),
+            rate: self.rate.map_or(current.rate, |r| {
+                r.map(|r| delayq::Rate {
+                    per_s: r.per_s,
+                    burst: r.burst,
+                })
+            }),
+            max_in_flight: self.max_in_flight.unwrap_or(current.max_in_flight),
+        }
+    }
 }
 
 impl QueueView {
@@ -393,13 +498,21 @@ impl QueueView {
             dead: s.dead,
             oldest_overdue_ms: s.oldest_overdue_ms,
             paused: s.paused,
+            waiting_on_limit: s.waiting_on_limit,
             settings: None,
         }
     }
 
     /// With the queue's settings.
     pub fn with_settings(mut self, s: &delayq::QueueSettings) -> Self {
-        self.settings = Some(SettingsView { shards: s.shards });
+        self.settings = Some(SettingsView {
+            shards: s.shards,
+            rate: s.rate.map(|r| RateView {
+                per_s: r.per_s,
+                burst: r.burst,
+            }),
+            max_in_flight: s.max_in_flight,
+        });
         self
     }
 }

@@ -55,15 +55,7 @@ pub async fn configure<B: Backend + Inspect>(
     ApiJson(body): ApiJson<SettingsPatch>,
 ) -> Result<Json<QueueView>, ApiError> {
     let current = st.backend().settings(&q).await?;
-    let settings = st
-        .backend()
-        .configure(
-            &q,
-            delayq::QueueSettings {
-                shards: body.shards.unwrap_or(current.shards),
-            },
-        )
-        .await?;
+    let settings = st.backend().configure(&q, body.apply(current)).await?;
     let s = st.backend().stats(&q).await?;
     Ok(Json(QueueView::new(q.as_str(), s).with_settings(&settings)))
 }

@@ -4,20 +4,27 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] fence  STRING counter of lease tokens (kept at or past server ms x 64)
--- KEYS[6] stat   STRING paused flag (lease nothing) and series of counts (common.lua: count)
+-- KEYS[6] stat   STRING paused flag (lease nothing), limits (common.lua: limits_read) and
+--                series of counts (common.lua: count)
+-- KEYS[7] wake   channel of the queue's consumers (woken when a full max_in_flight frees)
 -- ARGV[1] max jobs to lease
 -- ARGV[2] default lease ms
 -- ARGV[3] most expired leases to recover in this call
 -- ARGV[4] number of acks k; then k pairs: id, token
+-- A due job past its expiry (record section F_EXPIRES) is dead-lettered with the error
+-- 'expired' instead of leased.
 -- Returns { acks, jobs, next_us }:
 --   acks: per ack pair R_OK (acked), R_LOST or R_MISSING (nothing changed)
 --   jobs: flat, 4 per job: id, deadline ms, lease ms, record (attempt and token updated)
 --   next_us: µs from now until the next due job or lease expiry, -1 when there is none
---   (µs so that a consumer can wake at the due time, not up to a millisecond after it)
+--   (µs so that a consumer can wake at the due time, not up to a millisecond after it); when
+--   a limit holds due jobs back, until the rate limit's next token (a full max_in_flight is
+--   woken by the next freed slot instead)
 -- Safe to run twice: the acks of a second run answer R_MISSING; it leases the next due jobs
 -- under new tokens (the first run's jobs stay leased until their leases expire and come back:
 -- at-least-once, never lost).
-local sched, lease, jobs, dead, fence, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local sched, lease, jobs, dead, fence, stat, wake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local max = tonumber(ARGV[1])
 local default_lease = tonumber(ARGV[2])
 local reap_limit = tonumber(ARGV[3])
@@ -31,8 +38,10 @@ local c = { [1] = 0, [2] = 0, [3] = 0 }
 for i = 1, #acks do
   if acks[i] == R_OK then c[1] = c[1] + 1 end
 end
-local is_paused = string.byte(redis.call('GETRANGE', stat, S_PAUSED, S_PAUSED)) == 1
+local flags = redis.call('GETRANGE', stat, S_PAUSED, S_FLAGS)
+local is_paused = string.byte(flags, 1) == 1
 if is_paused then max = 0 end
+local lflags = string.byte(flags, 2) or 0
 
 -- Crash recovery: an expired lease means the consumer died or stalled. The attempt it was
 -- given counts; the job is due again now, or dead when attempts are used up. Only read
@@ -61,6 +70,17 @@ if lease_next and lease_next <= now then
   end
   lhead = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
   lease_next = lhead[2] and tonumber(lhead[2])
+end
+
+-- Limits: lease no more than the bucket's whole tokens and the free in-flight slots.
+local want, lim = max, nil
+if max > 0 and bit.band(lflags, L_ON) ~= 0 then
+  lim = limits_read(stat, now_exact_us)
+  if lim.per_s > 0 then max = math.min(max, math.floor(lim.tokens)) end
+  if lim.mif > 0 then
+    lim.leased = redis.call('ZCARD', lease)
+    max = math.max(0, math.min(max, lim.mif - lim.leased))
+  end
 end
 
 -- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
@@ -95,7 +115,14 @@ if n > 0 then
   local hset, zadd = {}, {}
   for i = 1, n do
     local raw = raws[i]
-    if raw then
+    local exp = raw and rec_expires(raw)
+    if exp and now > exp then
+      -- Expired unstarted: dead-lettered instead of running late.
+      local r = decode(raw)
+      r.err = 'expired'
+      bury(jobs, dead, ids[i], r, now)
+      c[3] = c[3] + 1
+    elseif raw then
       local id = ids[i]
       token = token + 1
       local rec = rec_claimed(raw, rec_attempt(raw) + 1, token)
@@ -121,6 +148,30 @@ if n > 0 then
 end
 
 count(stat, now, nil, nil, c)
+
+if lim then
+  if lim.per_s > 0 then
+    lim.tokens = lim.tokens - #out / 4
+    redis.call('SETRANGE', stat, S_LIMITS + 16, struct.pack('>dd', lim.tokens, now_exact_us))
+  end
+  if next_due and next_due <= now and #out / 4 < want then
+    -- Due jobs wait on a limit: a full max_in_flight is woken by the next freed slot (and
+    -- the next lease expiry), an empty bucket when its next token is due.
+    if lim.mif > 0 and lim.leased + #out / 4 >= lim.mif then
+      next_due = nil
+      if bit.band(lflags, L_WAITING) == 0 then
+        lflags = lflags + L_WAITING
+        redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, lflags)
+      end
+    elseif lim.per_s > 0 and lim.tokens < 1 then
+      next_due = now + math.ceil((1 - lim.tokens) * 1000 / lim.per_s)
+    end
+  elseif c[1] > 0 or c[2] > 0 or c[3] > 0 then
+    limit_freed(stat, wake, lflags)
+  end
+elseif c[1] > 0 or c[2] > 0 or c[3] > 0 then
+  limit_freed(stat, wake, lflags)
+end
 
 -- An acked head may make lease_next early; waking early only costs an empty claim. A paused
 -- queue comes back only to recover leases (resuming publishes a wake-up).

@@ -1,9 +1,10 @@
 -- common.lua: helpers prepended to every delayq script (not a script on its own). The names in
 -- CAPITALS are constants of the prelude `scripts.rs` generates from Rust, written into the
 -- text as their values when a script is built: the record layout (HEADER, HEADER_LEN,
--- AT_ATTEMPT, AT_DUE, AT_TOKEN, F_LEASE, F_BACKOFF, F_ERROR, RECORD_VERSION), MAX_ERROR,
+-- AT_ATTEMPT, AT_DUE, AT_CREATED, AT_TOKEN, F_LEASE, F_BACKOFF, F_TIMEOUT, F_EXPIRES, F_EXPIRES_REL,
+-- F_ERROR, RECORD_VERSION), MAX_ERROR,
 -- the default backoff (DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP), state codes (ST_*),
--- reply codes (R_*), the series layout (SERIES_*, S_*), and PUBLISH: the command that
+-- reply codes (R_*), the series layout (SERIES_*, S_*), the limit flags (L_*), and PUBLISH: the command that
 -- publishes wake-ups ('PUBLISH' on one server, 'SPUBLISH' on a Cluster).
 --
 -- The record (format v1, byte table in ARCHITECTURE.md, defined in record.rs) has a fixed
@@ -66,6 +67,13 @@ local function decode(s)
   if has(flags, F_BACKOFF) then
     r.bkind, r.bbase, r.bcap, pos = struct.unpack('>BI4I4', s, pos)
   end
+  if has(flags, F_TIMEOUT) then
+    r.timeout, pos = struct.unpack('>I4', s, pos)
+  end
+  if has(flags, F_EXPIRES) then
+    r.expires, pos = struct.unpack('>I6', s, pos)
+    r.expires_rel = has(flags, F_EXPIRES_REL)
+  end
   if has(flags, F_ERROR) then
     local n
     n, pos = struct.unpack('>H', s, pos)
@@ -87,6 +95,15 @@ local function encode(r)
     flags = flags + F_BACKOFF
     parts[#parts + 1] = struct.pack('>BI4I4', r.bkind, r.bbase, r.bcap)
   end
+  if r.timeout then
+    flags = flags + F_TIMEOUT
+    parts[#parts + 1] = struct.pack('>I4', r.timeout)
+  end
+  if r.expires then
+    flags = flags + F_EXPIRES
+    if r.expires_rel then flags = flags + F_EXPIRES_REL end
+    parts[#parts + 1] = struct.pack('>I6', r.expires)
+  end
   if r.err then
     -- Callers cut errors on a character boundary first (limits::truncate_error); this cut
     -- only bounds what a record can hold.
@@ -96,6 +113,22 @@ local function encode(r)
   end
   return struct.pack(HEADER, RECORD_VERSION, flags, r.attempt, r.max_attempts, r.due, r.created,
     r.token or 0) .. table.concat(parts) .. r.payload
+end
+
+-- When the raw record `raw` expires (ms since the epoch), or nil: the hot path reads the flags
+-- byte only; the sections before the expiry are skipped by their fixed widths.
+local function rec_expires(raw)
+  local flags = string.byte(raw, 2)
+  if not has(flags, F_EXPIRES) then return nil end
+  local pos = HEADER_LEN + 1
+  if has(flags, F_LEASE) then pos = pos + 4 end
+  if has(flags, F_BACKOFF) then pos = pos + 9 end
+  if has(flags, F_TIMEOUT) then pos = pos + 4 end
+  local v = struct.unpack('>I6', raw, pos)
+  if has(flags, F_EXPIRES_REL) then
+    v = v + struct.unpack('>I6', raw, AT_CREATED)
+  end
+  return v
 end
 
 -- Delay before the retry after failed attempt `attempt`; rnd is uniform in [0, 1).
@@ -285,4 +318,32 @@ local function count(stat, now, i, v, c)
   end
   local ok, again = pcall(new_interval, stat, n, at, c)
   if ok and again then redis.pcall(unpack(args)) end
+end
+
+-- Rate and concurrency limits (delayq::QueueSettings::shard_limits): when the byte at S_FLAGS
+-- has L_ON, the S_LIMITS_LEN bytes at S_LIMITS of the `stat` string hold per_s (0: no rate
+-- limit), burst, max_in_flight (0: none), the bucket's tokens and when they were counted (µs).
+-- L_WAITING: a claim was held back by max_in_flight, so the next freed slot wakes consumers.
+-- A queue without limits pays one byte more in a GETRANGE the claim makes anyway.
+
+-- The shard's limits with the bucket refilled to `now` (µs). A clock stepping back adds
+-- nothing.
+local function limits_read(stat, now)
+  local raw = redis.call('GETRANGE', stat, S_LIMITS, S_LIMITS + S_LIMITS_LEN - 1)
+  local l = {}
+  l.per_s, l.burst, l.mif, l.tokens, l.at = struct.unpack('>dI4I4dd', raw)
+  if l.per_s > 0 and now > l.at then
+    l.tokens = math.min(l.burst, l.tokens + (now - l.at) * l.per_s / 1000000)
+  end
+  return l
+end
+
+-- Slots were freed (an ack, nack or release): wakes the consumers a full max_in_flight held
+-- back, if any (`flags`: the byte at S_FLAGS when the caller has read it).
+local function limit_freed(stat, wake, flags)
+  flags = flags or string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
+  if bit.band(flags, L_WAITING) ~= 0 then
+    redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, flags - L_WAITING)
+    redis.call(PUBLISH, wake, 0)
+  end
 end

@@ -20,6 +20,7 @@ end
 local r = decode(raw)
 local now = now_ms()
 redis.call('ZREM', lease, id)
+limit_freed(stat, wake)
 r.err = ARGV[3]
 if ARGV[5] == '1' or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)

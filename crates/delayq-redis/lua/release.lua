@@ -3,10 +3,11 @@
 -- KEYS[2] lease  ZSET id -> lease deadline ms
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] wake   channel of the queue's consumers
+-- KEYS[5] stat   STRING limit flags (a full max_in_flight is woken when slots free)
 -- ARGV[1] 1 = undo the attempt (the job never started); then pairs id, token
 -- Returns the number of leases released (stale tokens are skipped).
 -- Safe to run twice: released records have no token, so a second run skips them all.
-local sched, lease, jobs, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local sched, lease, jobs, wake, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local undo = ARGV[1] == '1'
 local now = now_ms()
 local n = 0
@@ -25,4 +26,5 @@ for i = 2, #ARGV, 2 do
     n = n + 1
   end
 end
+if n > 0 then limit_freed(stat, wake) end
 return n

@@ -249,6 +249,7 @@ impl RedisBackend {
             (it.next(), it.next(), it.next(), it.next())
         {
             let r = record::decode(&bytes(raw)?)?;
+            let expires_at_ms = r.expires_at_ms();
             out.push(Job {
                 id: job_id(id)?,
                 queue: queue.clone(),
@@ -261,6 +262,8 @@ impl RedisBackend {
                 lease_deadline_ms: int(&deadline)? as u64,
                 lease: Duration::from_millis(int(&lease_ms)? as u64),
                 last_error: r.last_error,
+                timeout: r.timeout_ms.map(|t| Duration::from_millis(t.into())),
+                expires_at_ms,
             });
         }
         Ok(ClaimBatch {

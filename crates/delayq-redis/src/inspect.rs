@@ -5,7 +5,7 @@
 use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
     Counts, Cursor, Error, Found, Inspect, JobId, JobInfo, JobPage, JobState, ListState, QueueName,
-    QueueSeries, QueueSettings, QueueStats, Result,
+    QueueSeries, QueueSettings, QueueStats, Rate, Result,
 };
 use futures::future::try_join_all;
 use redis::Value;
@@ -37,6 +37,7 @@ impl RedisBackend {
             dead: n(4)?,
             oldest_overdue_ms: n(5)?,
             paused: n(6)? == 1,
+            waiting_on_limit: n(7)?,
         })
     }
 
@@ -129,6 +130,7 @@ impl Inspect for RedisBackend {
                 dead: a.dead + s.dead,
                 oldest_overdue_ms: a.oldest_overdue_ms.max(s.oldest_overdue_ms),
                 paused: a.paused || s.paused,
+                waiting_on_limit: a.waiting_on_limit + s.waiting_on_limit,
             }))
     }
 
@@ -290,8 +292,29 @@ impl Inspect for RedisBackend {
     }
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        let mut conn = self.connection();
+        let fields = ["shards", "rate_per_s", "rate_burst", "max_in_flight"];
+        let values: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(keys::conf(queue))
+            .arg(&fields)
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        let num = |f: &str| {
+            let i = fields.iter().position(|x| *x == f)?;
+            values.get(i)?.as_deref()?.parse::<f64>().ok()
+        };
+        let rate = match (num("rate_per_s"), num("rate_burst")) {
+            (Some(per_s), Some(burst)) => Some(Rate {
+                per_s,
+                burst: burst as u32,
+            }),
+            _ => None,
+        };
         Ok(QueueSettings {
-            shards: self.stored_shards(queue).await?,
+            shards: num("shards").map_or(1, |n| (n as u32).max(1)),
+            rate,
+            max_in_flight: num("max_in_flight").map(|n| n as u32),
         })
     }
 
@@ -324,15 +347,52 @@ impl Inspect for RedisBackend {
                 )));
             }
         }
+        // The settings first (what `settings` reads), then each shard's copy of its limits
+        // (what its claims enforce); a second PUT repairs a half-applied one.
+        // Plain HSET and HDEL (the ACL rule allows no MULTI): a reader between the two sees
+        // the new values with a removed limit still there for a moment.
         let mut conn = self.connection();
-        let _: () = redis::cmd("HSET")
-            .arg(keys::conf(queue))
-            .arg("shards")
-            .arg(s.shards)
-            .query_async(&mut conn)
-            .await
-            .map_err(error::map)?;
+        let conf = keys::conf(queue);
+        let mut set = redis::cmd("HSET");
+        set.arg(&conf).arg("shards").arg(s.shards);
+        let mut gone = Vec::new();
+        match s.rate {
+            Some(r) => {
+                set.arg("rate_per_s").arg(r.per_s);
+                set.arg("rate_burst").arg(r.burst);
+            }
+            None => gone.extend(["rate_per_s", "rate_burst"]),
+        }
+        match s.max_in_flight {
+            Some(m) => {
+                set.arg("max_in_flight").arg(m);
+            }
+            None => gone.push("max_in_flight"),
+        }
+        let _: () = set.query_async(&mut conn).await.map_err(error::map)?;
+        if !gone.is_empty() {
+            let _: () = redis::cmd("HDEL")
+                .arg(&conf)
+                .arg(&gone)
+                .query_async(&mut conn)
+                .await
+                .map_err(error::map)?;
+        }
         self.inner.routes.loaded(queue, s.shards);
+        let lim = s.shard_limits();
+        let args = vec![
+            arg(lim.per_s.unwrap_or(0.0)),
+            arg(lim.burst),
+            arg(lim.max_in_flight.unwrap_or(0)),
+        ];
+        let route = self.route(queue).await?;
+        try_join_all(
+            route
+                .keys
+                .iter()
+                .map(|k| self.call(&scripts::LIMITS, k, args.clone(), true)),
+        )
+        .await?;
         Ok(s)
     }
 }

@@ -17,6 +17,13 @@ pub(crate) const F_LEASE: u8 = 1;
 pub(crate) const F_BACKOFF: u8 = 2;
 /// Flag: a last error (`u16` length, then its bytes) follows.
 pub(crate) const F_ERROR: u8 = 4;
+/// Flag: a `u32` timeout in ms (longest one attempt may run) follows.
+pub(crate) const F_TIMEOUT: u8 = 8;
+/// Flag: a `u48` expiry in ms follows: absolute, or with [`F_EXPIRES_REL`] counted from the
+/// created time.
+pub(crate) const F_EXPIRES: u8 = 16;
+/// Flag: the expiry counts from the created time.
+pub(crate) const F_EXPIRES_REL: u8 = 32;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -34,6 +41,8 @@ pub(crate) const LAYOUT: &[(&str, usize, usize)] = &[
 pub(crate) const AT_ATTEMPT: usize = 2;
 /// Offset of the due time.
 pub(crate) const AT_DUE: usize = 6;
+/// Offset of the created time.
+pub(crate) const AT_CREATED: usize = 12;
 /// Offset of the lease token.
 pub(crate) const AT_TOKEN: usize = 18;
 /// The header as a format of Lua's `struct` library (one letter per [`LAYOUT`] field).
@@ -49,18 +58,42 @@ pub(crate) struct Record {
     pub token: u64,
     pub lease_ms: Option<u32>,
     pub backoff: Option<Backoff>,
+    pub timeout_ms: Option<u32>,
+    /// `(ms, relative to created)`.
+    pub expires: Option<(u64, bool)>,
     pub last_error: Option<String>,
     pub payload: Vec<u8>,
 }
 
-/// Appends the optional sections (lease, backoff, last error) to `out`; returns their flags.
-/// The one writer of the record's variable part: new jobs and whole records use it alike.
-fn sections(
-    out: &mut Vec<u8>,
-    lease_ms: Option<u32>,
-    backoff: Option<Backoff>,
-    error: Option<&str>,
-) -> u8 {
+impl Record {
+    /// The absolute expiry, ms since the epoch.
+    pub(crate) fn expires_at_ms(&self) -> Option<u64> {
+        self.expires
+            .map(|(v, rel)| if rel { self.created_ms + v } else { v })
+    }
+}
+
+/// The optional sections of a record, in the order they are written (see [`sections`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Sections<'a> {
+    pub lease_ms: Option<u32>,
+    pub backoff: Option<Backoff>,
+    pub timeout_ms: Option<u32>,
+    pub expires: Option<(u64, bool)>,
+    pub error: Option<&'a str>,
+}
+
+/// Appends the optional sections (lease, backoff, timeout, expiry, last error) to `out`;
+/// returns their flags. The one writer of the record's variable part: new jobs and whole
+/// records use it alike.
+fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
+    let Sections {
+        lease_ms,
+        backoff,
+        timeout_ms,
+        expires,
+        error,
+    } = s;
     let mut flags = 0;
     if let Some(l) = lease_ms {
         flags |= F_LEASE;
@@ -72,6 +105,17 @@ fn sections(
         out.push(b.kind_code());
         out.extend_from_slice(&(base.min(u32::MAX as u64) as u32).to_be_bytes());
         out.extend_from_slice(&(cap.min(u32::MAX as u64) as u32).to_be_bytes());
+    }
+    if let Some(t) = timeout_ms {
+        flags |= F_TIMEOUT;
+        out.extend_from_slice(&t.to_be_bytes());
+    }
+    if let Some((v, rel)) = expires {
+        flags |= F_EXPIRES;
+        if rel {
+            flags |= F_EXPIRES_REL;
+        }
+        out.extend_from_slice(&v.min(0xFFFF_FFFF_FFFF).to_be_bytes()[2..]);
     }
     if let Some(e) = error {
         flags |= F_ERROR;
@@ -88,7 +132,18 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
     let lease_ms = job
         .lease
         .map(|l| l.as_millis().min(u32::MAX as u128) as u32);
-    let flags = sections(&mut out, lease_ms, job.backoff, None);
+    let flags = sections(
+        &mut out,
+        Sections {
+            lease_ms,
+            backoff: job.backoff,
+            timeout_ms: job
+                .timeout
+                .map(|t| t.as_millis().min(u32::MAX as u128) as u32),
+            expires: job.expiry_ms(),
+            error: None,
+        },
+    );
     out.extend_from_slice(&job.payload);
     (flags, out)
 }
@@ -103,7 +158,16 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
     for v in [r.due_ms, r.created_ms, r.token] {
         out.extend_from_slice(&v.to_be_bytes()[2..]);
     }
-    out[1] = sections(&mut out, r.lease_ms, r.backoff, r.last_error.as_deref());
+    out[1] = sections(
+        &mut out,
+        Sections {
+            lease_ms: r.lease_ms,
+            backoff: r.backoff,
+            timeout_ms: r.timeout_ms,
+            expires: r.expires,
+            error: r.last_error.as_deref(),
+        },
+    );
     out.extend_from_slice(&r.payload);
     out
 }
@@ -140,6 +204,16 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
     } else {
         None
     };
+    let timeout_ms = if flags & F_TIMEOUT != 0 {
+        Some(u48(take(4)?) as u32)
+    } else {
+        None
+    };
+    let expires = if flags & F_EXPIRES != 0 {
+        Some((u48(take(6)?), flags & F_EXPIRES_REL != 0))
+    } else {
+        None
+    };
     let last_error = if flags & F_ERROR != 0 {
         let n = u48(take(2)?) as usize;
         Some(String::from_utf8_lossy(take(n)?).into_owned())
@@ -154,6 +228,8 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         token: u48(&b[18..24]),
         lease_ms,
         backoff,
+        timeout_ms,
+        expires,
         last_error,
         payload: b[pos..].to_vec(),
     })
@@ -270,8 +346,13 @@ mod tests {
         assert_eq!(at, HEADER_LEN);
         let offset = |f: &str| LAYOUT.iter().find(|l| l.0 == f).unwrap().1;
         assert_eq!(
-            (AT_ATTEMPT, AT_DUE, AT_TOKEN),
-            (offset("attempt"), offset("due_ms"), offset("token"))
+            (AT_ATTEMPT, AT_DUE, AT_CREATED, AT_TOKEN),
+            (
+                offset("attempt"),
+                offset("due_ms"),
+                offset("created_ms"),
+                offset("token")
+            )
         );
     }
 
@@ -306,6 +387,8 @@ mod tests {
             token: 77,
             lease_ms: Some(2500),
             backoff: Some(Backoff::Fixed { delay_ms: 40 }),
+            timeout_ms: Some(5000),
+            expires: Some((60_000, true)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),
         }
@@ -321,7 +404,8 @@ mod tests {
         let build = crate::scripts::full(
             "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
-             bcap = 40, err = ARGV[1], payload = ARGV[2] })",
+             bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, err = ARGV[1], \
+             payload = ARGV[2] })",
             false,
         );
         let r = sample();
@@ -337,8 +421,14 @@ mod tests {
         for rec in [
             r.clone(),
             Record {
+                expires: Some((1_764_000_060_000, false)),
+                ..r.clone()
+            },
+            Record {
                 lease_ms: None,
                 backoff: None,
+                timeout_ms: None,
+                expires: None,
                 last_error: None,
                 token: 0,
                 ..r

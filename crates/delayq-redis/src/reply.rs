@@ -126,6 +126,7 @@ pub(crate) fn job_id(v: Value) -> Result<JobId> {
 pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Result<JobInfo> {
     let r = crate::record::decode(raw)?;
     let extra = (extra >= 0).then_some(extra as u64);
+    let expires_at_ms = r.expires_at_ms();
     Ok(JobInfo {
         id,
         state,
@@ -140,6 +141,8 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
         },
         failed_at_ms: if state == JobState::Dead { extra } else { None },
         last_error: r.last_error,
+        timeout_ms: r.timeout_ms.map(u64::from),
+        expires_at_ms,
         payload: r.payload,
     })
 }

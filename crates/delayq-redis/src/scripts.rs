@@ -150,11 +150,11 @@ macro_rules! scripts {
 
 scripts! {
     ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat];
-    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat];
-    ACK = "ack.lua" [Lease, Jobs, Stat];
+    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake];
+    ACK = "ack.lua" [Lease, Jobs, Stat, Wake];
     NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat];
     EXTEND = "extend.lua" [Lease, Jobs];
-    RELEASE = "release.lua" [Sched, Lease, Jobs, Wake];
+    RELEASE = "release.lua" [Sched, Lease, Jobs, Wake, Stat];
     CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead];
     RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake];
     GET = "get.lua" [Sched, Lease, Jobs, Dead];
@@ -164,6 +164,7 @@ scripts! {
     DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs];
     CANCEL_ALL = "cancel_all.lua" [Sched, Jobs];
     PAUSE = "pause.lua" [Stat, Wake];
+    LIMITS = "limits.lua" [Stat, Wake];
 }
 
 /// The Lua prelude: every constant the scripts share with Rust, generated from Rust.
@@ -179,9 +180,13 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("AT_ATTEMPT", (record::AT_ATTEMPT + 1).to_string());
     def("AT_DUE", (record::AT_DUE + 1).to_string());
     def("AT_TOKEN", (record::AT_TOKEN + 1).to_string());
+    def("AT_CREATED", (record::AT_CREATED + 1).to_string());
     def("F_LEASE", record::F_LEASE.to_string());
     def("F_BACKOFF", record::F_BACKOFF.to_string());
     def("F_ERROR", record::F_ERROR.to_string());
+    def("F_TIMEOUT", record::F_TIMEOUT.to_string());
+    def("F_EXPIRES", record::F_EXPIRES.to_string());
+    def("F_EXPIRES_REL", record::F_EXPIRES_REL.to_string());
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
     let b = Backoff::default();
     let (base, cap) = b.base_cap_ms();
@@ -193,6 +198,11 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def("SERIES_INTERVAL", INTERVAL_MS.to_string());
         def("SERIES_SLOTS", SLOTS.to_string());
         def("S_PAUSED", layout::PAUSED.to_string());
+        def("S_FLAGS", layout::FLAGS.to_string());
+        def("L_ON", layout::LIMITED.to_string());
+        def("L_WAITING", layout::WAITING.to_string());
+        def("S_LIMITS", layout::LIMITS.to_string());
+        def("S_LIMITS_LEN", layout::LIMITS_LEN.to_string());
         def("S_LAST", layout::LAST.to_string());
         def("S_TOTALS", layout::TOTALS.to_string());
         def("S_RING", layout::RING.to_string());

@@ -196,7 +196,9 @@ async fn cluster_failover_and_slot_migration_mid_run() {
     let url = cluster.url(None);
     let q = QueueName::new("moving").unwrap();
     let b = RedisBackend::connect(&url).await.unwrap();
-    b.configure(&q, QueueSettings { shards: 8 }).await.unwrap();
+    b.configure(&q, QueueSettings::with_shards(8))
+        .await
+        .unwrap();
     let c = consumers(vec![RedisBackend::connect(&url).await.unwrap()], &q, 8).await;
 
     let slot0 = cluster.slot_of("dq:{moving#0}:sched");
@@ -226,7 +228,9 @@ async fn a_sharded_queue_handles_each_job_exactly_once() {
     let server = RedisServer::start();
     let q = QueueName::new("wide").unwrap();
     let b = RedisBackend::connect(&server.url()).await.unwrap();
-    b.configure(&q, QueueSettings { shards: 8 }).await.unwrap();
+    b.configure(&q, QueueSettings::with_shards(8))
+        .await
+        .unwrap();
     let mut backends = Vec::new();
     for _ in 0..3 {
         backends.push(RedisBackend::connect(&server.url()).await.unwrap());

@@ -12,7 +12,9 @@ use delayq_test_support::tls::TlsServer;
 /// The queue the conformance suite uses, made an 8-shard queue.
 async fn shard(b: &RedisBackend) {
     let q = QueueName::new("conformance").unwrap();
-    b.configure(&q, QueueSettings { shards: 8 }).await.unwrap();
+    b.configure(&q, QueueSettings::with_shards(8))
+        .await
+        .unwrap();
 }
 
 mod tls_acl {

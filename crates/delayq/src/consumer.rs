@@ -359,14 +359,26 @@ async fn run_job<B: Backend, H: Handler>(handler: Arc<H>, backend: B, job: Job) 
     let lease = job.lease_ref();
     let lease_len = job.lease;
     let started = Instant::now();
+    // The job's timeout: the handler's future is dropped there, and leases are not extended
+    // past it.
+    let timeout_at = job.timeout.map(|t| started + t);
     let mut fut = std::pin::pin!(AssertUnwindSafe(handler.handle(job)).catch_unwind());
     let period = (lease_len / 3).max(Duration::from_millis(5));
     let mut next_extend = Instant::now() + period;
     let mut lost = false;
     let result = loop {
+        let extend_at = match timeout_at {
+            Some(t) if next_extend >= t => None,
+            _ => Some(next_extend),
+        };
         tokio::select! {
             r = &mut fut => break r,
-            _ = sleep_until(next_extend) => {
+            _ = sleep_until(timeout_at.unwrap_or(started)), if timeout_at.is_some() => {
+                let ms = job_timeout_ms(timeout_at, started);
+                tracing::warn!(queue = %queue, id = %lease.id, timeout_ms = ms, "handler timed out");
+                break Ok(Err(Failure::retry(format!("timeout: the handler ran past {ms} ms"))));
+            }
+            _ = sleep_until(extend_at.unwrap_or(started)), if extend_at.is_some() => {
                 next_extend = Instant::now() + period;
                 match backend.extend(&queue, lease.clone(), lease_len).await {
                     Ok(_) => {}
@@ -421,6 +433,10 @@ async fn run_job<B: Backend, H: Handler>(handler: Arc<H>, backend: B, job: Job) 
     }
     // The lease will expire and the job be delivered again.
     Outcome::Unresolved
+}
+
+fn job_timeout_ms(timeout_at: Option<Instant>, started: Instant) -> u128 {
+    timeout_at.map_or(0, |t| (t - started).as_millis())
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -35,6 +35,9 @@ pub enum InvalidInput {
     /// A lease length is out of range.
     #[error("invalid lease: {0}")]
     Lease(String),
+    /// A job timeout or expiry is out of range.
+    #[error("invalid deadline: {0}")]
+    Deadline(String),
     /// A batch is empty or too large.
     #[error("invalid batch: {0}")]
     Batch(String),

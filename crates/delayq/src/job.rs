@@ -83,6 +83,21 @@ pub struct NewJob {
     pub backoff: Option<Backoff>,
     /// Lease length for this job, overriding the consumer's.
     pub lease: Option<Duration>,
+    /// Longest one attempt may run: the handler is cancelled after it and the attempt fails
+    /// with `timeout` (lease extension stops there too).
+    pub timeout: Option<Duration>,
+    /// When the job expires: a delivery not started by then goes to the dead letters with the
+    /// error `expired` instead of running late.
+    pub expires: Option<Expiry>,
+}
+
+/// When a job expires (see [`NewJob::expires`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// At this time, ms since the epoch.
+    At(u64),
+    /// This long after the job's (first) due time, on the store's clock.
+    AfterDue(Duration),
 }
 
 impl NewJob {
@@ -95,6 +110,8 @@ impl NewJob {
             max_attempts: None,
             backoff: None,
             lease: None,
+            timeout: None,
+            expires: None,
         }
     }
 
@@ -147,6 +164,31 @@ impl NewJob {
         self
     }
 
+    /// Sets the longest one attempt may run.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets when the job expires unstarted.
+    pub fn expires(mut self, expires: Expiry) -> Self {
+        self.expires = Some(expires);
+        self
+    }
+
+    /// The expiry as `(value ms, relative)`: relative values count from the job's creation
+    /// time on the store's clock (so that an expiry after a relative due time needs no clock
+    /// but the store's), absolute ones from the epoch.
+    pub fn expiry_ms(&self) -> Option<(u64, bool)> {
+        let to_ms = |d: Duration| d.as_millis().min(u128::from(u64::MAX)) as u64;
+        Some(match (self.expires?, self.schedule) {
+            (Expiry::At(t), _) => (t, false),
+            (Expiry::AfterDue(a), Schedule::At(t)) => (t.saturating_add(to_ms(a)), false),
+            (Expiry::AfterDue(a), Schedule::Delay(d)) => (to_ms(d).saturating_add(to_ms(a)), true),
+            (Expiry::AfterDue(a), Schedule::Now) => (to_ms(a), true),
+        })
+    }
+
     /// Checks every field against the limits of [`crate::limits`].
     pub fn validate(&self, max_payload: usize, now_ms: u64) -> Result<(), InvalidInput> {
         if self.payload.len() > max_payload {
@@ -167,7 +209,28 @@ impl NewJob {
         if let Some(l) = self.lease {
             validate_lease(l)?;
         }
-        Ok(())
+        if let Some(t) = self.timeout
+            && (t < crate::limits::MIN_TIMEOUT || t > crate::limits::MAX_TIMEOUT)
+        {
+            return Err(InvalidInput::Deadline(format!(
+                "timeout of {} ms is outside {}-{} ms",
+                t.as_millis(),
+                crate::limits::MIN_TIMEOUT.as_millis(),
+                crate::limits::MAX_TIMEOUT.as_millis()
+            )));
+        }
+        match self.expires {
+            Some(Expiry::AfterDue(a)) if a > MAX_DELAY => Err(InvalidInput::Deadline(format!(
+                "expire_after of {} ms is over the 10-year limit",
+                a.as_millis()
+            ))),
+            Some(Expiry::At(t)) if t > now_ms.saturating_add(2 * MAX_DELAY.as_millis() as u64) => {
+                Err(InvalidInput::Deadline(format!(
+                    "expires_at {t} ms is more than 20 years away"
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -230,6 +293,10 @@ pub struct Job {
     pub lease: Duration,
     /// The error of the previous attempt, if any.
     pub last_error: Option<String>,
+    /// Longest this attempt may run (see [`NewJob::timeout`]).
+    pub timeout: Option<Duration>,
+    /// When the job expires unstarted (ms since epoch), if it does.
+    pub expires_at_ms: Option<u64>,
 }
 
 impl Job {
@@ -309,6 +376,12 @@ pub struct JobInfo {
     pub failed_at_ms: Option<u64>,
     /// The error of the last failed attempt.
     pub last_error: Option<String>,
+    /// Longest one attempt may run, in ms.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// When the job expires unstarted (ms since epoch), if it does.
+    #[serde(default)]
+    pub expires_at_ms: Option<u64>,
     /// The payload bytes.
     #[serde(skip)]
     pub payload: Vec<u8>,
@@ -378,30 +451,126 @@ pub enum AckOutcome {
 }
 
 /// A queue's stored settings: every client reads them from the store, so all agree.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueueSettings {
     /// How many shards hold the queue's jobs (Redis: one hash slot each, so a queue spreads
     /// over a Cluster's masters and one consumer keeps one claim in flight per shard).
     pub shards: u32,
+    /// Most jobs started per second, over all consumers (a token bucket on the store's
+    /// clock, checked inside the claim); `None`: no limit.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Most jobs leased at once, over all consumers; `None`: no limit.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
 }
 
 impl Default for QueueSettings {
     fn default() -> Self {
-        Self { shards: 1 }
+        Self {
+            shards: 1,
+            rate: None,
+            max_in_flight: None,
+        }
     }
 }
 
+/// A start-rate limit: a token bucket that refills `per_s` tokens a second up to `burst`; each
+/// job leased takes one.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    /// Tokens added per second (may be fractional: 0.5 = one job every 2 s).
+    pub per_s: f64,
+    /// Most tokens the bucket holds: how many jobs may start at once after a quiet spell.
+    pub burst: u32,
+}
+
 impl QueueSettings {
+    /// The default settings with `shards` shards.
+    pub fn with_shards(shards: u32) -> Self {
+        Self {
+            shards,
+            ..Self::default()
+        }
+    }
+
     /// Checks the settings' ranges.
     pub fn validate(&self) -> Result<(), InvalidInput> {
-        if !(1..=crate::limits::MAX_SHARDS).contains(&self.shards) {
+        use crate::limits::{MAX_BURST, MAX_IN_FLIGHT, MAX_RATE, MAX_SHARDS};
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
             return Err(InvalidInput::Settings(format!(
-                "shards must be 1-{}, not {}",
-                crate::limits::MAX_SHARDS,
+                "shards must be 1-{MAX_SHARDS}, not {}",
                 self.shards
             )));
         }
+        if let Some(r) = self.rate {
+            if !r.per_s.is_finite() || r.per_s <= 0.0 || r.per_s > MAX_RATE {
+                return Err(InvalidInput::Settings(format!(
+                    "rate.per_s must be a number > 0 and <= {MAX_RATE}, not {}",
+                    r.per_s
+                )));
+            }
+            if !(1..=MAX_BURST).contains(&r.burst) {
+                return Err(InvalidInput::Settings(format!(
+                    "rate.burst must be 1-{MAX_BURST}, not {}",
+                    r.burst
+                )));
+            }
+            if r.burst < self.shards {
+                return Err(InvalidInput::Settings(format!(
+                    "rate.burst ({}) must be at least the shard count ({}): each shard keeps \
+                     its share of the bucket",
+                    r.burst, self.shards
+                )));
+            }
+        }
+        if let Some(m) = self.max_in_flight {
+            if !(1..=MAX_IN_FLIGHT).contains(&m) {
+                return Err(InvalidInput::Settings(format!(
+                    "max_in_flight must be 1-{MAX_IN_FLIGHT}, not {m}"
+                )));
+            }
+            if m < self.shards {
+                return Err(InvalidInput::Settings(format!(
+                    "max_in_flight ({m}) must be at least the shard count ({}): each shard \
+                     keeps its share",
+                    self.shards
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// The limits one of the queue's shards enforces: the queue's limits divided among its
+    /// shards (each shard's claim is atomic on its own; a Cluster cannot share one bucket
+    /// between slots). Rates divide exactly; burst and `max_in_flight` round down, so the
+    /// shards together never exceed the queue's figures.
+    pub fn shard_limits(&self) -> Limits {
+        let n = self.shards.max(1);
+        Limits {
+            per_s: self.rate.map(|r| r.per_s / f64::from(n)),
+            burst: self.rate.map_or(0, |r| r.burst / n),
+            max_in_flight: self.max_in_flight.map(|m| m / n),
+        }
+    }
+}
+
+/// What one shard of a queue enforces (see [`QueueSettings::shard_limits`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Limits {
+    /// Tokens per second; `None`: no rate limit.
+    pub per_s: Option<f64>,
+    /// Bucket size (0 without a rate limit).
+    pub burst: u32,
+    /// Most leased jobs; `None`: no limit.
+    pub max_in_flight: Option<u32>,
+}
+
+impl Limits {
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        self.per_s.is_some() || self.max_in_flight.is_some()
     }
 }
 
@@ -423,6 +592,10 @@ pub struct QueueStats {
     /// Whether the queue is paused (it accepts jobs but leases none).
     #[serde(default)]
     pub paused: bool,
+    /// Due jobs held back right now by the queue's rate or `max_in_flight` limit (0 without
+    /// limits).
+    #[serde(default)]
+    pub waiting_on_limit: u64,
 }
 
 /// Milliseconds since the Unix epoch on this host's clock.
@@ -444,6 +617,29 @@ mod tests {
             Schedule::delay_ms(250.0).unwrap(),
             Schedule::Delay(Duration::from_millis(250))
         );
+    }
+
+    #[test]
+    fn limits_are_divided_among_shards() {
+        let s = QueueSettings {
+            shards: 4,
+            rate: Some(Rate {
+                per_s: 100.0,
+                burst: 10,
+            }),
+            max_in_flight: Some(5),
+        };
+        s.validate().unwrap();
+        let l = s.shard_limits();
+        assert_eq!(l.per_s, Some(25.0));
+        assert_eq!(l.burst, 2, "rounded down: 4 x 2 <= 10");
+        assert_eq!(l.max_in_flight, Some(1), "4 x 1 <= 5");
+        let narrow = QueueSettings {
+            max_in_flight: Some(3),
+            ..s
+        };
+        assert!(narrow.validate().is_err(), "fewer slots than shards");
+        assert!(!QueueSettings::default().shard_limits().any());
     }
 
     #[test]

@@ -59,8 +59,8 @@ pub use error::{Error, InvalidInput, Result};
 pub use handler::{Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
-    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Job, JobInfo, JobState, LeaseRef,
-    Nack, NackOutcome, NewJob, QueueSettings, QueueStats, Schedule,
+    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Expiry, Job, JobInfo, JobState,
+    LeaseRef, Limits, Nack, NackOutcome, NewJob, QueueSettings, QueueStats, Rate, Schedule,
 };
 pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};

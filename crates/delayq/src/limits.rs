@@ -14,10 +14,20 @@ pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 pub const MAX_ATTEMPTS: u32 = 10_000;
 /// Most shards of one queue.
 pub const MAX_SHARDS: u32 = 256;
+/// Highest `rate.per_s` of a queue.
+pub const MAX_RATE: f64 = 1_000_000.0;
+/// Largest `rate.burst` of a queue.
+pub const MAX_BURST: u32 = 1_000_000;
+/// Largest `max_in_flight` of a queue.
+pub const MAX_IN_FLIGHT: u32 = 1_000_000;
 /// Shortest lease.
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
 /// Longest lease (one day): a stuck consumer must not hide a job for longer.
 pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+/// Shortest job timeout.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(10);
+/// Longest job timeout (one day, like a lease).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Longest backoff cap (30 days).
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Longest stored `last_error`, in bytes; longer messages are truncated.

@@ -40,6 +40,13 @@ pub mod layout {
 
     /// The paused flag.
     pub const PAUSED: usize = 0;
+    /// The limit flags: [`LIMITED`] (the shard has limits at [`LIMITS`]) and [`WAITING`] (a
+    /// claim was held back by `max_in_flight`: the next freed slot wakes consumers).
+    pub const FLAGS: usize = 1;
+    /// Flag: limits set.
+    pub const LIMITED: u8 = 1;
+    /// Flag: a claim waits for an in-flight slot.
+    pub const WAITING: u8 = 2;
     /// The last interval counted in.
     pub const LAST: usize = 4;
     /// The totals.
@@ -50,6 +57,12 @@ pub mod layout {
     pub const SLOT: usize = 4 + 4 * COUNTERS;
     /// Bytes of the whole string.
     pub const LEN: usize = RING + SLOT * SLOTS as usize;
+    /// The shard's limits, after the series (only written when a queue has limits): per_s
+    /// (f64, 0: no rate limit), burst (u32), max_in_flight (u32, 0: none), then the bucket's
+    /// tokens (f64) and when they were counted (µs, f64) — big-endian.
+    pub const LIMITS: usize = LEN;
+    /// Bytes of the limits.
+    pub const LIMITS_LEN: usize = 32;
 }
 
 /// The bucket of the lateness histogram that `ms` falls in.

@@ -4,15 +4,19 @@
 
 pub mod chaos;
 mod console;
+pub mod deadlines;
 pub mod faulty;
 pub mod history;
+pub mod limits;
 pub mod model;
 
 pub use console::{
     dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
 };
+pub use deadlines::{expired_jobs_are_never_started, timeouts_travel_with_the_job};
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
+pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -662,7 +666,9 @@ macro_rules! conformance_tests {
             reschedule, release_undoes_the_attempt, dead_letter_tools, bad_input_writes_nothing,
             wakeups_for_earlier_jobs, consumer_handles_each_job_once,
             long_errors_are_cut_on_a_character_boundary, listings_page_stably,
-            dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions);
+            dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions,
+            rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
+            expired_jobs_are_never_started, timeouts_travel_with_the_job);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

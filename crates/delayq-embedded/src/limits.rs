@@ -1,0 +1,187 @@
+//! A queue's rate and concurrency limits on the embedded store (the `queue_limits` table):
+//! what a claim may lease, when a held-back consumer should come back, and waking consumers
+//! when an in-flight slot frees. The same rules as the Redis claim (`claim.lua`).
+
+use std::time::Duration;
+
+use delayq::{Rate, Result};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::rows::{LEASED, SCHEDULED, head};
+use crate::store::sql;
+
+/// `per_s, burst, max_in_flight, tokens, at_us` of a `queue_limits` row.
+type BucketRow = (Option<f64>, u32, Option<u32>, f64, i64);
+
+/// One queue's limits with its bucket refilled to the claim's now.
+pub(crate) struct Bucket {
+    per_s: Option<f64>,
+    max_in_flight: Option<u32>,
+    tokens: f64,
+    leased: u64,
+}
+
+/// A queue's limits as stored: `(rate, max_in_flight)`; `None` without a row.
+pub(crate) fn stored(c: &Connection, q: &str) -> Result<(Option<Rate>, Option<u32>)> {
+    let row: Option<(Option<f64>, u32, Option<u32>)> = c
+        .prepare_cached("SELECT per_s, burst, max_in_flight FROM queue_limits WHERE queue = ?1")
+        .map_err(sql)?
+        .query_row(params![q], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()
+        .map_err(sql)?;
+    Ok(row.map_or((None, None), |(per_s, burst, m)| {
+        (per_s.map(|per_s| Rate { per_s, burst }), m)
+    }))
+}
+
+/// Stores a queue's limits (or removes them). A bucket that had a rate keeps its tokens,
+/// capped at the new burst; a new one starts full.
+pub(crate) fn store(
+    c: &Connection,
+    q: &str,
+    rate: Option<Rate>,
+    max_in_flight: Option<u32>,
+    now_us: u64,
+) -> Result<()> {
+    if rate.is_none() && max_in_flight.is_none() {
+        c.execute("DELETE FROM queue_limits WHERE queue = ?1", params![q])
+            .map_err(sql)?;
+        return Ok(());
+    }
+    let burst = rate.map_or(0, |r| r.burst);
+    c.execute(
+        "INSERT INTO queue_limits (queue, per_s, burst, max_in_flight, tokens, at_us) \
+         VALUES (?1, ?2, ?3, ?4, ?3, ?5) ON CONFLICT (queue) DO UPDATE SET \
+         per_s = excluded.per_s, burst = excluded.burst, max_in_flight = excluded.max_in_flight, \
+         tokens = CASE WHEN queue_limits.per_s IS NULL THEN excluded.tokens \
+                  ELSE MIN(queue_limits.tokens, excluded.burst) END, waiting = 0",
+        params![
+            q,
+            rate.map(|r| r.per_s),
+            burst,
+            max_in_flight,
+            now_us as i64
+        ],
+    )
+    .map_err(sql)?;
+    Ok(())
+}
+
+impl Bucket {
+    /// The queue's limits refilled to `now_us`; `None` when it has none.
+    pub(crate) fn read(c: &Connection, q: &str, now_us: u64) -> Result<Option<Self>> {
+        let row: Option<BucketRow> = c
+            .prepare_cached(
+                "SELECT per_s, burst, max_in_flight, tokens, at_us FROM queue_limits \
+                 WHERE queue = ?1",
+            )
+            .map_err(sql)?
+            .query_row(params![q], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .optional()
+            .map_err(sql)?;
+        let Some((per_s, burst, max_in_flight, mut tokens, at_us)) = row else {
+            return Ok(None);
+        };
+        if let Some(p) = per_s {
+            let dt = (now_us as i64 - at_us).max(0) as f64;
+            tokens = (tokens + dt * p / 1e6).min(f64::from(burst));
+        }
+        let leased = match max_in_flight {
+            Some(_) => c
+                .prepare_cached("SELECT COUNT(*) FROM jobs WHERE queue = ?1 AND state = ?2")
+                .map_err(sql)?
+                .query_row(params![q, LEASED], |r| r.get::<_, i64>(0))
+                .map_err(sql)? as u64,
+            None => 0,
+        };
+        Ok(Some(Self {
+            per_s,
+            max_in_flight,
+            tokens,
+            leased,
+        }))
+    }
+
+    /// How many of `max` jobs the limits let a claim lease now.
+    pub(crate) fn allow(&self, max: i64) -> i64 {
+        let mut m = max;
+        if self.per_s.is_some() {
+            m = m.min(self.tokens.floor() as i64);
+        }
+        if let Some(limit) = self.max_in_flight {
+            m = m.min(i64::from(limit) - self.leased as i64);
+        }
+        m.max(0)
+    }
+
+    /// After a claim leased `n` of the `want` jobs it asked for: takes the tokens and, when a
+    /// due job was held back, says when to come back — `Some(d)`: the next token; `None`
+    /// with `held`: a full `max_in_flight` (woken by the next freed slot, marked `waiting`).
+    pub(crate) fn after(
+        &self,
+        c: &Connection,
+        q: &str,
+        n: usize,
+        want: usize,
+        now_us: u64,
+    ) -> Result<Held> {
+        let tokens = self.tokens - n as f64;
+        if self.per_s.is_some() {
+            c.prepare_cached("UPDATE queue_limits SET tokens = ?2, at_us = ?3 WHERE queue = ?1")
+                .map_err(sql)?
+                .execute(params![q, tokens, now_us as i64])
+                .map_err(sql)?;
+        }
+        let now_ms = (now_us / 1000) as i64;
+        let due_left = head(c, q, SCHEDULED)?.is_some_and(|h| h <= now_ms);
+        if n >= want || !due_left {
+            return Ok(Held::No);
+        }
+        if let Some(limit) = self.max_in_flight
+            && self.leased + n as u64 >= u64::from(limit)
+        {
+            c.prepare_cached("UPDATE queue_limits SET waiting = 1 WHERE queue = ?1")
+                .map_err(sql)?
+                .execute(params![q])
+                .map_err(sql)?;
+            return Ok(Held::Slot);
+        }
+        match self.per_s {
+            Some(p) if tokens < 1.0 => Ok(Held::Token(Duration::from_micros(
+                ((1.0 - tokens) * 1e6 / p).ceil() as u64,
+            ))),
+            _ => Ok(Held::No),
+        }
+    }
+}
+
+/// Whether a claim left due jobs behind because of a limit.
+pub(crate) enum Held {
+    /// Not held back.
+    No,
+    /// `max_in_flight` is full: come back when a slot frees (or a lease expires).
+    Slot,
+    /// The bucket is empty: come back after this long.
+    Token(Duration),
+}
+
+/// Slots were freed (ack, nack, release, recovered leases): whether consumers a full
+/// `max_in_flight` held back must be woken (clears the mark).
+pub(crate) fn freed(c: &Connection, q: &str) -> Result<bool> {
+    let n = c
+        .prepare_cached("UPDATE queue_limits SET waiting = 0 WHERE queue = ?1 AND waiting = 1")
+        .map_err(sql)?
+        .execute(params![q])
+        .map_err(sql)?;
+    Ok(n > 0)
+}
+
+/// Due jobs the limits hold back now, of `due` (for stats).
+pub(crate) fn waiting(c: &Connection, q: &str, due: u64, now_us: u64) -> Result<u64> {
+    Ok(match Bucket::read(c, q, now_us)? {
+        Some(b) => due.saturating_sub(b.allow(due as i64) as u64),
+        None => 0,
+    })
+}
