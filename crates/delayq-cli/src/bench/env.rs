@@ -298,9 +298,7 @@ impl Env {
                 opts.wait_replicas = self.wait_replicas;
                 let b = RedisBackend::connect_with(opts).await?;
                 if self.shards > 1 {
-                    let settings = QueueSettings {
-                        shards: self.shards,
-                    };
+                    let settings = QueueSettings::with_shards(self.shards);
                     b.configure(&super::util::queue(), settings).await?;
                 }
                 Ok(AnyBackend::Redis(b))
