@@ -265,6 +265,10 @@ pub(crate) struct EnqueueArgs {
     /// Expire unstarted this long after the due time, e.g. 3h.
     #[arg(long, value_parser = parse_duration)]
     pub expire_after: Option<Duration>,
+    /// With --id: replace a scheduled job with this id (new payload and due time: debounce)
+    /// instead of keeping it; a leased or dead one is not touched.
+    #[arg(long, requires = "id")]
+    pub replace: bool,
     /// Payload text.
     #[arg(long, conflicts_with_all = ["payload_file", "jsonl"])]
     pub payload: Option<String>,

@@ -92,12 +92,20 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
     if let Some(after) = a.expire_after {
         job = job.expires(Expiry::AfterDue(after));
     }
+    if a.replace {
+        job = job.replace();
+    }
     print(&p.enqueue(job).await?);
     Ok(())
 }
 
 fn print(e: &Enqueued) {
-    let what = if e.created { "created" } else { "exists" };
+    let what = match (e.created, e.replaced, e.existing) {
+        (true, _, _) => "created".to_owned(),
+        (_, true, _) => "replaced".to_owned(),
+        (_, _, Some(state)) => format!("exists, {state}: not replaced"),
+        _ => "exists".to_owned(),
+    };
     println!("{}\t{what}\tdue {}", e.id, format_ms(e.due_at_ms));
 }
 

@@ -323,6 +323,9 @@ fn job_body(j: NewJob) -> Value {
     if let Some(t) = j.timeout {
         b["timeout_ms"] = (t.as_millis() as u64).into();
     }
+    if j.on_conflict == delayq::OnConflict::Replace {
+        b["on_conflict"] = "replace".into();
+    }
     match j.expires {
         Some(delayq::Expiry::At(ms)) => b["expires_at"] = ms.into(),
         Some(delayq::Expiry::AfterDue(d)) => b["expire_after_ms"] = (d.as_millis() as u64).into(),
@@ -367,6 +370,12 @@ impl Backend for RemoteBackend {
                     id: id_of(e)?,
                     created: e["created"].as_bool().unwrap_or(false),
                     due_at_ms: u64_of(e, "due_at")?,
+                    replaced: e["replaced"].as_bool().unwrap_or(false),
+                    existing: match e["state"].as_str() {
+                        Some("leased") => Some(JobState::Leased),
+                        Some("dead") => Some(JobState::Dead),
+                        _ => None,
+                    },
                 })
             })
             .collect()

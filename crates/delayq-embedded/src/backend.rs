@@ -11,8 +11,8 @@ use delayq::limits::truncate_error;
 use delayq::series::{Ring, lateness_bucket};
 use delayq::{
     AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Enqueued, Error, Job,
-    JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSeries, Result, Schedule,
-    SharedClock, SystemClock, Wakeups,
+    JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueName, QueueSeries,
+    Result, Schedule, SharedClock, SystemClock, Wakeups,
 };
 use rusqlite::{Connection, params};
 use tokio::sync::watch;
@@ -333,6 +333,8 @@ impl Backend for EmbeddedBackend {
                         let (base, cap) = b.base_cap_ms();
                         (i64::from(b.kind_code()), base as i64, cap as i64)
                     });
+                    let replace = (job.on_conflict == OnConflict::Replace)
+                        .then(|| (job.payload.clone(), job.max_attempts, job.lease));
                     let n = insert
                         .execute(params![
                             q,
@@ -350,19 +352,58 @@ impl Backend for EmbeddedBackend {
                             expires_at,
                         ])
                         .map_err(sql)?;
-                    let (created, due_at) = if n == 1 {
-                        earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
-                        (true, due)
-                    } else {
-                        let due = due_of(c, &q, id.as_str())?
-                            .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?;
-                        (false, due)
-                    };
-                    out.push(Enqueued {
+                    let mut e = Enqueued {
                         id,
-                        due_at_ms: due_at as u64,
-                        created,
-                    });
+                        due_at_ms: due as u64,
+                        created: n == 1,
+                        replaced: false,
+                        existing: None,
+                    };
+                    if n == 1 {
+                        earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
+                    } else if let Some((payload, max, lease)) = replace {
+                        // Debounce: only a scheduled job is replaced (created now, attempts
+                        // kept).
+                        let replaced = c
+                            .prepare_cached(
+                                "UPDATE jobs SET score = ?3, due = ?3, created = ?4, \
+                                 max_attempts = ?5, backoff_kind = ?6, backoff_base = ?7, \
+                                 backoff_cap = ?8, lease_ms = ?9, payload = ?10, \
+                                 timeout_ms = ?11, expires_at = ?12 \
+                                 WHERE queue = ?1 AND id = ?2 AND state = ?13",
+                            )
+                            .map_err(sql)?
+                            .execute(params![
+                                q,
+                                e.id.as_str(),
+                                due,
+                                now,
+                                i64::from(max.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)),
+                                backoff.map(|b| b.0),
+                                backoff.map(|b| b.1),
+                                backoff.map(|b| b.2),
+                                lease.map(|l| l.as_millis() as i64),
+                                payload,
+                                timeout_ms,
+                                expires_at,
+                                SCHEDULED,
+                            ])
+                            .map_err(sql)?;
+                        if replaced == 1 {
+                            e.replaced = true;
+                            earliest = Some(earliest.map_or(due, |x: i64| x.min(due)));
+                        } else {
+                            let code = state_of(c, &q, e.id.as_str())?
+                                .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?;
+                            e.existing = Some(state(code)?);
+                            e.due_at_ms = due_of(c, &q, e.id.as_str())?.unwrap_or(due) as u64;
+                        }
+                    } else {
+                        e.due_at_ms = due_of(c, &q, e.id.as_str())?
+                            .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?
+                            as u64;
+                    }
+                    out.push(e);
                 }
                 let wake = earliest.is_some_and(|e| head_due.is_none_or(|h| e < h));
                 Ok((out, wake))

@@ -66,6 +66,8 @@ fn view(e: delayq::Enqueued) -> EnqueueResponse {
         id: e.id.to_string(),
         due_at: e.due_at_ms,
         created: e.created,
+        replaced: e.replaced,
+        state: e.existing.map(|s| s.to_string()),
     }
 }
 

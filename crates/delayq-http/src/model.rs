@@ -42,6 +42,11 @@ pub struct EnqueueRequest {
     pub expires_at: Option<serde_json::Value>,
     /// Like `expires_at`, as a time after the job's due time (server clock).
     pub expire_after_ms: Option<u64>,
+    /// When the id exists: `keep` (default: write nothing, answer `created: false`) or
+    /// `replace` (debounce: a scheduled job gets this payload, due time and options; a leased
+    /// or dead one is not touched and `state` says which).
+    #[schema(value_type = Option<String>)]
+    pub on_conflict: Option<delayq::OnConflict>,
 }
 
 impl EnqueueRequest {
@@ -92,6 +97,7 @@ impl EnqueueRequest {
         if let Some(t) = self.timeout_ms {
             job = job.timeout(std::time::Duration::from_millis(t));
         }
+        job.on_conflict = self.on_conflict.unwrap_or_default();
         match (self.expires_at, self.expire_after_ms) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::new(
@@ -144,8 +150,15 @@ pub struct EnqueueResponse {
     pub id: String,
     /// Due time, ms since the epoch (server clock); for an existing id, the existing job's.
     pub due_at: u64,
-    /// `false` when the id already existed and nothing was written.
+    /// `false` when the id already existed and nothing was written (or it was replaced).
     pub created: bool,
+    /// With `on_conflict: "replace"`: the existing scheduled job was replaced (`due_at` is
+    /// the new due time).
+    pub replaced: bool,
+    /// With `on_conflict: "replace"`, when the existing job was not touched: its state
+    /// (`leased` or `dead`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 /// A payload on the way out: `payload` (raw JSON, byte for byte) when the bytes are JSON,

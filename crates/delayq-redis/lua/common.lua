@@ -151,11 +151,12 @@ local function backoff_ms(r, attempt, rnd)
   return d
 end
 
--- Due time from a schedule: mode 'n' now, 'd' delay in ms, 'a' absolute ms (past = now).
+-- Due time from a schedule: mode 'n' now, 'd' delay in ms, 'a' absolute ms (past = now); the
+-- same in capitals (enqueue's replace-on-conflict).
 local function due_from(mode, t, now)
-  if mode == 'd' then
+  if mode == 'd' or mode == 'D' then
     return now + t
-  elseif mode == 'a' and t > now then
+  elseif (mode == 'a' or mode == 'A') and t > now then
     return t
   end
   return now

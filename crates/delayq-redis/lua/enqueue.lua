@@ -4,13 +4,18 @@
 -- KEYS[3] wake   channel of the queue's consumers
 -- KEYS[4] stat   STRING paused flag and series of counts (common.lua: count)
 -- ARGV[1] number of jobs n; then 6 per job:
---   id, mode ('n'|'d'|'a'), t_ms, max_attempts, flags, tail
+--   id, mode ('n'|'d'|'a'; in capitals: replace an existing scheduled job), t_ms,
+--   max_attempts, flags, tail
 --   (tail: the record after its fixed header — optional sections and payload — built by
 --   the client; flags say which optional sections it holds)
--- Returns a flat array, 2 per job in order: R_OK (created) | R_EXISTS (nothing written), due_ms.
+-- Returns a flat array, 2 per job in order: R_OK (created) | R_EXISTS (nothing written) |
+--   R_REPLACED (a scheduled job replaced: new payload, due time and options, created now; it
+--   keeps its attempts) | R_LEASED / R_DEAD (replace refused: the job is there), due_ms
+--   (the job's due time after the call). An id twice in one batch: the first is written.
 -- Safe to run twice: ids are written with HSETNX, so a second run finds every job of the
 -- first and answers R_EXISTS with the stored due time (and counts nothing: only created jobs
--- are counted).
+-- are counted); a replace run twice writes the same record twice (a relative due time moves
+-- by the time between the runs, as a second debounce would).
 -- A full store (`maxmemory`, noeviction) refuses the first write of a script: HSETNX is
 -- called with pcall so an id that exists still answers R_EXISTS (nothing to write); a new
 -- id returns the OOM error, and nothing was written (later writes of a script that has
@@ -44,8 +49,24 @@ for i = 0, n - 1 do
       if earliest == nil or due < earliest then earliest = due end
       out[#out + 1] = R_OK
     else
-      due = rec_due(stored or redis.call('HGET', jobs, id))
-      out[#out + 1] = R_EXISTS
+      stored = stored or redis.call('HGET', jobs, id)
+      if string.byte(ARGV[a + 1]) < 97 then
+        -- Replace (mode in capitals): only a scheduled job.
+        if redis.call('ZSCORE', sched, id) then
+          wake_if_earlier(sched, wake, due)
+          redis.call('HSET', jobs, id, struct.pack(HEADER, RECORD_VERSION, tonumber(ARGV[a + 4]),
+            rec_attempt(stored), tonumber(ARGV[a + 3]), due, now, 0) .. ARGV[a + 5])
+          redis.call('ZADD', sched, due, id)
+          out[#out + 1] = R_REPLACED
+        else
+          -- Not scheduled: leased exactly while its record carries a token, else dead.
+          due = rec_due(stored)
+          out[#out + 1] = rec_token(stored) ~= 0 and R_LEASED or R_DEAD
+        end
+      else
+        due = rec_due(stored)
+        out[#out + 1] = R_EXISTS
+      end
     end
   else
     out[#out + 1] = R_EXISTS

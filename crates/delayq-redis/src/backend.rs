@@ -10,7 +10,7 @@ use std::time::Duration;
 use delayq::limits::truncate_error;
 use delayq::{
     AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Job, JobId, JobState,
-    LeaseRef, Nack, NackOutcome, NewJob, QueueName, Result, Schedule, Wakeups,
+    LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueName, Result, Schedule, Wakeups,
 };
 use futures::future::join_all;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
@@ -187,7 +187,12 @@ impl RedisBackend {
         let mut ids = Vec::with_capacity(jobs.len());
         for (id, job) in jobs {
             args.push(id.as_str().as_bytes().to_vec());
-            args.extend(schedule_args(job.schedule));
+            let [mut mode, t] = schedule_args(job.schedule);
+            if job.on_conflict == OnConflict::Replace {
+                mode.make_ascii_uppercase();
+            }
+            args.push(mode);
+            args.push(t);
             args.push(arg(job
                 .max_attempts
                 .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)));
@@ -204,15 +209,20 @@ impl RedisBackend {
         ids.into_iter()
             .zip(flat.chunks(2))
             .map(|(id, pair)| {
-                let created = match reply(&pair[0])? {
-                    Reply::Ok => true,
-                    Reply::Exists => false,
+                let (created, replaced, existing) = match reply(&pair[0])? {
+                    Reply::Ok => (true, false, None),
+                    Reply::Exists => (false, false, None),
+                    Reply::Replaced => (false, true, None),
+                    Reply::Leased => (false, false, Some(JobState::Leased)),
+                    Reply::Dead => (false, false, Some(JobState::Dead)),
                     r => return Err(shape(&format!("enqueue: {r:?}"))),
                 };
                 Ok(Enqueued {
                     id,
                     created,
                     due_at_ms: int(&pair[1])? as u64,
+                    replaced,
+                    existing,
                 })
             })
             .collect()

@@ -19,6 +19,8 @@ pub(crate) enum Reply {
     Buried = 3,
     /// Enqueue: the id exists; nothing was written.
     Exists = 4,
+    /// Enqueue with replace: the existing scheduled job was replaced.
+    Replaced = 5,
     /// No such job; nothing changed.
     Missing = -1,
     /// The job exists but the token is not its current lease; nothing changed.
@@ -33,11 +35,12 @@ pub(crate) enum Reply {
 
 impl Reply {
     /// Every code, with the name the Lua prelude gives it.
-    pub(crate) const ALL: [(Reply, &'static str); 9] = [
+    pub(crate) const ALL: [(Reply, &'static str); 10] = [
         (Reply::Ok, "R_OK"),
         (Reply::Retry, "R_RETRY"),
         (Reply::Buried, "R_BURIED"),
         (Reply::Exists, "R_EXISTS"),
+        (Reply::Replaced, "R_REPLACED"),
         (Reply::Missing, "R_MISSING"),
         (Reply::LeaseLost, "R_LOST"),
         (Reply::Scheduled, "R_SCHEDULED"),

@@ -89,6 +89,21 @@ pub struct NewJob {
     /// When the job expires: a delivery not started by then goes to the dead letters with the
     /// error `expired` instead of running late.
     pub expires: Option<Expiry>,
+    /// What an enqueue does when the id exists.
+    pub on_conflict: OnConflict,
+}
+
+/// What an enqueue does with an id that exists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConflict {
+    /// Keep the existing job, write nothing (idempotent enqueue).
+    #[default]
+    Keep,
+    /// Debounce: an existing *scheduled* job gets the new payload, due time and options, and
+    /// its created time becomes now (it keeps its attempts), atomically; a leased or dead one
+    /// is not touched and the answer says which it is.
+    Replace,
 }
 
 /// When a job expires (see [`NewJob::expires`]).
@@ -112,6 +127,7 @@ impl NewJob {
             lease: None,
             timeout: None,
             expires: None,
+            on_conflict: OnConflict::Keep,
         }
     }
 
@@ -167,6 +183,12 @@ impl NewJob {
     /// Sets the longest one attempt may run.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Replaces a scheduled job with this id instead of keeping it (see [`OnConflict`]).
+    pub fn replace(mut self) -> Self {
+        self.on_conflict = OnConflict::Replace;
         self
     }
 
@@ -257,6 +279,13 @@ pub struct Enqueued {
     pub due_at_ms: u64,
     /// `false` when a job with this id already existed and nothing was created.
     pub created: bool,
+    /// With [`OnConflict::Replace`]: the existing scheduled job was replaced.
+    #[serde(default)]
+    pub replaced: bool,
+    /// With [`OnConflict::Replace`], when nothing was written: the state of the existing job
+    /// that refused it (leased or dead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing: Option<JobState>,
 }
 
 /// Identifies one lease of one job: the job id and the fencing token of the claim.

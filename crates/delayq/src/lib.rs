@@ -60,7 +60,8 @@ pub use handler::{Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
     AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Expiry, Job, JobInfo, JobState,
-    LeaseRef, Limits, Nack, NackOutcome, NewJob, QueueSettings, QueueStats, Rate, Schedule,
+    LeaseRef, Limits, Nack, NackOutcome, NewJob, OnConflict, QueueSettings, QueueStats, Rate,
+    Schedule,
 };
 pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};

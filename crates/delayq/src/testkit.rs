@@ -13,7 +13,9 @@ pub mod model;
 pub use console::{
     dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
 };
-pub use deadlines::{expired_jobs_are_never_started, timeouts_travel_with_the_job};
+pub use deadlines::{
+    expired_jobs_are_never_started, replace_on_conflict, timeouts_travel_with_the_job,
+};
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
@@ -668,7 +670,7 @@ macro_rules! conformance_tests {
             long_errors_are_cut_on_a_character_boundary, listings_page_stably,
             dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions,
             rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
-            expired_jobs_are_never_started, timeouts_travel_with_the_job);
+            expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

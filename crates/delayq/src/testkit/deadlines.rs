@@ -1,6 +1,6 @@
 //! Conformance tests of job deadlines (issue 13): `expires_at` / `expire_after_ms` (a job not
 //! started by then is dead-lettered as `expired`, never started) and `timeout_ms` (carried to
-//! the consumer, which cancels a handler past it).
+//! the consumer, which cancels a handler past it); and replace-on-conflict (debounce).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -169,4 +169,80 @@ impl Drop for DropCount {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// `on_conflict: replace` (debounce): a scheduled job gets the new payload and due time; a
+/// leased or dead one is untouched and the answer says which; `keep` stays the default.
+pub async fn replace_on_conflict<B: Backend + Inspect>(b: B, t: Time) {
+    let p = Producer::new(b.clone(), q());
+    let payload = |name: &'static str| payload_of(&b, name);
+    let first = p
+        .enqueue(NewJob::new("v1").id(id("d")).delay(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(first.created);
+    let again = p
+        .enqueue(
+            NewJob::new("v2")
+                .id(id("d"))
+                .delay(Duration::from_secs(120))
+                .replace(),
+        )
+        .await
+        .unwrap();
+    assert!(again.replaced && !again.created && again.existing.is_none());
+    assert!(
+        again.due_at_ms >= first.due_at_ms + 59_000,
+        "the new due time"
+    );
+    assert_eq!(payload("d").await, b"v2");
+    let info = b.get(&q(), &id("d")).await.unwrap().unwrap();
+    assert_eq!(info.due_at_ms, again.due_at_ms);
+    let kept = p.enqueue(NewJob::new("v3").id(id("d"))).await.unwrap();
+    assert!(!kept.created && !kept.replaced);
+    assert_eq!(kept.due_at_ms, again.due_at_ms);
+    assert_eq!(payload("d").await, b"v2", "keep is the default");
+    // Replaced to due now: claimable at once.
+    p.enqueue(NewJob::new("v4").id(id("d")).replace())
+        .await
+        .unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let got = b.claim(&q(), req(10, 30_000)).await.unwrap().jobs;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, b"v4");
+    // Leased: not touched.
+    let leased = p
+        .enqueue(NewJob::new("v5").id(id("d")).replace())
+        .await
+        .unwrap();
+    assert!(!leased.replaced && !leased.created);
+    assert_eq!(leased.existing, Some(JobState::Leased));
+    assert_eq!(payload("d").await, b"v4");
+    // Dead: not touched.
+    b.nack(
+        &q(),
+        got[0].lease_ref(),
+        crate::Nack {
+            dead: true,
+            ..crate::Nack::error("no")
+        },
+    )
+    .await
+    .unwrap();
+    let dead = p
+        .enqueue(NewJob::new("v6").id(id("d")).replace())
+        .await
+        .unwrap();
+    assert_eq!(dead.existing, Some(JobState::Dead));
+    assert_eq!(payload("d").await, b"v4");
+    // A new id is created as usual.
+    let fresh = p
+        .enqueue(NewJob::new("x").id(id("new")).replace())
+        .await
+        .unwrap();
+    assert!(fresh.created && !fresh.replaced);
+}
+
+async fn payload_of<B: Inspect>(b: &B, name: &str) -> Vec<u8> {
+    b.get(&q(), &id(name)).await.unwrap().unwrap().payload
 }
