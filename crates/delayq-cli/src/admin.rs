@@ -1,9 +1,12 @@
 //! `delayq get | cancel | reschedule | stats | dead …`: the admin commands.
 
 use crate::backend::AnyBackend;
-use delayq::{Backend, CancelOutcome, Inspect, JobId, Producer, QueueSettings, Rate, Schedule};
+use delayq::{
+    Backend, CancelOutcome, Inspect, JobId, PeriodicSpec, Producer, QueueName, QueueSettings, Rate,
+    Schedule, Schedules, Timing,
+};
 
-use crate::args::{DeadCommand, JobsCommand, QueueCommand};
+use crate::args::{DeadCommand, JobsCommand, QueueCommand, ScheduleCommand};
 use crate::output::{format_ms, job_json, job_text};
 
 /// `delayq get ID`: exits with 3 when the job does not exist.
@@ -130,7 +133,7 @@ pub(crate) async fn stats(p: &Producer<AnyBackend>, json: bool, all: bool) -> an
 /// `delayq dead …`.
 pub(crate) async fn dead<B: Backend + Inspect>(
     b: &B,
-    q: &delayq::QueueName,
+    q: &QueueName,
     cmd: DeadCommand,
 ) -> anyhow::Result<u8> {
     match cmd {
@@ -259,7 +262,7 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
 /// `delayq jobs list`: one page; after a full page, the cursor of the next one (on stderr).
 pub(crate) async fn jobs<B: Backend + Inspect>(
     b: &B,
-    q: &delayq::QueueName,
+    q: &QueueName,
     cmd: JobsCommand,
 ) -> anyhow::Result<u8> {
     let JobsCommand::List {
@@ -299,6 +302,74 @@ pub(crate) async fn jobs<B: Backend + Inspect>(
     }
     if let Some(next) = page.next {
         eprintln!("more: --cursor {next}");
+    }
+    Ok(0)
+}
+
+/// `delayq schedule set|list|rm`.
+pub(crate) async fn schedule(
+    b: &AnyBackend,
+    q: &QueueName,
+    cmd: ScheduleCommand,
+) -> anyhow::Result<u8> {
+    match cmd {
+        ScheduleCommand::Set {
+            name,
+            cron,
+            tz,
+            every,
+            payload,
+            catch_up,
+            max_attempts,
+        } => {
+            let timing = match (cron, every) {
+                (Some(cron), _) => Timing::Cron { cron, tz },
+                (None, Some(e)) => Timing::Every {
+                    every_ms: e.as_millis() as u64,
+                },
+                (None, None) => anyhow::bail!("give --cron EXPR or --every DURATION"),
+            };
+            let spec = PeriodicSpec {
+                timing,
+                payload: payload.into_bytes(),
+                catch_up: catch_up.parse()?,
+                max_attempts,
+                backoff: None,
+                lease_ms: None,
+                timeout_ms: None,
+            };
+            let now = delayq::job::system_now_ms();
+            let max = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES;
+            let info = delayq::periodic::put(b, q, &name, spec, max, now).await?;
+            // Over HTTP the server computes the next fire: show the stored one.
+            let info = b.schedule(q, &name).await?.unwrap_or(info);
+            println!("{name}\tnext {}", format_ms(info.next_ms));
+        }
+        ScheduleCommand::List { json } => {
+            for s in b.schedules(q).await? {
+                let timing = match &s.spec.timing {
+                    Timing::Cron { cron, tz } => format!("cron {cron:?} {tz}"),
+                    Timing::Every { every_ms } => format!("every {every_ms} ms"),
+                };
+                if json {
+                    let v = serde_json::json!({
+                        "name": s.name, "timing": s.spec.timing, "next_fire": s.next_ms,
+                        "catch_up": s.spec.catch_up,
+                    });
+                    println!("{v}");
+                } else {
+                    println!("{}\t{timing}\tnext {}", s.name, format_ms(s.next_ms));
+                }
+            }
+        }
+        ScheduleCommand::Rm { name } => {
+            if b.delete_schedule(q, &name).await? {
+                println!("{name}\tdeleted");
+            } else {
+                eprintln!("no schedule {name} in queue {q}");
+                return Ok(1);
+            }
+        }
     }
     Ok(0)
 }

@@ -102,6 +102,10 @@ pub(crate) enum Command {
     /// Queue settings, pause and resume.
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// Periodic jobs of the queue: cron (with a time zone) or a fixed interval. Every `serve`
+    /// and `worker` process fires them; each fire is enqueued once, as NAME@<fire ms>.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
     /// Check the Redis deployment: topology (Cluster slots, Sentinel quorum, replicas), TLS,
@@ -184,6 +188,46 @@ pub(crate) enum QueueCommand {
     Resume {
         /// The queue.
         name: QueueName,
+    },
+}
+
+/// `delayq schedule …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum ScheduleCommand {
+    /// Create or change a schedule (a new timing applies from now; anything else from the
+    /// next fire).
+    Set {
+        /// Its name: 1-128 characters of [A-Za-z0-9._-].
+        name: String,
+        /// Cron expression: 5 fields, or 6 with seconds first, e.g. "*/5 * * * *".
+        #[arg(long, required_unless_present = "every", conflicts_with = "every")]
+        cron: Option<String>,
+        /// Time zone of --cron, e.g. Europe/Paris.
+        #[arg(long, default_value = "UTC", requires = "cron")]
+        tz: String,
+        /// Instead of --cron: every so long, e.g. 30s, 5m (at least 1s).
+        #[arg(long, value_parser = parse_duration)]
+        every: Option<Duration>,
+        /// Payload text of each fire's job.
+        #[arg(long, default_value = "")]
+        payload: String,
+        /// Fires missed while nothing ran (over 60 s late): none, one (the latest) or all.
+        #[arg(long, default_value = "none")]
+        catch_up: String,
+        /// max_attempts of each job.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+    },
+    /// List the queue's schedules with their next fire.
+    List {
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a schedule (jobs it already enqueued stay).
+    Rm {
+        /// Its name.
+        name: String,
     },
 }
 

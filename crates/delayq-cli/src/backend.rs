@@ -9,6 +9,7 @@ use delayq::{
     JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
     QueueSeries, QueueSettings, QueueStats, Result, Schedule, Wakeups,
 };
+use delayq::{Firing, PeriodicInfo, Schedules};
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
 
@@ -113,5 +114,26 @@ impl Inspect for AnyBackend {
     }
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         delegate!(self, b => b.configure(queue, s.clone()).await)
+    }
+}
+
+impl Schedules for AnyBackend {
+    async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
+        delegate!(self, b => b.put_schedule(queue, info).await)
+    }
+    async fn schedule(&self, queue: &QueueName, name: &str) -> Result<Option<PeriodicInfo>> {
+        delegate!(self, b => b.schedule(queue, name).await)
+    }
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
+        delegate!(self, b => b.schedules(queue).await)
+    }
+    async fn delete_schedule(&self, queue: &QueueName, name: &str) -> Result<bool> {
+        delegate!(self, b => b.delete_schedule(queue, name).await)
+    }
+    async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {
+        delegate!(self, b => b.scheduled_queues().await)
+    }
+    async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {
+        delegate!(self, b => b.fire(queue, name, f).await)
     }
 }

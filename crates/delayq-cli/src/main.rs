@@ -137,6 +137,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Jobs(cmd) => admin::jobs(&backend, &cli.queue, cmd).await,
         Command::Queue(cmd) => admin::queue(&backend, cmd).await,
+        Command::Schedule(cmd) => admin::schedule(&backend, &cli.queue, cmd).await,
         Command::Worker(a) => worker::run(backend, cli.queue, a).await,
         Command::Serve(a) => {
             let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());

@@ -55,6 +55,12 @@ pub(crate) async fn run(
     } else {
         "bearer tokens"
     };
+    // Every serve process fires the due schedules of every queue (no leader: each fire is
+    // enqueued once whichever process gets there first).
+    let (stop_ticker, mut ticker_stopped) = tokio::sync::watch::channel(false);
+    let ticker = tokio::spawn(delayq::Ticker::new(backend.clone()).run(async move {
+        let _ = ticker_stopped.wait_for(|s| *s).await;
+    }));
     let state = AppState::new(backend, config, Some(prometheus));
     let listener = tokio::net::TcpListener::bind(a.listen)
         .await
@@ -77,6 +83,8 @@ pub(crate) async fn run(
             .with_context(|| format!("writing {}", f.display()))?;
     }
     let served = delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await;
+    let _ = stop_ticker.send(true);
+    let _ = ticker.await;
     if let Some(f) = &server_file {
         let _ = std::fs::remove_file(f);
     }

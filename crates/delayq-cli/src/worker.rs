@@ -43,6 +43,15 @@ pub(crate) async fn run(
         shutdown_grace: a.grace,
         ..ConsumerOptions::default()
     };
+    // The worker fires its queue's due schedules too (unless a `delayq serve` owns the store:
+    // the server does).
+    let (stop_ticker, mut ticker_stopped) = tokio::sync::watch::channel(false);
+    let ticker = (!matches!(backend, AnyBackend::Remote(_))).then(|| {
+        let t = delayq::Ticker::new(backend.clone()).queues(vec![queue.clone()]);
+        tokio::spawn(t.run(async move {
+            let _ = ticker_stopped.wait_for(|s| *s).await;
+        }))
+    });
     let consumer = Consumer::new(backend, queue.clone(), opts)?;
     let report = match (a.exec, a.bench_record) {
         (Some(cmd), _) => {
@@ -92,6 +101,10 @@ pub(crate) async fn run(
         }
         (None, None) => anyhow::bail!("give --exec CMD"),
     };
+    let _ = stop_ticker.send(true);
+    if let Some(t) = ticker {
+        let _ = t.await;
+    }
     eprintln!(
         "delayq worker stopped: {} acked, {} retried, {} dead, {} lease lost, {} aborted",
         report.acked, report.retried, report.dead, report.lease_lost, report.aborted

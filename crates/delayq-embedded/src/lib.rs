@@ -19,13 +19,15 @@
 //!
 //! Parts: `store` (the thread that owns the connection), `rows` (state codes, row type,
 //! shared queries), `backend` (the hot path), `limits` (rate and concurrency limits),
-//! `inspect` (the admin side), [`error`],
+//! `enqueue` (the insert of new jobs), `periodic` (schedules), `inspect` (the admin side), [`error`],
 //! `schema.sql`.
 
 mod backend;
+mod enqueue;
 pub mod error;
 mod inspect;
 mod limits;
+mod periodic;
 mod rows;
 mod store;
 

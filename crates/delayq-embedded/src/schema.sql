@@ -40,3 +40,12 @@ CREATE TABLE IF NOT EXISTS queue_limits (
   at_us         INTEGER NOT NULL DEFAULT 0,
   waiting       INTEGER NOT NULL DEFAULT 0
 );
+-- Schedules (delayq::periodic): the definition as JSON and the next fire; a fire updates
+-- next_ms only while it is the one the ticker read, in the transaction that inserts its jobs.
+CREATE TABLE IF NOT EXISTS schedules (
+  queue   TEXT    NOT NULL,
+  name    TEXT    NOT NULL,
+  spec    TEXT    NOT NULL,
+  next_ms INTEGER NOT NULL,
+  PRIMARY KEY (queue, name)
+);

@@ -54,10 +54,11 @@ error_codes! {
     InvalidBatch = "invalid_batch", 400, "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s";
     InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
     InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store; rate.per_s not > 0, rate.burst or max_in_flight outside 1-1,000,000 or under the shard count)";
+    InvalidSchedule = "invalid_schedule", 400, "a schedule name outside [A-Za-z0-9._-]{1,128}, a cron expression that does not parse, an unknown time zone, every_ms under 1,000, both or neither of cron and every_ms, or catch_up other than none, one, all";
     InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h, expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
     Forbidden = "forbidden", 403, "the token's scope does not allow this (read: browse and stats; produce: enqueue, cancel, reschedule; consume: claim, ack, nack, extend, release; admin: everything); without tokens: a Host that is not this machine, or a state-changing browser request from another site";
-    NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled)";
+    NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled), or no such schedule";
     NoRoute = "no_route", 404, "no such endpoint";
     MethodNotAllowed = "method_not_allowed", 405, "the endpoint exists but not with this method";
     LeaseLost = "lease_lost", 409, "the lease token is stale or belongs to another lease; nothing changed";
@@ -152,6 +153,7 @@ impl From<delayq::InvalidInput> for ApiError {
             I::Payload(_) => ErrorCode::InvalidPayload,
             I::Settings(_) => ErrorCode::InvalidSettings,
             I::Deadline(_) => ErrorCode::InvalidDeadline,
+            I::Schedule(_) => ErrorCode::InvalidSchedule,
             I::Query(_) => ErrorCode::InvalidQuery,
             _ => ErrorCode::InvalidBody,
         };

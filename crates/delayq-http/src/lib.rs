@@ -6,7 +6,7 @@
 //!
 //! Parts: [`state`] (shared state and settings), [`extract`] (extractors that answer with
 //! API errors), [`model`] (bodies), [`jobs`], [`lease`], [`queues`], [`console`] (browse,
-//! actions, pause, series, events), [`depth`] (depth samples), [`ops`] (health, metrics, OpenAPI, the console page),
+//! actions, pause, series, events), [`schedules`] (periodic jobs), [`depth`] (depth samples), [`ops`] (health, metrics, OpenAPI, the console page),
 //! [`auth`] (tokens and scopes), [`error`].
 
 pub mod auth;
@@ -21,6 +21,7 @@ pub mod model;
 pub mod ops;
 mod polls;
 pub mod queues;
+pub mod schedules;
 pub mod state;
 
 use std::future::Future;
@@ -34,7 +35,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use delayq::{Backend, Inspect};
+use delayq::{Backend, Inspect, Schedules};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{
@@ -59,6 +60,7 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
         queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, console::events,
+        schedules::put, schedules::get, schedules::delete, schedules::list,
     ),
     modifiers(&BearerAuth),
 )]
@@ -110,7 +112,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
 }
 
 /// The API as a router over `state`.
-pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
+pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
     let max_body = state.inner.config.max_body;
     let timeout = state.inner.config.request_timeout;
     let v1 = Router::new()
@@ -139,6 +141,13 @@ pub fn router<B: Backend + Inspect>(state: AppState<B>) -> Router {
             get(jobs::get::<B>)
                 .delete(jobs::cancel::<B>)
                 .patch(jobs::reschedule::<B>),
+        )
+        .route("/v1/queues/{q}/schedules", get(schedules::list::<B>))
+        .route(
+            "/v1/queues/{q}/schedules/{name}",
+            get(schedules::get::<B>)
+                .put(schedules::put::<B>)
+                .delete(schedules::delete::<B>),
         )
         .route("/v1/queues/{q}/claim", post(lease::claim::<B>))
         .route("/v1/queues/{q}/jobs/{id}/ack", post(lease::ack::<B>))
@@ -252,7 +261,7 @@ impl MakeRequestId for Counter {
 /// half-sent request or an idle connection is closed) and at most
 /// [`HttpConfig::max_connections`] open at once, so slow or idle clients cannot exhaust the
 /// process's file descriptors and lock well-behaved clients out.
-pub async fn serve<B: Backend + Inspect>(
+pub async fn serve<B: Backend + Inspect + Schedules>(
     listener: tokio::net::TcpListener,
     state: AppState<B>,
     shutdown: impl Future<Output = ()> + Send + 'static,

@@ -52,24 +52,7 @@ pub struct EnqueueRequest {
 impl EnqueueRequest {
     /// Validates the shape and builds the job (limits are checked by the producer).
     pub fn into_job(self) -> Result<NewJob, ApiError> {
-        let payload = match (self.payload, self.payload_b64) {
-            (Some(raw), None) => raw.get().as_bytes().to_vec(),
-            (None, Some(b)) => B64.decode(b.as_bytes()).map_err(|e| {
-                ApiError::new(ErrorCode::InvalidPayload, format!("payload_b64: {e}"))
-            })?,
-            (Some(_), Some(_)) => {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidPayload,
-                    "give payload or payload_b64, not both",
-                ));
-            }
-            (None, None) => {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidPayload,
-                    "payload or payload_b64 is required",
-                ));
-            }
-        };
+        let payload = payload_bytes(self.payload, self.payload_b64)?;
         let schedule = match (self.delay_ms, self.run_at) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::new(
@@ -125,6 +108,28 @@ impl EnqueueRequest {
             (None, None) => {}
         }
         Ok(job)
+    }
+}
+
+/// The payload bytes of a body that gives `payload` (raw JSON, byte for byte) or
+/// `payload_b64`: exactly one of them.
+pub fn payload_bytes(
+    payload: Option<Box<RawValue>>,
+    payload_b64: Option<String>,
+) -> Result<Vec<u8>, ApiError> {
+    match (payload, payload_b64) {
+        (Some(raw), None) => Ok(raw.get().as_bytes().to_vec()),
+        (None, Some(b)) => B64
+            .decode(b.as_bytes())
+            .map_err(|e| ApiError::new(ErrorCode::InvalidPayload, format!("payload_b64: {e}"))),
+        (Some(_), Some(_)) => Err(ApiError::new(
+            ErrorCode::InvalidPayload,
+            "give payload or payload_b64, not both",
+        )),
+        (None, None) => Err(ApiError::new(
+            ErrorCode::InvalidPayload,
+            "payload or payload_b64 is required",
+        )),
     }
 }
 

@@ -167,6 +167,10 @@ impl<B: Backend + Inspect> AppState<B> {
         let _ = self.inner.shutdown_tx.send(true);
     }
 
+    pub(crate) fn config(&self) -> &HttpConfig {
+        &self.inner.config
+    }
+
     pub(crate) fn backend(&self) -> &Instrumented<B> {
         &self.inner.backend
     }

@@ -18,6 +18,7 @@ pub(crate) enum Key {
     Fence,
     Wake,
     Stat,
+    CronNext,
 }
 
 impl Key {
@@ -31,6 +32,7 @@ impl Key {
             Key::Fence => "fence",
             Key::Wake => "wake",
             Key::Stat => "stat",
+            Key::CronNext => "cronnext",
         }
     }
 }
@@ -53,6 +55,8 @@ pub(crate) struct Keys {
     /// STRING, read and written with `BITFIELD`: the paused flag, the series' totals and its
     /// ring of intervals (`delayq::series::layout`).
     pub stat: String,
+    /// ZSET schedule name → next fire ms (a queue of one shard: the queue's tag).
+    pub cronnext: String,
 }
 
 impl Keys {
@@ -78,6 +82,7 @@ impl Keys {
             fence: name(Key::Fence),
             wake: name(Key::Wake),
             stat: name(Key::Stat),
+            cronnext: name(Key::CronNext),
         }
     }
 
@@ -91,6 +96,7 @@ impl Keys {
             Key::Fence => &self.fence,
             Key::Wake => &self.wake,
             Key::Stat => &self.stat,
+            Key::CronNext => &self.cronnext,
         }
     }
 }
@@ -99,6 +105,16 @@ impl Keys {
 pub(crate) fn conf(queue: &QueueName) -> String {
     format!("dq:{{{queue}}}:conf")
 }
+
+/// The key of a queue's schedule definitions (HASH name → JSON of `delayq::PeriodicSpec`);
+/// their next fires are the queue's [`Keys::cronnext`].
+pub(crate) fn crondef(queue: &QueueName) -> String {
+    format!("dq:{{{queue}}}:crondef")
+}
+
+/// ZSET of the queues that have (or had) schedules, for tickers of every queue. Its tag is not
+/// a queue name, so no queue's keys collide with it.
+pub(crate) const CRON_QUEUES: &str = "dq:{~}:crons";
 
 /// `SCAN` pattern matching every delayq key.
 pub(crate) const SCAN_PATTERN: &str = "dq:{*}:*";
@@ -140,6 +156,7 @@ mod tests {
             Key::Fence,
             Key::Wake,
             Key::Stat,
+            Key::CronNext,
         ] {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));

@@ -31,6 +31,7 @@ pub mod error;
 mod inspect;
 mod keys;
 mod nodes;
+mod periodic;
 mod record;
 mod reply;
 mod route;

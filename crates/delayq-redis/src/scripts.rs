@@ -165,6 +165,7 @@ scripts! {
     CANCEL_ALL = "cancel_all.lua" [Sched, Jobs];
     PAUSE = "pause.lua" [Stat, Wake];
     LIMITS = "limits.lua" [Stat, Wake];
+    FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext];
 }
 
 /// The Lua prelude: every constant the scripts share with Rust, generated from Rust.

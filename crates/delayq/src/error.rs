@@ -35,6 +35,9 @@ pub enum InvalidInput {
     /// A lease length is out of range.
     #[error("invalid lease: {0}")]
     Lease(String),
+    /// A schedule's name, cron expression, time zone or interval is invalid.
+    #[error("invalid schedule: {0}")]
+    Schedule(String),
     /// A job timeout or expiry is out of range.
     #[error("invalid deadline: {0}")]
     Deadline(String),

@@ -212,3 +212,29 @@ impl<B: Inspect> Inspect for Instrumented<B> {
         self.inner.configure(queue, s).await
     }
 }
+
+impl<B: crate::periodic::Schedules> crate::periodic::Schedules for Instrumented<B> {
+    async fn put_schedule(&self, queue: &QueueName, info: crate::PeriodicInfo) -> Result<()> {
+        self.inner.put_schedule(queue, info).await
+    }
+
+    async fn schedule(&self, queue: &QueueName, name: &str) -> Result<Option<crate::PeriodicInfo>> {
+        self.inner.schedule(queue, name).await
+    }
+
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<crate::PeriodicInfo>> {
+        self.inner.schedules(queue).await
+    }
+
+    async fn delete_schedule(&self, queue: &QueueName, name: &str) -> Result<bool> {
+        self.inner.delete_schedule(queue, name).await
+    }
+
+    async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {
+        self.inner.scheduled_queues().await
+    }
+
+    async fn fire(&self, queue: &QueueName, name: &str, f: crate::Firing) -> Result<bool> {
+        self.inner.fire(queue, name, f).await
+    }
+}

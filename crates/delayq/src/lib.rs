@@ -30,7 +30,7 @@
 //!
 //! Parts: [`name`] (validated names), [`job`] (the model), [`backoff`], [`limits`],
 //! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`wait`], [`clock`],
-//! [`instrumented`] and [`telemetry`] (metrics).
+//! [`instrumented`] and [`telemetry`] (metrics), [`periodic`] and [`ticker`] (schedules).
 
 pub mod backend;
 pub mod backoff;
@@ -43,12 +43,14 @@ pub mod job;
 pub mod limits;
 pub mod listing;
 pub mod name;
+pub mod periodic;
 pub mod producer;
 pub mod rfc3339;
 pub mod series;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod ticker;
 pub mod wait;
 
 pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
@@ -65,5 +67,7 @@ pub use job::{
 };
 pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};
+pub use periodic::{CatchUp, Firing, PeriodicInfo, PeriodicSpec, Schedules, Timing};
 pub use producer::Producer;
 pub use series::{Counts, QueueSeries};
+pub use ticker::Ticker;

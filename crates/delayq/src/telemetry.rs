@@ -19,6 +19,8 @@ pub const DEAD: &str = "delayq_dead_total";
 pub const CANCELLED: &str = "delayq_cancelled_total";
 /// Counter: acks, nacks or extensions refused because the lease was lost.
 pub const LEASE_LOST: &str = "delayq_lease_lost_total";
+/// Counter: jobs enqueued by schedule fires ([`crate::Ticker`]).
+pub const FIRES: &str = "delayq_schedule_fires_total";
 /// Histogram (seconds): due time → claim.
 pub const LATENESS: &str = "delayq_lateness_seconds";
 /// Histogram (seconds): handler run time (library consumers).

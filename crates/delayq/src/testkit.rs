@@ -9,6 +9,7 @@ pub mod faulty;
 pub mod history;
 pub mod limits;
 pub mod model;
+pub mod periodic;
 
 pub use console::{
     dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
@@ -19,6 +20,7 @@ pub use deadlines::{
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
+pub use periodic::{bad_schedules_are_refused, schedules_fire_once};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -670,7 +672,8 @@ macro_rules! conformance_tests {
             long_errors_are_cut_on_a_character_boundary, listings_page_stably,
             dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions,
             rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
-            expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict);
+            expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
+            schedules_fire_once, bad_schedules_are_refused);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

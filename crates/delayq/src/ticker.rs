@@ -1,0 +1,105 @@
+//! [`Ticker`]: fires due schedules ([`crate::periodic`]). Run one in every process that should
+//! keep schedules going (`delayq serve` and `delayq worker` do): there is no leader, each fire
+//! is enqueued once whoever gets there first ([`Schedules::fire`] is a compare-and-set).
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::sleep;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::error::Result;
+use crate::name::QueueName;
+use crate::periodic::Schedules;
+
+/// Longest sleep between two looks at the schedules: a schedule created or changed by another
+/// process is noticed within it.
+pub const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// Fires the due schedules of some queues (or of every queue that has schedules).
+pub struct Ticker<S> {
+    store: S,
+    queues: Option<Vec<QueueName>>,
+    clock: SharedClock,
+}
+
+impl<S: Schedules> Ticker<S> {
+    /// A ticker of every queue with schedules, on this host's clock.
+    pub fn new(store: S) -> Self {
+        Self {
+            store,
+            queues: None,
+            clock: std::sync::Arc::new(SystemClock),
+        }
+    }
+
+    /// Only these queues' schedules.
+    pub fn queues(mut self, queues: Vec<QueueName>) -> Self {
+        self.queues = Some(queues);
+        self
+    }
+
+    /// Reads the time from `clock` (tests).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Fires whatever is due now; returns how many fires it enqueued and the earliest next
+    /// fire of the schedules it saw.
+    pub async fn tick(&self) -> Result<(usize, Option<u64>)> {
+        let queues = match &self.queues {
+            Some(q) => q.clone(),
+            None => self.store.scheduled_queues().await?,
+        };
+        let mut fired = 0;
+        let mut earliest: Option<u64> = None;
+        for q in queues {
+            for s in self.store.schedules(&q).await? {
+                let now = self.clock.now_ms();
+                let mut next = s.next_ms;
+                if s.next_ms <= now {
+                    let plan = match s.spec.plan(s.next_ms, now) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            tracing::warn!(queue = %q, schedule = %s.name, error = %e, "schedule cannot fire");
+                            continue;
+                        }
+                    };
+                    let n = plan.fires.len();
+                    next = plan.next;
+                    if self.store.fire(&q, &s.name, plan).await? {
+                        fired += n;
+                        metrics::counter!(crate::telemetry::FIRES, "queue" => q.to_string())
+                            .increment(n as u64);
+                    }
+                }
+                earliest = Some(earliest.map_or(next, |e| e.min(next)));
+            }
+        }
+        Ok((fired, earliest))
+    }
+
+    /// Ticks until `shutdown` completes: after each tick it sleeps until the earliest next
+    /// fire (at most [`LOOK_EVERY`]); after an error, [`LOOK_EVERY`].
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let wait = match self.tick().await {
+                Ok((_, Some(next))) => {
+                    let now = self.clock.now_ms();
+                    Duration::from_millis(next.saturating_sub(now)).min(LOOK_EVERY)
+                }
+                Ok((_, None)) => LOOK_EVERY,
+                Err(e) => {
+                    tracing::warn!(error = %e, "ticking schedules failed");
+                    LOOK_EVERY
+                }
+            };
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = sleep(wait) => {}
+            }
+        }
+    }
+}
