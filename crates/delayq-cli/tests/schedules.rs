@@ -1,0 +1,232 @@
+//! Schedules without a leader, end to end: a 1-second cron schedule served by two, then five
+//! `delayq serve` processes on one Redis for a minute, drained by a consumer. Every fire is
+//! handled exactly once (no second missing, none twice) and none before its fire time. Also
+//! `delayq schedule set|list|rm` and the HTTP endpoints' bad input.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::{Consumer, ConsumerOptions, Failure, Job, QueueName};
+use delayq_test_support::RedisServer;
+use serde_json::{Value, json};
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// `delayq serve` on a free port over `redis`; returns it and its `host:port`.
+fn serve(redis: &str) -> (Killed, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", redis, "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let addr = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .to_owned();
+    (Killed(child), addr)
+}
+
+fn http(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let json = out
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_then_five_servers_fire_each_second_exactly_once() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let mut servers: Vec<(Killed, String)> = (0..2).map(|_| serve(&url)).collect();
+    let addr = servers[0].1.clone();
+    let (s, v) = http(
+        &addr,
+        "PUT",
+        "/v1/queues/beat/schedules/sec",
+        Some(json!({"cron": "* * * * * *", "tz": "Europe/Paris", "payload": {"k": 1}})),
+    );
+    assert_eq!(s, 200, "{v}");
+    assert!(v["next_fire"].as_u64().is_some(), "{v}");
+
+    // A consumer records each job's fire time (from its id) and claim time (store clock).
+    let seen: Arc<Mutex<HashMap<u64, (u32, u64)>>> = Arc::default();
+    let backend = delayq_redis::RedisBackend::connect(&url).await.unwrap();
+    let queue = QueueName::new("beat").unwrap();
+    let consumer = Consumer::new(backend, queue, ConsumerOptions::default()).unwrap();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let log = seen.clone();
+    let run = tokio::spawn(consumer.run(
+        move |j: Job| {
+            let fire: u64 = j.id.as_str().strip_prefix("sec@").unwrap().parse().unwrap();
+            let claimed = j.lease_deadline_ms - j.lease.as_millis() as u64;
+            let mut m = log.lock().unwrap();
+            let e = m.entry(fire).or_insert((0, claimed));
+            e.0 += 1;
+            e.1 = e.1.min(claimed);
+            async { Ok::<(), Failure>(()) }
+        },
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    servers.extend((0..3).map(|_| serve(&url)));
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let (s, _) = http(&addr, "DELETE", "/v1/queues/beat/schedules/sec", None);
+    assert_eq!(s, 200);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(servers);
+    stop.send(true).unwrap();
+    run.await.unwrap().unwrap();
+
+    let seen = seen.lock().unwrap();
+    let mut fires: Vec<u64> = seen.keys().copied().collect();
+    fires.sort_unstable();
+    assert!(fires.len() >= 55, "{} fires in a minute", fires.len());
+    let twice: Vec<_> = seen.iter().filter(|(_, (n, _))| *n != 1).collect();
+    assert!(twice.is_empty(), "fires handled more than once: {twice:?}");
+    let gaps: Vec<_> = fires.windows(2).filter(|w| w[1] - w[0] != 1000).collect();
+    assert!(gaps.is_empty(), "missing seconds: {gaps:?}");
+    let early: Vec<_> = seen.iter().filter(|(f, (_, c))| c < *f).collect();
+    assert!(early.is_empty(), "claimed before the fire time: {early:?}");
+}
+
+#[test]
+fn the_cli_and_the_api_refuse_bad_schedules() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let cli = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--redis", &url, "--queue", "reports"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        )
+    };
+    let (code, out) = cli(&[
+        "schedule",
+        "set",
+        "nightly",
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "Europe/Paris",
+        "--payload",
+        "run",
+        "--catch-up",
+        "one",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("nightly\tnext "), "{out}");
+    let (code, out) = cli(&["schedule", "set", "often", "--every", "30s"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = cli(&["schedule", "list"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("nightly\tcron \"30 2 * * *\" Europe/Paris"),
+        "{out}"
+    );
+    assert!(out.contains("often\tevery 30000 ms"), "{out}");
+    for bad in [
+        vec![
+            "schedule",
+            "set",
+            "x",
+            "--cron",
+            "30 2 * * *",
+            "--tz",
+            "Mars/Olympus",
+        ],
+        vec!["schedule", "set", "x", "--cron", "not a cron"],
+        vec!["schedule", "set", "x", "--every", "10ms"],
+        vec!["schedule", "set", "x@y", "--every", "1m"],
+        vec![
+            "schedule",
+            "set",
+            "x",
+            "--every",
+            "1m",
+            "--catch-up",
+            "some",
+        ],
+    ] {
+        let (code, out) = cli(&bad);
+        assert_ne!(code, 0, "{bad:?}: {out}");
+        assert!(out.contains("invalid schedule"), "{bad:?}: {out}");
+    }
+    let (code, out) = cli(&["schedule", "rm", "often"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, _) = cli(&["schedule", "rm", "often"]);
+    assert_eq!(code, 1);
+    let (_, out) = cli(&["schedule", "list"]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+
+    let (_server, addr) = serve(&url);
+    let put = |body: Value| http(&addr, "PUT", "/v1/queues/reports/schedules/api", Some(body));
+    for bad in [
+        json!({"cron": "* * *", "payload": 1}),
+        json!({"cron": "0 9 * * *", "tz": "Nowhere/City", "payload": 1}),
+        json!({"every_ms": 5, "payload": 1}),
+        json!({"cron": "0 9 * * *", "every_ms": 60000, "payload": 1}),
+        json!({"payload": 1}),
+        json!({"every_ms": 60000, "payload": 1, "catch_up": "sometimes"}),
+    ] {
+        let (s, v) = put(bad.clone());
+        assert_eq!(
+            (s, v["code"].as_str()),
+            (400, Some("invalid_schedule")),
+            "{bad}: {v}"
+        );
+    }
+    let (s, v) = http(&addr, "GET", "/v1/queues/reports/schedules/api", None);
+    assert_eq!((s, v["code"].as_str()), (404, Some("not_found")), "{v}");
+    let (s, v) = put(json!({"every_ms": 60000, "payload": {"a": 1}, "catch_up": "all"}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["payload"], json!({"a": 1}));
+    assert_eq!(v["catch_up"], "all");
+    let (_, v) = http(&addr, "GET", "/v1/queues/reports/schedules", None);
+    let names: Vec<&str> = v["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["api", "nightly"], "{v}");
+    let (s, _) = http(&addr, "GET", "/v1/queues/reports/schedules/bad@name", None);
+    assert_eq!(s, 400);
+}
