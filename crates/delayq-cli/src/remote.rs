@@ -257,6 +257,7 @@ fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
         Some("scheduled" | "due") => JobState::Scheduled,
         Some("leased") => JobState::Leased,
         Some("dead") => JobState::Dead,
+        Some("done") => JobState::Done,
         other => return Err(shape(&format!("state {other:?}"))),
     };
     Ok(JobInfo {
@@ -268,9 +269,13 @@ fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
         created_at_ms: u64_of(v, "created_at")?,
         lease_deadline_ms: opt_u64(v, "lease_deadline"),
         failed_at_ms: opt_u64(v, "failed_at"),
+        completed_at_ms: opt_u64(v, "completed_at"),
         last_error: v["last_error"].as_str().map(str::to_owned),
         timeout_ms: opt_u64(v, "timeout_ms"),
         expires_at_ms: opt_u64(v, "expires_at"),
+        priority: v["priority"]
+            .as_u64()
+            .map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
         payload,
     })
 }
@@ -297,6 +302,7 @@ fn stats_of(v: &Value) -> Result<QueueStats> {
         oldest_overdue_ms: u64_of(v, "oldest_overdue_ms")?,
         paused: v["paused"].as_bool().unwrap_or(false),
         waiting_on_limit: v["waiting_on_limit"].as_u64().unwrap_or(0),
+        done: v["done"].as_u64().unwrap_or(0),
     })
 }
 
@@ -323,6 +329,13 @@ fn job_body(j: NewJob) -> Value {
     }
     if let Some(t) = j.timeout {
         b["timeout_ms"] = (t.as_millis() as u64).into();
+    }
+    if let Some(p) = j.priority {
+        b["priority"] = p.into();
+    }
+    if let Some(r) = j.retention {
+        b["keep_done_ms"] = r.keep_done_ms.into();
+        b["dedupe_ms"] = r.dedupe_ms.into();
     }
     if j.on_conflict == delayq::OnConflict::Replace {
         b["on_conflict"] = "replace".into();
@@ -375,6 +388,7 @@ impl Backend for RemoteBackend {
                     existing: match e["state"].as_str() {
                         Some("leased") => Some(JobState::Leased),
                         Some("dead") => Some(JobState::Dead),
+                        Some("done") => Some(JobState::Done),
                         _ => None,
                     },
                 })
@@ -419,6 +433,9 @@ impl Backend for RemoteBackend {
                 last_error: j["last_error"].as_str().map(str::to_owned),
                 timeout: opt_u64(j, "timeout_ms").map(Duration::from_millis),
                 expires_at_ms: opt_u64(j, "expires_at"),
+                priority: j["priority"]
+                    .as_u64()
+                    .map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
             });
         }
         // The long poll already waited: claim again at once.
@@ -644,6 +661,10 @@ impl Inspect for RemoteBackend {
                 _ => None,
             },
             max_in_flight: s["max_in_flight"].as_u64().map(|m| m as u32),
+            retention: delayq::Retention {
+                keep_done_ms: s["keep_done_ms"].as_u64().unwrap_or(0),
+                dedupe_ms: s["dedupe_ms"].as_u64().unwrap_or(0),
+            },
         })
     }
 
@@ -652,6 +673,8 @@ impl Inspect for RemoteBackend {
             "shards": s.shards,
             "rate": s.rate.map(|r| json!({"per_s": r.per_s, "burst": r.burst})),
             "max_in_flight": s.max_in_flight,
+            "keep_done_ms": s.retention.keep_done_ms,
+            "dedupe_ms": s.retention.dedupe_ms,
         });
         self.ok("PUT", &q(queue), Some(body), None).await?;
         Ok(s)

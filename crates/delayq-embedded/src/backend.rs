@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::enqueue::insert;
 use crate::limits::{self, Bucket, Held};
 use crate::rows::{
-    COLS, DEAD, LEASED, RowData, SCHEDULED, due_from, head, job_id, leased_row, refused, row,
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, due_from, head, job_id, leased_row, refused, row,
     state, state_of,
 };
 use crate::store::{Store, sql};
@@ -62,30 +62,68 @@ impl Now {
     }
 }
 
-/// Deletes the records of valid leases; one outcome per lease. An expired lease that no claim
-/// recovered yet is still the job's current lease (as on Redis).
-fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef]) -> Result<Vec<AckOutcome>> {
+/// Deletes the records of valid leases — or keeps them as done when the job's retention (its
+/// own, else the queue's) says so, then trims kept jobs whose time is up; one outcome per
+/// lease. An expired lease that no claim recovered yet is still the job's current lease (as on
+/// Redis).
+fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef], now: i64) -> Result<Vec<AckOutcome>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ret = limits::retention(c, q)?;
+    let mut keep = c
+        .prepare_cached(
+            "UPDATE jobs SET state = ?5, token = 0, completed_at = ?4, \
+             dedupe_until = ?4 + COALESCE(dedupe_ms, ?7), \
+             score = ?4 + MAX(COALESCE(keep_done_ms, ?6), COALESCE(dedupe_ms, ?7)) \
+             WHERE queue = ?1 AND id = ?2 AND state = ?8 AND token = ?3 AND token != 0 \
+             AND (COALESCE(keep_done_ms, ?6) > 0 OR COALESCE(dedupe_ms, ?7) > 0)",
+        )
+        .map_err(sql)?;
     let mut del = c
         .prepare_cached(
             "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?4 AND token = ?3 \
              AND token != 0",
         )
         .map_err(sql)?;
-    leases
+    let mut kept = 0;
+    let out = leases
         .iter()
         .map(|l| {
-            let n = del
-                .execute(params![q, l.id.as_str(), l.token as i64, LEASED])
+            let (id, token) = (l.id.as_str(), l.token as i64);
+            let k = keep
+                .execute(params![
+                    q,
+                    id,
+                    token,
+                    now,
+                    DONE,
+                    ret.keep_done_ms as i64,
+                    ret.dedupe_ms as i64,
+                    LEASED
+                ])
                 .map_err(sql)?;
+            kept += k;
+            let n = k + del.execute(params![q, id, token, LEASED]).map_err(sql)?;
             Ok(if n == 1 {
                 AckOutcome::Acked
-            } else if state_of(c, q, l.id.as_str())?.is_some() {
+            } else if state_of(c, q, id)?.is_some() {
                 AckOutcome::LeaseLost
             } else {
                 AckOutcome::NotFound
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    if kept > 0 || ret.any() {
+        c.prepare_cached(
+            "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = ?1 \
+             AND state = ?2 AND score <= ?3 ORDER BY score LIMIT ?4)",
+        )
+        .map_err(sql)?
+        .execute(params![q, DONE, now, delayq::limits::TRIM_PER_CALL as i64])
+        .map_err(sql)?;
+    }
+    Ok(out)
 }
 
 /// Claim step 1, crash recovery: expired leases are due again now, or dead when attempts are
@@ -132,19 +170,37 @@ fn lease(
     max: i64,
     default: Duration,
     now: i64,
+    prio: bool,
     counts: &mut Counts,
 ) -> Result<Vec<Job>> {
     let qs = q.as_str();
-    let due_rows: Vec<RowData> = c
+    // With priorities: the lowest due time minus a level's aging per priority first (a due job
+    // gains a level per PRIORITY_AGING it waits), as the Redis claim.
+    let order = if prio {
+        "score - COALESCE(priority, ?5) * ?6, id"
+    } else {
+        "score, id"
+    };
+    let aging = delayq::limits::PRIORITY_AGING.as_millis() as i64;
+    let mut select = c
         .prepare_cached(&format!(
             "SELECT {COLS} FROM jobs WHERE queue = ?1 AND state = ?4 AND score <= ?2 \
-             ORDER BY score, id LIMIT ?3"
+             ORDER BY {order} LIMIT ?3"
         ))
-        .map_err(sql)?
-        .query_map(params![qs, now, max, SCHEDULED], row)
+        .map_err(sql)?;
+    let rows = if prio {
+        select.query_map(
+            params![qs, now, max, SCHEDULED, delayq::DEFAULT_PRIORITY, aging],
+            row,
+        )
+    } else {
+        select.query_map(params![qs, now, max, SCHEDULED], row)
+    };
+    let due_rows: Vec<RowData> = rows
         .map_err(sql)?
         .collect::<rusqlite::Result<_>>()
         .map_err(sql)?;
+    drop(select);
     if due_rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -194,6 +250,7 @@ fn lease(
             last_error: r.last_error,
             timeout: r.timeout_ms.map(|t| Duration::from_millis(t as u64)),
             expires_at_ms: r.expires_at.map(|t| t as u64),
+            priority: r.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
         });
     }
     Ok(jobs)
@@ -210,14 +267,19 @@ fn next_due(c: &Connection, q: &str, now: Now) -> Result<Option<Duration>> {
 
 /// Whether the queue is paused (a row of `queue_conf`).
 pub(crate) fn paused(c: &Connection, q: &str) -> Result<bool> {
+    Ok(conf(c, q)?.0)
+}
+
+/// `(paused, has priorities)` of a queue (a row of `queue_conf`).
+pub(crate) fn conf(c: &Connection, q: &str) -> Result<(bool, bool)> {
     use rusqlite::OptionalExtension;
-    let p: Option<i64> = c
-        .prepare_cached("SELECT paused FROM queue_conf WHERE queue = ?1")
+    let p: Option<(i64, i64)> = c
+        .prepare_cached("SELECT paused, prio FROM queue_conf WHERE queue = ?1")
         .map_err(sql)?
-        .query_row(params![q], |r| r.get(0))
+        .query_row(params![q], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(sql)?;
-    Ok(p.unwrap_or(0) != 0)
+    Ok(p.map_or((false, false), |(a, b)| (a != 0, b != 0)))
 }
 
 /// Whether a job due at `due` is earlier than the head of the queue (consumers must be woken).
@@ -327,11 +389,11 @@ impl Backend for EmbeddedBackend {
         let (batch, counts, wake) = self
             .exec(move |c, now| {
                 let mut counts = Counts::default();
-                let acks = ack_all(c, q.as_str(), &req.acks)?;
+                let acks = ack_all(c, q.as_str(), &req.acks, now.ms())?;
                 counts.completed = acks.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
                 recover(c, q.as_str(), now.ms(), &mut counts)?;
                 let want = req.max.min(MAX_CLAIM) as i64;
-                let paused = paused(c, q.as_str())?;
+                let (paused, prio) = conf(c, q.as_str())?;
                 let bucket = if want > 0 && !paused {
                     Bucket::read(c, q.as_str(), now.0)?
                 } else {
@@ -339,7 +401,7 @@ impl Backend for EmbeddedBackend {
                 };
                 let max = bucket.as_ref().map_or(want, |b| b.allow(want));
                 let jobs = if max > 0 && !paused {
-                    lease(c, &q, max, req.lease, now.ms(), &mut counts)?
+                    lease(c, &q, max, req.lease, now.ms(), prio, &mut counts)?
                 } else {
                     Vec::new()
                 };
@@ -384,8 +446,8 @@ impl Backend for EmbeddedBackend {
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
         let q = queue.to_string();
         let out = self
-            .exec_waking(queue, move |c, _| {
-                let out = ack_all(c, &q, &leases)?;
+            .exec_waking(queue, move |c, now| {
+                let out = ack_all(c, &q, &leases, now.ms())?;
                 let freed = out.contains(&AckOutcome::Acked) && limits::freed(c, &q)?;
                 Ok((out, freed))
             })
@@ -511,6 +573,8 @@ impl Backend for EmbeddedBackend {
             }
             Ok(match state_of(c, &q, &id)?.map(state).transpose()? {
                 Some(JobState::Leased) => CancelOutcome::Leased,
+                // Done (kept): nothing to cancel, as on Redis.
+                Some(JobState::Done) => CancelOutcome::NotFound,
                 Some(_) => CancelOutcome::Dead,
                 None => CancelOutcome::NotFound,
             })

@@ -1,10 +1,10 @@
 //! Writing new jobs into `jobs`: the one insert an enqueue and a schedule's fire share (with
 //! idempotent ids and `on_conflict: replace`).
 
-use delayq::{Enqueued, Error, JobId, NewJob, OnConflict, Result};
+use delayq::{Enqueued, Error, JobId, JobState, NewJob, OnConflict, Result};
 use rusqlite::{Connection, params};
 
-use crate::rows::{SCHEDULED, due_from, due_of, head, state, state_of};
+use crate::rows::{DONE, SCHEDULED, due_from, due_of, head, state, state_of};
 use crate::store::sql;
 
 /// Inserts `jobs` into queue `q` at `now` (ms); returns one outcome per job and whether a job
@@ -22,8 +22,9 @@ pub(crate) fn insert(
         .prepare_cached(
             "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
          max_attempts, backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
-         payload, timeout_ms, expires_at) \
-         VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?12, ?13) \
+         payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms) \
+         VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?12, ?13, ?14, ?15, \
+         ?16) \
          ON CONFLICT (queue, id) DO NOTHING",
         )
         .map_err(sql)?;
@@ -40,23 +41,36 @@ pub(crate) fn insert(
         });
         let replace = (job.on_conflict == OnConflict::Replace)
             .then(|| (job.payload.clone(), job.max_attempts, job.lease));
-        let n = insert
-            .execute(params![
-                q,
-                id.as_str(),
-                due,
-                now,
-                i64::from(job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)),
-                backoff.map(|b| b.0),
-                backoff.map(|b| b.1),
-                backoff.map(|b| b.2),
-                job.lease.map(|l| l.as_millis() as i64),
-                job.payload,
-                SCHEDULED,
-                timeout_ms,
-                expires_at,
-            ])
-            .map_err(sql)?;
+        let retention = job.retention;
+        let mut insert_it = || {
+            insert
+                .execute(params![
+                    q,
+                    id.as_str(),
+                    due,
+                    now,
+                    i64::from(job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)),
+                    backoff.map(|b| b.0),
+                    backoff.map(|b| b.1),
+                    backoff.map(|b| b.2),
+                    job.lease.map(|l| l.as_millis() as i64),
+                    &job.payload,
+                    SCHEDULED,
+                    timeout_ms,
+                    expires_at,
+                    job.priority,
+                    retention.map(|r| r.keep_done_ms as i64),
+                    retention.map(|r| r.dedupe_ms as i64),
+                ])
+                .map_err(sql)
+        };
+        let mut n = insert_it()?;
+        if job.priority.is_some() {
+            mark_priorities(c, q)?;
+        }
+        if n == 0 && free_done(c, q, id.as_str(), now)? {
+            n = insert_it()?;
+        }
         let mut e = Enqueued {
             id,
             due_at_ms: due as u64,
@@ -66,6 +80,10 @@ pub(crate) fn insert(
         };
         if n == 1 {
             earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
+        } else if let Some(done) = done_within_window(c, q, e.id.as_str())? {
+            // Done, inside its dedupe window: refused, the original outcome answered.
+            e.existing = Some(JobState::Done);
+            e.due_at_ms = done as u64;
         } else if let Some((payload, max, lease)) = replace {
             // Debounce: only a scheduled job is replaced (created now, attempts
             // kept).
@@ -112,4 +130,40 @@ pub(crate) fn insert(
     }
     let wake = earliest.is_some_and(|e| head_due.is_none_or(|h| e < h));
     Ok((out, wake))
+}
+
+/// A job kept as done whose dedupe window is over no longer holds its id: deletes it; whether
+/// it did.
+fn free_done(c: &Connection, q: &str, id: &str, now: i64) -> Result<bool> {
+    let n = c
+        .prepare_cached(
+            "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3 AND dedupe_until <= ?4",
+        )
+        .map_err(sql)?
+        .execute(params![q, id, DONE, now])
+        .map_err(sql)?;
+    Ok(n == 1)
+}
+
+/// The due time of job `id` when it is done (and so inside its dedupe window: [`free_done`]
+/// ran first).
+fn done_within_window(c: &Connection, q: &str, id: &str) -> Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    c.prepare_cached("SELECT due FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3")
+        .map_err(sql)?
+        .query_row(params![q, id, DONE], |r| r.get(0))
+        .optional()
+        .map_err(sql)
+}
+
+/// Marks the queue as one with priorities (claims then order due jobs by priority).
+fn mark_priorities(c: &Connection, q: &str) -> Result<()> {
+    c.prepare_cached(
+        "INSERT INTO queue_conf (queue, prio) VALUES (?1, 1) \
+         ON CONFLICT (queue) DO UPDATE SET prio = 1",
+    )
+    .map_err(sql)?
+    .execute(params![q])
+    .map_err(sql)?;
+    Ok(())
 }

@@ -10,7 +10,9 @@ use rusqlite::{Connection, params};
 
 use crate::backend::{EmbeddedBackend, paused};
 use crate::limits;
-use crate::rows::{COLS, DEAD, LEASED, RowData, SCHEDULED, get_row, head, row, state, state_of};
+use crate::rows::{
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, get_row, head, row, state, state_of,
+};
 use crate::store::sql;
 
 /// The error for an operation that needed `expected`: not found, or the state the job is in.
@@ -87,6 +89,7 @@ impl Inspect for EmbeddedBackend {
                     .map_or(0, |h| (now - h) as u64),
                 paused: paused(c, &q)?,
                 waiting_on_limit: limits::waiting(c, &q, due, now_us)?,
+                done: by_state(DONE)?,
             })
         })
         .await
@@ -108,6 +111,7 @@ impl Inspect for EmbeddedBackend {
                 ListState::Due => (SCHEDULED, i64::MIN, now),
                 ListState::Leased => (LEASED, i64::MIN, i64::MAX),
                 ListState::Dead => (DEAD, i64::MIN, i64::MAX),
+                ListState::Done => (DONE, i64::MIN, i64::MAX),
             };
             let (score, id) = after.map_or((i64::MIN, String::new()), |c| {
                 (i64::try_from(c.score).unwrap_or(i64::MAX), c.id)
@@ -274,11 +278,12 @@ impl Inspect for EmbeddedBackend {
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         let q = queue.to_string();
-        let (rate, max_in_flight) = self.exec(move |c, _| limits::stored(c, &q)).await?;
+        let (rate, max_in_flight, retention) = self.exec(move |c, _| limits::stored(c, &q)).await?;
         Ok(QueueSettings {
             shards: 1,
             rate,
             max_in_flight,
+            retention,
         })
     }
 
@@ -292,8 +297,8 @@ impl Inspect for EmbeddedBackend {
             .into());
         }
         let q = queue.to_string();
-        let (rate, m) = (s.rate, s.max_in_flight);
-        self.exec(move |c, now| limits::store(c, &q, rate, m, now.us()))
+        let stored = s.clone();
+        self.exec(move |c, now| limits::store(c, &q, &stored, now.us()))
             .await?;
         // Consumers sleeping on the old limits look again.
         self.wake(queue);

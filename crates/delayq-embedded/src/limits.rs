@@ -1,14 +1,18 @@
-//! A queue's rate and concurrency limits on the embedded store (the `queue_limits` table):
+//! A queue's rate and concurrency limits and its retention on the embedded store (the
+//! `queue_limits` table):
 //! what a claim may lease, when a held-back consumer should come back, and waking consumers
 //! when an in-flight slot frees. The same rules as the Redis claim (`claim.lua`).
 
 use std::time::Duration;
 
-use delayq::{Rate, Result};
+use delayq::{QueueSettings, Rate, Result, Retention};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::rows::{LEASED, SCHEDULED, head};
 use crate::store::sql;
+
+/// `per_s, burst, max_in_flight, keep_done_ms, dedupe_ms` of a `queue_limits` row.
+type SettingsRow = (Option<f64>, u32, Option<u32>, i64, i64);
 
 /// `per_s, burst, max_in_flight, tokens, at_us` of a `queue_limits` row.
 type BucketRow = (Option<f64>, u32, Option<u32>, f64, i64);
@@ -21,50 +25,78 @@ pub(crate) struct Bucket {
     leased: u64,
 }
 
-/// A queue's limits as stored: `(rate, max_in_flight)`; `None` without a row.
-pub(crate) fn stored(c: &Connection, q: &str) -> Result<(Option<Rate>, Option<u32>)> {
-    let row: Option<(Option<f64>, u32, Option<u32>)> = c
-        .prepare_cached("SELECT per_s, burst, max_in_flight FROM queue_limits WHERE queue = ?1")
+/// A queue's limits and retention as stored (none without a row).
+pub(crate) fn stored(c: &Connection, q: &str) -> Result<(Option<Rate>, Option<u32>, Retention)> {
+    let row: Option<SettingsRow> = c
+        .prepare_cached(
+            "SELECT per_s, burst, max_in_flight, keep_done_ms, dedupe_ms FROM queue_limits \
+             WHERE queue = ?1",
+        )
         .map_err(sql)?
-        .query_row(params![q], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_row(params![q], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .optional()
         .map_err(sql)?;
-    Ok(row.map_or((None, None), |(per_s, burst, m)| {
-        (per_s.map(|per_s| Rate { per_s, burst }), m)
-    }))
+    Ok(row.map_or(
+        (None, None, Retention::default()),
+        |(per_s, burst, m, keep, dedupe)| {
+            (
+                per_s.map(|per_s| Rate { per_s, burst }),
+                m,
+                Retention {
+                    keep_done_ms: keep as u64,
+                    dedupe_ms: dedupe as u64,
+                },
+            )
+        },
+    ))
 }
 
-/// Stores a queue's limits (or removes them). A bucket that had a rate keeps its tokens,
-/// capped at the new burst; a new one starts full.
-pub(crate) fn store(
-    c: &Connection,
-    q: &str,
-    rate: Option<Rate>,
-    max_in_flight: Option<u32>,
-    now_us: u64,
-) -> Result<()> {
-    if rate.is_none() && max_in_flight.is_none() {
+/// Stores a queue's limits and retention (or removes them). A bucket that had a rate keeps
+/// its tokens, capped at the new burst; a new one starts full.
+pub(crate) fn store(c: &Connection, q: &str, s: &QueueSettings, now_us: u64) -> Result<()> {
+    let (rate, max_in_flight, r) = (s.rate, s.max_in_flight, s.retention);
+    if rate.is_none() && max_in_flight.is_none() && !r.any() {
         c.execute("DELETE FROM queue_limits WHERE queue = ?1", params![q])
             .map_err(sql)?;
         return Ok(());
     }
     let burst = rate.map_or(0, |r| r.burst);
     c.execute(
-        "INSERT INTO queue_limits (queue, per_s, burst, max_in_flight, tokens, at_us) \
-         VALUES (?1, ?2, ?3, ?4, ?3, ?5) ON CONFLICT (queue) DO UPDATE SET \
+        "INSERT INTO queue_limits (queue, per_s, burst, max_in_flight, tokens, at_us, \
+         keep_done_ms, dedupe_ms) VALUES (?1, ?2, ?3, ?4, ?3, ?5, ?6, ?7) \
+         ON CONFLICT (queue) DO UPDATE SET \
          per_s = excluded.per_s, burst = excluded.burst, max_in_flight = excluded.max_in_flight, \
          tokens = CASE WHEN queue_limits.per_s IS NULL THEN excluded.tokens \
-                  ELSE MIN(queue_limits.tokens, excluded.burst) END, waiting = 0",
+                  ELSE MIN(queue_limits.tokens, excluded.burst) END, waiting = 0, \
+         keep_done_ms = excluded.keep_done_ms, dedupe_ms = excluded.dedupe_ms",
         params![
             q,
             rate.map(|r| r.per_s),
             burst,
             max_in_flight,
-            now_us as i64
+            now_us as i64,
+            r.keep_done_ms as i64,
+            r.dedupe_ms as i64
         ],
     )
     .map_err(sql)?;
     Ok(())
+}
+
+/// The queue's retention of completed jobs (the default without a row).
+pub(crate) fn retention(c: &Connection, q: &str) -> Result<Retention> {
+    let row: Option<(i64, i64)> = c
+        .prepare_cached("SELECT keep_done_ms, dedupe_ms FROM queue_limits WHERE queue = ?1")
+        .map_err(sql)?
+        .query_row(params![q], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .map_err(sql)?;
+    Ok(row.map_or(Retention::default(), |(k, d)| Retention {
+        keep_done_ms: k as u64,
+        dedupe_ms: d as u64,
+    }))
 }
 
 impl Bucket {
@@ -84,6 +116,9 @@ impl Bucket {
         let Some((per_s, burst, max_in_flight, mut tokens, at_us)) = row else {
             return Ok(None);
         };
+        if per_s.is_none() && max_in_flight.is_none() {
+            return Ok(None); // a row for retention only
+        }
         if let Some(p) = per_s {
             let dt = (now_us as i64 - at_us).max(0) as f64;
             tokens = (tokens + dt * p / 1e6).min(f64::from(burst));

@@ -10,11 +10,13 @@ use crate::store::sql;
 pub(crate) const SCHEDULED: i64 = JobState::Scheduled.code() as i64;
 pub(crate) const LEASED: i64 = JobState::Leased.code() as i64;
 pub(crate) const DEAD: i64 = JobState::Dead.code() as i64;
+pub(crate) const DONE: i64 = JobState::Done.code() as i64;
 
 /// Every column, in the order [`row`] reads them.
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
-                               last_error, payload, timeout_ms, expires_at";
+                               last_error, payload, timeout_ms, expires_at, priority, \
+                               completed_at";
 
 /// One row of `jobs`.
 pub(crate) struct RowData {
@@ -32,6 +34,8 @@ pub(crate) struct RowData {
     pub payload: Vec<u8>,
     pub timeout_ms: Option<i64>,
     pub expires_at: Option<i64>,
+    pub priority: Option<i64>,
+    pub completed_at: Option<i64>,
 }
 
 /// Reads a row selected with [`COLS`].
@@ -57,6 +61,8 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         payload: r.get(13)?,
         timeout_ms: r.get(14)?,
         expires_at: r.get(15)?,
+        priority: r.get(16)?,
+        completed_at: r.get(17)?,
     })
 }
 
@@ -81,9 +87,11 @@ impl RowData {
             created_at_ms: self.created as u64,
             lease_deadline_ms: (state == JobState::Leased).then_some(self.score as u64),
             failed_at_ms: (state == JobState::Dead).then_some(self.score as u64),
+            completed_at_ms: self.completed_at.map(|t| t as u64),
             last_error: self.last_error,
             timeout_ms: self.timeout_ms.map(|t| t as u64),
             expires_at_ms: self.expires_at.map(|t| t as u64),
+            priority: self.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
             payload: self.payload,
         })
     }

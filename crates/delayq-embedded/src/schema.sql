@@ -6,8 +6,8 @@ PRAGMA synchronous = FULL;
 CREATE TABLE IF NOT EXISTS jobs (
   queue        TEXT    NOT NULL,
   id           TEXT    NOT NULL,
-  state        INTEGER NOT NULL,          -- 0 scheduled, 1 leased, 2 dead
-  score        INTEGER NOT NULL,          -- due ms | lease deadline ms | failed-at ms
+  state        INTEGER NOT NULL,          -- 0 scheduled, 1 leased, 2 dead, 3 done (kept)
+  score        INTEGER NOT NULL,          -- due | lease deadline | failed-at | retention end (ms)
   due          INTEGER NOT NULL,
   created      INTEGER NOT NULL,
   attempt      INTEGER NOT NULL,
@@ -19,18 +19,29 @@ CREATE TABLE IF NOT EXISTS jobs (
   token        INTEGER NOT NULL DEFAULT 0, -- non-zero exactly while leased
   last_error   TEXT,
   payload      BLOB    NOT NULL,
-  timeout_ms   INTEGER,                   -- longest one attempt may run (store.rs adds the
+  timeout_ms   INTEGER,                   -- longest one attempt may run (store.rs adds these
   expires_at   INTEGER,                   -- columns to stores made before they existed)
+  priority     INTEGER,                   -- 0-9, NULL: the default
+  keep_done_ms INTEGER,                   -- the job's own retention (NULL: the queue's)
+  dedupe_ms    INTEGER,
+  completed_at INTEGER,                   -- state 3 (done, kept): when it completed, and
+  dedupe_until INTEGER,                   -- until when its id is refused
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);
--- Per-queue state every consumer obeys: paused (1) leases nothing.
-CREATE TABLE IF NOT EXISTS queue_conf (queue TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0);
+-- Per-queue state every consumer obeys: paused (1) leases nothing; prio (1): the queue has had
+-- jobs with a priority, so claims order due jobs by priority (store.rs adds the column to
+-- stores made before it).
+CREATE TABLE IF NOT EXISTS queue_conf (
+  queue  TEXT PRIMARY KEY,
+  paused INTEGER NOT NULL DEFAULT 0,
+  prio   INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (k, v) VALUES ('fence', 0), ('schema_version', 1);
--- Per-queue rate and concurrency limits (delayq::QueueSettings): the settings, the token
--- bucket (tokens, counted at at_us) and `waiting` (a claim was held back by max_in_flight: the
--- next freed slot wakes consumers). A queue without limits has no row.
+-- Per-queue rate and concurrency limits and retention (delayq::QueueSettings): the settings,
+-- the token bucket (tokens, counted at at_us) and `waiting` (a claim was held back by max_in_flight: the
+-- next freed slot wakes consumers). A queue without limits or retention has no row.
 CREATE TABLE IF NOT EXISTS queue_limits (
   queue         TEXT PRIMARY KEY,
   per_s         REAL,
@@ -38,7 +49,9 @@ CREATE TABLE IF NOT EXISTS queue_limits (
   max_in_flight INTEGER,
   tokens        REAL    NOT NULL DEFAULT 0,
   at_us         INTEGER NOT NULL DEFAULT 0,
-  waiting       INTEGER NOT NULL DEFAULT 0
+  waiting       INTEGER NOT NULL DEFAULT 0,
+  keep_done_ms  INTEGER NOT NULL DEFAULT 0,
+  dedupe_ms     INTEGER NOT NULL DEFAULT 0
 );
 -- Schedules (delayq::periodic): the definition as JSON and the next fire; a fire updates
 -- next_ms only while it is the one the ticker read, in the transaction that inserts its jobs.

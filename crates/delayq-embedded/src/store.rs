@@ -149,10 +149,25 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         .prepare("SELECT name FROM pragma_table_info('jobs')")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    for (name, ty) in [("timeout_ms", "INTEGER"), ("expires_at", "INTEGER")] {
+    for (name, ty) in [
+        ("timeout_ms", "INTEGER"),
+        ("expires_at", "INTEGER"),
+        ("priority", "INTEGER"),
+        ("keep_done_ms", "INTEGER"),
+        ("dedupe_ms", "INTEGER"),
+        ("completed_at", "INTEGER"),
+        ("dedupe_until", "INTEGER"),
+    ] {
         if !cols.iter().any(|c| c == name) {
             conn.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {name} {ty}"))?;
         }
+    }
+    let conf: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('queue_conf')")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if !conf.iter().any(|c| c == "prio") {
+        conn.execute_batch("ALTER TABLE queue_conf ADD COLUMN prio INTEGER NOT NULL DEFAULT 0")?;
     }
     Ok(())
 }

@@ -54,6 +54,7 @@ error_codes! {
     InvalidBatch = "invalid_batch", 400, "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s";
     InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
     InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store; rate.per_s not > 0, rate.burst or max_in_flight outside 1-1,000,000 or under the shard count)";
+    InvalidPriority = "invalid_priority", 400, "priority over 9";
     InvalidSchedule = "invalid_schedule", 400, "a schedule name outside [A-Za-z0-9._-]{1,128}, a cron expression that does not parse, an unknown time zone, every_ms under 1,000, both or neither of cron and every_ms, or catch_up other than none, one, all";
     InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h, expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
@@ -154,6 +155,7 @@ impl From<delayq::InvalidInput> for ApiError {
             I::Settings(_) => ErrorCode::InvalidSettings,
             I::Deadline(_) => ErrorCode::InvalidDeadline,
             I::Schedule(_) => ErrorCode::InvalidSchedule,
+            I::Priority(_) => ErrorCode::InvalidPriority,
             I::Query(_) => ErrorCode::InvalidQuery,
             _ => ErrorCode::InvalidBody,
         };

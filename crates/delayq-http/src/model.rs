@@ -47,6 +47,14 @@ pub struct EnqueueRequest {
     /// or dead one is not touched and `state` says which).
     #[schema(value_type = Option<String>)]
     pub on_conflict: Option<delayq::OnConflict>,
+    /// Priority among due jobs, 0-9 (default 5; higher first; a due job gains a level for
+    /// every minute it waits, so none starves).
+    pub priority: Option<u8>,
+    /// Keep the job readable as `done` this long after it completes, ms (overrides the
+    /// queue's; with `dedupe_ms`).
+    pub keep_done_ms: Option<u64>,
+    /// Refuse its id again for this long after it completes, ms (overrides the queue's).
+    pub dedupe_ms: Option<u64>,
 }
 
 impl EnqueueRequest {
@@ -81,6 +89,13 @@ impl EnqueueRequest {
             job = job.timeout(std::time::Duration::from_millis(t));
         }
         job.on_conflict = self.on_conflict.unwrap_or_default();
+        job.priority = self.priority;
+        if self.keep_done_ms.is_some() || self.dedupe_ms.is_some() {
+            job.retention = Some(delayq::Retention {
+                keep_done_ms: self.keep_done_ms.unwrap_or(0),
+                dedupe_ms: self.dedupe_ms.unwrap_or(0),
+            });
+        }
         match (self.expires_at, self.expire_after_ms) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::new(
@@ -220,6 +235,9 @@ pub struct JobView {
     /// When a dead job failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_at: Option<u64>,
+    /// When a done job completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<u64>,
     /// Error of the last failed attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -229,6 +247,8 @@ pub struct JobView {
     /// When the job expires unstarted, ms since the epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// Priority among due jobs (0-9, default 5).
+    pub priority: u8,
     /// The payload.
     #[serde(flatten)]
     pub payload: PayloadOut,
@@ -245,9 +265,11 @@ impl From<JobInfo> for JobView {
             created_at: j.created_at_ms,
             lease_deadline: j.lease_deadline_ms,
             failed_at: j.failed_at_ms,
+            completed_at: j.completed_at_ms,
             last_error: j.last_error,
             timeout_ms: j.timeout_ms,
             expires_at: j.expires_at_ms,
+            priority: j.priority,
             payload: PayloadOut::new(j.payload),
         }
     }
@@ -280,6 +302,8 @@ pub struct ClaimedJob {
     /// When the job expires unstarted, ms since the epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// Priority among due jobs (0-9, default 5).
+    pub priority: u8,
     /// The payload.
     #[serde(flatten)]
     pub payload: PayloadOut,
@@ -298,6 +322,7 @@ impl From<Job> for ClaimedJob {
             last_error: j.last_error,
             timeout_ms: j.timeout.map(|t| t.as_millis() as u64),
             expires_at: j.expires_at_ms,
+            priority: j.priority,
             payload: PayloadOut::new(j.payload),
         }
     }
@@ -433,6 +458,8 @@ pub struct QueueView {
     pub paused: bool,
     /// Due jobs held back right now by the queue's `rate` or `max_in_flight`.
     pub waiting_on_limit: u64,
+    /// Completed jobs kept (retention).
+    pub done: u64,
     /// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsView>,
@@ -449,6 +476,10 @@ pub struct SettingsView {
     pub rate: Option<RateView>,
     /// Most jobs leased at once over all consumers; `null`: no limit.
     pub max_in_flight: Option<u32>,
+    /// Completed jobs stay readable as `done` this long, ms (0: deleted at once).
+    pub keep_done_ms: u64,
+    /// A completed job's id is refused this long, ms (0: free once done).
+    pub dedupe_ms: u64,
 }
 
 /// A start-rate limit: `per_s` tokens a second, at most `burst` kept; each job started takes
@@ -486,6 +517,10 @@ pub struct SettingsPatch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<u32>)]
     pub max_in_flight: Option<Option<u32>>,
+    /// Keep completed jobs readable as `done` this long, ms (0: off; at most 30 days).
+    pub keep_done_ms: Option<u64>,
+    /// Refuse a completed job's id this long, ms (0: off; at most 30 days).
+    pub dedupe_ms: Option<u64>,
 }
 
 impl SettingsPatch {
@@ -500,6 +535,10 @@ impl SettingsPatch {
                 })
             }),
             max_in_flight: self.max_in_flight.unwrap_or(current.max_in_flight),
+            retention: delayq::Retention {
+                keep_done_ms: self.keep_done_ms.unwrap_or(current.retention.keep_done_ms),
+                dedupe_ms: self.dedupe_ms.unwrap_or(current.retention.dedupe_ms),
+            },
         }
     }
 }
@@ -517,6 +556,7 @@ impl QueueView {
             oldest_overdue_ms: s.oldest_overdue_ms,
             paused: s.paused,
             waiting_on_limit: s.waiting_on_limit,
+            done: s.done,
             settings: None,
         }
     }
@@ -530,6 +570,8 @@ impl QueueView {
                 burst: r.burst,
             }),
             max_in_flight: s.max_in_flight,
+            keep_done_ms: s.retention.keep_done_ms,
+            dedupe_ms: s.retention.dedupe_ms,
         });
         self
     }

@@ -1,20 +1,28 @@
--- ack.lua: acknowledges leased jobs: their records are deleted.
+-- ack.lua: acknowledges leased jobs: their records are deleted, or kept as done when a
+-- retention says so (common.lua: keep_done).
 -- KEYS[1] lease  ZSET id -> lease deadline ms
 -- KEYS[2] jobs   HASH id -> record
--- KEYS[3] stat   STRING paused flag, limits and series of counts (common.lua: count)
+-- KEYS[3] stat   STRING paused flag, limits, retention and series of counts (common.lua)
 -- KEYS[4] wake   channel of the queue's consumers (woken when a full max_in_flight frees)
+-- KEYS[5] done   ZSET id -> when its retention ends (ms)
 -- ARGV: pairs id, token
 -- Returns one code per pair: R_OK (acked), R_LOST (the job exists under another lease or
 -- none), R_MISSING (no such job); refused pairs change nothing.
--- Safe to run twice: a second run finds the records gone and answers R_MISSING, changing
--- nothing (a client that resends after a lost reply reads R_MISSING as "done or cancelled").
-local out = ack_pairs(KEYS[2], KEYS[1], ARGV, 1, #ARGV / 2)
-local done = 0
+-- Safe to run twice: a second run finds the records gone (or done, with no token) and answers
+-- R_MISSING or R_LOST, changing nothing (a client that resends after a lost reply reads either
+-- as "done or cancelled").
+local lease, jobs, stat, wake, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
+local now = now_ms()
+local ret = queue_retention(stat, lflags)
+local out, kept = ack_pairs(jobs, lease, ARGV, 1, #ARGV / 2, done, ret, now)
+local acked = 0
 for i = 1, #out do
-  if out[i] == R_OK then done = done + 1 end
+  if out[i] == R_OK then acked = acked + 1 end
 end
-if done > 0 then
-  count(KEYS[3], now_ms(), 1, done)
-  limit_freed(KEYS[3], KEYS[4])
+if acked > 0 then
+  count(stat, now, 1, acked)
+  limit_freed(stat, wake, lflags)
 end
+if kept > 0 or ret then trim_done(jobs, done, now) end
 return out

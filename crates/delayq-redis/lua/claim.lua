@@ -7,6 +7,9 @@
 -- KEYS[6] stat   STRING paused flag (lease nothing), limits (common.lua: limits_read) and
 --                series of counts (common.lua: count)
 -- KEYS[7] wake   channel of the queue's consumers (woken when a full max_in_flight frees)
+-- KEYS[8] done   ZSET id -> when its retention ends (acked jobs kept as done)
+-- KEYS[9] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+--                (common.lua: promote; only with L_PRIO)
 -- ARGV[1] max jobs to lease
 -- ARGV[2] default lease ms
 -- ARGV[3] most expired leases to recover in this call
@@ -23,8 +26,8 @@
 -- Safe to run twice: the acks of a second run answer R_MISSING; it leases the next due jobs
 -- under new tokens (the first run's jobs stay leased until their leases expire and come back:
 -- at-least-once, never lost).
-local sched, lease, jobs, dead, fence, stat, wake =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local sched, lease, jobs, dead, fence, stat, wake, done, ready =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local max = tonumber(ARGV[1])
 local default_lease = tonumber(ARGV[2])
 local reap_limit = tonumber(ARGV[3])
@@ -32,16 +35,19 @@ local k = tonumber(ARGV[4])
 local now_exact_us = now_us()
 local now = math.floor(now_exact_us / 1000)
 
-local acks = ack_pairs(jobs, lease, ARGV, 5, k)
+local flags = redis.call('GETRANGE', stat, S_PAUSED, S_FLAGS)
+local is_paused = string.byte(flags, 1) == 1
+if is_paused then max = 0 end
+local lflags = string.byte(flags, 2) or 0
+local ret = nil
+if k > 0 then ret = queue_retention(stat, lflags) end
+local acks, kept = ack_pairs(jobs, lease, ARGV, 5, k, done, ret, now)
+if kept > 0 or ret then trim_done(jobs, done, now) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }
 for i = 1, #acks do
   if acks[i] == R_OK then c[1] = c[1] + 1 end
 end
-local flags = redis.call('GETRANGE', stat, S_PAUSED, S_FLAGS)
-local is_paused = string.byte(flags, 1) == 1
-if is_paused then max = 0 end
-local lflags = string.byte(flags, 2) or 0
 
 -- Crash recovery: an expired lease means the consumer died or stalled. The attempt it was
 -- given counts; the job is due again now, or dead when attempts are used up. Only read
@@ -83,25 +89,40 @@ if max > 0 and bit.band(lflags, L_ON) ~= 0 then
   end
 end
 
--- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
--- claimed tells when to come back.
-local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')
 local ids = {}
 local next_due = nil
-for i = 1, #head, 2 do
-  local due = tonumber(head[i + 1])
-  if due <= now and #ids < max then
-    ids[#ids + 1] = head[i]
-  else
-    next_due = due
-    break
+local from = sched
+if bit.band(lflags, L_PRIO) == 0 then
+  -- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
+  -- claimed tells when to come back.
+  local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')
+  for i = 1, #head, 2 do
+    local due = tonumber(head[i + 1])
+    if due <= now and #ids < max then
+      ids[#ids + 1] = head[i]
+    else
+      next_due = due
+      break
+    end
+  end
+else
+  -- Priorities: due jobs move to `ready`; the best max of them are claimed.
+  from = ready
+  if max > 0 then promote(sched, ready, jobs, now, PROMOTE_PER_CALL) end
+  local best = redis.call('ZRANGE', ready, 0, max)
+  for i = 1, #best do
+    if i <= max then ids[#ids + 1] = best[i] else next_due = now end
+  end
+  if next_due == nil then
+    local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+    if head[2] then next_due = tonumber(head[2]) end
   end
 end
 
 local out = {}
 local n = #ids
 if n > 0 then
-  redis.call('ZREM', sched, unpack(ids))
+  redis.call('ZREM', from, unpack(ids))
   local raws = redis.call('HMGET', jobs, unpack(ids))
   local token = redis.call('INCRBY', fence, n) - n
   -- Replication is asynchronous: after a failover the counter may be behind tokens the old

@@ -2,7 +2,7 @@
 -- CAPITALS are constants of the prelude `scripts.rs` generates from Rust, written into the
 -- text as their values when a script is built: the record layout (HEADER, HEADER_LEN,
 -- AT_ATTEMPT, AT_DUE, AT_CREATED, AT_TOKEN, F_LEASE, F_BACKOFF, F_TIMEOUT, F_EXPIRES, F_EXPIRES_REL,
--- F_ERROR, RECORD_VERSION), MAX_ERROR,
+-- F_EXTRA and its X_* tags, F_DONE, F_ERROR, RECORD_VERSION), MAX_ERROR,
 -- the default backoff (DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP), state codes (ST_*),
 -- reply codes (R_*), the series layout (SERIES_*, S_*), the limit flags (L_*), and PUBLISH: the command that
 -- publishes wake-ups ('PUBLISH' on one server, 'SPUBLISH' on a Cluster).
@@ -74,6 +74,26 @@ local function decode(s)
     r.expires, pos = struct.unpack('>I6', s, pos)
     r.expires_rel = has(flags, F_EXPIRES_REL)
   end
+  if has(flags, F_EXTRA) then
+    local n
+    n, pos = struct.unpack('>B', s, pos)
+    for _ = 1, n do
+      local tag
+      tag, pos = struct.unpack('>B', s, pos)
+      if tag == X_PRIORITY then
+        r.prio, pos = struct.unpack('>B', s, pos)
+      elseif tag == X_KEEP then
+        r.keep, pos = struct.unpack('>I6', s, pos)
+      elseif tag == X_DEDUPE then
+        r.dedupe, pos = struct.unpack('>I6', s, pos)
+      else
+        error('delayq: unknown record extra ' .. tostring(tag))
+      end
+    end
+  end
+  if has(flags, F_DONE) then
+    r.done_at, r.dedupe_until, pos = struct.unpack('>I6I6', s, pos)
+  end
   if has(flags, F_ERROR) then
     local n
     n, pos = struct.unpack('>H', s, pos)
@@ -103,6 +123,18 @@ local function encode(r)
     flags = flags + F_EXPIRES
     if r.expires_rel then flags = flags + F_EXPIRES_REL end
     parts[#parts + 1] = struct.pack('>I6', r.expires)
+  end
+  local extras = {}
+  if r.prio then extras[#extras + 1] = struct.pack('>BB', X_PRIORITY, r.prio) end
+  if r.keep then extras[#extras + 1] = struct.pack('>BI6', X_KEEP, r.keep) end
+  if r.dedupe then extras[#extras + 1] = struct.pack('>BI6', X_DEDUPE, r.dedupe) end
+  if #extras > 0 then
+    flags = flags + F_EXTRA
+    parts[#parts + 1] = struct.pack('>B', #extras) .. table.concat(extras)
+  end
+  if r.done_at then
+    flags = flags + F_DONE
+    parts[#parts + 1] = struct.pack('>I6I6', r.done_at, r.dedupe_until)
   end
   if r.err then
     -- Callers cut errors on a character boundary first (limits::truncate_error); this cut
@@ -195,9 +227,11 @@ local function leased_raw(jobs, id, token)
   return raw
 end
 
--- The state code of `id` by the sorted set that holds it, or nil when it does not exist.
-local function state_of(sched, lease, dead, id)
+-- The state code of `id` by the sorted set that holds it, or nil when it does not exist
+-- (`ready`: due jobs of a queue with priorities, see promote).
+local function state_of(sched, lease, dead, id, ready)
   if redis.call('ZSCORE', sched, id) then return ST_SCHEDULED end
+  if ready and redis.call('ZSCORE', ready, id) then return ST_SCHEDULED end
   if redis.call('ZSCORE', lease, id) then return ST_LEASED end
   if redis.call('ZSCORE', dead, id) then return ST_DEAD end
   return nil
@@ -211,12 +245,53 @@ local function refusal(st)
   return R_MISSING
 end
 
+-- Retention (delayq::Retention): the queue's, when the byte at S_FLAGS has L_RETAIN, from
+-- the 16 bytes at S_RETAIN of the `stat` string (keep_done_ms, dedupe_ms as doubles); nil else.
+local function queue_retention(stat, lflags)
+  if bit.band(lflags, L_RETAIN) == 0 then return nil end
+  local keep, dedupe = struct.unpack('>dd', redis.call('GETRANGE', stat, S_RETAIN, S_RETAIN + 15))
+  return { keep = keep, dedupe = dedupe }
+end
+
+-- A completed job: deleted, or kept as done when its retention (its own, else the queue's
+-- `ret`) says so — marked F_DONE with its completion time and the end of its dedupe window,
+-- indexed in `done` by when it may go. Returns whether it was kept.
+local function keep_done(jobs, lease, done, id, raw, ret, now)
+  local r = decode(raw)
+  local keep = r.keep or (ret and ret.keep) or 0
+  local dedupe = r.dedupe or (ret and ret.dedupe) or 0
+  redis.call('ZREM', lease, id)
+  if keep <= 0 and dedupe <= 0 then
+    redis.call('HDEL', jobs, id)
+    return false
+  end
+  r.token = 0
+  r.done_at = now
+  r.dedupe_until = now + dedupe
+  redis.call('HSET', jobs, id, encode(r))
+  redis.call('ZADD', done, now + math.max(keep, dedupe), id)
+  return true
+end
+
+-- Deletes up to TRIM_PER_CALL kept jobs whose retention is over (an entry whose id was
+-- enqueued again since only leaves the index).
+local function trim_done(jobs, done, now)
+  local old = redis.call('ZRANGEBYSCORE', done, '-inf', now, 'LIMIT', 0, TRIM_PER_CALL)
+  for _, id in ipairs(old) do
+    local raw = redis.call('HGET', jobs, id)
+    if raw and has(string.byte(raw, 2), F_DONE) then redis.call('HDEL', jobs, id) end
+    redis.call('ZREM', done, id)
+  end
+end
+
 -- Acknowledges `k` pairs (id, token) found in `args` from index `from`: records of valid
--- leases are deleted. Returns per pair R_OK, R_LOST or R_MISSING (nothing changed).
-local function ack_pairs(jobs, lease, args, from, k)
-  local out, done = {}, {}
+-- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
+-- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
+-- R_MISSING (nothing changed), and how many were kept.
+local function ack_pairs(jobs, lease, args, from, k, done_key, ret, now)
+  local out, gone, kept = {}, {}, {}
   if k == 0 then
-    return out
+    return out, 0
   end
   local ids = {}
   for i = 0, k - 1 do
@@ -229,17 +304,25 @@ local function ack_pairs(jobs, lease, args, from, k)
     if not raw then
       out[i] = R_MISSING
     elseif token ~= 0 and rec_token(raw) == token then
-      done[#done + 1] = ids[i]
+      if ret or has(string.byte(raw, 2), F_EXTRA) then
+        kept[#kept + 1] = i
+      else
+        gone[#gone + 1] = ids[i]
+      end
       out[i] = R_OK
     else
       out[i] = R_LOST
     end
   end
-  if #done > 0 then
-    call_chunked('HDEL', jobs, done)
-    call_chunked('ZREM', lease, done)
+  if #gone > 0 then
+    call_chunked('HDEL', jobs, gone)
+    call_chunked('ZREM', lease, gone)
   end
-  return out
+  local n = 0
+  for _, i in ipairs(kept) do
+    if keep_done(jobs, lease, done_key, ids[i], raws[i], ret, now) then n = n + 1 end
+  end
+  return out, n
 end
 
 -- Dead-letters a decoded record.
@@ -347,4 +430,44 @@ local function limit_freed(stat, wake, flags)
     redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, flags - L_WAITING)
     redis.call(PUBLISH, wake, 0)
   end
+end
+
+-- Priorities (delayq::NewJob::priority): a queue that has had a job with a priority (the byte
+-- at S_FLAGS has L_PRIO) keeps its due jobs in `ready`, scored by due time minus
+-- PRIORITY_AGING_MS per priority level: claims take the lowest score first, so a higher
+-- priority goes first and a job gains a level for every PRIORITY_AGING_MS it waits (none
+-- starves). A job enters `ready` when it is due (promote), never before.
+
+-- The priority in a raw record (DEFAULT_PRIORITY without one).
+local function rec_priority(raw)
+  if has(string.byte(raw, 2), F_EXTRA) then
+    local p = decode(raw).prio
+    if p then return p end
+  end
+  return DEFAULT_PRIORITY
+end
+
+-- The priority in the tail of a new record (enqueue.lua's ARGV), or nil without one.
+local function tail_priority(flags, tail)
+  if not has(flags, F_EXTRA) then return nil end
+  return decode(struct.pack(HEADER, RECORD_VERSION, flags, 0, 0, 0, 0, 0) .. tail).prio
+end
+
+-- Moves up to `n` due jobs from `sched` to `ready`, scored by priority; returns how many.
+local function promote(sched, ready, jobs, now, n)
+  local ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
+  if #ids == 0 then return 0 end
+  local names = {}
+  for i = 1, #ids, 2 do names[#names + 1] = ids[i] end
+  local raws = redis.call('HMGET', jobs, unpack(names))
+  local zadd = {}
+  for i = 1, #names do
+    local p = DEFAULT_PRIORITY
+    if raws[i] then p = rec_priority(raws[i]) end
+    zadd[#zadd + 1] = tonumber(ids[2 * i]) - p * PRIORITY_AGING_MS
+    zadd[#zadd + 1] = names[i]
+  end
+  call_chunked('ZADD', ready, zadd)
+  call_chunked('ZREM', sched, names)
+  return #names
 end

@@ -5,6 +5,7 @@
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- ARGV[1] id
 -- Returns false when missing, else { ST_* state code, lease deadline | failed_at | -1, record }
+-- (a done job is told by its record: F_DONE; its completion time is in the record)
 -- Safe to run twice: it writes nothing.
 local sched, lease, jobs, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[1]
@@ -14,4 +15,5 @@ local d = redis.call('ZSCORE', lease, id)
 if d then return { ST_LEASED, tonumber(d), raw } end
 d = redis.call('ZSCORE', dead, id)
 if d then return { ST_DEAD, tonumber(d), raw } end
+if has(string.byte(raw, 2), F_DONE) then return { ST_DONE, -1, raw } end
 return { ST_SCHEDULED, -1, raw }

@@ -3,18 +3,32 @@
 -- KEYS[2] lease  ZSET id -> lease deadline ms
 -- KEYS[3] dead   ZSET id -> failed_at ms
 -- KEYS[4] jobs   HASH id -> record
--- ARGV[1] which: 's' scheduled (due later than now) | 'd' due | 'l' leased | 'x' dead
+-- KEYS[5] done   ZSET id -> when its retention ends (ms)
+-- KEYS[6] stat   STRING (the L_PRIO flag)
+-- KEYS[7] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+-- ARGV[1] which: 's' scheduled (due later than now) | 'd' due | 'l' leased | 'x' dead |
+--         'o' done (kept completed jobs)
 -- ARGV[2] page size n
 -- ARGV[3] cursor score ('' = from the start), ARGV[4] cursor id: the page starts strictly
 --         after (score, id), whether or not that job is still there
 -- Returns a flat list, 3 per job: id, score, record — at most n + 1 jobs (one more than the
 -- page tells the caller that a next page exists).
--- Safe to run twice: it writes nothing.
-local sched, lease, dead, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- Safe to run twice: it writes nothing but the promotion of due jobs of a queue with
+-- priorities, which a second run finds done.
+local sched, lease, dead, jobs, done, stat, ready =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local which, n = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
 local z = sched
-if which == 'l' then z = lease elseif which == 'x' then z = dead end
+if which == 'l' then z = lease elseif which == 'x' then z = dead elseif which == 'o' then z = done end
+-- A queue with priorities: its due jobs are listed in claim order (ready), after moving the
+-- due ones still in `sched` there (common.lua: promote; the listing's only write).
+local by_prio = which == 'd'
+  and bit.band(string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0, L_PRIO) ~= 0
+if by_prio then
+  promote(sched, ready, jobs, now, LIST_PROMOTE)
+  z = ready
+end
 
 -- Byte order (what a sorted set uses for equal scores; Lua's `<` follows the locale).
 local function bytes_le(a, b)
@@ -49,7 +63,7 @@ local page = redis.call('ZRANGE', z, start, start + n, 'WITHSCORES')
 local ids, scores = {}, {}
 for i = 1, #page, 2 do
   local score = tonumber(page[i + 1])
-  if which == 'd' and score > now then break end
+  if which == 'd' and not by_prio and score > now then break end
   ids[#ids + 1] = page[i]
   scores[#scores + 1] = score
 end
@@ -57,7 +71,8 @@ local out = {}
 if #ids == 0 then return out end
 local raws = redis.call('HMGET', jobs, unpack(ids))
 for i = 1, #ids do
-  if raws[i] then
+  -- (A done-index entry whose id was enqueued again is not a done job.)
+  if raws[i] and (which ~= 'o' or has(string.byte(raws[i], 2), F_DONE)) then
     out[#out + 1] = ids[i]
     out[#out + 1] = scores[i]
     out[#out + 1] = raws[i]

@@ -4,14 +4,18 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] wake   channel of the queue's consumers
+-- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 -- ARGV[1] id, ARGV[2] mode ('n'|'d'|'a'), ARGV[3] t_ms
 -- Returns { R_OK, due_ms } | { R_LEASED } | { R_DEAD } | { R_MISSING } (nothing changed)
 -- Safe to run twice: the second run sets the same due time (for a delay, one computed a
 -- moment later).
-local sched, lease, jobs, dead, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sched, lease, jobs, dead, wake, ready = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
 if not redis.call('ZSCORE', sched, id) then
-  return { refusal(state_of(sched, lease, dead, id)) }
+  -- A due job of a queue with priorities waits in `ready`: it goes back to `sched`.
+  if redis.call('ZREM', ready, id) == 0 then
+    return { refusal(state_of(sched, lease, dead, id)) }
+  end
 end
 local now = now_ms()
 local due = due_from(ARGV[2], tonumber(ARGV[3]), now)

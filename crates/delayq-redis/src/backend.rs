@@ -215,6 +215,7 @@ impl RedisBackend {
                     Reply::Replaced => (false, true, None),
                     Reply::Leased => (false, false, Some(JobState::Leased)),
                     Reply::Dead => (false, false, Some(JobState::Dead)),
+                    Reply::Done => (false, false, Some(JobState::Done)),
                     r => return Err(shape(&format!("enqueue: {r:?}"))),
                 };
                 Ok(Enqueued {
@@ -274,6 +275,7 @@ impl RedisBackend {
                 last_error: r.last_error,
                 timeout: r.timeout_ms.map(|t| Duration::from_millis(t.into())),
                 expires_at_ms,
+                priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
             });
         }
         Ok(ClaimBatch {

@@ -38,6 +38,7 @@ impl RedisBackend {
             oldest_overdue_ms: n(5)?,
             paused: n(6)? == 1,
             waiting_on_limit: n(7)?,
+            done: n(8)?,
         })
     }
 
@@ -131,6 +132,7 @@ impl Inspect for RedisBackend {
                 oldest_overdue_ms: a.oldest_overdue_ms.max(s.oldest_overdue_ms),
                 paused: a.paused || s.paused,
                 waiting_on_limit: a.waiting_on_limit + s.waiting_on_limit,
+                done: a.done + s.done,
             }))
     }
 
@@ -148,6 +150,7 @@ impl Inspect for RedisBackend {
             ListState::Due => ("d", JobState::Scheduled),
             ListState::Leased => ("l", JobState::Leased),
             ListState::Dead => ("x", JobState::Dead),
+            ListState::Done => ("o", JobState::Done),
         };
         let (score, id) = after.map_or((Vec::new(), Vec::new()), |c| {
             (arg(c.score), c.id.into_bytes())
@@ -163,7 +166,7 @@ impl Inspect for RedisBackend {
                     .map(|c| match c {
                         [id, score, raw] => {
                             let score = int(score)?;
-                            let extra = if state == JobState::Scheduled {
+                            let extra = if matches!(state, JobState::Scheduled | JobState::Done) {
                                 -1
                             } else {
                                 score
@@ -293,7 +296,14 @@ impl Inspect for RedisBackend {
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         let mut conn = self.connection();
-        let fields = ["shards", "rate_per_s", "rate_burst", "max_in_flight"];
+        let fields = [
+            "shards",
+            "rate_per_s",
+            "rate_burst",
+            "max_in_flight",
+            "keep_done_ms",
+            "dedupe_ms",
+        ];
         let values: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(keys::conf(queue))
             .arg(&fields)
@@ -315,6 +325,10 @@ impl Inspect for RedisBackend {
             shards: num("shards").map_or(1, |n| (n as u32).max(1)),
             rate,
             max_in_flight: num("max_in_flight").map(|n| n as u32),
+            retention: delayq::Retention {
+                keep_done_ms: num("keep_done_ms").unwrap_or(0.0) as u64,
+                dedupe_ms: num("dedupe_ms").unwrap_or(0.0) as u64,
+            },
         })
     }
 
@@ -369,6 +383,8 @@ impl Inspect for RedisBackend {
             }
             None => gone.push("max_in_flight"),
         }
+        set.arg("keep_done_ms").arg(s.retention.keep_done_ms);
+        set.arg("dedupe_ms").arg(s.retention.dedupe_ms);
         let _: () = set.query_async(&mut conn).await.map_err(error::map)?;
         if !gone.is_empty() {
             let _: () = redis::cmd("HDEL")
@@ -384,6 +400,8 @@ impl Inspect for RedisBackend {
             arg(lim.per_s.unwrap_or(0.0)),
             arg(lim.burst),
             arg(lim.max_in_flight.unwrap_or(0)),
+            arg(s.retention.keep_done_ms),
+            arg(s.retention.dedupe_ms),
         ];
         let route = self.route(queue).await?;
         try_join_all(

@@ -19,6 +19,8 @@ pub(crate) enum Key {
     Wake,
     Stat,
     CronNext,
+    Done,
+    Ready,
 }
 
 impl Key {
@@ -33,6 +35,8 @@ impl Key {
             Key::Wake => "wake",
             Key::Stat => "stat",
             Key::CronNext => "cronnext",
+            Key::Done => "done",
+            Key::Ready => "ready",
         }
     }
 }
@@ -57,6 +61,10 @@ pub(crate) struct Keys {
     pub stat: String,
     /// ZSET schedule name → next fire ms (a queue of one shard: the queue's tag).
     pub cronnext: String,
+    /// ZSET id → when its retention ends: completed jobs kept as done.
+    pub done: String,
+    /// ZSET id → due ms minus priority × aging: the due jobs of a queue with priorities.
+    pub ready: String,
 }
 
 impl Keys {
@@ -83,6 +91,8 @@ impl Keys {
             wake: name(Key::Wake),
             stat: name(Key::Stat),
             cronnext: name(Key::CronNext),
+            done: name(Key::Done),
+            ready: name(Key::Ready),
         }
     }
 
@@ -97,6 +107,8 @@ impl Keys {
             Key::Wake => &self.wake,
             Key::Stat => &self.stat,
             Key::CronNext => &self.cronnext,
+            Key::Done => &self.done,
+            Key::Ready => &self.ready,
         }
     }
 }
@@ -157,6 +169,8 @@ mod tests {
             Key::Wake,
             Key::Stat,
             Key::CronNext,
+            Key::Done,
+            Key::Ready,
         ] {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));

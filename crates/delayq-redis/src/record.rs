@@ -3,7 +3,7 @@
 //! client builds the part after the fixed header at enqueue and decodes whole records the
 //! scripts return, so the scripts only read and patch the fixed header on the hot paths.
 
-use delayq::{Backoff, NewJob, Result};
+use delayq::{Backoff, NewJob, Result, Retention};
 
 use crate::error::shape;
 
@@ -24,6 +24,18 @@ pub(crate) const F_TIMEOUT: u8 = 8;
 pub(crate) const F_EXPIRES: u8 = 16;
 /// Flag: the expiry counts from the created time.
 pub(crate) const F_EXPIRES_REL: u8 = 32;
+/// Flag: extras follow: a `u8` count, then per extra a `u8` tag and its value — [`X_PRIORITY`]
+/// (`u8`), [`X_KEEP`] and [`X_DEDUPE`] (`u48` ms each).
+pub(crate) const F_EXTRA: u8 = 64;
+/// Flag: the job is done and kept (retention): its completion time and the end of its dedupe
+/// window follow (`u48` ms each).
+pub(crate) const F_DONE: u8 = 128;
+/// Extra: priority 0-9.
+pub(crate) const X_PRIORITY: u8 = 1;
+/// Extra: the job's own `keep_done_ms`.
+pub(crate) const X_KEEP: u8 = 2;
+/// Extra: the job's own `dedupe_ms`.
+pub(crate) const X_DEDUPE: u8 = 3;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -61,6 +73,10 @@ pub(crate) struct Record {
     pub timeout_ms: Option<u32>,
     /// `(ms, relative to created)`.
     pub expires: Option<(u64, bool)>,
+    pub priority: Option<u8>,
+    pub retention: Option<Retention>,
+    /// `(completed ms, dedupe until ms)` of a done job.
+    pub done: Option<(u64, u64)>,
     pub last_error: Option<String>,
     pub payload: Vec<u8>,
 }
@@ -80,6 +96,9 @@ pub(crate) struct Sections<'a> {
     pub backoff: Option<Backoff>,
     pub timeout_ms: Option<u32>,
     pub expires: Option<(u64, bool)>,
+    pub priority: Option<u8>,
+    pub retention: Option<Retention>,
+    pub done: Option<(u64, u64)>,
     pub error: Option<&'a str>,
 }
 
@@ -92,6 +111,9 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         backoff,
         timeout_ms,
         expires,
+        priority,
+        retention,
+        done,
         error,
     } = s;
     let mut flags = 0;
@@ -115,7 +137,28 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         if rel {
             flags |= F_EXPIRES_REL;
         }
-        out.extend_from_slice(&v.min(0xFFFF_FFFF_FFFF).to_be_bytes()[2..]);
+        out.extend_from_slice(&u48_bytes(v));
+    }
+    let mut extras: Vec<(u8, Vec<u8>)> = Vec::new();
+    if let Some(p) = priority {
+        extras.push((X_PRIORITY, vec![p]));
+    }
+    if let Some(r) = retention {
+        extras.push((X_KEEP, u48_bytes(r.keep_done_ms).to_vec()));
+        extras.push((X_DEDUPE, u48_bytes(r.dedupe_ms).to_vec()));
+    }
+    if !extras.is_empty() {
+        flags |= F_EXTRA;
+        out.push(extras.len() as u8);
+        for (tag, v) in extras {
+            out.push(tag);
+            out.extend_from_slice(&v);
+        }
+    }
+    if let Some((at, until)) = done {
+        flags |= F_DONE;
+        out.extend_from_slice(&u48_bytes(at));
+        out.extend_from_slice(&u48_bytes(until));
     }
     if let Some(e) = error {
         flags |= F_ERROR;
@@ -141,6 +184,9 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
                 .timeout
                 .map(|t| t.as_millis().min(u32::MAX as u128) as u32),
             expires: job.expiry_ms(),
+            priority: job.priority,
+            retention: job.retention,
+            done: None,
             error: None,
         },
     );
@@ -165,11 +211,19 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
             backoff: r.backoff,
             timeout_ms: r.timeout_ms,
             expires: r.expires,
+            priority: r.priority,
+            retention: r.retention,
+            done: r.done,
             error: r.last_error.as_deref(),
         },
     );
     out.extend_from_slice(&r.payload);
     out
+}
+
+fn u48_bytes(v: u64) -> [u8; 6] {
+    let b = v.min(0xFFFF_FFFF_FFFF).to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
 }
 
 fn u48(b: &[u8]) -> u64 {
@@ -214,6 +268,26 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
     } else {
         None
     };
+    let (mut priority, mut retention) = (None, None);
+    if flags & F_EXTRA != 0 {
+        let n = take(1)?[0];
+        for _ in 0..n {
+            match take(1)?[0] {
+                X_PRIORITY => priority = Some(take(1)?[0]),
+                X_KEEP => {
+                    retention.get_or_insert(Retention::default()).keep_done_ms = u48(take(6)?)
+                }
+                X_DEDUPE => retention.get_or_insert(Retention::default()).dedupe_ms = u48(take(6)?),
+                t => return Err(shape(&format!("unknown record extra {t}"))),
+            }
+        }
+    }
+    let done = if flags & F_DONE != 0 {
+        let at = u48(take(6)?);
+        Some((at, u48(take(6)?)))
+    } else {
+        None
+    };
     let last_error = if flags & F_ERROR != 0 {
         let n = u48(take(2)?) as usize;
         Some(String::from_utf8_lossy(take(n)?).into_owned())
@@ -230,6 +304,9 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         backoff,
         timeout_ms,
         expires,
+        priority,
+        retention,
+        done,
         last_error,
         payload: b[pos..].to_vec(),
     })
@@ -389,6 +466,12 @@ mod tests {
             backoff: Some(Backoff::Fixed { delay_ms: 40 }),
             timeout_ms: Some(5000),
             expires: Some((60_000, true)),
+            priority: Some(7),
+            retention: Some(Retention {
+                keep_done_ms: 3_600_000,
+                dedupe_ms: 60_000,
+            }),
+            done: Some((1_764_000_000_500, 1_764_000_060_500)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),
         }
@@ -404,8 +487,9 @@ mod tests {
         let build = crate::scripts::full(
             "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
-             bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, err = ARGV[1], \
-             payload = ARGV[2] })",
+             bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, prio = 7, \
+             keep = 3600000, dedupe = 60000, done_at = 1764000000500, \
+             dedupe_until = 1764000060500, err = ARGV[1], payload = ARGV[2] })",
             false,
         );
         let r = sample();
@@ -429,6 +513,9 @@ mod tests {
                 backoff: None,
                 timeout_ms: None,
                 expires: None,
+                priority: None,
+                retention: None,
+                done: None,
                 last_error: None,
                 token: 0,
                 ..r

@@ -31,11 +31,13 @@ pub(crate) enum Reply {
     Leased = -4,
     /// Refused: the job is dead.
     Dead = -5,
+    /// Refused: the job is done and kept (enqueue inside its dedupe window).
+    Done = -6,
 }
 
 impl Reply {
     /// Every code, with the name the Lua prelude gives it.
-    pub(crate) const ALL: [(Reply, &'static str); 10] = [
+    pub(crate) const ALL: [(Reply, &'static str); 11] = [
         (Reply::Ok, "R_OK"),
         (Reply::Retry, "R_RETRY"),
         (Reply::Buried, "R_BURIED"),
@@ -46,6 +48,7 @@ impl Reply {
         (Reply::Scheduled, "R_SCHEDULED"),
         (Reply::Leased, "R_LEASED"),
         (Reply::Dead, "R_DEAD"),
+        (Reply::Done, "R_DONE"),
     ];
 
     /// The refusal this code means for `id`, when the operation needed `expected`.
@@ -60,6 +63,7 @@ impl Reply {
             Reply::Scheduled => wrong(JobState::Scheduled),
             Reply::Leased => wrong(JobState::Leased),
             Reply::Dead => wrong(JobState::Dead),
+            Reply::Done => wrong(JobState::Done),
             Reply::Missing => Error::NotFound { id: id.clone() },
             other => shape(&format!("{other:?} is not a refusal")),
         }
@@ -143,9 +147,11 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
             None
         },
         failed_at_ms: if state == JobState::Dead { extra } else { None },
+        completed_at_ms: r.done.map(|(at, _)| at),
         last_error: r.last_error,
         timeout_ms: r.timeout_ms.map(u64::from),
         expires_at_ms,
+        priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
         payload: r.payload,
     })
 }

@@ -149,20 +149,20 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat];
-    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake];
-    ACK = "ack.lua" [Lease, Jobs, Stat, Wake];
+    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready];
+    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready];
+    ACK = "ack.lua" [Lease, Jobs, Stat, Wake, Done];
     NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat];
     EXTEND = "extend.lua" [Lease, Jobs];
     RELEASE = "release.lua" [Sched, Lease, Jobs, Wake, Stat];
-    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead];
-    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake];
+    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead, Ready];
+    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake, Ready];
     GET = "get.lua" [Sched, Lease, Jobs, Dead];
-    STATS = "stats.lua" [Sched, Lease, Dead, Stat];
-    LIST = "list.lua" [Sched, Lease, Dead, Jobs];
-    DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake];
-    DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs];
-    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs];
+    STATS = "stats.lua" [Sched, Lease, Dead, Stat, Done, Ready, Jobs];
+    LIST = "list.lua" [Sched, Lease, Dead, Jobs, Done, Stat, Ready];
+    DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake, Ready];
+    DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs, Ready];
+    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready];
     PAUSE = "pause.lua" [Stat, Wake];
     LIMITS = "limits.lua" [Stat, Wake];
     FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext];
@@ -188,6 +188,11 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("F_TIMEOUT", record::F_TIMEOUT.to_string());
     def("F_EXPIRES", record::F_EXPIRES.to_string());
     def("F_EXPIRES_REL", record::F_EXPIRES_REL.to_string());
+    def("F_EXTRA", record::F_EXTRA.to_string());
+    def("F_DONE", record::F_DONE.to_string());
+    def("X_PRIORITY", record::X_PRIORITY.to_string());
+    def("X_KEEP", record::X_KEEP.to_string());
+    def("X_DEDUPE", record::X_DEDUPE.to_string());
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
     let b = Backoff::default();
     let (base, cap) = b.base_cap_ms();
@@ -204,6 +209,23 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def("L_WAITING", layout::WAITING.to_string());
         def("S_LIMITS", layout::LIMITS.to_string());
         def("S_LIMITS_LEN", layout::LIMITS_LEN.to_string());
+        def("L_RETAIN", layout::RETAINS.to_string());
+        def("S_RETAIN", layout::RETAIN.to_string());
+        def("TRIM_PER_CALL", delayq::limits::TRIM_PER_CALL.to_string());
+        def("L_PRIO", layout::PRIORITIES.to_string());
+        def(
+            "PRIORITY_AGING_MS",
+            delayq::limits::PRIORITY_AGING.as_millis().to_string(),
+        );
+        def("DEFAULT_PRIORITY", delayq::DEFAULT_PRIORITY.to_string());
+        def(
+            "PROMOTE_PER_CALL",
+            delayq::limits::PROMOTE_PER_CALL.to_string(),
+        );
+        def(
+            "LIST_PROMOTE",
+            (10 * delayq::limits::PROMOTE_PER_CALL).to_string(),
+        );
         def("S_LAST", layout::LAST.to_string());
         def("S_TOTALS", layout::TOTALS.to_string());
         def("S_RING", layout::RING.to_string());

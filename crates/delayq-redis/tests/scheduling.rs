@@ -28,3 +28,55 @@ async fn handlers_past_their_timeout_are_cancelled() {
     let (_server, b) = backend().await;
     delayq::testkit::deadlines::handlers_past_their_timeout_are_cancelled(b).await;
 }
+
+/// Aging on Redis, white-box (ten minutes cannot pass in a test): a priority-0 job whose due
+/// time is ten minutes back is claimed ahead of fresh priority-9 jobs; one due two minutes back
+/// is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_priority_job_ages_ahead_of_fresh_high_ones() {
+    use delayq::{Backend, ClaimRequest, JobId, NewJob, Producer, QueueName};
+    use std::time::Duration;
+    let (server, b) = backend().await;
+    let q = QueueName::new("aging").unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    let id = |s: &str| JobId::new(s).unwrap();
+    p.enqueue(
+        NewJob::new("o")
+            .id(id("old"))
+            .priority(0)
+            .delay(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    p.enqueue(
+        NewJob::new("m")
+            .id(id("mid"))
+            .priority(0)
+            .delay(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    let fresh = (0..20).map(|i| NewJob::new("n").id(id(&format!("n{i}"))).priority(9));
+    p.enqueue_batch(fresh.collect()).await.unwrap();
+    let now: u64 = server
+        .command(&["TIME"])
+        .lines()
+        .next()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1000;
+    let back = |min: u64| (now - min * 60_000).to_string();
+    server.command(&["ZADD", "dq:{aging}:sched", &back(10), "old"]);
+    server.command(&["ZADD", "dq:{aging}:sched", &back(2), "mid"]);
+    let claim = |n| ClaimRequest {
+        max: n,
+        lease: Duration::from_secs(60),
+        acks: vec![],
+    };
+    let first = b.claim(&q, claim(1)).await.unwrap().jobs;
+    assert_eq!(first[0].id.as_str(), "old", "10 min waited beats 9 levels");
+    let rest = b.claim(&q, claim(21)).await.unwrap().jobs;
+    assert_eq!(rest.len(), 21);
+    assert_eq!(rest[20].id.as_str(), "mid", "2 min waited does not");
+}

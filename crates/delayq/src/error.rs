@@ -35,6 +35,9 @@ pub enum InvalidInput {
     /// A lease length is out of range.
     #[error("invalid lease: {0}")]
     Lease(String),
+    /// A priority over 9.
+    #[error("invalid priority {0}: must be 0-{max}", max = crate::limits::MAX_PRIORITY)]
+    Priority(u64),
     /// A schedule's name, cron expression, time zone or interval is invalid.
     #[error("invalid schedule: {0}")]
     Schedule(String),

@@ -91,6 +91,45 @@ pub struct NewJob {
     pub expires: Option<Expiry>,
     /// What an enqueue does when the id exists.
     pub on_conflict: OnConflict,
+    /// Retention of this job once completed, overriding the queue's (see [`Retention`]).
+    pub retention: Option<Retention>,
+    /// Priority among due jobs, 0-9 (higher first; [`DEFAULT_PRIORITY`] when `None`).
+    pub priority: Option<u8>,
+}
+
+/// `priority` of a job that does not set one.
+pub const DEFAULT_PRIORITY: u8 = 5;
+
+/// How long a completed job is kept. Both off by default: an acknowledged job's record is
+/// deleted at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Keep the completed job readable (state `done`, with its completion time) and listable
+    /// this long, ms (0: not kept).
+    #[serde(default)]
+    pub keep_done_ms: u64,
+    /// For this long after completion, ms, an enqueue of its id creates nothing and answers
+    /// `created: false` with the job's state `done` (0: the id is free once done).
+    #[serde(default)]
+    pub dedupe_ms: u64,
+}
+
+impl Retention {
+    /// Whether it keeps anything.
+    pub fn any(&self) -> bool {
+        self.keep_done_ms > 0 || self.dedupe_ms > 0
+    }
+
+    /// Checks both against [`crate::limits::MAX_RETENTION`].
+    pub fn validate(&self) -> Result<(), InvalidInput> {
+        let max = crate::limits::MAX_RETENTION.as_millis() as u64;
+        if self.keep_done_ms > max || self.dedupe_ms > max {
+            return Err(InvalidInput::Settings(format!(
+                "keep_done_ms and dedupe_ms must be at most {max} (30 days)"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What an enqueue does with an id that exists.
@@ -128,6 +167,8 @@ impl NewJob {
             timeout: None,
             expires: None,
             on_conflict: OnConflict::Keep,
+            retention: None,
+            priority: None,
         }
     }
 
@@ -186,6 +227,18 @@ impl NewJob {
         self
     }
 
+    /// Sets the priority among due jobs (0-9, higher first).
+    pub fn priority(mut self, p: u8) -> Self {
+        self.priority = Some(p);
+        self
+    }
+
+    /// Sets how long the job is kept once completed (see [`Retention`]).
+    pub fn retention(mut self, r: Retention) -> Self {
+        self.retention = Some(r);
+        self
+    }
+
     /// Replaces a scheduled job with this id instead of keeping it (see [`OnConflict`]).
     pub fn replace(mut self) -> Self {
         self.on_conflict = OnConflict::Replace;
@@ -240,6 +293,14 @@ impl NewJob {
                 crate::limits::MIN_TIMEOUT.as_millis(),
                 crate::limits::MAX_TIMEOUT.as_millis()
             )));
+        }
+        if let Some(r) = self.retention {
+            r.validate()?;
+        }
+        if let Some(p) = self.priority
+            && p > crate::limits::MAX_PRIORITY
+        {
+            return Err(InvalidInput::Priority(p.into()));
         }
         match self.expires {
             Some(Expiry::AfterDue(a)) if a > MAX_DELAY => Err(InvalidInput::Deadline(format!(
@@ -326,6 +387,8 @@ pub struct Job {
     pub timeout: Option<Duration>,
     /// When the job expires unstarted (ms since epoch), if it does.
     pub expires_at_ms: Option<u64>,
+    /// Its priority (0-9).
+    pub priority: u8,
 }
 
 impl Job {
@@ -353,18 +416,27 @@ pub enum JobState {
     Leased,
     /// Dead-lettered.
     Dead,
+    /// Completed and kept for `keep_done_ms` / `dedupe_ms` (a queue or job setting).
+    Done,
 }
 
 impl JobState {
     /// Every state, in code order.
-    pub const ALL: [JobState; 3] = [JobState::Scheduled, JobState::Leased, JobState::Dead];
+    pub const ALL: [JobState; 4] = [
+        JobState::Scheduled,
+        JobState::Leased,
+        JobState::Dead,
+        JobState::Done,
+    ];
 
-    /// The state's code in stores (SQL column, Lua replies): 0 scheduled, 1 leased, 2 dead.
+    /// The state's code in stores (SQL column, Lua replies): 0 scheduled, 1 leased, 2 dead,
+    /// 3 done.
     pub const fn code(self) -> u8 {
         match self {
             JobState::Scheduled => 0,
             JobState::Leased => 1,
             JobState::Dead => 2,
+            JobState::Done => 3,
         }
     }
 
@@ -380,6 +452,7 @@ impl fmt::Display for JobState {
             JobState::Scheduled => "scheduled",
             JobState::Leased => "leased",
             JobState::Dead => "dead",
+            JobState::Done => "done",
         })
     }
 }
@@ -403,6 +476,9 @@ pub struct JobInfo {
     pub lease_deadline_ms: Option<u64>,
     /// When a dead job failed for the last time.
     pub failed_at_ms: Option<u64>,
+    /// When a done job completed.
+    #[serde(default)]
+    pub completed_at_ms: Option<u64>,
     /// The error of the last failed attempt.
     pub last_error: Option<String>,
     /// Longest one attempt may run, in ms.
@@ -411,6 +487,9 @@ pub struct JobInfo {
     /// When the job expires unstarted (ms since epoch), if it does.
     #[serde(default)]
     pub expires_at_ms: Option<u64>,
+    /// Its priority (0-9).
+    #[serde(default = "default_priority")]
+    pub priority: u8,
     /// The payload bytes.
     #[serde(skip)]
     pub payload: Vec<u8>,
@@ -492,6 +571,9 @@ pub struct QueueSettings {
     /// Most jobs leased at once, over all consumers; `None`: no limit.
     #[serde(default)]
     pub max_in_flight: Option<u32>,
+    /// Retention of completed jobs that do not set their own.
+    #[serde(default)]
+    pub retention: Retention,
 }
 
 impl Default for QueueSettings {
@@ -500,6 +582,7 @@ impl Default for QueueSettings {
             shards: 1,
             rate: None,
             max_in_flight: None,
+            retention: Retention::default(),
         }
     }
 }
@@ -554,6 +637,7 @@ impl QueueSettings {
                 )));
             }
         }
+        self.retention.validate()?;
         if let Some(m) = self.max_in_flight {
             if !(1..=MAX_IN_FLIGHT).contains(&m) {
                 return Err(InvalidInput::Settings(format!(
@@ -625,6 +709,13 @@ pub struct QueueStats {
     /// limits).
     #[serde(default)]
     pub waiting_on_limit: u64,
+    /// Completed jobs kept (retention).
+    #[serde(default)]
+    pub done: u64,
+}
+
+fn default_priority() -> u8 {
+    DEFAULT_PRIORITY
 }
 
 /// Milliseconds since the Unix epoch on this host's clock.
@@ -657,6 +748,7 @@ mod tests {
                 burst: 10,
             }),
             max_in_flight: Some(5),
+            retention: Retention::default(),
         };
         s.validate().unwrap();
         let l = s.shard_limits();

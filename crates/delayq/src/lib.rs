@@ -61,9 +61,9 @@ pub use error::{Error, InvalidInput, Result};
 pub use handler::{Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
-    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, Enqueued, Expiry, Job, JobInfo, JobState,
-    LeaseRef, Limits, Nack, NackOutcome, NewJob, OnConflict, QueueSettings, QueueStats, Rate,
-    Schedule,
+    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Enqueued, Expiry, Job,
+    JobInfo, JobState, LeaseRef, Limits, Nack, NackOutcome, NewJob, OnConflict, QueueSettings,
+    QueueStats, Rate, Retention, Schedule,
 };
 pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};

@@ -24,6 +24,17 @@ pub const MAX_IN_FLIGHT: u32 = 1_000_000;
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
 /// Longest lease (one day): a stuck consumer must not hide a job for longer.
 pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+/// Longest `keep_done_ms` / `dedupe_ms` (30 days).
+pub const MAX_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Completed jobs past their retention deleted per script call (trimming rides on acks).
+pub const TRIM_PER_CALL: usize = 20;
+/// Highest job priority (0 is the lowest; 5 the default).
+pub const MAX_PRIORITY: u8 = 9;
+/// Anti-starvation of priorities: a due job gains one priority level for every this long it
+/// waits, so a priority-0 job waits at most 9 minutes behind a stream of priority-9 ones.
+pub const PRIORITY_AGING: Duration = Duration::from_secs(60);
+/// Due jobs of a queue with priorities moved to its ready set per claim.
+pub const PROMOTE_PER_CALL: usize = 1000;
 /// Shortest job timeout.
 pub const MIN_TIMEOUT: Duration = Duration::from_millis(10);
 /// Longest job timeout (one day, like a lease).

@@ -52,15 +52,18 @@ pub enum ListState {
     Leased,
     /// Dead-lettered (ordered by failure time).
     Dead,
+    /// Completed and kept (ordered by when retention ends).
+    Done,
 }
 
 impl ListState {
     /// Every listing, in display order.
-    pub const ALL: [ListState; 4] = [
+    pub const ALL: [ListState; 5] = [
         ListState::Scheduled,
         ListState::Due,
         ListState::Leased,
         ListState::Dead,
+        ListState::Done,
     ];
 
     /// Its name in the API.
@@ -70,6 +73,7 @@ impl ListState {
             ListState::Due => "due",
             ListState::Leased => "leased",
             ListState::Dead => "dead",
+            ListState::Done => "done",
         }
     }
 }

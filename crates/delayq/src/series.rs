@@ -47,6 +47,10 @@ pub mod layout {
     pub const LIMITED: u8 = 1;
     /// Flag: a claim waits for an in-flight slot.
     pub const WAITING: u8 = 2;
+    /// Flag: the queue keeps completed jobs ([`RETAIN`] holds how long).
+    pub const RETAINS: u8 = 4;
+    /// Flag: the queue has had jobs with a priority: its due jobs wait in `ready`.
+    pub const PRIORITIES: u8 = 8;
     /// The last interval counted in.
     pub const LAST: usize = 4;
     /// The totals.
@@ -63,6 +67,9 @@ pub mod layout {
     pub const LIMITS: usize = LEN;
     /// Bytes of the limits.
     pub const LIMITS_LEN: usize = 32;
+    /// The queue's retention of completed jobs, after the limits: keep_done_ms and dedupe_ms
+    /// (f64 each, big-endian).
+    pub const RETAIN: usize = LIMITS + LIMITS_LEN;
 }
 
 /// The bucket of the lateness histogram that `ms` falls in.

@@ -10,6 +10,8 @@ pub mod history;
 pub mod limits;
 pub mod model;
 pub mod periodic;
+pub mod priority;
+pub mod retention;
 
 pub use console::{
     dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
@@ -21,6 +23,8 @@ pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
 pub use periodic::{bad_schedules_are_refused, schedules_fire_once};
+pub use priority::{low_priorities_age, priorities_order_due_jobs};
+pub use retention::{per_job_retention, retention_and_dedupe};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -673,7 +677,8 @@ macro_rules! conformance_tests {
             dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions,
             rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
             expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
-            schedules_fire_once, bad_schedules_are_refused);
+            schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
+            per_job_retention, priorities_order_due_jobs, low_priorities_age);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

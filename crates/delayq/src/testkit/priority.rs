@@ -1,0 +1,124 @@
+//! Conformance tests of priorities (issue 13): among due jobs the higher priority is claimed
+//! first, then the earlier due time; never before the due time; bad priorities refused.
+
+use std::time::Duration;
+
+use super::{Time, id, req};
+use crate::{Backend, Inspect, InvalidInput, NewJob, Producer, QueueName};
+
+fn prq() -> QueueName {
+    QueueName::new("prio").unwrap()
+}
+
+/// 1,000 due jobs of mixed priority, drained by one consumer, come out by priority, then by
+/// due time; a high-priority job not yet due waits.
+pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
+    let p = Producer::new(b.clone(), prq());
+    let jobs: Vec<NewJob> = (0..1000u32)
+        .map(|i| {
+            NewJob::new(i.to_string())
+                .id(id(&format!("j{i:04}")))
+                .delay(Duration::from_millis(u64::from(i % 50)))
+                .priority((i * 7 % 10) as u8)
+        })
+        .collect();
+    for chunk in jobs.chunks(250) {
+        p.enqueue_batch(chunk.to_vec()).await.unwrap();
+    }
+    p.enqueue(
+        NewJob::new("later")
+            .id(id("later"))
+            .delay(Duration::from_secs(60))
+            .priority(9),
+    )
+    .await
+    .unwrap();
+    t.pass(Duration::from_millis(120)).await;
+    let st = b.stats(&prq()).await.unwrap();
+    assert_eq!((st.scheduled, st.due), (1001, 1000), "{st:?}");
+    let mut out = Vec::new();
+    loop {
+        let got = b.claim(&prq(), req(10, 60_000)).await.unwrap().jobs;
+        if got.is_empty() {
+            break;
+        }
+        let acks = got.iter().map(|j| j.lease_ref()).collect();
+        out.extend(got.into_iter().map(|j| (j.priority, j.due_at_ms, j.id)));
+        b.ack(&prq(), acks).await.unwrap();
+    }
+    assert_eq!(out.len(), 1000, "every due job, not the one due later");
+    for w in out.windows(2) {
+        let (a, b2) = (&w[0], &w[1]);
+        assert!(
+            a.0 > b2.0 || (a.0 == b2.0 && a.1 <= b2.1),
+            "out of order: {a:?} before {b2:?}"
+        );
+    }
+    assert_eq!(out[0].0, 9);
+    assert_eq!(out[999].0, 0);
+    let left = b.stats(&prq()).await.unwrap();
+    assert_eq!((left.scheduled, left.due), (1, 0));
+    // A due job of a queue with priorities can still be cancelled and rescheduled.
+    p.enqueue(NewJob::new("c").id(id("c")).priority(1))
+        .await
+        .unwrap();
+    p.enqueue(NewJob::new("r").id(id("r"))).await.unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let listed = b
+        .list(&prq(), crate::ListState::Due, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.jobs.len(), 2, "{listed:?}");
+    assert_eq!(
+        b.cancel(&prq(), &id("c")).await.unwrap(),
+        crate::CancelOutcome::Cancelled
+    );
+    b.reschedule(
+        &prq(),
+        &id("r"),
+        crate::Schedule::Delay(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    assert!(
+        b.claim(&prq(), req(10, 60_000))
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
+    // Out of range: refused, nothing stored.
+    let e = p
+        .enqueue(NewJob::new("x").id(id("x")).priority(10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, crate::Error::Invalid(InvalidInput::Priority(10))),
+        "{e}"
+    );
+    assert!(b.get(&prq(), &id("x")).await.unwrap().is_none());
+}
+
+/// A low-priority job cannot starve: it gains a level per `limits::PRIORITY_AGING` it waits.
+/// Needs a store clock the test moves (ten minutes pass).
+pub async fn low_priorities_age<B: Backend + Inspect>(b: B, t: Time) {
+    if matches!(t, Time::Real) {
+        return; // ten minutes of real time: the Redis suite checks aging white-box
+    }
+    let p = Producer::new(b.clone(), prq());
+    p.enqueue(NewJob::new("old").id(id("old")).priority(0))
+        .await
+        .unwrap();
+    t.pass(Duration::from_secs(10 * 60)).await;
+    let fresh = (0..20).map(|i| NewJob::new("new").id(id(&format!("n{i}"))).priority(9));
+    p.enqueue_batch(fresh.collect()).await.unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let got = b.claim(&prq(), req(1, 60_000)).await.unwrap().jobs;
+    assert_eq!(
+        got[0].id.as_str(),
+        "old",
+        "waited 10 min: ahead of fresh priority-9 jobs"
+    );
+    let next = b.claim(&prq(), req(1, 60_000)).await.unwrap().jobs;
+    assert_eq!(next[0].priority, 9);
+}
