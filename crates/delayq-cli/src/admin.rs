@@ -178,6 +178,12 @@ fn settings_line(s: &QueueSettings) -> String {
     if let Some(m) = s.max_in_flight {
         out.push_str(&format!("\tmax in flight {m}"));
     }
+    if s.retention.keep_done_ms > 0 {
+        out.push_str(&format!("\tkeep done {} ms", s.retention.keep_done_ms));
+    }
+    if s.retention.dedupe_ms > 0 {
+        out.push_str(&format!("\tdedupe {} ms", s.retention.dedupe_ms));
+    }
     out
 }
 
@@ -199,6 +205,8 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             max_in_flight,
             no_rate,
             no_max_in_flight,
+            keep_done,
+            dedupe,
         } => {
             let mut s = b.settings(&name).await?;
             if let Some(n) = shards {
@@ -216,6 +224,12 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             }
             if no_max_in_flight {
                 s.max_in_flight = None;
+            }
+            if let Some(k) = keep_done {
+                s.retention.keep_done_ms = k.as_millis() as u64;
+            }
+            if let Some(d) = dedupe {
+                s.retention.dedupe_ms = d.as_millis() as u64;
             }
             let s = b.configure(&name, s).await?;
             println!("{name}\t{}", settings_line(&s));

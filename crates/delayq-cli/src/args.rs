@@ -170,6 +170,12 @@ pub(crate) enum QueueCommand {
         /// Remove the in-flight limit.
         #[arg(long)]
         no_max_in_flight: bool,
+        /// Keep completed jobs readable as done this long, e.g. 1h (0s: off).
+        #[arg(long, value_parser = parse_duration)]
+        keep_done: Option<Duration>,
+        /// Refuse a completed job's id this long, e.g. 10m (0s: off).
+        #[arg(long, value_parser = parse_duration)]
+        dedupe: Option<Duration>,
     },
     /// Show a queue's settings and counts.
     Show {
@@ -313,6 +319,15 @@ pub(crate) struct EnqueueArgs {
     /// instead of keeping it; a leased or dead one is not touched.
     #[arg(long, requires = "id")]
     pub replace: bool,
+    /// Priority among due jobs, 0-9 (default 5; higher first).
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// Keep the job readable as done this long after it completes, e.g. 1h.
+    #[arg(long, value_parser = parse_duration)]
+    pub keep_done: Option<Duration>,
+    /// Refuse its id again for this long after it completes, e.g. 10m.
+    #[arg(long, value_parser = parse_duration)]
+    pub dedupe: Option<Duration>,
     /// Payload text.
     #[arg(long, conflicts_with_all = ["payload_file", "jsonl"])]
     pub payload: Option<String>,

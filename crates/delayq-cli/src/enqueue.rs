@@ -95,6 +95,13 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
     if a.replace {
         job = job.replace();
     }
+    job.priority = a.priority;
+    if a.keep_done.is_some() || a.dedupe.is_some() {
+        job.retention = Some(delayq::Retention {
+            keep_done_ms: a.keep_done.map_or(0, |d| d.as_millis() as u64),
+            dedupe_ms: a.dedupe.map_or(0, |d| d.as_millis() as u64),
+        });
+    }
     print(&p.enqueue(job).await?);
     Ok(())
 }

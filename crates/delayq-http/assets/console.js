@@ -2,11 +2,11 @@
 // Everything that comes from the store (ids, payloads, errors, queue names) is rendered as
 // text nodes, never as HTML. Routes live in the URL hash:
 //   #/                     queues
-//   #/q/NAME[/STATE]       one queue, a state tab (scheduled, due, leased, dead)
+//   #/q/NAME[/STATE]       one queue, a state tab (scheduled, due, leased, dead, done)
 //   #/q/NAME/job/ID        one job
 'use strict';
 
-const STATES = ['scheduled', 'due', 'leased', 'dead'];
+const STATES = ['scheduled', 'due', 'leased', 'dead', 'done'];
 const PAGE = 50;
 const TOKEN_KEY = 'delayq-token';
 
@@ -318,8 +318,10 @@ function statCards(v) {
     card('Due now', fmt(v.due), v.due ? 'warn' : ''),
     card('Leased', fmt(v.leased)),
     card('Dead', fmt(v.dead), v.dead ? 'bad' : ''),
+    v.done ? card('Done (kept)', fmt(v.done)) : null,
+    v.waiting_on_limit ? card('Waiting on limit', fmt(v.waiting_on_limit), 'warn') : null,
     card('Oldest overdue', duration(v.oldest_overdue_ms), v.oldest_overdue_ms > 5000 ? 'bad' : ''),
-  ];
+  ].filter(Boolean);
 }
 
 async function queueView(name, tab) {
@@ -404,11 +406,11 @@ async function find(name, id, out) {
 }
 
 function jobTable(name, jobs, state) {
-  const timeCol = state === 'leased' ? 'Lease until' : state === 'dead' ? 'Failed' : 'Due';
+  const timeCol = state === 'leased' ? 'Lease until' : state === 'dead' ? 'Failed' : state === 'done' ? 'Completed' : 'Due';
   return el('table', { class: 'grid-table jobs' },
     el('thead', {}, el('tr', {}, ['Job', 'State', timeCol, 'Attempts', 'Last error'].map((h) => el('th', { scope: 'col' }, h)))),
     el('tbody', {}, jobs.map((j) => {
-      const t = state === 'leased' ? j.lease_deadline : state === 'dead' ? j.failed_at : j.due_at;
+      const t = state === 'leased' ? j.lease_deadline : state === 'dead' ? j.failed_at : state === 'done' ? j.completed_at : j.due_at;
       return el('tr', {},
         el('th', { scope: 'row' }, el('a', { class: 'mono', href: `#/q/${encodeURIComponent(name)}/job/${encodeURIComponent(j.id)}` }, j.id)),
         el('td', {}, el('span', { class: `badge st-${j.state}` }, j.state)),
@@ -480,7 +482,11 @@ async function jobView(name, id) {
     row('Due', when(j.due_at), ` — ${local(j.due_at)}`),
     row('Created', when(j.created_at), ` — ${local(j.created_at)}`),
     j.lease_deadline ? row('Lease deadline', when(j.lease_deadline), ` — ${local(j.lease_deadline)}`) : [],
-    j.failed_at ? row('Failed', when(j.failed_at), ` — ${local(j.failed_at)}`) : []);
+    j.failed_at ? row('Failed', when(j.failed_at), ` — ${local(j.failed_at)}`) : [],
+    j.completed_at ? row('Completed', when(j.completed_at), ` — ${local(j.completed_at)}`) : [],
+    j.priority !== undefined && j.priority !== 5 ? row('Priority', String(j.priority)) : [],
+    j.timeout_ms ? row('Timeout', duration(j.timeout_ms)) : [],
+    j.expires_at ? row('Expires', when(j.expires_at), ` — ${local(j.expires_at)}`) : []);
   const back = () => { location.hash = `#/q/${encodeURIComponent(name)}/${j.state === 'dead' ? 'dead' : 'scheduled'}`; };
   const act = (label, confirmText, method, path, body, cls, after) => el('button', {
     type: 'button', class: cls || '', onclick: async () => {

@@ -128,7 +128,7 @@ async fn browse_and_act(redis: bool) {
 
     // Bad input: a 400 with a code, nothing changed.
     for bad in [
-        "state=done",
+        "state=finished",
         "",
         "state=due&limit=0",
         "state=due&limit=1001",

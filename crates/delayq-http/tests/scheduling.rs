@@ -171,6 +171,71 @@ async fn deadlines_and_conflicts(r: &Router) {
     );
 }
 
+async fn retention_and_priorities(r: &Router) {
+    let (s, v) = call(
+        r,
+        "PUT",
+        "/v1/queues/ret",
+        Some(json!({"keep_done_ms": 60000, "dedupe_ms": 60000})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["settings"]["keep_done_ms"], 60000);
+    let (s, v) = call(
+        r,
+        "PUT",
+        "/v1/queues/ret",
+        Some(json!({"dedupe_ms": 9_999_999_999u64})),
+    )
+    .await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (400, Some("invalid_settings")),
+        "{v}"
+    );
+    let post = |body: Value| call(r, "POST", "/v1/queues/ret/jobs", Some(body));
+    let (s, _) = post(json!({"id": "lo", "payload": 1, "priority": 1})).await;
+    assert_eq!(s, 201);
+    let (s, _) = post(json!({"id": "hi", "payload": 2, "priority": 9})).await;
+    assert_eq!(s, 201);
+    let (s, v) = post(json!({"id": "bad", "payload": 3, "priority": 10})).await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (400, Some("invalid_priority")),
+        "{v}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let (_, v) = call(r, "POST", "/v1/queues/ret/claim", Some(json!({"max": 1}))).await;
+    assert_eq!(v["jobs"][0]["id"], "hi", "{v}");
+    assert_eq!(v["jobs"][0]["priority"], 9);
+    let token = v["jobs"][0]["lease_token"].clone();
+    let (s, v) = call(
+        r,
+        "POST",
+        "/v1/queues/ret/jobs/hi/ack",
+        Some(json!({"lease_token": token})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, v) = call(r, "GET", "/v1/queues/ret/jobs/hi", None).await;
+    assert_eq!(v["state"], "done", "{v}");
+    assert!(v["completed_at"].as_u64().is_some(), "{v}");
+    let (_, v) = call(r, "GET", "/v1/queues/ret/jobs?state=done", None).await;
+    assert_eq!(v["jobs"][0]["id"], "hi", "{v}");
+    let (s, v) = post(json!({"id": "hi", "payload": 2})).await;
+    assert_eq!(
+        (s, v["created"].as_bool(), v["state"].as_str()),
+        (200, Some(false), Some("done")),
+        "{v}"
+    );
+    let (_, v) = call(r, "GET", "/v1/queues/ret", None).await;
+    assert_eq!(
+        (v["done"].as_u64(), v["scheduled"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+}
+
 #[tokio::test]
 async fn redis() {
     let server = RedisServer::start();
@@ -178,6 +243,7 @@ async fn redis() {
     let r = delayq_http::router(AppState::new(backend, HttpConfig::default(), None));
     limits(&r).await;
     deadlines_and_conflicts(&r).await;
+    retention_and_priorities(&r).await;
 }
 
 #[tokio::test]
@@ -187,4 +253,5 @@ async fn embedded() {
     let r = delayq_http::router(AppState::new(backend, HttpConfig::default(), None));
     limits(&r).await;
     deadlines_and_conflicts(&r).await;
+    retention_and_priorities(&r).await;
 }

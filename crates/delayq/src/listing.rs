@@ -199,6 +199,7 @@ mod tests {
             assert!(bad.parse::<Cursor>().is_err(), "{bad}");
         }
         assert!("due".parse::<ListState>().is_ok());
-        assert!("done".parse::<ListState>().is_err());
+        assert!("done".parse::<ListState>().is_ok());
+        assert!("finished".parse::<ListState>().is_err());
     }
 }

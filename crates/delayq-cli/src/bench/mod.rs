@@ -48,6 +48,9 @@ pub(crate) struct BenchArgs {
     /// server; reports Redis CPU per job summed over masters and each master's share.
     #[arg(long, conflicts_with_all = ["embedded", "flush_ok"])]
     pub cluster: Option<usize>,
+    /// Give job i the priority i mod 10 (what priorities cost a queue that uses them).
+    #[arg(long)]
+    pub priorities: bool,
 }
 
 /// The workloads.
@@ -145,6 +148,7 @@ pub(crate) async fn run(
     if a.embedded && redis.is_some() {
         bail!("give --redis URL or --embedded, not both");
     }
+    util::PRIORITIES.store(a.priorities, std::sync::atomic::Ordering::Relaxed);
     if redis.is_some() && !a.flush_ok {
         bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
     }

@@ -23,6 +23,10 @@ pub(crate) fn order_id(i: usize) -> String {
     format!("1{i:019}")
 }
 
+/// `--priorities`: job `i` gets the priority `i % 10`.
+pub(crate) static PRIORITIES: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Job `i` of WORKLOADS.md: 100 bytes of compact JSON, its orderId as the job id.
 pub(crate) fn job(i: usize, schedule: Schedule) -> NewJob {
     let id = order_id(i);
@@ -31,9 +35,14 @@ pub(crate) fn job(i: usize, schedule: Schedule) -> NewJob {
         "x".repeat(39)
     );
     debug_assert_eq!(payload.len(), 100);
-    NewJob::new(payload.into_bytes())
+    let job = NewJob::new(payload.into_bytes())
         .id(JobId::new(id).expect("valid id"))
-        .schedule(schedule)
+        .schedule(schedule);
+    if PRIORITIES.load(std::sync::atomic::Ordering::Relaxed) {
+        job.priority((i % 10) as u8)
+    } else {
+        job
+    }
 }
 
 /// The index `i` of an orderId.
