@@ -42,6 +42,8 @@ pub async fn metrics<B: Backend + Inspect>(State(st): State<AppState<B>>) -> Res
             metrics::gauge!("delayq_oldest_overdue_seconds", &l)
                 .set(s.oldest_overdue_ms as f64 / 1000.0);
             metrics::gauge!("delayq_paused", &l).set(if s.paused { 1.0 } else { 0.0 });
+            metrics::gauge!("delayq_waiting_on_limit", &l).set(s.waiting_on_limit as f64);
+            metrics::gauge!("delayq_done", &l).set(s.done as f64);
         }
         if let Ok(series) = st.backend().series(&q).await {
             export_series(&q, &series);

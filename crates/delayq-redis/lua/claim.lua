@@ -106,17 +106,19 @@ if bit.band(lflags, L_PRIO) == 0 then
     end
   end
 else
-  -- Priorities: due jobs move to `ready`; the best max of them are claimed.
+  -- Priorities: due jobs move to `ready` (only when the head of `sched` is due: one read in
+  -- the common case); the best max of them are claimed.
   from = ready
-  if max > 0 then promote(sched, ready, jobs, now, PROMOTE_PER_CALL) end
+  local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+  if max > 0 and head[2] and tonumber(head[2]) <= now then
+    promote(sched, ready, jobs, now, PROMOTE_PER_CALL)
+    head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+  end
   local best = redis.call('ZRANGE', ready, 0, max)
   for i = 1, #best do
     if i <= max then ids[#ids + 1] = best[i] else next_due = now end
   end
-  if next_due == nil then
-    local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
-    if head[2] then next_due = tonumber(head[2]) end
-  end
+  if next_due == nil and head[2] then next_due = tonumber(head[2]) end
 end
 
 local out = {}

@@ -38,8 +38,9 @@ for i = 0, n - 1 do
   local due = fresh[id]
   if due == nil then
     due = due_from(ARGV[a + 1], tonumber(ARGV[a + 2]), now)
-    local rec = struct.pack(HEADER, RECORD_VERSION, tonumber(ARGV[a + 4]), 0, tonumber(ARGV[a + 3]), due,
-      now, 0) .. ARGV[a + 5]
+    local flags = tonumber(ARGV[a + 4])
+    local rec = struct.pack(HEADER, RECORD_VERSION, flags, 0, tonumber(ARGV[a + 3]), due, now, 0)
+      .. ARGV[a + 5]
     local set, stored = redis.pcall('HSETNX', jobs, id, rec), nil
     if type(set) == 'table' then
       stored = redis.call('HGET', jobs, id)
@@ -55,8 +56,8 @@ for i = 0, n - 1 do
       end
     end
     if set == 1 then
-      if not prio and has(tonumber(ARGV[a + 4]), F_EXTRA) then
-        prio = tail_priority(tonumber(ARGV[a + 4]), ARGV[a + 5]) ~= nil
+      if not prio and bit.band(flags, F_EXTRA) ~= 0 then
+        prio = tail_priority(flags, ARGV[a + 5]) ~= nil
       end
       zadd[#zadd + 1] = due
       zadd[#zadd + 1] = id

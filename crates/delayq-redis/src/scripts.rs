@@ -70,18 +70,83 @@ pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
     } else {
         "'PUBLISH'"
     };
-    let functions: String = PRELUDE
+    let prelude: String = PRELUDE
         .lines()
         .skip_while(|l| !l.starts_with("local function"))
         .map(|l| format!("{l}\n"))
         .collect();
-    let body = format!("{functions}{}\n{source}", include_str!("../lua/common.lua"));
+    let mut helpers = functions(&prelude);
+    helpers.extend(functions(include_str!("../lua/common.lua")));
+    let body = format!("{}\n{source}", used(&helpers, source));
     let mut values = CONSTANTS.clone();
     values.insert("PUBLISH".into(), publish.into());
     format!(
         "{shebang}-- delayq script; constants from Rust written in (scripts.rs)\n{}",
         inline(&body, &values)
     )
+}
+
+/// The top-level `local function`s of a Lua text, in order: `(name, text)`, each with the
+/// comment lines just above it.
+fn functions(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut comment = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if let Some(rest) = line.strip_prefix("local function ") {
+            let name = rest.split('(').next().unwrap_or_default().trim().to_owned();
+            let mut f = std::mem::take(&mut comment);
+            f.push_str(line);
+            f.push('\n');
+            for l in lines.by_ref() {
+                f.push_str(l);
+                f.push('\n');
+                if l == "end" {
+                    break;
+                }
+            }
+            out.push((name, f));
+        } else if line.starts_with("--") {
+            comment.push_str(line);
+            comment.push('\n');
+        } else {
+            comment.clear();
+        }
+    }
+    out
+}
+
+/// The helpers `source` calls, directly or through other helpers, in their order: a script
+/// runs every `local function` of its text at each call (a closure is made for each), so it
+/// carries only those it uses.
+fn used(helpers: &[(String, String)], source: &str) -> String {
+    let words = |t: &str| -> std::collections::HashSet<String> {
+        t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut need = words(source);
+    let mut taken = vec![false; helpers.len()];
+    loop {
+        let mut grew = false;
+        for (i, (name, text)) in helpers.iter().enumerate() {
+            if !taken[i] && need.contains(name) {
+                taken[i] = true;
+                need.extend(words(text));
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    helpers
+        .iter()
+        .zip(taken)
+        .filter(|(_, t)| *t)
+        .map(|((_, text), _)| text.as_str())
+        .collect()
 }
 
 /// The prelude's constants: name → Lua value.
@@ -347,6 +412,28 @@ mod tests {
             .map(|p| (delayq::series::lateness_bucket(*p) + 1).to_string())
             .collect();
         assert_eq!(got.lines().collect::<Vec<_>>(), want);
+    }
+
+    #[test]
+    fn a_script_carries_only_the_helpers_it_uses() {
+        let text = full("return has(1, 1)", false);
+        assert!(text.contains("local function has("));
+        assert!(!text.contains("local function decode("));
+        // Through other helpers: ack_pairs needs keep_done, which needs decode and encode.
+        let text = full("return ack_pairs(1, 2, {}, 1, 0)", false);
+        for f in [
+            "ack_pairs",
+            "keep_done",
+            "decode",
+            "encode",
+            "call_chunked",
+            "rec_token",
+        ] {
+            assert!(text.contains(&format!("local function {f}(")), "{f}");
+        }
+        assert!(!text.contains("local function promote("));
+        // Helpers keep their order (a helper is defined before those that call it).
+        assert!(text.find("function decode(") < text.find("function keep_done("));
     }
 
     #[test]
