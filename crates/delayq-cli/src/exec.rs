@@ -79,7 +79,7 @@ impl Drop for Running {
 const SHELL_WORDS: &[&str] = &[
     "!", ".", ":", "[", "break", "case", "cd", "command", "continue", "echo", "eval", "exec",
     "exit", "export", "false", "for", "if", "printf", "read", "set", "test", "true", "ulimit",
-    "umask", "unset", "until", "wait", "while", "{", "(",
+    "umask", "unset", "until", "wait", "while", "trap", "shift", "times", "type", "{", "(",
 ];
 
 /// Why `cmd` cannot run, when its program is clearly missing: the first word (after `VAR=…`
