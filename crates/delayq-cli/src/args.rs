@@ -103,7 +103,7 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Queue(QueueCommand),
     /// Periodic jobs of the queue: cron (with a time zone) or a fixed interval. Every `serve`
-    /// and `worker` process fires them; each fire is enqueued once, as NAME@<fire ms>.
+    /// and `worker` process fires them; each fire is enqueued once, as `NAME@<fire ms>`.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
     /// Run a command for every due job.
