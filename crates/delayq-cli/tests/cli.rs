@@ -485,7 +485,7 @@ fn jobs_list_pages_by_cursor_and_queue_pause_resume() {
     );
     assert!(stdout(&o).starts_with("p-2\t"), "{}", stdout(&o));
     assert!(o.stderr.is_empty(), "the last page names no cursor");
-    let o = delayq(&s, &["jobs", "list", "--state", "done"]);
+    let o = delayq(&s, &["jobs", "list", "--state", "finished"]);
     assert_eq!(
         o.status.code(),
         Some(2),

@@ -21,6 +21,7 @@ pub(crate) enum Key {
     CronNext,
     Done,
     Ready,
+    Fired,
 }
 
 impl Key {
@@ -37,6 +38,7 @@ impl Key {
             Key::CronNext => "cronnext",
             Key::Done => "done",
             Key::Ready => "ready",
+            Key::Fired => "fired",
         }
     }
 }
@@ -65,6 +67,8 @@ pub(crate) struct Keys {
     pub done: String,
     /// ZSET id → due ms minus priority × aging: the due jobs of a queue with priorities.
     pub ready: String,
+    /// HASH schedule name → the latest of its fires enqueued into this shard (sharded queues).
+    pub fired: String,
 }
 
 impl Keys {
@@ -93,6 +97,7 @@ impl Keys {
             cronnext: name(Key::CronNext),
             done: name(Key::Done),
             ready: name(Key::Ready),
+            fired: name(Key::Fired),
         }
     }
 
@@ -109,6 +114,7 @@ impl Keys {
             Key::CronNext => &self.cronnext,
             Key::Done => &self.done,
             Key::Ready => &self.ready,
+            Key::Fired => &self.fired,
         }
     }
 }
@@ -171,6 +177,7 @@ mod tests {
             Key::CronNext,
             Key::Done,
             Key::Ready,
+            Key::Fired,
         ] {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));

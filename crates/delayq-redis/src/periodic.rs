@@ -3,11 +3,13 @@
 //! `dq:{~}:crons`; a fire is one script (`fire.lua`) that enqueues and moves the next fire
 //! on together, only while the next fire is the one the ticker read.
 //!
-//! Schedules need a queue of one shard: a sharded queue's fires land in different hash
-//! slots, which one script cannot touch on a Cluster.
+//! On a queue of several shards a fire's job lands in the shard its id hashes to, another
+//! hash slot than the schedule's: there `fire_shard.lua` enqueues each fire into its shard
+//! unless that shard already took it or a later fire (a per-shard marker), then `advance.lua`
+//! moves the next fire on — two steps, each atomic, and a fire is still enqueued once.
 
 use delayq::periodic::{Firing, PeriodicInfo, PeriodicSpec, Schedules, check_name};
-use delayq::{InvalidInput, QueueName, Result};
+use delayq::{QueueName, Result};
 
 use crate::backend::{RedisBackend, arg};
 use crate::error;
@@ -16,25 +18,11 @@ use crate::record;
 use crate::reply::int;
 use crate::scripts;
 
-impl RedisBackend {
-    /// The keys of a queue that may hold schedules (of one shard), or the refusal.
-    async fn schedule_keys(&self, queue: &QueueName) -> Result<Keys> {
-        let shards = self.stored_shards(queue).await?;
-        if shards != 1 {
-            return Err(InvalidInput::Schedule(format!(
-                "queue {queue} has {shards} shards: schedules need a queue of one shard (a \
-                 fire and its next fire are stored in one script, in one hash slot)"
-            ))
-            .into());
-        }
-        Ok(Keys::shard(queue, 0, 1))
-    }
-}
-
 impl Schedules for RedisBackend {
     async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
         check_name(&info.name)?;
-        let k = self.schedule_keys(queue).await?;
+        // The schedule's keys are the queue's own tag (a queue of one shard's keys).
+        let k = Keys::shard(queue, 0, 1);
         let json = info.spec.to_json();
         let mut conn = self.connection();
         // The definition first: a ticker lists names from cronnext, so it never sees a next
@@ -142,19 +130,38 @@ impl Schedules for RedisBackend {
 
     async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {
         check_name(name)?;
-        let k = self.schedule_keys(queue).await?;
         let max_attempts = f.job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS);
         let (flags, tail) = record::tail(f.job);
-        let mut args = vec![
-            arg(name),
-            arg(f.expected),
-            arg(f.next),
-            arg(max_attempts),
-            arg(flags),
-            tail,
-        ];
-        args.extend(f.fires.iter().map(arg));
-        let v = self.call(&scripts::FIRE, &k, args, true).await?;
+        let route = self.route(queue).await?;
+        let own = Keys::shard(queue, 0, 1);
+        if route.shards <= 1 {
+            let mut args = vec![
+                arg(name),
+                arg(f.expected),
+                arg(f.next),
+                arg(max_attempts),
+                arg(flags),
+                tail,
+            ];
+            args.extend(f.fires.iter().map(arg));
+            let v = self.call(&scripts::FIRE, &own, args, true).await?;
+            return Ok(int(&v)? == 1);
+        }
+        // Several shards: each fire into its shard (marked there), then the next fire.
+        for &t in &f.fires {
+            let id = delayq::periodic::fire_id(name, t);
+            let k = &route.keys[keys::shard_of(id.as_str(), route.shards) as usize];
+            let args = vec![
+                arg(name),
+                arg(t),
+                arg(max_attempts),
+                arg(flags),
+                tail.clone(),
+            ];
+            self.call(&scripts::FIRE_SHARD, k, args, true).await?;
+        }
+        let args = vec![arg(name), arg(f.expected), arg(f.next)];
+        let v = self.call(&scripts::ADVANCE, &own, args, true).await?;
         Ok(int(&v)? == 1)
     }
 }

@@ -231,6 +231,8 @@ scripts! {
     PAUSE = "pause.lua" [Stat, Wake];
     LIMITS = "limits.lua" [Stat, Wake];
     FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext];
+    FIRE_SHARD = "fire_shard.lua" [Sched, Jobs, Wake, Stat, Fired];
+    ADVANCE = "advance.lua" [CronNext];
 }
 
 /// The Lua prelude: every constant the scripts share with Rust, generated from Rust.

@@ -80,3 +80,65 @@ async fn a_low_priority_job_ages_ahead_of_fresh_high_ones() {
     assert_eq!(rest.len(), 21);
     assert_eq!(rest[20].id.as_str(), "mid", "2 min waited does not");
 }
+
+/// Schedules on a queue of 4 shards: a fire's job lands in the shard its id hashes to; racing
+/// tickers enqueue it once, and a ticker that repeats a fire another one already enqueued (as
+/// after a crash between enqueuing and storing the next fire) enqueues nothing, even after the
+/// job ran and was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_fire_once_on_a_sharded_queue() {
+    use delayq::periodic::{self, CatchUp, PeriodicSpec, Schedules, Timing};
+    use delayq::{Backend, ClaimRequest, Inspect, QueueName, QueueSettings, Ticker};
+    use std::time::Duration;
+    let (_server, b) = backend().await;
+    let q = QueueName::new("spread").unwrap();
+    b.configure(&q, QueueSettings::with_shards(4))
+        .await
+        .unwrap();
+    let spec = PeriodicSpec {
+        timing: Timing::Every { every_ms: 1000 },
+        payload: b"tick".to_vec(),
+        catch_up: CatchUp::None,
+        max_attempts: None,
+        backoff: None,
+        lease_ms: None,
+        timeout_ms: None,
+    };
+    let now = delayq::job::system_now_ms();
+    let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let tickers: Vec<_> = (0..3)
+        .map(|_| Ticker::new(b.clone()).queues(vec![q.clone()]))
+        .collect();
+    let fired: usize = futures::future::join_all(tickers.iter().map(|t| t.tick()))
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().0)
+        .sum();
+    assert_eq!(fired, 1);
+    let id = periodic::fire_id("tick", info.next_ms);
+    assert!(b.get(&q, &id).await.unwrap().is_some());
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, 1);
+    // The job runs and is acknowledged (its record is gone) ...
+    let got = b
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 10,
+                lease: Duration::from_secs(30),
+                acks: vec![],
+            },
+        )
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(got.len(), 1);
+    b.ack(&q, vec![got[0].lease_ref()]).await.unwrap();
+    // ... then a ticker repeats that fire: nothing is enqueued again.
+    let again = spec.plan(info.next_ms, info.next_ms).unwrap();
+    assert!(!b.fire(&q, "tick", again).await.unwrap());
+    assert!(b.get(&q, &id).await.unwrap().is_none());
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, 0);
+}

@@ -3,7 +3,8 @@
 //! processes may run a [`crate::Ticker`]: each fire is enqueued exactly once with the id
 //! `NAME@<fire time ms>` and the due time of the fire, because a store's [`Schedules::fire`]
 //! enqueues it only while the schedule's stored next fire is the one the ticker read, and
-//! stores the following fire in the same atomic step (compare-and-set).
+//! stores the following fire in the same atomic step (compare-and-set). (On Redis, a queue of
+//! several shards does it in two atomic steps: its fires land in other hash slots.)
 //!
 //! Time zones and daylight saving are `jiff`'s (with the time-zone database built in, so the
 //! host's `/usr/share/zoneinfo` is not needed); cron expressions are `croner`'s: 5 fields, or
