@@ -121,9 +121,6 @@ impl Schedules for AnyBackend {
     async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
         delegate!(self, b => b.put_schedule(queue, info).await)
     }
-    async fn schedule(&self, queue: &QueueName, name: &str) -> Result<Option<PeriodicInfo>> {
-        delegate!(self, b => b.schedule(queue, name).await)
-    }
     async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
         delegate!(self, b => b.schedules(queue).await)
     }

@@ -750,14 +750,6 @@ impl Schedules for RemoteBackend {
             .map(|_| ())
     }
 
-    async fn schedule(&self, queue: &QueueName, name: &str) -> Result<Option<PeriodicInfo>> {
-        Ok(self
-            .schedules(queue)
-            .await?
-            .into_iter()
-            .find(|s| s.name == name))
-    }
-
     async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
         let v = self
             .ok("GET", &format!("{}/schedules", q(queue)), None, None)

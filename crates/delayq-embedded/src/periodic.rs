@@ -28,14 +28,6 @@ impl Schedules for EmbeddedBackend {
         .await
     }
 
-    async fn schedule(&self, queue: &QueueName, name: &str) -> Result<Option<PeriodicInfo>> {
-        Ok(self
-            .schedules(queue)
-            .await?
-            .into_iter()
-            .find(|s| s.name == name))
-    }
-
     async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
         let q = queue.to_string();
         let rows: Vec<(String, String, i64)> = self

@@ -51,14 +51,6 @@ impl Schedules for RedisBackend {
         Ok(())
     }
 
-    async fn schedule(&self, queue: &QueueName, name: &str) -> Result<Option<PeriodicInfo>> {
-        Ok(self
-            .schedules(queue)
-            .await?
-            .into_iter()
-            .find(|s| s.name == name))
-    }
-
     async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
         let k = Keys::shard(queue, 0, 1);
         let mut conn = self.connection();

@@ -218,10 +218,6 @@ impl<B: crate::periodic::Schedules> crate::periodic::Schedules for Instrumented<
         self.inner.put_schedule(queue, info).await
     }
 
-    async fn schedule(&self, queue: &QueueName, name: &str) -> Result<Option<crate::PeriodicInfo>> {
-        self.inner.schedule(queue, name).await
-    }
-
     async fn schedules(&self, queue: &QueueName) -> Result<Vec<crate::PeriodicInfo>> {
         self.inner.schedules(queue).await
     }

@@ -127,12 +127,20 @@ pub trait Schedules: Clone + Send + Sync + 'static {
         info: PeriodicInfo,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// One schedule.
+    /// One schedule (a queue has few: found among [`Schedules::schedules`]).
     fn schedule(
         &self,
         queue: &QueueName,
         name: &str,
-    ) -> impl Future<Output = Result<Option<PeriodicInfo>>> + Send;
+    ) -> impl Future<Output = Result<Option<PeriodicInfo>>> + Send {
+        async move {
+            Ok(self
+                .schedules(queue)
+                .await?
+                .into_iter()
+                .find(|s| s.name == name))
+        }
+    }
 
     /// The queue's schedules, by name.
     fn schedules(
