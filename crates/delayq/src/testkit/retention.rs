@@ -106,6 +106,33 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
         b.get(&kq(), &id("own")).await.unwrap().unwrap().state,
         JobState::Done
     );
+    // Fenced as ever: the lease that completed it is stale now, whatever the record keeps.
+    let own = got
+        .iter()
+        .find(|j| j.id.as_str() == "own")
+        .unwrap()
+        .lease_ref();
+    let again = b.ack(&kq(), vec![own.clone()]).await.unwrap();
+    assert_ne!(
+        again,
+        [crate::AckOutcome::Acked],
+        "a second ack completes nothing"
+    );
+    let nack = b.nack(&kq(), own.clone(), crate::Nack::error("late")).await;
+    assert!(
+        matches!(nack, Err(crate::Error::LeaseLost { .. })),
+        "{nack:?}"
+    );
+    let extend = b.extend(&kq(), own, Duration::from_secs(30)).await;
+    assert!(
+        matches!(extend, Err(crate::Error::LeaseLost { .. })),
+        "{extend:?}"
+    );
+    assert_eq!(
+        b.get(&kq(), &id("own")).await.unwrap().unwrap().state,
+        JobState::Done,
+        "nothing changed"
+    );
     assert!(b.get(&kq(), &id("plain")).await.unwrap().is_none());
     assert_eq!(
         p.enqueue(job("own", 0)).await.unwrap().existing,
