@@ -80,10 +80,12 @@ fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef], now: i64) -> Result<Vec
              AND (COALESCE(keep_done_ms, ?6) > 0 OR COALESCE(dedupe_ms, ?7) > 0)",
         )
         .map_err(sql)?;
+    // The common case first: a job without retention is deleted in one statement; only a job
+    // the delete left (kept, or not this lease) is tried by the keeping update.
     let mut del = c
         .prepare_cached(
             "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?4 AND token = ?3 \
-             AND token != 0",
+             AND token != 0 AND COALESCE(keep_done_ms, ?5) = 0 AND COALESCE(dedupe_ms, ?6) = 0",
         )
         .map_err(sql)?;
     let mut kept = 0;
@@ -91,20 +93,16 @@ fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef], now: i64) -> Result<Vec
         .iter()
         .map(|l| {
             let (id, token) = (l.id.as_str(), l.token as i64);
-            let k = keep
-                .execute(params![
-                    q,
-                    id,
-                    token,
-                    now,
-                    DONE,
-                    ret.keep_done_ms as i64,
-                    ret.dedupe_ms as i64,
-                    LEASED
-                ])
+            let (keep_ms, dedupe_ms) = (ret.keep_done_ms as i64, ret.dedupe_ms as i64);
+            let mut n = del
+                .execute(params![q, id, token, LEASED, keep_ms, dedupe_ms])
                 .map_err(sql)?;
-            kept += k;
-            let n = k + del.execute(params![q, id, token, LEASED]).map_err(sql)?;
+            if n == 0 {
+                n = keep
+                    .execute(params![q, id, token, now, DONE, keep_ms, dedupe_ms, LEASED])
+                    .map_err(sql)?;
+                kept += n;
+            }
             Ok(if n == 1 {
                 AckOutcome::Acked
             } else if state_of(c, q, id)?.is_some() {

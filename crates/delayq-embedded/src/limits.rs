@@ -87,16 +87,7 @@ pub(crate) fn store(c: &Connection, q: &str, s: &QueueSettings, now_us: u64) -> 
 
 /// The queue's retention of completed jobs (the default without a row).
 pub(crate) fn retention(c: &Connection, q: &str) -> Result<Retention> {
-    let row: Option<(i64, i64)> = c
-        .prepare_cached("SELECT keep_done_ms, dedupe_ms FROM queue_limits WHERE queue = ?1")
-        .map_err(sql)?
-        .query_row(params![q], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()
-        .map_err(sql)?;
-    Ok(row.map_or(Retention::default(), |(k, d)| Retention {
-        keep_done_ms: k as u64,
-        dedupe_ms: d as u64,
-    }))
+    Ok(stored(c, q)?.2)
 }
 
 impl Bucket {

@@ -7,32 +7,11 @@ use delayq_embedded::EmbeddedBackend;
 use delayq_http::{AppState, HttpConfig};
 use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
-use serde_json::{Value, json};
+use serde_json::json;
 use tower::ServiceExt;
 
-async fn call(router: &Router, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = axum::http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "test");
-    if body.is_some() {
-        req = req.header("content-type", "application/json");
-    }
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let resp = router
-        .clone()
-        .oneshot(req.body(axum::body::Body::from(body)).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
+mod common;
+use common::call;
 
 #[tokio::test]
 async fn redis_queues_take_shards_while_empty() {

@@ -172,12 +172,14 @@ end
 
 count(stat, now, nil, nil, c)
 
+local held = false
 if lim then
   if lim.per_s > 0 then
     lim.tokens = lim.tokens - #out / 4
     redis.call('SETRANGE', stat, S_LIMITS + 16, struct.pack('>dd', lim.tokens, now_exact_us))
   end
-  if next_due and next_due <= now and #out / 4 < want then
+  held = next_due ~= nil and next_due <= now and #out / 4 < want
+  if held then
     -- Due jobs wait on a limit: a full max_in_flight is woken by the next freed slot (and
     -- the next lease expiry), an empty bucket when its next token is due.
     if lim.mif > 0 and lim.leased + #out / 4 >= lim.mif then
@@ -189,10 +191,11 @@ if lim then
     elseif lim.per_s > 0 and lim.tokens < 1 then
       next_due = now + math.ceil((1 - lim.tokens) * 1000 / lim.per_s)
     end
-  elseif c[1] > 0 or c[2] > 0 or c[3] > 0 then
-    limit_freed(stat, wake, lflags)
   end
-elseif c[1] > 0 or c[2] > 0 or c[3] > 0 then
+end
+-- Slots freed by acks or recovered leases wake consumers a full max_in_flight held back,
+-- unless this claim was itself held back (they would find the same).
+if not held and (c[1] > 0 or c[2] > 0 or c[3] > 0) then
   limit_freed(stat, wake, lflags)
 end
 

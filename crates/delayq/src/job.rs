@@ -680,13 +680,6 @@ pub struct Limits {
     pub max_in_flight: Option<u32>,
 }
 
-impl Limits {
-    /// Whether any limit is set.
-    pub fn any(&self) -> bool {
-        self.per_s.is_some() || self.max_in_flight.is_some()
-    }
-}
-
 /// Counts of one queue.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {
@@ -760,7 +753,7 @@ mod tests {
             ..s
         };
         assert!(narrow.validate().is_err(), "fewer slots than shards");
-        assert!(!QueueSettings::default().shard_limits().any());
+        assert_eq!(QueueSettings::default().shard_limits(), Limits::default());
     }
 
     #[test]

@@ -247,12 +247,6 @@ impl Timing {
             }
         }
     }
-
-    /// Whether two timings fire at the same times (a change of anything else keeps the next
-    /// fire).
-    fn same_times(&self, other: &Timing) -> bool {
-        self == other
-    }
 }
 
 impl FromStr for CatchUp {
@@ -358,7 +352,8 @@ pub async fn put<S: Schedules>(
     check_name(name)?;
     spec.validate(max_payload)?;
     let next_ms = match store.schedule(queue, name).await? {
-        Some(old) if old.spec.timing.same_times(&spec.timing) => old.next_ms,
+        // Same timing: a change of anything else keeps the next fire.
+        Some(old) if old.spec.timing == spec.timing => old.next_ms,
         _ => spec.timing.next_after(now_ms)?,
     };
     let info = PeriodicInfo {
