@@ -112,6 +112,9 @@ impl Inspect for AnyBackend {
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         delegate!(self, b => b.settings(queue).await)
     }
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        delegate!(self, b => b.push_queues().await)
+    }
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         delegate!(self, b => b.configure(queue, s.clone()).await)
     }

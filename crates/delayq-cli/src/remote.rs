@@ -252,6 +252,16 @@ fn id_of(v: &Value) -> Result<JobId> {
     JobId::new(v["id"].as_str().ok_or_else(|| shape("no id"))?).map_err(Error::from)
 }
 
+/// A push target in a reply (`null` or absent: none).
+fn target_of(v: &Value) -> Result<Option<delayq::Target>> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    serde_json::from_value(v.clone())
+        .map(Some)
+        .map_err(|e| shape(&format!("target: {e}")))
+}
+
 fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
     let state = match v["state"].as_str() {
         Some("scheduled" | "due") => JobState::Scheduled,
@@ -276,6 +286,7 @@ fn info_of(v: &Value, payload: Vec<u8>) -> Result<JobInfo> {
         priority: v["priority"]
             .as_u64()
             .map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
+        target: target_of(&v["target"])?,
         payload,
     })
 }
@@ -329,6 +340,9 @@ fn job_body(j: NewJob) -> Value {
     }
     if let Some(t) = j.timeout {
         b["timeout_ms"] = (t.as_millis() as u64).into();
+    }
+    if let Some(t) = &j.target {
+        b["target"] = serde_json::to_value(t).expect("a target serializes");
     }
     if let Some(p) = j.priority {
         b["priority"] = p.into();
@@ -436,6 +450,7 @@ impl Backend for RemoteBackend {
                 priority: j["priority"]
                     .as_u64()
                     .map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
+                target: target_of(&j["target"])?,
             });
         }
         // The long poll already waited: claim again at once.
@@ -665,7 +680,15 @@ impl Inspect for RemoteBackend {
                 keep_done_ms: s["keep_done_ms"].as_u64().unwrap_or(0),
                 dedupe_ms: s["dedupe_ms"].as_u64().unwrap_or(0),
             },
+            target: target_of(&s["target"])?,
         })
+    }
+
+    /// Pushers run next to the store, not through a server's API.
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        Err(Error::Backend(
+            "push queues are read from the store: run the pusher with --store or --redis".into(),
+        ))
     }
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
@@ -675,6 +698,7 @@ impl Inspect for RemoteBackend {
             "max_in_flight": s.max_in_flight,
             "keep_done_ms": s.retention.keep_done_ms,
             "dedupe_ms": s.retention.dedupe_ms,
+            "target": s.target,
         });
         self.ok("PUT", &q(queue), Some(body), None).await?;
         Ok(s)

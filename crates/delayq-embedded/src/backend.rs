@@ -230,6 +230,7 @@ fn lease(
             continue;
         }
         token += 1;
+        let target = r.target_value()?;
         let lease_ms = r.lease_ms.unwrap_or(default.as_millis() as i64);
         let deadline = now + lease_ms;
         upd.execute(params![qs, r.id, deadline, token, LEASED])
@@ -249,6 +250,7 @@ fn lease(
             timeout: r.timeout_ms.map(|t| Duration::from_millis(t as u64)),
             expires_at_ms: r.expires_at.map(|t| t as u64),
             priority: r.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
+            target,
         });
     }
     Ok(jobs)

@@ -22,9 +22,9 @@ pub(crate) fn insert(
         .prepare_cached(
             "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
          max_attempts, backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
-         payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms) \
+         payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms, target) \
          VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?12, ?13, ?14, ?15, \
-         ?16) \
+         ?16, ?17) \
          ON CONFLICT (queue, id) DO NOTHING",
         )
         .map_err(sql)?;
@@ -42,6 +42,7 @@ pub(crate) fn insert(
         let replace = (job.on_conflict == OnConflict::Replace)
             .then(|| (job.payload.clone(), job.max_attempts, job.lease));
         let retention = job.retention;
+        let target = job.target.as_ref().map(delayq::Target::to_json);
         let mut insert_it = || {
             insert
                 .execute(params![
@@ -61,12 +62,16 @@ pub(crate) fn insert(
                     job.priority,
                     retention.map(|r| r.keep_done_ms as i64),
                     retention.map(|r| r.dedupe_ms as i64),
+                    target,
                 ])
                 .map_err(sql)
         };
         let mut n = insert_it()?;
         if job.priority.is_some() {
             mark_priorities(c, q)?;
+        }
+        if target.is_some() {
+            crate::push::mark(c, q)?;
         }
         if n == 0 && free_done(c, q, id.as_str(), now)? {
             n = insert_it()?;
@@ -92,7 +97,7 @@ pub(crate) fn insert(
                     "UPDATE jobs SET score = ?3, due = ?3, created = ?4, \
                      max_attempts = ?5, backoff_kind = ?6, backoff_base = ?7, \
                      backoff_cap = ?8, lease_ms = ?9, payload = ?10, \
-                     timeout_ms = ?11, expires_at = ?12 \
+                     timeout_ms = ?11, expires_at = ?12, target = ?14 \
                      WHERE queue = ?1 AND id = ?2 AND state = ?13",
                 )
                 .map_err(sql)?
@@ -110,6 +115,7 @@ pub(crate) fn insert(
                     timeout_ms,
                     expires_at,
                     SCHEDULED,
+                    target,
                 ])
                 .map_err(sql)?;
             if replaced == 1 {

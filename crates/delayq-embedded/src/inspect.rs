@@ -9,11 +9,11 @@ use delayq::{
 use rusqlite::{Connection, params};
 
 use crate::backend::{EmbeddedBackend, paused};
-use crate::limits;
 use crate::rows::{
     COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, get_row, head, row, state, state_of,
 };
 use crate::store::sql;
+use crate::{limits, push};
 
 /// The error for an operation that needed `expected`: not found, or the state the job is in.
 fn wrong_state(c: &Connection, q: &str, id: JobId, expected: JobState) -> Result<Error> {
@@ -278,13 +278,20 @@ impl Inspect for EmbeddedBackend {
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         let q = queue.to_string();
-        let (rate, max_in_flight, retention) = self.exec(move |c, _| limits::stored(c, &q)).await?;
+        let ((rate, max_in_flight, retention), target) = self
+            .exec(move |c, _| Ok((limits::stored(c, &q)?, push::target(c, &q)?)))
+            .await?;
         Ok(QueueSettings {
             shards: 1,
             rate,
             max_in_flight,
             retention,
+            target,
         })
+    }
+
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        self.exec(|c, _| push::queues(c)).await
     }
 
     /// The embedded store keeps every queue in one table: it has no shards to spread over.
@@ -298,8 +305,11 @@ impl Inspect for EmbeddedBackend {
         }
         let q = queue.to_string();
         let stored = s.clone();
-        self.exec(move |c, now| limits::store(c, &q, &stored, now.us()))
-            .await?;
+        self.exec(move |c, now| {
+            limits::store(c, &q, &stored, now.us())?;
+            push::set_target(c, &q, stored.target.as_ref())
+        })
+        .await?;
         // Consumers sleeping on the old limits look again.
         self.wake(queue);
         Ok(s)

@@ -28,6 +28,7 @@ pub mod error;
 mod inspect;
 mod limits;
 mod periodic;
+mod push;
 mod rows;
 mod store;
 

@@ -16,7 +16,7 @@ pub(crate) const DONE: i64 = JobState::Done.code() as i64;
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
                                last_error, payload, timeout_ms, expires_at, priority, \
-                               completed_at";
+                               completed_at, target";
 
 /// One row of `jobs`.
 pub(crate) struct RowData {
@@ -36,6 +36,7 @@ pub(crate) struct RowData {
     pub expires_at: Option<i64>,
     pub priority: Option<i64>,
     pub completed_at: Option<i64>,
+    pub target: Option<String>,
 }
 
 /// Reads a row selected with [`COLS`].
@@ -63,6 +64,7 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         expires_at: r.get(15)?,
         priority: r.get(16)?,
         completed_at: r.get(17)?,
+        target: r.get(18)?,
     })
 }
 
@@ -76,8 +78,19 @@ pub(crate) fn job_id(id: String) -> Result<JobId> {
 }
 
 impl RowData {
+    /// The push target, parsed.
+    pub(crate) fn target_value(&self) -> Result<Option<delayq::Target>> {
+        self.target
+            .as_deref()
+            .map(|t| {
+                delayq::Target::from_json(t.as_bytes()).map_err(|e| Error::Backend(e.to_string()))
+            })
+            .transpose()
+    }
+
     pub(crate) fn info(self) -> Result<JobInfo> {
         let state = state(self.state)?;
+        let target = self.target_value()?;
         Ok(JobInfo {
             id: job_id(self.id)?,
             state,
@@ -92,6 +105,7 @@ impl RowData {
             timeout_ms: self.timeout_ms.map(|t| t as u64),
             expires_at_ms: self.expires_at.map(|t| t as u64),
             priority: self.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
+            target,
             payload: self.payload,
         })
     }

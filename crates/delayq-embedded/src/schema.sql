@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   dedupe_ms    INTEGER,
   completed_at INTEGER,                   -- state 3 (done, kept): when it completed, and
   dedupe_until INTEGER,                   -- until when its id is refused
+  target       TEXT,                      -- HTTP push target (delayq::Target as JSON)
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);
@@ -61,4 +62,10 @@ CREATE TABLE IF NOT EXISTS schedules (
   spec    TEXT    NOT NULL,
   next_ms INTEGER NOT NULL,
   PRIMARY KEY (queue, name)
+);
+-- Queues delivered by HTTP push (delayq::target): a row once a job with a target was enqueued
+-- or the queue got a default target (`target`, JSON; NULL: none).
+CREATE TABLE IF NOT EXISTS push_queues (
+  queue  TEXT PRIMARY KEY,
+  target TEXT
 );

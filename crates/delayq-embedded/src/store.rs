@@ -157,6 +157,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("dedupe_ms", "INTEGER"),
         ("completed_at", "INTEGER"),
         ("dedupe_until", "INTEGER"),
+        ("target", "TEXT"),
     ] {
         if !cols.iter().any(|c| c == name) {
             conn.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {name} {ty}"))?;

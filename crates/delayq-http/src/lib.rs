@@ -20,6 +20,7 @@ pub mod lease;
 pub mod model;
 pub mod ops;
 mod polls;
+pub mod push_model;
 pub mod queues;
 pub mod schedules;
 pub mod state;
@@ -61,6 +62,7 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, console::events,
         schedules::put, schedules::get, schedules::delete, schedules::list,
+        push_model::deliveries,
     ),
     modifiers(&BearerAuth),
 )]
@@ -128,6 +130,10 @@ pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
                 .delete(console::cancel_all::<B>),
         )
         .route("/v1/queues/{q}/jobs/{id}/run", post(console::run::<B>))
+        .route(
+            "/v1/queues/{q}/jobs/{id}/deliveries",
+            get(push_model::deliveries::<B>),
+        )
         .route("/v1/queues/{q}/pause", post(console::pause::<B>))
         .route("/v1/queues/{q}/resume", post(console::resume::<B>))
         .route("/v1/queues/{q}/series", get(console::series::<B>))

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::push_model::TargetView;
 
 /// A job to enqueue. Give `payload` (any JSON value, stored byte for byte as sent) or
 /// `payload_b64` (bytes, base64); `delay_ms` or `run_at` (neither: due now).
@@ -55,6 +56,9 @@ pub struct EnqueueRequest {
     pub keep_done_ms: Option<u64>,
     /// Refuse its id again for this long after it completes, ms (overrides the queue's).
     pub dedupe_ms: Option<u64>,
+    /// Deliver by HTTP: a pusher (`delayq serve --push`) sends the payload to this target at
+    /// the due time (`timeout_ms` is then the dispatch deadline: default 30 s, at most 30 min).
+    pub target: Option<TargetView>,
 }
 
 impl EnqueueRequest {
@@ -90,6 +94,7 @@ impl EnqueueRequest {
         }
         job.on_conflict = self.on_conflict.unwrap_or_default();
         job.priority = self.priority;
+        job.target = self.target.map(Into::into);
         if self.keep_done_ms.is_some() || self.dedupe_ms.is_some() {
             job.retention = Some(delayq::Retention {
                 keep_done_ms: self.keep_done_ms.unwrap_or(0),
@@ -249,6 +254,9 @@ pub struct JobView {
     pub expires_at: Option<u64>,
     /// Priority among due jobs (0-9, default 5).
     pub priority: u8,
+    /// Its HTTP push target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetView>,
     /// The payload.
     #[serde(flatten)]
     pub payload: PayloadOut,
@@ -270,6 +278,7 @@ impl From<JobInfo> for JobView {
             timeout_ms: j.timeout_ms,
             expires_at: j.expires_at_ms,
             priority: j.priority,
+            target: j.target.map(Into::into),
             payload: PayloadOut::new(j.payload),
         }
     }
@@ -304,6 +313,9 @@ pub struct ClaimedJob {
     pub expires_at: Option<u64>,
     /// Priority among due jobs (0-9, default 5).
     pub priority: u8,
+    /// Its HTTP push target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetView>,
     /// The payload.
     #[serde(flatten)]
     pub payload: PayloadOut,
@@ -323,6 +335,7 @@ impl From<Job> for ClaimedJob {
             timeout_ms: j.timeout.map(|t| t.as_millis() as u64),
             expires_at: j.expires_at_ms,
             priority: j.priority,
+            target: j.target.map(Into::into),
             payload: PayloadOut::new(j.payload),
         }
     }
@@ -480,6 +493,8 @@ pub struct SettingsView {
     pub keep_done_ms: u64,
     /// A completed job's id is refused this long, ms (0: free once done).
     pub dedupe_ms: u64,
+    /// Default HTTP push target of the queue's jobs that carry none; `null`: none.
+    pub target: Option<TargetView>,
 }
 
 /// A start-rate limit: `per_s` tokens a second, at most `burst` kept; each job started takes
@@ -521,6 +536,11 @@ pub struct SettingsPatch {
     pub keep_done_ms: Option<u64>,
     /// Refuse a completed job's id this long, ms (0: off; at most 30 days).
     pub dedupe_ms: Option<u64>,
+    /// Default push target of the queue's jobs that carry none (the queue is then delivered
+    /// by `delayq serve --push`); `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<TargetView>)]
+    pub target: Option<Option<TargetView>>,
 }
 
 impl SettingsPatch {
@@ -538,6 +558,10 @@ impl SettingsPatch {
             retention: delayq::Retention {
                 keep_done_ms: self.keep_done_ms.unwrap_or(current.retention.keep_done_ms),
                 dedupe_ms: self.dedupe_ms.unwrap_or(current.retention.dedupe_ms),
+            },
+            target: match &self.target {
+                Some(t) => t.clone().map(Into::into),
+                None => current.target,
             },
         }
     }
@@ -572,6 +596,7 @@ impl QueueView {
             max_in_flight: s.max_in_flight,
             keep_done_ms: s.retention.keep_done_ms,
             dedupe_ms: s.retention.dedupe_ms,
+            target: s.target.clone().map(Into::into),
         });
         self
     }

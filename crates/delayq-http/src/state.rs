@@ -86,6 +86,8 @@ pub(crate) struct Inner<B> {
     pub actions: tokio::sync::broadcast::Sender<crate::console::Action>,
     /// Depth samples per queue (`depth.rs`).
     pub depths: crate::depth::Depths,
+    /// The push delivery log of this process's pusher, when it runs one.
+    pub deliveries: Option<Arc<delayq::DeliveryLog>>,
 }
 
 /// One waiting long poll, counted until dropped.
@@ -123,8 +125,18 @@ impl<B: Backend + Inspect> AppState<B> {
                 polls: crate::polls::Polls::default(),
                 actions: tokio::sync::broadcast::channel(256).0,
                 depths: crate::depth::Depths::default(),
+                deliveries: None,
             }),
         }
+    }
+
+    /// Serves the delivery log of this process's pusher (`GET …/jobs/{id}/deliveries`, the
+    /// console's job page). Call right after [`AppState::new`], before cloning.
+    pub fn with_deliveries(mut self, log: Arc<delayq::DeliveryLog>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.deliveries = Some(log);
+        }
+        self
     }
 
     /// A slot for a long poll by `key`, or `None` when that caller already has

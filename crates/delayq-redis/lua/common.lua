@@ -86,6 +86,11 @@ local function decode(s)
         r.keep, pos = struct.unpack('>I6', s, pos)
       elseif tag == X_DEDUPE then
         r.dedupe, pos = struct.unpack('>I6', s, pos)
+      elseif tag == X_TARGET then
+        local n
+        n, pos = struct.unpack('>H', s, pos)
+        r.target = string.sub(s, pos, pos + n - 1)
+        pos = pos + n
       else
         error('delayq: unknown record extra ' .. tostring(tag))
       end
@@ -128,6 +133,7 @@ local function encode(r)
   if r.prio then extras[#extras + 1] = struct.pack('>BB', X_PRIORITY, r.prio) end
   if r.keep then extras[#extras + 1] = struct.pack('>BI6', X_KEEP, r.keep) end
   if r.dedupe then extras[#extras + 1] = struct.pack('>BI6', X_DEDUPE, r.dedupe) end
+  if r.target then extras[#extras + 1] = struct.pack('>BH', X_TARGET, #r.target) .. r.target end
   if #extras > 0 then
     flags = flags + F_EXTRA
     parts[#parts + 1] = struct.pack('>B', #extras) .. table.concat(extras)

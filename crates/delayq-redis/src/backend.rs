@@ -50,6 +50,8 @@ pub(crate) struct Inner {
     sharded_pubsub: bool,
     /// Connections to each Cluster master by address (per-node commands: `SCAN`).
     pub nodes: std::sync::Mutex<std::collections::HashMap<String, redis::aio::ConnectionManager>>,
+    /// Queues this process has written to [`keys::PUSH_QUEUES`] (one write per queue).
+    push_marked: std::sync::Mutex<std::collections::HashSet<QueueName>>,
 }
 
 impl RedisBackend {
@@ -78,6 +80,7 @@ impl RedisBackend {
                 routes: Routes::new(),
                 sharded_pubsub,
                 nodes: Default::default(),
+                push_marked: Default::default(),
             }),
         })
     }
@@ -261,6 +264,7 @@ impl RedisBackend {
         {
             let r = record::decode(&bytes(raw)?)?;
             let expires_at_ms = r.expires_at_ms();
+            let target = r.target_value()?;
             out.push(Job {
                 id: job_id(id)?,
                 queue: queue.clone(),
@@ -276,6 +280,7 @@ impl RedisBackend {
                 timeout: r.timeout_ms.map(|t| Duration::from_millis(t.into())),
                 expires_at_ms,
                 priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
+                target,
             });
         }
         Ok(ClaimBatch {
@@ -283,6 +288,28 @@ impl RedisBackend {
             acks: ack_outcomes(acks)?,
             next_due_in: (next >= 0).then(|| Duration::from_micros(next as u64)),
         })
+    }
+
+    /// Lists `queue` among the push queues (before its first targeted job is written, so a
+    /// pusher that finds the job finds the queue); once per queue and process.
+    pub(crate) async fn mark_push(&self, queue: &QueueName) -> Result<()> {
+        if self.inner.push_marked.lock().expect("lock").contains(queue) {
+            return Ok(());
+        }
+        let mut conn = self.connection();
+        let _: () = redis::cmd("ZADD")
+            .arg(keys::PUSH_QUEUES)
+            .arg(0)
+            .arg(queue.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        self.inner
+            .push_marked
+            .lock()
+            .expect("lock")
+            .insert(queue.clone());
+        Ok(())
     }
 
     /// Acknowledges leases of one shard.
@@ -461,6 +488,9 @@ fn coded(v: Value, what: &str) -> Result<(Reply, u64)> {
 
 impl Backend for RedisBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        if jobs.iter().any(|j| j.target.is_some()) {
+            self.mark_push(queue).await?;
+        }
         let route = self.route(queue).await?;
         let with_ids = jobs.into_iter().map(|mut job| {
             let id = job.id.take().unwrap_or_else(JobId::generate);

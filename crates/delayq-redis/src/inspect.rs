@@ -303,6 +303,7 @@ impl Inspect for RedisBackend {
             "max_in_flight",
             "keep_done_ms",
             "dedupe_ms",
+            "target",
         ];
         let values: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(keys::conf(queue))
@@ -329,7 +330,27 @@ impl Inspect for RedisBackend {
                 keep_done_ms: num("keep_done_ms").unwrap_or(0.0) as u64,
                 dedupe_ms: num("dedupe_ms").unwrap_or(0.0) as u64,
             },
+            target: values
+                .get(fields.len() - 1)
+                .and_then(Option::as_deref)
+                .map(|t| delayq::Target::from_json(t.as_bytes()))
+                .transpose()?,
         })
+    }
+
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        let mut conn = self.connection();
+        let names: Vec<String> = redis::cmd("ZRANGE")
+            .arg(keys::PUSH_QUEUES)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        Ok(names
+            .into_iter()
+            .filter_map(|n| QueueName::new(n).ok())
+            .collect())
     }
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
@@ -385,6 +406,13 @@ impl Inspect for RedisBackend {
         }
         set.arg("keep_done_ms").arg(s.retention.keep_done_ms);
         set.arg("dedupe_ms").arg(s.retention.dedupe_ms);
+        match &s.target {
+            Some(t) => {
+                self.mark_push(queue).await?;
+                set.arg("target").arg(t.to_json());
+            }
+            None => gone.push("target"),
+        }
         let _: () = set.query_async(&mut conn).await.map_err(error::map)?;
         if !gone.is_empty() {
             let _: () = redis::cmd("HDEL")

@@ -133,6 +133,9 @@ pub(crate) fn crondef(queue: &QueueName) -> String {
 /// ZSET of the queues that have (or had) schedules, for tickers of every queue. Its tag is not
 /// a queue name, so no queue's keys collide with it.
 pub(crate) const CRON_QUEUES: &str = "dq:{~}:crons";
+/// Sorted set (all scores 0) of the queues delivered by HTTP push: written when a queue gets a
+/// default target or a job with a target; read by pushers.
+pub(crate) const PUSH_QUEUES: &str = "dq:{~}:push";
 
 /// `SCAN` pattern matching every delayq key.
 pub(crate) const SCAN_PATTERN: &str = "dq:{*}:*";

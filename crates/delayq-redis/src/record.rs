@@ -25,7 +25,7 @@ pub(crate) const F_EXPIRES: u8 = 16;
 /// Flag: the expiry counts from the created time.
 pub(crate) const F_EXPIRES_REL: u8 = 32;
 /// Flag: extras follow: a `u8` count, then per extra a `u8` tag and its value — [`X_PRIORITY`]
-/// (`u8`), [`X_KEEP`] and [`X_DEDUPE`] (`u48` ms each).
+/// (`u8`), [`X_KEEP`] and [`X_DEDUPE`] (`u48` ms each), [`X_TARGET`] (`u16` length, then bytes).
 pub(crate) const F_EXTRA: u8 = 64;
 /// Flag: the job is done and kept (retention): its completion time and the end of its dedupe
 /// window follow (`u48` ms each).
@@ -36,6 +36,8 @@ pub(crate) const X_PRIORITY: u8 = 1;
 pub(crate) const X_KEEP: u8 = 2;
 /// Extra: the job's own `dedupe_ms`.
 pub(crate) const X_DEDUPE: u8 = 3;
+/// Extra: the job's HTTP push target, as its JSON text (`delayq::Target::to_json`).
+pub(crate) const X_TARGET: u8 = 4;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -75,6 +77,8 @@ pub(crate) struct Record {
     pub expires: Option<(u64, bool)>,
     pub priority: Option<u8>,
     pub retention: Option<Retention>,
+    /// The push target's JSON text.
+    pub target: Option<Vec<u8>>,
     /// `(completed ms, dedupe until ms)` of a done job.
     pub done: Option<(u64, u64)>,
     pub last_error: Option<String>,
@@ -82,6 +86,14 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// The push target, parsed.
+    pub(crate) fn target_value(&self) -> Result<Option<delayq::Target>> {
+        self.target
+            .as_deref()
+            .map(|t| delayq::Target::from_json(t).map_err(|e| shape(&e.to_string())))
+            .transpose()
+    }
+
     /// The absolute expiry, ms since the epoch.
     pub(crate) fn expires_at_ms(&self) -> Option<u64> {
         self.expires
@@ -98,6 +110,7 @@ pub(crate) struct Sections<'a> {
     pub expires: Option<(u64, bool)>,
     pub priority: Option<u8>,
     pub retention: Option<Retention>,
+    pub target: Option<&'a [u8]>,
     pub done: Option<(u64, u64)>,
     pub error: Option<&'a str>,
 }
@@ -113,6 +126,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         expires,
         priority,
         retention,
+        target,
         done,
         error,
     } = s;
@@ -147,6 +161,11 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         extras.push((X_KEEP, u48_bytes(r.keep_done_ms).to_vec()));
         extras.push((X_DEDUPE, u48_bytes(r.dedupe_ms).to_vec()));
     }
+    if let Some(t) = target {
+        let mut v = (t.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(t);
+        extras.push((X_TARGET, v));
+    }
     if !extras.is_empty() {
         flags |= F_EXTRA;
         out.push(extras.len() as u8);
@@ -171,6 +190,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
 /// `(flags, tail)`: the optional sections and payload of a new job, after the header that the
 /// enqueue script writes (it owns the due and created times).
 pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
+    let target = job.target.as_ref().map(|t| t.to_json());
     let mut out = Vec::with_capacity(job.payload.len() + 13);
     let lease_ms = job
         .lease
@@ -186,6 +206,7 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
             expires: job.expiry_ms(),
             priority: job.priority,
             retention: job.retention,
+            target: target.as_deref().map(str::as_bytes),
             done: None,
             error: None,
         },
@@ -213,6 +234,7 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
             expires: r.expires,
             priority: r.priority,
             retention: r.retention,
+            target: r.target.as_deref(),
             done: r.done,
             error: r.last_error.as_deref(),
         },
@@ -268,7 +290,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
     } else {
         None
     };
-    let (mut priority, mut retention) = (None, None);
+    let (mut priority, mut retention, mut target) = (None, None, None);
     if flags & F_EXTRA != 0 {
         let n = take(1)?[0];
         for _ in 0..n {
@@ -278,6 +300,10 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
                     retention.get_or_insert(Retention::default()).keep_done_ms = u48(take(6)?)
                 }
                 X_DEDUPE => retention.get_or_insert(Retention::default()).dedupe_ms = u48(take(6)?),
+                X_TARGET => {
+                    let n = u48(take(2)?) as usize;
+                    target = Some(take(n)?.to_vec());
+                }
                 t => return Err(shape(&format!("unknown record extra {t}"))),
             }
         }
@@ -306,6 +332,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         expires,
         priority,
         retention,
+        target,
         done,
         last_error,
         payload: b[pos..].to_vec(),
@@ -471,6 +498,7 @@ mod tests {
                 keep_done_ms: 3_600_000,
                 dedupe_ms: 60_000,
             }),
+            target: Some(br#"{"url":"https://example.com/h","method":"POST"}"#.to_vec()),
             done: Some((1_764_000_000_500, 1_764_000_060_500)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),
@@ -488,7 +516,7 @@ mod tests {
             "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
              bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, prio = 7, \
-             keep = 3600000, dedupe = 60000, done_at = 1764000000500, \
+             keep = 3600000, dedupe = 60000, target = ARGV[3], done_at = 1764000000500, \
              dedupe_until = 1764000060500, err = ARGV[1], payload = ARGV[2] })",
             false,
         );
@@ -496,6 +524,7 @@ mod tests {
         let from_lua: Vec<u8> = redis::Script::new(&build)
             .arg(r.last_error.as_deref().unwrap())
             .arg(&r.payload)
+            .arg(r.target.as_deref().unwrap())
             .invoke_async(&mut conn)
             .await
             .unwrap();
@@ -515,6 +544,7 @@ mod tests {
                 expires: None,
                 priority: None,
                 retention: None,
+                target: None,
                 done: None,
                 last_error: None,
                 token: 0,

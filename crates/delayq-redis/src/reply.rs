@@ -134,6 +134,7 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
     let r = crate::record::decode(raw)?;
     let extra = (extra >= 0).then_some(extra as u64);
     let expires_at_ms = r.expires_at_ms();
+    let target = r.target_value()?;
     Ok(JobInfo {
         id,
         state,
@@ -152,6 +153,7 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
         timeout_ms: r.timeout_ms.map(u64::from),
         expires_at_ms,
         priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
+        target,
         payload: r.payload,
     })
 }

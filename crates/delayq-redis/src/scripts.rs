@@ -260,6 +260,7 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("X_PRIORITY", record::X_PRIORITY.to_string());
     def("X_KEEP", record::X_KEEP.to_string());
     def("X_DEDUPE", record::X_DEDUPE.to_string());
+    def("X_TARGET", record::X_TARGET.to_string());
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
     let b = Backoff::default();
     let (base, cap) = b.base_cap_ms();

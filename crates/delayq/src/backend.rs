@@ -12,11 +12,12 @@ use tokio::sync::watch;
 use crate::error::Result;
 use crate::job::{
     AckOutcome, CancelOutcome, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
-    QueueSettings, QueueStats, Schedule,
+    QueueStats, Schedule,
 };
 use crate::listing::{Cursor, Found, JobPage, ListState};
 use crate::name::{JobId, QueueName};
 use crate::series::QueueSeries;
+use crate::settings::QueueSettings;
 
 /// A claim: acknowledge `acks` and lease up to `max` due jobs, in one atomic step.
 #[derive(Clone, Debug)]
@@ -188,6 +189,10 @@ pub trait Inspect: Clone + Send + Sync + 'static {
 
     /// The queue's throughput and lateness over the last hour, and totals.
     fn series(&self, queue: &QueueName) -> impl Future<Output = Result<QueueSeries>> + Send;
+
+    /// Queues delivered by HTTP push: those with a default target in their settings and those
+    /// a job carrying a target was enqueued into (see [`crate::target`]).
+    fn push_queues(&self) -> impl Future<Output = Result<Vec<QueueName>>> + Send;
 
     /// The queue's stored settings (the defaults when none were stored).
     fn settings(&self, queue: &QueueName) -> impl Future<Output = Result<QueueSettings>> + Send;

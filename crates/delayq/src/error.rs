@@ -41,6 +41,9 @@ pub enum InvalidInput {
     /// A schedule's name, cron expression, time zone or interval is invalid.
     #[error("invalid schedule: {0}")]
     Schedule(String),
+    /// An HTTP push target's URL, method or headers are invalid.
+    #[error("invalid target: {0}")]
+    Target(String),
     /// A job timeout or expiry is out of range.
     #[error("invalid deadline: {0}")]
     Deadline(String),

@@ -11,12 +11,13 @@ use crate::backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::job::{
-    AckOutcome, CancelOutcome, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
-    QueueSettings, QueueStats, Schedule,
+    AckOutcome, CancelOutcome, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueStats,
+    Schedule,
 };
 use crate::listing::{Cursor, Found, JobPage, ListState};
 use crate::name::{JobId, QueueName};
 use crate::series::QueueSeries;
+use crate::settings::QueueSettings;
 use crate::telemetry::QueueCounters;
 
 /// Wraps a backend and meters what passes through it. Cheap to clone; clones share the
@@ -206,6 +207,10 @@ impl<B: Inspect> Inspect for Instrumented<B> {
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         self.inner.settings(queue).await
+    }
+
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        self.inner.push_queues().await
     }
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {

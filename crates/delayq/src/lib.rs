@@ -30,12 +30,14 @@
 //!
 //! Parts: [`name`] (validated names), [`job`] (the model), [`backoff`], [`limits`],
 //! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`wait`], [`clock`],
-//! [`instrumented`] and [`telemetry`] (metrics), [`periodic`] and [`ticker`] (schedules).
+//! [`instrumented`] and [`telemetry`] (metrics), [`periodic`] and [`ticker`] (schedules), [`settings`] (per-queue settings),
+//! [`target`] and [`delivery`] (HTTP push targets and the log of their requests).
 
 pub mod backend;
 pub mod backoff;
 pub mod clock;
 pub mod consumer;
+pub mod delivery;
 pub mod error;
 pub mod handler;
 pub mod instrumented;
@@ -47,6 +49,8 @@ pub mod periodic;
 pub mod producer;
 pub mod rfc3339;
 pub mod series;
+pub mod settings;
+pub mod target;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -57,17 +61,20 @@ pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
 pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, RunReport};
+pub use delivery::{Delivery, DeliveryLog};
 pub use error::{Error, InvalidInput, Result};
 pub use handler::{Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
     AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Enqueued, Expiry, Job,
-    JobInfo, JobState, LeaseRef, Limits, Nack, NackOutcome, NewJob, OnConflict, QueueSettings,
-    QueueStats, Rate, Retention, Schedule,
+    JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueStats, Retention,
+    Schedule,
 };
 pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};
 pub use periodic::{CatchUp, Firing, PeriodicInfo, PeriodicSpec, Schedules, Timing};
 pub use producer::Producer;
 pub use series::{Counts, QueueSeries};
+pub use settings::{Limits, QueueSettings, Rate};
+pub use target::Target;
 pub use ticker::Ticker;

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod model;
 pub mod periodic;
 pub mod priority;
+pub mod push;
 pub mod retention;
 
 pub use console::{
@@ -24,6 +25,7 @@ pub use history::{Event, History, Recording, Report};
 pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
 pub use periodic::{bad_schedules_are_refused, schedules_fire_once};
 pub use priority::{low_priorities_age, priorities_order_due_jobs};
+pub use push::{bad_targets_are_refused, push_targets_travel};
 pub use retention::{per_job_retention, retention_and_dedupe};
 
 use std::collections::HashMap;
@@ -678,7 +680,8 @@ macro_rules! conformance_tests {
             rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
             expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
             schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
-            per_job_retention, priorities_order_due_jobs, low_priorities_age);
+            per_job_retention, priorities_order_due_jobs, low_priorities_age,
+            push_targets_travel, bad_targets_are_refused);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

@@ -203,6 +203,10 @@ impl<B: Inspect> Inspect for Faulty<B> {
         self.run("settings", self.inner.settings(queue)).await
     }
 
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        self.run("push_queues", self.inner.push_queues()).await
+    }
+
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         self.run("configure", self.inner.configure(queue, s)).await
     }

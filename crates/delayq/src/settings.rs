@@ -1,0 +1,168 @@
+//! A queue's stored settings ([`QueueSettings`]): shards, limits, retention and the default
+//! push target — and what one shard of a queue enforces ([`Limits`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::InvalidInput;
+use crate::job::Retention;
+use crate::target::Target;
+
+/// A queue's stored settings: every client reads them from the store, so all agree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueSettings {
+    /// How many shards hold the queue's jobs (Redis: one hash slot each, so a queue spreads
+    /// over a Cluster's masters and one consumer keeps one claim in flight per shard).
+    pub shards: u32,
+    /// Most jobs started per second, over all consumers (a token bucket on the store's
+    /// clock, checked inside the claim); `None`: no limit.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Most jobs leased at once, over all consumers; `None`: no limit.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// Retention of completed jobs that do not set their own.
+    #[serde(default)]
+    pub retention: Retention,
+    /// HTTP push target of the queue's jobs that carry none: with one, the queue is
+    /// delivered by pushers (`delayq serve --push`).
+    #[serde(default)]
+    pub target: Option<Target>,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            shards: 1,
+            rate: None,
+            max_in_flight: None,
+            retention: Retention::default(),
+            target: None,
+        }
+    }
+}
+
+/// A start-rate limit: a token bucket that refills `per_s` tokens a second up to `burst`; each
+/// job leased takes one.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    /// Tokens added per second (may be fractional: 0.5 = one job every 2 s).
+    pub per_s: f64,
+    /// Most tokens the bucket holds: how many jobs may start at once after a quiet spell.
+    pub burst: u32,
+}
+
+impl QueueSettings {
+    /// The default settings with `shards` shards.
+    pub fn with_shards(shards: u32) -> Self {
+        Self {
+            shards,
+            ..Self::default()
+        }
+    }
+
+    /// Checks the settings' ranges.
+    pub fn validate(&self) -> Result<(), InvalidInput> {
+        use crate::limits::{MAX_BURST, MAX_IN_FLIGHT, MAX_RATE, MAX_SHARDS};
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            return Err(InvalidInput::Settings(format!(
+                "shards must be 1-{MAX_SHARDS}, not {}",
+                self.shards
+            )));
+        }
+        if let Some(r) = self.rate {
+            if !r.per_s.is_finite() || r.per_s <= 0.0 || r.per_s > MAX_RATE {
+                return Err(InvalidInput::Settings(format!(
+                    "rate.per_s must be a number > 0 and <= {MAX_RATE}, not {}",
+                    r.per_s
+                )));
+            }
+            if !(1..=MAX_BURST).contains(&r.burst) {
+                return Err(InvalidInput::Settings(format!(
+                    "rate.burst must be 1-{MAX_BURST}, not {}",
+                    r.burst
+                )));
+            }
+            if r.burst < self.shards {
+                return Err(InvalidInput::Settings(format!(
+                    "rate.burst ({}) must be at least the shard count ({}): each shard keeps \
+                     its share of the bucket",
+                    r.burst, self.shards
+                )));
+            }
+        }
+        self.retention.validate()?;
+        if let Some(t) = &self.target {
+            t.validate()?;
+        }
+        if let Some(m) = self.max_in_flight {
+            if !(1..=MAX_IN_FLIGHT).contains(&m) {
+                return Err(InvalidInput::Settings(format!(
+                    "max_in_flight must be 1-{MAX_IN_FLIGHT}, not {m}"
+                )));
+            }
+            if m < self.shards {
+                return Err(InvalidInput::Settings(format!(
+                    "max_in_flight ({m}) must be at least the shard count ({}): each shard \
+                     keeps its share",
+                    self.shards
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The limits one of the queue's shards enforces: the queue's limits divided among its
+    /// shards (each shard's claim is atomic on its own; a Cluster cannot share one bucket
+    /// between slots). Rates divide exactly; burst and `max_in_flight` round down, so the
+    /// shards together never exceed the queue's figures.
+    pub fn shard_limits(&self) -> Limits {
+        let n = self.shards.max(1);
+        Limits {
+            per_s: self.rate.map(|r| r.per_s / f64::from(n)),
+            burst: self.rate.map_or(0, |r| r.burst / n),
+            max_in_flight: self.max_in_flight.map(|m| m / n),
+        }
+    }
+}
+
+/// What one shard of a queue enforces (see [`QueueSettings::shard_limits`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Limits {
+    /// Tokens per second; `None`: no rate limit.
+    pub per_s: Option<f64>,
+    /// Bucket size (0 without a rate limit).
+    pub burst: u32,
+    /// Most leased jobs; `None`: no limit.
+    pub max_in_flight: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_divided_among_shards() {
+        let s = QueueSettings {
+            shards: 4,
+            rate: Some(Rate {
+                per_s: 100.0,
+                burst: 10,
+            }),
+            max_in_flight: Some(5),
+            retention: Retention::default(),
+            target: None,
+        };
+        s.validate().unwrap();
+        let l = s.shard_limits();
+        assert_eq!(l.per_s, Some(25.0));
+        assert_eq!(l.burst, 2, "rounded down: 4 x 2 <= 10");
+        assert_eq!(l.max_in_flight, Some(1), "4 x 1 <= 5");
+        let narrow = QueueSettings {
+            max_in_flight: Some(3),
+            ..s
+        };
+        assert!(narrow.validate().is_err(), "fewer slots than shards");
+        assert_eq!(QueueSettings::default().shard_limits(), Limits::default());
+    }
+}
