@@ -108,6 +108,12 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
                 &http_buckets,
             )
         })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(delayq::telemetry::PUSH_RESPONSE.into()),
+                delayq::telemetry::PUSH_BUCKETS,
+            )
+        })
         .map_err(|e| e.to_string())?
         .install_recorder()
         .map_err(|e| e.to_string())

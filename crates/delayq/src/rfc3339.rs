@@ -1,6 +1,14 @@
 //! RFC 3339 timestamps (`2026-12-01T10:00:00Z`, `…T11:00:00.250+01:00`), parsed in one place
 //! for every entry point (HTTP `run_at`, the CLI's `--at` and `--jsonl`).
 
+/// Formats ms since the epoch as `YYYY-MM-DDTHH:MM:SS.fffZ` (what [`parse_ms`] reads).
+pub fn format_ms(ms: u64) -> String {
+    match jiff::Timestamp::from_millisecond(ms.min(i64::MAX as u64) as i64) {
+        Ok(t) => format!("{t:.3}"),
+        Err(_) => ms.to_string(),
+    }
+}
+
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` to ms since the epoch.
 pub fn parse_ms(s: &str) -> Option<u64> {
     let b = s.as_bytes();
@@ -50,6 +58,15 @@ pub fn parse_ms(s: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn formats_what_it_parses() {
+        let ms = 1_764_585_000_250;
+        let s = super::format_ms(ms);
+        assert_eq!(s, "2025-12-01T10:30:00.250Z");
+        assert_eq!(super::parse_ms(&s), Some(ms));
+    }
+
     use super::*;
 
     #[test]

@@ -25,6 +25,17 @@ pub const FIRES: &str = "delayq_schedule_fires_total";
 pub const LATENESS: &str = "delayq_lateness_seconds";
 /// Histogram (seconds): handler run time (library consumers).
 pub const HANDLER: &str = "delayq_handler_seconds";
+/// Counter: HTTP push requests by `queue`, `outcome` (`delivered`, `throttled`, `http_error`,
+/// `timeout`, `connect_error`, `refused`, `invalid`) and `status_class` (`2xx` … `5xx`,
+/// `none`).
+pub const PUSH_REQUESTS: &str = "delayq_push_requests_total";
+/// Histogram (seconds): HTTP push response time by target `host`.
+pub const PUSH_RESPONSE: &str = "delayq_push_response_seconds";
+/// Buckets of [`PUSH_RESPONSE`]: 1 ms to 30 min.
+pub const PUSH_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 1800.0,
+];
 /// Buckets of [`LATENESS`]: 1 ms to 60 s.
 pub const LATENESS_BUCKETS: &[f64] = &[
     0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,

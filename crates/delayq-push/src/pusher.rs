@@ -1,0 +1,249 @@
+//! The [`Pusher`]: runs inside any process (`delayq serve --push` is one) and delivers the
+//! due jobs of every push queue as HTTP requests. Each queue gets a consumer of the core
+//! engine (fenced leases extended while a request runs, retries by backoff, graceful drain),
+//! whose handler is a delivery ([`crate::deliver`]); new push queues are found as they appear.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::{
+    Backend, Consumer, ConsumerOptions, DeliveryLog, Failure, Handler, Inspect, Job, QueueName,
+    RunReport, Target,
+};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client::{self, PushError};
+use crate::deliver::{Shared, deliver};
+use crate::hosts::{HostLimits, Hosts};
+use crate::signing::Secret;
+
+/// How a [`Pusher`] runs.
+#[derive(Clone, Debug)]
+pub struct PusherOptions {
+    /// Signing secrets (`whsec_…`): requests carry a signature by each (rotation). None:
+    /// requests go unsigned (a warning is logged).
+    pub secrets: Vec<Secret>,
+    /// Let targets resolve to loopback, private, link-local and metadata addresses.
+    pub allow_private: bool,
+    /// Limits per target host, over every queue.
+    pub hosts: HostLimits,
+    /// Requests in flight per queue.
+    pub concurrency: usize,
+    /// Lease of a job whose request runs (extended every third of it while the request runs,
+    /// so it covers the dispatch deadline with a margin).
+    pub lease: Duration,
+    /// A PEM file of CA certificates trusted besides the system's.
+    pub ca: Option<PathBuf>,
+    /// Longest TCP + TLS connect.
+    pub connect_timeout: Duration,
+    /// Only these queues; `None`: every push queue of the store, found as they appear.
+    pub queues: Option<Vec<QueueName>>,
+    /// How often the store's push queues are listed.
+    pub discover_every: Duration,
+    /// On shutdown, how long requests in flight may take before their leases are released.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for PusherOptions {
+    fn default() -> Self {
+        Self {
+            secrets: Vec::new(),
+            allow_private: false,
+            hosts: HostLimits::default(),
+            concurrency: 64,
+            lease: Duration::from_secs(60),
+            ca: None,
+            connect_timeout: Duration::from_secs(10),
+            queues: None,
+            discover_every: Duration::from_secs(2),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Delivers the due jobs of push queues by HTTP (see the module docs).
+pub struct Pusher<B> {
+    backend: B,
+    opts: PusherOptions,
+    shared: Arc<Shared>,
+}
+
+impl<B: Backend + Inspect> Pusher<B> {
+    /// A pusher over `backend`; builds the HTTP client (and reads the CA file).
+    pub fn new(backend: B, opts: PusherOptions) -> Result<Self, PushError> {
+        if opts.concurrency == 0 || opts.hosts.concurrency == 0 {
+            return Err(PushError::Option("concurrency must be at least 1".into()));
+        }
+        if !opts.hosts.per_s.is_finite() || opts.hosts.per_s <= 0.0 || opts.hosts.burst == 0 {
+            return Err(PushError::Option(
+                "the per-host rate must be > 0 with a burst of at least 1".into(),
+            ));
+        }
+        delayq::job::validate_lease(opts.lease).map_err(|e| PushError::Option(e.to_string()))?;
+        let client = client::build(
+            opts.allow_private,
+            opts.ca.as_ref(),
+            opts.connect_timeout,
+            opts.hosts.concurrency,
+        )?;
+        let shared = Arc::new(Shared {
+            client,
+            secrets: opts.secrets.clone(),
+            allow_private: opts.allow_private,
+            hosts: Hosts::new(opts.hosts),
+            log: Arc::new(DeliveryLog::new()),
+        });
+        Ok(Self {
+            backend,
+            opts,
+            shared,
+        })
+    }
+
+    /// The log of this pusher's requests (serve it with `AppState::with_deliveries`).
+    pub fn log(&self) -> Arc<DeliveryLog> {
+        self.shared.log.clone()
+    }
+
+    /// Runs until `shutdown` completes: finds push queues and runs a consumer for each; then
+    /// drains them (requests in flight finish within the grace period). Returns each queue's
+    /// counts.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Vec<(QueueName, RunReport)> {
+        if self.shared.secrets.is_empty() {
+            tracing::warn!("push requests are not signed: give a secret (--push-secret)");
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut running: HashMap<QueueName, ()> = HashMap::new();
+        let mut tasks: JoinSet<(QueueName, RunReport)> = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            for q in self.queues().await {
+                if running.insert(q.clone(), ()).is_none() {
+                    tracing::info!(queue = %q, "pushing queue");
+                    self.spawn(&mut tasks, q, stop_rx.clone());
+                }
+            }
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep(self.opts.discover_every) => {}
+            }
+        }
+        let _ = stop_tx.send(true);
+        let mut out = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok(r) => out.push(r),
+                Err(e) => tracing::error!(error = %e, "push consumer failed"),
+            }
+        }
+        out
+    }
+
+    async fn queues(&self) -> Vec<QueueName> {
+        if let Some(q) = &self.opts.queues {
+            return q.clone();
+        }
+        match self.backend.push_queues().await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing push queues failed");
+                Vec::new()
+            }
+        }
+    }
+
+    fn spawn(
+        &self,
+        tasks: &mut JoinSet<(QueueName, RunReport)>,
+        q: QueueName,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let opts = ConsumerOptions {
+            concurrency: self.opts.concurrency,
+            lease: self.opts.lease,
+            batch: self.opts.concurrency.min(100),
+            shutdown_grace: self.opts.shutdown_grace,
+            ..ConsumerOptions::default()
+        };
+        let consumer = match Consumer::new(self.backend.clone(), q.clone(), opts) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(queue = %q, error = %e, "cannot push this queue");
+                return;
+            }
+        };
+        let handler = Deliver {
+            backend: self.backend.clone(),
+            queue: q.clone(),
+            shared: self.shared.clone(),
+            default: Arc::new(Mutex::new(None)),
+        };
+        tasks.spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            let report = match consumer.run(handler, stopped).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(queue = %q, error = %e, "push consumer ended");
+                    RunReport::default()
+                }
+            };
+            (q, report)
+        });
+    }
+}
+
+/// How long a queue's default target is trusted before it is read again.
+const DEFAULT_TTL: Duration = Duration::from_secs(5);
+
+/// The consumer handler of one push queue.
+struct Deliver<B> {
+    backend: B,
+    queue: QueueName,
+    shared: Arc<Shared>,
+    /// The queue's default target and when it was read.
+    default: Arc<Mutex<Option<(Instant, Option<Target>)>>>,
+}
+
+impl<B: Backend + Inspect> Deliver<B> {
+    async fn default_target(&self) -> Result<Option<Target>, Failure> {
+        if let Some((at, t)) = self.default.lock().expect("lock").as_ref()
+            && at.elapsed() < DEFAULT_TTL
+        {
+            return Ok(t.clone());
+        }
+        let s = self
+            .backend
+            .settings(&self.queue)
+            .await
+            .map_err(|e| Failure::give_back(format!("reading the queue's target: {e}")))?;
+        *self.default.lock().expect("lock") = Some((Instant::now(), s.target.clone()));
+        Ok(s.target)
+    }
+}
+
+impl<B: Backend + Inspect> Handler for Deliver<B> {
+    async fn handle(&self, job: Job) -> Result<(), Failure> {
+        let target = match &job.target {
+            Some(t) => t.clone(),
+            None => match self.default_target().await? {
+                Some(t) => t,
+                None => {
+                    return Err(Failure::dead(
+                        "no push target: the job carries none and its queue has no default",
+                    ));
+                }
+            },
+        };
+        deliver(&self.shared, &job, &target).await
+    }
+}
