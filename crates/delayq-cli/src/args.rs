@@ -425,6 +425,50 @@ pub(crate) struct ServeArgs {
     /// Largest job payload, in bytes.
     #[arg(long, default_value_t = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES)]
     pub max_payload: usize,
+    /// Push: deliver the due jobs of push queues (jobs with a `target`, queues with a default
+    /// target) as HTTP requests.
+    #[command(flatten)]
+    pub push: PushArgs,
+}
+
+/// The pusher of `delayq serve --push`.
+#[derive(Args, Debug)]
+pub(crate) struct PushArgs {
+    /// Deliver jobs that carry an HTTP target (and queues with a default target) by pushing
+    /// them at their due time.
+    #[arg(long)]
+    pub push: bool,
+    /// Signing secret `whsec_<base64>` (Standard Webhooks; repeatable: requests carry a
+    /// signature by each, for rotation).
+    #[arg(
+        long = "push-secret",
+        env = "DELAYQ_PUSH_SECRETS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub secrets: Vec<String>,
+    /// Let targets resolve to loopback, private, link-local and cloud-metadata addresses
+    /// (refused by default: server-side request forgery).
+    #[arg(long)]
+    pub allow_private_targets: bool,
+    /// Requests in flight per push queue.
+    #[arg(long, default_value_t = 64)]
+    pub push_concurrency: usize,
+    /// Requests in flight per target host, over all queues.
+    #[arg(long, default_value_t = 32)]
+    pub push_host_concurrency: usize,
+    /// Requests started per second per target host.
+    #[arg(long, default_value_t = 200.0)]
+    pub push_host_rate: f64,
+    /// Requests a target host may get at once after a quiet spell.
+    #[arg(long, default_value_t = 50)]
+    pub push_host_burst: u32,
+    /// PEM file of CA certificates trusted for https targets besides the system's.
+    #[arg(long)]
+    pub push_ca: Option<PathBuf>,
+    /// Push only this queue (repeatable; default: every push queue of the store).
+    #[arg(long = "push-queue")]
+    pub push_queues: Vec<String>,
 }
 
 /// Parses `250ms`, `30s`, `30m`, `7d`, `1h 30m`.

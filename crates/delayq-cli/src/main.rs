@@ -18,6 +18,7 @@ mod enqueue;
 mod exec;
 mod output;
 mod percentiles;
+mod push;
 mod remote;
 mod serve;
 mod store;

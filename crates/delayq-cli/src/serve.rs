@@ -28,6 +28,9 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<Token>> {
             a.listen
         );
     }
+    for s in a.push.secrets.iter().filter(|s| !s.trim().is_empty()) {
+        delayq_push::Secret::parse(s.trim()).context("--push-secret / DELAYQ_PUSH_SECRETS")?;
+    }
     tokens
         .iter()
         .map(|t| Token::parse(t).map_err(anyhow::Error::msg))
@@ -61,13 +64,26 @@ pub(crate) async fn run(
     let ticker = tokio::spawn(delayq::Ticker::new(backend.clone()).run(async move {
         let _ = ticker_stopped.wait_for(|s| *s).await;
     }));
-    let state = AppState::new(backend, config, Some(prometheus));
+    let pusher = crate::push::pusher(&a.push, backend.clone())?;
+    let mut state = AppState::new(backend, config, Some(prometheus));
+    if let Some(p) = &pusher {
+        state = state.with_deliveries(p.log());
+    }
+    let (stop_pusher, mut pusher_stopped) = tokio::sync::watch::channel(false);
+    let pushing = pusher.map(|p| {
+        tokio::spawn(p.run(async move {
+            let _ = pusher_stopped.wait_for(|s| *s).await;
+        }))
+    });
     let listener = tokio::net::TcpListener::bind(a.listen)
         .await
         .with_context(|| format!("binding {}", a.listen))?;
     let addr = listener.local_addr()?;
     println!("delayq serve: listening on http://{addr} ({auth}), backend {backend_desc}");
     println!("  console    http://{addr}/");
+    if pushing.is_some() {
+        println!("  push       delivering push queues by HTTP");
+    }
     println!("  API spec   http://{addr}/openapi.json");
     println!(
         "  try        curl -X POST http://{addr}/v1/queues/demo/jobs -H 'content-type: application/json' -d '{{\"payload\":{{\"hello\":\"world\"}},\"delay_ms\":5000}}'"
@@ -84,7 +100,11 @@ pub(crate) async fn run(
     }
     let served = delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await;
     let _ = stop_ticker.send(true);
+    let _ = stop_pusher.send(true);
     let _ = ticker.await;
+    if let Some(p) = pushing {
+        let _ = p.await;
+    }
     if let Some(f) = &server_file {
         let _ = std::fs::remove_file(f);
     }

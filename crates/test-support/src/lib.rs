@@ -4,10 +4,12 @@
 //!
 //! Beyond one plain server: [`tls`] (certificates made at test time, a TLS port beside the
 //! plain one), ACL users ([`RedisServer::add_user`]), [`cluster`] (a local Redis Cluster) and
-//! [`sentinel`] (master, replica and a sentinel).
+//! [`sentinel`] (master, replica and a sentinel); and [`receiver`], an HTTP server that push
+//! deliveries are sent to.
 
 pub mod cluster;
 pub mod proxy;
+pub mod receiver;
 pub mod sentinel;
 pub mod tls;
 

@@ -1,0 +1,329 @@
+//! The pusher against a real receiver (an axum server on a free port): acks on 2xx, honours
+//! `Retry-After`, retries by backoff and dead-letters with the status, times out slow
+//! receivers, survives closed connections, signs every request, keeps `webhook-id` stable,
+//! and refuses private addresses unless allowed — on the embedded store and on Redis.
+
+use std::time::{Duration, Instant};
+
+use delayq::{
+    Backend, Backoff, Inspect, JobId, JobState, NewJob, Producer, QueueName, QueueSettings, Target,
+};
+use delayq_push::signing::{self, Secret};
+use delayq_push::{Pusher, PusherOptions};
+use delayq_test_support::receiver::{Received, Receiver};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const OTHER: &str = "whsec_dGhpcyBpcyBhbm90aGVyIHNlY3JldCE=";
+
+fn q(name: &str) -> QueueName {
+    QueueName::new(name).unwrap()
+}
+
+fn job(id: &str, url: String) -> NewJob {
+    NewJob::json(&serde_json::json!({ "order": id }))
+        .unwrap()
+        .id(JobId::new(id).unwrap())
+        .target(Target::post(url))
+        .backoff(Backoff::Fixed { delay_ms: 200 })
+}
+
+/// Waits until every `(queue, id)` is done (gone) or dead; returns the dead ones' errors.
+async fn settle<B: Inspect>(b: &B, jobs: &[(QueueName, &str)]) -> Vec<(String, Option<String>)> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut out = Vec::new();
+        let mut open = false;
+        for (queue, id) in jobs {
+            match b.get(queue, &JobId::new(*id).unwrap()).await.unwrap() {
+                None => out.push((id.to_string(), None)),
+                Some(j) if j.state == JobState::Dead => out.push((id.to_string(), j.last_error)),
+                Some(_) => open = true,
+            }
+        }
+        if !open {
+            return out;
+        }
+        assert!(Instant::now() < until, "jobs did not settle: {out:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn of<'a>(reqs: &'a [Received], id: &str) -> Vec<&'a Received> {
+    reqs.iter()
+        .filter(|r| r.header("webhook-id") == Some(id))
+        .collect()
+}
+
+/// Every outcome on one store.
+async fn outcomes<B: Backend + Inspect>(b: B) {
+    let rx = Receiver::start().await;
+    let hooks = q("hooks");
+    let p = Producer::new(b.clone(), hooks.clone());
+    p.enqueue(job("ok", rx.url("/ok"))).await.unwrap();
+    p.enqueue(job("fail", rx.url("/fail")).max_attempts(2))
+        .await
+        .unwrap();
+    p.enqueue(job("busy", rx.url("/busy")).max_attempts(2))
+        .await
+        .unwrap();
+    p.enqueue(
+        job("slow", rx.url("/slow"))
+            .timeout(Duration::from_millis(300))
+            .max_attempts(1),
+    )
+    .await
+    .unwrap();
+    p.enqueue(job("closed", rx.closing_url()).max_attempts(1))
+        .await
+        .unwrap();
+    // A queue with a default target, and a job that sets none.
+    let defaulted = q("defaulted");
+    b.configure(
+        &defaulted,
+        QueueSettings {
+            target: Some(Target::post(rx.url("/nocontent")).header("x-tenant", "acme")),
+            ..QueueSettings::default()
+        },
+    )
+    .await
+    .unwrap();
+    Producer::new(b.clone(), defaulted.clone())
+        .enqueue(NewJob::new(b"raw bytes".to_vec()).id(JobId::new("plain").unwrap()))
+        .await
+        .unwrap();
+
+    let opts = PusherOptions {
+        secrets: vec![Secret::parse(SECRET).unwrap()],
+        allow_private: true,
+        discover_every: Duration::from_millis(100),
+        ..PusherOptions::default()
+    };
+    let pusher = Pusher::new(b.clone(), opts).unwrap();
+    let log = pusher.log();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(pusher.run(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    let ids = ["ok", "fail", "busy", "slow", "closed"];
+    let mut all: Vec<(QueueName, &str)> = ids.iter().map(|i| (hooks.clone(), *i)).collect();
+    all.push((defaulted.clone(), "plain"));
+    let ended = settle(&b, &all).await;
+    let _ = stop.send(true);
+    run.await.unwrap();
+    let err = |id: &str| {
+        ended
+            .iter()
+            .find(|(i, _)| i == id)
+            .unwrap_or_else(|| panic!("{id} not settled"))
+            .1
+            .clone()
+    };
+    assert_eq!(err("ok"), None, "acked and deleted");
+    assert_eq!(err("busy"), None, "delivered after Retry-After");
+    assert_eq!(err("plain"), None, "the queue's default target");
+    let fail = err("fail").expect("dead");
+    assert!(
+        fail.starts_with("HTTP 500: boom from the receiver"),
+        "{fail}"
+    );
+    let slow = err("slow").expect("dead");
+    assert!(slow.contains("timeout"), "{slow}");
+    let closed = err("closed").expect("dead");
+    assert!(closed.contains("connection"), "{closed}");
+
+    let reqs = rx.requests();
+    let secret = Secret::parse(SECRET).unwrap();
+    let other = Secret::parse(OTHER).unwrap();
+    let now = delayq::job::system_now_ms() / 1000;
+    for r in &reqs {
+        let (id, ts, sig) = (
+            r.header("webhook-id").unwrap(),
+            r.header("webhook-timestamp").unwrap(),
+            r.header("webhook-signature").unwrap(),
+        );
+        signing::verify(
+            std::slice::from_ref(&secret),
+            id,
+            ts,
+            sig,
+            &r.body,
+            now,
+            300,
+        )
+        .unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert!(
+            signing::verify(std::slice::from_ref(&other), id, ts, sig, &r.body, now, 300).is_err(),
+            "another secret must fail"
+        );
+        assert!(r.header("delayq-due-at").unwrap().ends_with('Z'));
+    }
+    let ok = of(&reqs, "ok");
+    assert_eq!(ok.len(), 1);
+    assert_eq!(ok[0].body, br#"{"order":"ok"}"#);
+    assert_eq!(ok[0].header("content-type"), Some("application/json"));
+    assert_eq!(ok[0].header("delayq-attempt"), Some("1"));
+    assert_eq!(ok[0].header("delayq-queue"), Some("hooks"));
+    // Retried by backoff: the same webhook-id, attempts 1 and 2, then dead.
+    let fail = of(&reqs, "fail");
+    assert_eq!(fail.len(), 2);
+    assert_eq!(
+        fail.iter()
+            .map(|r| r.header("delayq-attempt").unwrap())
+            .collect::<Vec<_>>(),
+        ["1", "2"]
+    );
+    // Retry-After: 2 honoured (not the 200 ms backoff).
+    let busy = of(&reqs, "busy");
+    assert_eq!(busy.len(), 2);
+    let gap = busy[1].at.duration_since(busy[0].at).unwrap();
+    assert!(gap >= Duration::from_millis(1900), "retried after {gap:?}");
+    assert_eq!(of(&reqs, "slow").len(), 1, "one attempt");
+    let plain = of(&reqs, "plain");
+    assert_eq!(plain[0].path, "/nocontent");
+    assert_eq!(plain[0].header("x-tenant"), Some("acme"));
+    assert_eq!(
+        plain[0].header("content-type"),
+        Some("application/octet-stream")
+    );
+    // The delivery log has each attempt.
+    let logged = log.of(&hooks, &JobId::new("fail").unwrap());
+    assert_eq!(logged.len(), 2);
+    assert!(
+        logged
+            .iter()
+            .all(|d| d.status == Some(500) && d.outcome == "http_error")
+    );
+    let busy_log = log.of(&hooks, &JobId::new("busy").unwrap());
+    assert_eq!(busy_log[0].outcome, "throttled");
+    assert_eq!(busy_log[1].outcome, "delivered");
+}
+
+/// Without `allow_private`, loopback targets — by address and by name — are refused: dead at
+/// once, and the receiver sees nothing.
+async fn private_targets_refused<B: Backend + Inspect>(b: B) {
+    let rx = Receiver::start().await;
+    let hooks = q("guarded");
+    let p = Producer::new(b.clone(), hooks.clone());
+    p.enqueue(job("by-ip", rx.url("/ok"))).await.unwrap();
+    p.enqueue(job("by-name", rx.url_by_name("/ok")))
+        .await
+        .unwrap();
+    p.enqueue(job(
+        "metadata",
+        "http://169.254.169.254/latest/meta-data".into(),
+    ))
+    .await
+    .unwrap();
+    let opts = PusherOptions {
+        discover_every: Duration::from_millis(100),
+        ..PusherOptions::default()
+    };
+    let pusher = Pusher::new(b.clone(), opts).unwrap();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(pusher.run(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    let ended = settle(
+        &b,
+        &[
+            (hooks.clone(), "by-ip"),
+            (hooks.clone(), "by-name"),
+            (hooks.clone(), "metadata"),
+        ],
+    )
+    .await;
+    let _ = stop.send(true);
+    run.await.unwrap();
+    for (id, e) in ended {
+        let e = e.unwrap_or_else(|| panic!("{id} was delivered"));
+        assert!(e.starts_with("refused:"), "{id}: {e}");
+    }
+    assert_eq!(rx.requests().len(), 0, "no request reached the receiver");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    outcomes(delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_redis() {
+    let server = delayq_test_support::RedisServer::start();
+    outcomes(
+        delayq_redis::RedisBackend::connect(&server.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_targets_refused_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    private_targets_refused(delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_targets_refused_redis() {
+    let server = delayq_test_support::RedisServer::start();
+    private_targets_refused(
+        delayq_redis::RedisBackend::connect(&server.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+}
+
+/// Two pushers on one Redis deliver 300 jobs exactly once between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pushers_share_the_work() {
+    let server = delayq_test_support::RedisServer::start();
+    let b = delayq_redis::RedisBackend::connect(&server.url())
+        .await
+        .unwrap();
+    let rx = Receiver::start().await;
+    let hooks = q("shared");
+    let p = Producer::new(b.clone(), hooks.clone());
+    let n = 300;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new(format!("{i}")).target(Target::post(rx.url("/ok"))))
+        .collect();
+    p.enqueue_batch(jobs).await.unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let pusher = Pusher::new(
+            b.clone(),
+            PusherOptions {
+                allow_private: true,
+                concurrency: 8,
+                discover_every: Duration::from_millis(100),
+                ..PusherOptions::default()
+            },
+        )
+        .unwrap();
+        let mut stopped = stopped.clone();
+        runs.push(tokio::spawn(pusher.run(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })));
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while b.stats(&hooks).await.unwrap().scheduled + b.stats(&hooks).await.unwrap().leased > 0 {
+        assert!(Instant::now() < until, "not drained");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop.send(true);
+    for r in runs {
+        r.await.unwrap();
+    }
+    let reqs = rx.requests();
+    let mut bodies: Vec<String> = reqs
+        .iter()
+        .map(|r| String::from_utf8(r.body.clone()).unwrap())
+        .collect();
+    bodies.sort();
+    bodies.dedup();
+    assert_eq!(bodies.len(), n, "every job delivered");
+    assert_eq!(reqs.len(), n, "none twice");
+}
