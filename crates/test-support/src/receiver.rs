@@ -1,7 +1,7 @@
 //! An HTTP receiver for push tests and the push bench: an axum server on a free loopback port
 //! that records every request and answers by path — `/ok…` 200, `/nocontent…` 204, `/fail…`
 //! 500 with a body, `/busy…` 503 with `Retry-After: 2` to the first request of each
-//! `webhook-id` and 200 after, `/slow…` 200 after 2 s — plus a second port that accepts
+//! `webhook-id` and 200 after, `/brief…` 200 after 50 ms, `/slow…` 200 after 2 s — plus a second port that accepts
 //! connections and closes them without answering.
 
 use std::collections::HashSet;
@@ -175,6 +175,9 @@ async fn answer(
             "busy",
         )
             .into_response()
+    } else if path.starts_with("/brief") {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (StatusCode::OK, "ok").into_response()
     } else if path.starts_with("/slow") {
         tokio::time::sleep(Duration::from_secs(2)).await;
         (StatusCode::OK, "late").into_response()
