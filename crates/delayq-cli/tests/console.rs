@@ -47,7 +47,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16
     (status, json)
 }
 
-/// `delayq serve` on the embedded store in `dir`, with an admin and a read token.
+/// `delayq serve --push` on the embedded store in `dir`, with an admin and a read token.
 fn serve(dir: &Path) -> (Killed, SocketAddr) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_delayq"))
         .current_dir(dir)
@@ -57,6 +57,7 @@ fn serve(dir: &Path) -> (Killed, SocketAddr) {
         .env_remove("DELAYQ_TOKENS")
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(["--token", &format!("admin:{ADMIN}"), "--token", "read:r3ad"])
+        .args(["--push", "--allow-private-targets"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -370,6 +371,37 @@ async fn the_console_in_a_real_browser() {
         .unwrap();
     assert_eq!(injected, json!(0), "no element was made from stored text");
     assert!(!pwned(&c).await, "an injected script ran");
+
+    // A pushed job's page lists its delivery attempts.
+    let rx = delayq_test_support::receiver::Receiver::start().await;
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/webhooks/jobs",
+        Some(
+            json!({"id": "invoice-42", "payload": {"invoice": 42}, "max_attempts": 2,
+                    "backoff": {"kind": "fixed", "delay_ms": 100},
+                    "target": {"url": rx.url("/fail")}}),
+        ),
+    );
+    assert_eq!(s, 201, "{v}");
+    let started = Instant::now();
+    while http(addr, "GET", "/v1/queues/webhooks/jobs/invoice-42", None).1["state"] != "dead" {
+        assert!(started.elapsed() < Duration::from_secs(20), "not dead");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.goto(&format!("{base}/#/q/webhooks/job/invoice-42"))
+        .await
+        .unwrap();
+    wait_text(&c, "#job-target", "POST http://127.0.0.1").await;
+    wait_text(&c, "#deliveries", "http_error").await;
+    let rows = c
+        .find_all(Locator::Css("#deliveries tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2, "two attempts");
+    assert!(text_of(&c, "#deliveries").await.contains("500"));
+    shot(&c, "job-push").await;
 
     // Log out: the page asks for a token again.
     click(&c, Locator::Css("#logout")).await;

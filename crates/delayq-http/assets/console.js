@@ -486,7 +486,8 @@ async function jobView(name, id) {
     j.completed_at ? row('Completed', when(j.completed_at), ` — ${local(j.completed_at)}`) : [],
     j.priority !== undefined && j.priority !== 5 ? row('Priority', String(j.priority)) : [],
     j.timeout_ms ? row('Timeout', duration(j.timeout_ms)) : [],
-    j.expires_at ? row('Expires', when(j.expires_at), ` — ${local(j.expires_at)}`) : []);
+    j.expires_at ? row('Expires', when(j.expires_at), ` — ${local(j.expires_at)}`) : [],
+    j.target ? row('Push target', el('span', { class: 'mono', id: 'job-target' }, `${j.target.method || 'POST'} ${j.target.url}`)) : []);
   const back = () => { location.hash = `#/q/${encodeURIComponent(name)}/${j.state === 'dead' ? 'dead' : 'scheduled'}`; };
   const act = (label, confirmText, method, path, body, cls, after) => el('button', {
     type: 'button', class: cls || '', onclick: async () => {
@@ -529,7 +530,32 @@ async function jobView(name, id) {
     actions,
     el('div', { class: 'card' }, dl),
     j.last_error ? [el('h2', {}, 'Last error'), el('pre', { class: 'err-box', id: 'last-error' }, j.last_error)] : [],
+    await deliveriesView(name, id, j),
     payloadView(j));
+}
+
+// The HTTP requests this server's pusher sent for a job (a pushed job, or any job of a
+// queue with a default target: the server lists what it has).
+async function deliveriesView(name, id, j) {
+  let d;
+  try { d = await api('GET', `${jobPath(name, id)}/deliveries`); } catch (e) { return []; }
+  if (!d.deliveries.length) {
+    if (!j.target) return [];
+    return [el('h2', {}, 'Deliveries'), el('p', { class: 'muted', id: 'no-deliveries' }, d.pusher
+      ? 'No request sent by this server yet.'
+      : 'This server does not push (start it with --push); another process may.')];
+  }
+  const table = el('table', { class: 'grid-table', id: 'deliveries' },
+    el('thead', {}, el('tr', {}, ['Attempt', 'Sent', 'Status', 'Outcome', 'Took', 'Error']
+      .map((h) => el('th', { scope: 'col' }, h)))),
+    el('tbody', {}, d.deliveries.map((x) => el('tr', {},
+      el('td', { class: 'num' }, String(x.attempt)),
+      el('td', { title: local(x.at) }, when(x.at)),
+      el('td', { class: x.status && x.status < 300 ? 'num' : 'num bad' }, x.status ? String(x.status) : '—'),
+      el('td', {}, x.outcome),
+      el('td', { class: 'num' }, x.duration_ms < 1000 ? `${x.duration_ms} ms` : duration(x.duration_ms)),
+      el('td', { class: 'err', title: x.error || '' }, x.error || '')))));
+  return [el('h2', {}, `Deliveries (${d.deliveries.length})`), table];
 }
 
 async function route() {
