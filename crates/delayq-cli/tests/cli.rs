@@ -360,47 +360,6 @@ fn serve(s: &RedisServer) -> (std::process::Child, String) {
 }
 
 #[test]
-fn the_python_example_produces_and_consumes_over_http() {
-    let s = RedisServer::start();
-    let (server, url) = serve(&s);
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/python");
-    let run = |args: &[&str]| {
-        let o = Command::new("python3")
-            .current_dir(dir)
-            .args(args)
-            .output()
-            .expect("python3");
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
-    };
-    let p = run(&["producer.py", &url, "py", "20"]);
-    assert_eq!(p["created"], 20);
-    assert_eq!(p["retry_created"], false);
-    let c = run(&["consumer.py", &url, "py", "--idle-exit", "2"]);
-    let acked: Vec<String> = serde_json::from_value(c["acked"].clone()).unwrap();
-    assert_eq!(acked.len(), 19, "{c}");
-    assert!(!acked.contains(&"order-0".to_owned()));
-    assert_eq!(
-        c["nacked"], 2,
-        "the cursed order: attempt 1 retried, attempt 2 dead"
-    );
-    let st = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--redis", &s.url(), "--queue", "py", "stats", "--json"])
-        .output()
-        .unwrap();
-    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
-    assert_eq!(
-        (st["scheduled"].as_u64(), st["dead"].as_u64()),
-        (Some(0), Some(1))
-    );
-    stop(server);
-}
-
-#[test]
 fn serve_refuses_a_public_address_without_a_token() {
     let s = RedisServer::start();
     let o = delayq(&s, &["serve", "--listen", "0.0.0.0:0"]);

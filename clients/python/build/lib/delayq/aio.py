@@ -1,0 +1,126 @@
+"""asyncio: ``AsyncClient`` runs the synchronous client's calls on a thread each
+(``asyncio.to_thread``), so both share one implementation of the API; ``AsyncWorker`` runs
+``async`` handlers on the event loop with the same rules as ``Worker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+from typing import Any, Awaitable, Callable, Optional
+
+from . import errors
+from .client import Client
+from .models import ClaimedJob
+from .worker import failure_of
+
+log = logging.getLogger("delayq.aio")
+
+
+class AsyncClient:
+    """Every method of :class:`Client`, awaitable: ``await AsyncClient(url).enqueue(...)``."""
+
+    def __init__(self, base_url: str, token: Optional[str] = None, **options: Any):
+        self.sync = Client(base_url, token, **options)
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        method = getattr(self.sync, name)
+        if name.startswith("_") or not callable(method):
+            raise AttributeError(name)
+
+        @functools.wraps(method)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(method, *args, **kwargs)
+
+        return call
+
+
+class AsyncWorker:
+    """Runs ``await handler(job)`` for each due job, ``concurrency`` at once, extending leases
+    while they run; stops on SIGTERM/SIGINT or ``stop()``."""
+
+    def __init__(self, client: AsyncClient, queue: str,
+                 handler: Callable[[ClaimedJob], Awaitable[Any]], *, concurrency: int = 10,
+                 lease_ms: int = 30_000, wait_ms: int = 5_000, shutdown_grace: float = 30.0):
+        self.client, self.queue, self.handler = client, queue, handler
+        self.concurrency, self.lease_ms, self.wait_ms = concurrency, lease_ms, wait_ms
+        self.shutdown_grace = shutdown_grace
+        self._stop = asyncio.Event()
+        self.acked = 0
+        self.failed = 0
+
+    def stop(self) -> None:
+        """Asks the worker to stop."""
+        self._stop.set()
+
+    async def run(self, *, install_signal_handlers: bool = True, idle_exit: Optional[float] = None) -> None:
+        """Works until stopped (or idle for ``idle_exit`` seconds)."""
+        loop = asyncio.get_running_loop()
+        if install_signal_handlers:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(s, self.stop)
+        slots = asyncio.Semaphore(self.concurrency)
+        tasks: set = set()
+        last = loop.time()
+        while not self._stop.is_set():
+            await slots.acquire()
+            free = 1
+            while free < self.concurrency and not slots.locked():
+                await slots.acquire()
+                free += 1
+            try:
+                jobs = await self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
+                                               wait_ms=self.wait_ms)
+            except (errors.ConnectionFailed, errors.Unavailable) as e:
+                log.warning("claim failed: %s", e)
+                jobs = []
+                await asyncio.sleep(1.0)
+            for _ in range(free - len(jobs)):
+                slots.release()
+            for job in jobs:
+                t = asyncio.create_task(self._run_one(job, slots))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+            if jobs:
+                last = loop.time()
+            elif idle_exit is not None and loop.time() - last > idle_exit:
+                break
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.shutdown_grace)
+            for t in pending:
+                t.cancel()
+
+    async def _run_one(self, job: ClaimedJob, slots: asyncio.Semaphore) -> None:
+        extender = asyncio.create_task(self._extend(job))
+        try:
+            await self.handler(job)
+        except asyncio.CancelledError:
+            await self.client.release(self.queue, job.id, job.lease_token, undo_attempt=False)
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure is the job's
+            self.failed += 1
+            try:
+                await self.client.nack(self.queue, job.id, job.lease_token, **failure_of(e))
+            except errors.LeaseLost:
+                log.warning("job %s: lease lost before the nack", job.id)
+        else:
+            try:
+                await self.client.ack(self.queue, job.id, job.lease_token)
+                self.acked += 1
+            except (errors.LeaseLost, errors.NotFound):
+                log.warning("job %s: lease lost before the ack", job.id)
+        finally:
+            extender.cancel()
+            slots.release()
+
+    async def _extend(self, job: ClaimedJob) -> None:
+        while True:
+            await asyncio.sleep(max(self.lease_ms / 3000, 0.01))
+            try:
+                await self.client.extend(self.queue, job.id, job.lease_token, self.lease_ms)
+            except errors.LeaseLost:
+                return
+            except (errors.DelayqError, errors.ConnectionFailed) as e:
+                log.warning("job %s: lease extension failed: %s", job.id, e)

@@ -1,0 +1,319 @@
+"""The synchronous client: every call of the v1 API over the standard library's HTTP client,
+with typed errors and retries on connection errors and 503.
+
+Retrying is safe for every call: an enqueue gets its id from the client before the first try
+(so a retry of a write the server did but could not confirm finds the job and creates
+nothing), and acks, nacks and extensions are fenced by the lease token.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import http.client
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+
+from . import errors
+from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats
+
+API_VERSION = "v1"
+
+Time = Union[int, float, str, _dt.datetime]
+"""ms since the epoch, RFC 3339 text, or an aware ``datetime``."""
+
+_ENQUEUE_FIELDS = (
+    "delay_ms", "run_at", "max_attempts", "backoff", "lease_ms", "timeout_ms", "expires_at",
+    "expire_after_ms", "priority", "keep_done_ms", "dedupe_ms", "on_conflict", "target",
+)
+
+
+def _time(v: Time) -> Union[int, str]:
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None:
+            raise ValueError("give an aware datetime (with tzinfo): a naive one is ambiguous")
+        return int(v.timestamp() * 1000)
+    if isinstance(v, float):
+        return int(v)
+    return v
+
+
+def new_id() -> str:
+    """A fresh job id (what the client gives an enqueue without one)."""
+    return uuid.uuid4().hex
+
+
+def job_body(payload: Any = None, **fields: Any) -> Dict[str, Any]:
+    """The JSON body of one job: ``payload`` (bytes go as base64) and the given fields."""
+    body: Dict[str, Any] = {}
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        body["payload_b64"] = base64.b64encode(bytes(payload)).decode()
+    else:
+        body["payload"] = payload
+    unknown = set(fields) - set(_ENQUEUE_FIELDS) - {"id"}
+    if unknown:
+        raise TypeError(f"unknown job fields: {', '.join(sorted(unknown))}")
+    for k, v in fields.items():
+        if v is None:
+            continue
+        body[k] = _time(v) if k in ("run_at", "expires_at") else v
+    body["id"] = fields.get("id") or new_id()
+    return body
+
+
+class Client:
+    """A client of one delayq server.
+
+    ``retries`` attempts more are made on connection errors and 503 ``unavailable``, after
+    ``backoff`` seconds, doubling.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: Optional[str] = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+
+    # ----- transport -----
+
+    def _call(self, method: str, path: str, body: Any = None, *, timeout: Optional[float] = None) -> Any:
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            req = urllib.request.Request(self.base_url + path, data=data, method=method)
+            req.add_header("Accept", "application/json")
+            if data is not None:
+                req.add_header("Content-Type", "application/json")
+            if self.token:
+                req.add_header("Authorization", "Bearer " + self.token)
+            try:
+                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                    raw = resp.read()
+                    return json.loads(raw) if raw else None
+            except urllib.error.HTTPError as e:
+                raw = e.read()
+                try:
+                    answer = json.loads(raw) if raw else {}
+                except ValueError:
+                    answer = {"code": "unknown", "message": raw[:200].decode(errors="replace")}
+                err = errors.from_answer(e.code, answer if isinstance(answer, dict) else {})
+                if isinstance(err, errors.Unavailable) and attempt < self.retries:
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                raise err from None
+            except (urllib.error.URLError, ConnectionError, socket.timeout,
+                    http.client.HTTPException) as e:
+                if attempt < self.retries:
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _q(queue: str, rest: str = "") -> str:
+        return f"/{API_VERSION}/queues/{urllib.parse.quote(queue, safe='')}{rest}"
+
+    def _job(self, queue: str, id: str, rest: str = "") -> str:
+        return self._q(queue, f"/jobs/{urllib.parse.quote(id, safe='')}{rest}")
+
+    # ----- producing -----
+
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any = None,
+        *,
+        id: Optional[str] = None,
+        delay_ms: Optional[float] = None,
+        run_at: Optional[Time] = None,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[Dict[str, Any]] = None,
+        lease_ms: Optional[int] = None,
+        timeout_ms: Optional[int] = None,
+        expires_at: Optional[Time] = None,
+        expire_after_ms: Optional[int] = None,
+        priority: Optional[int] = None,
+        keep_done_ms: Optional[int] = None,
+        dedupe_ms: Optional[int] = None,
+        on_conflict: Optional[str] = None,
+        target: Optional[Dict[str, Any]] = None,
+    ) -> Enqueued:
+        """Enqueues one job (payload: any JSON value, or ``bytes``). Without ``id`` the
+        client makes one before the first try, so a retried enqueue never stores two jobs.
+        ``target`` (``{"url", "method"?, "headers"?}``) has it pushed by HTTP at the due time.
+        """
+        body = job_body(
+            payload, id=id, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts,
+            backoff=backoff, lease_ms=lease_ms, timeout_ms=timeout_ms, expires_at=expires_at,
+            expire_after_ms=expire_after_ms, priority=priority, keep_done_ms=keep_done_ms,
+            dedupe_ms=dedupe_ms, on_conflict=on_conflict, target=target,
+        )
+        return Enqueued.from_json(self._call("POST", self._q(queue, "/jobs"), body))
+
+    def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
+        """Enqueues a batch atomically: each item is ``{"payload": ..., **enqueue fields}``."""
+        bodies = [job_body(j.get("payload"), **{k: v for k, v in j.items() if k != "payload"})
+                  for j in jobs]
+        answer = self._call("POST", self._q(queue, "/jobs"), bodies)
+        return [Enqueued.from_json(e) for e in answer]
+
+    def get(self, queue: str, id: str) -> Job:
+        """One job in any state; ``NotFound`` when it is gone (done, cancelled)."""
+        return Job.from_json(self._call("GET", self._job(queue, id)))
+
+    def cancel(self, queue: str, id: str) -> None:
+        """Removes a scheduled job (``JobLeased``/``JobDead``/``NotFound`` otherwise)."""
+        self._call("DELETE", self._job(queue, id))
+
+    def reschedule(self, queue: str, id: str, *, delay_ms: Optional[float] = None,
+                   run_at: Optional[Time] = None) -> int:
+        """Moves a scheduled job; returns its new due time (ms)."""
+        body: Dict[str, Any] = {}
+        if delay_ms is not None:
+            body["delay_ms"] = delay_ms
+        if run_at is not None:
+            body["run_at"] = _time(run_at)
+        return self._call("PATCH", self._job(queue, id), body)["due_at"]
+
+    def run_now(self, queue: str, id: str) -> int:
+        """Makes a scheduled job due now; returns its due time."""
+        return self._call("POST", self._job(queue, id, "/run"))["due_at"]
+
+    # ----- consuming -----
+
+    def claim(self, queue: str, *, max: int = 1, lease_ms: Optional[int] = None,
+              wait_ms: int = 0) -> List[ClaimedJob]:
+        """Leases up to ``max`` due jobs, waiting up to ``wait_ms`` for one (a long poll)."""
+        body: Dict[str, Any] = {"max": max, "wait_ms": wait_ms}
+        if lease_ms is not None:
+            body["lease_ms"] = lease_ms
+        answer = self._call("POST", self._q(queue, "/claim"), body,
+                            timeout=self.timeout + wait_ms / 1000)
+        return [ClaimedJob.from_json(queue, j) for j in answer["jobs"]]
+
+    def ack(self, queue: str, id: str, lease_token: int) -> None:
+        """Completes a job (``LeaseLost`` when the lease moved on)."""
+        self._call("POST", self._job(queue, id, "/ack"), {"lease_token": lease_token})
+
+    def nack(self, queue: str, id: str, lease_token: int, *, error: Optional[str] = None,
+             retry_in_ms: Optional[int] = None, dead: bool = False) -> Dict[str, Any]:
+        """Fails an attempt: retried by backoff (or after ``retry_in_ms``), or dead."""
+        body: Dict[str, Any] = {"lease_token": lease_token, "dead": dead}
+        if error is not None:
+            body["error"] = error
+        if retry_in_ms is not None:
+            body["retry_in_ms"] = retry_in_ms
+        return self._call("POST", self._job(queue, id, "/nack"), body)
+
+    def extend(self, queue: str, id: str, lease_token: int, lease_ms: Optional[int] = None) -> int:
+        """Extends a lease; returns the new deadline (ms)."""
+        body: Dict[str, Any] = {"lease_token": lease_token}
+        if lease_ms is not None:
+            body["lease_ms"] = lease_ms
+        return self._call("POST", self._job(queue, id, "/extend"), body)["lease_deadline"]
+
+    def release(self, queue: str, id: str, lease_token: int, *, undo_attempt: bool = True) -> None:
+        """Gives a lease back: the job is due again at once."""
+        self._call("POST", self._job(queue, id, "/release"),
+                   {"lease_token": lease_token, "undo_attempt": undo_attempt})
+
+    # ----- queues -----
+
+    def queues(self) -> List[QueueStats]:
+        """Every queue's counts."""
+        return [QueueStats.from_json(q) for q in self._call("GET", f"/{API_VERSION}/queues")]
+
+    def stats(self, queue: str) -> QueueStats:
+        """One queue's counts and settings."""
+        return QueueStats.from_json(self._call("GET", self._q(queue)))
+
+    def configure(self, queue: str, **settings: Any) -> QueueStats:
+        """Changes settings: ``shards``, ``rate`` (``{"per_s", "burst"}`` or ``None``),
+        ``max_in_flight``, ``keep_done_ms``, ``dedupe_ms``, ``target`` (or ``None``)."""
+        return QueueStats.from_json(self._call("PUT", self._q(queue), settings))
+
+    def pause(self, queue: str) -> None:
+        """Stops leasing from the queue (enqueues still accepted)."""
+        self._call("POST", self._q(queue, "/pause"))
+
+    def resume(self, queue: str) -> None:
+        """Resumes a paused queue."""
+        self._call("POST", self._q(queue, "/resume"))
+
+    def list_jobs(self, queue: str, state: str = "scheduled", *, limit: int = 100,
+                  cursor: Optional[str] = None) -> JobPage:
+        """One page of jobs in ``state`` (scheduled, due, leased, dead, done)."""
+        qs = {"state": state, "limit": str(limit)}
+        if cursor:
+            qs["cursor"] = cursor
+        a = self._call("GET", self._q(queue, "/jobs?" + urllib.parse.urlencode(qs)))
+        return JobPage([Job.from_json(j) for j in a["jobs"]], a.get("next_cursor"))
+
+    def deliveries(self, queue: str, id: str) -> List[Dict[str, Any]]:
+        """The push requests the server sent for a job (its pusher's recent window)."""
+        return self._call("GET", self._job(queue, id, "/deliveries"))["deliveries"]
+
+    # ----- dead letters -----
+
+    def dead(self, queue: str, *, offset: int = 0, limit: int = 100) -> List[Job]:
+        """Dead jobs, oldest failure first."""
+        a = self._call("GET", self._q(queue, f"/dead?offset={offset}&limit={limit}"))
+        return [Job.from_json(j) for j in (a["jobs"] if isinstance(a, dict) else a)]
+
+    def requeue(self, queue: str, id: str) -> None:
+        """Moves one dead job back to scheduled, due now."""
+        self._call("POST", self._q(queue, f"/dead/{urllib.parse.quote(id, safe='')}/requeue"))
+
+    def requeue_all(self, queue: str) -> int:
+        """Requeues every dead job; returns how many."""
+        return self._call("POST", self._q(queue, "/dead/requeue"))["count"]
+
+    def delete_dead(self, queue: str, id: str) -> None:
+        """Deletes one dead job."""
+        self._call("DELETE", self._q(queue, f"/dead/{urllib.parse.quote(id, safe='')}"))
+
+    def purge_dead(self, queue: str) -> int:
+        """Deletes every dead job; returns how many."""
+        return self._call("DELETE", self._q(queue, "/dead"))["count"]
+
+    # ----- schedules -----
+
+    def put_schedule(self, queue: str, name: str, payload: Any = None, *,
+                     cron: Optional[str] = None, tz: Optional[str] = None,
+                     every_ms: Optional[int] = None, **fields: Any) -> Dict[str, Any]:
+        """Stores a periodic schedule (``cron`` + ``tz``, or ``every_ms``); other fields:
+        ``catch_up``, ``max_attempts``, ``backoff``, ``lease_ms``, ``timeout_ms``."""
+        body = job_body(payload)
+        body.pop("id")
+        body.update({k: v for k, v in
+                     dict(cron=cron, tz=tz, every_ms=every_ms, **fields).items() if v is not None})
+        return self._call("PUT", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"), body)
+
+    def schedule(self, queue: str, name: str) -> Dict[str, Any]:
+        """One schedule, with its ``next_fire``."""
+        return self._call("GET", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"))
+
+    def schedules(self, queue: str) -> List[Dict[str, Any]]:
+        """The queue's schedules by name."""
+        return self._call("GET", self._q(queue, "/schedules"))["schedules"]
+
+    def delete_schedule(self, queue: str, name: str) -> None:
+        """Deletes a schedule (jobs it enqueued stay)."""
+        self._call("DELETE", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"))

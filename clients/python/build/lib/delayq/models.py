@@ -1,0 +1,133 @@
+"""What the API answers, as small typed objects."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+def payload_of(d: dict) -> Any:
+    """A job's payload: the JSON value, or ``bytes`` when it was stored as bytes."""
+    if "payload_b64" in d:
+        return base64.b64decode(d["payload_b64"])
+    return d.get("payload")
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """The answer to an enqueue."""
+
+    id: str
+    due_at: int
+    """Due time, ms since the epoch (server clock); for an existing id, that job's."""
+    created: bool
+    """``False`` when the id existed and nothing was written."""
+    replaced: bool = False
+    state: Optional[str] = None
+    """With ``on_conflict="replace"``: the state of an existing job that refused it."""
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Enqueued":
+        return cls(d["id"], d["due_at"], d["created"], d.get("replaced", False), d.get("state"))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as ``get`` and the listings return it."""
+
+    id: str
+    state: str
+    attempt: int
+    max_attempts: int
+    due_at: int
+    created_at: int
+    payload: Any
+    priority: int = 5
+    lease_deadline: Optional[int] = None
+    failed_at: Optional[int] = None
+    completed_at: Optional[int] = None
+    last_error: Optional[str] = None
+    timeout_ms: Optional[int] = None
+    expires_at: Optional[int] = None
+    target: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Job":
+        return cls(
+            id=d["id"], state=d["state"], attempt=d["attempt"], max_attempts=d["max_attempts"],
+            due_at=d["due_at"], created_at=d["created_at"], payload=payload_of(d),
+            priority=d.get("priority", 5), lease_deadline=d.get("lease_deadline"),
+            failed_at=d.get("failed_at"), completed_at=d.get("completed_at"),
+            last_error=d.get("last_error"), timeout_ms=d.get("timeout_ms"),
+            expires_at=d.get("expires_at"), target=d.get("target"),
+        )
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job leased by ``claim``: give ``lease_token`` back with ack, nack and extend."""
+
+    queue: str
+    id: str
+    lease_token: int
+    attempt: int
+    max_attempts: int
+    due_at: int
+    created_at: int
+    lease_deadline: int
+    payload: Any
+    priority: int = 5
+    last_error: Optional[str] = None
+    timeout_ms: Optional[int] = None
+    expires_at: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, queue: str, d: dict) -> "ClaimedJob":
+        return cls(
+            queue=queue, id=d["id"], lease_token=d["lease_token"], attempt=d["attempt"],
+            max_attempts=d["max_attempts"], due_at=d["due_at"], created_at=d["created_at"],
+            lease_deadline=d["lease_deadline"], payload=payload_of(d),
+            priority=d.get("priority", 5), last_error=d.get("last_error"),
+            timeout_ms=d.get("timeout_ms"), expires_at=d.get("expires_at"),
+        )
+
+    def json(self) -> Any:
+        """The payload parsed as JSON (it already is, unless it was stored as bytes)."""
+        return json.loads(self.payload) if isinstance(self.payload, bytes) else self.payload
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts of one queue (and its settings, from ``stats``/``configure``)."""
+
+    queue: str
+    scheduled: int
+    due: int
+    due_next_minute: int
+    leased: int
+    dead: int
+    oldest_overdue_ms: int
+    paused: bool = False
+    waiting_on_limit: int = 0
+    done: int = 0
+    settings: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def from_json(cls, d: dict) -> "QueueStats":
+        return cls(
+            queue=d["queue"], scheduled=d["scheduled"], due=d["due"],
+            due_next_minute=d["due_next_minute"], leased=d["leased"], dead=d["dead"],
+            oldest_overdue_ms=d["oldest_overdue_ms"], paused=d.get("paused", False),
+            waiting_on_limit=d.get("waiting_on_limit", 0), done=d.get("done", 0),
+            settings=d.get("settings"),
+        )
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a listing; pass ``next_cursor`` back for the next (``None``: the end)."""
+
+    jobs: List[Job] = field(default_factory=list)
+    next_cursor: Optional[str] = None

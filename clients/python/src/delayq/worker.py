@@ -1,0 +1,164 @@
+"""A worker: long-polls a queue, runs a function per job on a thread pool with a concurrency
+limit, extends each lease while its function runs, acks or nacks, and stops gracefully on
+SIGTERM / SIGINT (no new claims; running jobs get ``shutdown_grace`` seconds, then their
+leases are released so another worker takes them at once).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional
+
+from . import errors
+from .client import Client
+from .models import ClaimedJob
+
+log = logging.getLogger("delayq.worker")
+
+
+class Retry(Exception):
+    """Raise from a handler to retry after ``delay_ms`` instead of the job's backoff."""
+
+    def __init__(self, message: str = "retry", delay_ms: Optional[int] = None):
+        super().__init__(message)
+        self.delay_ms = delay_ms
+
+
+class Dead(Exception):
+    """Raise from a handler to dead-letter the job at once."""
+
+
+def failure_of(e: BaseException) -> dict:
+    """The nack fields of a handler's exception."""
+    msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    out: dict = {"error": msg[:1000]}
+    if isinstance(e, Retry) and e.delay_ms is not None:
+        out["retry_in_ms"] = e.delay_ms
+    if isinstance(e, Dead):
+        out["dead"] = True
+    return out
+
+
+class Worker:
+    """Runs ``handler(job)`` for each due job of ``queue``; returning acks, raising nacks."""
+
+    def __init__(
+        self,
+        client: Client,
+        queue: str,
+        handler: Callable[[ClaimedJob], Any],
+        *,
+        concurrency: int = 1,
+        lease_ms: int = 30_000,
+        wait_ms: int = 5_000,
+        shutdown_grace: float = 30.0,
+    ):
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.client = client
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.wait_ms = wait_ms
+        self.shutdown_grace = shutdown_grace
+        self._stop = threading.Event()
+        self._slots = threading.Semaphore(concurrency)
+        self._running: dict = {}
+        self._lock = threading.Lock()
+        self.acked = 0
+        self.failed = 0
+
+    def stop(self) -> None:
+        """Asks the worker to stop (what SIGTERM does)."""
+        self._stop.set()
+
+    def run(self, *, install_signal_handlers: bool = True, idle_exit: Optional[float] = None) -> None:
+        """Works until ``stop()``, SIGTERM or SIGINT — or, with ``idle_exit``, until no job
+        came for that many seconds."""
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(s, lambda *_: self.stop())
+        last_job = time.monotonic()
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="delayq") as pool:
+            while not self._stop.is_set():
+                if not self._slots.acquire(timeout=0.2):
+                    continue
+                free = 1
+                while free < self.concurrency and self._slots.acquire(blocking=False):
+                    free += 1
+                try:
+                    jobs = self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
+                                             wait_ms=self.wait_ms)
+                except (errors.ConnectionFailed, errors.Unavailable) as e:
+                    log.warning("claim failed: %s", e)
+                    jobs = []
+                    self._stop.wait(1.0)
+                for _ in range(free - len(jobs)):
+                    self._slots.release()
+                for job in jobs:
+                    with self._lock:
+                        self._running[(job.id, job.lease_token)] = job
+                    pool.submit(self._run_one, job)
+                if jobs:
+                    last_job = time.monotonic()
+                elif idle_exit is not None and time.monotonic() - last_job > idle_exit:
+                    break
+            self._drain()
+
+    def _drain(self) -> None:
+        deadline = time.monotonic() + self.shutdown_grace
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._running:
+                    return
+            time.sleep(0.05)
+        with self._lock:
+            left = list(self._running.values())
+        for job in left:
+            try:
+                self.client.release(self.queue, job.id, job.lease_token, undo_attempt=False)
+            except errors.DelayqError as e:
+                log.warning("release of %s failed: %s", job.id, e)
+
+    def _run_one(self, job: ClaimedJob) -> None:
+        done = threading.Event()
+        extender = threading.Thread(target=self._extend, args=(job, done), daemon=True)
+        extender.start()
+        try:
+            try:
+                self.handler(job)
+            except Exception as e:  # noqa: BLE001 - every failure is the job's
+                done.set()
+                self.failed += 1
+                try:
+                    self.client.nack(self.queue, job.id, job.lease_token, **failure_of(e))
+                except errors.LeaseLost:
+                    log.warning("job %s: lease lost before the nack", job.id)
+            else:
+                done.set()
+                try:
+                    self.client.ack(self.queue, job.id, job.lease_token)
+                    self.acked += 1
+                except (errors.LeaseLost, errors.NotFound):
+                    log.warning("job %s: lease lost before the ack", job.id)
+        finally:
+            done.set()
+            with self._lock:
+                self._running.pop((job.id, job.lease_token), None)
+            self._slots.release()
+
+    def _extend(self, job: ClaimedJob, done: threading.Event) -> None:
+        period = max(self.lease_ms / 3000, 0.01)
+        while not done.wait(period):
+            try:
+                self.client.extend(self.queue, job.id, job.lease_token, self.lease_ms)
+            except errors.LeaseLost:
+                log.warning("job %s: lease lost while it runs", job.id)
+                return
+            except (errors.DelayqError, errors.ConnectionFailed) as e:
+                log.warning("job %s: lease extension failed: %s", job.id, e)

@@ -1,0 +1,135 @@
+"""The workers against a live server: a handler that fails then succeeds, a slow handler kept
+alive by lease extension, graceful stop on SIGTERM, and the asyncio worker."""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+from delayq import AsyncClient, AsyncWorker, Client, Dead, NotFound, Worker
+
+from _live import URL, needs_server, queue, wait_for
+
+
+@needs_server
+class WorkerTest(unittest.TestCase):
+    def setUp(self):
+        self.c = Client(URL)
+        self.q = queue("pyw")
+
+    def test_fails_then_succeeds(self):
+        self.c.enqueue(self.q, {"n": 1}, id="flaky", backoff={"kind": "fixed", "delay_ms": 100})
+        seen = []
+
+        def handler(job):
+            seen.append(job.attempt)
+            if job.attempt == 1:
+                raise RuntimeError("first time fails")
+
+        w = Worker(self.c, self.q, handler, wait_ms=200)
+        w.run(install_signal_handlers=False, idle_exit=1.0)
+        self.assertEqual(seen, [1, 2])
+        self.assertEqual((w.acked, w.failed), (1, 1))
+        with self.assertRaises(NotFound):
+            self.c.get(self.q, "flaky")
+
+    def test_dead_and_errors_are_stored(self):
+        self.c.enqueue(self.q, 1, id="poison")
+
+        def handler(job):
+            raise Dead("cannot be processed")
+
+        Worker(self.c, self.q, handler, wait_ms=200).run(install_signal_handlers=False, idle_exit=0.5)
+        j = self.c.get(self.q, "poison")
+        self.assertEqual(j.state, "dead")
+        self.assertEqual(j.last_error, "Dead: cannot be processed")
+
+    def test_a_slow_handler_keeps_its_lease(self):
+        self.c.enqueue(self.q, 1, id="slow")
+        runs = []
+
+        def handler(job):
+            runs.append(job.attempt)
+            time.sleep(1.5)
+
+        # A 300 ms lease: without extensions it would expire five times over.
+        w = Worker(self.c, self.q, handler, concurrency=2, lease_ms=300, wait_ms=200)
+        t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False, "idle_exit": 2.5})
+        t.start()
+        t.join(20)
+        self.assertEqual(runs, [1], "delivered once: the lease was extended")
+        self.assertEqual(w.acked, 1)
+
+    def test_concurrency_limit(self):
+        for i in range(6):
+            self.c.enqueue(self.q, i)
+        running, peak, lock = [0], [0], threading.Lock()
+
+        def handler(job):
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            time.sleep(0.2)
+            with lock:
+                running[0] -= 1
+
+        w = Worker(self.c, self.q, handler, concurrency=3, wait_ms=200)
+        w.run(install_signal_handlers=False, idle_exit=0.6)
+        self.assertEqual(w.acked, 6)
+        self.assertEqual(peak[0], 3)
+
+    def test_sigterm_finishes_the_running_job(self):
+        self.c.enqueue(self.q, 1, id="inflight")
+        code = (
+            "import sys, time\n"
+            "from delayq import Client, Worker\n"
+            "def h(job):\n"
+            "    print('started', flush=True); time.sleep(1.0)\n"
+            f"w = Worker(Client({URL!r}), {self.q!r}, h, wait_ms=200)\n"
+            "w.run()\n"
+            "print('acked', w.acked, flush=True)\n"
+        )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+        self.assertEqual(p.stdout.readline().strip(), "started")
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("acked 1", out)
+        with self.assertRaises(NotFound):
+            self.c.get(self.q, "inflight")
+
+
+@needs_server
+class AsyncWorkerTest(unittest.TestCase):
+    def test_async_client_and_worker(self):
+        q = queue("pya")
+
+        async def main():
+            c = AsyncClient(URL)
+            e = await c.enqueue(q, {"n": 1}, id="a1")
+            self.assertTrue(e.created)
+            await c.enqueue(q, {"n": 2}, id="a2", backoff={"kind": "fixed", "delay_ms": 50})
+            seen = []
+
+            async def handler(job):
+                seen.append((job.id, job.attempt))
+                await asyncio.sleep(0.05)
+                if job.id == "a2" and job.attempt == 1:
+                    raise ValueError("once")
+
+            w = AsyncWorker(c, q, handler, concurrency=2, wait_ms=200)
+            await w.run(install_signal_handlers=False, idle_exit=1.0)
+            return w, seen
+
+        w, seen = asyncio.run(main())
+        self.assertEqual(sorted(seen), [("a1", 1), ("a2", 1), ("a2", 2)])
+        self.assertEqual((w.acked, w.failed), (2, 1))
+
+
+if __name__ == "__main__":
+    unittest.main()

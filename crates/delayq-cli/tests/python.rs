@@ -1,0 +1,170 @@
+//! The Python package (`clients/python`) against a live `delayq serve --push`: its unittest
+//! suite (client calls, typed errors, retries, workers, webhook verification), the examples of
+//! `examples/python` (the order-timeout story), and `pip install` of the package.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `delayq serve --push` on the embedded store in `dir`; returns it and its base URL.
+fn serve(dir: &Path) -> (Killed, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .current_dir(dir)
+        .env_remove("DELAYQ_REDIS_URL")
+        .env_remove("DELAYQ_DATA")
+        .env_remove("DELAYQ_TOKENS")
+        .args(["serve", "--listen", "127.0.0.1:0", "--push"])
+        .args(["--allow-private-targets", "--push-secret", SECRET])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    (Killed(child), url)
+}
+
+fn python(dir: &Path, args: &[&str], url: &str) -> std::process::Output {
+    let pkg = root().join("clients/python");
+    Command::new("python3")
+        .current_dir(dir)
+        .env(
+            "PYTHONPATH",
+            format!(
+                "{}:{}",
+                pkg.join("src").display(),
+                pkg.join("tests").display()
+            ),
+        )
+        .env("DELAYQ_URL", url)
+        .env("DELAYQ_PUSH_SECRET", SECRET)
+        .args(args)
+        .output()
+        .expect("python3")
+}
+
+#[test]
+fn the_python_package_suite_passes_against_a_live_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = serve(dir.path());
+    let pkg = root().join("clients/python");
+    let o = python(
+        &pkg,
+        &["-m", "unittest", "discover", "-s", "tests", "-v"],
+        &url,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "python tests failed:\n{err}");
+    // Every test ran against the server: none skipped for want of one.
+    assert!(!err.contains("skipped"), "{err}");
+    let ran: usize = err
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    assert!(ran >= 20, "{err}");
+}
+
+#[test]
+fn the_order_timeout_examples_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = serve(dir.path());
+    let ex = root().join("examples/python");
+    let json = |o: std::process::Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let shop = json(python(
+        &ex,
+        &[
+            "shop.py",
+            &url,
+            "--orders",
+            "12",
+            "--pay",
+            "4",
+            "--timeout-ms",
+            "300",
+        ],
+        &url,
+    ));
+    assert_eq!(shop["created"], 12);
+    assert_eq!(shop["paid"]["order-0"], "timeout cancelled");
+    assert_eq!(shop["waiting"], 8, "{shop}");
+    let done = json(python(
+        &ex,
+        &["timeouts.py", &url, "--idle-exit", "1.5"],
+        &url,
+    ));
+    let cancelled: Vec<String> = serde_json::from_value(done["cancelled"].clone()).unwrap();
+    let want: Vec<String> = {
+        let mut v: Vec<String> = (4..12).map(|n| format!("order-{n}")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(cancelled, want, "the unpaid orders, each once");
+}
+
+#[test]
+fn the_package_installs_with_pip() {
+    let venv = tempfile::tempdir().unwrap();
+    let run = |cmd: &mut Command| {
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // Exactly what the README says, in a fresh virtual environment (pip fetches the build
+    // backend, setuptools, from the package index the machine uses).
+    run(Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(venv.path()));
+    let py = venv.path().join("bin/python");
+    run(Command::new(&py)
+        .args(["-m", "pip", "install", "-q"])
+        .arg(root().join("clients/python")));
+    let out = run(Command::new(&py).current_dir(venv.path()).args([
+        "-c",
+        "import delayq, sys; print(delayq.__version__); print(delayq.__file__)",
+    ]));
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some(env!("CARGO_PKG_VERSION")),
+        "package version = server's"
+    );
+    assert!(lines.next().unwrap().contains("site-packages"), "{out}");
+    let pyproject = std::fs::read_to_string(root().join("clients/python/pyproject.toml")).unwrap();
+    assert!(pyproject.contains(&format!("version = \"{}\"", env!("CARGO_PKG_VERSION"))));
+}

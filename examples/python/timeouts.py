@@ -1,0 +1,39 @@
+"""The order-timeout story, worker side: cancels orders still unpaid when their timeout
+fires. Stops on Ctrl-C / SIGTERM after the job in hand (or with --idle-exit SECONDS).
+
+    python3 timeouts.py http://127.0.0.1:7070
+
+Needs the delayq package: pip install ./clients/python
+"""
+
+import argparse
+import json
+
+from delayq import Client, Worker
+
+QUEUE = "order-timeouts"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("--token")
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--idle-exit", type=float)
+    a = ap.parse_args()
+    cancelled = []
+
+    def on_timeout(job):
+        order_id = job.payload["order_id"]
+        # Real code: cancel the order in the database unless it was paid meanwhile (the
+        # payment's cancel can lose the race once the job is running). Raising retries.
+        cancelled.append(order_id)
+
+    worker = Worker(Client(a.url, a.token), QUEUE, on_timeout, concurrency=a.concurrency,
+                    wait_ms=1000)
+    worker.run(idle_exit=a.idle_exit)
+    print(json.dumps({"cancelled": sorted(cancelled)}))
+
+
+if __name__ == "__main__":
+    main()

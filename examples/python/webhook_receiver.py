@@ -1,0 +1,40 @@
+"""A receiver of delayq's push deliveries (no worker at all): `delayq serve --push` sends each
+due job with a target here; the request is verified before it is trusted.
+
+    python3 webhook_receiver.py 8080 whsec_...   # the secret given to serve --push-secret
+    # then enqueue with "target": {"url": "http://HOST:8080/order-timeout"}
+
+Answer 2xx when done; 5xx (or 503 with Retry-After) makes delayq retry. The webhook-id is the
+job id and stays the same on retries: use it to ignore a repeated delivery.
+
+Needs the delayq package: pip install ./clients/python
+"""
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from delayq import WebhookVerificationError, verify_webhook
+
+SECRET = sys.argv[2] if len(sys.argv) > 2 else ""
+seen = set()
+
+
+class Hook(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            job_id = verify_webhook(SECRET, self.headers, body)
+        except WebhookVerificationError as e:
+            self.send_error(401, str(e))
+            return
+        if job_id not in seen:
+            seen.add(job_id)
+            order = json.loads(body)
+            print(f"attempt {self.headers['delayq-attempt']}: cancelling unpaid {order}", flush=True)
+        self.send_response(204)
+        self.end_headers()
+
+
+if __name__ == "__main__":
+    HTTPServer(("0.0.0.0", int(sys.argv[1])), Hook).serve_forever()
