@@ -184,6 +184,9 @@ fn settings_line(s: &QueueSettings) -> String {
     if s.retention.dedupe_ms > 0 {
         out.push_str(&format!("\tdedupe {} ms", s.retention.dedupe_ms));
     }
+    if let Some(t) = &s.target {
+        out.push_str(&format!("\tpush {} {}", t.method, t.url));
+    }
     out
 }
 
@@ -207,8 +210,16 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             no_max_in_flight,
             keep_done,
             dedupe,
+            target,
+            no_target,
         } => {
             let mut s = b.settings(&name).await?;
+            if let Some(t) = target.target()? {
+                s.target = Some(t);
+            }
+            if no_target {
+                s.target = None;
+            }
             if let Some(n) = shards {
                 s.shards = n;
             }
@@ -335,6 +346,7 @@ pub(crate) async fn schedule(
             payload,
             catch_up,
             max_attempts,
+            target,
         } => {
             let timing = match (cron, every) {
                 (Some(cron), _) => Timing::Cron { cron, tz },
@@ -351,6 +363,7 @@ pub(crate) async fn schedule(
                 backoff: None,
                 lease_ms: None,
                 timeout_ms: None,
+                target: target.target()?,
             };
             let now = delayq::job::system_now_ms();
             let max = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES;

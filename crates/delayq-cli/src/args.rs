@@ -176,6 +176,12 @@ pub(crate) enum QueueCommand {
         /// Refuse a completed job's id this long, e.g. 10m (0s: off).
         #[arg(long, value_parser = parse_duration)]
         dedupe: Option<Duration>,
+        /// Default push target of the queue's jobs that carry none.
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Remove the default push target.
+        #[arg(long, conflicts_with = "url")]
+        no_target: bool,
     },
     /// Show a queue's settings and counts.
     Show {
@@ -223,6 +229,9 @@ pub(crate) enum ScheduleCommand {
         /// max_attempts of each job.
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// Push each fire's job by HTTP (a periodic webhook).
+        #[command(flatten)]
+        target: TargetArgs,
     },
     /// List the queue's schedules with their next fire.
     List {
@@ -328,6 +337,9 @@ pub(crate) struct EnqueueArgs {
     /// Refuse its id again for this long after it completes, e.g. 10m.
     #[arg(long, value_parser = parse_duration)]
     pub dedupe: Option<Duration>,
+    /// Deliver by HTTP push (`delayq serve --push`) instead of a worker.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Payload text.
     #[arg(long, conflicts_with_all = ["payload_file", "jsonl"])]
     pub payload: Option<String>,
@@ -399,6 +411,41 @@ pub(crate) struct WorkerArgs {
     /// Per-job lines as text or JSON lines (on stderr).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::exec::LogFormat,
+}
+
+/// An HTTP push target on the command line.
+#[derive(Args, Debug, Default)]
+pub(crate) struct TargetArgs {
+    /// Push target URL (http:// or https://): the payload is sent there at the due time.
+    #[arg(long = "target")]
+    pub url: Option<String>,
+    /// Request method of the target (default POST).
+    #[arg(long = "target-method", requires = "url")]
+    pub method: Option<String>,
+    /// Request header of the target, `NAME: VALUE` (repeatable).
+    #[arg(long = "target-header", requires = "url")]
+    pub headers: Vec<String>,
+}
+
+impl TargetArgs {
+    /// The target, or `None` without `--target`.
+    pub(crate) fn target(&self) -> anyhow::Result<Option<delayq::Target>> {
+        let Some(url) = &self.url else {
+            return Ok(None);
+        };
+        let mut t = delayq::Target::post(url.clone());
+        if let Some(m) = &self.method {
+            t.method = m.to_ascii_uppercase();
+        }
+        for h in &self.headers {
+            let (k, v) = h
+                .split_once(':')
+                .ok_or_else(|| anyhow::anyhow!("--target-header {h:?}: expected NAME: VALUE"))?;
+            t.headers.insert(k.trim().to_owned(), v.trim().to_owned());
+        }
+        t.validate().map_err(delayq::Error::from)?;
+        Ok(Some(t))
+    }
 }
 
 /// Arguments of `delayq serve`.

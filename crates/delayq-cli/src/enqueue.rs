@@ -102,6 +102,7 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
             dedupe_ms: a.dedupe.map_or(0, |d| d.as_millis() as u64),
         });
     }
+    job.target = a.target.target()?;
     print(&p.enqueue(job).await?);
     Ok(())
 }

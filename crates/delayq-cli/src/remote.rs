@@ -735,6 +735,7 @@ fn schedule_of(v: &Value) -> Result<PeriodicInfo> {
             backoff: serde_json::from_value(v["backoff"].clone()).ok(),
             lease_ms: v["lease_ms"].as_u64(),
             timeout_ms: v["timeout_ms"].as_u64(),
+            target: target_of(&v["target"])?,
         },
         next_ms: u64_of(v, "next_fire")?,
     })
@@ -765,6 +766,9 @@ impl Schedules for RemoteBackend {
         }
         if let Some(l) = s.lease_ms {
             body["lease_ms"] = l.into();
+        }
+        if let Some(t) = &s.target {
+            body["target"] = serde_json::to_value(t).expect("a target serializes");
         }
         if let Some(t) = s.timeout_ms {
             body["timeout_ms"] = t.into();

@@ -337,28 +337,6 @@ fn demo_settles_every_order() {
     assert!(text.contains("timeout lateness"), "{text}");
 }
 
-/// `delayq serve` on a free port; returns the child and its base URL.
-fn serve(s: &RedisServer) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--redis", &s.url(), "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    out.read_line(&mut first).unwrap();
-    // Keep reading: a closed pipe would kill the server at its next line of output.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
-    (child, url)
-}
-
 #[test]
 fn serve_refuses_a_public_address_without_a_token() {
     let s = RedisServer::start();

@@ -340,3 +340,70 @@ async fn sigkill_mid_push_loses_nothing() {
         dups.len()
     );
 }
+
+#[test]
+fn the_cli_sets_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .env_remove("DELAYQ_REDIS_URL")
+            .env_remove("DELAYQ_SERVER")
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "enqueue",
+        "--id",
+        "hook-1",
+        "--delay",
+        "1h",
+        "--payload",
+        "{}",
+        "--target",
+        "https://example.com/hook",
+        "--target-method",
+        "put",
+        "--target-header",
+        "Authorization: Bearer k",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&["get", "hook-1", "--json"]);
+    let v = json_of(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(v["target"]["url"], "https://example.com/hook", "{v}");
+    assert_eq!(v["target"]["method"], "PUT");
+    assert_eq!(v["target"]["headers"]["Authorization"], "Bearer k");
+    let o = run(&[
+        "enqueue",
+        "--payload",
+        "{}",
+        "--target",
+        "ftp://example.com/",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "bad input");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid target"));
+    let o = run(&[
+        "enqueue",
+        "--payload",
+        "{}",
+        "--target",
+        "https://example.com/",
+        "--target-header",
+        "no colon",
+    ]);
+    assert!(!o.status.success());
+    let o = run(&[
+        "queue",
+        "set",
+        "hooks",
+        "--target",
+        "https://example.com/default",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("push POST https://example.com/default"));
+    let o = run(&["queue", "set", "hooks", "--no-target"]);
+    assert!(o.status.success());
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("push"));
+}

@@ -59,6 +59,7 @@ fn python(dir: &Path, args: &[&str], url: &str) -> std::process::Output {
             ),
         )
         .env("DELAYQ_URL", url)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("DELAYQ_PUSH_SECRET", SECRET)
         .args(args)
         .output()
@@ -132,6 +133,23 @@ fn the_order_timeout_examples_run() {
     assert_eq!(cancelled, want, "the unpaid orders, each once");
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == "__pycache__" || name == "build" || name.to_string_lossy().ends_with(".egg-info")
+        {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
 #[test]
 fn the_package_installs_with_pip() {
     let venv = tempfile::tempdir().unwrap();
@@ -146,14 +164,17 @@ fn the_package_installs_with_pip() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     // Exactly what the README says, in a fresh virtual environment (pip fetches the build
-    // backend, setuptools, from the package index the machine uses).
+    // backend, setuptools, from the package index the machine uses), from a copy of the
+    // package (setuptools writes build/ and *.egg-info beside the sources it builds).
+    let copy = venv.path().join("src-copy");
+    copy_dir(&root().join("clients/python"), &copy);
     run(Command::new("python3")
         .args(["-m", "venv"])
         .arg(venv.path()));
     let py = venv.path().join("bin/python");
     run(Command::new(&py)
         .args(["-m", "pip", "install", "-q"])
-        .arg(root().join("clients/python")));
+        .arg(&copy));
     let out = run(Command::new(&py).current_dir(venv.path()).args([
         "-c",
         "import delayq, sys; print(delayq.__version__); print(delayq.__file__)",

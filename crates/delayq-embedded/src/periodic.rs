@@ -15,7 +15,11 @@ impl Schedules for EmbeddedBackend {
         check_name(&info.name)?;
         let json = info.spec.to_json();
         let q = queue.to_string();
+        let push = info.spec.target.is_some();
         self.exec(move |c, _| {
+            if push {
+                crate::push::mark(c, &q)?;
+            }
             c.execute(
                 "INSERT INTO schedules (queue, name, spec, next_ms) VALUES (?1, ?2, ?3, ?4) \
                  ON CONFLICT (queue, name) DO UPDATE SET spec = excluded.spec, \

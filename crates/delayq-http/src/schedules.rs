@@ -42,6 +42,9 @@ pub struct ScheduleBody {
     pub lease_ms: Option<u64>,
     /// Timeout of each attempt, ms.
     pub timeout_ms: Option<u64>,
+    /// HTTP push target of each fire's job (a periodic webhook: `delayq serve --push` sends
+    /// it).
+    pub target: Option<crate::push_model::TargetView>,
 }
 
 impl ScheduleBody {
@@ -70,6 +73,7 @@ impl ScheduleBody {
             backoff: self.backoff,
             lease_ms: self.lease_ms,
             timeout_ms: self.timeout_ms,
+            target: self.target.map(Into::into),
         })
     }
 }
@@ -105,6 +109,9 @@ pub struct ScheduleView {
     /// Timeout of each attempt, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// HTTP push target of each fire's job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::push_model::TargetView>,
     /// The payload of each fire's job.
     #[serde(flatten)]
     pub payload: PayloadOut,
@@ -130,6 +137,7 @@ impl From<PeriodicInfo> for ScheduleView {
             backoff: i.spec.backoff,
             lease_ms: i.spec.lease_ms,
             timeout_ms: i.spec.timeout_ms,
+            target: i.spec.target.map(Into::into),
             payload: PayloadOut::new(i.spec.payload),
         }
     }

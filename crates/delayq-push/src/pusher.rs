@@ -3,7 +3,7 @@
 //! engine (fenced leases extended while a request runs, retries by backoff, graceful drain),
 //! whose handler is a delivery ([`crate::deliver`]); new push queues are found as they appear.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -121,12 +121,12 @@ impl<B: Backend + Inspect> Pusher<B> {
             tracing::warn!("push requests are not signed: give a secret (--push-secret)");
         }
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut running: HashMap<QueueName, ()> = HashMap::new();
+        let mut running: HashSet<QueueName> = HashSet::new();
         let mut tasks: JoinSet<(QueueName, RunReport)> = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             for q in self.queues().await {
-                if running.insert(q.clone(), ()).is_none() {
+                if running.insert(q.clone()) {
                     tracing::info!(queue = %q, "pushing queue");
                     self.spawn(&mut tasks, q, stop_rx.clone());
                 }
@@ -184,7 +184,7 @@ impl<B: Backend + Inspect> Pusher<B> {
             backend: self.backend.clone(),
             queue: q.clone(),
             shared: self.shared.clone(),
-            default: Arc::new(Mutex::new(None)),
+            default: Mutex::new(None),
         };
         tasks.spawn(async move {
             let stopped = async move {
@@ -205,13 +205,16 @@ impl<B: Backend + Inspect> Pusher<B> {
 /// How long a queue's default target is trusted before it is read again.
 const DEFAULT_TTL: Duration = Duration::from_secs(5);
 
+/// A queue's default target and when it was read.
+type CachedTarget = Option<(Instant, Option<Target>)>;
+
 /// The consumer handler of one push queue.
 struct Deliver<B> {
     backend: B,
     queue: QueueName,
     shared: Arc<Shared>,
     /// The queue's default target and when it was read.
-    default: Arc<Mutex<Option<(Instant, Option<Target>)>>>,
+    default: Mutex<CachedTarget>,
 }
 
 impl<B: Backend + Inspect> Deliver<B> {

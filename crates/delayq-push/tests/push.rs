@@ -327,3 +327,131 @@ async fn two_pushers_share_the_work() {
     assert_eq!(bodies.len(), n, "every job delivered");
     assert_eq!(reqs.len(), n, "none twice");
 }
+
+/// A schedule with a target is a periodic webhook: each fire's job is pushed, with the fire's
+/// id (`NAME@<fire ms>`) as `webhook-id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_with_targets_are_periodic_webhooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap();
+    let rx = Receiver::start().await;
+    let beat = q("beat");
+    let spec = delayq::PeriodicSpec {
+        timing: delayq::Timing::Every { every_ms: 1000 },
+        payload: b"{\"tick\":true}".to_vec(),
+        catch_up: delayq::CatchUp::None,
+        max_attempts: None,
+        backoff: None,
+        lease_ms: None,
+        timeout_ms: None,
+        target: Some(Target::post(rx.url("/ok"))),
+    };
+    delayq::periodic::put(
+        &b,
+        &beat,
+        "tick",
+        spec,
+        1 << 20,
+        delayq::job::system_now_ms(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.push_queues().await.unwrap(), vec![beat.clone()]);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut s1 = stopped.clone();
+    let ticker = tokio::spawn(delayq::Ticker::new(b.clone()).run(async move {
+        let _ = s1.wait_for(|s| *s).await;
+    }));
+    let pusher = Pusher::new(
+        b.clone(),
+        PusherOptions {
+            allow_private: true,
+            discover_every: Duration::from_millis(100),
+            ..PusherOptions::default()
+        },
+    )
+    .unwrap();
+    let mut s2 = stopped.clone();
+    let run = tokio::spawn(pusher.run(async move {
+        let _ = s2.wait_for(|s| *s).await;
+    }));
+    let until = Instant::now() + Duration::from_secs(10);
+    while rx.requests().len() < 2 {
+        assert!(Instant::now() < until, "no periodic pushes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop.send(true);
+    let _ = ticker.await;
+    run.await.unwrap();
+    for r in rx.requests() {
+        assert!(
+            r.header("webhook-id").unwrap().starts_with("tick@"),
+            "{r:?}"
+        );
+        assert_eq!(r.body, b"{\"tick\":true}");
+    }
+}
+
+/// An https target whose certificate a given CA signed: delivered over HTTP/2 (offered by
+/// ALPN); the same target without that CA fails its TLS handshake; a missing CA file is
+/// refused up front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_a_given_ca_and_http2() {
+    let certs = delayq_test_support::tls::make_certs();
+    let (rx, base) = Receiver::start_tls(
+        &certs.path().join("server.crt"),
+        &certs.path().join("server.key"),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let b = delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap();
+    let (trusted, untrusted) = (q("trusted"), q("untrusted"));
+    Producer::new(b.clone(), trusted.clone())
+        .enqueue(job("tls", format!("{base}/ok")))
+        .await
+        .unwrap();
+    Producer::new(b.clone(), untrusted.clone())
+        .enqueue(job("no-ca", format!("{base}/ok")).max_attempts(1))
+        .await
+        .unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut runs = Vec::new();
+    for (queue, ca) in [
+        (trusted.clone(), Some(certs.path().join("ca.crt"))),
+        (untrusted.clone(), None),
+    ] {
+        let pusher = Pusher::new(
+            b.clone(),
+            PusherOptions {
+                allow_private: true,
+                ca,
+                queues: Some(vec![queue]),
+                ..PusherOptions::default()
+            },
+        )
+        .unwrap();
+        let mut stopped = stopped.clone();
+        runs.push(tokio::spawn(pusher.run(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })));
+    }
+    let ended = settle(&b, &[(trusted, "tls"), (untrusted, "no-ca")]).await;
+    let _ = stop.send(true);
+    for r in runs {
+        r.await.unwrap();
+    }
+    assert_eq!(ended[0], ("tls".to_owned(), None), "delivered");
+    let e = ended[1].1.clone().expect("dead");
+    assert!(e.starts_with("connection error"), "{e}");
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 1, "only the trusted one got through");
+    assert_eq!(reqs[0].version, "HTTP/2.0");
+    let bad = Pusher::new(
+        b.clone(),
+        PusherOptions {
+            ca: Some(dir.path().join("missing.pem")),
+            ..PusherOptions::default()
+        },
+    );
+    assert!(matches!(bad, Err(delayq_push::PushError::Ca { .. })));
+}

@@ -24,6 +24,9 @@ impl Schedules for RedisBackend {
         // The schedule's keys are the queue's own tag (a queue of one shard's keys).
         let k = Keys::shard(queue, 0, 1);
         let json = info.spec.to_json();
+        if info.spec.target.is_some() {
+            self.mark_push(queue).await?;
+        }
         let mut conn = self.connection();
         // The definition first: a ticker lists names from cronnext, so it never sees a next
         // fire without its definition.

@@ -103,6 +103,7 @@ async fn schedules_fire_once_on_a_sharded_queue() {
         backoff: None,
         lease_ms: None,
         timeout_ms: None,
+        target: None,
     };
     let now = delayq::job::system_now_ms();
     let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)

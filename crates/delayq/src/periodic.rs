@@ -91,6 +91,9 @@ pub struct PeriodicSpec {
     /// Timeout of each attempt, ms.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// HTTP push target of each job (a periodic webhook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::Target>,
 }
 
 /// A stored schedule.
@@ -287,6 +290,7 @@ impl PeriodicSpec {
         job.backoff = self.backoff;
         job.lease = self.lease_ms.map(Duration::from_millis);
         job.timeout = self.timeout_ms.map(Duration::from_millis);
+        job.target = self.target.clone();
         job
     }
 
@@ -461,6 +465,7 @@ mod tests {
             backoff: None,
             lease_ms: None,
             timeout_ms: None,
+            target: None,
         }
     }
 

@@ -62,9 +62,9 @@ mod tests {
     #[test]
     fn formats_what_it_parses() {
         let ms = 1_764_585_000_250;
-        let s = super::format_ms(ms);
+        let s = format_ms(ms);
         assert_eq!(s, "2025-12-01T10:30:00.250Z");
-        assert_eq!(super::parse_ms(&s), Some(ms));
+        assert_eq!(parse_ms(&s), Some(ms));
     }
 
     use super::*;

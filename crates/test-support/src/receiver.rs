@@ -2,7 +2,8 @@
 //! that records every request and answers by path — `/ok…` 200, `/nocontent…` 204, `/fail…`
 //! 500 with a body, `/busy…` 503 with `Retry-After: 2` to the first request of each
 //! `webhook-id` and 200 after, `/brief…` 200 after 50 ms, `/slow…` 200 after 2 s — plus a second port that accepts
-//! connections and closes them without answering.
+//! connections and closes them without answering; and, with [`Receiver::start_tls`], a TLS
+//! port that offers HTTP/2.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -26,6 +27,8 @@ pub struct Received {
     pub body: Vec<u8>,
     /// When it arrived.
     pub at: SystemTime,
+    /// The HTTP version (`HTTP/1.1`, `HTTP/2.0`).
+    pub version: String,
 }
 
 impl Received {
@@ -54,11 +57,10 @@ pub struct Receiver {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-type Shared = (
-    Arc<Mutex<Seen>>,
-    bool,
-    Option<Arc<dyn Fn(&Received) + Send + Sync>>,
-);
+/// Sees each request as it arrives.
+pub type OnRequest = Arc<dyn Fn(&Received) + Send + Sync>;
+
+type Shared = (Arc<Mutex<Seen>>, bool, Option<OnRequest>);
 
 impl Receiver {
     /// Starts one that records every request.
@@ -68,10 +70,7 @@ impl Receiver {
 
     /// Starts one; `record` off keeps only a count, and `on_request` sees each request as it
     /// arrives (the bench measures lateness there).
-    pub async fn start_with(
-        record: bool,
-        on_request: Option<Arc<dyn Fn(&Received) + Send + Sync>>,
-    ) -> Self {
+    pub async fn start_with(record: bool, on_request: Option<OnRequest>) -> Self {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let shared: Shared = (seen.clone(), record, on_request);
         let app = Router::new().fallback(answer).with_state(shared);
@@ -93,6 +92,51 @@ impl Receiver {
             seen,
             tasks: vec![server, close],
         }
+    }
+
+    /// Starts one that records every request on a TLS port (`https_url`) besides its plain
+    /// one, with `cert` / `key` (PEM; e.g. `server.crt` of [`crate::tls::make_certs`]); it
+    /// offers HTTP/2 and HTTP/1.1 by ALPN.
+    pub async fn start_tls(cert: &std::path::Path, key: &std::path::Path) -> (Self, String) {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut r = Self::start().await;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .expect("cert file")
+            .collect::<Result<_, _>>()
+            .expect("certs");
+        let key = PrivateKeyDer::from_pem_file(key).expect("key file");
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("server certificate");
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let shared: Shared = (r.seen.clone(), true, None);
+        let app = Router::new().fallback(answer).with_state(shared);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        r.tasks.push(tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let (acceptor, app) = (acceptor.clone(), app.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(sock).await else {
+                        return;
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+                });
+            }
+        }));
+        (r, format!("https://localhost:{port}"))
     }
 
     /// `http://127.0.0.1:PORT{path}`.
@@ -131,6 +175,7 @@ impl Drop for Receiver {
 
 async fn answer(
     State((seen, record, hook)): State<Shared>,
+    version: axum::http::Version,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -148,6 +193,7 @@ async fn answer(
             .collect(),
         body: body.to_vec(),
         at: SystemTime::now(),
+        version: format!("{version:?}"),
     };
     if let Some(h) = &hook {
         h(&r);

@@ -85,38 +85,47 @@ fn issue(dir: &Path, name: &str, ext: &str) {
     );
 }
 
+/// A throwaway CA (`ca.crt`, `ca.key`), a server certificate for `127.0.0.1` / `localhost`
+/// (`server.crt`, `server.key`) and a client certificate (`client.crt`, `client.key`), in a
+/// temporary directory that lives as long as the returned guard.
+pub fn make_certs() -> tempfile::TempDir {
+    let certs = tempfile::tempdir().expect("temp dir");
+    let d = certs.path();
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=delayq-test-ca",
+        ],
+    );
+    issue(
+        d,
+        "server",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+    );
+    issue(d, "client", "extendedKeyUsage=clientAuth\n");
+    certs
+}
+
 impl TlsServer {
     /// Starts a server with a TLS port (client certificates optional: mutual TLS works, and
     /// so does a client that only trusts the CA).
     pub fn start() -> Self {
-        let certs = tempfile::tempdir().expect("temp dir");
+        let certs = make_certs();
         let d = certs.path();
-        openssl(
-            d,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=delayq-test-ca",
-            ],
-        );
-        issue(
-            d,
-            "server",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-        );
-        issue(d, "client", "extendedKeyUsage=clientAuth\n");
         let tls_port = free_port();
         let p = |f: &str| d.join(f).to_string_lossy().into_owned();
         let server = RedisServer::start_with(&[

@@ -5,6 +5,7 @@
 //! default), pins it to CPU 0 and itself and its worker processes to CPU 1.
 
 mod env;
+mod push;
 pub(crate) mod util;
 mod workloads;
 
@@ -70,7 +71,9 @@ pub(crate) enum Workload {
     W6,
     /// Burst.
     W7,
-    /// All of them.
+    /// HTTP push to a local receiver: drain and lateness (not part of `all`).
+    Push,
+    /// All of them (W1-W7).
     All,
 }
 
@@ -195,7 +198,8 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
         Some(p) => Some(std::fs::File::create(p)?),
         None => None,
     };
-    let want = |w: Workload| a.workload == w || a.workload == Workload::All;
+    let want =
+        |w: Workload| a.workload == w || (a.workload == Workload::All && w != Workload::Push);
     let mut rows: Vec<Row> = Vec::new();
     let mut emit = |mut batch: Vec<Row>, env: &Env| -> anyhow::Result<()> {
         for r in &mut batch {
@@ -266,6 +270,9 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
     }
     if want(Workload::W7) && redis_only {
         emit(vec![workloads::w7(&mut env, a.n).await?], &env)?;
+    }
+    if want(Workload::Push) {
+        emit(push::push(&mut env, a.n).await?, &env)?;
     }
     Ok(0)
 }

@@ -22,6 +22,7 @@ fn every(ms: u64, payload: &str) -> PeriodicSpec {
         backoff: None,
         lease_ms: None,
         timeout_ms: None,
+        target: None,
     }
 }
 
