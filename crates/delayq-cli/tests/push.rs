@@ -4,10 +4,10 @@
 //! (a second server delivers the rest; duplicates only for jobs in flight at the kill).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use delayq::{Inspect, JobId, NewJob, Producer, QueueName, Target};
@@ -17,42 +17,24 @@ use serde_json::{Value, json};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-struct Killed(Child);
+mod common;
 
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{Killed, spawn_serve};
 
 /// `delayq serve --push` on a free port with `store` args; returns it and its `host:port`.
 fn serve(dir: &Path, store: &[&str], extra: &[&str]) -> (Killed, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .current_dir(dir)
-        .env_remove("DELAYQ_REDIS_URL")
-        .env_remove("DELAYQ_DATA")
-        .env_remove("DELAYQ_SERVER")
-        .env_remove("DELAYQ_TOKENS")
-        .args(store)
-        .args(["serve", "--listen", "127.0.0.1:0", "--push"])
-        .args(["--allow-private-targets", "--push-secret", SECRET])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .trim_end_matches(|c: char| !c.is_ascii_digit())
-        .to_owned();
-    (Killed(child), addr)
+    spawn_serve(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .current_dir(dir)
+            .env_remove("DELAYQ_REDIS_URL")
+            .env_remove("DELAYQ_DATA")
+            .env_remove("DELAYQ_SERVER")
+            .env_remove("DELAYQ_TOKENS")
+            .args(store)
+            .args(["serve", "--listen", "127.0.0.1:0", "--push"])
+            .args(["--allow-private-targets", "--push-secret", SECRET])
+            .args(extra),
+    )
 }
 
 fn http(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, String) {

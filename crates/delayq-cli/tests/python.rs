@@ -2,20 +2,14 @@
 //! suite (client calls, typed errors, retries, workers, webhook verification), the examples of
 //! `examples/python` (the order-timeout story), and `pip install` of the package.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-struct Killed(Child);
+mod common;
 
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{Killed, spawn_serve};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -23,27 +17,16 @@ fn root() -> PathBuf {
 
 /// `delayq serve --push` on the embedded store in `dir`; returns it and its base URL.
 fn serve(dir: &Path) -> (Killed, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .current_dir(dir)
-        .env_remove("DELAYQ_REDIS_URL")
-        .env_remove("DELAYQ_DATA")
-        .env_remove("DELAYQ_TOKENS")
-        .args(["serve", "--listen", "127.0.0.1:0", "--push"])
-        .args(["--allow-private-targets", "--push-secret", SECRET])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
-    (Killed(child), url)
+    let (child, addr) = spawn_serve(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .current_dir(dir)
+            .env_remove("DELAYQ_REDIS_URL")
+            .env_remove("DELAYQ_DATA")
+            .env_remove("DELAYQ_TOKENS")
+            .args(["serve", "--listen", "127.0.0.1:0", "--push"])
+            .args(["--allow-private-targets", "--push-secret", SECRET]),
+    );
+    (child, format!("http://{addr}"))
 }
 
 fn python(dir: &Path, args: &[&str], url: &str) -> std::process::Output {

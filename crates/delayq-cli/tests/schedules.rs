@@ -4,9 +4,9 @@
 //! `delayq schedule set|list|rm` and the HTTP endpoints' bad input.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,36 +14,19 @@ use delayq::{Consumer, ConsumerOptions, Failure, Job, QueueName};
 use delayq_test_support::RedisServer;
 use serde_json::{Value, json};
 
-struct Killed(Child);
+mod common;
 
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
+use common::{Killed, spawn_serve};
 
 /// `delayq serve` on a free port over `redis`; returns it and its `host:port`.
 fn serve(redis: &str) -> (Killed, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--redis", redis, "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .trim_end_matches(|c: char| !c.is_ascii_digit())
-        .to_owned();
-    (Killed(child), addr)
+    spawn_serve(Command::new(env!("CARGO_BIN_EXE_delayq")).args([
+        "--redis",
+        redis,
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+    ]))
 }
 
 fn http(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {

@@ -36,17 +36,7 @@ impl Inspect for EmbeddedBackend {
 
     async fn queues(&self) -> Result<Vec<QueueName>> {
         self.exec(|c, _| {
-            let names: Vec<String> = c
-                .prepare_cached("SELECT DISTINCT queue FROM jobs ORDER BY queue")
-                .map_err(sql)?
-                .query_map([], |r| r.get(0))
-                .map_err(sql)?
-                .collect::<rusqlite::Result<_>>()
-                .map_err(sql)?;
-            Ok(names
-                .into_iter()
-                .filter_map(|n| QueueName::new(n).ok())
-                .collect())
+            crate::rows::queue_names(c, "SELECT DISTINCT queue FROM jobs ORDER BY queue")
         })
         .await
     }

@@ -72,20 +72,10 @@ impl Schedules for EmbeddedBackend {
     }
 
     async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {
-        let names: Vec<String> = self
-            .exec(|c, _| {
-                c.prepare_cached("SELECT DISTINCT queue FROM schedules ORDER BY queue")
-                    .map_err(sql)?
-                    .query_map([], |r| r.get(0))
-                    .map_err(sql)?
-                    .collect::<rusqlite::Result<_>>()
-                    .map_err(sql)
-            })
-            .await?;
-        Ok(names
-            .into_iter()
-            .filter_map(|n| QueueName::new(n).ok())
-            .collect())
+        self.exec(|c, _| {
+            crate::rows::queue_names(c, "SELECT DISTINCT queue FROM schedules ORDER BY queue")
+        })
+        .await
     }
 
     async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {

@@ -50,15 +50,5 @@ pub(crate) fn target(c: &Connection, q: &str) -> Result<Option<Target>> {
 
 /// Every push queue, by name.
 pub(crate) fn queues(c: &Connection) -> Result<Vec<QueueName>> {
-    let names: Vec<String> = c
-        .prepare_cached("SELECT queue FROM push_queues ORDER BY queue")
-        .map_err(sql)?
-        .query_map([], |r| r.get(0))
-        .map_err(sql)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(sql)?;
-    Ok(names
-        .into_iter()
-        .filter_map(|n| QueueName::new(n).ok())
-        .collect())
+    crate::rows::queue_names(c, "SELECT queue FROM push_queues ORDER BY queue")
 }

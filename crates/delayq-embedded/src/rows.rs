@@ -68,6 +68,21 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
     })
 }
 
+/// The queue names a `SELECT queue …` lists, in its order (unparsable names skipped).
+pub(crate) fn queue_names(c: &Connection, select: &str) -> Result<Vec<delayq::QueueName>> {
+    let names: Vec<String> = c
+        .prepare_cached(select)
+        .map_err(sql)?
+        .query_map([], |r| r.get(0))
+        .map_err(sql)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(sql)?;
+    Ok(names
+        .into_iter()
+        .filter_map(|n| delayq::QueueName::new(n).ok())
+        .collect())
+}
+
 /// The state of a stored code.
 pub(crate) fn state(code: i64) -> Result<JobState> {
     JobState::from_code(code).ok_or_else(|| Error::Backend(format!("unknown state code {code}")))

@@ -290,6 +290,22 @@ impl RedisBackend {
         })
     }
 
+    /// The queues named in a registry sorted set (`dq:{~}:crons`, `dq:{~}:push`).
+    pub(crate) async fn queue_registry(&self, key: &str) -> Result<Vec<QueueName>> {
+        let mut conn = self.connection();
+        let names: Vec<String> = redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        Ok(names
+            .into_iter()
+            .filter_map(|n| QueueName::new(n).ok())
+            .collect())
+    }
+
     /// Lists `queue` among the push queues (before its first targeted job is written, so a
     /// pusher that finds the job finds the queue); once per queue and process.
     pub(crate) async fn mark_push(&self, queue: &QueueName) -> Result<()> {

@@ -339,18 +339,7 @@ impl Inspect for RedisBackend {
     }
 
     async fn push_queues(&self) -> Result<Vec<QueueName>> {
-        let mut conn = self.connection();
-        let names: Vec<String> = redis::cmd("ZRANGE")
-            .arg(keys::PUSH_QUEUES)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn)
-            .await
-            .map_err(error::map)?;
-        Ok(names
-            .into_iter()
-            .filter_map(|n| QueueName::new(n).ok())
-            .collect())
+        self.queue_registry(keys::PUSH_QUEUES).await
     }
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {

@@ -109,18 +109,7 @@ impl Schedules for RedisBackend {
     }
 
     async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {
-        let mut conn = self.connection();
-        let names: Vec<String> = redis::cmd("ZRANGE")
-            .arg(keys::CRON_QUEUES)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn)
-            .await
-            .map_err(error::map)?;
-        Ok(names
-            .into_iter()
-            .filter_map(|n| QueueName::new(n).ok())
-            .collect())
+        self.queue_registry(keys::CRON_QUEUES).await
     }
 
     async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {

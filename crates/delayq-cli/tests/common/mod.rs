@@ -1,0 +1,38 @@
+//! What several CLI test files share: a `delayq serve` child that stops with the test, and
+//! where it listens.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// A child process stopped (SIGTERM, then waited for) when dropped; `kill()` it for SIGKILL.
+pub(crate) struct Killed(pub(crate) Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` (a `delayq … serve --listen 127.0.0.1:0 …`) and returns it with the
+/// `host:port` its first line names. Its output keeps being read (a closed pipe would end it).
+pub(crate) fn spawn_serve(cmd: &mut Command) -> (Killed, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let addr = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .to_owned();
+    (Killed(child), addr)
+}
