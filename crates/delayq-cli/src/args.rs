@@ -399,6 +399,10 @@ pub(crate) struct WorkerArgs {
     /// Jobs run at once.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
+    /// Due jobs leased beyond the free slots and held until one frees (one claim serves
+    /// several jobs); a held job is given back after a third of its lease, and at shutdown.
+    #[arg(long, default_value_t = delayq::consumer::DEFAULT_PREFETCH)]
+    pub prefetch: usize,
     /// Lease length (extended while the command runs).
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub lease: Duration,

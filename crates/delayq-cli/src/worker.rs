@@ -41,6 +41,7 @@ pub(crate) async fn run(
         concurrency: a.concurrency,
         lease: a.lease,
         shutdown_grace: a.grace,
+        prefetch: a.prefetch,
         ..ConsumerOptions::default()
     };
     // The worker fires its queue's due schedules too (unless a `delayq serve` owns the store:

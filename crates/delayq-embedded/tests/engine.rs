@@ -192,3 +192,79 @@ async fn failed_claims_are_retried_and_lost_answers_cost_one_lease() {
         assert!(inner.get(&q(), &id("j")).await.unwrap().is_none());
     }
 }
+
+/// Enqueues `n` due jobs `j0`…
+async fn enqueue_many(b: &EmbeddedBackend, n: usize) {
+    let jobs = (0..n)
+        .map(|i| NewJob::new("x").id(id(&format!("j{i}"))))
+        .collect();
+    Producer::new(b.clone(), q())
+        .enqueue_batch(jobs)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn prefetch_serves_several_jobs_per_claim() {
+    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
+    enqueue_many(&b, 99).await;
+    let opts = ConsumerOptions {
+        concurrency: 1,
+        prefetch: 16,
+        ..Default::default()
+    };
+    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
+        sleep(Duration::from_millis(10)).await;
+        Ok(())
+    });
+    until_gone(&b, &id("j98"), Duration::from_secs(600)).await;
+    while b.stats(&q()).await.unwrap().leased > 0 {
+        sleep(Duration::from_millis(100)).await;
+    }
+    stop.send(true).unwrap();
+    let r = run.await.unwrap();
+    assert_eq!((r.claimed, r.acked, r.released), (100, 100, 0));
+    // 17 jobs, then refills of ~8 as the held jobs run down to half: ~12 claims, not 100.
+    assert!(r.claims <= 14, "{} claims for 100 jobs", r.claims);
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_jobs_are_given_back_when_a_handler_is_slow_and_at_shutdown() {
+    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
+    enqueue_many(&b, 3).await;
+    let opts = ConsumerOptions {
+        concurrency: 1,
+        prefetch: 3,
+        lease: Duration::from_secs(30),
+        ..Default::default()
+    };
+    // A handler far slower than a held job's patience (a third of its lease).
+    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
+        sleep(Duration::from_secs(60)).await;
+        Ok(())
+    });
+    sleep(Duration::from_secs(15)).await;
+    // The held jobs were given back after 10 s, their attempt not counted; the consumer takes
+    // them again when it has room, so none ever lost its lease.
+    let mut counts = std::collections::HashMap::new();
+    for j in ["j0", "j1", "j2"] {
+        let info = b.get(&q(), &id(j)).await.unwrap().unwrap();
+        *counts.entry(info.state).or_insert(0) += 1;
+        assert!(info.attempt <= 1, "{j}: attempt {}", info.attempt);
+    }
+    stop.send(true).unwrap();
+    let r = run.await.unwrap();
+    assert!(r.released >= 3, "held jobs given back: {r:?}");
+    assert_eq!(r.lease_lost, 0);
+    // Shutdown gave back whatever was held: nothing stays leased but what ran.
+    let st = b.stats(&q()).await.unwrap();
+    assert_eq!(st.leased, 0, "{st:?}");
+    for j in ["j0", "j1", "j2"] {
+        let info = b.get(&q(), &id(j)).await.unwrap().unwrap();
+        assert_eq!(
+            (info.state, info.attempt),
+            (JobState::Scheduled, 0),
+            "{j}: released, never started"
+        );
+    }
+}

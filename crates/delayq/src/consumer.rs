@@ -3,9 +3,11 @@
 //! due time (woken early by the backend), and drains gracefully.
 //!
 //! One loop owns all state. Acknowledgements of finished jobs ride on the next claim, so with
-//! concurrency 1 a job costs one round trip: "ack this, give me the next".
+//! concurrency 1 a job costs one round trip: "ack this, give me the next" — or, with
+//! [`ConsumerOptions::prefetch`], a fraction of one: a claim leases jobs beyond the free slots,
+//! which wait locally (held) under their lease until a slot frees.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -44,7 +46,17 @@ pub struct ConsumerOptions {
     pub max_idle: Duration,
     /// Local clock for lateness measurements.
     pub clock: SharedClock,
+    /// Due jobs leased beyond the free handler slots and held locally until a slot frees, so
+    /// that one claim serves several jobs (and, at concurrency 1, the next jobs are already
+    /// here when a handler returns). A claim refills the held jobs when they are down to half
+    /// of this. Held jobs keep their lease: one held for a third of its lease is given back
+    /// (the attempt not counted; another consumer may take it), and shutdown gives every held
+    /// job back at once. 0: lease only what can start now.
+    pub prefetch: usize,
 }
+
+/// [`ConsumerOptions::prefetch`] by default (see docs/BENCHMARKS.md, "Prefetch").
+pub const DEFAULT_PREFETCH: usize = 0;
 
 impl Default for ConsumerOptions {
     fn default() -> Self {
@@ -55,6 +67,7 @@ impl Default for ConsumerOptions {
             shutdown_grace: Duration::from_secs(30),
             max_idle: Duration::from_secs(30),
             clock: Arc::new(SystemClock),
+            prefetch: DEFAULT_PREFETCH,
         }
     }
 }
@@ -76,6 +89,10 @@ pub struct RunReport {
     pub aborted: u64,
     /// Jobs given back without counting the attempt ([`Failure::give_back`]).
     pub given_back: u64,
+    /// Claims that leased jobs (round trips for new work).
+    pub claims: u64,
+    /// Prefetched jobs given back unstarted (held too long, or at shutdown).
+    pub released: u64,
 }
 
 /// Runs a handler over the due jobs of one queue.
@@ -123,6 +140,8 @@ impl<B: Backend> Consumer<B> {
         let mut run = Run::new(self, Arc::new(handler));
         loop {
             run.settle_finished();
+            run.start_held();
+            run.release_held(false).await;
             run.subscribe().await;
             if let Err(retry_in) = run.claim().await {
                 tokio::select! {
@@ -150,6 +169,11 @@ struct Run<B, H> {
     report: RunReport,
     /// Running job tasks; each has its lease in `running` until it settles.
     tasks: JoinSet<Outcome>,
+    /// Prefetched jobs waiting for a slot, with when they were leased.
+    held: VecDeque<(Job, Instant)>,
+    /// Held jobs went stale (handlers slower than a third of a lease): prefetch nothing more
+    /// until a running job finishes.
+    prefetch_paused: bool,
     running: HashMap<tokio::task::Id, LeaseRef>,
     /// Leases of finished jobs, acknowledged by the next claim.
     acks: Vec<LeaseRef>,
@@ -170,6 +194,8 @@ impl<B: Backend, H: Handler> Run<B, H> {
             handler,
             report: RunReport::default(),
             tasks: JoinSet::new(),
+            held: VecDeque::new(),
+            prefetch_paused: false,
             running: HashMap::new(),
             acks: Vec::new(),
             wake: None,
@@ -183,9 +209,62 @@ impl<B: Backend, H: Handler> Run<B, H> {
         self.c.opts.concurrency - self.tasks.len()
     }
 
-    /// Whether there are free slots and due jobs may be waiting: claim again at once.
+    /// How many jobs a claim should lease: the free slots plus the prefetch, less what is
+    /// held.
+    fn want(&self) -> usize {
+        let prefetch = if self.prefetch_paused {
+            0
+        } else {
+            self.c.opts.prefetch
+        };
+        (self.free() + prefetch).saturating_sub(self.held.len())
+    }
+
+    /// Whether due jobs may be waiting and this consumer wants some: a free slot with nothing
+    /// held, or held jobs down to half the prefetch. Claim again at once.
     fn must_claim(&self) -> bool {
-        self.claim_now && self.free() > 0
+        self.claim_now && self.want() > 0 && self.held.len() <= self.c.opts.prefetch / 2
+    }
+
+    /// Starts held jobs while slots are free.
+    fn start_held(&mut self) {
+        while self.free() > 0 {
+            let Some((job, _)) = self.held.pop_front() else {
+                break;
+            };
+            self.spawn(job);
+        }
+    }
+
+    fn spawn(&mut self, job: Job) {
+        let lease = job.lease_ref();
+        let task = run_job(self.handler.clone(), self.c.backend.clone(), job);
+        let handle = self.tasks.spawn(task);
+        self.running.insert(handle.id(), lease);
+    }
+
+    /// When the first held job will have waited a third of its lease.
+    fn next_stale(&self) -> Option<Instant> {
+        self.held.iter().map(|(j, at)| *at + j.lease / 3).min()
+    }
+
+    /// Gives back held jobs that waited a third of their lease (all of them with `all`),
+    /// without counting the attempt: due again at once, for this or another consumer.
+    async fn release_held(&mut self, all: bool) {
+        let now = Instant::now();
+        let (stale, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(j, at)| all || *at + j.lease / 3 <= now);
+        self.held = keep.into();
+        if stale.is_empty() {
+            return;
+        }
+        let leases: Vec<LeaseRef> = stale.iter().map(|(j, _)| j.lease_ref()).collect();
+        self.report.released += leases.len() as u64;
+        self.prefetch_paused = true;
+        if let Err(e) = self.c.backend.release(&self.c.queue, leases, true).await {
+            tracing::warn!(queue = %self.c.queue, error = %e, "releasing held jobs failed; their leases will expire");
+        }
     }
 
     /// Settles every job task that has finished.
@@ -212,14 +291,18 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// kept for the next try).
     async fn claim(&mut self) -> std::result::Result<(), Duration> {
         let lease_jobs = self.must_claim();
-        if !lease_jobs && self.acks.is_empty() {
+        // Acks alone go out when nothing held is left to start (about to wait) or many are
+        // pending; otherwise they ride on the next claim that leases.
+        let flush =
+            !self.acks.is_empty() && (self.held.is_empty() || self.acks.len() >= self.c.opts.batch);
+        if !lease_jobs && !flush {
             return Ok(());
         }
         if let Some(w) = self.wake.as_mut() {
             w.borrow_and_update();
         }
         let max = if lease_jobs {
-            self.free().min(self.c.opts.batch)
+            self.want().min(self.c.opts.batch)
         } else {
             0
         };
@@ -235,11 +318,16 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 self.count_acks(&batch.acks);
                 let got = batch.jobs.len();
                 self.report.claimed += got as u64;
+                if max > 0 {
+                    self.report.claims += 1;
+                }
+                let now = Instant::now();
                 for job in batch.jobs {
-                    let lease = job.lease_ref();
-                    let task = run_job(self.handler.clone(), self.c.backend.clone(), job);
-                    let handle = self.tasks.spawn(task);
-                    self.running.insert(handle.id(), lease);
+                    if self.free() > 0 {
+                        self.spawn(job);
+                    } else {
+                        self.held.push_back((job, now));
+                    }
                 }
                 if lease_jobs {
                     // A full batch means more may be due; otherwise sleep towards the next.
@@ -265,18 +353,25 @@ impl<B: Backend, H: Handler> Run<B, H> {
         // No free slot (claim_now): only a finished job or a wake-up matters, so no timer is
         // set — at concurrency 1 that is every job.
         let deadline = (!self.claim_now).then_some(self.sleep_until);
+        let stale = self.next_stale();
         tokio::select! {
+            // A finished job frees a slot; whether to claim for it is as before: at once
+            // after a full claim, else when the next job is due or a wake-up says one came
+            // (its ack goes out on the next claim, or alone when nothing is held).
             Some(res) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                 self.settle(res);
             }
-            _ = wait::until_due_or_woken(deadline, &mut self.wake) => {}
+            _ = sleep_until(stale.unwrap_or_else(Instant::now)), if stale.is_some() => {}
+            _ = wait::until_due_or_woken(deadline, &mut self.wake) => {
+                self.claim_now = true;
+            }
         }
-        self.claim_now = true;
     }
 
     /// Shutdown: wait for running handlers within the grace period, abort the rest, flush
     /// acknowledgements and release the aborted jobs' leases.
     async fn drain(mut self) -> RunReport {
+        self.release_held(true).await;
         let deadline = Instant::now() + self.c.opts.shutdown_grace;
         loop {
             tokio::select! {
@@ -320,6 +415,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
         match res {
             Ok((id, outcome)) => {
                 self.running.remove(&id);
+                self.prefetch_paused = false;
                 match outcome {
                     Outcome::Ack(lease) => self.acks.push(lease),
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,

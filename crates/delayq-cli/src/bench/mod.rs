@@ -52,6 +52,9 @@ pub(crate) struct BenchArgs {
     /// Give job i the priority i mod 10 (what priorities cost a queue that uses them).
     #[arg(long)]
     pub priorities: bool,
+    /// The consumers' prefetch (default: the engine's, delayq::consumer::DEFAULT_PREFETCH).
+    #[arg(long)]
+    pub prefetch: Option<usize>,
 }
 
 /// The workloads.
@@ -152,6 +155,9 @@ pub(crate) async fn run(
         bail!("give --redis URL or --embedded, not both");
     }
     util::PRIORITIES.store(a.priorities, std::sync::atomic::Ordering::Relaxed);
+    if let Some(p) = a.prefetch {
+        util::PREFETCH.store(p, std::sync::atomic::Ordering::Relaxed);
+    }
     if redis.is_some() && !a.flush_ok {
         bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
     }

@@ -23,6 +23,18 @@ pub(crate) fn order_id(i: usize) -> String {
     format!("1{i:019}")
 }
 
+/// `--prefetch`: the consumers' prefetch (`usize::MAX`: the engine's default).
+pub(crate) static PREFETCH: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// The prefetch the bench's consumers use.
+pub(crate) fn prefetch() -> usize {
+    match PREFETCH.load(std::sync::atomic::Ordering::Relaxed) {
+        usize::MAX => delayq::consumer::DEFAULT_PREFETCH,
+        p => p,
+    }
+}
+
 /// `--priorities`: job `i` gets the priority `i % 10`.
 pub(crate) static PRIORITIES: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
@@ -111,7 +123,7 @@ impl Recorder {
         let opts = ConsumerOptions {
             concurrency,
             lease: Duration::from_secs(30),
-            batch: concurrency.max(1),
+            prefetch: prefetch(),
             ..ConsumerOptions::default()
         };
         let c = Consumer::new(b, queue(), opts)?;
@@ -196,6 +208,7 @@ impl WorkerProcess {
             .args(env.backend_args())
             .args(["--queue", queue().as_str(), "worker"])
             .args(["--concurrency", &concurrency.to_string(), "--lease", lease])
+            .args(["--prefetch", &prefetch().to_string()])
             .arg("--bench-record")
             .arg(file)
             .args(["--bench-sleep-ms", &sleep_ms.to_string()])
