@@ -213,10 +213,7 @@ async fn prefetch_serves_several_jobs_per_claim() {
         prefetch: 16,
         ..Default::default()
     };
-    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
-        sleep(Duration::from_millis(10)).await;
-        Ok(())
-    });
+    let (stop, run) = start(b.clone(), opts, |_job: Job| async { Ok(()) });
     until_gone(&b, &id("j98"), Duration::from_secs(600)).await;
     while b.stats(&q()).await.unwrap().leased > 0 {
         sleep(Duration::from_millis(100)).await;
@@ -224,42 +221,75 @@ async fn prefetch_serves_several_jobs_per_claim() {
     stop.send(true).unwrap();
     let r = run.await.unwrap();
     assert_eq!((r.claimed, r.acked, r.released), (100, 100, 0));
-    // 17 jobs, then refills of ~8 as the held jobs run down to half: ~12 claims, not 100.
-    assert!(r.claims <= 14, "{} claims for 100 jobs", r.claims);
+    // One job (no pace known yet), then 17, then refills of ~8 as the held jobs run down to
+    // half: ~12 claims, not 100.
+    assert!(r.claims <= 16, "{} claims for 100 jobs", r.claims);
+}
+
+#[tokio::test(start_paused = true)]
+async fn handlers_slower_than_the_budget_get_no_prefetch() {
+    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
+    enqueue_many(&b, 19).await;
+    let opts = ConsumerOptions {
+        concurrency: 1,
+        prefetch: 16,
+        ..Default::default()
+    };
+    // 200 ms a job: four times the budget, so holding even one would idle it.
+    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
+        sleep(Duration::from_millis(200)).await;
+        Ok(())
+    });
+    until_gone(&b, &id("j18"), Duration::from_secs(600)).await;
+    while b.stats(&q()).await.unwrap().leased > 0 {
+        sleep(Duration::from_millis(100)).await;
+    }
+    stop.send(true).unwrap();
+    let r = run.await.unwrap();
+    assert_eq!((r.claimed, r.acked, r.released), (20, 20, 0));
+    assert!(
+        r.claims >= 20,
+        "one job per claim (nothing held): {} claims",
+        r.claims
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn held_jobs_are_given_back_when_a_handler_is_slow_and_at_shutdown() {
     let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
-    enqueue_many(&b, 3).await;
+    enqueue_many(&b, 4).await;
     let opts = ConsumerOptions {
         concurrency: 1,
         prefetch: 3,
         lease: Duration::from_secs(30),
         ..Default::default()
     };
-    // A handler far slower than a held job's patience (a third of its lease).
-    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
-        sleep(Duration::from_secs(60)).await;
+    // The first job is instant (the pace says: prefetch), the next one far slower than a
+    // held job's patience (a third of its lease).
+    let (stop, run) = start(b.clone(), opts, |job: Job| async move {
+        if job.id.as_str() != "first" {
+            sleep(Duration::from_secs(60)).await;
+        }
         Ok(())
     });
     sleep(Duration::from_secs(15)).await;
-    // The held jobs were given back after 10 s, their attempt not counted; the consumer takes
-    // them again when it has room, so none ever lost its lease.
-    let mut counts = std::collections::HashMap::new();
-    for j in ["j0", "j1", "j2"] {
+    // j0 runs; j1-j3 were held, then given back after 10 s with their attempt not counted,
+    // and not leased again while j0 runs.
+    assert_eq!(
+        b.get(&q(), &id("j0")).await.unwrap().unwrap().state,
+        JobState::Leased
+    );
+    for j in ["j1", "j2", "j3"] {
         let info = b.get(&q(), &id(j)).await.unwrap().unwrap();
-        *counts.entry(info.state).or_insert(0) += 1;
-        assert!(info.attempt <= 1, "{j}: attempt {}", info.attempt);
+        assert_eq!((info.state, info.attempt), (JobState::Scheduled, 0), "{j}");
     }
     stop.send(true).unwrap();
     let r = run.await.unwrap();
-    assert!(r.released >= 3, "held jobs given back: {r:?}");
+    assert_eq!(r.released, 3, "held jobs given back: {r:?}");
     assert_eq!(r.lease_lost, 0);
-    // Shutdown gave back whatever was held: nothing stays leased but what ran.
     let st = b.stats(&q()).await.unwrap();
     assert_eq!(st.leased, 0, "{st:?}");
-    for j in ["j0", "j1", "j2"] {
+    for j in ["j1", "j2", "j3"] {
         let info = b.get(&q(), &id(j)).await.unwrap().unwrap();
         assert_eq!(
             (info.state, info.attempt),

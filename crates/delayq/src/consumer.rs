@@ -46,17 +46,23 @@ pub struct ConsumerOptions {
     pub max_idle: Duration,
     /// Local clock for lateness measurements.
     pub clock: SharedClock,
-    /// Due jobs leased beyond the free handler slots and held locally until a slot frees, so
-    /// that one claim serves several jobs (and, at concurrency 1, the next jobs are already
-    /// here when a handler returns). A claim refills the held jobs when they are down to half
-    /// of this. Held jobs keep their lease: one held for a third of its lease is given back
-    /// (the attempt not counted; another consumer may take it), and shutdown gives every held
-    /// job back at once. 0: lease only what can start now.
+    /// Most due jobs leased beyond the free handler slots and held locally until a slot
+    /// frees, so that one claim serves several jobs (and, at concurrency 1, the next jobs are
+    /// already here when a handler returns). Fewer when handlers are slow: the held jobs are
+    /// at most [`PREFETCH_BUDGET`] of work per slot at the handlers' recent pace (none before a
+    /// first job finished, none with handlers slower than the budget), so a consumer never
+    /// sits on work another could start. A claim refills the held jobs when they are down to
+    /// half. Held jobs keep their lease: one held for a third of its lease is given back (the
+    /// attempt not counted), and shutdown gives every held job back at once. 0: lease only
+    /// what can start now.
     pub prefetch: usize,
 }
 
 /// [`ConsumerOptions::prefetch`] by default (see docs/BENCHMARKS.md, "Prefetch").
-pub const DEFAULT_PREFETCH: usize = 0;
+pub const DEFAULT_PREFETCH: usize = 64;
+
+/// How much work, at the handlers' recent pace, a consumer may hold per handler slot.
+pub const PREFETCH_BUDGET: Duration = Duration::from_millis(50);
 
 impl Default for ConsumerOptions {
     fn default() -> Self {
@@ -167,8 +173,11 @@ struct Run<B, H> {
     c: Consumer<B>,
     handler: Arc<H>,
     report: RunReport,
-    /// Running job tasks; each has its lease in `running` until it settles.
-    tasks: JoinSet<Outcome>,
+    /// Running job tasks (what they report, how long they ran); each has its lease in
+    /// `running` until it settles.
+    tasks: JoinSet<(Outcome, Duration)>,
+    /// Handler time, smoothed over the recent jobs (none finished yet: `None`).
+    pace: Option<Duration>,
     /// Prefetched jobs waiting for a slot, with when they were leased.
     held: VecDeque<(Job, Instant)>,
     /// Held jobs went stale (handlers slower than a third of a lease): prefetch nothing more
@@ -194,6 +203,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
             handler,
             report: RunReport::default(),
             tasks: JoinSet::new(),
+            pace: None,
             held: VecDeque::new(),
             prefetch_paused: false,
             running: HashMap::new(),
@@ -212,18 +222,30 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// How many jobs a claim should lease: the free slots plus the prefetch, less what is
     /// held.
     fn want(&self) -> usize {
-        let prefetch = if self.prefetch_paused {
-            0
-        } else {
-            self.c.opts.prefetch
-        };
-        (self.free() + prefetch).saturating_sub(self.held.len())
+        (self.free() + self.prefetch()).saturating_sub(self.held.len())
+    }
+
+    /// How many jobs may be held now: the option, bounded by [`PREFETCH_BUDGET`] of work per
+    /// slot at the recent handler pace.
+    fn prefetch(&self) -> usize {
+        let max = self.c.opts.prefetch;
+        if self.prefetch_paused || max == 0 {
+            return 0;
+        }
+        match self.pace {
+            None => 0,
+            Some(d) if d.is_zero() => max,
+            Some(d) => {
+                let budget = PREFETCH_BUDGET.as_nanos() * self.c.opts.concurrency as u128;
+                max.min((budget / d.as_nanos()) as usize)
+            }
+        }
     }
 
     /// Whether due jobs may be waiting and this consumer wants some: a free slot with nothing
     /// held, or held jobs down to half the prefetch. Claim again at once.
     fn must_claim(&self) -> bool {
-        self.claim_now && self.want() > 0 && self.held.len() <= self.c.opts.prefetch / 2
+        self.claim_now && self.want() > 0 && self.held.len() <= self.prefetch() / 2
     }
 
     /// Starts held jobs while slots are free.
@@ -239,7 +261,11 @@ impl<B: Backend, H: Handler> Run<B, H> {
     fn spawn(&mut self, job: Job) {
         let lease = job.lease_ref();
         let task = run_job(self.handler.clone(), self.c.backend.clone(), job);
-        let handle = self.tasks.spawn(task);
+        let handle = self.tasks.spawn(async move {
+            let started = Instant::now();
+            let outcome = task.await;
+            (outcome, started.elapsed())
+        });
         self.running.insert(handle.id(), lease);
     }
 
@@ -411,11 +437,16 @@ impl<B: Backend, H: Handler> Run<B, H> {
         self.report
     }
 
-    fn settle(&mut self, res: std::result::Result<(tokio::task::Id, Outcome), JoinError>) {
+    fn settle(
+        &mut self,
+        res: std::result::Result<(tokio::task::Id, (Outcome, Duration)), JoinError>,
+    ) {
         match res {
-            Ok((id, outcome)) => {
+            Ok((id, (outcome, took))) => {
                 self.running.remove(&id);
                 self.prefetch_paused = false;
+                // Smoothed over roughly the last 8 jobs.
+                self.pace = Some(self.pace.map_or(took, |p| (p * 7 + took) / 8));
                 match outcome {
                     Outcome::Ack(lease) => self.acks.push(lease),
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,

@@ -4,6 +4,7 @@
 //! Without `--redis` it starts its own `redis-server` (`--save '' --appendonly no`, the rest
 //! default), pins it to CPU 0 and itself and its worker processes to CPU 1.
 
+mod breakdown;
 mod env;
 mod push;
 pub(crate) mod util;
@@ -76,6 +77,8 @@ pub(crate) enum Workload {
     W7,
     /// HTTP push to a local receiver: drain and lateness (not part of `all`).
     Push,
+    /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
+    Breakdown,
     /// All of them (W1-W7).
     All,
 }
@@ -279,6 +282,9 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
     }
     if want(Workload::Push) {
         emit(push::push(&mut env, a.n).await?, &env)?;
+    }
+    if want(Workload::Breakdown) && redis_only {
+        emit(breakdown::breakdown(&mut env, a.n).await?, &env)?;
     }
     Ok(0)
 }
