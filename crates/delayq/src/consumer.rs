@@ -381,11 +381,14 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let deadline = (!self.claim_now).then_some(self.sleep_until);
         let stale = self.next_stale();
         tokio::select! {
-            // A finished job frees a slot; whether to claim for it is as before: at once
-            // after a full claim, else when the next job is due or a wake-up says one came
-            // (its ack goes out on the next claim, or alone when nothing is held).
+            // A finished job frees a slot: claim for it (with its ack) unless held jobs are
+            // there to fill it — a queue drained by a partial claim is not asked again for
+            // each held job that finishes; the next due time or a wake-up asks.
             Some(res) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                 self.settle(res);
+                if self.held.is_empty() {
+                    self.claim_now = true;
+                }
             }
             _ = sleep_until(stale.unwrap_or_else(Instant::now)), if stale.is_some() => {}
             _ = wait::until_due_or_woken(deadline, &mut self.wake) => {
