@@ -400,7 +400,8 @@ pub(crate) struct WorkerArgs {
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
     /// Due jobs leased beyond the free slots and held until one frees (one claim serves
-    /// several jobs); a held job is given back after a third of its lease, and at shutdown.
+    /// several jobs) — only while handlers are fast: at most 50 ms of work per slot at their
+    /// recent pace. A held job is given back after a third of its lease, and at shutdown.
     #[arg(long, default_value_t = delayq::consumer::DEFAULT_PREFETCH)]
     pub prefetch: usize,
     /// Lease length (extended while the command runs).
