@@ -53,10 +53,24 @@ impl Ended {
 
 /// Delivers `job` to `target`: acquires the host's limits, sends, classifies, records.
 pub(crate) async fn deliver(shared: &Shared, job: &Job, target: &Target) -> Result<(), Failure> {
-    let host = target.host();
     let started_wall = now_ms();
     let started = Instant::now();
-    let ended = send(shared, job, target, &host).await;
+    // The URL parsed once: the request's, and the host its limits and metrics go by.
+    let url = reqwest::Url::parse(&target.url);
+    let host = url
+        .as_ref()
+        .ok()
+        .and_then(|u| u.host_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let ended = match url {
+        Ok(url) => send(shared, job, target, url, &host).await,
+        Err(e) => Ended::failed(
+            "invalid",
+            None,
+            Failure::dead(format!("invalid target url {:?}: {e}", target.url)),
+        ),
+    };
     let took = started.elapsed();
     let class = ended.status.map_or("none", |s| match s.as_u16() / 100 {
         1 => "1xx",
@@ -92,12 +106,8 @@ pub(crate) async fn deliver(shared: &Shared, job: &Job, target: &Target) -> Resu
     ended.result
 }
 
-async fn send(shared: &Shared, job: &Job, target: &Target, host: &str) -> Ended {
+async fn send(shared: &Shared, job: &Job, target: &Target, url: reqwest::Url, host: &str) -> Ended {
     let invalid = |m: String| Ended::failed("invalid", None, Failure::dead(m));
-    let url = match reqwest::Url::parse(&target.url) {
-        Ok(u) => u,
-        Err(e) => return invalid(format!("invalid target url {:?}: {e}", target.url)),
-    };
     if let Err(r) = check_literal(&url, shared.allow_private) {
         return Ended::failed("refused", None, Failure::dead(format!("refused: {r}")));
     }

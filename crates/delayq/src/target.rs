@@ -140,14 +140,6 @@ impl Target {
     pub fn from_json(s: &[u8]) -> Result<Self, InvalidInput> {
         serde_json::from_slice(s).map_err(|e| InvalidInput::Target(e.to_string()))
     }
-
-    /// The host the URL names (lower case), for per-host limits and metrics.
-    pub fn host(&self) -> String {
-        url::Url::parse(&self.url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-            .unwrap_or_default()
-    }
 }
 
 /// Checks a pushed job's dispatch deadline against [`MAX_DISPATCH_DEADLINE`].
@@ -175,7 +167,6 @@ mod tests {
     fn good_targets_pass() {
         let t = Target::post("https://example.com/hook?x=1").header("Authorization", "Bearer x");
         t.validate().unwrap();
-        assert_eq!(t.host(), "example.com");
         let back = Target::from_json(t.to_json().as_bytes()).unwrap();
         assert_eq!(back, t);
         let t: Target = serde_json::from_str(r#"{"url":"http://10.0.0.1:8080/x"}"#).unwrap();
