@@ -278,6 +278,10 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// without counting the attempt: due again at once, for this or another consumer.
     async fn release_held(&mut self, all: bool) {
         let now = Instant::now();
+        // Called every turn of the loop: nothing to do unless one is stale.
+        if !all && self.next_stale().is_none_or(|t| t > now) {
+            return;
+        }
         let (stale, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
             .into_iter()
             .partition(|(j, at)| all || *at + j.lease / 3 <= now);
