@@ -90,7 +90,7 @@ pub async fn deliveries<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     JobPath(q, id): JobPath,
 ) -> Result<Json<Deliveries>, ApiError> {
-    let log = st.inner.deliveries.as_ref();
+    let log = st.inner.deliveries.get();
     let deliveries = log
         .map(|l| l.of(&q, &id))
         .unwrap_or_default()

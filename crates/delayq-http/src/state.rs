@@ -87,7 +87,7 @@ pub(crate) struct Inner<B> {
     /// Depth samples per queue (`depth.rs`).
     pub depths: crate::depth::Depths,
     /// The push delivery log of this process's pusher, when it runs one.
-    pub deliveries: Option<Arc<delayq::DeliveryLog>>,
+    pub deliveries: std::sync::OnceLock<Arc<delayq::DeliveryLog>>,
 }
 
 /// One waiting long poll, counted until dropped.
@@ -125,17 +125,15 @@ impl<B: Backend + Inspect> AppState<B> {
                 polls: crate::polls::Polls::default(),
                 actions: tokio::sync::broadcast::channel(256).0,
                 depths: crate::depth::Depths::default(),
-                deliveries: None,
+                deliveries: std::sync::OnceLock::new(),
             }),
         }
     }
 
     /// Serves the delivery log of this process's pusher (`GET …/jobs/{id}/deliveries`, the
-    /// console's job page). Call right after [`AppState::new`], before cloning.
-    pub fn with_deliveries(mut self, log: Arc<delayq::DeliveryLog>) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.deliveries = Some(log);
-        }
+    /// console's job page); every clone of this state serves it. The first log given stays.
+    pub fn with_deliveries(self, log: Arc<delayq::DeliveryLog>) -> Self {
+        let _ = self.inner.deliveries.set(log);
         self
     }
 
