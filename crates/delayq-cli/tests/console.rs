@@ -4,10 +4,10 @@
 //! leave the dead tab, pauses and resumes, and checks that ids, payloads and errors holding
 //! HTML are shown as text and run nothing. Screenshots go to `target/console-*.png`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -16,16 +16,9 @@ use serde_json::{Value, json};
 const ADMIN: &str = "adm1n-token";
 const XSS_ID: &str = "<img src=x onerror=window.__pwned=1>";
 
-struct Killed(Child);
+mod common;
 
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
+use common::{Killed, spawn_serve};
 
 /// One request with the admin token; (status, JSON body).
 fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -49,31 +42,18 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16
 
 /// `delayq serve --push` on the embedded store in `dir`, with an admin and a read token.
 fn serve(dir: &Path) -> (Killed, SocketAddr) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .current_dir(dir)
-        .env_remove("DELAYQ_REDIS_URL")
-        .env_remove("DELAYQ_DATA")
-        .env_remove("DELAYQ_SERVER")
-        .env_remove("DELAYQ_TOKENS")
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(["--token", &format!("admin:{ADMIN}"), "--token", "read:r3ad"])
-        .args(["--push", "--allow-private-targets"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let addr = first
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .parse()
-        .unwrap();
-    (Killed(c), addr)
+    let (child, addr) = spawn_serve(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .current_dir(dir)
+            .env_remove("DELAYQ_REDIS_URL")
+            .env_remove("DELAYQ_DATA")
+            .env_remove("DELAYQ_SERVER")
+            .env_remove("DELAYQ_TOKENS")
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["--token", &format!("admin:{ADMIN}"), "--token", "read:r3ad"])
+            .args(["--push", "--allow-private-targets"]),
+    );
+    (child, addr.parse().unwrap())
 }
 
 /// Jobs for the pages: scheduled ones, completed ones (for the charts), two dead ones (one

@@ -193,6 +193,21 @@ async fn failed_claims_are_retried_and_lost_answers_cost_one_lease() {
     }
 }
 
+/// Waits until job `last` is done and nothing is leased, then stops the consumer.
+async fn drained(
+    b: &EmbeddedBackend,
+    last: &str,
+    stop: watch::Sender<bool>,
+    run: JoinHandle<RunReport>,
+) -> RunReport {
+    until_gone(b, &id(last), Duration::from_secs(600)).await;
+    while b.stats(&q()).await.unwrap().leased > 0 {
+        sleep(Duration::from_millis(100)).await;
+    }
+    stop.send(true).unwrap();
+    run.await.unwrap()
+}
+
 /// Enqueues `n` due jobs `j0`…
 async fn enqueue_many(b: &EmbeddedBackend, n: usize) {
     let jobs = (0..n)
@@ -214,12 +229,7 @@ async fn prefetch_serves_several_jobs_per_claim() {
         ..Default::default()
     };
     let (stop, run) = start(b.clone(), opts, |_job: Job| async { Ok(()) });
-    until_gone(&b, &id("j98"), Duration::from_secs(600)).await;
-    while b.stats(&q()).await.unwrap().leased > 0 {
-        sleep(Duration::from_millis(100)).await;
-    }
-    stop.send(true).unwrap();
-    let r = run.await.unwrap();
+    let r = drained(&b, "j98", stop, run).await;
     assert_eq!((r.claimed, r.acked, r.released), (100, 100, 0));
     // One job (no pace known yet), then 17, then refills of ~8 as the held jobs run down to
     // half: ~12 claims, not 100.
@@ -240,12 +250,7 @@ async fn handlers_slower_than_the_budget_get_no_prefetch() {
         sleep(Duration::from_millis(200)).await;
         Ok(())
     });
-    until_gone(&b, &id("j18"), Duration::from_secs(600)).await;
-    while b.stats(&q()).await.unwrap().leased > 0 {
-        sleep(Duration::from_millis(100)).await;
-    }
-    stop.send(true).unwrap();
-    let r = run.await.unwrap();
+    let r = drained(&b, "j18", stop, run).await;
     assert_eq!((r.claimed, r.acked, r.released), (20, 20, 0));
     assert!(
         r.claims >= 20,

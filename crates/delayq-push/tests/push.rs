@@ -48,6 +48,11 @@ async fn settle<B: Inspect>(b: &B, jobs: &[(QueueName, &str)]) -> Vec<(String, O
     }
 }
 
+/// Resolves once `stop` is set: a run's shutdown.
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
 fn of<'a>(reqs: &'a [Received], id: &str) -> Vec<&'a Received> {
     reqs.iter()
         .filter(|r| r.header("webhook-id") == Some(id))
@@ -100,10 +105,8 @@ async fn outcomes<B: Backend + Inspect>(b: B) {
     };
     let pusher = Pusher::new(b.clone(), opts).unwrap();
     let log = pusher.log();
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(pusher.run(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(pusher.run(stopped(stop_rx)));
     let ids = ["ok", "fail", "busy", "slow", "closed"];
     let mut all: Vec<(QueueName, &str)> = ids.iter().map(|i| (hooks.clone(), *i)).collect();
     all.push((defaulted.clone(), "plain"));
@@ -219,10 +222,8 @@ async fn private_targets_refused<B: Backend + Inspect>(b: B) {
         ..PusherOptions::default()
     };
     let pusher = Pusher::new(b.clone(), opts).unwrap();
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(pusher.run(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(pusher.run(stopped(stop_rx)));
     let ended = settle(
         &b,
         &[
@@ -290,7 +291,7 @@ async fn two_pushers_share_the_work() {
         .map(|i| NewJob::new(format!("{i}")).target(Target::post(rx.url("/ok"))))
         .collect();
     p.enqueue_batch(jobs).await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut runs = Vec::new();
     for _ in 0..2 {
         let pusher = Pusher::new(
@@ -303,10 +304,7 @@ async fn two_pushers_share_the_work() {
             },
         )
         .unwrap();
-        let mut stopped = stopped.clone();
-        runs.push(tokio::spawn(pusher.run(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })));
+        runs.push(tokio::spawn(pusher.run(stopped(stop_rx.clone()))));
     }
     let until = Instant::now() + Duration::from_secs(30);
     while b.stats(&hooks).await.unwrap().scheduled + b.stats(&hooks).await.unwrap().leased > 0 {
@@ -357,11 +355,8 @@ async fn schedules_with_targets_are_periodic_webhooks() {
     .await
     .unwrap();
     assert_eq!(b.push_queues().await.unwrap(), vec![beat.clone()]);
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut s1 = stopped.clone();
-    let ticker = tokio::spawn(delayq::Ticker::new(b.clone()).run(async move {
-        let _ = s1.wait_for(|s| *s).await;
-    }));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let ticker = tokio::spawn(delayq::Ticker::new(b.clone()).run(stopped(stop_rx.clone())));
     let pusher = Pusher::new(
         b.clone(),
         PusherOptions {
@@ -371,10 +366,7 @@ async fn schedules_with_targets_are_periodic_webhooks() {
         },
     )
     .unwrap();
-    let mut s2 = stopped.clone();
-    let run = tokio::spawn(pusher.run(async move {
-        let _ = s2.wait_for(|s| *s).await;
-    }));
+    let run = tokio::spawn(pusher.run(stopped(stop_rx)));
     let until = Instant::now() + Duration::from_secs(10);
     while rx.requests().len() < 2 {
         assert!(Instant::now() < until, "no periodic pushes");
@@ -414,7 +406,7 @@ async fn https_with_a_given_ca_and_http2() {
         .enqueue(job("no-ca", format!("{base}/ok")).max_attempts(1))
         .await
         .unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut runs = Vec::new();
     for (queue, ca) in [
         (trusted.clone(), Some(certs.path().join("ca.crt"))),
@@ -430,10 +422,7 @@ async fn https_with_a_given_ca_and_http2() {
             },
         )
         .unwrap();
-        let mut stopped = stopped.clone();
-        runs.push(tokio::spawn(pusher.run(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })));
+        runs.push(tokio::spawn(pusher.run(stopped(stop_rx.clone()))));
     }
     let ended = settle(&b, &[(trusted, "tls"), (untrusted, "no-ca")]).await;
     let _ = stop.send(true);
