@@ -453,12 +453,6 @@ local function rec_priority(raw)
   return DEFAULT_PRIORITY
 end
 
--- The priority in the tail of a new record (enqueue.lua's ARGV), or nil without one.
-local function tail_priority(flags, tail)
-  if not has(flags, F_EXTRA) then return nil end
-  return decode(struct.pack(HEADER, RECORD_VERSION, flags, 0, 0, 0, 0, 0) .. tail).prio
-end
-
 -- Moves up to `n` due jobs from `sched` to `ready`, scored by priority; returns how many.
 local function promote(sched, ready, jobs, now, n)
   local ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)

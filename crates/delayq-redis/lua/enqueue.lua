@@ -5,25 +5,29 @@
 -- KEYS[4] stat   STRING paused flag and series of counts (common.lua: count)
 -- KEYS[5] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 --                (a job with a priority marks the queue: L_PRIO)
--- ARGV[1] number of jobs n; then 6 per job:
---   id, mode ('n'|'d'|'a'; in capitals: replace an existing scheduled job), t_ms,
---   max_attempts, flags, tail
---   (tail: the record after its fixed header — optional sections and payload — built by
---   the client; flags say which optional sections it holds)
+-- KEYS[6] done   ZSET id -> when its retention ends: completed jobs kept as done
+-- ARGV[1] number of jobs n; then 2 per job:
+--   id, spec: the schedule mode ('n'|'d'|'a'; in capitals: replace an existing scheduled job),
+--   then the whole record as the client builds it (record.rs `spec`) with its due field holding
+--   the schedule's time (a delay or an absolute ms; 0 for 'n') and created 0: the script writes
+--   both from its clock (two arguments per job: a batch's cost in Redis is mostly per argument
+--   and per call)
 -- Returns a flat array, 2 per job in order: R_OK (created) | R_EXISTS (nothing written) |
 --   R_REPLACED (a scheduled job replaced: new payload, due time and options, created now; it
 --   keeps its attempts) | R_DONE (done and kept, within its dedupe window: nothing written; past
 --   the window the id is free and the job is created) | R_LEASED / R_DEAD (replace refused: the job is there), due_ms
 --   (the job's due time after the call). An id twice in one batch: the first is written.
--- Safe to run twice: ids are written with HSETNX, so a second run finds every job of the
--- first and answers R_EXISTS with the stored due time (and counts nothing: only created jobs
--- are counted); a replace run twice writes the same record twice (a relative due time moves
--- by the time between the runs, as a second debounce would).
--- A full store (`maxmemory`, noeviction) refuses the first write of a script: HSETNX is
--- called with pcall so an id that exists still answers R_EXISTS (nothing to write); a new
--- id returns the OOM error, and nothing was written (later writes of a script that has
--- written once are never refused).
-local sched, jobs, wake, stat, ready = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- A batch reads every id with one HMGET and writes the new records with one HSET (chunked); a
+-- single job uses HSETNX, one command fewer.
+-- Safe to run twice: a second run finds every job of the first (HMGET / HSETNX) and answers
+-- R_EXISTS with the stored due time (and counts nothing: only created jobs are counted); a
+-- replace run twice writes the same record twice (a relative due time moves by the time
+-- between the runs, as a second debounce would).
+-- A full store (`maxmemory`, noeviction) refuses the first write of a script: the new records'
+-- HSET / HSETNX is called with pcall so a batch of ids that all exist still answers R_EXISTS
+-- (nothing to write); otherwise the OOM error is returned and nothing was written (later writes
+-- of a script that has written once are never refused).
+local sched, jobs, wake, stat, ready, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = now_ms()
 local n = tonumber(ARGV[1])
 local out = {}
@@ -32,69 +36,94 @@ local zadd = {}
 local fresh = {}
 local created = 0
 local prio = false
+-- The stored records of a batch (false: none), read at once.
+local stored_all = nil
+if n > 1 then
+  local ids = {}
+  for i = 1, n do ids[i] = ARGV[2 * i] end
+  stored_all = {}
+  for i = 1, n, 2000 do
+    local got = redis.call('HMGET', jobs, unpack(ids, i, math.min(i + 1999, n)))
+    for j = 1, #got do stored_all[i + j - 1] = got[j] end
+  end
+end
+local new = {}
 for i = 0, n - 1 do
-  local a = 2 + i * 6
-  local id = ARGV[a]
+  local id, spec = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
   local due = fresh[id]
   if due == nil then
-    due = due_from(ARGV[a + 1], tonumber(ARGV[a + 2]), now)
-    local flags = tonumber(ARGV[a + 4])
-    local rec = struct.pack(HEADER, RECORD_VERSION, flags, 0, tonumber(ARGV[a + 3]), due, now, 0)
-      .. ARGV[a + 5]
-    local set, stored = redis.pcall('HSETNX', jobs, id, rec), nil
-    if type(set) == 'table' then
-      stored = redis.call('HGET', jobs, id)
-      if not stored then return set end
-    end
-    if set == 0 then
-      stored = redis.call('HGET', jobs, id)
-      if has(string.byte(stored, 2), F_DONE) and decode(stored).dedupe_until <= now then
-        -- A job kept as done whose dedupe window is over: the id is free again (its entry in
-        -- the done index is left for trimming, which skips records that are not done).
-        redis.call('HSET', jobs, id, rec)
+    local mode = string.sub(spec, 1, 1)
+    due = due_from(mode, struct.unpack('>I6', spec, 1 + AT_DUE), now)
+    local rec = string.sub(spec, 2, AT_DUE) .. struct.pack('>I6I6', due, now)
+      .. string.sub(spec, 1 + AT_TOKEN)
+    local set, stored = 0, nil
+    if stored_all then
+      stored = stored_all[i + 1]
+      if not stored then
+        new[#new + 1] = id
+        new[#new + 1] = rec
         set = 1
       end
-    end
-    if set == 1 then
-      if not prio and bit.band(flags, F_EXTRA) ~= 0 then
-        prio = tail_priority(flags, ARGV[a + 5]) ~= nil
+    else
+      set = redis.pcall('HSETNX', jobs, id, rec)
+      if type(set) == 'table' then
+        stored = redis.call('HGET', jobs, id)
+        if not stored then return set end
+        set = 0
+      elseif set == 0 then
+        stored = redis.call('HGET', jobs, id)
       end
+    end
+    if set == 0 and has(string.byte(stored, 2), F_DONE) and decode(stored).dedupe_until <= now then
+      -- A job kept as done whose dedupe window is over: the id is free again (and no longer
+      -- counted as done).
+      redis.call('HSET', jobs, id, rec)
+      redis.call('ZREM', done, id)
+      set = 1
+    end
+    local flags = string.byte(rec, 2)
+    if set == 1 then
+      if not prio and has(flags, F_EXTRA) then prio = decode(rec).prio ~= nil end
       zadd[#zadd + 1] = due
       zadd[#zadd + 1] = id
       fresh[id] = due
       created = created + 1
       if earliest == nil or due < earliest then earliest = due end
       out[#out + 1] = R_OK
-    else
-      if has(string.byte(stored, 2), F_DONE) then
-        -- Done within its dedupe window: refused, the original outcome answered.
-        due = rec_due(stored)
-        out[#out + 1] = R_DONE
-      elseif string.byte(ARGV[a + 1]) < 97 then
-        -- Replace (mode in capitals): only a scheduled job.
-        if redis.call('ZSCORE', sched, id) or redis.call('ZREM', ready, id) == 1 then
-          if not prio and has(tonumber(ARGV[a + 4]), F_EXTRA) then
-            prio = tail_priority(tonumber(ARGV[a + 4]), ARGV[a + 5]) ~= nil
-          end
-          wake_if_earlier(sched, wake, due)
-          redis.call('HSET', jobs, id, struct.pack(HEADER, RECORD_VERSION, tonumber(ARGV[a + 4]),
-            rec_attempt(stored), tonumber(ARGV[a + 3]), due, now, 0) .. ARGV[a + 5])
-          redis.call('ZADD', sched, due, id)
-          out[#out + 1] = R_REPLACED
-        else
-          -- Not scheduled: leased exactly while its record carries a token, else dead.
-          due = rec_due(stored)
-          out[#out + 1] = rec_token(stored) ~= 0 and R_LEASED or R_DEAD
-        end
+    elseif has(string.byte(stored, 2), F_DONE) then
+      -- Done within its dedupe window: refused, the original outcome answered.
+      due = rec_due(stored)
+      out[#out + 1] = R_DONE
+    elseif string.byte(mode) < 97 then
+      -- Replace (mode in capitals): only a scheduled job.
+      if redis.call('ZSCORE', sched, id) or redis.call('ZREM', ready, id) == 1 then
+        if not prio and has(flags, F_EXTRA) then prio = decode(rec).prio ~= nil end
+        wake_if_earlier(sched, wake, due)
+        redis.call('HSET', jobs, id, string.sub(rec, 1, AT_ATTEMPT - 1)
+          .. struct.pack('>H', rec_attempt(stored)) .. string.sub(rec, AT_ATTEMPT + 2))
+        redis.call('ZADD', sched, due, id)
+        out[#out + 1] = R_REPLACED
       else
+        -- Not scheduled: leased exactly while its record carries a token, else dead.
         due = rec_due(stored)
-        out[#out + 1] = R_EXISTS
+        out[#out + 1] = rec_token(stored) ~= 0 and R_LEASED or R_DEAD
       end
+    else
+      due = rec_due(stored)
+      out[#out + 1] = R_EXISTS
     end
   else
     out[#out + 1] = R_EXISTS
   end
   out[#out + 1] = due
+end
+if #new > 0 then
+  -- The first write of a batch without replaced or recycled ids: refused whole by a full store.
+  local r = redis.pcall('HSET', jobs, unpack(new, 1, math.min(4000, #new)))
+  if type(r) == 'table' and r.err then return r end
+  for i = 4001, #new, 4000 do
+    redis.call('HSET', jobs, unpack(new, i, math.min(i + 3999, #new)))
+  end
 end
 if prio then
   local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0

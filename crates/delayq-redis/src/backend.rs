@@ -185,23 +185,22 @@ impl RedisBackend {
     }
 
     async fn enqueue_shard(&self, k: &Keys, jobs: Vec<(JobId, NewJob)>) -> Result<Vec<Enqueued>> {
-        let mut args = Vec::with_capacity(1 + jobs.len() * 6);
+        let mut args = Vec::with_capacity(1 + jobs.len() * 2);
         args.push(arg(jobs.len()));
         let mut ids = Vec::with_capacity(jobs.len());
         for (id, job) in jobs {
             args.push(id.as_str().as_bytes().to_vec());
-            let [mut mode, t] = schedule_args(job.schedule);
-            if job.on_conflict == OnConflict::Replace {
-                mode.make_ascii_uppercase();
-            }
-            args.push(mode);
-            args.push(t);
-            args.push(arg(job
-                .max_attempts
-                .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)));
-            let (flags, tail) = record::tail(job);
-            args.push(arg(flags));
-            args.push(tail);
+            let (mode, t) = match job.schedule {
+                Schedule::Now => (b'n', 0),
+                Schedule::Delay(d) => (b'd', d.as_millis().min(u128::from(u64::MAX)) as u64),
+                Schedule::At(t) => (b'a', t),
+            };
+            let mode = if job.on_conflict == OnConflict::Replace {
+                mode.to_ascii_uppercase()
+            } else {
+                mode
+            };
+            args.push(record::spec(mode, t, job));
             ids.push(id);
         }
         let v = self.call(&scripts::ENQUEUE, k, args, true).await?;

@@ -188,15 +188,42 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
 }
 
 /// `(flags, tail)`: the optional sections and payload of a new job, after the header that the
-/// enqueue script writes (it owns the due and created times).
+/// script writes (it owns the due and created times): the form the schedule scripts take.
 pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
-    let target = job.target.as_ref().map(|t| t.to_json());
     let mut out = Vec::with_capacity(job.payload.len() + 13);
+    let flags = write_tail(&mut out, job);
+    (flags, out)
+}
+
+/// Largest value of a `u48` header field.
+const MAX_U48: u64 = (1 << 48) - 1;
+
+/// A new job as `enqueue.lua` takes it: the schedule's mode byte, then the whole record with the
+/// schedule's time `t` (a delay or an absolute ms; 0 for now) in its due field and created 0 —
+/// the script writes both from its clock, so a job costs it two arguments.
+pub(crate) fn spec(mode: u8, t: u64, job: NewJob) -> Vec<u8> {
+    let max = job
+        .max_attempts
+        .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)
+        .min(u32::from(u16::MAX)) as u16;
+    let mut out = Vec::with_capacity(1 + HEADER_LEN + job.payload.len() + 13);
+    out.extend_from_slice(&[mode, VERSION, 0, 0, 0]);
+    out.extend_from_slice(&max.to_be_bytes());
+    out.extend_from_slice(&t.min(MAX_U48).to_be_bytes()[2..]);
+    out.extend_from_slice(&[0; 12]);
+    debug_assert_eq!(out.len(), 1 + HEADER_LEN);
+    out[2] = write_tail(&mut out, job);
+    out
+}
+
+/// Appends a new job's optional sections and payload to `out`; returns their flags.
+fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
+    let target = job.target.as_ref().map(|t| t.to_json());
     let lease_ms = job
         .lease
         .map(|l| l.as_millis().min(u32::MAX as u128) as u32);
     let flags = sections(
-        &mut out,
+        out,
         Sections {
             lease_ms,
             backoff: job.backoff,
@@ -212,7 +239,7 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
         },
     );
     out.extend_from_slice(&job.payload);
-    (flags, out)
+    flags
 }
 
 /// Encodes a whole record (the inverse of [`decode`]; the scripts' `encode` writes the same
@@ -413,6 +440,30 @@ mod tests {
         );
         assert_eq!(r.last_error, None);
         assert_eq!(r.payload, b"payload");
+    }
+
+    #[test]
+    fn a_spec_is_the_mode_then_the_record_with_the_schedule_time_as_due() {
+        let job = NewJob::new(b"payload".to_vec())
+            .max_attempts(7)
+            .lease(Duration::from_millis(1500));
+        let spec = spec(b'D', 90_000, job.clone());
+        assert_eq!(spec[0], b'D');
+        let r = decode(&spec[1..]).unwrap();
+        assert_eq!(
+            (r.attempt, r.max_attempts, r.due_ms, r.created_ms, r.token),
+            (0, 7, 90_000, 0, 0)
+        );
+        assert_eq!(
+            (r.lease_ms, r.payload.as_slice()),
+            (Some(1500), &b"payload"[..])
+        );
+        // The same sections and payload as the schedule scripts' tail.
+        let (flags, tail) = tail(job);
+        assert_eq!((spec[2], &spec[1 + HEADER_LEN..]), (flags, &tail[..]));
+        // A time past the u48 field is capped, not wrapped.
+        let far = super::spec(b'a', u64::MAX, NewJob::new(Vec::new()));
+        assert_eq!(decode(&far[1..]).unwrap().due_ms, MAX_U48);
     }
 
     #[test]

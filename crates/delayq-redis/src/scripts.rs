@@ -214,7 +214,7 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready];
+    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready, Done];
     CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready];
     ACK = "ack.lua" [Lease, Jobs, Stat, Wake, Done];
     NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat];

@@ -4,6 +4,8 @@
 //! connection (`PING`), a script call (`EVALSHA` of `return 1`), the enqueue script through
 //! the backend (`Backend::enqueue` of one job; the server's own time per call from `INFO
 //! commandstats`), and the whole producer path (`Producer::enqueue`: validation, metrics).
+//! Then a batch of 1,000 through the backend, split the same way. Every layer also reports this
+//! process's CPU time per call (`/proc/self/stat`): the client's own share of the round trip.
 
 use std::time::Instant;
 
@@ -35,14 +37,47 @@ async fn evalsha_stats(conn: &mut delayq_redis::Connection) -> anyhow::Result<(u
     Ok((num("calls"), num("usec")))
 }
 
-fn row(variant: &str, n: usize, secs: f64, note: String) -> Row {
-    Row {
-        workload: "breakdown".into(),
-        variant: variant.into(),
-        n,
-        jobs_per_s: Some(n as f64 / secs),
-        note: Some(format!("{:.1} µs per call{note}", secs * 1e6 / n as f64)),
-        ..Row::default()
+/// This process's CPU time (user + system) in seconds, from `/proc/self/stat` (clock ticks of
+/// 10 ms: loops of a second or more keep it within a few per cent); 0 where it cannot be read.
+fn cpu_secs() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start at its closing parenthesis;
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after it.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum::<f64>() / 100.0
+}
+
+/// A layer's timing: wall and client CPU from a start taken by [`Clock::start`].
+struct Clock(Instant, f64);
+
+impl Clock {
+    fn start() -> Self {
+        Self(Instant::now(), cpu_secs())
+    }
+
+    /// The row of `n` calls since the start (`per`: jobs per call, for the client's CPU per job).
+    fn row(&self, variant: &str, n: usize, per: usize, note: String) -> Row {
+        let secs = self.0.elapsed().as_secs_f64();
+        let cpu = (cpu_secs() - self.1) * 1e6 / (n * per) as f64;
+        Row {
+            workload: "breakdown".into(),
+            variant: variant.into(),
+            n: n * per,
+            jobs_per_s: Some((n * per) as f64 / secs),
+            note: Some(format!(
+                "{:.1} µs per call, client CPU {cpu:.1} µs per job{note}",
+                secs * 1e6 / n as f64
+            )),
+            ..Row::default()
+        }
     }
 }
 
@@ -67,7 +102,7 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
     let mut sock = tokio::net::TcpStream::connect((env.host.as_str(), env.port)).await?;
     sock.set_nodelay(true)?;
     let mut buf = [0u8; 16];
-    let t = Instant::now();
+    let t = Clock::start();
     for _ in 0..n {
         sock.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
         let mut got = 0;
@@ -75,55 +110,71 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
             got += sock.read(&mut buf[got..]).await?;
         }
     }
-    rows.push(row(
-        "raw tokio TCP PING",
-        n,
-        t.elapsed().as_secs_f64(),
-        String::new(),
-    ));
+    rows.push(t.row("raw tokio TCP PING", n, 1, String::new()));
     // redis-rs's multiplexed connection (what every delayq call uses).
     let mut conn = b.connection();
-    let t = Instant::now();
+    let t = Clock::start();
     for _ in 0..n {
         let _: String = redis::cmd("PING").query_async(&mut conn).await?;
     }
-    rows.push(row(
-        "redis-rs PING",
-        n,
-        t.elapsed().as_secs_f64(),
-        String::new(),
-    ));
+    rows.push(t.row("redis-rs PING", n, 1, String::new()));
     // A script call that does nothing.
     let noop = redis::Script::new("return 1");
     let _: i64 = noop.invoke_async(&mut conn).await?;
-    let t = Instant::now();
+    let t = Clock::start();
     for _ in 0..n {
         let _: i64 = noop.invoke_async(&mut conn).await?;
     }
-    rows.push(row(
-        "redis-rs EVALSHA return 1",
-        n,
-        t.elapsed().as_secs_f64(),
-        String::new(),
-    ));
+    rows.push(t.row("redis-rs EVALSHA return 1", n, 1, String::new()));
     // The enqueue script through the backend, one job per call.
     let jobs: Vec<_> = (0..n).map(|i| job(i, Schedule::Now)).collect();
     let (calls0, usec0) = evalsha_stats(&mut conn).await?;
     let before = env.cost().await?;
-    let t = Instant::now();
+    let t = Clock::start();
     for j in jobs {
         b.enqueue(&queue(), vec![j]).await?;
     }
-    let secs = t.elapsed().as_secs_f64();
+    let mut r = t.row("Backend::enqueue (enqueue.lua)", n, 1, String::new());
     let (cpu, cmds) = per_job(before, env.cost().await?, n);
     let (calls1, usec1) = evalsha_stats(&mut conn).await?;
     let server = (usec1 - usec0) as f64 / (calls1 - calls0).max(1) as f64;
-    let mut r = row(
-        "Backend::enqueue (enqueue.lua)",
-        n,
-        secs,
-        format!("; the script {server:.1} µs on the server"),
+    if let Some(note) = r.note.as_mut() {
+        note.push_str(&format!("; the script {server:.1} µs on the server"));
+    }
+    r.redis_cpu_us_per_job = cpu;
+    r.redis_cmds_per_job = cmds;
+    rows.push(r);
+    // The same in batches of 1,000 (W1's batch: an hour or two of delay each).
+    env.reset().await?;
+    let batches = (n / 1000).max(1);
+    let jobs: Vec<_> = (0..batches * 1000)
+        .map(|i| {
+            let d = 3_600_000 + (i as u64 * 7919) % 3_600_000;
+            job(i, Schedule::Delay(std::time::Duration::from_millis(d)))
+        })
+        .collect();
+    let (calls0, usec0) = evalsha_stats(&mut conn).await?;
+    let before = env.cost().await?;
+    let t = Clock::start();
+    let mut it = jobs.into_iter().peekable();
+    while it.peek().is_some() {
+        b.enqueue(&queue(), it.by_ref().take(1000).collect())
+            .await?;
+    }
+    let mut r = t.row(
+        "Backend::enqueue, batches of 1,000",
+        batches,
+        1000,
+        String::new(),
     );
+    let (cpu, cmds) = per_job(before, env.cost().await?, batches * 1000);
+    let (calls1, usec1) = evalsha_stats(&mut conn).await?;
+    let server = (usec1 - usec0) as f64 / ((calls1 - calls0).max(1) * 1000) as f64;
+    if let Some(note) = r.note.as_mut() {
+        note.push_str(&format!(
+            "; the script {server:.2} µs per job on the server"
+        ));
+    }
     r.redis_cpu_us_per_job = cpu;
     r.redis_cmds_per_job = cmds;
     rows.push(r);
@@ -132,16 +183,11 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
     let b = env.backend().await?;
     let p = Producer::new(b, queue());
     let jobs: Vec<_> = (0..n).map(|i| job(i, Schedule::Now)).collect();
-    let t = Instant::now();
+    let t = Clock::start();
     for j in jobs {
         p.enqueue(j).await?;
     }
-    rows.push(row(
-        "Producer::enqueue",
-        n,
-        t.elapsed().as_secs_f64(),
-        String::new(),
-    ));
+    rows.push(t.row("Producer::enqueue", n, 1, String::new()));
     env.reset().await?;
     Ok(rows)
 }

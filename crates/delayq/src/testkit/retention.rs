@@ -53,8 +53,37 @@ pub async fn retention_and_dedupe<B: Backend + Inspect>(b: B, t: Time) {
     // Replace does not touch it either.
     let replaced = p.enqueue(job("a", 0).replace()).await.unwrap();
     assert!(!replaced.replaced && !replaced.created);
-    // After the window: the id is free again.
+    // Nor does a batch (which reads its ids at once), new ids beside it are created.
+    let batch = p
+        .enqueue_batch(vec![job("a", 0), job("n1", 0), job("a", 0).replace()])
+        .await
+        .unwrap();
+    let seen: Vec<_> = batch.iter().map(|e| (e.created, e.existing)).collect();
+    assert_eq!(
+        seen,
+        [
+            (false, Some(JobState::Done)),
+            (true, None),
+            (false, Some(JobState::Done))
+        ]
+    );
+    assert_eq!(run_one(&b, &t).await, "n1");
+    // After the window: the id is free again, in a batch too (once: the repeat is its copy).
     t.pass(Duration::from_millis(400)).await;
+    let batch = p
+        .enqueue_batch(vec![job("n1", 0), job("n1", 0), job("n2", 0)])
+        .await
+        .unwrap();
+    let seen: Vec<_> = batch.iter().map(|e| (e.created, e.existing)).collect();
+    assert_eq!(seen, [(true, None), (false, None), (true, None)]);
+    let st = b.stats(&kq()).await.unwrap();
+    assert_eq!(
+        (st.scheduled, st.done),
+        (2, 1),
+        "n1 and n2 scheduled, a kept"
+    );
+    assert_eq!(run_one(&b, &t).await, "n1");
+    assert_eq!(run_one(&b, &t).await, "n2");
     let fresh = p.enqueue(job("a", 0)).await.unwrap();
     assert!(fresh.created, "accepted after the dedupe window");
     assert_eq!(
