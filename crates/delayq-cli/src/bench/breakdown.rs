@@ -64,7 +64,7 @@ impl Clock {
     }
 
     /// The row of `n` calls since the start (`per`: jobs per call, for the client's CPU per job).
-    fn row(&self, variant: &str, n: usize, per: usize, note: String) -> Row {
+    fn row(&self, variant: &str, n: usize, per: usize) -> Row {
         let secs = self.0.elapsed().as_secs_f64();
         let cpu = (cpu_secs() - self.1) * 1e6 / (n * per) as f64;
         Row {
@@ -73,7 +73,7 @@ impl Clock {
             n: n * per,
             jobs_per_s: Some((n * per) as f64 / secs),
             note: Some(format!(
-                "{:.1} µs per call, client CPU {cpu:.1} µs per job{note}",
+                "{:.1} µs per call, client CPU {cpu:.1} µs per job",
                 secs * 1e6 / n as f64
             )),
             ..Row::default()
@@ -110,14 +110,14 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
             got += sock.read(&mut buf[got..]).await?;
         }
     }
-    rows.push(t.row("raw tokio TCP PING", n, 1, String::new()));
+    rows.push(t.row("raw tokio TCP PING", n, 1));
     // redis-rs's multiplexed connection (what every delayq call uses).
     let mut conn = b.connection();
     let t = Clock::start();
     for _ in 0..n {
         let _: String = redis::cmd("PING").query_async(&mut conn).await?;
     }
-    rows.push(t.row("redis-rs PING", n, 1, String::new()));
+    rows.push(t.row("redis-rs PING", n, 1));
     // A script call that does nothing.
     let noop = redis::Script::new("return 1");
     let _: i64 = noop.invoke_async(&mut conn).await?;
@@ -125,59 +125,46 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
     for _ in 0..n {
         let _: i64 = noop.invoke_async(&mut conn).await?;
     }
-    rows.push(t.row("redis-rs EVALSHA return 1", n, 1, String::new()));
-    // The enqueue script through the backend, one job per call.
-    let jobs: Vec<_> = (0..n).map(|i| job(i, Schedule::Now)).collect();
-    let (calls0, usec0) = evalsha_stats(&mut conn).await?;
-    let before = env.cost().await?;
-    let t = Clock::start();
-    for j in jobs {
-        b.enqueue(&queue(), vec![j]).await?;
-    }
-    let mut r = t.row("Backend::enqueue (enqueue.lua)", n, 1, String::new());
-    let (cpu, cmds) = per_job(before, env.cost().await?, n);
-    let (calls1, usec1) = evalsha_stats(&mut conn).await?;
-    let server = (usec1 - usec0) as f64 / (calls1 - calls0).max(1) as f64;
-    if let Some(note) = r.note.as_mut() {
-        note.push_str(&format!("; the script {server:.1} µs on the server"));
-    }
-    r.redis_cpu_us_per_job = cpu;
-    r.redis_cmds_per_job = cmds;
-    rows.push(r);
-    // The same in batches of 1,000 (W1's batch: an hour or two of delay each).
-    env.reset().await?;
+    rows.push(t.row("redis-rs EVALSHA return 1", n, 1));
+    // The enqueue script through the backend, one job per call, then in batches of 1,000
+    // (W1's batch: an hour or two of delay each).
+    let single: Vec<_> = (0..n).map(|i| vec![job(i, Schedule::Now)]).collect();
     let batches = (n / 1000).max(1);
-    let jobs: Vec<_> = (0..batches * 1000)
-        .map(|i| {
-            let d = 3_600_000 + (i as u64 * 7919) % 3_600_000;
-            job(i, Schedule::Delay(std::time::Duration::from_millis(d)))
+    let batched: Vec<Vec<_>> = (0..batches)
+        .map(|k| {
+            (k * 1000..(k + 1) * 1000)
+                .map(|i| {
+                    let d = 3_600_000 + (i as u64 * 7919) % 3_600_000;
+                    job(i, Schedule::Delay(std::time::Duration::from_millis(d)))
+                })
+                .collect()
         })
         .collect();
-    let (calls0, usec0) = evalsha_stats(&mut conn).await?;
-    let before = env.cost().await?;
-    let t = Clock::start();
-    let mut it = jobs.into_iter().peekable();
-    while it.peek().is_some() {
-        b.enqueue(&queue(), it.by_ref().take(1000).collect())
-            .await?;
+    for (variant, calls, per) in [
+        ("Backend::enqueue (enqueue.lua)", single, 1),
+        ("Backend::enqueue, batches of 1,000", batched, 1000),
+    ] {
+        env.reset().await?;
+        let count = calls.len();
+        let (calls0, usec0) = evalsha_stats(&mut conn).await?;
+        let before = env.cost().await?;
+        let t = Clock::start();
+        for jobs in calls {
+            b.enqueue(&queue(), jobs).await?;
+        }
+        let mut r = t.row(variant, count, per);
+        let (cpu, cmds) = per_job(before, env.cost().await?, count * per);
+        let (calls1, usec1) = evalsha_stats(&mut conn).await?;
+        let server = (usec1 - usec0) as f64 / ((calls1 - calls0).max(1) * per as u64) as f64;
+        if let Some(note) = r.note.as_mut() {
+            note.push_str(&format!(
+                "; the script {server:.2} µs per job on the server"
+            ));
+        }
+        r.redis_cpu_us_per_job = cpu;
+        r.redis_cmds_per_job = cmds;
+        rows.push(r);
     }
-    let mut r = t.row(
-        "Backend::enqueue, batches of 1,000",
-        batches,
-        1000,
-        String::new(),
-    );
-    let (cpu, cmds) = per_job(before, env.cost().await?, batches * 1000);
-    let (calls1, usec1) = evalsha_stats(&mut conn).await?;
-    let server = (usec1 - usec0) as f64 / ((calls1 - calls0).max(1) * 1000) as f64;
-    if let Some(note) = r.note.as_mut() {
-        note.push_str(&format!(
-            "; the script {server:.2} µs per job on the server"
-        ));
-    }
-    r.redis_cpu_us_per_job = cpu;
-    r.redis_cmds_per_job = cmds;
-    rows.push(r);
     // The whole producer path (new ids).
     env.reset().await?;
     let b = env.backend().await?;
@@ -187,7 +174,7 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
     for j in jobs {
         p.enqueue(j).await?;
     }
-    rows.push(t.row("Producer::enqueue", n, 1, String::new()));
+    rows.push(t.row("Producer::enqueue", n, 1));
     env.reset().await?;
     Ok(rows)
 }
