@@ -303,3 +303,35 @@ async fn held_jobs_are_given_back_when_a_handler_is_slow_and_at_shutdown() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_consumer_holds_at_most_the_budget_of_its_own_pace() {
+    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
+    enqueue_many(&b, 59).await;
+    // The default prefetch (64), concurrency 1, 20 ms a job: the budget (50 ms of work per
+    // slot) allows 2 held jobs beside the running one, whatever the option says, so another
+    // consumer of the queue finds the rest due and free (fairness between consumers).
+    let opts = ConsumerOptions {
+        concurrency: 1,
+        ..Default::default()
+    };
+    let (stop, run) = start(b.clone(), opts, |_job: Job| async {
+        sleep(Duration::from_millis(20)).await;
+        Ok(())
+    });
+    let mut most = 0;
+    while b.get(&q(), &id("j58")).await.unwrap().is_some() {
+        most = most.max(b.stats(&q()).await.unwrap().leased);
+        sleep(Duration::from_millis(5)).await;
+    }
+    let r = drained(&b, "j58", stop, run).await;
+    assert_eq!(r.acked, 60);
+    assert!(
+        most <= 3,
+        "{most} jobs leased at once: 1 running + at most 2 held"
+    );
+    assert!(
+        most >= 2,
+        "a job was held while one ran: {most} leased at most"
+    );
+}
