@@ -1,7 +1,8 @@
 //! The job record, format v1: its layout is defined here (ARCHITECTURE.md has the byte table,
 //! checked by a test; the Lua prelude gets the offsets and flags from these constants). The
-//! client builds the part after the fixed header at enqueue and decodes whole records the
-//! scripts return, so the scripts only read and patch the fixed header on the hot paths.
+//! client builds new records at enqueue (`enqueue.lua` writes only their due and created times;
+//! the schedule scripts take the part after the header) and decodes whole records the scripts
+//! return, so the scripts only read and patch the fixed header on the hot paths.
 
 use delayq::{Backoff, NewJob, Result, Retention};
 
