@@ -1,9 +1,10 @@
 //! `delayq bench --workload breakdown`: where an awaited enqueue's time goes, one layer at a
 //! time, each a loop of `n` awaited calls on the bench's Redis — the wire and the server's
 //! reply (redis-benchmark `PING -c 1`, a raw tokio TCP `PING`), redis-rs's multiplexed
-//! connection (`PING`), a script call (`EVALSHA` of `return 1`), the enqueue script through
-//! the backend (`Backend::enqueue` of one job; the server's own time per call from `INFO
-//! commandstats`), and the whole producer path (`Producer::enqueue`: validation, metrics).
+//! connection (`PING`, through delayq's connection and through a dedicated one), a script call
+//! (`EVALSHA` of `return 1`), the enqueue script through the backend (`Backend::enqueue` of one
+//! job; the server's own time per call from `INFO commandstats`), and the whole producer path
+//! (`Producer::enqueue`: validation, metrics).
 //! Then a batch of 1,000 through the backend, split the same way. Every layer also reports this
 //! process's CPU time per call (`/proc/self/stat`): the client's own share of the round trip.
 
@@ -118,6 +119,16 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
         let _: String = redis::cmd("PING").query_async(&mut conn).await?;
     }
     rows.push(t.row("redis-rs PING", n, 1));
+    // A connection of its own (no manager, no response timeout), as a dedicated connection for
+    // latency-critical single calls would be.
+    let mut own = redis::Client::open(format!("redis://{}:{}", env.host, env.port))?
+        .get_multiplexed_async_connection()
+        .await?;
+    let t = Clock::start();
+    for _ in 0..n {
+        let _: String = redis::cmd("PING").query_async(&mut own).await?;
+    }
+    rows.push(t.row("redis-rs PING, dedicated connection", n, 1));
     // A script call that does nothing.
     let noop = redis::Script::new("return 1");
     let _: i64 = noop.invoke_async(&mut conn).await?;
