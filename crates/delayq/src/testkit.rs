@@ -165,6 +165,22 @@ pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B, _t: Time) {
         (JobState::Scheduled, b"a".as_slice())
     );
     assert_eq!(b.stats(&q()).await.unwrap().scheduled, 2);
+    // The largest batch, read and written in chunks by a store: an existing id and a repeat
+    // far past the first chunk are still found.
+    let mut big: Vec<NewJob> = (0..crate::limits::MAX_BATCH)
+        .map(|i| job(&format!("m{i}"), 60_000))
+        .collect();
+    big[7_777] = job("a", 0);
+    big[9_000] = job("m2500", 0);
+    let out = p.enqueue_batch(big).await.unwrap();
+    let refused: Vec<usize> = (0..out.len()).filter(|&i| !out[i].created).collect();
+    assert_eq!(refused, [7_777, 9_000]);
+    assert_eq!(out[7_777].due_at_ms, first.due_at_ms);
+    assert_eq!(out[9_000].due_at_ms, out[2_500].due_at_ms);
+    assert_eq!(
+        b.stats(&q()).await.unwrap().scheduled,
+        2 + crate::limits::MAX_BATCH as u64 - 2
+    );
 }
 
 /// Guarantee 2: never claimed before its due time; the claim says when to come back.
