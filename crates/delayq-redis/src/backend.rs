@@ -190,11 +190,7 @@ impl RedisBackend {
         let mut ids = Vec::with_capacity(jobs.len());
         for (id, job) in jobs {
             args.push(id.as_str().as_bytes().to_vec());
-            let (mode, t) = match job.schedule {
-                Schedule::Now => (b'n', 0),
-                Schedule::Delay(d) => (b'd', d.as_millis().min(u128::from(u64::MAX)) as u64),
-                Schedule::At(t) => (b'a', t),
-            };
+            let (mode, t) = schedule_mode(job.schedule);
             let mode = if job.on_conflict == OnConflict::Replace {
                 mode.to_ascii_uppercase()
             } else {
@@ -466,11 +462,13 @@ pub(crate) fn arg(v: impl ToString) -> Vec<u8> {
     v.to_string().into_bytes()
 }
 
-fn schedule_args(s: Schedule) -> [Vec<u8>; 2] {
+/// A schedule as the scripts take it: mode `n` (now), `d` (a delay in ms) or `a` (an absolute
+/// ms), and its time.
+fn schedule_mode(s: Schedule) -> (u8, u64) {
     match s {
-        Schedule::Now => [arg("n"), arg(0)],
-        Schedule::Delay(d) => [arg("d"), arg(d.as_millis())],
-        Schedule::At(t) => [arg("a"), arg(t)],
+        Schedule::Now => (b'n', 0),
+        Schedule::Delay(d) => (b'd', d.as_millis().min(u128::from(u64::MAX)) as u64),
+        Schedule::At(t) => (b'a', t),
     }
 }
 
@@ -639,8 +637,8 @@ impl Backend for RedisBackend {
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
         let k = self.keys_of(queue, id).await?;
-        let [mode, t] = schedule_args(schedule);
-        let args = vec![id.as_str().as_bytes().to_vec(), mode, t];
+        let (mode, t) = schedule_mode(schedule);
+        let args = vec![id.as_str().as_bytes().to_vec(), vec![mode], arg(t)];
         let v = self.call(&scripts::RESCHEDULE, &k, args, true).await?;
         match coded(v, "reschedule")? {
             (Reply::Ok, due) => Ok(due),

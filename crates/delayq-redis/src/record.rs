@@ -196,9 +196,6 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
     (flags, out)
 }
 
-/// Largest value of a `u48` header field.
-const MAX_U48: u64 = (1 << 48) - 1;
-
 /// A new job as `enqueue.lua` takes it: the schedule's mode byte, then the whole record with the
 /// schedule's time `t` (a delay or an absolute ms; 0 for now) in its due field and created 0 —
 /// the script writes both from its clock, so a job costs it two arguments.
@@ -208,13 +205,28 @@ pub(crate) fn spec(mode: u8, t: u64, job: NewJob) -> Vec<u8> {
         .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)
         .min(u32::from(u16::MAX)) as u16;
     let mut out = Vec::with_capacity(1 + HEADER_LEN + job.payload.len() + 13);
-    out.extend_from_slice(&[mode, VERSION, 0, 0, 0]);
-    out.extend_from_slice(&max.to_be_bytes());
-    out.extend_from_slice(&t.min(MAX_U48).to_be_bytes()[2..]);
-    out.extend_from_slice(&[0; 12]);
-    debug_assert_eq!(out.len(), 1 + HEADER_LEN);
+    out.push(mode);
+    write_header(&mut out, 0, 0, max, t, 0, 0);
     out[2] = write_tail(&mut out, job);
     out
+}
+
+/// Appends the fixed header ([`LAYOUT`] order; `u48` fields capped).
+fn write_header(
+    out: &mut Vec<u8>,
+    flags: u8,
+    attempt: u16,
+    max_attempts: u16,
+    due: u64,
+    created: u64,
+    token: u64,
+) {
+    out.extend_from_slice(&[VERSION, flags]);
+    out.extend_from_slice(&attempt.to_be_bytes());
+    out.extend_from_slice(&max_attempts.to_be_bytes());
+    for v in [due, created, token] {
+        out.extend_from_slice(&u48_bytes(v));
+    }
 }
 
 /// Appends a new job's optional sections and payload to `out`; returns their flags.
@@ -247,12 +259,16 @@ fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
 /// bytes, which a test checks against a live server).
 #[cfg(test)]
 pub(crate) fn encode(r: &Record) -> Vec<u8> {
-    let mut out = vec![VERSION, 0];
-    out.extend_from_slice(&(r.attempt as u16).to_be_bytes());
-    out.extend_from_slice(&(r.max_attempts as u16).to_be_bytes());
-    for v in [r.due_ms, r.created_ms, r.token] {
-        out.extend_from_slice(&v.to_be_bytes()[2..]);
-    }
+    let mut out = Vec::new();
+    write_header(
+        &mut out,
+        0,
+        r.attempt as u16,
+        r.max_attempts as u16,
+        r.due_ms,
+        r.created_ms,
+        r.token,
+    );
     out[1] = sections(
         &mut out,
         Sections {
@@ -406,12 +422,8 @@ mod tests {
     use std::time::Duration;
 
     fn header(flags: u8, attempt: u16, max: u16, due: u64, created: u64, token: u64) -> Vec<u8> {
-        let mut h = vec![VERSION, flags];
-        h.extend_from_slice(&attempt.to_be_bytes());
-        h.extend_from_slice(&max.to_be_bytes());
-        for v in [due, created, token] {
-            h.extend_from_slice(&v.to_be_bytes()[2..]);
-        }
+        let mut h = Vec::new();
+        write_header(&mut h, flags, attempt, max, due, created, token);
         h
     }
 
@@ -464,7 +476,7 @@ mod tests {
         assert_eq!((spec[2], &spec[1 + HEADER_LEN..]), (flags, &tail[..]));
         // A time past the u48 field is capped, not wrapped.
         let far = super::spec(b'a', u64::MAX, NewJob::new(Vec::new()));
-        assert_eq!(decode(&far[1..]).unwrap().due_ms, MAX_U48);
+        assert_eq!(decode(&far[1..]).unwrap().due_ms, (1 << 48) - 1);
     }
 
     #[test]
