@@ -8,7 +8,7 @@
 //! Then a batch of 1,000 through the backend, split the same way. Every layer also reports this
 //! process's CPU time per call (`/proc/self/stat`): the client's own share of the round trip.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use delayq::{Backend, Producer, Schedule};
@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::Row;
 use super::env::{Env, per_job};
 use super::util::{job, queue};
+use super::workloads::delays;
 use crate::backend::AnyBackend;
 
 /// `(calls, usec)` of `cmdstat_evalsha`.
@@ -141,13 +142,11 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
     // (W1's batch: an hour or two of delay each).
     let single: Vec<_> = (0..n).map(|i| vec![job(i, Schedule::Now)]).collect();
     let batches = (n / 1000).max(1);
+    let d = delays(batches * 1000, 3_600_000, 7_200_000);
     let batched: Vec<Vec<_>> = (0..batches)
         .map(|k| {
             (k * 1000..(k + 1) * 1000)
-                .map(|i| {
-                    let d = 3_600_000 + (i as u64 * 7919) % 3_600_000;
-                    job(i, Schedule::Delay(std::time::Duration::from_millis(d)))
-                })
+                .map(|i| job(i, Schedule::Delay(Duration::from_millis(d[i]))))
                 .collect()
         })
         .collect();

@@ -53,9 +53,9 @@ pub(crate) struct BenchArgs {
     /// Give job i the priority i mod 10 (what priorities cost a queue that uses them).
     #[arg(long)]
     pub priorities: bool,
-    /// The consumers' prefetch (default: the engine's, delayq::consumer::DEFAULT_PREFETCH).
-    #[arg(long)]
-    pub prefetch: Option<usize>,
+    /// The consumers' prefetch.
+    #[arg(long, default_value_t = delayq::consumer::DEFAULT_PREFETCH)]
+    pub prefetch: usize,
 }
 
 /// The workloads.
@@ -158,9 +158,7 @@ pub(crate) async fn run(
         bail!("give --redis URL or --embedded, not both");
     }
     util::PRIORITIES.store(a.priorities, std::sync::atomic::Ordering::Relaxed);
-    if let Some(p) = a.prefetch {
-        util::PREFETCH.store(p, std::sync::atomic::Ordering::Relaxed);
-    }
+    util::PREFETCH.store(a.prefetch, std::sync::atomic::Ordering::Relaxed);
     if redis.is_some() && !a.flush_ok {
         bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
     }

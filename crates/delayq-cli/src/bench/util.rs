@@ -23,16 +23,13 @@ pub(crate) fn order_id(i: usize) -> String {
     format!("1{i:019}")
 }
 
-/// `--prefetch`: the consumers' prefetch (`usize::MAX`: the engine's default).
+/// `--prefetch`: the consumers' prefetch.
 pub(crate) static PREFETCH: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(usize::MAX);
+    std::sync::atomic::AtomicUsize::new(delayq::consumer::DEFAULT_PREFETCH);
 
 /// The prefetch the bench's consumers use.
 pub(crate) fn prefetch() -> usize {
-    match PREFETCH.load(std::sync::atomic::Ordering::Relaxed) {
-        usize::MAX => delayq::consumer::DEFAULT_PREFETCH,
-        p => p,
-    }
+    PREFETCH.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// `--priorities`: job `i` gets the priority `i % 10`.

@@ -14,7 +14,7 @@ use super::util::{
 
 const SEED: u64 = 0x00de_1a70;
 
-fn delays(n: usize, lo_ms: u64, hi_ms: u64) -> Vec<u64> {
+pub(super) fn delays(n: usize, lo_ms: u64, hi_ms: u64) -> Vec<u64> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     (0..n).map(|_| rng.random_range(lo_ms..=hi_ms)).collect()
 }
