@@ -208,26 +208,33 @@ async fn drained(
     run.await.unwrap()
 }
 
-/// Enqueues `n` due jobs `j0`…
-async fn enqueue_many(b: &EmbeddedBackend, n: usize) {
-    let jobs = (0..n)
+/// A store on the flowing paused clock holding due jobs `first`, then `j0`…`j{n-2}`: `n` in
+/// all.
+async fn due_jobs(n: usize) -> (tempfile::TempDir, EmbeddedBackend) {
+    let (dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
+    let jobs = (0..n - 1)
         .map(|i| NewJob::new("x").id(id(&format!("j{i}"))))
         .collect();
     Producer::new(b.clone(), q())
         .enqueue_batch(jobs)
         .await
         .unwrap();
+    (dir, b)
+}
+
+/// One handler slot with `prefetch` (the prefetch tests' consumer).
+fn one_slot(prefetch: usize) -> ConsumerOptions {
+    ConsumerOptions {
+        concurrency: 1,
+        prefetch,
+        ..Default::default()
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn prefetch_serves_several_jobs_per_claim() {
-    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
-    enqueue_many(&b, 99).await;
-    let opts = ConsumerOptions {
-        concurrency: 1,
-        prefetch: 16,
-        ..Default::default()
-    };
+    let (_dir, b) = due_jobs(100).await;
+    let opts = one_slot(16);
     let (stop, run) = start(b.clone(), opts, |_job: Job| async { Ok(()) });
     let r = drained(&b, "j98", stop, run).await;
     assert_eq!((r.claimed, r.acked, r.released), (100, 100, 0));
@@ -238,13 +245,8 @@ async fn prefetch_serves_several_jobs_per_claim() {
 
 #[tokio::test(start_paused = true)]
 async fn handlers_slower_than_the_budget_get_no_prefetch() {
-    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
-    enqueue_many(&b, 19).await;
-    let opts = ConsumerOptions {
-        concurrency: 1,
-        prefetch: 16,
-        ..Default::default()
-    };
+    let (_dir, b) = due_jobs(20).await;
+    let opts = one_slot(16);
     // 200 ms a job: four times the budget, so holding even one would idle it.
     let (stop, run) = start(b.clone(), opts, |_job: Job| async {
         sleep(Duration::from_millis(200)).await;
@@ -261,13 +263,10 @@ async fn handlers_slower_than_the_budget_get_no_prefetch() {
 
 #[tokio::test(start_paused = true)]
 async fn held_jobs_are_given_back_when_a_handler_is_slow_and_at_shutdown() {
-    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
-    enqueue_many(&b, 4).await;
+    let (_dir, b) = due_jobs(5).await;
     let opts = ConsumerOptions {
-        concurrency: 1,
-        prefetch: 3,
         lease: Duration::from_secs(30),
-        ..Default::default()
+        ..one_slot(3)
     };
     // The first job is instant (the pace says: prefetch), the next one far slower than a
     // held job's patience (a third of its lease).
@@ -306,15 +305,11 @@ async fn held_jobs_are_given_back_when_a_handler_is_slow_and_at_shutdown() {
 
 #[tokio::test(start_paused = true)]
 async fn a_consumer_holds_at_most_the_budget_of_its_own_pace() {
-    let (_dir, b) = open_with(NewJob::new("x").id(id("first"))).await;
-    enqueue_many(&b, 59).await;
+    let (_dir, b) = due_jobs(60).await;
     // The default prefetch (64), concurrency 1, 20 ms a job: the budget (50 ms of work per
     // slot) allows 2 held jobs beside the running one, whatever the option says, so another
     // consumer of the queue finds the rest due and free (fairness between consumers).
-    let opts = ConsumerOptions {
-        concurrency: 1,
-        ..Default::default()
-    };
+    let opts = one_slot(delayq::consumer::DEFAULT_PREFETCH);
     let (stop, run) = start(b.clone(), opts, |_job: Job| async {
         sleep(Duration::from_millis(20)).await;
         Ok(())
