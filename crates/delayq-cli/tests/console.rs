@@ -18,7 +18,7 @@ const XSS_ID: &str = "<img src=x onerror=window.__pwned=1>";
 
 mod common;
 
-use common::{Killed, spawn_serve};
+use common::{Killed, delayq, spawn_serve};
 
 /// One request with the admin token; (status, JSON body).
 fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -43,12 +43,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16
 /// `delayq serve --push` on the embedded store in `dir`, with an admin and a read token.
 fn serve(dir: &Path) -> (Killed, SocketAddr) {
     let (child, addr) = spawn_serve(
-        Command::new(env!("CARGO_BIN_EXE_delayq"))
-            .current_dir(dir)
-            .env_remove("DELAYQ_REDIS_URL")
-            .env_remove("DELAYQ_DATA")
-            .env_remove("DELAYQ_SERVER")
-            .env_remove("DELAYQ_TOKENS")
+        delayq(dir)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--token", &format!("admin:{ADMIN}"), "--token", "read:r3ad"])
             .args(["--push", "--allow-private-targets"]),

@@ -3,19 +3,13 @@
 //! `delayq worker --exec` in the same directory go through that server. Read-only commands
 //! never create a store.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn delayq(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_delayq"));
-    c.current_dir(dir)
-        .env_remove("DELAYQ_REDIS_URL")
-        .env_remove("DELAYQ_DATA")
-        .env_remove("DELAYQ_SERVER");
-    c
-}
+mod common;
+
+use common::{Killed, delayq, spawn_serve, spawn_serve_line};
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     delayq(dir).args(args).output().unwrap()
@@ -29,27 +23,11 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn stop(mut c: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &c.id().to_string()])
-        .status();
-    let _ = c.wait();
-}
-
 #[test]
 fn the_readme_flow_works_with_a_server_in_another_terminal() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let mut server = delayq(dir)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(server.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let (server, first) = spawn_serve_line(delayq(dir).args(["serve", "--listen", "127.0.0.1:0"]));
     assert!(first.contains("embedded store"), "{first}");
 
     let o = run(
@@ -100,7 +78,7 @@ fn the_readme_flow_works_with_a_server_in_another_terminal() {
         assert!(Instant::now() < deadline, "the worker did not run the job");
         std::thread::sleep(Duration::from_millis(50));
     }
-    stop(worker);
+    drop(Killed(worker));
     let o = run(dir, &["stats", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
     assert_eq!(
@@ -110,7 +88,7 @@ fn the_readme_flow_works_with_a_server_in_another_terminal() {
         text(&o)
     );
 
-    stop(server);
+    drop(server);
     assert!(
         !dir.join("delayq-data/SERVER").exists(),
         "the server's address is removed"
@@ -260,23 +238,14 @@ fn server_names_a_server_explicitly_with_its_token() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let data = dir.join("elsewhere");
-    let mut server = delayq(dir)
-        .arg("--data")
-        .arg(&data)
-        .args(["serve", "--listen", "127.0.0.1:0", "--token", "s3cret"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(server.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_owned();
+    let (server, addr) = spawn_serve(delayq(dir).arg("--data").arg(&data).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--token",
+        "s3cret",
+    ]));
+    let url = format!("http://{addr}");
     let o = run(
         dir,
         &["--server", &url, "enqueue", "--id", "a", "--payload", "x"],
@@ -306,5 +275,5 @@ fn server_names_a_server_explicitly_with_its_token() {
         .unwrap();
     assert!(text(&o).contains("\"a\""), "{}", text(&o));
     assert!(!dir.join("delayq-data").exists(), "no local store was made");
-    stop(server);
+    drop(server);
 }

@@ -19,17 +19,12 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 mod common;
 
-use common::{Killed, spawn_serve};
+use common::{Killed, delayq, spawn_serve};
 
 /// `delayq serve --push` on a free port with `store` args; returns it and its `host:port`.
 fn serve(dir: &Path, store: &[&str], extra: &[&str]) -> (Killed, String) {
     spawn_serve(
-        Command::new(env!("CARGO_BIN_EXE_delayq"))
-            .current_dir(dir)
-            .env_remove("DELAYQ_REDIS_URL")
-            .env_remove("DELAYQ_DATA")
-            .env_remove("DELAYQ_SERVER")
-            .env_remove("DELAYQ_TOKENS")
+        delayq(dir)
             .args(store)
             .args(["serve", "--listen", "127.0.0.1:0", "--push"])
             .args(["--allow-private-targets", "--push-secret", SECRET])

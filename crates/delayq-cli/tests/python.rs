@@ -9,7 +9,7 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 mod common;
 
-use common::{Killed, spawn_serve};
+use common::{Killed, delayq, spawn_serve};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -18,11 +18,7 @@ fn root() -> PathBuf {
 /// `delayq serve --push` on the embedded store in `dir`; returns it and its base URL.
 fn serve(dir: &Path) -> (Killed, String) {
     let (child, addr) = spawn_serve(
-        Command::new(env!("CARGO_BIN_EXE_delayq"))
-            .current_dir(dir)
-            .env_remove("DELAYQ_REDIS_URL")
-            .env_remove("DELAYQ_DATA")
-            .env_remove("DELAYQ_TOKENS")
+        delayq(dir)
             .args(["serve", "--listen", "127.0.0.1:0", "--push"])
             .args(["--allow-private-targets", "--push-secret", SECRET]),
     );

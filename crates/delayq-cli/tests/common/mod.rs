@@ -1,8 +1,21 @@
-//! What several CLI test files share: a `delayq serve` child that stops with the test, and
-//! where it listens.
+//! What several CLI test files share: the `delayq` binary with none of the environment's
+//! settings, a `delayq serve` child that stops with the test, and where it listens.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
+
+/// `delayq` run in `dir`, deaf to the environment's store, server and token settings.
+#[allow(dead_code)] // not every test file builds its commands here
+pub(crate) fn delayq(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    c.current_dir(dir)
+        .env_remove("DELAYQ_REDIS_URL")
+        .env_remove("DELAYQ_DATA")
+        .env_remove("DELAYQ_SERVER")
+        .env_remove("DELAYQ_TOKENS");
+    c
+}
 
 /// A child process stopped (SIGTERM, then waited for) when dropped; `kill()` it for SIGKILL.
 pub(crate) struct Killed(pub(crate) Child);
@@ -16,9 +29,9 @@ impl Drop for Killed {
     }
 }
 
-/// Starts `cmd` (a `delayq … serve --listen 127.0.0.1:0 …`) and returns it with the
-/// `host:port` its first line names. Its output keeps being read (a closed pipe would end it).
-pub(crate) fn spawn_serve(cmd: &mut Command) -> (Killed, String) {
+/// Starts `cmd` (a `delayq … serve …`) and returns it with its first line of output. The rest
+/// keeps being read (a closed pipe would end it).
+pub(crate) fn spawn_serve_line(cmd: &mut Command) -> (Killed, String) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -28,11 +41,18 @@ pub(crate) fn spawn_serve(cmd: &mut Command) -> (Killed, String) {
     let mut first = String::new();
     out.read_line(&mut first).unwrap();
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (Killed(child), first)
+}
+
+/// Starts `cmd` (a `delayq … serve --listen 127.0.0.1:0 …`) and returns it with the
+/// `host:port` its first line names.
+pub(crate) fn spawn_serve(cmd: &mut Command) -> (Killed, String) {
+    let (child, first) = spawn_serve_line(cmd);
     let addr = first
         .split_whitespace()
         .find_map(|w| w.strip_prefix("http://"))
         .unwrap_or_else(|| panic!("no address in {first:?}"))
         .trim_end_matches(|c: char| !c.is_ascii_digit())
         .to_owned();
-    (Killed(child), addr)
+    (child, addr)
 }
