@@ -74,34 +74,33 @@ for i = 0, n - 1 do
         stored = redis.call('HGET', jobs, id)
       end
     end
-    if set == 0 and has(string.byte(stored, 2), F_DONE) and decode(stored).dedupe_until <= now then
+    local was_done = set == 0 and has(string.byte(stored, 2), F_DONE)
+    if was_done and decode(stored).dedupe_until <= now then
       -- A job kept as done whose dedupe window is over: the id is free again (and no longer
       -- counted as done).
       redis.call('HSET', jobs, id, rec)
       redis.call('ZREM', done, id)
       set = 1
     end
-    local flags = string.byte(rec, 2)
+    local written = set == 1
     if set == 1 then
-      if not prio and has(flags, F_EXTRA) then prio = decode(rec).prio ~= nil end
       zadd[#zadd + 1] = due
       zadd[#zadd + 1] = id
       fresh[id] = due
       created = created + 1
       if earliest == nil or due < earliest then earliest = due end
       out[#out + 1] = R_OK
-    elseif has(string.byte(stored, 2), F_DONE) then
+    elseif was_done then
       -- Done within its dedupe window: refused, the original outcome answered.
       due = rec_due(stored)
       out[#out + 1] = R_DONE
     elseif string.byte(mode) < 97 then
       -- Replace (mode in capitals): only a scheduled job.
       if redis.call('ZSCORE', sched, id) or redis.call('ZREM', ready, id) == 1 then
-        if not prio and has(flags, F_EXTRA) then prio = decode(rec).prio ~= nil end
         wake_if_earlier(sched, wake, due)
-        redis.call('HSET', jobs, id, string.sub(rec, 1, AT_ATTEMPT - 1)
-          .. struct.pack('>H', rec_attempt(stored)) .. string.sub(rec, AT_ATTEMPT + 2))
+        redis.call('HSET', jobs, id, rec_claimed(rec, rec_attempt(stored), 0))
         redis.call('ZADD', sched, due, id)
+        written = true
         out[#out + 1] = R_REPLACED
       else
         -- Not scheduled: leased exactly while its record carries a token, else dead.
@@ -111,6 +110,9 @@ for i = 0, n - 1 do
     else
       due = rec_due(stored)
       out[#out + 1] = R_EXISTS
+    end
+    if written and not prio and has(string.byte(rec, 2), F_EXTRA) then
+      prio = decode(rec).prio ~= nil
     end
   else
     out[#out + 1] = R_EXISTS
