@@ -97,7 +97,8 @@ pub(crate) fn insert(
                     "UPDATE jobs SET score = ?3, due = ?3, created = ?4, \
                      max_attempts = ?5, backoff_kind = ?6, backoff_base = ?7, \
                      backoff_cap = ?8, lease_ms = ?9, payload = ?10, \
-                     timeout_ms = ?11, expires_at = ?12, target = ?14 \
+                     timeout_ms = ?11, expires_at = ?12, target = ?14, priority = ?15, \
+                     keep_done_ms = ?16, dedupe_ms = ?17 \
                      WHERE queue = ?1 AND id = ?2 AND state = ?13",
                 )
                 .map_err(sql)?
@@ -116,6 +117,9 @@ pub(crate) fn insert(
                     expires_at,
                     SCHEDULED,
                     target,
+                    job.priority,
+                    retention.map(|r| r.keep_done_ms as i64),
+                    retention.map(|r| r.dedupe_ms as i64),
                 ])
                 .map_err(sql)?;
             if replaced == 1 {

@@ -241,6 +241,43 @@ pub async fn replace_on_conflict<B: Backend + Inspect>(b: B, t: Time) {
         .await
         .unwrap();
     assert!(fresh.created && !fresh.replaced);
+    // A job waiting for its retry keeps its attempts when replaced.
+    p.enqueue(NewJob::new("r1").id(id("r"))).await.unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    // (`new` above is due too: both are leased, `r` is failed once.)
+    let got = b.claim(&q(), req(10, 30_000)).await.unwrap().jobs;
+    assert_eq!(got.len(), 2);
+    let r = got.iter().find(|j| j.id.as_str() == "r").unwrap();
+    b.nack(&q(), r.lease_ref(), crate::Nack::error("again"))
+        .await
+        .unwrap();
+    let replaced = p
+        .enqueue(
+            NewJob::new("r2")
+                .id(id("r"))
+                .delay(Duration::from_secs(60))
+                .replace(),
+        )
+        .await
+        .unwrap();
+    assert!(replaced.replaced);
+    let info = b.get(&q(), &id("r")).await.unwrap().unwrap();
+    assert_eq!(
+        (info.state, info.attempt, info.payload.as_slice()),
+        (JobState::Scheduled, 1, b"r2".as_slice())
+    );
+    // A replacement with a priority orders the due jobs of a queue that had none (a later
+    // job of priority 9 goes before an earlier one without).
+    p.enqueue(NewJob::new("plain").id(id("p0"))).await.unwrap();
+    p.enqueue(NewJob::new("slow").id(id("p9"))).await.unwrap();
+    let prio = p
+        .enqueue(NewJob::new("urgent").id(id("p9")).priority(9).replace())
+        .await
+        .unwrap();
+    assert!(prio.replaced);
+    t.pass(Duration::from_millis(2)).await;
+    let got = b.claim(&q(), req(1, 30_000)).await.unwrap().jobs;
+    assert_eq!(got[0].id.as_str(), "p9", "the priority counts");
 }
 
 async fn payload_of<B: Inspect>(b: &B, name: &str) -> Vec<u8> {
