@@ -165,6 +165,24 @@ pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B, _t: Time) {
         (JobState::Scheduled, b"a".as_slice())
     );
     assert_eq!(b.stats(&q()).await.unwrap().scheduled, 2);
+    // A repeat due earlier than its first occurrence: still the first is written, and the
+    // answers come in the batch's order.
+    let out = p
+        .enqueue_batch(vec![job("c", 50_000), job("d", 10), job("c", 0)])
+        .await
+        .unwrap();
+    assert_eq!(
+        out.iter().map(|e| e.created).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    assert_eq!(out[2].due_at_ms, out[0].due_at_ms);
+    assert!(out[0].due_at_ms >= out[1].due_at_ms + 49_000, "{out:?}");
+    assert_eq!(
+        out.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["c", "d", "c"]
+    );
+    b.cancel(&q(), &id("c")).await.unwrap();
+    b.cancel(&q(), &id("d")).await.unwrap();
     // The largest batch, read and written in chunks by a store: an existing id and a repeat
     // far past the first chunk are still found.
     let mut big: Vec<NewJob> = (0..crate::limits::MAX_BATCH)
