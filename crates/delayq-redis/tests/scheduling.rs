@@ -143,3 +143,64 @@ async fn schedules_fire_once_on_a_sharded_queue() {
     assert!(b.get(&q, &id).await.unwrap().is_none());
     assert_eq!(b.stats(&q).await.unwrap().scheduled, 0);
 }
+
+/// Priorities on a queue of 8 shards: a shard claims its own jobs by priority, a claim that
+/// takes from several shards returns them in the queue's order (priority, then due time), and
+/// a claim goes to the due shards in turn, so a high-priority job waits at most one claim per
+/// shard — here 8 priority-9 jobs enqueued after 200 of the default priority (which leaves
+/// most shards without a priority of their own) all come out in the first round of claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priorities_on_a_sharded_queue() {
+    use delayq::{
+        Backend, ClaimRequest, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings,
+    };
+    use std::time::Duration;
+    let (_server, b) = backend().await;
+    let q = QueueName::new("prio8").unwrap();
+    b.configure(&q, QueueSettings::with_shards(8))
+        .await
+        .unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    let id = |s: &str| JobId::new(s).unwrap();
+    let plain = (0..200).map(|i| NewJob::new("p").id(id(&format!("p{i}"))));
+    p.enqueue_batch(plain.collect()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let high = (0..8).map(|i| NewJob::new("h").id(id(&format!("h{i}"))).priority(9));
+    p.enqueue_batch(high.collect()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let key = |j: &delayq::Job| j.due_at_ms as i64 - i64::from(j.priority) * 60_000;
+    let (mut claims, mut seen, mut high_in) = (0, 0, Vec::new());
+    while seen < 208 {
+        let got = b
+            .claim(
+                &q,
+                ClaimRequest {
+                    max: 32,
+                    lease: Duration::from_secs(60),
+                    acks: vec![],
+                },
+            )
+            .await
+            .unwrap()
+            .jobs;
+        assert!(!got.is_empty() && claims < 20, "{seen} of 208 claimed");
+        for w in got.windows(2) {
+            assert!(
+                key(&w[0]) <= key(&w[1]),
+                "{:?} before {:?}",
+                w[0].id,
+                w[1].id
+            );
+        }
+        for j in &got {
+            if j.id.as_str().starts_with('h') {
+                high_in.push(claims);
+            }
+        }
+        seen += got.len();
+        claims += 1;
+    }
+    assert_eq!(high_in.len(), 8);
+    let round = 8usize.div_ceil(2); // a claim of 32 asks 2 shards (16 each)
+    assert!(high_in.iter().all(|&c| c < round), "{high_in:?}");
+}
