@@ -1,0 +1,442 @@
+//! Bad input through the HTTP API, on both backends: every malformed request gets its 4xx and
+//! error code, stores nothing, and the server keeps serving; docs/API.md's error table is the
+//! code's.
+
+#[macro_use]
+mod api_harness;
+use api_harness::{Store, start_on};
+
+on_both_backends!(bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving);
+
+/// (method, path, content type, body, status, code)
+type Case = (
+    &'static str,
+    String,
+    Option<&'static str>,
+    String,
+    u16,
+    &'static str,
+);
+
+async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store: Store) {
+    let api = start_on(store, Vec::new()).await;
+    let j = "application/json";
+    let big = "x".repeat(1001);
+    let huge = "y".repeat(70 * 1024);
+    let p = "/v1/queues/bad/jobs".to_owned();
+    let cases: Vec<Case> = vec![
+        (
+            "POST",
+            "/v1/queues/a%20b/jobs".into(),
+            Some(j),
+            r#"{"payload":1}"#.into(),
+            400,
+            "invalid_queue_name",
+        ),
+        (
+            "POST",
+            "/v1/queues/%7Bq%7D/jobs".into(),
+            Some(j),
+            r#"{"payload":1}"#.into(),
+            400,
+            "invalid_queue_name",
+        ),
+        (
+            "POST",
+            "/v1/queues/a:b/jobs".into(),
+            Some(j),
+            r#"{"payload":1}"#.into(),
+            400,
+            "invalid_queue_name",
+        ),
+        (
+            "POST",
+            format!("/v1/queues/{}/jobs", "q".repeat(129)),
+            Some(j),
+            r#"{"payload":1}"#.into(),
+            400,
+            "invalid_queue_name",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"id":"a\u0001b","payload":1}"#.into(),
+            400,
+            "invalid_job_id",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            format!(r#"{{"id":"{}","payload":1}}"#, "i".repeat(257)),
+            400,
+            "invalid_job_id",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"id":"","payload":1}"#.into(),
+            400,
+            "invalid_job_id",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            format!(r#"{{"payload":"{big}"}}"#),
+            413,
+            "payload_too_large",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            format!(r#"{{"payload":"{huge}"}}"#),
+            413,
+            "body_too_large",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"delay_ms":-5}"#.into(),
+            400,
+            "invalid_delay",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"delay_ms":400000000000}"#.into(),
+            400,
+            "invalid_delay",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"delay_ms":"NaN"}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"run_at":"tomorrow"}"#.into(),
+            400,
+            "invalid_delay",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"run_at":"2050-01-01T00:00:00Z"}"#.into(),
+            400,
+            "invalid_delay",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"run_at":-3}"#.into(),
+            400,
+            "invalid_delay",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"delay_ms":5,"run_at":5}"#.into(),
+            400,
+            "invalid_delay",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":"#.into(),
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            "hello".into(),
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"colour":"red"}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload_b64":5}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"payload_b64":"AA=="}"#.into(),
+            400,
+            "invalid_payload",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"id":"x"}"#.into(),
+            400,
+            "invalid_payload",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload_b64":"!!!"}"#.into(),
+            400,
+            "invalid_payload",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"max_attempts":0}"#.into(),
+            400,
+            "invalid_max_attempts",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"backoff":{"kind":"exponential","base_ms":10,"cap_ms":1}}"#.into(),
+            400,
+            "invalid_backoff",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"backoff":{"kind":"random"}}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"{"payload":1,"lease_ms":1}"#.into(),
+            400,
+            "invalid_lease",
+        ),
+        (
+            "POST",
+            p.clone(),
+            None,
+            r#"{"payload":1}"#.into(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some("text/plain"),
+            r#"{"payload":1}"#.into(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            "[]".into(),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "POST",
+            p.clone(),
+            Some(j),
+            r#"[{"id":"ok","payload":1},{"id":"bad","payload":1,"max_attempts":0}]"#.into(),
+            400,
+            "invalid_max_attempts",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/claim".into(),
+            Some(j),
+            r#"{"max":0}"#.into(),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/claim".into(),
+            Some(j),
+            r#"{"max":5000}"#.into(),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/claim".into(),
+            Some(j),
+            r#"{"wait_ms":120000}"#.into(),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/claim".into(),
+            Some(j),
+            r#"{"lease_ms":0}"#.into(),
+            400,
+            "invalid_lease",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/claim".into(),
+            Some(j),
+            r#"{"max":1,"extra":1}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/jobs/nope/ack".into(),
+            Some(j),
+            r#"{"lease_token":1}"#.into(),
+            404,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/jobs/nope/ack".into(),
+            Some(j),
+            r#"{}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/jobs/nope/nack".into(),
+            Some(j),
+            r#"{"lease_token":"x"}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "GET",
+            "/v1/queues/bad/dead?limit=0".into(),
+            None,
+            String::new(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "GET",
+            "/v1/queues/bad/dead?limit=abc".into(),
+            None,
+            String::new(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "GET",
+            "/v1/queues/bad/dead?sort=asc".into(),
+            None,
+            String::new(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "PATCH",
+            "/v1/queues/bad/jobs/nope".into(),
+            Some(j),
+            r#"{}"#.into(),
+            400,
+            "invalid_delay",
+        ),
+        (
+            "PATCH",
+            "/v1/queues/bad/jobs/nope".into(),
+            Some(j),
+            r#"{"delay_ms":5}"#.into(),
+            404,
+            "not_found",
+        ),
+        (
+            "GET",
+            "/v2/nothing".into(),
+            None,
+            String::new(),
+            404,
+            "no_route",
+        ),
+        (
+            "PUT",
+            "/v1/queues/bad/jobs".into(),
+            Some(j),
+            "{}".into(),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/dead/nope/requeue".into(),
+            None,
+            String::new(),
+            404,
+            "not_found",
+        ),
+    ];
+    assert!(cases.len() >= 30);
+    for (method, path, ctype, body, status, code) in &cases {
+        let r = api.raw(method, path, *ctype, body).await;
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (*status, *code),
+            "{method} {path} {body:.80}: {}",
+            r.body
+        );
+        assert!(!r.json()["message"].as_str().unwrap_or_default().is_empty());
+        assert_eq!(
+            api.stored().await,
+            "0",
+            "{method} {path} {body:.80} wrote something"
+        );
+    }
+    assert_eq!(api.call("GET", "/healthz", None).await.status, 200);
+    api.stop().await;
+}
+
+#[test]
+fn docs_api_md_lists_every_error_code_with_its_status() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/API.md")).unwrap();
+    // The error table: exactly one row per code, in order, with its status and meaning.
+    let rows: Vec<String> = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| code | status | meaning |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(str::to_owned)
+        .collect();
+    let want: Vec<String> = delayq_http::ErrorCode::ALL
+        .iter()
+        .map(|c| format!("| `{c}` | {} | {} |", c.status().as_u16(), c.meaning()))
+        .collect();
+    assert_eq!(rows, want, "docs/API.md's error table is ErrorCode::ALL");
+}
