@@ -58,7 +58,7 @@ pub struct ConsumerOptions {
     pub prefetch: usize,
 }
 
-/// [`ConsumerOptions::prefetch`] by default (see docs/BENCHMARKS.md, "Prefetch").
+/// [`ConsumerOptions::prefetch`] by default (see docs/BENCHMARKS-BY-ISSUE.md, "Prefetch").
 pub const DEFAULT_PREFETCH: usize = 64;
 
 /// How much work, at the handlers' recent pace, a consumer may hold per handler slot.
