@@ -9,12 +9,15 @@ use delayq_test_support::cluster::RedisCluster;
 use delayq_test_support::sentinel::SentinelSet;
 use delayq_test_support::tls::TlsServer;
 
-/// The queue the conformance suite uses, made an 8-shard queue.
+/// The queues the conformance suite uses (its main one and its priorities'), made 8-shard
+/// queues.
 async fn shard(b: &RedisBackend) {
-    let q = QueueName::new("conformance").unwrap();
-    b.configure(&q, QueueSettings::with_shards(8))
-        .await
-        .unwrap();
+    for name in ["conformance", "prio"] {
+        let q = QueueName::new(name).unwrap();
+        b.configure(&q, QueueSettings::with_shards(8))
+            .await
+            .unwrap();
+    }
 }
 
 mod tls_acl {
