@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use delayq::limits::truncate_error;
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, DEFAULT_PRIORITY, Enqueued, Job,
-    JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueName, Result, Schedule,
-    Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Job, JobId, JobState,
+    LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueName, Result, Schedule, Wakeups,
 };
 use futures::future::join_all;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
@@ -150,11 +149,8 @@ impl RedisBackend {
         if let Some(r) = self.inner.routes.fresh(queue) {
             return Ok(r);
         }
-        let (shards, prio) = self.stored_conf(queue).await?;
+        let shards = self.stored_shards(queue).await?;
         let route = self.inner.routes.loaded(queue, shards);
-        if prio {
-            route.set_priorities();
-        }
         if self.inner.routes.wants_wakeups(queue) && !route.subscribed.load(Ordering::Relaxed) {
             self.subscribe(&route).await;
         }
@@ -163,75 +159,17 @@ impl RedisBackend {
 
     /// The shard count stored in the queue's settings (1 when none is).
     pub(crate) async fn stored_shards(&self, queue: &QueueName) -> Result<u32> {
-        Ok(self.stored_conf(queue).await?.0)
-    }
-
-    /// What routing reads from the queue's settings: the shard count (1 when none is) and
-    /// whether the queue has used priorities (`prio`, written by [`Self::mark_priorities`]).
-    async fn stored_conf(&self, queue: &QueueName) -> Result<(u32, bool)> {
         let (generation, mut live) = self.inner.conn.get();
-        let (shards, prio): (Option<u32>, Option<u8>) = redis::cmd("HMGET")
+        let shards: Option<u32> = redis::cmd("HGET")
             .arg(keys::conf(queue))
             .arg("shards")
-            .arg("prio")
             .query_async(&mut live)
             .await
             .map_err(|e| {
                 self.inner.conn.failed(generation, &e);
                 error::map(e)
             })?;
-        Ok((shards.unwrap_or(1).max(1), prio.is_some()))
-    }
-
-    /// Notes in the settings of a sharded queue that it uses priorities (before the first job
-    /// with a priority is written, so a claim that finds the job knows to compare shards);
-    /// once per queue and process.
-    async fn mark_priorities(&self, queue: &QueueName, route: &Route) -> Result<()> {
-        let mut conn = self.connection();
-        let _: () = redis::cmd("HSET")
-            .arg(keys::conf(queue))
-            .arg("prio")
-            .arg(1)
-            .query_async(&mut conn)
-            .await
-            .map_err(error::map)?;
-        route.set_priorities();
-        Ok(())
-    }
-
-    /// For a claim of `max` over `shards` of a queue with priorities: each shard's best keys
-    /// (peek.lua, concurrently), then the shards and shares that take the `max` best across
-    /// them, best first. None when no shard has a due job or a read failed (the claim then
-    /// shares `max` out evenly, as without priorities).
-    async fn plan_by_priority(
-        &self,
-        route: &Route,
-        shards: &[usize],
-        max: usize,
-    ) -> Option<Vec<(usize, usize)>> {
-        let reads = join_all(shards.iter().map(|&s| async move {
-            let v = self
-                .call(&scripts::PEEK, &route.keys[s], vec![arg(max)], false)
-                .await?;
-            array(v)?
-                .iter()
-                .map(|k| int(k).map(|k| (k, s)))
-                .collect::<Result<Vec<_>>>()
-        }))
-        .await;
-        let mut best: Vec<(i64, usize)> = Vec::new();
-        for r in reads {
-            best.extend(r.ok()?);
-        }
-        best.sort_by_key(|&(k, _)| k);
-        let mut plan: Vec<(usize, usize)> = Vec::new();
-        for &(_, s) in best.iter().take(max) {
-            match plan.iter_mut().find(|(t, _)| *t == s) {
-                Some((_, n)) => *n += 1,
-                None => plan.push((s, 1)),
-            }
-        }
-        (!plan.is_empty()).then_some(plan)
+        Ok(shards.unwrap_or(1).max(1))
     }
 
     async fn subscribe(&self, route: &Arc<Route>) {
@@ -336,7 +274,7 @@ impl RedisBackend {
                 last_error: r.last_error,
                 timeout: r.timeout_ms.map(|t| Duration::from_millis(t.into())),
                 expires_at_ms,
-                priority: r.priority.unwrap_or(DEFAULT_PRIORITY),
+                priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
                 target,
             });
         }
@@ -412,17 +350,8 @@ impl RedisBackend {
             route.shards_to_claim(now)
         } else {
             Vec::new()
-        };
-        // With priorities the first round claims the best jobs across the due shards (read
-        // first); without, each shard takes an even share.
-        let mut plan = None;
-        if route.uses_priorities() && candidates.len() > 1 {
-            plan = self.plan_by_priority(route, &candidates, req.max).await;
-            if let Some(p) = &plan {
-                candidates.retain(|s| !p.iter().any(|(t, _)| t == s));
-            }
         }
-        let mut candidates = candidates.into_iter();
+        .into_iter();
         let mut acks = vec![AckOutcome::NotFound; ack_count];
         let mut jobs: Vec<Job> = Vec::new();
         let mut first = true;
@@ -433,16 +362,10 @@ impl RedisBackend {
             // time, lease head, next due) is paid per shard, so small shares cost more than
             // the concurrency they buy.
             let take = want.div_ceil(MIN_SHARE).max(1);
-            let chosen: Vec<(usize, usize)> = plan.take().unwrap_or_else(|| {
-                let c: Vec<usize> = candidates.by_ref().take(take).collect();
-                let n = c.len();
-                c.into_iter()
-                    .enumerate()
-                    .map(|(j, s)| (s, want / n + usize::from(j < want % n)))
-                    .collect()
-            });
+            let chosen: Vec<usize> = candidates.by_ref().take(take).collect();
             let mut calls = Vec::new();
-            for &(s, share) in &chosen {
+            for (j, &s) in chosen.iter().enumerate() {
+                let share = want / chosen.len() + usize::from(j < want % chosen.len());
                 calls.push((s, share, std::mem::take(&mut acks_by[s])));
             }
             if first {
@@ -599,10 +522,6 @@ impl Backend for RedisBackend {
             return self.enqueue_shard(&route.keys[0], with_ids.collect()).await;
         }
         let jobs: Vec<(JobId, NewJob)> = with_ids.collect();
-        let other_priority = |j: &NewJob| j.priority.is_some_and(|p| p != DEFAULT_PRIORITY);
-        if !route.uses_priorities() && jobs.iter().any(|(_, j)| other_priority(j)) {
-            self.mark_priorities(queue, &route).await?;
-        }
         let total = jobs.len();
         let by = group(jobs, route.shards, |(id, _)| id.as_str());
         let calls = by

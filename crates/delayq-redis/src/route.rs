@@ -40,9 +40,6 @@ pub(crate) struct Route {
     turn: AtomicU64,
     /// When the shard count was last read (µs on [`Routes::now_us`]).
     loaded_us: AtomicU64,
-    /// The queue has jobs of more than one priority (its settings say so, or this process
-    /// enqueued one): a claim over several shards first reads each one's best keys.
-    prio: AtomicBool,
 }
 
 impl Route {
@@ -57,18 +54,7 @@ impl Route {
             tx,
             turn: AtomicU64::new(0),
             loaded_us: AtomicU64::new(now_us),
-            prio: AtomicBool::new(false),
         }
-    }
-
-    /// Whether the queue is known to use priorities.
-    pub(crate) fn uses_priorities(&self) -> bool {
-        self.prio.load(Ordering::Relaxed)
-    }
-
-    /// Records that the queue uses priorities.
-    pub(crate) fn set_priorities(&self) {
-        self.prio.store(true, Ordering::Relaxed);
     }
 
     /// A wake-up of shard `i`: it may have a due job now.

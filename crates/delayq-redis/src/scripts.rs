@@ -233,7 +233,6 @@ scripts! {
     FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext];
     FIRE_SHARD = "fire_shard.lua" [Sched, Jobs, Wake, Stat, Fired];
     ADVANCE = "advance.lua" [CronNext];
-    PEEK = "peek.lua" [Sched, Jobs, Stat, Ready];
 }
 
 /// The Lua prelude: every constant the scripts share with Rust, generated from Rust.

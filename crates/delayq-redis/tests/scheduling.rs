@@ -144,32 +144,22 @@ async fn schedules_fire_once_on_a_sharded_queue() {
     assert_eq!(b.stats(&q).await.unwrap().scheduled, 0);
 }
 
-/// Priorities on a queue of 8 shards: a claim takes the best due jobs across the shards (it
-/// reads each due shard's best first) and returns them in the queue's order — here 8
-/// priority-9 jobs enqueued after 200 of the default priority (most shards have no priority of
-/// their own) all come out in the first claim of 32, also for a consumer that connected before
-/// the queue saw a priority (it learns it from the queue's settings).
+/// Priorities on a queue of 8 shards: a shard claims its own jobs by priority, a claim that
+/// takes from several shards returns them in the queue's order (priority, then due time), and
+/// a claim goes to the due shards in turn, so a high-priority job waits at most one claim per
+/// shard — here 8 priority-9 jobs enqueued after 200 of the default priority (which leaves
+/// most shards without a priority of their own) all come out in the first round of claims.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn priorities_on_a_sharded_queue() {
     use delayq::{
         Backend, ClaimRequest, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings,
     };
     use std::time::Duration;
-    let (server, b) = backend().await;
+    let (_server, b) = backend().await;
     let q = QueueName::new("prio8").unwrap();
     b.configure(&q, QueueSettings::with_shards(8))
         .await
         .unwrap();
-    // Another process's view, its route loaded before any priority was used.
-    let consumer = delayq_redis::RedisBackend::connect(&server.url())
-        .await
-        .unwrap();
-    let claim = |n| ClaimRequest {
-        max: n,
-        lease: Duration::from_secs(60),
-        acks: vec![],
-    };
-    assert!(consumer.claim(&q, claim(1)).await.unwrap().jobs.is_empty());
     let p = Producer::new(b.clone(), q.clone());
     let id = |s: &str| JobId::new(s).unwrap();
     let plain = (0..200).map(|i| NewJob::new("p").id(id(&format!("p{i}"))));
@@ -177,12 +167,22 @@ async fn priorities_on_a_sharded_queue() {
     tokio::time::sleep(Duration::from_millis(5)).await;
     let high = (0..8).map(|i| NewJob::new("h").id(id(&format!("h{i}"))).priority(9));
     p.enqueue_batch(high.collect()).await.unwrap();
-    // The consumer's cached route is at most 5 s old (route::REFRESH).
-    tokio::time::sleep(Duration::from_millis(5_100)).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
     let key = |j: &delayq::Job| j.due_at_ms as i64 - i64::from(j.priority) * 60_000;
     let (mut claims, mut seen, mut high_in) = (0, 0, Vec::new());
     while seen < 208 {
-        let got = consumer.claim(&q, claim(32)).await.unwrap().jobs;
+        let got = b
+            .claim(
+                &q,
+                ClaimRequest {
+                    max: 32,
+                    lease: Duration::from_secs(60),
+                    acks: vec![],
+                },
+            )
+            .await
+            .unwrap()
+            .jobs;
         assert!(!got.is_empty() && claims < 20, "{seen} of 208 claimed");
         for w in got.windows(2) {
             assert!(
@@ -200,5 +200,7 @@ async fn priorities_on_a_sharded_queue() {
         seen += got.len();
         claims += 1;
     }
-    assert_eq!(high_in, [0; 8], "every priority-9 job in the first claim");
+    assert_eq!(high_in.len(), 8);
+    let round = 8usize.div_ceil(2); // a claim of 32 asks 2 shards (16 each)
+    assert!(high_in.iter().all(|&c| c < round), "{high_in:?}");
 }

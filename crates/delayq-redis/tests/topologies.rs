@@ -9,15 +9,12 @@ use delayq_test_support::cluster::RedisCluster;
 use delayq_test_support::sentinel::SentinelSet;
 use delayq_test_support::tls::TlsServer;
 
-/// The queues the conformance suite uses (its main one and its priorities'), made 8-shard
-/// queues.
+/// The queue the conformance suite uses, made an 8-shard queue.
 async fn shard(b: &RedisBackend) {
-    for name in ["conformance", "prio"] {
-        let q = QueueName::new(name).unwrap();
-        b.configure(&q, QueueSettings::with_shards(8))
-            .await
-            .unwrap();
-    }
+    let q = QueueName::new("conformance").unwrap();
+    b.configure(&q, QueueSettings::with_shards(8))
+        .await
+        .unwrap();
 }
 
 mod tls_acl {
