@@ -8,7 +8,7 @@ use delayq::{
 };
 use rusqlite::{Connection, params};
 
-use crate::backend::{EmbeddedBackend, paused};
+use crate::backend::{EmbeddedBackend, conf, paused};
 use crate::rows::{
     COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, get_row, head, row, state, state_of,
 };
@@ -106,22 +106,42 @@ impl Inspect for EmbeddedBackend {
             let (score, id) = after.map_or((i64::MIN, String::new()), |c| {
                 (i64::try_from(c.score).unwrap_or(i64::MAX), c.id)
             });
-            // One more than asked tells whether a next page exists.
-            let mut rows: Vec<RowData> = c
+            // The due jobs of a queue with priorities are listed in claim order (due time less
+            // a level per PRIORITY_AGING: the claim's order, and the Redis listing's), the
+            // cursor holding that key.
+            let aging = delayq::limits::PRIORITY_AGING.as_millis() as i64;
+            let by_prio = which == ListState::Due && conf(c, &q)?.1;
+            let key = if by_prio {
+                "score - COALESCE(priority, ?8) * ?9"
+            } else {
+                "score"
+            };
+            let mut stmt = c
                 .prepare_cached(&format!(
                     "SELECT {COLS} FROM jobs WHERE queue = ?1 AND state = ?2 AND score >= ?3 \
-                     AND score <= ?4 AND (score, id) > (?5, ?6) ORDER BY score, id LIMIT ?7"
+                     AND score <= ?4 AND ({key}, id) > (?5, ?6) ORDER BY {key}, id LIMIT ?7"
                 ))
-                .map_err(sql)?
-                .query_map(params![q, code, lo, hi, score, id, limit as i64 + 1], row)
+                .map_err(sql)?;
+            // One more than asked tells whether a next page exists.
+            let page = limit as i64 + 1;
+            let rows = if by_prio {
+                let d = i64::from(delayq::DEFAULT_PRIORITY);
+                stmt.query_map(params![q, code, lo, hi, score, id, page, d, aging], row)
+            } else {
+                stmt.query_map(params![q, code, lo, hi, score, id, page], row)
+            };
+            let mut rows: Vec<RowData> = rows
                 .map_err(sql)?
                 .collect::<rusqlite::Result<_>>()
                 .map_err(sql)?;
             let more = rows.len() > limit;
             rows.truncate(limit);
-            let next = rows.last().filter(|_| more).map(|r| Cursor {
-                score: r.score as u64,
-                id: r.id.clone(),
+            let next = rows.last().filter(|_| more).map(|r| {
+                let p = r.priority.unwrap_or(i64::from(delayq::DEFAULT_PRIORITY));
+                Cursor {
+                    score: (r.score - if by_prio { p * aging } else { 0 }) as u64,
+                    id: r.id.clone(),
+                }
             });
             let jobs = rows
                 .into_iter()

@@ -24,7 +24,9 @@ pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
 pub use periodic::{bad_schedules_are_refused, schedules_fire_once};
-pub use priority::{low_priorities_age, priorities_order_due_jobs};
+pub use priority::{
+    due_listing_follows_claim_order, low_priorities_age, priorities_order_due_jobs,
+};
 pub use push::{bad_targets_are_refused, push_targets_travel};
 pub use retention::{per_job_retention, retention_and_dedupe};
 
@@ -715,6 +717,7 @@ macro_rules! conformance_tests {
             expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
             schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
             per_job_retention, priorities_order_due_jobs, low_priorities_age,
+            due_listing_follows_claim_order,
             push_targets_travel, bad_targets_are_refused);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {

@@ -1,5 +1,6 @@
 //! Conformance tests of priorities (issue 13): among due jobs the higher priority is claimed
-//! first, then the earlier due time; never before the due time; bad priorities refused.
+//! first, then the earlier due time; never before the due time; bad priorities refused; the due
+//! listing follows the claim order.
 
 use std::time::Duration;
 
@@ -97,6 +98,44 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
         "{e}"
     );
     assert!(b.get(&prq(), &id("x")).await.unwrap().is_none());
+}
+
+/// The due listing of a queue with priorities pages through the due jobs in claim order
+/// (priority, then due time), so what an operator sees first is what runs first.
+pub async fn due_listing_follows_claim_order<B: Backend + Inspect>(b: B, t: Time) {
+    let p = Producer::new(b.clone(), prq());
+    let jobs: Vec<NewJob> = (0..30u32)
+        .map(|i| {
+            NewJob::new("x")
+                .id(id(&format!("j{i:02}")))
+                .delay(Duration::from_millis(u64::from(i % 3)))
+                .priority((i * 7 % 10) as u8)
+        })
+        .collect();
+    p.enqueue_batch(jobs).await.unwrap();
+    t.pass(Duration::from_millis(20)).await;
+    let (mut listed, mut cursor) = (Vec::new(), None);
+    loop {
+        let page = b
+            .list(&prq(), crate::ListState::Due, 4, cursor)
+            .await
+            .unwrap();
+        listed.extend(page.jobs.into_iter().map(|j| j.id));
+        cursor = page.next;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let claimed: Vec<_> = b
+        .claim(&prq(), req(100, 60_000))
+        .await
+        .unwrap()
+        .jobs
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(claimed.len(), 30);
+    assert_eq!(listed, claimed, "the due listing is the claim order");
 }
 
 /// A low-priority job cannot starve: it gains a level per `limits::PRIORITY_AGING` it waits.
