@@ -411,22 +411,46 @@ impl Backend for RemoteBackend {
             .collect()
     }
 
-    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
-        let acks = self.ack(queue, req.acks).await?;
+    async fn claim(&self, queue: &QueueName, mut req: ClaimRequest) -> Result<ClaimBatch> {
         if req.max == 0 {
             return Ok(ClaimBatch {
-                acks,
+                acks: self.ack(queue, req.acks).await?,
                 ..ClaimBatch::default()
             });
         }
+        // More acks than a claim carries (1,000): the rest go one by one first.
+        let rest = req.acks.split_off(req.acks.len().min(1000));
+        let rest = self.ack(queue, rest).await?;
+        // The finished jobs' acks travel with the claim: one request, not one per job.
+        let sent = req.acks.len();
+        let acks: Vec<_> = req
+            .acks
+            .iter()
+            .map(|l| json!({"id": l.id.as_str(), "lease_token": l.token}))
+            .collect();
         let body = json!({
             "max": req.max.min(1000),
             "lease_ms": req.lease.as_millis() as u64,
             "wait_ms": LONG_POLL.as_millis() as u64,
+            "acks": acks,
         });
         let r = self
             .ok_reply("POST", &format!("{}/claim", q(queue)), Some(body), None)
             .await?;
+        let acks = match r.body.get("acks") {
+            None if sent == 0 => Vec::new(),
+            Some(Value::Array(a)) if a.len() == sent => a
+                .iter()
+                .map(|o| match o.as_str() {
+                    Some("acked") => Ok(AckOutcome::Acked),
+                    Some("lease_lost") => Ok(AckOutcome::LeaseLost),
+                    Some("not_found") => Ok(AckOutcome::NotFound),
+                    other => Err(shape(&format!("claim: ack outcome {other:?}"))),
+                })
+                .collect::<Result<_>>()?,
+            _ => return Err(shape("claim: one ack outcome per ack expected")),
+        };
+        let acks: Vec<AckOutcome> = acks.into_iter().chain(rest).collect();
         let mut bodies = payloads(&r.raw)?.into_iter();
         let mut jobs = Vec::new();
         for j in r.body["jobs"]

@@ -79,6 +79,8 @@ fn the_readme_flow_works_with_a_server_in_another_terminal() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(Killed(worker));
+    // Acked by the worker's next claim (it carries the finished jobs' acks: the remote worker
+    // sends no ack of its own), before the worker was killed.
     let o = run(dir, &["stats", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
     assert_eq!(

@@ -40,6 +40,22 @@ pub async fn claim<B: Backend + Inspect>(
             format!("max {max} is outside 1-1000"),
         ));
     }
+    if req.acks.len() > MAX_ACKS {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBatch,
+            format!("{} acks is over {MAX_ACKS}", req.acks.len()),
+        ));
+    }
+    let acks = req
+        .acks
+        .into_iter()
+        .map(|a| {
+            Ok(LeaseRef {
+                id: delayq::JobId::new(a.id)?,
+                token: a.lease_token,
+            })
+        })
+        .collect::<Result<Vec<_>, delayq::Error>>()?;
     let lease = req.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
     delayq::job::validate_lease(lease)?;
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
@@ -71,21 +87,13 @@ pub async fn claim<B: Backend + Inspect>(
         })?)
     };
     let deadline = Instant::now() + wait;
-    let batch = st
-        .backend()
-        .claim(
-            &q,
-            Claim {
-                max,
-                lease,
-                acks: Vec::new(),
-            },
-        )
-        .await?;
+    let batch = st.backend().claim(&q, Claim { max, lease, acks }).await?;
+    let acks: Vec<&'static str> = batch.acks.iter().map(|a| ack_word(*a)).collect();
     let mut shutdown = st.inner.shutdown.clone();
     if !batch.jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
         return Ok(Json(ClaimResponse {
             jobs: batch.jobs.into_iter().map(Into::into).collect(),
+            acks,
         }));
     }
     // Nothing due: wait with the queue's other polls; its one claim loop serves them all.
@@ -97,7 +105,20 @@ pub async fn claim<B: Backend + Inspect>(
     };
     Ok(Json(ClaimResponse {
         jobs: jobs.into_iter().map(Into::into).collect(),
+        acks,
     }))
+}
+
+/// Most acks one claim carries.
+const MAX_ACKS: usize = 1000;
+
+/// An ack's outcome as the API spells it.
+fn ack_word(a: AckOutcome) -> &'static str {
+    match a {
+        AckOutcome::Acked => "acked",
+        AckOutcome::LeaseLost => "lease_lost",
+        AckOutcome::NotFound => "not_found",
+    }
 }
 
 /// Acknowledge a job: it is done and deleted.

@@ -351,6 +351,20 @@ pub struct ClaimRequest {
     pub lease_ms: Option<u64>,
     /// How long to wait for a due job (0-60000 ms, default 0).
     pub wait_ms: Option<u64>,
+    /// Finished jobs to acknowledge before leasing (at most 1000), so a worker acks and
+    /// claims in one request; the answer's `acks` says how each went, in order.
+    #[serde(default)]
+    pub acks: Vec<ClaimAck>,
+}
+
+/// An ack a claim carries.
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimAck {
+    /// The job's id.
+    pub id: String,
+    /// The lease token of its claim.
+    pub lease_token: u64,
 }
 
 /// Leased jobs.
@@ -358,6 +372,10 @@ pub struct ClaimRequest {
 pub struct ClaimResponse {
     /// The jobs, in due order; empty when none became due within `wait_ms`.
     pub jobs: Vec<ClaimedJob>,
+    /// Per ack of the request, in order: `acked`, `lease_lost` (another lease, or not leased)
+    /// or `not_found`; absent when the request carried none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub acks: Vec<&'static str>,
 }
 
 /// An ack.

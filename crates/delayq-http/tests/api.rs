@@ -17,7 +17,109 @@ on_both_backends!(
     bearer_tokens_guard_the_api,
     health_metrics_openapi_dashboard,
     stale_and_foreign_lease_tokens_are_refused,
+    a_claim_carries_acks,
 );
+
+/// A claim acknowledges the finished jobs it carries before it leases (one request per claim
+/// for a worker, not one per job) and answers how each ack went, in order.
+async fn a_claim_carries_acks(store: Store) {
+    let api = start_on(store, Vec::new()).await;
+    let batch = json!([{"id":"a","payload":1},{"id":"b","payload":2},{"id":"c","payload":3}]);
+    assert_eq!(
+        api.call("POST", "/v1/queues/k/jobs", Some(batch))
+            .await
+            .status,
+        201
+    );
+    let c = api
+        .call("POST", "/v1/queues/k/claim", Some(json!({"max":2})))
+        .await
+        .json();
+    assert!(c.get("acks").is_none(), "no acks asked, none answered: {c}");
+    let token = |id: &str| {
+        c["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .unwrap()["lease_token"]
+            .as_u64()
+            .unwrap()
+    };
+    let (a, b) = (token("a"), token("b"));
+    let acks = json!([
+        {"id":"a","lease_token":a},
+        {"id":"b","lease_token":b + 1000},
+        {"id":"nope","lease_token":1}
+    ]);
+    let r = api
+        .call(
+            "POST",
+            "/v1/queues/k/claim",
+            Some(json!({"max":5,"acks":acks})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(
+        v["acks"],
+        json!(["acked", "lease_lost", "not_found"]),
+        "{v}"
+    );
+    let ids: Vec<&str> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c"], "then it leases");
+    assert_eq!(
+        api.call("GET", "/v1/queues/k/jobs/a", None).await.status,
+        404
+    );
+    let b_now = api.call("GET", "/v1/queues/k/jobs/b", None).await.json();
+    assert_eq!(
+        b_now["state"], "leased",
+        "a stale token changes nothing: {b_now}"
+    );
+    // Bad acks refuse the whole claim: nothing acked, nothing leased.
+    for (acks, code) in [
+        (
+            json!([{"id":"b","lease_token":b},{"id":"","lease_token":1}]),
+            "invalid_job_id",
+        ),
+        (json!([{"id":"b"}]), "invalid_body"),
+    ] {
+        let r = api
+            .call(
+                "POST",
+                "/v1/queues/k/claim",
+                Some(json!({"max":1,"acks":acks})),
+            )
+            .await;
+        assert_eq!((r.status, r.code().as_str()), (400, code), "{}", r.body);
+    }
+    let b_now = api.call("GET", "/v1/queues/k/jobs/b", None).await.json();
+    assert_eq!(b_now["state"], "leased", "{b_now}");
+    // Acks alone answer at once, even with nothing due.
+    let r = api
+        .call(
+            "POST",
+            "/v1/queues/k/claim",
+            Some(json!({"max":1,"acks":[{"id":"b","lease_token":b}]})),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (r["acks"].clone(), r["jobs"].clone()),
+        (json!(["acked"]), json!([]))
+    );
+    assert_eq!(
+        api.call("GET", "/v1/queues/k/jobs/b", None).await.status,
+        404
+    );
+    api.stop().await;
+}
 
 async fn enqueue_get_cancel_reschedule(store: Store) {
     let api = start_on(store, Vec::new()).await;
