@@ -79,8 +79,6 @@ fn the_readme_flow_works_with_a_server_in_another_terminal() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(Killed(worker));
-    // Acked by the worker's next claim (it carries the finished jobs' acks: the remote worker
-    // sends no ack of its own), before the worker was killed.
     let o = run(dir, &["stats", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
     assert_eq!(
@@ -98,6 +96,85 @@ fn the_readme_flow_works_with_a_server_in_another_terminal() {
     // With the server gone, the CLI owns the store itself again.
     let o = run(dir, &["get", "order-42"]);
     assert_eq!(o.status.code(), Some(3), "done and deleted: {}", text(&o));
+}
+
+/// A busy remote worker acks with its claims: 60 due jobs through `delayq worker` in the
+/// server's directory all complete, with fewer ack requests than jobs (a finished job's ack
+/// rides on the next claim; it goes alone only when nothing held is left to start).
+#[test]
+fn a_remote_worker_acks_with_its_claims() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (server, _) = spawn_serve_line(delayq(dir).args(["serve", "--listen", "127.0.0.1:0"]));
+    let jobs: String = (0..60)
+        .map(|i| format!("{{\"id\":\"j{i}\",\"payload\":{i}}}\n"))
+        .collect();
+    let mut enq = delayq(dir)
+        .args(["enqueue", "--jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut enq.stdin.take().unwrap(), jobs.as_bytes()).unwrap();
+    assert!(enq.wait().unwrap().success());
+    let worker = delayq(dir)
+        .args(["worker", "--quiet", "--exec", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = run(dir, &["stats", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if (v["scheduled"].as_u64(), v["leased"].as_u64()) == (Some(0), Some(0)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not all done: {}", text(&o));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(Killed(worker));
+    let count = |route: &str| -> u64 {
+        http_get(dir, "/metrics")
+            .lines()
+            .filter(|l| l.starts_with("delayq_http_request_duration_seconds_count"))
+            .filter(|l| l.contains(&format!("route=\"{route}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let metrics = http_get(dir, "/metrics");
+    assert!(
+        metrics.contains("delayq_acked_total{queue=\"default\"} 60"),
+        "{metrics}"
+    );
+    let (claims, acks) = (
+        count("/v1/queues/{q}/claim"),
+        count("/v1/queues/{q}/jobs/{id}/ack"),
+    );
+    assert!(
+        acks < 60,
+        "{acks} ack requests for 60 jobs ({claims} claims)"
+    );
+    drop(server);
+}
+
+/// A GET to the server that owns `dir`'s store (its address from `delayq-data/SERVER`).
+fn http_get(dir: &Path, path: &str) -> String {
+    use std::io::{Read, Write};
+    let url = std::fs::read_to_string(dir.join("delayq-data/SERVER")).unwrap();
+    let addr = url
+        .trim()
+        .trim_start_matches("http://")
+        .trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }
 
 #[test]

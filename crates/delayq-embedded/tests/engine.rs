@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use delayq::testkit::{FaultPoint, Faulty, TokioClock};
 use delayq::{
-    Backend, Backoff, ClaimRequest, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId,
-    JobState, NewJob, Producer, QueueName, RunReport,
+    AckOutcome, Backend, Backoff, CancelOutcome, ClaimBatch, ClaimRequest, Consumer,
+    ConsumerOptions, Enqueued, Failure, Inspect, Job, JobId, JobState, LeaseRef, Nack, NackOutcome,
+    NewJob, Producer, QueueName, RunReport, Schedule, Wakeups,
 };
 use delayq_embedded::EmbeddedBackend;
 use tokio::sync::watch;
@@ -328,5 +329,73 @@ async fn a_consumer_holds_at_most_the_budget_of_its_own_pace() {
     assert!(
         most >= 2,
         "a job was held while one ran: {most} leased at most"
+    );
+}
+
+/// The embedded store behind a server's long poll, as `delayq worker --server` sees it: a
+/// claim that leases nothing answers only after `LONG_POLL` (the poll waited for a due job),
+/// and every answer says "claim again at once" (the server does the waiting).
+#[derive(Clone)]
+struct LongPoll(EmbeddedBackend);
+
+const LONG_POLL: Duration = Duration::from_secs(5);
+
+impl Backend for LongPoll {
+    async fn enqueue(&self, q: &QueueName, jobs: Vec<NewJob>) -> delayq::Result<Vec<Enqueued>> {
+        self.0.enqueue(q, jobs).await
+    }
+    async fn claim(&self, q: &QueueName, req: ClaimRequest) -> delayq::Result<ClaimBatch> {
+        let asked = req.max;
+        let mut batch = self.0.claim(q, req).await?;
+        if asked > 0 && batch.jobs.is_empty() {
+            sleep(LONG_POLL).await;
+        }
+        batch.next_due_in = Some(Duration::ZERO);
+        Ok(batch)
+    }
+    async fn ack(&self, q: &QueueName, l: Vec<LeaseRef>) -> delayq::Result<Vec<AckOutcome>> {
+        self.0.ack(q, l).await
+    }
+    async fn nack(&self, q: &QueueName, l: LeaseRef, n: Nack) -> delayq::Result<NackOutcome> {
+        self.0.nack(q, l, n).await
+    }
+    async fn extend(&self, q: &QueueName, l: LeaseRef, len: Duration) -> delayq::Result<u64> {
+        self.0.extend(q, l, len).await
+    }
+    async fn release(&self, q: &QueueName, l: Vec<LeaseRef>, undo: bool) -> delayq::Result<()> {
+        self.0.release(q, l, undo).await
+    }
+    async fn cancel(&self, q: &QueueName, id: &JobId) -> delayq::Result<CancelOutcome> {
+        self.0.cancel(q, id).await
+    }
+    async fn reschedule(&self, q: &QueueName, id: &JobId, s: Schedule) -> delayq::Result<u64> {
+        self.0.reschedule(q, id, s).await
+    }
+    async fn wakeups(&self, q: &QueueName) -> delayq::Result<Wakeups> {
+        self.0.wakeups(q).await
+    }
+}
+
+/// Held jobs start while a claim is in flight: a refill claim that long-polls (nothing else
+/// is due) does not keep the free slot idle with jobs waiting in it.
+#[tokio::test(start_paused = true)]
+async fn held_jobs_run_while_a_claim_long_polls() {
+    let (_dir, b) = due_jobs(30).await;
+    let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = starts.clone();
+    let (stop, run) = start(LongPoll(b.clone()), one_slot(16), move |_job: Job| {
+        seen.lock().unwrap().push(tokio::time::Instant::now());
+        async {
+            sleep(Duration::from_millis(10)).await;
+            Ok(())
+        }
+    });
+    let r = drained(&b, "j28", stop, run).await;
+    assert_eq!((r.claimed, r.acked), (30, 30));
+    let starts = starts.lock().unwrap();
+    let span = *starts.last().unwrap() - starts[0];
+    assert!(
+        span < LONG_POLL,
+        "30 jobs of 10 ms started over {span:?}: held jobs waited for a long poll"
     );
 }

@@ -342,7 +342,23 @@ impl<B: Backend, H: Handler> Run<B, H> {
             acks: std::mem::take(&mut self.acks),
         };
         let sent = req.acks.clone();
-        match self.c.backend.claim(&self.c.queue, req).await {
+        let (backend, queue) = (self.c.backend.clone(), self.c.queue.clone());
+        let call = async move { backend.claim(&queue, req).await };
+        let mut call = std::pin::pin!(call);
+        // A slow claim (a remote server's long poll, a slow network) must not idle the slots
+        // while jobs are held: finished jobs settle and held ones start meanwhile.
+        let result = loop {
+            tokio::select! {
+                r = &mut call => break r,
+                Some(res) = self.tasks.join_next_with_id(),
+                    if !self.held.is_empty() && !self.tasks.is_empty() =>
+                {
+                    self.settle(res);
+                    self.start_held();
+                }
+            }
+        };
+        match result {
             Ok(batch) => {
                 self.retry_delay = FIRST_RETRY;
                 self.count_acks(&batch.acks);
@@ -369,7 +385,10 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 Ok(())
             }
             Err(e) => {
-                self.acks = sent;
+                // The acks of the failed call go again with the next, before those of jobs
+                // that finished meanwhile.
+                let meanwhile = std::mem::replace(&mut self.acks, sent);
+                self.acks.extend(meanwhile);
                 let retry_in = self.retry_delay;
                 tracing::warn!(queue = %self.c.queue, error = %e, ?retry_in, "claim failed");
                 self.retry_delay = (retry_in * 2).min(LAST_RETRY);
