@@ -195,6 +195,9 @@ struct Run<B, H> {
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
+/// A claim in flight longer than this lets held jobs start beside it (a Redis or embedded
+/// claim takes well under it; a remote server's long poll far longer).
+const SLOW_CLAIM: Duration = Duration::from_millis(20);
 
 impl<B: Backend, H: Handler> Run<B, H> {
     fn new(c: Consumer<B>, handler: Arc<H>) -> Self {
@@ -346,12 +349,17 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let call = async move { backend.claim(&queue, req).await };
         let mut call = std::pin::pin!(call);
         // A slow claim (a remote server's long poll, a slow network) must not idle the slots
-        // while jobs are held: finished jobs settle and held ones start meanwhile.
+        // while jobs are held: past SLOW_CLAIM, finished jobs settle and held ones start
+        // meanwhile. A quick claim is left alone: starting jobs under it measured slower at
+        // high concurrency (they compete with the claim's reply for the CPU).
+        let mut slow = std::pin::pin!(sleep(SLOW_CLAIM));
+        let mut overlap = false;
         let result = loop {
             tokio::select! {
                 r = &mut call => break r,
+                () = &mut slow, if !overlap => overlap = true,
                 Some(res) = self.tasks.join_next_with_id(),
-                    if !self.held.is_empty() && !self.tasks.is_empty() =>
+                    if overlap && !self.held.is_empty() && !self.tasks.is_empty() =>
                 {
                     self.settle(res);
                     self.start_held();
