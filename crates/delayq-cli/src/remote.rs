@@ -441,11 +441,10 @@ impl Backend for RemoteBackend {
             None if sent == 0 => Vec::new(),
             Some(Value::Array(a)) if a.len() == sent => a
                 .iter()
-                .map(|o| match o.as_str() {
-                    Some("acked") => Ok(AckOutcome::Acked),
-                    Some("lease_lost") => Ok(AckOutcome::LeaseLost),
-                    Some("not_found") => Ok(AckOutcome::NotFound),
-                    other => Err(shape(&format!("claim: ack outcome {other:?}"))),
+                .map(|o| {
+                    o.as_str()
+                        .and_then(AckOutcome::parse)
+                        .ok_or_else(|| shape(&format!("claim: ack outcome {o}")))
                 })
                 .collect::<Result<_>>()?,
             _ => return Err(shape("claim: one ack outcome per ack expected")),

@@ -20,8 +20,8 @@ use tokio::sync::watch;
 use crate::enqueue::insert;
 use crate::limits::{self, Bucket, Held};
 use crate::rows::{
-    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, due_from, head, job_id, leased_row, refused, row,
-    state, state_of,
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, due_from, head, job_id,
+    leased_row, refused, row, state, state_of,
 };
 use crate::store::{Store, sql};
 
@@ -175,9 +175,9 @@ fn lease(
     // With priorities: the lowest due time minus a level's aging per priority first (a due job
     // gains a level per PRIORITY_AGING it waits), as the Redis claim.
     let order = if prio {
-        "score - COALESCE(priority, ?5) * ?6, id"
+        format!("{}, id", claim_order_sql(5))
     } else {
-        "score, id"
+        "score, id".to_owned()
     };
     let aging = delayq::limits::PRIORITY_AGING.as_millis() as i64;
     let mut select = c

@@ -10,7 +10,8 @@ use rusqlite::{Connection, params};
 
 use crate::backend::{EmbeddedBackend, conf, paused};
 use crate::rows::{
-    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, get_row, head, row, state, state_of,
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, get_row, head, row, state,
+    state_of,
 };
 use crate::store::sql;
 use crate::{limits, push};
@@ -112,9 +113,9 @@ impl Inspect for EmbeddedBackend {
             let aging = delayq::limits::PRIORITY_AGING.as_millis() as i64;
             let by_prio = which == ListState::Due && conf(c, &q)?.1;
             let key = if by_prio {
-                "score - COALESCE(priority, ?8) * ?9"
+                claim_order_sql(8)
             } else {
-                "score"
+                "score".to_owned()
             };
             let mut stmt = c
                 .prepare_cached(&format!(
@@ -136,12 +137,14 @@ impl Inspect for EmbeddedBackend {
                 .map_err(sql)?;
             let more = rows.len() > limit;
             rows.truncate(limit);
-            let next = rows.last().filter(|_| more).map(|r| {
-                let p = r.priority.unwrap_or(i64::from(delayq::DEFAULT_PRIORITY));
-                Cursor {
-                    score: (r.score - if by_prio { p * aging } else { 0 }) as u64,
-                    id: r.id.clone(),
-                }
+            let next = rows.last().filter(|_| more).map(|r| Cursor {
+                score: if by_prio {
+                    let p = r.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8);
+                    delayq::limits::claim_order_key(r.score as u64, p) as u64
+                } else {
+                    r.score as u64
+                },
+                id: r.id.clone(),
             });
             let jobs = rows
                 .into_iter()

@@ -12,6 +12,13 @@ pub(crate) const LEASED: i64 = JobState::Leased.code() as i64;
 pub(crate) const DEAD: i64 = JobState::Dead.code() as i64;
 pub(crate) const DONE: i64 = JobState::Done.code() as i64;
 
+/// The claim order of a due job of a queue with priorities in SQL
+/// (`delayq::limits::claim_order_key`: its due time less a level per `PRIORITY_AGING`), with
+/// the default priority bound to `?{p}` and the aging in ms to `?{p + 1}`.
+pub(crate) fn claim_order_sql(p: usize) -> String {
+    format!("score - COALESCE(priority, ?{p}) * ?{}", p + 1)
+}
+
 /// Every column, in the order [`row`] reads them.
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \

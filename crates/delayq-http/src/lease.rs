@@ -88,7 +88,7 @@ pub async fn claim<B: Backend + Inspect>(
     };
     let deadline = Instant::now() + wait;
     let batch = st.backend().claim(&q, Claim { max, lease, acks }).await?;
-    let acks: Vec<&'static str> = batch.acks.iter().map(|a| ack_word(*a)).collect();
+    let acks: Vec<&'static str> = batch.acks.iter().map(|a| a.as_str()).collect();
     let mut shutdown = st.inner.shutdown.clone();
     if !batch.jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
         return Ok(Json(ClaimResponse {
@@ -112,15 +112,6 @@ pub async fn claim<B: Backend + Inspect>(
 /// Most acks one claim carries.
 const MAX_ACKS: usize = 1000;
 
-/// An ack's outcome as the API spells it.
-fn ack_word(a: AckOutcome) -> &'static str {
-    match a {
-        AckOutcome::Acked => "acked",
-        AckOutcome::LeaseLost => "lease_lost",
-        AckOutcome::NotFound => "not_found",
-    }
-}
-
 /// Acknowledge a job: it is done and deleted.
 #[utoipa::path(
     post, path = "/v1/queues/{q}/jobs/{id}/ack", tag = "consumers",
@@ -139,7 +130,7 @@ pub async fn ack<B: Backend + Inspect>(
     };
     let out = st.backend().ack(&q, vec![lease]).await?;
     match out.first() {
-        Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, "acked"))),
+        Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, AckOutcome::Acked.as_str()))),
         Some(AckOutcome::NotFound) => Err(delayq::Error::NotFound { id }.into()),
         _ => Err(delayq::Error::LeaseLost { id }.into()),
     }

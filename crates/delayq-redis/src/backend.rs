@@ -429,13 +429,11 @@ impl RedisBackend {
             }
             return Err(e);
         }
-        // The queue's order across shards: what a shard's claim orders by (`ready`: due time
-        // less a level per PRIORITY_AGING; a shard that has seen no priority holds every job
-        // at the default one, so this is the due time's order there).
-        let aging = delayq::limits::PRIORITY_AGING.as_millis() as i64;
+        // The queue's order across shards: what a shard's claim orders by (a shard that has
+        // seen no priority holds every job at the default one: the due time's order there).
         jobs.sort_by_key(|j| {
             (
-                j.due_at_ms as i64 - i64::from(j.priority) * aging,
+                delayq::limits::claim_order_key(j.due_at_ms, j.priority),
                 j.due_at_ms,
             )
         });

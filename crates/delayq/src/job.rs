@@ -577,6 +577,25 @@ pub enum AckOutcome {
     NotFound,
 }
 
+impl AckOutcome {
+    /// Every outcome.
+    pub const ALL: [AckOutcome; 3] = [Self::Acked, Self::LeaseLost, Self::NotFound];
+
+    /// Its name on the wire (the HTTP claim's `acks` answer).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Acked => "acked",
+            Self::LeaseLost => "lease_lost",
+            Self::NotFound => "not_found",
+        }
+    }
+
+    /// The outcome named `s` ([`Self::as_str`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
 /// Counts of one queue.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {

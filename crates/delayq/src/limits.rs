@@ -33,6 +33,13 @@ pub const MAX_PRIORITY: u8 = 9;
 /// Anti-starvation of priorities: a due job gains one priority level for every this long it
 /// waits, so a priority-0 job waits at most 9 minutes behind a stream of priority-9 ones.
 pub const PRIORITY_AGING: Duration = Duration::from_secs(60);
+
+/// Where a due job of priority `priority` stands among the due jobs of a queue with
+/// priorities (lower first): its due time less a level per [`PRIORITY_AGING`] — the order
+/// every claim takes (Redis `ready` scores, the embedded claim's `ORDER BY`).
+pub fn claim_order_key(due_ms: u64, priority: u8) -> i64 {
+    due_ms as i64 - i64::from(priority) * PRIORITY_AGING.as_millis() as i64
+}
 /// Due jobs of a queue with priorities moved to its ready set per claim.
 pub const PROMOTE_PER_CALL: usize = 1000;
 /// Shortest job timeout.
