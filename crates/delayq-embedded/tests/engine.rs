@@ -334,9 +334,11 @@ async fn a_consumer_holds_at_most_the_budget_of_its_own_pace() {
 
 /// The embedded store behind a server's long poll, as `delayq worker --server` sees it: a
 /// claim that leases nothing answers only after `LONG_POLL` (the poll waited for a due job),
-/// and every answer says "claim again at once" (the server does the waiting).
+/// and every answer says "claim again at once" (the server does the waiting). With a flag,
+/// every other claim waits `LONG_POLL` and then fails without reaching the store (a request
+/// lost on the way), so the engine's retry carries its acks again.
 #[derive(Clone)]
-struct LongPoll(EmbeddedBackend);
+struct LongPoll(EmbeddedBackend, Option<Arc<std::sync::atomic::AtomicBool>>);
 
 const LONG_POLL: Duration = Duration::from_secs(5);
 
@@ -346,6 +348,13 @@ impl Backend for LongPoll {
     }
     async fn claim(&self, q: &QueueName, req: ClaimRequest) -> delayq::Result<ClaimBatch> {
         let asked = req.max;
+        if let Some(flip) = &self.1
+            && asked > 0
+            && !flip.fetch_xor(true, Ordering::Relaxed)
+        {
+            sleep(LONG_POLL).await;
+            return Err(delayq::Error::Unavailable("lost on the way".into()));
+        }
         let mut batch = self.0.claim(q, req).await?;
         if asked > 0 && batch.jobs.is_empty() {
             sleep(LONG_POLL).await;
@@ -383,7 +392,7 @@ async fn held_jobs_run_while_a_claim_long_polls() {
     let (_dir, b) = due_jobs(30).await;
     let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = starts.clone();
-    let (stop, run) = start(LongPoll(b.clone()), one_slot(16), move |_job: Job| {
+    let (stop, run) = start(LongPoll(b.clone(), None), one_slot(16), move |_job: Job| {
         seen.lock().unwrap().push(tokio::time::Instant::now());
         async {
             sleep(Duration::from_millis(10)).await;
@@ -398,4 +407,27 @@ async fn held_jobs_run_while_a_claim_long_polls() {
         span < LONG_POLL,
         "30 jobs of 10 ms started over {span:?}: held jobs waited for a long poll"
     );
+}
+
+/// Acks survive a slow claim that fails: the engine sends the failed call's acks again with
+/// those of the jobs that finished beside it, so every job runs once (a lost ack would let
+/// its lease expire and the job run again).
+#[tokio::test(start_paused = true)]
+async fn acks_survive_a_slow_claim_that_fails() {
+    let (_dir, b) = due_jobs(30).await;
+    let runs = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let seen = runs.clone();
+    let flaky = LongPoll(b.clone(), Some(Arc::default()));
+    let (stop, run) = start(flaky, one_slot(16), move |job: Job| {
+        *seen.lock().unwrap().entry(job.id).or_insert(0) += 1;
+        async {
+            sleep(Duration::from_millis(10)).await;
+            Ok(())
+        }
+    });
+    let r = drained(&b, "j28", stop, run).await;
+    assert_eq!((r.acked, r.lease_lost), (30, 0), "{r:?}");
+    let runs = runs.lock().unwrap();
+    assert_eq!(runs.len(), 30);
+    assert!(runs.values().all(|&n| n == 1), "a job ran twice: {runs:?}");
 }
