@@ -431,3 +431,38 @@ async fn acks_survive_a_slow_claim_that_fails() {
     assert_eq!(runs.len(), 30);
     assert!(runs.values().all(|&n| n == 1), "a job ran twice: {runs:?}");
 }
+
+/// A long poll does not keep finished jobs leased: the acks of jobs that finish while a claim
+/// long-polls reach the store long before it returns (they waited for it: ~5 s).
+#[tokio::test(start_paused = true)]
+async fn acks_do_not_wait_for_a_long_poll() {
+    let (_dir, b) = due_jobs(30).await;
+    let ends = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = ends.clone();
+    let (stop, run) = start(LongPoll(b.clone(), None), one_slot(16), move |_job: Job| {
+        let seen = seen.clone();
+        async move {
+            sleep(Duration::from_millis(10)).await;
+            seen.lock().unwrap().push(tokio::time::Instant::now());
+            Ok(())
+        }
+    });
+    let end = tokio::time::Instant::now() + Duration::from_secs(600);
+    let acked_at = loop {
+        let s = b.stats(&q()).await.unwrap();
+        if ends.lock().unwrap().len() == 30 && s.leased == 0 && s.due == 0 {
+            break tokio::time::Instant::now();
+        }
+        assert!(tokio::time::Instant::now() < end, "not drained: {s:?}");
+        sleep(Duration::from_millis(10)).await;
+    };
+    let last_end = *ends.lock().unwrap().iter().max().unwrap();
+    let lag = acked_at - last_end;
+    assert!(
+        lag < LONG_POLL / 5,
+        "the last job stayed leased {lag:?} after its handler returned"
+    );
+    stop.send(true).unwrap();
+    let r = run.await.unwrap();
+    assert_eq!((r.claimed, r.acked, r.lease_lost), (30, 30, 0), "{r:?}");
+}

@@ -193,6 +193,9 @@ struct Run<B, H> {
     retry_delay: Duration,
 }
 
+/// An ack call beside a slow claim: it answers with the leases it sent.
+type AckCall = futures::future::BoxFuture<'static, (Vec<LeaseRef>, Result<Vec<AckOutcome>>)>;
+
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
 /// A claim in flight longer than this lets held jobs start beside it (a Redis or embedded
@@ -349,23 +352,38 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let call = async move { backend.claim(&queue, req).await };
         let mut call = std::pin::pin!(call);
         // A slow claim (a remote server's long poll, a slow network) must not idle the slots
-        // while jobs are held: past SLOW_CLAIM, finished jobs settle and held ones start
-        // meanwhile. A quick claim is left alone: starting jobs under it measured slower at
-        // high concurrency (they compete with the claim's reply for the CPU).
+        // while jobs are held, nor keep finished jobs leased until it returns: past
+        // SLOW_CLAIM, finished jobs settle, held ones start, and the acks of the finished
+        // ones go on their own (one ack call in flight at a time; those finishing meanwhile
+        // go with the next). A quick claim is left alone: starting jobs under it measured
+        // slower at high concurrency (they compete with the claim's reply for the CPU).
         let mut slow = std::pin::pin!(sleep(SLOW_CLAIM));
         let mut overlap = false;
+        let mut acking: Option<AckCall> = None;
         let result = loop {
             tokio::select! {
                 r = &mut call => break r,
-                () = &mut slow, if !overlap => overlap = true,
-                Some(res) = self.tasks.join_next_with_id(),
-                    if overlap && !self.held.is_empty() && !self.tasks.is_empty() =>
-                {
+                () = &mut slow, if !overlap => {
+                    overlap = true;
+                    acking = self.ack_alone();
+                }
+                Some(res) = self.tasks.join_next_with_id(), if overlap && !self.tasks.is_empty() => {
                     self.settle(res);
                     self.start_held();
+                    if acking.is_none() {
+                        acking = self.ack_alone();
+                    }
+                }
+                (leases, r) = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
+                    self.acked_alone(leases, r);
+                    acking = self.ack_alone();
                 }
             }
         };
+        if let Some(call) = acking {
+            let (leases, r) = call.await;
+            self.acked_alone(leases, r);
+        }
         match result {
             Ok(batch) => {
                 self.retry_delay = FIRST_RETRY;
@@ -401,6 +419,33 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 tracing::warn!(queue = %self.c.queue, error = %e, ?retry_in, "claim failed");
                 self.retry_delay = (retry_in * 2).min(LAST_RETRY);
                 Err(retry_in)
+            }
+        }
+    }
+
+    /// An ack call of the pending acks on their own, beside a slow claim (`None` when there
+    /// are none).
+    fn ack_alone(&mut self) -> Option<AckCall> {
+        if self.acks.is_empty() {
+            return None;
+        }
+        let leases = std::mem::take(&mut self.acks);
+        let (backend, queue) = (self.c.backend.clone(), self.c.queue.clone());
+        Some(Box::pin(async move {
+            let r = backend.ack(&queue, leases.clone()).await;
+            (leases, r)
+        }))
+    }
+
+    /// Counts what an ack call beside a claim answered; a failed one's leases go again with
+    /// the next call, before those of jobs that finished meanwhile.
+    fn acked_alone(&mut self, leases: Vec<LeaseRef>, r: Result<Vec<AckOutcome>>) {
+        match r {
+            Ok(out) => self.count_acks(&out),
+            Err(e) => {
+                tracing::warn!(queue = %self.c.queue, error = %e, "ack failed; retried with the next call");
+                let meanwhile = std::mem::replace(&mut self.acks, leases);
+                self.acks.extend(meanwhile);
             }
         }
     }
