@@ -241,6 +241,23 @@ fn shape(what: &str) -> Error {
     Error::Backend(format!("unexpected answer from the delayq server: {what}"))
 }
 
+/// The `acks` of a claim's or an ack batch's answer: one outcome per ack sent, in order
+/// (absent when none was sent).
+fn ack_outcomes(body: &Value, sent: usize) -> Result<Vec<AckOutcome>> {
+    match body.get("acks") {
+        None if sent == 0 => Ok(Vec::new()),
+        Some(Value::Array(a)) if a.len() == sent => a
+            .iter()
+            .map(|o| {
+                o.as_str()
+                    .and_then(AckOutcome::parse)
+                    .ok_or_else(|| shape(&format!("ack outcome {o}")))
+            })
+            .collect(),
+        _ => Err(shape("one ack outcome per ack expected")),
+    }
+}
+
 fn u64_of(v: &Value, k: &str) -> Result<u64> {
     v[k].as_u64().ok_or_else(|| shape(&format!("no {k}")))
 }
@@ -418,7 +435,7 @@ impl Backend for RemoteBackend {
                 ..ClaimBatch::default()
             });
         }
-        // More acks than a claim carries (1,000): the rest go one by one first.
+        // More acks than a claim carries (1,000): the rest go first, in ack batches.
         let rest = req.acks.split_off(req.acks.len().min(1000));
         let rest = self.ack(queue, rest).await?;
         // The finished jobs' acks travel with the claim: one request, not one per job.
@@ -437,18 +454,7 @@ impl Backend for RemoteBackend {
         let r = self
             .ok_reply("POST", &format!("{}/claim", q(queue)), Some(body), None)
             .await?;
-        let acks = match r.body.get("acks") {
-            None if sent == 0 => Vec::new(),
-            Some(Value::Array(a)) if a.len() == sent => a
-                .iter()
-                .map(|o| {
-                    o.as_str()
-                        .and_then(AckOutcome::parse)
-                        .ok_or_else(|| shape(&format!("claim: ack outcome {o}")))
-                })
-                .collect::<Result<_>>()?,
-            _ => return Err(shape("claim: one ack outcome per ack expected")),
-        };
+        let acks = ack_outcomes(&r.body, sent)?;
         let acks: Vec<AckOutcome> = acks.into_iter().chain(rest).collect();
         let mut bodies = payloads(&r.raw)?.into_iter();
         let mut jobs = Vec::new();
@@ -486,18 +492,22 @@ impl Backend for RemoteBackend {
     }
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        // One request per 1,000 acks (the server's limit), answered in order.
         let mut out = Vec::with_capacity(leases.len());
-        for l in leases {
-            let body = json!({"lease_token": l.token});
+        for chunk in leases.chunks(1000) {
+            let acks: Vec<_> = chunk
+                .iter()
+                .map(|l| json!({"id": l.id.as_str(), "lease_token": l.token}))
+                .collect();
             let r = self
-                .request("POST", &format!("{}/ack", jp(queue, &l.id)), Some(body))
+                .ok_reply(
+                    "POST",
+                    &format!("{}/acks", q(queue)),
+                    Some(json!({"acks": acks})),
+                    None,
+                )
                 .await?;
-            out.push(match (r.status, r.body["code"].as_str()) {
-                (200, _) => AckOutcome::Acked,
-                (_, Some("lease_lost")) => AckOutcome::LeaseLost,
-                (404, _) => AckOutcome::NotFound,
-                _ => return Err(api_error(&r, Some(&l.id))),
-            });
+            out.extend(ack_outcomes(&r.body, chunk.len())?);
         }
         Ok(out)
     }

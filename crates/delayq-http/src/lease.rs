@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, JobPath, QueuePath};
 use crate::model::{
-    AckRequest, ClaimRequest, ClaimResponse, ExtendRequest, NackRequest, Outcome, ReleaseRequest,
+    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
+    ExtendRequest, NackRequest, Outcome, ReleaseRequest,
 };
 use crate::polls::Waiting;
 use crate::state::AppState;
@@ -40,22 +41,7 @@ pub async fn claim<B: Backend + Inspect>(
             format!("max {max} is outside 1-1000"),
         ));
     }
-    if req.acks.len() > MAX_ACKS {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBatch,
-            format!("{} acks is over {MAX_ACKS}", req.acks.len()),
-        ));
-    }
-    let acks = req
-        .acks
-        .into_iter()
-        .map(|a| {
-            Ok(LeaseRef {
-                id: delayq::JobId::new(a.id)?,
-                token: a.lease_token,
-            })
-        })
-        .collect::<Result<Vec<_>, delayq::Error>>()?;
+    let acks = leases_of(req.acks)?;
     let lease = req.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
     delayq::job::validate_lease(lease)?;
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
@@ -109,8 +95,53 @@ pub async fn claim<B: Backend + Inspect>(
     }))
 }
 
-/// Most acks one claim carries.
+/// Most acks one claim or ack batch carries.
 const MAX_ACKS: usize = 1000;
+
+/// The leases of a request's acks; more than [`MAX_ACKS`] or a bad id refuses the request.
+fn leases_of(acks: Vec<ClaimAck>) -> Result<Vec<LeaseRef>, ApiError> {
+    if acks.len() > MAX_ACKS {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBatch,
+            format!("{} acks is over {MAX_ACKS}", acks.len()),
+        ));
+    }
+    Ok(acks
+        .into_iter()
+        .map(|a| {
+            Ok(LeaseRef {
+                id: delayq::JobId::new(a.id)?,
+                token: a.lease_token,
+            })
+        })
+        .collect::<Result<Vec<_>, delayq::Error>>()?)
+}
+
+/// Acknowledge several jobs in one request (a worker's finished jobs when it has no claim to
+/// carry them): each is done and deleted if its lease is current; answered in order.
+#[utoipa::path(
+    post, path = "/v1/queues/{q}/acks", tag = "consumers",
+    params(("q" = String, Path)),
+    request_body = AckBatchRequest,
+    responses((status = 200, body = AckBatchResponse), (status = "4XX", body = ErrorBody))
+)]
+pub async fn ack_batch<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    QueuePath(q): QueuePath,
+    ApiJson(req): ApiJson<AckBatchRequest>,
+) -> Result<Json<AckBatchResponse>, ApiError> {
+    if req.acks.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBatch,
+            "acks is empty (1-1000)",
+        ));
+    }
+    let leases = leases_of(req.acks)?;
+    let out = st.backend().ack(&q, leases).await?;
+    Ok(Json(AckBatchResponse {
+        acks: out.iter().map(|a| a.as_str()).collect(),
+    }))
+}
 
 /// Acknowledge a job: it is done and deleted.
 #[utoipa::path(

@@ -357,7 +357,22 @@ pub struct ClaimRequest {
     pub acks: Vec<ClaimAck>,
 }
 
-/// An ack a claim carries.
+/// Acks of several jobs at once.
+#[derive(Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct AckBatchRequest {
+    /// The finished jobs (1-1000).
+    pub acks: Vec<ClaimAck>,
+}
+
+/// How each ack of an [`AckBatchRequest`] went.
+#[derive(Serialize, ToSchema, Debug)]
+pub struct AckBatchResponse {
+    /// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`.
+    pub acks: Vec<&'static str>,
+}
+
+/// An ack a claim or an ack batch carries.
 #[derive(Deserialize, ToSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimAck {

@@ -18,7 +18,74 @@ on_both_backends!(
     health_metrics_openapi_dashboard,
     stale_and_foreign_lease_tokens_are_refused,
     a_claim_carries_acks,
+    acks_go_in_one_request,
 );
+
+/// `POST /v1/queues/{q}/acks` acknowledges several jobs at once and answers each in order; a
+/// bad ack refuses the whole request before anything changes.
+async fn acks_go_in_one_request(store: Store) {
+    let api = start_on(store, Vec::new()).await;
+    let batch = json!([{"id":"a","payload":1},{"id":"b","payload":2},{"id":"c","payload":3}]);
+    assert_eq!(
+        api.call("POST", "/v1/queues/k/jobs", Some(batch))
+            .await
+            .status,
+        201
+    );
+    let c = api
+        .call("POST", "/v1/queues/k/claim", Some(json!({"max":3})))
+        .await
+        .json();
+    let token = |id: &str| {
+        c["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .unwrap()["lease_token"]
+            .as_u64()
+            .unwrap()
+    };
+    let (a, b, cc) = (token("a"), token("b"), token("c"));
+    // A bad id anywhere refuses all: c stays leased.
+    let r = api
+        .call(
+            "POST",
+            "/v1/queues/k/acks",
+            Some(json!({"acks":[{"id":"c","lease_token":cc},{"id":"","lease_token":1}]})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (400, "invalid_job_id"),
+        "{}",
+        r.body
+    );
+    let now = api.call("GET", "/v1/queues/k/jobs/c", None).await.json();
+    assert_eq!(now["state"], "leased", "{now}");
+    let acks = json!([
+        {"id":"a","lease_token":a},
+        {"id":"b","lease_token":b + 1000},
+        {"id":"nope","lease_token":1},
+        {"id":"c","lease_token":cc}
+    ]);
+    let r = api
+        .call("POST", "/v1/queues/k/acks", Some(json!({"acks":acks})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({"acks":["acked", "lease_lost", "not_found", "acked"]})
+    );
+    for (id, status) in [("a", 404), ("c", 404), ("b", 200)] {
+        let r = api
+            .call("GET", &format!("/v1/queues/k/jobs/{id}"), None)
+            .await;
+        assert_eq!(r.status, status, "{id}: {}", r.body);
+    }
+    let stats = api.call("GET", "/v1/queues/k", None).await.json();
+    assert_eq!(stats["leased"], 1, "a stale token changes nothing: {stats}");
+}
 
 /// A claim acknowledges the finished jobs it carries before it leases (one request per claim
 /// for a worker, not one per job) and answers how each ack went, in order.

@@ -334,6 +334,41 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store:
         ),
         (
             "POST",
+            "/v1/queues/bad/acks".into(),
+            Some(j),
+            r#"{"acks":[]}"#.into(),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/acks".into(),
+            Some(j),
+            format!(
+                r#"{{"acks":[{}]}}"#,
+                vec![r#"{"id":"a","lease_token":1}"#; 1001].join(",")
+            ),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/acks".into(),
+            Some(j),
+            r#"{"acks":[{"id":"a\u0001","lease_token":1}]}"#.into(),
+            400,
+            "invalid_job_id",
+        ),
+        (
+            "POST",
+            "/v1/queues/bad/acks".into(),
+            Some(j),
+            r#"{"acks":[{"id":"a"}]}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
             "/v1/queues/bad/jobs/nope/ack".into(),
             Some(j),
             r#"{"lease_token":1}"#.into(),
