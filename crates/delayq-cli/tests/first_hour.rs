@@ -123,8 +123,8 @@ fn a_remote_worker_acks_with_its_claims() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // A hang guard, not a speed check: acks of jobs that finish while a claim long-polls
-    // (5 s) land with the next claim, and a run here takes 10-25 s.
+    // A hang guard, not a speed check (the jobs are done within a second; the worker's
+    // shutdown waits for its long poll, up to 5 s).
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let o = run(dir, &["stats", "--json"]);

@@ -5,7 +5,8 @@
 //! One loop owns all state. Acknowledgements of finished jobs ride on the next claim, so with
 //! concurrency 1 a job costs one round trip: "ack this, give me the next" — or, with
 //! [`ConsumerOptions::prefetch`], a fraction of one: a claim leases jobs beyond the free slots,
-//! which wait locally (held) under their lease until a slot frees.
+//! which wait locally (held) under their lease until a slot frees. Beside a slow claim (a
+//! remote server's long poll) acks go on their own, so finished jobs are not left leased.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
