@@ -19,6 +19,7 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+mod polls;
 mod schedules;
 
 /// How long a claim waits on the server for a due job before it answers empty.
@@ -35,6 +36,8 @@ pub(crate) struct RemoteBackend {
     token: Option<String>,
     /// Never bumped: the long poll of each claim is the wake-up.
     wake: std::sync::Arc<watch::Sender<u64>>,
+    /// Set by [`RemoteBackend::close`] at a worker's shutdown.
+    closing: std::sync::Arc<polls::Closing>,
 }
 
 /// A reply: status, JSON body, and the raw bytes (for payloads, which must come out exactly).
@@ -100,6 +103,7 @@ impl RemoteBackend {
             authority,
             token,
             wake: std::sync::Arc::new(watch::channel(0).0),
+            closing: std::sync::Arc::default(),
         })
     }
 
@@ -445,15 +449,21 @@ impl Backend for RemoteBackend {
             .iter()
             .map(|l| json!({"id": l.id.as_str(), "lease_token": l.token}))
             .collect();
-        let body = json!({
+        let (poll_id, wait_ms) = self.closing.start(queue, LONG_POLL.as_millis() as u64);
+        let mut body = json!({
             "max": req.max.min(1000),
             "lease_ms": req.lease.as_millis() as u64,
-            "wait_ms": LONG_POLL.as_millis() as u64,
+            "wait_ms": wait_ms,
             "acks": acks,
         });
+        if let Some(id) = poll_id {
+            body["poll_id"] = id.into();
+        }
         let r = self
             .ok_reply("POST", &format!("{}/claim", q(queue)), Some(body), None)
-            .await?;
+            .await;
+        self.closing.done();
+        let r = r?;
         let acks = ack_outcomes(&r.body, sent)?;
         let acks: Vec<AckOutcome> = acks.into_iter().chain(rest).collect();
         let mut bodies = payloads(&r.raw)?.into_iter();

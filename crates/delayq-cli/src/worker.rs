@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::backend::AnyBackend;
+use crate::remote::RemoteBackend;
 use delayq::{Consumer, ConsumerOptions, Failure, Handler, Job, QueueName};
 use tokio::sync::Notify;
 
@@ -53,6 +54,10 @@ pub(crate) async fn run(
             let _ = ticker_stopped.wait_for(|s| *s).await;
         }))
     });
+    let remote = match &backend {
+        AnyBackend::Remote(r) => Some(r.clone()),
+        _ => None,
+    };
     let consumer = Consumer::new(backend, queue.clone(), opts)?;
     let report = match (a.exec, a.bench_record) {
         (Some(cmd), _) => {
@@ -72,12 +77,12 @@ pub(crate) async fn run(
                 format: a.log_format,
                 broken: broken.clone(),
             };
-            let stop = async move {
+            let stop = closing(remote, async move {
                 tokio::select! {
                     _ = signal => {}
                     _ = broken.notified() => {}
                 }
-            };
+            });
             let report = consumer.run(handler, stop).await?;
             if report.given_back > 0 {
                 eprintln!(
@@ -98,7 +103,9 @@ pub(crate) async fn run(
                 file: std::sync::Mutex::new(file),
                 sleep: std::time::Duration::from_millis(a.bench_sleep_ms),
             };
-            consumer.run(handler, shutdown_signal()).await?
+            consumer
+                .run(handler, closing(remote, shutdown_signal()))
+                .await?
         }
         (None, None) => anyhow::bail!("give --exec CMD"),
     };
@@ -111,6 +118,25 @@ pub(crate) async fn run(
         report.acked, report.retried, report.dead, report.lease_lost, report.aborted
     );
     Ok(0)
+}
+
+/// The engine's shutdown future: `stop`, and then a remote backend's long poll cut short (the
+/// engine waits for a claim in flight before it looks at its shutdown future).
+fn closing(
+    remote: Option<RemoteBackend>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
+    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop.await;
+        let _ = tx.send(true);
+        if let Some(r) = remote {
+            r.close().await;
+        }
+    });
+    async move {
+        let _ = rx.wait_for(|v| *v).await;
+    }
 }
 
 /// Completes on SIGTERM or SIGINT. The handlers are installed when this is called, not when

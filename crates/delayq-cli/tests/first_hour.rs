@@ -163,6 +163,60 @@ fn a_remote_worker_acks_with_its_claims() {
     drop(server);
 }
 
+/// Ctrl-C on a worker whose claim long-polls the server (5 s) stops it at once: the worker
+/// cuts its poll short instead of waiting it out, and the cut poll leased nothing.
+#[test]
+fn a_remote_worker_stops_without_waiting_out_its_long_poll() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (server, _) = spawn_serve_line(delayq(dir).args(["serve", "--listen", "127.0.0.1:0"]));
+    let mut worker = delayq(dir)
+        .args(["worker", "--exec", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(worker.stderr.take().unwrap()).lines();
+    let banner = lines.next().unwrap().unwrap();
+    assert!(
+        banner.starts_with("delayq worker: queue default"),
+        "{banner}"
+    );
+    // Its first claim finds nothing due and waits on the server.
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = worker.wait().unwrap();
+    let took = t.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the worker waited out its long poll: stopped {took:?} after SIGTERM"
+    );
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with("delayq worker stopped: 0 acked")),
+        "{rest:?}"
+    );
+    let o = run(dir, &["enqueue", "--id", "next", "--payload", "x"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(dir, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    assert_eq!(
+        (v["due"].as_u64(), v["leased"].as_u64()),
+        (Some(1), Some(0)),
+        "{}",
+        text(&o)
+    );
+    drop(server);
+}
+
 /// A GET to the server that owns `dir`'s store (its address from `delayq-data/SERVER`).
 fn http_get(dir: &Path, path: &str) -> String {
     use std::io::{Read, Write};

@@ -54,6 +54,7 @@ impl Scope {
                 Scope::Produce
             }
             ("POST", "/v1/queues/{q}/claim" | "/v1/queues/{q}/acks")
+            | ("DELETE", "/v1/queues/{q}/polls/{poll_id}")
             | (
                 "POST",
                 "/v1/queues/{q}/jobs/{id}/ack"

@@ -51,12 +51,13 @@ error_codes! {
     InvalidMaxAttempts = "invalid_max_attempts", 400, "max_attempts outside 1-10000";
     InvalidBackoff = "invalid_backoff", 400, "backoff out of range (base > cap or cap over 30 days)";
     InvalidLease = "invalid_lease", 400, "lease_ms outside 10 ms - 24 h";
-    InvalidBatch = "invalid_batch", 400, "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s";
+    InvalidBatch = "invalid_batch", 400, "a batch that is empty or over 10,000 jobs; claim max outside 1-1000; wait_ms over 60 s; acks empty (an ack batch) or over 1,000";
     InvalidQuery = "invalid_query", 400, "query parameters that do not parse";
     InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store; rate.per_s not > 0, rate.burst or max_in_flight outside 1-1,000,000 or under the shard count)";
     InvalidPriority = "invalid_priority", 400, "priority over 9";
     InvalidSchedule = "invalid_schedule", 400, "a schedule name outside [A-Za-z0-9._-]{1,128}, a cron expression that does not parse, an unknown time zone, every_ms under 1,000, both or neither of cron and every_ms, or catch_up other than none, one, all";
     InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h (30 min for a job with a push target), expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
+    InvalidPollId = "invalid_poll_id", 400, "a long poll's poll_id outside [A-Za-z0-9._-]{1,64}";
     InvalidTarget = "invalid_target", 400, "a push target's url is not an absolute http(s) URL with a host (no credentials, no fragment), its method is not POST, PUT, PATCH, DELETE, GET, HEAD or OPTIONS, or a header is invalid or reserved (host, content-length, webhook-*, delayq-*, ...)";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
     Forbidden = "forbidden", 403, "the token's scope does not allow this (read: browse and stats; produce: enqueue, cancel, reschedule; consume: claim, ack, nack, extend, release; admin: everything); without tokens: a Host that is not this machine, or a state-changing browser request from another site";

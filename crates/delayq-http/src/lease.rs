@@ -14,7 +14,7 @@ use crate::model::{
     AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
     ExtendRequest, NackRequest, Outcome, ReleaseRequest,
 };
-use crate::polls::Waiting;
+use crate::polls::{Waiting, valid_poll_id};
 use crate::state::AppState;
 
 /// Longest long poll.
@@ -72,6 +72,20 @@ pub async fn claim<B: Backend + Inspect>(
             )
         })?)
     };
+    let poll_id = match req.poll_id {
+        Some(id) if !valid_poll_id(&id) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidPollId,
+                "poll_id must be 1-64 characters of [A-Za-z0-9._-]",
+            ));
+        }
+        id => id,
+    };
+    // Registered before the first claim: a cut that overtakes it still ends the poll.
+    let cut = poll_id
+        .as_deref()
+        .filter(|_| !wait.is_zero())
+        .map(|id| st.inner.cuts.watch(&q, id));
     let deadline = Instant::now() + wait;
     let batch = st.backend().claim(&q, Claim { max, lease, acks }).await?;
     let acks: Vec<&'static str> = batch.acks.iter().map(|a| a.as_str()).collect();
@@ -88,11 +102,35 @@ pub async fn claim<B: Backend + Inspect>(
         jobs = waiting.jobs() => jobs,
         () = tokio::time::sleep_until(deadline) => waiting.stop(),
         _ = shutdown.changed() => waiting.stop(),
+        () = async { cut.as_ref().expect("guarded").cut().await }, if cut.is_some() => waiting.stop(),
     };
     Ok(Json(ClaimResponse {
         jobs: jobs.into_iter().map(Into::into).collect(),
         acks,
     }))
+}
+
+/// End a waiting long poll now (one that named itself with `poll_id`): it answers with the
+/// jobs it holds, usually none. A cut for a poll that has not arrived yet ends it as soon as
+/// it does (within 2 minutes). A worker shutting down does this instead of waiting out its poll.
+#[utoipa::path(
+    delete, path = "/v1/queues/{q}/polls/{poll_id}", tag = "consumers",
+    params(("q" = String, Path), ("poll_id" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody))
+)]
+pub async fn cut_poll<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    axum::extract::Path((q, id)): axum::extract::Path<(String, String)>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    let q = delayq::QueueName::new(q)?;
+    if !valid_poll_id(&id) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidPollId,
+            "poll_id must be 1-64 characters of [A-Za-z0-9._-]",
+        ));
+    }
+    st.inner.cuts.cut(&q, &id);
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 /// Most acks one claim or ack batch carries.

@@ -57,7 +57,7 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
     info(title = "delayq", description = "Jobs that run at a future time: HTTP/JSON API v1."),
     paths(
         jobs::enqueue, jobs::get, jobs::cancel, jobs::reschedule,
-        lease::claim, lease::ack, lease::ack_batch, lease::nack, lease::extend, lease::release,
+        lease::claim, lease::cut_poll, lease::ack, lease::ack_batch, lease::nack, lease::extend, lease::release,
         queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, console::events,
@@ -163,6 +163,10 @@ pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
         )
         .route("/v1/queues/{q}/claim", post(lease::claim::<B>))
         .route("/v1/queues/{q}/acks", post(lease::ack_batch::<B>))
+        .route(
+            "/v1/queues/{q}/polls/{poll_id}",
+            axum::routing::delete(lease::cut_poll::<B>),
+        )
         .route("/v1/queues/{q}/jobs/{id}/ack", post(lease::ack::<B>))
         .route("/v1/queues/{q}/jobs/{id}/nack", post(lease::nack::<B>))
         .route("/v1/queues/{q}/jobs/{id}/extend", post(lease::extend::<B>))

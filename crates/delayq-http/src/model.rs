@@ -355,6 +355,9 @@ pub struct ClaimRequest {
     /// claims in one request; the answer's `acks` says how each went, in order.
     #[serde(default)]
     pub acks: Vec<ClaimAck>,
+    /// A name for this long poll (1-64 characters of `[A-Za-z0-9._-]`, unique per client), so
+    /// the client can end it early with `DELETE /v1/queues/{q}/polls/{poll_id}`.
+    pub poll_id: Option<String>,
 }
 
 /// Acks of several jobs at once.

@@ -2,14 +2,16 @@
 //! becomes due costs one claim however many polls wait (a loop per poll would run one claim
 //! script per waiting poll on every wake-up). A poll first claims on its own; if nothing is
 //! due it joins its queue's waiters, and the loop — started by the first waiter, ended when
-//! none is left — claims for them in arrival order and hands each its jobs.
+//! none is left — claims for them in arrival order and hands each its jobs. A poll that names
+//! itself (`poll_id`) can be cut short by its client ([`Cuts`]): a worker shutting down does
+//! not wait out its long poll.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::{Backend, ClaimRequest, Inspect, Job, QueueName};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use crate::state::AppState;
@@ -18,6 +20,93 @@ use crate::state::AppState;
 const MAX_CLAIM: usize = 1000;
 /// Pause after a failed claim (the store is unreachable; waiters time out on their own).
 const AFTER_ERROR: Duration = Duration::from_millis(200);
+
+/// How long a cut is kept for a poll that has not arrived (a client's cut may overtake its own
+/// claim) or has already answered.
+const CUT_TTL: Duration = Duration::from_secs(120);
+/// Most cuts kept at once; past it, a cut for a poll not waiting is not stored.
+const MAX_CUTS: usize = 10_000;
+
+/// Long polls their clients may cut short, by queue and `poll_id`: each has a [`Notify`]
+/// whose permit ends the poll, stored by whichever comes first — the poll or the cut.
+#[derive(Default)]
+pub(crate) struct Cuts {
+    map: Mutex<HashMap<PollKey, (Arc<Notify>, Instant)>>,
+}
+
+/// A poll's queue and `poll_id`.
+type PollKey = (QueueName, String);
+
+impl Cuts {
+    /// The notify of poll `id` on `queue`, made if new (`None` when full and new).
+    fn entry(&self, queue: &QueueName, id: &str) -> Option<Arc<Notify>> {
+        let mut m = self.map.lock().expect("cuts lock");
+        let key = (queue.clone(), id.to_owned());
+        if let Some((n, _)) = m.get(&key) {
+            return Some(n.clone());
+        }
+        let now = Instant::now();
+        if m.len() >= MAX_CUTS {
+            m.retain(|_, (_, at)| now.duration_since(*at) < CUT_TTL);
+            if m.len() >= MAX_CUTS {
+                return None;
+            }
+        }
+        let n = Arc::new(Notify::new());
+        m.insert(key, (n.clone(), now));
+        Some(n)
+    }
+
+    /// Cuts poll `id` on `queue` short: it answers now with what it holds, or at once if it
+    /// arrives within [`CUT_TTL`].
+    pub(crate) fn cut(&self, queue: &QueueName, id: &str) {
+        if let Some(n) = self.entry(queue, id) {
+            n.notify_one();
+        }
+    }
+
+    /// Registers a poll that may be cut, until the guard drops.
+    pub(crate) fn watch<'a>(&'a self, queue: &QueueName, id: &str) -> CutGuard<'a> {
+        CutGuard {
+            cuts: self,
+            key: (queue.clone(), id.to_owned()),
+            notify: self.entry(queue, id),
+        }
+    }
+}
+
+/// A poll registered with [`Cuts`]; dropping it forgets the poll.
+pub(crate) struct CutGuard<'a> {
+    cuts: &'a Cuts,
+    key: PollKey,
+    notify: Option<Arc<Notify>>,
+}
+
+impl CutGuard<'_> {
+    /// Completes when the client cuts the poll (never for a poll without a notify).
+    pub(crate) async fn cut(&self) {
+        match &self.notify {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for CutGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.cuts.map.lock() {
+            m.remove(&self.key);
+        }
+    }
+}
+
+/// Whether `id` is a valid `poll_id`: 1-64 characters of `[A-Za-z0-9._-]`.
+pub(crate) fn valid_poll_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
 
 /// The waiting polls of every queue.
 #[derive(Default)]

@@ -82,6 +82,8 @@ pub(crate) struct Inner<B> {
     pub polls_per_caller: Mutex<std::collections::HashMap<String, usize>>,
     /// Long polls waiting for jobs, per queue, and their claim loops.
     pub polls: crate::polls::Polls,
+    /// Long polls their clients may cut short (`poll_id`).
+    pub cuts: crate::polls::Cuts,
     /// Actions taken through this server, for the console's event streams.
     pub actions: tokio::sync::broadcast::Sender<crate::console::Action>,
     /// Depth samples per queue (`depth.rs`).
@@ -123,6 +125,7 @@ impl<B: Backend + Inspect> AppState<B> {
                 seen: Mutex::default(),
                 polls_per_caller: Mutex::default(),
                 polls: crate::polls::Polls::default(),
+                cuts: crate::polls::Cuts::default(),
                 actions: tokio::sync::broadcast::channel(256).0,
                 depths: crate::depth::Depths::default(),
                 deliveries: std::sync::OnceLock::new(),

@@ -540,6 +540,67 @@ async fn shutdown_ends_pending_long_polls() {
     api.task.take().unwrap().await.unwrap().unwrap();
 }
 
+/// A client cuts its own long poll short (`DELETE …/polls/{poll_id}`, a worker shutting down):
+/// it answers at once with nothing leased; a cut that overtakes its poll still ends it, and
+/// polls of other ids keep waiting.
+#[tokio::test]
+async fn a_client_cuts_its_long_poll_short() {
+    let api = start_socket().await;
+    let poll = |id: &'static str, wait_ms: u64| {
+        let a = api.client.clone();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let body = json!({"wait_ms": wait_ms, "poll_id": id, "max": 5});
+            let r = a.call("POST", "/v1/queues/cut/claim", Some(body)).await;
+            (r.status, r.json(), t.elapsed())
+        })
+    };
+    let (mine, other) = (poll("w-1", 30000), poll("w-2", 1500));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = api.call("DELETE", "/v1/queues/cut/polls/w-1", None).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let (status, v, waited) = mine.await.unwrap();
+    assert_eq!(
+        (status, v["jobs"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{v}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "cut, not its 30 s: {waited:?}"
+    );
+    let (status, _, waited) = other.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "w-2 was not cut: {waited:?}"
+    );
+    // The cut first, then its poll: it answers at once.
+    let r = api.call("DELETE", "/v1/queues/cut/polls/w-3", None).await;
+    assert_eq!(r.status, 204);
+    let (status, v, waited) = poll("w-3", 30000).await.unwrap();
+    assert_eq!(
+        (status, v["jobs"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{v}"
+    );
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    // A cut poll leased nothing: a job enqueued now is due for the next claim.
+    api.call(
+        "POST",
+        "/v1/queues/cut/jobs",
+        Some(json!({"id":"after","payload":1})),
+    )
+    .await;
+    let stats = api.call("GET", "/v1/queues/cut", None).await.json();
+    assert_eq!(
+        (stats["due"].as_u64(), stats["leased"].as_u64()),
+        (Some(1), Some(0)),
+        "{stats}"
+    );
+    api.stop().await;
+}
+
 async fn bearer_tokens_guard_the_api(store: Store) {
     let mut api = start_on(store, vec!["s3cret".into(), "other".into()]).await;
     assert_eq!(api.call("GET", "/v1/queues", None).await.status, 200);
