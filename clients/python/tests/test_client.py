@@ -1,6 +1,7 @@
 """Client calls against a live server: every call, typed errors, retries that never store a
 job twice."""
 
+import time
 import unittest
 
 import delayq
@@ -60,6 +61,24 @@ class ClientTest(unittest.TestCase):
         self.c.ack(self.q, job.id, job.lease_token)
         with self.assertRaises(NotFound):
             self.c.get(self.q, "a")
+
+    def test_ack_many_and_cut_poll(self):
+        self.c.enqueue_many(self.q, [{"payload": i, "id": f"m{i}"} for i in range(3)])
+        jobs = self.c.claim(self.q, max=3)
+        tokens = {j.id: j.lease_token for j in jobs}
+        out = self.c.ack_many(self.q, [("m0", tokens["m0"]), ("m1", tokens["m1"] + 99),
+                                       ("nope", 1), ("m2", tokens["m2"])])
+        self.assertEqual(out, ["acked", "lease_lost", "not_found", "acked"])
+        self.assertEqual(self.c.get(self.q, "m1").state, "leased")
+        with self.assertRaises(NotFound):
+            self.c.get(self.q, "m0")
+        # A cut sent first ends the poll it names as soon as it comes.
+        self.c.cut_poll(self.q, "p-1")
+        t = time.monotonic()
+        self.assertEqual(self.c.claim(self.q, wait_ms=20_000, poll_id="p-1"), [])
+        self.assertLess(time.monotonic() - t, 10)
+        with self.assertRaises(InvalidInput):
+            self.c.cut_poll(self.q, "bad id")
 
     def test_reschedule_run_now_and_listing(self):
         for i in range(3):

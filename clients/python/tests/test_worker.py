@@ -103,6 +103,28 @@ class WorkerTest(unittest.TestCase):
         with self.assertRaises(NotFound):
             self.c.get(self.q, "inflight")
 
+    def test_sigterm_cuts_the_long_poll_short(self):
+        code = (
+            "from delayq import Client, Worker\n"
+            f"w = Worker(Client({URL!r}), {self.q!r}, lambda job: None, wait_ms=30_000)\n"
+            "print('ready', flush=True)\n"
+            "w.run()\n"
+            "print('stopped', w.acked, flush=True)\n"
+        )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        time.sleep(0.5)  # its first claim waits on the server (30 s)
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=25)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("stopped 0", out)
+        self.assertLess(time.monotonic() - t, 10, "the worker waited out its long poll")
+        self.c.enqueue(self.q, 1, id="after")
+        st = self.c.stats(self.q)
+        self.assertEqual((st.due, st.leased), (1, 0), "the cut poll leased nothing")
+
 
 @needs_server
 class AsyncWorkerTest(unittest.TestCase):
@@ -129,6 +151,19 @@ class AsyncWorkerTest(unittest.TestCase):
         w, seen = asyncio.run(main())
         self.assertEqual(sorted(seen), [("a1", 1), ("a2", 1), ("a2", 2)])
         self.assertEqual((w.acked, w.failed), (2, 1))
+
+    def test_stop_cuts_the_async_long_poll_short(self):
+        q = queue("pyc")
+
+        async def main():
+            w = AsyncWorker(AsyncClient(URL), q, lambda job: asyncio.sleep(0), wait_ms=30_000)
+            asyncio.get_running_loop().call_later(0.5, w.stop)
+            t = time.monotonic()
+            await w.run(install_signal_handlers=False)
+            return time.monotonic() - t
+
+        took = asyncio.run(main())
+        self.assertLess(took, 10, "the worker waited out its long poll")
 
 
 if __name__ == "__main__":

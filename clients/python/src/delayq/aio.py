@@ -9,6 +9,7 @@ import asyncio
 import functools
 import logging
 import signal
+import uuid
 from typing import Any, Awaitable, Callable, Optional
 
 from . import errors
@@ -48,12 +49,30 @@ class AsyncWorker:
         self.concurrency, self.lease_ms, self.wait_ms = concurrency, lease_ms, wait_ms
         self.shutdown_grace = shutdown_grace
         self._stop = asyncio.Event()
+        # The long poll in flight, cut short by stop() so a SIGTERM does not wait it out.
+        self._poll: Optional[str] = None
+        self._cuts: set = set()
         self.acked = 0
         self.failed = 0
 
     def stop(self) -> None:
-        """Asks the worker to stop."""
+        """Asks the worker to stop; a long poll in flight is cut short."""
         self._stop.set()
+        if self._poll is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        t = loop.create_task(self._cut(self._poll))
+        self._cuts.add(t)
+        t.add_done_callback(self._cuts.discard)
+
+    async def _cut(self, poll: str) -> None:
+        try:
+            await self.client.cut_poll(self.queue, poll)
+        except errors.DelayqError as e:
+            log.debug("cutting the long poll short failed: %s", e)
 
     async def run(self, *, install_signal_handlers: bool = True, idle_exit: Optional[float] = None) -> None:
         """Works until stopped (or idle for ``idle_exit`` seconds)."""
@@ -70,13 +89,17 @@ class AsyncWorker:
             while free < self.concurrency and not slots.locked():
                 await slots.acquire()
                 free += 1
+            self._poll = uuid.uuid4().hex
+            wait_ms = 0 if self._stop.is_set() else self.wait_ms
             try:
                 jobs = await self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
-                                               wait_ms=self.wait_ms)
+                                               wait_ms=wait_ms, poll_id=self._poll)
             except (errors.ConnectionFailed, errors.Unavailable) as e:
                 log.warning("claim failed: %s", e)
                 jobs = []
                 await asyncio.sleep(1.0)
+            finally:
+                self._poll = None
             for _ in range(free - len(jobs)):
                 slots.release()
             for job in jobs:

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import errors
 from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats
@@ -199,18 +199,33 @@ class Client:
     # ----- consuming -----
 
     def claim(self, queue: str, *, max: int = 1, lease_ms: Optional[int] = None,
-              wait_ms: int = 0) -> List[ClaimedJob]:
-        """Leases up to ``max`` due jobs, waiting up to ``wait_ms`` for one (a long poll)."""
+              wait_ms: int = 0, poll_id: Optional[str] = None) -> List[ClaimedJob]:
+        """Leases up to ``max`` due jobs, waiting up to ``wait_ms`` for one (a long poll).
+        ``poll_id`` (1-64 of ``[A-Za-z0-9._-]``) names the poll so :meth:`cut_poll` can end it."""
         body: Dict[str, Any] = {"max": max, "wait_ms": wait_ms}
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
+        if poll_id is not None:
+            body["poll_id"] = poll_id
         answer = self._call("POST", self._q(queue, "/claim"), body,
                             timeout=self.timeout + wait_ms / 1000)
         return [ClaimedJob.from_json(queue, j) for j in answer["jobs"]]
 
+    def cut_poll(self, queue: str, poll_id: str) -> None:
+        """Ends the long poll named ``poll_id`` now: it answers with what it holds (usually no
+        job). A cut that arrives before its poll ends that poll as soon as it comes."""
+        self._call("DELETE", self._q(queue, "/polls/" + urllib.parse.quote(poll_id, safe="")))
+
     def ack(self, queue: str, id: str, lease_token: int) -> None:
         """Completes a job (``LeaseLost`` when the lease moved on)."""
         self._call("POST", self._job(queue, id, "/ack"), {"lease_token": lease_token})
+
+    def ack_many(self, queue: str, acks: Iterable[Tuple[str, int]]) -> List[str]:
+        """Completes up to 1,000 jobs in one request, ``[(id, lease_token), ...]``; answers
+        per job, in order, ``"acked"``, ``"lease_lost"`` or ``"not_found"`` (a request retried
+        after a lost answer reports the jobs it had acked as ``"not_found"``)."""
+        body = {"acks": [{"id": i, "lease_token": t} for i, t in acks]}
+        return self._call("POST", self._q(queue, "/acks"), body)["acks"]
 
     def nack(self, queue: str, id: str, lease_token: int, *, error: Optional[str] = None,
              retry_in_ms: Optional[int] = None, dead: bool = False) -> Dict[str, Any]:

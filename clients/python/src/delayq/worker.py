@@ -10,6 +10,7 @@ import logging
 import signal
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
@@ -67,6 +68,8 @@ class Worker:
         self.wait_ms = wait_ms
         self.shutdown_grace = shutdown_grace
         self._stop = threading.Event()
+        # The long poll in flight, cut short by stop() so a SIGTERM does not wait it out.
+        self._poll: Optional[str] = None
         self._slots = threading.Semaphore(concurrency)
         self._running: dict = {}
         self._lock = threading.Lock()
@@ -74,8 +77,17 @@ class Worker:
         self.failed = 0
 
     def stop(self) -> None:
-        """Asks the worker to stop (what SIGTERM does)."""
+        """Asks the worker to stop (what SIGTERM does); a long poll in flight is cut short."""
         self._stop.set()
+        poll = self._poll
+        if poll is not None:
+            threading.Thread(target=self._cut, args=(poll,), daemon=True).start()
+
+    def _cut(self, poll: str) -> None:
+        try:
+            self.client.cut_poll(self.queue, poll)
+        except errors.DelayqError as e:
+            log.debug("cutting the long poll short failed: %s", e)
 
     def run(self, *, install_signal_handlers: bool = True, idle_exit: Optional[float] = None) -> None:
         """Works until ``stop()``, SIGTERM or SIGINT — or, with ``idle_exit``, until no job
@@ -91,13 +103,18 @@ class Worker:
                 free = 1
                 while free < self.concurrency and self._slots.acquire(blocking=False):
                     free += 1
+                self._poll = uuid.uuid4().hex
+                # Read after naming the poll: a stop() before this sees no poll to cut.
+                wait_ms = 0 if self._stop.is_set() else self.wait_ms
                 try:
                     jobs = self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
-                                             wait_ms=self.wait_ms)
+                                             wait_ms=wait_ms, poll_id=self._poll)
                 except (errors.ConnectionFailed, errors.Unavailable) as e:
                     log.warning("claim failed: %s", e)
                     jobs = []
                     self._stop.wait(1.0)
+                finally:
+                    self._poll = None
                 for _ in range(free - len(jobs)):
                     self._slots.release()
                 for job in jobs:
