@@ -1,0 +1,216 @@
+//! When the consumer engine starts held jobs beside a claim in flight: with few slots beside
+//! any claim, with many only beside a slow one — checked against an in-memory backend of due
+//! jobs whose claim takes a fixed time, on a paused clock (no store thread: virtual time moves
+//! only when every task waits, so a claim lasts exactly what it sleeps).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::{
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Consumer, ConsumerOptions,
+    Enqueued, Error, Job, JobId, LeaseRef, Nack, NackOutcome, NewJob, QueueName, Schedule, Wakeups,
+};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep};
+
+/// Due jobs in memory; a claim applies its acks, leases, then takes `claim_takes` to answer.
+#[derive(Clone)]
+struct Memory {
+    claim_takes: Duration,
+    due: Arc<Mutex<VecDeque<JobId>>>,
+    leased: Arc<Mutex<HashMap<JobId, u64>>>,
+    next_token: Arc<AtomicU32>,
+    /// Each claim's (start, end), virtual time.
+    claims: Arc<Mutex<Vec<(Instant, Instant)>>>,
+    lone_acks: Arc<AtomicU32>,
+    acked: Arc<AtomicU32>,
+    wake: Arc<watch::Sender<u64>>,
+}
+
+impl Memory {
+    fn new(jobs: usize, claim_takes: Duration) -> Self {
+        let due = (0..jobs)
+            .map(|i| JobId::new(format!("j{i}")).unwrap())
+            .collect();
+        Self {
+            claim_takes,
+            due: Arc::new(Mutex::new(due)),
+            leased: Arc::default(),
+            next_token: Arc::default(),
+            claims: Arc::default(),
+            lone_acks: Arc::default(),
+            acked: Arc::default(),
+            wake: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    fn ack_all(&self, leases: &[LeaseRef]) -> Vec<AckOutcome> {
+        let mut leased = self.leased.lock().unwrap();
+        leases
+            .iter()
+            .map(|l| match leased.get(&l.id) {
+                Some(t) if *t == l.token => {
+                    leased.remove(&l.id);
+                    self.acked.fetch_add(1, Ordering::SeqCst);
+                    AckOutcome::Acked
+                }
+                Some(_) => AckOutcome::LeaseLost,
+                None => AckOutcome::NotFound,
+            })
+            .collect()
+    }
+}
+
+fn q() -> QueueName {
+    QueueName::new("overlap").unwrap()
+}
+
+fn unsupported<T>() -> delayq::Result<T> {
+    Err(Error::Unavailable("not in this test backend".into()))
+}
+
+impl Backend for Memory {
+    async fn enqueue(&self, _: &QueueName, _: Vec<NewJob>) -> delayq::Result<Vec<Enqueued>> {
+        unsupported()
+    }
+    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> delayq::Result<ClaimBatch> {
+        let start = Instant::now();
+        let acks = self.ack_all(&req.acks);
+        let mut jobs = Vec::new();
+        {
+            let mut due = self.due.lock().unwrap();
+            let mut leased = self.leased.lock().unwrap();
+            while jobs.len() < req.max {
+                let Some(id) = due.pop_front() else { break };
+                let token = u64::from(self.next_token.fetch_add(1, Ordering::SeqCst)) + 1;
+                leased.insert(id.clone(), token);
+                jobs.push(Job {
+                    id,
+                    queue: queue.clone(),
+                    payload: b"x".to_vec(),
+                    attempt: 1,
+                    max_attempts: 10,
+                    due_at_ms: 0,
+                    created_at_ms: 0,
+                    lease_token: token,
+                    lease_deadline_ms: u64::MAX,
+                    lease: req.lease,
+                    last_error: None,
+                    timeout: None,
+                    expires_at_ms: None,
+                    priority: 5,
+                    target: None,
+                });
+            }
+        }
+        sleep(self.claim_takes).await;
+        self.claims.lock().unwrap().push((start, Instant::now()));
+        Ok(ClaimBatch {
+            jobs,
+            acks,
+            next_due_in: None,
+        })
+    }
+    async fn ack(&self, _: &QueueName, leases: Vec<LeaseRef>) -> delayq::Result<Vec<AckOutcome>> {
+        self.lone_acks.fetch_add(1, Ordering::SeqCst);
+        Ok(self.ack_all(&leases))
+    }
+    async fn nack(&self, _: &QueueName, _: LeaseRef, _: Nack) -> delayq::Result<NackOutcome> {
+        unsupported()
+    }
+    async fn extend(&self, _: &QueueName, _: LeaseRef, _: Duration) -> delayq::Result<u64> {
+        Ok(u64::MAX)
+    }
+    async fn release(&self, _: &QueueName, _: Vec<LeaseRef>, _: bool) -> delayq::Result<()> {
+        Ok(())
+    }
+    async fn cancel(&self, _: &QueueName, _: &JobId) -> delayq::Result<CancelOutcome> {
+        unsupported()
+    }
+    async fn reschedule(&self, _: &QueueName, _: &JobId, _: Schedule) -> delayq::Result<u64> {
+        unsupported()
+    }
+    async fn wakeups(&self, _: &QueueName) -> delayq::Result<Wakeups> {
+        Ok(self.wake.subscribe())
+    }
+}
+
+/// Runs 200 jobs of 1 ms through a consumer with `concurrency` slots and the default prefetch
+/// on a backend whose claim takes `claim_takes`; returns how many jobs started while a claim
+/// was in flight (strictly inside it: a job spawned as a claim starts or ends starts at the
+/// same virtual instant) and how many ack calls went on their own.
+async fn drain(concurrency: usize, claim_takes: Duration) -> (usize, u32) {
+    let b = Memory::new(200, claim_takes);
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let seen = starts.clone();
+    let opts = ConsumerOptions {
+        concurrency,
+        ..Default::default()
+    };
+    let consumer = Consumer::new(b.clone(), q(), opts).unwrap();
+    let (stop, mut stopped) = watch::channel(false);
+    let run = tokio::spawn(consumer.run(
+        move |_job: Job| {
+            seen.lock().unwrap().push(Instant::now());
+            async {
+                sleep(Duration::from_millis(1)).await;
+                Ok::<(), delayq::Failure>(())
+            }
+        },
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+    for _ in 0..10_000 {
+        if b.acked.load(Ordering::SeqCst) == 200 {
+            break;
+        }
+        sleep(Duration::from_millis(10)).await;
+    }
+    stop.send(true).unwrap();
+    let r = run.await.unwrap().unwrap();
+    assert_eq!((r.claimed, r.acked), (200, 200), "{r:?}");
+    let claims = b.claims.lock().unwrap();
+    let beside = starts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|t| claims.iter().any(|(s, e)| s < *t && *t < e))
+        .count();
+    (beside, b.lone_acks.load(Ordering::SeqCst))
+}
+
+/// With few slots (1 and 4) held jobs start beside a quick claim — the slot does not idle
+/// through its round trip — and their acks still ride on claims; with 8 a quick claim is
+/// awaited.
+#[tokio::test(start_paused = true)]
+async fn few_slots_start_held_jobs_beside_a_quick_claim() {
+    for (concurrency, overlaps) in [(1, true), (4, true), (8, false)] {
+        let (beside, lone) = drain(concurrency, Duration::from_millis(5)).await;
+        assert_eq!(
+            beside > 0,
+            overlaps,
+            "concurrency {concurrency}: {beside} jobs started beside a 5-ms claim"
+        );
+        assert_eq!(lone, 0, "concurrency {concurrency}: ack calls of their own");
+    }
+}
+
+/// Beside a slow claim (past the 20-ms mark) every consumer starts held jobs, and the acks of
+/// jobs finished meanwhile go on their own instead of waiting for the claim.
+#[tokio::test(start_paused = true)]
+async fn every_consumer_starts_held_jobs_beside_a_slow_claim() {
+    for concurrency in [1, 8] {
+        let (beside, lone) = drain(concurrency, Duration::from_millis(100)).await;
+        assert!(
+            beside > 0,
+            "concurrency {concurrency}: none beside a 100-ms claim"
+        );
+        assert!(
+            lone > 0,
+            "concurrency {concurrency}: no ack went on its own"
+        );
+    }
+}
