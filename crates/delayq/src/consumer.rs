@@ -199,8 +199,9 @@ type AckCall = futures::future::BoxFuture<'static, (Vec<LeaseRef>, Result<Vec<Ac
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
-/// A claim in flight longer than this lets held jobs start beside it (a Redis or embedded
-/// claim takes well under it; a remote server's long poll far longer).
+/// A claim in flight longer than this lets held jobs start beside it whatever the slots, and
+/// finished jobs' acks go on their own meanwhile (a Redis or embedded claim takes well under
+/// it; a remote server's long poll far longer).
 const SLOW_CLAIM: Duration = Duration::from_millis(20);
 /// At most this many slots, held jobs start beside any claim, quick or slow.
 const OVERLAP_SLOTS: usize = 4;
@@ -366,6 +367,8 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let mut is_slow = false;
         let mut overlap = self.c.opts.concurrency <= OVERLAP_SLOTS;
         let mut acking: Option<AckCall> = None;
+        // After a failed ack call the acks wait for the next claim (no retry loop meanwhile).
+        let mut ack_failed = false;
         let result = loop {
             tokio::select! {
                 r = &mut call => break r,
@@ -376,13 +379,13 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 Some(res) = self.tasks.join_next_with_id(), if overlap && !self.tasks.is_empty() => {
                     self.settle(res);
                     self.start_held();
-                    if is_slow && acking.is_none() {
+                    if is_slow && acking.is_none() && !ack_failed {
                         acking = self.ack_alone();
                     }
                 }
                 (leases, r) = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
-                    self.acked_alone(leases, r);
-                    acking = self.ack_alone();
+                    ack_failed = !self.acked_alone(leases, r);
+                    acking = if ack_failed { None } else { self.ack_alone() };
                 }
             }
         };
@@ -444,14 +447,18 @@ impl<B: Backend, H: Handler> Run<B, H> {
     }
 
     /// Counts what an ack call beside a claim answered; a failed one's leases go again with
-    /// the next call, before those of jobs that finished meanwhile.
-    fn acked_alone(&mut self, leases: Vec<LeaseRef>, r: Result<Vec<AckOutcome>>) {
+    /// the next call, before those of jobs that finished meanwhile. Whether it succeeded.
+    fn acked_alone(&mut self, leases: Vec<LeaseRef>, r: Result<Vec<AckOutcome>>) -> bool {
         match r {
-            Ok(out) => self.count_acks(&out),
+            Ok(out) => {
+                self.count_acks(&out);
+                true
+            }
             Err(e) => {
                 tracing::warn!(queue = %self.c.queue, error = %e, "ack failed; retried with the next call");
                 let meanwhile = std::mem::replace(&mut self.acks, leases);
                 self.acks.extend(meanwhile);
+                false
             }
         }
     }

@@ -25,6 +25,8 @@ struct Memory {
     /// Each claim's (start, end), virtual time.
     claims: Arc<Mutex<Vec<(Instant, Instant)>>>,
     lone_acks: Arc<AtomicU32>,
+    /// Every ack call of its own fails (acks then go only with claims).
+    fail_lone_acks: bool,
     acked: Arc<AtomicU32>,
     wake: Arc<watch::Sender<u64>>,
 }
@@ -41,6 +43,7 @@ impl Memory {
             next_token: Arc::default(),
             claims: Arc::default(),
             lone_acks: Arc::default(),
+            fail_lone_acks: false,
             acked: Arc::default(),
             wake: Arc::new(watch::channel(0).0),
         }
@@ -114,7 +117,14 @@ impl Backend for Memory {
         })
     }
     async fn ack(&self, _: &QueueName, leases: Vec<LeaseRef>) -> delayq::Result<Vec<AckOutcome>> {
-        self.lone_acks.fetch_add(1, Ordering::SeqCst);
+        let n = self.lone_acks.fetch_add(1, Ordering::SeqCst);
+        if self.fail_lone_acks {
+            if n > 1000 {
+                // A retry loop: let virtual time move so the test ends and reports it.
+                sleep(Duration::from_millis(1)).await;
+            }
+            return Err(Error::Unavailable("ack lost".into()));
+        }
         Ok(self.ack_all(&leases))
     }
     async fn nack(&self, _: &QueueName, _: LeaseRef, _: Nack) -> delayq::Result<NackOutcome> {
@@ -142,7 +152,10 @@ impl Backend for Memory {
 /// was in flight (strictly inside it: a job spawned as a claim starts or ends starts at the
 /// same virtual instant) and how many ack calls went on their own.
 async fn drain(concurrency: usize, claim_takes: Duration) -> (usize, u32) {
-    let b = Memory::new(200, claim_takes);
+    drain_on(Memory::new(200, claim_takes), concurrency).await
+}
+
+async fn drain_on(b: Memory, concurrency: usize) -> (usize, u32) {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let seen = starts.clone();
     let opts = ConsumerOptions {
@@ -213,4 +226,20 @@ async fn every_consumer_starts_held_jobs_beside_a_slow_claim() {
             "concurrency {concurrency}: no ack went on its own"
         );
     }
+}
+
+/// An ack call beside a slow claim that fails is not retried until the claim returns: its
+/// acks go with the next claim (at most one failed call per claim, no retry loop).
+#[tokio::test(start_paused = true)]
+async fn a_failed_ack_beside_a_slow_claim_waits_for_the_next_claim() {
+    let b = Memory {
+        fail_lone_acks: true,
+        ..Memory::new(200, Duration::from_millis(100))
+    };
+    let (_, lone) = drain_on(b.clone(), 1).await;
+    let claims = b.claims.lock().unwrap().len() as u32;
+    assert!(
+        lone <= claims,
+        "{lone} failed ack calls beside {claims} claims"
+    );
 }
