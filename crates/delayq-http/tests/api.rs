@@ -21,10 +21,8 @@ on_both_backends!(
     acks_go_in_one_request,
 );
 
-/// `POST /v1/queues/{q}/acks` acknowledges several jobs at once and answers each in order; a
-/// bad ack refuses the whole request before anything changes.
-async fn acks_go_in_one_request(store: Store) {
-    let api = start_on(store, Vec::new()).await;
+/// Enqueues jobs a, b and c on queue `k` and claims `max` of them; the claim's answer.
+async fn enqueue_abc_and_claim(api: &api_harness::Api, max: usize) -> Value {
     let batch = json!([{"id":"a","payload":1},{"id":"b","payload":2},{"id":"c","payload":3}]);
     assert_eq!(
         api.call("POST", "/v1/queues/k/jobs", Some(batch))
@@ -32,21 +30,29 @@ async fn acks_go_in_one_request(store: Store) {
             .status,
         201
     );
-    let c = api
-        .call("POST", "/v1/queues/k/claim", Some(json!({"max":3})))
+    api.call("POST", "/v1/queues/k/claim", Some(json!({ "max": max })))
         .await
-        .json();
-    let token = |id: &str| {
-        c["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["id"] == id)
-            .unwrap()["lease_token"]
-            .as_u64()
-            .unwrap()
-    };
-    let (a, b, cc) = (token("a"), token("b"), token("c"));
+        .json()
+}
+
+/// The lease token of job `id` in a claim's answer.
+fn token(claim: &Value, id: &str) -> u64 {
+    claim["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == id)
+        .unwrap()["lease_token"]
+        .as_u64()
+        .unwrap()
+}
+
+/// `POST /v1/queues/{q}/acks` acknowledges several jobs at once and answers each in order; a
+/// bad ack refuses the whole request before anything changes.
+async fn acks_go_in_one_request(store: Store) {
+    let api = start_on(store, Vec::new()).await;
+    let c = enqueue_abc_and_claim(&api, 3).await;
+    let (a, b, cc) = (token(&c, "a"), token(&c, "b"), token(&c, "c"));
     // A bad id anywhere refuses all: c stays leased.
     let r = api
         .call(
@@ -91,29 +97,9 @@ async fn acks_go_in_one_request(store: Store) {
 /// for a worker, not one per job) and answers how each ack went, in order.
 async fn a_claim_carries_acks(store: Store) {
     let api = start_on(store, Vec::new()).await;
-    let batch = json!([{"id":"a","payload":1},{"id":"b","payload":2},{"id":"c","payload":3}]);
-    assert_eq!(
-        api.call("POST", "/v1/queues/k/jobs", Some(batch))
-            .await
-            .status,
-        201
-    );
-    let c = api
-        .call("POST", "/v1/queues/k/claim", Some(json!({"max":2})))
-        .await
-        .json();
+    let c = enqueue_abc_and_claim(&api, 2).await;
     assert!(c.get("acks").is_none(), "no acks asked, none answered: {c}");
-    let token = |id: &str| {
-        c["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["id"] == id)
-            .unwrap()["lease_token"]
-            .as_u64()
-            .unwrap()
-    };
-    let (a, b) = (token("a"), token("b"));
+    let (a, b) = (token(&c, "a"), token(&c, "b"));
     let acks = json!([
         {"id":"a","lease_token":a},
         {"id":"b","lease_token":b + 1000},

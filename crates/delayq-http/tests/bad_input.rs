@@ -21,6 +21,10 @@ type Case = (
 async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store: Store) {
     let api = start_on(store, Vec::new()).await;
     let j = "application/json";
+    let too_many_acks = format!(
+        r#"{{"acks":[{}]}}"#,
+        vec![r#"{"id":"a","lease_token":1}"#; 1001].join(",")
+    );
     let big = "x".repeat(1001);
     let huge = "y".repeat(70 * 1024);
     let p = "/v1/queues/bad/jobs".to_owned();
@@ -317,10 +321,7 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store:
             "POST",
             "/v1/queues/bad/claim".into(),
             Some(j),
-            format!(
-                r#"{{"acks":[{}]}}"#,
-                vec![r#"{"id":"a","lease_token":1}"#; 1001].join(",")
-            ),
+            too_many_acks.clone(),
             400,
             "invalid_batch",
         ),
@@ -376,10 +377,7 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store:
             "POST",
             "/v1/queues/bad/acks".into(),
             Some(j),
-            format!(
-                r#"{{"acks":[{}]}}"#,
-                vec![r#"{"id":"a","lease_token":1}"#; 1001].join(",")
-            ),
+            too_many_acks.clone(),
             400,
             "invalid_batch",
         ),
