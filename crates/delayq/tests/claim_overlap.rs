@@ -1,7 +1,7 @@
-//! When the consumer engine starts held jobs beside a claim in flight: with few slots beside
-//! any claim, with many only beside a slow one — checked against an in-memory backend of due
-//! jobs whose claim takes a fixed time, on a paused clock (no store thread: virtual time moves
-//! only when every task waits, so a claim lasts exactly what it sleeps).
+//! The consumer engine beside a claim in flight: held jobs start (any claim), and finished
+//! jobs' acks go on their own (only beside a slow one) — checked against an in-memory backend
+//! of due jobs whose claim takes a fixed time, on a paused clock (no store thread: virtual time
+//! moves only when every task waits, so a claim lasts exactly what it sleeps).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -195,17 +195,15 @@ async fn drain_on(b: Memory, concurrency: usize) -> (usize, u32) {
     (beside, b.lone_acks.load(Ordering::SeqCst))
 }
 
-/// With few slots (1 and 4) held jobs start beside a quick claim — the slot does not idle
-/// through its round trip — and their acks still ride on claims; with 8 a quick claim is
-/// awaited.
+/// Held jobs start beside a quick claim — the slots do not idle through its round trip — and
+/// their acks still ride on claims.
 #[tokio::test(start_paused = true)]
-async fn few_slots_start_held_jobs_beside_a_quick_claim() {
-    for (concurrency, overlaps) in [(1, true), (4, true), (8, false)] {
+async fn held_jobs_start_beside_a_quick_claim() {
+    for concurrency in [1, 4, 8] {
         let (beside, lone) = drain(concurrency, Duration::from_millis(5)).await;
-        assert_eq!(
+        assert!(
             beside > 0,
-            overlaps,
-            "concurrency {concurrency}: {beside} jobs started beside a 5-ms claim"
+            "concurrency {concurrency}: no job started beside a 5-ms claim"
         );
         assert_eq!(lone, 0, "concurrency {concurrency}: ack calls of their own");
     }
