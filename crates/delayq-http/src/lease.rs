@@ -51,6 +51,7 @@ pub async fn claim<B: Backend + Inspect>(
             "wait_ms is over 60000",
         ));
     }
+    let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
     st.note(&q);
     // Each caller may keep only so many polls waiting (they hold a connection and a task).
     let _slot = if wait.is_zero() {
@@ -71,15 +72,6 @@ pub async fn claim<B: Backend + Inspect>(
                 ),
             )
         })?)
-    };
-    let poll_id = match req.poll_id {
-        Some(id) if !valid_poll_id(&id) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidPollId,
-                "poll_id must be 1-64 characters of [A-Za-z0-9._-]",
-            ));
-        }
-        id => id,
     };
     // Registered before the first claim: a cut that overtakes it still ends the poll.
     let cut = poll_id
@@ -123,14 +115,21 @@ pub async fn cut_poll<B: Backend + Inspect>(
     axum::extract::Path((q, id)): axum::extract::Path<(String, String)>,
 ) -> Result<axum::http::StatusCode, ApiError> {
     let q = delayq::QueueName::new(q)?;
-    if !valid_poll_id(&id) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidPollId,
-            "poll_id must be 1-64 characters of [A-Za-z0-9._-]",
-        ));
-    }
+    let id = checked_poll_id(id)?;
     st.inner.cuts.cut(&q, &id);
     Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+/// `id` if it is a valid `poll_id`, else `invalid_poll_id`.
+fn checked_poll_id(id: String) -> Result<String, ApiError> {
+    if valid_poll_id(&id) {
+        Ok(id)
+    } else {
+        Err(ApiError::new(
+            ErrorCode::InvalidPollId,
+            "poll_id must be 1-64 characters of [A-Za-z0-9._-]",
+        ))
+    }
 }
 
 /// Most acks one claim or ack batch carries.

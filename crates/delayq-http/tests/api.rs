@@ -135,21 +135,22 @@ async fn a_claim_carries_acks(store: Store) {
         b_now["state"], "leased",
         "a stale token changes nothing: {b_now}"
     );
-    // Bad acks refuse the whole claim: nothing acked, nothing leased.
-    for (acks, code) in [
+    // Bad acks, or a bad field beside good ones, refuse the whole claim: nothing acked,
+    // nothing leased.
+    let good = json!([{"id":"b","lease_token":b}]);
+    for (body, code) in [
         (
-            json!([{"id":"b","lease_token":b},{"id":"","lease_token":1}]),
+            json!({"max":1,"acks":[{"id":"b","lease_token":b},{"id":"","lease_token":1}]}),
             "invalid_job_id",
         ),
-        (json!([{"id":"b"}]), "invalid_body"),
+        (json!({"max":1,"acks":[{"id":"b"}]}), "invalid_body"),
+        (
+            json!({"max":1,"acks":good,"wait_ms":10,"poll_id":"a b"}),
+            "invalid_poll_id",
+        ),
+        (json!({"max":1,"acks":good,"lease_ms":1}), "invalid_lease"),
     ] {
-        let r = api
-            .call(
-                "POST",
-                "/v1/queues/k/claim",
-                Some(json!({"max":1,"acks":acks})),
-            )
-            .await;
+        let r = api.call("POST", "/v1/queues/k/claim", Some(body)).await;
         assert_eq!((r.status, r.code().as_str()), (400, code), "{}", r.body);
     }
     let b_now = api.call("GET", "/v1/queues/k/jobs/b", None).await.json();
