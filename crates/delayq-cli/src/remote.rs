@@ -245,6 +245,14 @@ fn shape(what: &str) -> Error {
     Error::Backend(format!("unexpected answer from the delayq server: {what}"))
 }
 
+/// Leases as the `acks` of a claim or an ack batch: `[{id, lease_token}]`.
+fn acks_json(leases: &[LeaseRef]) -> Value {
+    leases
+        .iter()
+        .map(|l| json!({"id": l.id.as_str(), "lease_token": l.token}))
+        .collect()
+}
+
 /// The `acks` of a claim's or an ack batch's answer: one outcome per ack sent, in order
 /// (absent when none was sent).
 fn ack_outcomes(body: &Value, sent: usize) -> Result<Vec<AckOutcome>> {
@@ -444,11 +452,7 @@ impl Backend for RemoteBackend {
         let rest = self.ack(queue, rest).await?;
         // The finished jobs' acks travel with the claim: one request, not one per job.
         let sent = req.acks.len();
-        let acks: Vec<_> = req
-            .acks
-            .iter()
-            .map(|l| json!({"id": l.id.as_str(), "lease_token": l.token}))
-            .collect();
+        let acks = acks_json(&req.acks);
         let (poll_id, wait_ms) = self.closing.start(queue, LONG_POLL.as_millis() as u64);
         let mut body = json!({
             "max": req.max.min(1000),
@@ -505,17 +509,9 @@ impl Backend for RemoteBackend {
         // One request per 1,000 acks (the server's limit), answered in order.
         let mut out = Vec::with_capacity(leases.len());
         for chunk in leases.chunks(1000) {
-            let acks: Vec<_> = chunk
-                .iter()
-                .map(|l| json!({"id": l.id.as_str(), "lease_token": l.token}))
-                .collect();
+            let body = json!({"acks": acks_json(chunk)});
             let r = self
-                .ok_reply(
-                    "POST",
-                    &format!("{}/acks", q(queue)),
-                    Some(json!({"acks": acks})),
-                    None,
-                )
+                .ok_reply("POST", &format!("{}/acks", q(queue)), Some(body), None)
                 .await?;
             out.extend(ack_outcomes(&r.body, chunk.len())?);
         }
