@@ -2,7 +2,7 @@
 //! time, each a loop of `n` awaited calls on the bench's Redis — the wire and the server's
 //! reply (redis-benchmark `PING -c 1`, a raw tokio TCP `PING`), redis-rs's multiplexed
 //! connection (`PING`, through delayq's connection and through a dedicated one), a script call
-//! (`EVALSHA` of `return 1`), the enqueue script through the backend (`Backend::enqueue` of one
+//! (`EVALSHA` of `return 1`, through redis-rs and on the raw socket), the enqueue script through the backend (`Backend::enqueue` of one
 //! job; the server's own time per call from `INFO commandstats`), and the whole producer path
 //! (`Producer::enqueue`: validation, metrics).
 //! Then a batch of 1,000 through the backend, split the same way. Every layer also reports this
@@ -138,6 +138,27 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
         let _: i64 = noop.invoke_async(&mut conn).await?;
     }
     rows.push(t.row("redis-rs EVALSHA return 1", n, 1));
+    // The same script call on a socket this task writes and reads itself (the command packed by
+    // redis-rs): what a connection read by the calling task, with no pipeline task between,
+    // would save on every awaited call.
+    let packed = redis::cmd("EVALSHA")
+        .arg(noop.get_hash())
+        .arg(0)
+        .get_packed_command();
+    let t = Clock::start();
+    for _ in 0..n {
+        sock.write_all(&packed).await?;
+        let mut got = 0;
+        while got < 4 {
+            got += sock.read(&mut buf[got..]).await?;
+        }
+        anyhow::ensure!(
+            &buf[..got] == b":1\r\n",
+            "EVALSHA return 1 answered {:?}",
+            &buf[..got]
+        );
+    }
+    rows.push(t.row("raw tokio EVALSHA return 1", n, 1));
     // The enqueue script through the backend, one job per call, then in batches of 1,000
     // (W1's batch: an hour or two of delay each).
     let single: Vec<_> = (0..n).map(|i| vec![job(i, Schedule::Now)]).collect();
