@@ -24,11 +24,23 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// W1: enqueue, awaited one by one and in batches of 1,000; median of 3 repetitions.
+/// W1: enqueue, awaited one by one and in batches of 1,000 (also with one delay per batch, as
+/// ChasquiMQ's bulk enqueue takes); median of 3 repetitions.
 pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Vec<Row>> {
     let d = delays(n, 3_600_000, 7_200_000);
     let mut rows = Vec::new();
-    for (variant, batch) in [("awaited", 1usize), ("batch-1000", 1000)] {
+    // The third variant is not WORKLOADS.md's: ChasquiMQ's bulk enqueue takes one delay per call,
+    // so its anchor schedules each batch with its first job's delay; the same here measures
+    // what per-job due times cost a batch (inserts spread over the whole due index).
+    for (variant, batch, one_delay) in [
+        ("awaited", 1usize, false),
+        ("batch-1000", 1000, false),
+        (
+            "batch-1000, one delay per batch (as ChasquiMQ's)",
+            1000,
+            true,
+        ),
+    ] {
         let mut rates = Vec::new();
         let mut cost = (None, None);
         for rep in 0..3 {
@@ -36,7 +48,10 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
             let b = env.backend().await?;
             let p = Producer::new(b, queue());
             let jobs: Vec<_> = (0..n)
-                .map(|i| job(i, Schedule::Delay(Duration::from_millis(d[i]))))
+                .map(|i| {
+                    let at = if one_delay { i - i % batch } else { i };
+                    job(i, Schedule::Delay(Duration::from_millis(d[at])))
+                })
                 .collect();
             let pb = bar(n, &format!("W1 {variant} rep {}", rep + 1));
             let before = env.cost().await?;
