@@ -414,10 +414,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 Ok(())
             }
             Err(e) => {
-                // The acks of the failed call go again with the next, before those of jobs
-                // that finished meanwhile.
-                let meanwhile = std::mem::replace(&mut self.acks, sent);
-                self.acks.extend(meanwhile);
+                self.ack_again(sent);
                 let retry_in = self.retry_delay;
                 tracing::warn!(queue = %self.c.queue, error = %e, ?retry_in, "claim failed");
                 self.retry_delay = (retry_in * 2).min(LAST_RETRY);
@@ -441,7 +438,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
     }
 
     /// Counts what an ack call beside a claim answered; a failed one's leases go again with
-    /// the next call, before those of jobs that finished meanwhile. Whether it succeeded.
+    /// the next call. Whether it succeeded.
     fn acked_alone(&mut self, leases: Vec<LeaseRef>, r: Result<Vec<AckOutcome>>) -> bool {
         match r {
             Ok(out) => {
@@ -450,11 +447,17 @@ impl<B: Backend, H: Handler> Run<B, H> {
             }
             Err(e) => {
                 tracing::warn!(queue = %self.c.queue, error = %e, "ack failed; retried with the next call");
-                let meanwhile = std::mem::replace(&mut self.acks, leases);
-                self.acks.extend(meanwhile);
+                self.ack_again(leases);
                 false
             }
         }
+    }
+
+    /// The acks of a failed call (a claim's or an ack call's) go again with the next call,
+    /// before those of jobs that finished meanwhile.
+    fn ack_again(&mut self, leases: Vec<LeaseRef>) {
+        let meanwhile = std::mem::replace(&mut self.acks, leases);
+        self.acks.extend(meanwhile);
     }
 
     /// Waits for a job to finish, a wake-up, or the next due time; then claims again.

@@ -2,9 +2,10 @@
 //! time, each a loop of `n` awaited calls on the bench's Redis — the wire and the server's
 //! reply (redis-benchmark `PING -c 1`, a raw tokio TCP `PING`), redis-rs's multiplexed
 //! connection (`PING`, through delayq's connection and through a dedicated one), a script call
-//! (`EVALSHA` of `return 1`, through redis-rs and on the raw socket), the enqueue script through the backend (`Backend::enqueue` of one
-//! job; the server's own time per call from `INFO commandstats`), and the whole producer path
-//! (`Producer::enqueue`: validation, metrics).
+//! (`EVALSHA` of `return 1`, through redis-rs and on the raw socket), the enqueue script
+//! through the backend (`Backend::enqueue` of one job; the server's own time per call from
+//! `INFO commandstats`), and the whole producer path (`Producer::enqueue`: validation,
+//! metrics).
 //! Then a batch of 1,000 through the backend, split the same way. Every layer also reports this
 //! process's CPU time per call (`/proc/self/stat`): the client's own share of the round trip.
 
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use delayq::{Backend, Producer, Schedule};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use super::Row;
 use super::env::{Env, per_job};
@@ -83,6 +85,21 @@ impl Clock {
     }
 }
 
+/// One awaited call on a raw socket: writes the packed `cmd`, reads until `reply`'s length and
+/// checks that the server answered exactly `reply`.
+async fn raw_call(sock: &mut TcpStream, cmd: &[u8], reply: &[u8]) -> anyhow::Result<()> {
+    let mut buf = [0u8; 16];
+    let mut got = 0;
+    sock.write_all(cmd).await?;
+    while got < reply.len() {
+        let read = sock.read(&mut buf[got..reply.len()]).await?;
+        anyhow::ensure!(read > 0, "the server closed the connection");
+        got += read;
+    }
+    anyhow::ensure!(&buf[..got] == reply, "answered {:?}", &buf[..got]);
+    Ok(())
+}
+
 /// The layers, in order.
 pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
     env.reset().await?;
@@ -101,16 +118,11 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
         });
     }
     // A raw RESP PING over tokio: the floor for any async Rust client.
-    let mut sock = tokio::net::TcpStream::connect((env.host.as_str(), env.port)).await?;
+    let mut sock = TcpStream::connect((env.host.as_str(), env.port)).await?;
     sock.set_nodelay(true)?;
-    let mut buf = [0u8; 16];
     let t = Clock::start();
     for _ in 0..n {
-        sock.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
-        let mut got = 0;
-        while got < 7 {
-            got += sock.read(&mut buf[got..]).await?;
-        }
+        raw_call(&mut sock, b"*1\r\n$4\r\nPING\r\n", b"+PONG\r\n").await?;
     }
     rows.push(t.row("raw tokio TCP PING", n, 1));
     // redis-rs's multiplexed connection (what every delayq call uses).
@@ -147,16 +159,7 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
         .get_packed_command();
     let t = Clock::start();
     for _ in 0..n {
-        sock.write_all(&packed).await?;
-        let mut got = 0;
-        while got < 4 {
-            got += sock.read(&mut buf[got..]).await?;
-        }
-        anyhow::ensure!(
-            &buf[..got] == b":1\r\n",
-            "EVALSHA return 1 answered {:?}",
-            &buf[..got]
-        );
+        raw_call(&mut sock, &packed, b":1\r\n").await?;
     }
     rows.push(t.row("raw tokio EVALSHA return 1", n, 1));
     // The enqueue script through the backend, one job per call, then in batches of 1,000
