@@ -1,5 +1,5 @@
 -- ops.lua: one operation timed inside the script (TIME before and after), on the data of
--- fill_zset.lua or fill_lane.lua. Lab code, not delayq's scripts.
+-- fill.lua. Lab code, not delayq's scripts.
 -- KEYS: none. ARGV[1] op: zset_lookup | zset_cancel | zset_claim | lane_lookup | lane_cancel |
 --   lane_claim_indexed (first version: each claimed id checked in and removed from the index) |
 --   lane_claim (second version: no index work, lane:dead checked, one bucket swept);
@@ -12,6 +12,21 @@ local function us() local t = redis.call('TIME'); return t[1] * 1e6 + t[2] end
 local t0 = us()
 local done = 0
 local function spread(head, len, r) return head + math.floor((r - 0.5) * len / rounds) end
+-- The lane's first 64 entries and the head's sequence number.
+local function lane_head()
+  return redis.call('LRANGE', 'lane', 0, 63), tonumber(redis.call('GET', 'lanehead'))
+end
+-- An entry's bucket, id and record (what a claim hands out; read in both lane claims, as the
+-- sorted set's claim reads its records with HMGET).
+local function lane_entry(e)
+  local b, n = struct.unpack('>I2B', e)
+  return b, string.sub(e, 4, 3 + n), string.sub(e, 4 + n)
+end
+-- Drops the claimed entries `es` from the lane; the new head's sequence number.
+local function lane_drop(es)
+  redis.call('LTRIM', 'lane', #es, -1)
+  return redis.call('INCRBY', 'lanehead', #es)
+end
 if op == 'zset_claim' then
   for _ = 1, rounds do
     local ids = redis.call('ZRANGEBYSCORE', 'sched', '-inf', '+inf', 'LIMIT', 0, 64)
@@ -38,25 +53,21 @@ elseif op == 'zset_lookup' or op == 'zset_cancel' then
   end
 elseif op == 'lane_claim_indexed' then
   for _ = 1, rounds do
-    local es = redis.call('LRANGE', 'lane', 0, 63)
+    local es, head = lane_head()
     if #es == 0 then break end
-    local head = tonumber(redis.call('GET', 'lanehead'))
     for k, e in ipairs(es) do
-      local b, n = struct.unpack('>I2B', e)
-      local id = string.sub(e, 4, 3 + n)
+      local b, id = lane_entry(e)
       if tonumber(redis.call('HGET', 'ix:' .. b, id)) == head + k - 1 then
         redis.call('HDEL', 'ix:' .. b, id)
         done = done + 1
       end
     end
-    redis.call('LTRIM', 'lane', #es, -1)
-    redis.call('INCRBY', 'lanehead', #es)
+    lane_drop(es)
   end
 elseif op == 'lane_claim' then
   for _ = 1, rounds do
-    local es = redis.call('LRANGE', 'lane', 0, 63)
+    local es, head = lane_head()
     if #es == 0 then break end
-    local head = tonumber(redis.call('GET', 'lanehead'))
     local dead = nil
     if redis.call('SCARD', 'lane:dead') > 0 then
       local seqs = {}
@@ -68,14 +79,12 @@ elseif op == 'lane_claim' then
       if dead and dead[k] == 1 then
         gone[#gone + 1] = head + k - 1
       else
-        local _, n = struct.unpack('>I2B', e)
-        local _rec = string.sub(e, 4 + n)
+        lane_entry(e)
         done = done + 1
       end
     end
     if #gone > 0 then redis.call('SREM', 'lane:dead', unpack(gone)) end
-    redis.call('LTRIM', 'lane', #es, -1)
-    head = redis.call('INCRBY', 'lanehead', #es)
+    head = lane_drop(es)
     local sb = redis.call('INCR', 'lanesweep') % nb
     local kv = redis.call('HGETALL', 'ix:' .. sb)
     local stale = {}
