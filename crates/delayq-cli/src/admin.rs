@@ -172,6 +172,9 @@ pub(crate) async fn dead<B: Backend + Inspect>(
 /// A queue's settings on one line: `shards N[\trate P/s burst B][\tmax in flight M]`.
 fn settings_line(s: &QueueSettings) -> String {
     let mut out = format!("shards {}", s.shards);
+    if s.lane {
+        out.push_str("\tlane");
+    }
     if let Some(r) = s.rate {
         out.push_str(&format!("\trate {}/s burst {}", r.per_s, r.burst));
     }
@@ -193,16 +196,24 @@ fn settings_line(s: &QueueSettings) -> String {
 /// `delayq queue create|set|show|pause|resume`.
 pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u8> {
     match cmd {
-        QueueCommand::Create { name, shards } => {
+        QueueCommand::Create { name, shards, lane } => {
             let current = b.settings(&name).await?;
             let s = b
-                .configure(&name, QueueSettings { shards, ..current })
+                .configure(
+                    &name,
+                    QueueSettings {
+                        shards,
+                        lane,
+                        ..current
+                    },
+                )
                 .await?;
-            println!("{name}\tshards {}", s.shards);
+            println!("{name}\t{}", settings_line(&s));
         }
         QueueCommand::Set {
             name,
             shards,
+            lane,
             rate,
             burst,
             max_in_flight,
@@ -222,6 +233,9 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             }
             if let Some(n) = shards {
                 s.shards = n;
+            }
+            if let Some(l) = lane {
+                s.lane = l;
             }
             if let Some(per_s) = rate {
                 let burst = burst.unwrap_or_else(|| per_s.ceil().max(1.0) as u32);

@@ -708,6 +708,7 @@ impl Inspect for RemoteBackend {
         let s = &v["settings"];
         Ok(QueueSettings {
             shards: s["shards"].as_u64().unwrap_or(1) as u32,
+            lane: s["lane"].as_bool().unwrap_or(false),
             rate: match (s["rate"]["per_s"].as_f64(), s["rate"]["burst"].as_u64()) {
                 (Some(per_s), Some(burst)) => Some(delayq::Rate {
                     per_s,

@@ -296,6 +296,7 @@ impl Inspect for EmbeddedBackend {
             .await?;
         Ok(QueueSettings {
             shards: 1,
+            lane: false,
             rate,
             max_in_flight,
             retention,
@@ -313,6 +314,13 @@ impl Inspect for EmbeddedBackend {
         if s.shards != 1 {
             return Err(InvalidInput::Settings(
                 "the embedded store does not shard queues (shards apply to Redis)".into(),
+            )
+            .into());
+        }
+        if s.lane {
+            return Err(InvalidInput::Settings(
+                "the embedded store has no one-delay lane (a Redis layout; its rows cost the                  same for every delay)"
+                    .into(),
             )
             .into());
         }

@@ -521,6 +521,10 @@ pub struct SettingsView {
     /// Shards: hash slots the queue's jobs spread over (Redis; 1-256, default 1). Changes only
     /// while the queue is empty.
     pub shards: u32,
+    /// One-delay lane (Redis): jobs whose due times come in arrival order are kept whole in
+    /// a list, ~45 % less memory each. Changes only while the queue is empty.
+    #[serde(default)]
+    pub lane: bool,
     /// Most jobs started per second over all consumers (token bucket); `null`: no limit.
     pub rate: Option<RateView>,
     /// Most jobs leased at once over all consumers; `null`: no limit.
@@ -560,6 +564,10 @@ where
 pub struct SettingsPatch {
     /// Shards (Redis; 1-256). Changes only while the queue is empty.
     pub shards: Option<u32>,
+    /// One-delay lane (Redis): keep jobs whose due times come in arrival order — every job of
+    /// a queue with one delay — whole in a list (~45 % less memory each). Changes only while
+    /// the queue is empty.
+    pub lane: Option<bool>,
     /// Start-rate limit; `null` removes it.
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<RateView>)]
@@ -584,6 +592,7 @@ impl SettingsPatch {
     pub fn apply(&self, current: delayq::QueueSettings) -> delayq::QueueSettings {
         delayq::QueueSettings {
             shards: self.shards.unwrap_or(current.shards),
+            lane: self.lane.unwrap_or(current.lane),
             rate: self.rate.map_or(current.rate, |r| {
                 r.map(|r| delayq::Rate {
                     per_s: r.per_s,
@@ -625,6 +634,7 @@ impl QueueView {
     pub fn with_settings(mut self, s: &delayq::QueueSettings) -> Self {
         self.settings = Some(SettingsView {
             shards: s.shards,
+            lane: s.lane,
             rate: s.rate.map(|r| RateView {
                 per_s: r.per_s,
                 burst: r.burst,

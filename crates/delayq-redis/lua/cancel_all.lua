@@ -2,27 +2,72 @@
 -- KEYS[1] sched  ZSET id -> due_ms
 -- KEYS[2] jobs   HASH id -> record
 -- KEYS[3] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+-- KEYS[4] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[5] lanemeta  HASH h (head sequence number), t (due time of the last entry)
+-- KEYS[6] lanedead  SET sequence numbers of cancelled lane entries
 -- ARGV[1] 'd' due jobs (due <= now) | 's' scheduled jobs (due later than now)
 -- ARGV[2] most jobs in this call
--- Returns the number cancelled (fewer than ARGV[2]: none of that kind is left).
+-- Returns the number cancelled (fewer than ARGV[2]: none of that kind is left). The lane's
+-- jobs of that kind go first: the due ones are its first entries, the later ones its last,
+-- so they are cut off (LTRIM); their index entries are left behind (common.lua: lane_find
+-- never trusts one whose entry is gone).
 -- Safe to run twice: a second run cancels only jobs of that kind that exist then (the caller
 -- asked for all of them to go).
 local sched, jobs, ready = KEYS[1], KEYS[2], KEYS[3]
+local lane, lmeta, ldead = KEYS[4], KEYS[5], KEYS[6]
 local now = now_ms()
+local most = tonumber(ARGV[2])
+local from_lane = 0
+local len = redis.call('LLEN', lane)
+if len > 0 then
+  local h = lane_h(lmeta)
+  local p = lane_pos(lane, len, now)
+  local gone = lane_dead_in(ldead, h, h + len - 1)
+  local live, k = 0, 0
+  if ARGV[1] == 'd' then
+    while k < p and live < most do
+      if not gone[h + k] then live = live + 1 end
+      k = k + 1
+    end
+    lane_trim(lane, lmeta, ldead, h, k)
+  else
+    while k < len - p and live < most do
+      if not gone[h + len - 1 - k] then live = live + 1 end
+      k = k + 1
+    end
+    if k > 0 then
+      if k == len then
+        redis.call('DEL', lane)
+      else
+        redis.call('LTRIM', lane, 0, len - k - 1)
+      end
+      local srem = {}
+      for s in pairs(gone) do
+        if s >= h + len - k then srem[#srem + 1] = s end
+      end
+      if #srem > 0 then call_chunked('SREM', ldead, srem) end
+      local last = redis.call('LINDEX', lane, -1)
+      if last then redis.call('HSET', lmeta, 't', lane_due(last)) end
+    end
+  end
+  from_lane = live
+  most = most - live
+  if most == 0 then return from_lane end
+end
 local ids
 if ARGV[1] == 'd' then
   -- Due jobs of a queue with priorities wait in `ready` (all of them due).
-  ids = redis.call('ZRANGE', ready, 0, tonumber(ARGV[2]) - 1)
+  ids = redis.call('ZRANGE', ready, 0, most - 1)
   if #ids > 0 then
     call_chunked('HDEL', jobs, ids)
     call_chunked('ZREM', ready, ids)
-    return #ids
+    return from_lane + #ids
   end
-  ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+  ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'LIMIT', 0, most)
 else
-  ids = redis.call('ZRANGEBYSCORE', sched, '(' .. now, '+inf', 'LIMIT', 0, tonumber(ARGV[2]))
+  ids = redis.call('ZRANGEBYSCORE', sched, '(' .. now, '+inf', 'LIMIT', 0, most)
 end
-if #ids == 0 then return 0 end
+if #ids == 0 then return from_lane end
 call_chunked('HDEL', jobs, ids)
 call_chunked('ZREM', sched, ids)
-return #ids
+return from_lane + #ids

@@ -10,10 +10,17 @@
 -- KEYS[8] done   ZSET id -> when its retention ends (acked jobs kept as done)
 -- KEYS[9] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 --                (common.lua: promote; only with L_PRIO)
+-- KEYS[10] lane      LIST the one-delay lane (common.lua, above lane_entry; only with L_LANE)
+-- KEYS[11] lanemeta  HASH h (head sequence number), t
+-- KEYS[12] lanedead  SET sequence numbers of cancelled lane entries
+-- KEYS[13+] (a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids of
+--          claimed lane jobs, then each ack pair's bucket, in order
 -- ARGV[1] max jobs to lease
 -- ARGV[2] default lease ms
 -- ARGV[3] most expired leases to recover in this call
 -- ARGV[4] number of acks k; then k pairs: id, token
+-- A queue with a lane claims from the lane's head and `sched` in due order (a lane job's
+-- record moves to `jobs` as it is leased, so every later path finds it there).
 -- A due job past its expiry (record section F_EXPIRES) is dead-lettered with the error
 -- 'expired' instead of leased.
 -- Returns { acks, jobs, next_us }:
@@ -26,6 +33,8 @@
 -- Safe to run twice: the acks of a second run answer R_MISSING; it leases the next due jobs
 -- under new tokens (the first run's jobs stay leased until their leases expire and come back:
 -- at-least-once, never lost).
+-- The first extra key (an index bucket), after the declared ones.
+local ix0 = 13
 local sched, lease, jobs, dead, fence, stat, wake, done, ready =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local max = tonumber(ARGV[1])
@@ -41,7 +50,11 @@ if is_paused then max = 0 end
 local lflags = string.byte(flags, 2) or 0
 local ret = nil
 if k > 0 then ret = queue_retention(stat, lflags) end
-local acks, kept = ack_pairs(jobs, lease, ARGV, 5, k, done, ret, now)
+local lane_of = nil
+if KEYS[ix0] then
+  lane_of = function(i) return { lane = KEYS[10], meta = KEYS[11], ix = KEYS[ix0 + i] } end
+end
+local acks, kept = ack_pairs(jobs, lease, ARGV, 5, k, done, ret, now, lane_of)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }
@@ -90,9 +103,14 @@ if max > 0 and bit.band(lflags, L_ON) ~= 0 then
 end
 
 local ids = {}
+-- The claimed jobs' records taken from the lane (by position in ids), and the ids taken from
+-- `from`.
+local lane_raws, sids = {}, ids
 local next_due = nil
 local from = sched
-if bit.band(lflags, L_PRIO) == 0 then
+local lane, lmeta, ldead = KEYS[10], KEYS[11], KEYS[12]
+local lane_on = bit.band(lflags, L_LANE) ~= 0
+if bit.band(lflags, L_PRIO) == 0 and not lane_on then
   -- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
   -- claimed tells when to come back.
   local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')
@@ -105,10 +123,65 @@ if bit.band(lflags, L_PRIO) == 0 then
       break
     end
   end
+elseif bit.band(lflags, L_PRIO) == 0 then
+  -- The lane beside `sched`: the first max + 1 of each, merged by due time.
+  sids = {}
+  local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')
+  -- (Reading past the cancelled entries pending, up to 1,024 of them.)
+  local ndead = math.min(redis.call('SCARD', ldead), 1024)
+  local ents = redis.call('LRANGE', lane, 0, max + ndead)
+  local lh, gone = 0, {}
+  if #ents > 0 then
+    lh = lane_h(lmeta)
+    if ndead > 0 then gone = lane_dead_in(ldead, lh, lh + #ents - 1) end
+  end
+  local si, li = 1, 1
+  while true do
+    while li <= #ents and gone[lh + li - 1] do li = li + 1 end
+    local sd = head[2 * si] and tonumber(head[2 * si])
+    local ld = li <= #ents and lane_due(ents[li])
+    if not ld and #ents == max + ndead + 1 then
+      -- Cancelled entries filled what was read of the lane: the rest next call.
+      if #ids < max then next_due = now end
+      break
+    end
+    local pick_lane = ld and (not sd or ld <= sd)
+    local d = pick_lane and ld or sd
+    if not d then break end
+    if d > now or #ids >= max then
+      next_due = d
+      break
+    end
+    if pick_lane then
+      local id, rec = lane_entry(ents[li])
+      ids[#ids + 1] = id
+      lane_raws[#ids] = rec
+      li = li + 1
+    else
+      ids[#ids + 1] = head[2 * si - 1]
+      sids[#sids + 1] = head[2 * si - 1]
+      si = si + 1
+    end
+  end
+  if li > 1 then
+    local h2 = lh + li - 1
+    lane_trim(lane, lmeta, ldead, lh, li - 1)
+    -- Ids of claimed lane jobs leave the index a bucket at a time (every 32 claimed).
+    local ix = KEYS[ix0]
+    if ix and math.floor(h2 / 32) ~= math.floor(lh / 32) then
+      local all = redis.call('HGETALL', ix)
+      local old = {}
+      for i = 1, #all, 2 do
+        if tonumber(all[i + 1]) < h2 then old[#old + 1] = all[i] end
+      end
+      if #old > 0 then call_chunked('HDEL', ix, old) end
+    end
+  end
 else
   -- Priorities: due jobs move to `ready` (only when the head of `sched` is due: one read in
-  -- the common case); the best max of them are claimed.
+  -- the common case); the best max of them are claimed. Due lane jobs go to `sched` first.
   from = ready
+  if lane_on and max > 0 then lane_spill(lane, lmeta, ldead, jobs, sched, now, PROMOTE_PER_CALL) end
   local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
   if max > 0 and head[2] and tonumber(head[2]) <= now then
     promote(sched, ready, jobs, now, PROMOTE_PER_CALL)
@@ -119,13 +192,29 @@ else
     if i <= max then ids[#ids + 1] = best[i] else next_due = now end
   end
   if next_due == nil and head[2] then next_due = tonumber(head[2]) end
+  local lf = lane_on and lane_first_due(lane)
+  if lf and (next_due == nil or lf < next_due) then next_due = lf end
 end
 
 local out = {}
 local n = #ids
 if n > 0 then
-  redis.call('ZREM', from, unpack(ids))
-  local raws = redis.call('HMGET', jobs, unpack(ids))
+  local raws = {}
+  if #sids > 0 then
+    redis.call('ZREM', from, unpack(sids))
+    local got = redis.call('HMGET', jobs, unpack(sids))
+    local j = 0
+    for i = 1, n do
+      if lane_raws[i] then
+        raws[i] = lane_raws[i]
+      else
+        j = j + 1
+        raws[i] = got[j]
+      end
+    end
+  else
+    raws = lane_raws
+  end
   local token = redis.call('INCRBY', fence, n) - n
   -- Replication is asynchronous: after a failover the counter may be behind tokens the old
   -- master handed out. Tokens never fall behind the server clock (64 per ms), so the new

@@ -209,9 +209,134 @@ local function call_chunked(cmd, key, list)
   end
 end
 
+-- The one-delay lane (delayq::QueueSettings::lane; the L_LANE flag of the byte at S_FLAGS):
+-- jobs whose due times come in arrival order — every job of a queue with one delay — are kept
+-- whole in a LIST `lane`, oldest first, each entry the id (a length byte, then its bytes) and
+-- the record; the list's first entry has sequence number `h` of the HASH `lanemeta` (field
+-- `t`: the due time of the last entry pushed), entry i has h + i. The lane's own index finds a
+-- job by id: 1,024 small HASHes `ix:<bucket>` of id -> sequence number (the bucket computed
+-- by the client, keys.rs `bucket_of`; ~100 ids each at 100,000 jobs, so they stay listpacks
+-- under the server's default `hash-max-listpack-*`). An index entry is trusted only when its
+-- sequence number is in the lane and that entry carries the same id, so entries left behind
+-- (claimed jobs until the claim's sweep passes their bucket, entries cancelled in bulk) are
+-- never wrong, only garbage. A cancelled entry stays in the list, its sequence number in the
+-- SET `lanedead`, until a claim passes it. Everything that finds a job by id in order to change
+-- it moves it to the sorted-set layout first (lane_pull), so those paths stay as they are.
+
+-- The id and the record of a lane entry.
+local function lane_entry(e)
+  local n = string.byte(e, 1)
+  return string.sub(e, 2, 1 + n), string.sub(e, 2 + n)
+end
+
+-- The due time of a lane entry, without copying its record.
+local function lane_due(e)
+  return (struct.unpack('>I6', e, 2 + string.byte(e, 1) + AT_DUE - 1))
+end
+
+-- The lane's head sequence number.
+local function lane_h(meta)
+  return tonumber(redis.call('HGET', meta, 'h') or 0)
+end
+
+-- The lane entry of `id` (index bucket `ix`): its sequence number and record, or nil.
+local function lane_find(L, id)
+  local s = redis.call('HGET', L.ix, id)
+  if not s then return nil end
+  s = tonumber(s)
+  local h = lane_h(L.meta)
+  if s < h then return nil end
+  local e = redis.call('LINDEX', L.lane, s - h)
+  if not e then return nil end
+  local eid, rec = lane_entry(e)
+  if eid ~= id then return nil end
+  return s, rec
+end
+
+-- Marks lane entry `s` (job `id`) gone: its index entry goes, the entry waits for a claim.
+local function lane_drop(L, s, id)
+  redis.call('SADD', L.dead, s)
+  redis.call('HDEL', L.ix, id)
+end
+
+-- Moves the lane's job `id` to `jobs` and `sched` (same record, same due time), where every
+-- path that changes a job by id finds it; false when the lane does not hold it.
+local function lane_pull(L, jobs, sched, id)
+  local s, rec = lane_find(L, id)
+  if not s then return false end
+  lane_drop(L, s, id)
+  redis.call('HSET', jobs, id, rec)
+  redis.call('ZADD', sched, rec_due(rec), id)
+  return true
+end
+
+-- The first position of the lane (of `len` entries) whose due time is later than `t`
+-- (binary search: `len` when none is).
+local function lane_pos(lane, len, t)
+  local lo, hi = 0, len
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if lane_due(redis.call('LINDEX', lane, mid)) <= t then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- The cancelled sequence numbers among `from` .. `to` (a set of them; empty when none).
+local function lane_dead_in(dead, from, to)
+  local out = {}
+  if redis.call('SCARD', dead) == 0 then return out end
+  for _, s in ipairs(redis.call('SMEMBERS', dead)) do
+    local v = tonumber(s)
+    if v >= from and v <= to then out[v] = true end
+  end
+  return out
+end
+
+-- Drops the first `k` entries (head sequence `h`) and their cancelled marks.
+local function lane_trim(lane, meta, dead, h, k)
+  if k <= 0 then return end
+  redis.call('LTRIM', lane, k, -1)
+  redis.call('HSET', meta, 'h', h + k)
+  if redis.call('SCARD', dead) > 0 then
+    local gone = {}
+    for s in pairs(lane_dead_in(dead, h, h + k - 1)) do gone[#gone + 1] = s end
+    if #gone > 0 then call_chunked('SREM', dead, gone) end
+  end
+end
+
+-- Moves up to `n` due live lane jobs to `jobs` and `sched` (a queue with priorities promotes
+-- from there); returns how many it moved.
+local function lane_spill(lane, meta, dead, jobs, sched, now, n)
+  local ents = redis.call('LRANGE', lane, 0, n - 1)
+  if #ents == 0 or lane_due(ents[1]) > now then return 0 end
+  local h = lane_h(meta)
+  local gone = lane_dead_in(dead, h, h + #ents - 1)
+  local k, moved = 0, 0
+  for i = 1, #ents do
+    if lane_due(ents[i]) > now then break end
+    k = i
+    if not gone[h + i - 1] then
+      local id, rec = lane_entry(ents[i])
+      redis.call('HSET', jobs, id, rec)
+      redis.call('ZADD', sched, rec_due(rec), id)
+      moved = moved + 1
+    end
+  end
+  lane_trim(lane, meta, dead, h, k)
+  return moved
+end
+
+-- The due time of the lane's first entry, or nil when it is empty.
+local function lane_first_due(lane)
+  local e = redis.call('LINDEX', lane, 0)
+  return e and lane_due(e)
+end
+
 -- Tells waiting consumers that a job due at `due` exists, if it is earlier than the head
--- they are sleeping towards. Call before adding the job to `sched`.
-local function wake_if_earlier(sched, wake, due)
+-- they are sleeping towards (and than `bound`, when given: the lane's first due time). Call
+-- before adding the job to `sched`.
+local function wake_if_earlier(sched, wake, due, bound)
+  if bound and due >= bound then return end
   local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
   if head[2] == nil or due < tonumber(head[2]) then
     redis.call(PUBLISH, wake, due)
@@ -219,12 +344,13 @@ local function wake_if_earlier(sched, wake, due)
 end
 
 -- The raw record of `id` when it is leased with `token`, else nil and why: R_MISSING (no
--- such job) or R_LOST (another lease, or not leased). A record carries a non-zero token
--- exactly while it is leased (every transition out of `lease` clears it), and tokens are never
--- reused, so the token alone proves the lease.
-local function leased_raw(jobs, id, token)
+-- such job) or R_LOST (another lease, or not leased: also a job of the lane `L`, when given).
+-- A record carries a non-zero token exactly while it is leased (every transition out of
+-- `lease` clears it), and tokens are never reused, so the token alone proves the lease.
+local function leased_raw(jobs, id, token, L)
   local raw = redis.call('HGET', jobs, id)
   if not raw then
+    if L and lane_find(L, id) then return nil, R_LOST end
     return nil, R_MISSING
   end
   if token == nil or token == 0 or rec_token(raw) ~= token then
@@ -234,9 +360,10 @@ local function leased_raw(jobs, id, token)
 end
 
 -- The state code of `id` by the sorted set that holds it, or nil when it does not exist
--- (`ready`: due jobs of a queue with priorities, see promote).
-local function state_of(sched, lease, dead, id, ready)
+-- (`ready`: due jobs of a queue with priorities, see promote; `L`: the lane, lane_find).
+local function state_of(sched, lease, dead, id, ready, L)
   if redis.call('ZSCORE', sched, id) then return ST_SCHEDULED end
+  if L and lane_find(L, id) then return ST_SCHEDULED end
   if ready and redis.call('ZSCORE', ready, id) then return ST_SCHEDULED end
   if redis.call('ZSCORE', lease, id) then return ST_LEASED end
   if redis.call('ZSCORE', dead, id) then return ST_DEAD end
@@ -293,8 +420,9 @@ end
 -- Acknowledges `k` pairs (id, token) found in `args` from index `from`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
--- R_MISSING (nothing changed), and how many were kept.
-local function ack_pairs(jobs, lease, args, from, k, done_key, ret, now)
+-- R_MISSING (nothing changed), and how many were kept. `lane_of(i)`, when given: the lane of
+-- pair i (lane_find), asked only about an id `jobs` does not hold.
+local function ack_pairs(jobs, lease, args, from, k, done_key, ret, now, lane_of)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
     return out, 0
@@ -308,7 +436,8 @@ local function ack_pairs(jobs, lease, args, from, k, done_key, ret, now)
     local token = tonumber(args[from + 2 * i - 1])
     local raw = raws[i]
     if not raw then
-      out[i] = R_MISSING
+      local L = lane_of and lane_of(i)
+      out[i] = (L and lane_find(L, ids[i])) and R_LOST or R_MISSING
     elseif token ~= 0 and rec_token(raw) == token then
       if ret or has(string.byte(raw, 2), F_EXTRA) then
         kept[#kept + 1] = i
@@ -471,3 +600,4 @@ local function promote(sched, ready, jobs, now, n)
   call_chunked('ZREM', sched, names)
   return #names
 end
+

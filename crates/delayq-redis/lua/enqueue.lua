@@ -6,6 +6,10 @@
 -- KEYS[5] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 --                (a job with a priority marks the queue: L_PRIO)
 -- KEYS[6] done   ZSET id -> when its retention ends: completed jobs kept as done
+-- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[8] lanemeta  HASH h (head sequence number), t (due time of the last entry)
+-- KEYS[9] lanedead  SET sequence numbers of cancelled lane entries
+-- KEYS[10+] (a queue with a lane only) the index bucket `ix:<b>` of each job, in order
 -- ARGV[1] number of jobs n; then 2 per job:
 --   id, spec: the schedule mode ('n'|'d'|'a'; in capitals: replace an existing scheduled job),
 --   then the whole record as the client builds it (record.rs `spec`) with its due field holding
@@ -19,7 +23,11 @@
 --   (the job's due time after the call). An id twice in one batch: the first is written.
 -- A batch reads every id with one HMGET and writes the new records with one HSET (chunked); a
 -- single job uses HSETNX, one command fewer.
--- Safe to run twice: a second run finds every job of the first (HMGET / HSETNX) and answers
+-- The lane (bucket keys given and the queue's L_LANE flag set): a new job without a priority
+-- whose due time is not earlier than the lane's last goes to the lane (RPUSH, its index
+-- entry); any other to `jobs` and `sched`. A replace first moves a lane job out (lane_pull).
+-- Safe to run twice: a second run finds every job of the first (HMGET / HSETNX / the lane's
+-- index) and answers
 -- R_EXISTS with the stored due time (and counts nothing: only created jobs are counted); a
 -- replace run twice writes the same record twice (a relative due time moves by the time
 -- between the runs, as a second debounce would).
@@ -27,6 +35,8 @@
 -- HSET / HSETNX is called with pcall so a batch of ids that all exist still answers R_EXISTS
 -- (nothing to write); otherwise the OOM error is returned and nothing was written (later writes
 -- of a script that has written once are never refused).
+-- The first extra key (an index bucket), after the declared ones.
+local ix0 = 10
 local sched, jobs, wake, stat, ready, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = now_ms()
 local n = tonumber(ARGV[1])
@@ -36,9 +46,28 @@ local zadd = {}
 local fresh = {}
 local created = 0
 local prio = false
+-- The lane, when this queue has one (common.lua: lane_find); L.ix is set per job.
+local L = nil
+local lane_len, lane_next, lane_tail, lane_push = 0, 0, nil, {}
+if KEYS[ix0] then
+  local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
+  if bit.band(f, L_LANE) ~= 0 then
+    L = { lane = KEYS[7], meta = KEYS[8], dead = KEYS[9] }
+    for i = 0, n - 1 do
+      if string.byte(ARGV[3 + 2 * i]) < 97 then
+        L.ix = KEYS[ix0 + i]
+        lane_pull(L, jobs, sched, ARGV[2 + 2 * i])
+      end
+    end
+    lane_len = redis.call('LLEN', L.lane)
+    local m = redis.call('HMGET', L.meta, 'h', 't')
+    lane_next = tonumber(m[1] or 0) + lane_len
+    if lane_len > 0 then lane_tail = tonumber(m[2]) end
+  end
+end
 -- The stored records of a batch (false: none), read at once.
 local stored_all = nil
-if n > 1 then
+if n > 1 or L then
   local ids = {}
   for i = 1, n do ids[i] = ARGV[2 * i] end
   stored_all = {}
@@ -57,9 +86,26 @@ for i = 0, n - 1 do
     local rec = string.sub(spec, 2, AT_DUE) .. struct.pack('>I6I6', due, now)
       .. string.sub(spec, 1 + AT_TOKEN)
     local set, stored = 0, nil
+    local in_lane = nil
     if stored_all then
       stored = stored_all[i + 1]
-      if not stored then
+      if not stored and L and string.byte(mode) >= 97 and #id <= 255 then
+        L.ix = KEYS[ix0 + i]
+        local s, lrec = lane_find(L, id)
+        if s then
+          in_lane = rec_due(lrec)
+        elseif (lane_tail == nil or due >= lane_tail)
+          and not (has(string.byte(rec, 2), F_EXTRA) and decode(rec).prio) then
+          lane_push[#lane_push + 1] = string.char(#id) .. id .. rec
+          redis.call('HSET', L.ix, id, lane_next)
+          lane_next = lane_next + 1
+          lane_tail = due
+          fresh[id] = due
+          created = created + 1
+          in_lane = false
+        end
+      end
+      if not stored and in_lane == nil then
         new[#new + 1] = id
         new[#new + 1] = rec
         set = 1
@@ -74,7 +120,13 @@ for i = 0, n - 1 do
         stored = redis.call('HGET', jobs, id)
       end
     end
-    local was_done = set == 0 and has(string.byte(stored, 2), F_DONE)
+    if in_lane ~= nil then
+      -- In the lane: pushed now (false), or there already, due then.
+      out[#out + 1] = in_lane and R_EXISTS or R_OK
+      if in_lane then due = in_lane end
+      stored = nil
+    end
+    local was_done = stored and set == 0 and has(string.byte(stored, 2), F_DONE)
     if was_done and decode(stored).dedupe_until <= now then
       -- A job kept as done whose dedupe window is over: the id is free again (and no longer
       -- counted as done).
@@ -94,6 +146,8 @@ for i = 0, n - 1 do
       -- Done within its dedupe window: refused, the original outcome answered.
       due = rec_due(stored)
       out[#out + 1] = R_DONE
+    elseif in_lane ~= nil then
+      -- answered above
     elseif string.byte(mode) < 97 then
       -- Replace (mode in capitals): only a scheduled job.
       if redis.call('ZSCORE', sched, id) or redis.call('ZREM', ready, id) == 1 then
@@ -119,6 +173,17 @@ for i = 0, n - 1 do
   end
   out[#out + 1] = due
 end
+if #lane_push > 0 then
+  if lane_len == 0 then
+    wake_if_earlier(sched, wake, fresh[lane_entry(lane_push[1])])
+  end
+  local r = redis.pcall('RPUSH', L.lane, unpack(lane_push, 1, math.min(2000, #lane_push)))
+  if type(r) == 'table' and r.err then return r end
+  for i = 2001, #lane_push, 2000 do
+    redis.call('RPUSH', L.lane, unpack(lane_push, i, math.min(i + 1999, #lane_push)))
+  end
+  redis.call('HSET', L.meta, 't', lane_tail)
+end
 if #new > 0 then
   -- The first write of a batch without replaced or recycled ids: refused whole by a full store.
   local r = redis.pcall('HSET', jobs, unpack(new, 1, math.min(4000, #new)))
@@ -134,8 +199,8 @@ if prio then
   end
 end
 if earliest ~= nil then
-  wake_if_earlier(sched, wake, earliest)
+  wake_if_earlier(sched, wake, earliest, L and lane_first_due(L.lane))
   call_chunked('ZADD', sched, zadd)
-  count(stat, now, 0, created)
 end
+if created > 0 then count(stat, now, 0, created) end
 return out

@@ -6,17 +6,24 @@
 -- KEYS[5] done   ZSET id -> when its retention ends (ms)
 -- KEYS[6] stat   STRING (the L_PRIO flag)
 -- KEYS[7] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+-- KEYS[8] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[9] lanemeta  HASH h (head sequence number), t
+-- KEYS[10] lanedead SET sequence numbers of cancelled lane entries
 -- ARGV[1] which: 's' scheduled (due later than now) | 'd' due | 'l' leased | 'x' dead |
 --         'o' done (kept completed jobs)
 -- ARGV[2] page size n
 -- ARGV[3] cursor score ('' = from the start), ARGV[4] cursor id: the page starts strictly
 --         after (score, id), whether or not that job is still there
+-- Scheduled and due jobs of a queue with a lane: the lane's and `sched`'s merged by (score,
+-- id); the lane is in due order, so its part is read from the first entry due at the cursor's
+-- score and ends after every entry tied with its (n + 1)-th.
 -- Returns a flat list, 3 per job: id, score, record — at most n + 1 jobs (one more than the
 -- page tells the caller that a next page exists).
 -- Safe to run twice: it writes nothing but the promotion of due jobs of a queue with
 -- priorities, which a second run finds done.
 local sched, lease, dead, jobs, done, stat, ready =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local lane, lmeta, ldead = KEYS[8], KEYS[9], KEYS[10]
 local which, n = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
 local z = sched
@@ -26,6 +33,7 @@ if which == 'l' then z = lease elseif which == 'x' then z = dead elseif which ==
 local by_prio = which == 'd'
   and bit.band(string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0, L_PRIO) ~= 0
 if by_prio then
+  lane_spill(lane, lmeta, ldead, jobs, sched, now, LIST_PROMOTE)
   promote(sched, ready, jobs, now, LIST_PROMOTE)
   z = ready
 end
@@ -67,15 +75,56 @@ for i = 1, #page, 2 do
   ids[#ids + 1] = page[i]
   scores[#scores + 1] = score
 end
-local out = {}
-if #ids == 0 then return out end
-local raws = redis.call('HMGET', jobs, unpack(ids))
-for i = 1, #ids do
-  -- (A done-index entry whose id was enqueued again is not a done job.)
-  if raws[i] and (which ~= 'o' or has(string.byte(raws[i], 2), F_DONE)) then
-    out[#out + 1] = ids[i]
-    out[#out + 1] = scores[i]
-    out[#out + 1] = raws[i]
+local items = {}
+if #ids > 0 then
+  local raws = redis.call('HMGET', jobs, unpack(ids))
+  for i = 1, #ids do
+    -- (A done-index entry whose id was enqueued again is not a done job.)
+    if raws[i] and (which ~= 'o' or has(string.byte(raws[i], 2), F_DONE)) then
+      items[#items + 1] = { ids[i], scores[i], raws[i] }
+    end
   end
+end
+local len = 0
+if which == 's' or (which == 'd' and not by_prio) then len = redis.call('LLEN', lane) end
+if len > 0 then
+  local h = lane_h(lmeta)
+  local gone = lane_dead_in(ldead, h, h + len - 1)
+  local cs, cid = nil, ARGV[4]
+  if ARGV[3] ~= '' then cs = tonumber(ARGV[3]) end
+  local pos = 0
+  if which == 's' then pos = lane_pos(lane, len, now) end
+  if cs then pos = math.max(pos, lane_pos(lane, len, cs - 1)) end
+  local taken, last = 0, nil
+  while pos < len do
+    local chunk = redis.call('LRANGE', lane, pos, pos + n)
+    local stop = false
+    for j = 1, #chunk do
+      local d = lane_due(chunk[j])
+      if (which == 'd' and d > now) or (taken > n and d > last) then
+        stop = true
+        break
+      end
+      if not gone[h + pos + j - 1] then
+        local id, rec = lane_entry(chunk[j])
+        if not cs or d > cs or (d == cs and not bytes_le(id, cid)) then
+          items[#items + 1] = { id, d, rec }
+          taken, last = taken + 1, d
+        end
+      end
+    end
+    if stop or #chunk == 0 then break end
+    pos = pos + #chunk
+  end
+  table.sort(items, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[1] ~= b[1] and bytes_le(a[1], b[1])
+  end)
+end
+local out = {}
+for i = 1, math.min(#items, n + 1) do
+  out[#out + 1] = items[i][1]
+  out[#out + 1] = items[i][2]
+  out[#out + 1] = items[i][3]
 end
 return out

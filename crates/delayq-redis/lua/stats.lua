@@ -6,15 +6,40 @@
 -- KEYS[5] done   ZSET id -> when its retention ends (ms)
 -- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities (scheduled and due)
 -- KEYS[7] jobs   HASH id -> record
+-- KEYS[8] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[9] lanemeta  HASH h (head sequence number), t
+-- KEYS[10] lanedead SET sequence numbers of cancelled lane entries
 -- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms, paused (0|1),
 --   waiting_on_limit (due jobs the shard's rate or max_in_flight holds back now), done }
 -- Safe to run twice: it writes nothing.
 local sched, lease, dead, stat, done, ready, jobs =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local lane, lmeta, ldead = KEYS[8], KEYS[9], KEYS[10]
 local now = now_ms()
 local oldest = 0
 local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
 if head[2] and tonumber(head[2]) <= now then oldest = now - tonumber(head[2]) end
+-- The lane's live entries: all, due, due within a minute (positions by due time, less the
+-- cancelled ones among them).
+local in_lane, lane_due_now, lane_minute = 0, 0, 0
+local len = redis.call('LLEN', lane)
+if len > 0 then
+  local h = lane_h(lmeta)
+  local p = lane_pos(lane, len, now)
+  local q = lane_pos(lane, len, now + 60000)
+  in_lane, lane_due_now, lane_minute = len, p, q - p
+  local gone = lane_dead_in(ldead, h, h + len - 1)
+  local first = 0
+  for s in pairs(gone) do
+    in_lane = in_lane - 1
+    if s - h < p then lane_due_now = lane_due_now - 1
+    elseif s - h < q then lane_minute = lane_minute - 1 end
+  end
+  while gone[h + first] do first = first + 1 end
+  if first < p then
+    oldest = math.max(oldest, now - lane_due(redis.call('LINDEX', lane, first)))
+  end
+end
 local flags = redis.call('GETRANGE', stat, S_PAUSED, S_FLAGS)
 local in_ready = redis.call('ZCARD', ready)
 if in_ready > 0 then
@@ -25,7 +50,7 @@ if in_ready > 0 then
     if raws[i] then oldest = math.max(oldest, now - rec_due(raws[i])) end
   end
 end
-local due = redis.call('ZCOUNT', sched, '-inf', now) + in_ready
+local due = redis.call('ZCOUNT', sched, '-inf', now) + in_ready + lane_due_now
 local leased = redis.call('ZCARD', lease)
 local waiting = 0
 if bit.band(string.byte(flags, 2) or 0, L_ON) ~= 0 then
@@ -36,9 +61,9 @@ if bit.band(string.byte(flags, 2) or 0, L_ON) ~= 0 then
   waiting = due - room
 end
 return {
-  redis.call('ZCARD', sched) + in_ready,
+  redis.call('ZCARD', sched) + in_ready + in_lane,
   due,
-  redis.call('ZCOUNT', sched, '(' .. now, now + 60000),
+  redis.call('ZCOUNT', sched, '(' .. now, now + 60000) + lane_minute,
   leased,
   redis.call('ZCARD', dead),
   oldest,

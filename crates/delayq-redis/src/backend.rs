@@ -109,6 +109,19 @@ impl RedisBackend {
         args: Vec<Vec<u8>>,
         wait: bool,
     ) -> Result<Value> {
+        self.call_with(def, k, &[], args, wait).await
+    }
+
+    /// [`Self::call`] with `extra` keys after the script's declared ones (a lane's index
+    /// buckets: `KEYS[n+]` in the script's header).
+    pub(crate) async fn call_with(
+        &self,
+        def: &ScriptDef,
+        k: &Keys,
+        extra: &[String],
+        args: Vec<Vec<u8>>,
+        wait: bool,
+    ) -> Result<Value> {
         let built = def.built(self.inner.sharded_pubsub);
         let script = |eval: bool| {
             let mut c = if eval {
@@ -116,8 +129,11 @@ impl RedisBackend {
             } else {
                 redis::cmd("EVALSHA").arg(&built.sha).to_owned()
             };
-            c.arg(def.keys.len());
+            c.arg(def.keys.len() + extra.len());
             for name in def.key_names(k) {
+                c.arg(name);
+            }
+            for name in extra {
                 c.arg(name);
             }
             for a in &args {
@@ -149,27 +165,28 @@ impl RedisBackend {
         if let Some(r) = self.inner.routes.fresh(queue) {
             return Ok(r);
         }
-        let shards = self.stored_shards(queue).await?;
-        let route = self.inner.routes.loaded(queue, shards);
+        let (shards, lane) = self.stored_layout(queue).await?;
+        let route = self.inner.routes.loaded(queue, shards, lane);
         if self.inner.routes.wants_wakeups(queue) && !route.subscribed.load(Ordering::Relaxed) {
             self.subscribe(&route).await;
         }
         Ok(route)
     }
 
-    /// The shard count stored in the queue's settings (1 when none is).
-    pub(crate) async fn stored_shards(&self, queue: &QueueName) -> Result<u32> {
+    /// The shard count (1 when none is stored) and the lane flag in the queue's settings.
+    pub(crate) async fn stored_layout(&self, queue: &QueueName) -> Result<(u32, bool)> {
         let (generation, mut live) = self.inner.conn.get();
-        let shards: Option<u32> = redis::cmd("HGET")
+        let (shards, lane): (Option<u32>, Option<u8>) = redis::cmd("HMGET")
             .arg(keys::conf(queue))
             .arg("shards")
+            .arg("lane")
             .query_async(&mut live)
             .await
             .map_err(|e| {
                 self.inner.conn.failed(generation, &e);
                 error::map(e)
             })?;
-        Ok(shards.unwrap_or(1).max(1))
+        Ok((shards.unwrap_or(1).max(1), lane == Some(1)))
     }
 
     async fn subscribe(&self, route: &Arc<Route>) {
@@ -184,7 +201,13 @@ impl RedisBackend {
         route.subscribed.store(true, Ordering::Relaxed);
     }
 
-    async fn enqueue_shard(&self, k: &Keys, jobs: Vec<(JobId, NewJob)>) -> Result<Vec<Enqueued>> {
+    async fn enqueue_shard(
+        &self,
+        route: &Route,
+        k: &Keys,
+        jobs: Vec<(JobId, NewJob)>,
+    ) -> Result<Vec<Enqueued>> {
+        let buckets = route.buckets(k, jobs.iter().map(|(id, _)| id.as_str()));
         let mut args = Vec::with_capacity(1 + jobs.len() * 2);
         args.push(arg(jobs.len()));
         let mut ids = Vec::with_capacity(jobs.len());
@@ -199,7 +222,9 @@ impl RedisBackend {
             args.push(record::spec(mode, t, job));
             ids.push(id);
         }
-        let v = self.call(&scripts::ENQUEUE, k, args, true).await?;
+        let v = self
+            .call_with(&scripts::ENQUEUE, k, &buckets, args, true)
+            .await?;
         let flat = array(v)?;
         if flat.len() != ids.len() * 2 {
             return Err(shape("enqueue: 2 values per job expected"));
@@ -230,6 +255,7 @@ impl RedisBackend {
     async fn claim_shard(
         &self,
         queue: &QueueName,
+        route: &Route,
         k: &Keys,
         max: usize,
         lease: Duration,
@@ -242,8 +268,12 @@ impl RedisBackend {
             arg(REAP_LIMIT),
             arg(acks.len()),
         ];
+        let mut extra = route.sweep_bucket(k);
+        extra.extend(route.buckets(k, acks.iter().map(|l| l.id.as_str())));
         lease_args(acks, &mut args);
-        let v = self.call(&scripts::CLAIM, k, args, wait).await?;
+        let v = self
+            .call_with(&scripts::CLAIM, k, &extra, args, wait)
+            .await?;
         let [acks, jobs, next]: [Value; 3] = array(v)?
             .try_into()
             .map_err(|_| shape("claim: 3 values expected"))?;
@@ -324,10 +354,19 @@ impl RedisBackend {
     }
 
     /// Acknowledges leases of one shard.
-    async fn ack_shard(&self, k: &Keys, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+    async fn ack_shard(
+        &self,
+        route: &Route,
+        k: &Keys,
+        leases: Vec<LeaseRef>,
+    ) -> Result<Vec<AckOutcome>> {
+        let buckets = route.buckets(k, leases.iter().map(|l| l.id.as_str()));
         let mut args = Vec::with_capacity(leases.len() * 2);
         lease_args(leases, &mut args);
-        ack_outcomes(self.call(&scripts::ACK, k, args, true).await?)
+        ack_outcomes(
+            self.call_with(&scripts::ACK, k, &buckets, args, true)
+                .await?,
+        )
     }
 
     /// A claim on a sharded queue: acks go to their shards, jobs come from the due shards
@@ -386,11 +425,11 @@ impl RedisBackend {
                 async move {
                     let k = &route.keys[s];
                     let r = if share > 0 {
-                        self.claim_shard(queue, k, share, req.lease, leases)
+                        self.claim_shard(queue, route, k, share, req.lease, leases)
                             .await
                             .map(|b| (b, true))
                     } else {
-                        self.ack_shard(k, leases).await.map(|acks| {
+                        self.ack_shard(route, k, leases).await.map(|acks| {
                             let b = ClaimBatch {
                                 acks,
                                 ..ClaimBatch::default()
@@ -517,7 +556,9 @@ impl Backend for RedisBackend {
             (id, job)
         });
         if route.shards == 1 {
-            return self.enqueue_shard(&route.keys[0], with_ids.collect()).await;
+            return self
+                .enqueue_shard(&route, &route.keys[0], with_ids.collect())
+                .await;
         }
         let jobs: Vec<(JobId, NewJob)> = with_ids.collect();
         let total = jobs.len();
@@ -528,7 +569,7 @@ impl Backend for RedisBackend {
             .filter(|(_, (p, _))| !p.is_empty())
             .map(|(s, (pos, jobs))| {
                 let route = &route;
-                async move { (pos, self.enqueue_shard(&route.keys[s], jobs).await) }
+                async move { (pos, self.enqueue_shard(route, &route.keys[s], jobs).await) }
             });
         let mut out: Vec<Option<Enqueued>> = vec![None; total];
         for (pos, r) in join_all(calls).await {
@@ -543,7 +584,7 @@ impl Backend for RedisBackend {
         let route = self.route(queue).await?;
         if route.shards == 1 {
             return self
-                .claim_shard(queue, &route.keys[0], req.max, req.lease, req.acks)
+                .claim_shard(queue, &route, &route.keys[0], req.max, req.lease, req.acks)
                 .await;
         }
         self.claim_sharded(queue, &route, req).await
@@ -562,7 +603,7 @@ impl Backend for RedisBackend {
             .filter(|(_, (p, _))| !p.is_empty())
             .map(|(s, (pos, leases))| {
                 let route = &route;
-                async move { (pos, self.ack_shard(&route.keys[s], leases).await) }
+                async move { (pos, self.ack_shard(route, &route.keys[s], leases).await) }
             });
         let mut out = vec![AckOutcome::NotFound; count];
         for (pos, r) in join_all(calls).await {
@@ -574,7 +615,7 @@ impl Backend for RedisBackend {
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
-        let k = self.keys_of(queue, &lease.id).await?;
+        let (k, bucket) = self.keys_and_bucket(queue, &lease.id).await?;
         let retry = nack.retry_in.map_or(-1, |d| d.as_millis() as i64);
         let args = vec![
             lease.id.as_str().as_bytes().to_vec(),
@@ -584,7 +625,9 @@ impl Backend for RedisBackend {
             arg(u8::from(nack.dead)),
             arg(rand::random::<f64>()),
         ];
-        let v = self.call(&scripts::NACK, &k, args, true).await?;
+        let v = self
+            .call_with(&scripts::NACK, &k, &bucket, args, true)
+            .await?;
         match coded(v, "nack")? {
             (Reply::Retry, at) => Ok(NackOutcome::Retrying { due_at_ms: at }),
             (Reply::Buried, at) => Ok(NackOutcome::Dead { failed_at_ms: at }),
@@ -594,13 +637,15 @@ impl Backend for RedisBackend {
 
     async fn extend(&self, queue: &QueueName, lease: LeaseRef, lease_len: Duration) -> Result<u64> {
         delayq::job::validate_lease(lease_len)?;
-        let k = self.keys_of(queue, &lease.id).await?;
+        let (k, bucket) = self.keys_and_bucket(queue, &lease.id).await?;
         let args = vec![
             lease.id.as_str().as_bytes().to_vec(),
             arg(lease.token),
             arg(lease_len.as_millis()),
         ];
-        let v = self.call(&scripts::EXTEND, &k, args, false).await?;
+        let v = self
+            .call_with(&scripts::EXTEND, &k, &bucket, args, false)
+            .await?;
         match coded(v, "extend")? {
             (Reply::Ok, deadline) => Ok(deadline),
             (r, _) => Err(r.refusal(&lease.id, JobState::Leased)),
@@ -630,9 +675,11 @@ impl Backend for RedisBackend {
     }
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
-        let k = self.keys_of(queue, id).await?;
+        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
         let args = vec![id.as_str().as_bytes().to_vec()];
-        let v = self.call(&scripts::CANCEL, &k, args, true).await?;
+        let v = self
+            .call_with(&scripts::CANCEL, &k, &bucket, args, true)
+            .await?;
         match reply(&v)? {
             Reply::Ok => Ok(CancelOutcome::Cancelled),
             Reply::Leased => Ok(CancelOutcome::Leased),
@@ -643,10 +690,12 @@ impl Backend for RedisBackend {
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
-        let k = self.keys_of(queue, id).await?;
+        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
         let (mode, t) = schedule_mode(schedule);
         let args = vec![id.as_str().as_bytes().to_vec(), vec![mode], arg(t)];
-        let v = self.call(&scripts::RESCHEDULE, &k, args, true).await?;
+        let v = self
+            .call_with(&scripts::RESCHEDULE, &k, &bucket, args, true)
+            .await?;
         match coded(v, "reschedule")? {
             (Reply::Ok, due) => Ok(due),
             (r, _) => Err(r.refusal(id, JobState::Scheduled)),
@@ -664,9 +713,16 @@ impl Backend for RedisBackend {
 }
 
 impl RedisBackend {
-    /// The keys of the shard holding job `id`.
-    pub(crate) async fn keys_of(&self, queue: &QueueName, id: &JobId) -> Result<Keys> {
+    /// The keys of the shard holding job `id` and, on a queue with a lane, its index bucket
+    /// (the extra key of the scripts that find a job by id).
+    pub(crate) async fn keys_and_bucket(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+    ) -> Result<(Keys, Vec<String>)> {
         let route = self.route(queue).await?;
-        Ok(route.keys[shard_of(id.as_str(), route.shards) as usize].clone())
+        let k = route.keys[shard_of(id.as_str(), route.shards) as usize].clone();
+        let bucket = route.buckets(&k, [id.as_str()]);
+        Ok((k, bucket))
     }
 }

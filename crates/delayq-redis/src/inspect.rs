@@ -91,11 +91,12 @@ impl RedisBackend {
 
 impl Inspect for RedisBackend {
     async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
-        let k = self.keys_of(queue, id).await?;
+        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
         let v = self
-            .call(
+            .call_with(
                 &scripts::GET,
                 &k,
+                &bucket,
                 vec![id.as_str().as_bytes().to_vec()],
                 false,
             )
@@ -217,9 +218,12 @@ impl Inspect for RedisBackend {
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        let k = self.keys_of(queue, id).await?;
+        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
         let args = vec![arg("one"), id.as_str().as_bytes().to_vec()];
-        match reply(&self.call(&scripts::DEAD_REQUEUE, &k, args, true).await?)? {
+        let v = self
+            .call_with(&scripts::DEAD_REQUEUE, &k, &bucket, args, true)
+            .await?;
+        match reply(&v)? {
             Reply::Ok => Ok(()),
             r => Err(r.refusal(id, JobState::Dead)),
         }
@@ -240,9 +244,12 @@ impl Inspect for RedisBackend {
     }
 
     async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        let k = self.keys_of(queue, id).await?;
+        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
         let args = vec![arg("one"), id.as_str().as_bytes().to_vec()];
-        match reply(&self.call(&scripts::DEAD_PURGE, &k, args, true).await?)? {
+        let v = self
+            .call_with(&scripts::DEAD_PURGE, &k, &bucket, args, true)
+            .await?;
+        match reply(&v)? {
             Reply::Ok => Ok(()),
             r => Err(r.refusal(id, JobState::Dead)),
         }
@@ -298,6 +305,7 @@ impl Inspect for RedisBackend {
         let mut conn = self.connection();
         let fields = [
             "shards",
+            "lane",
             "rate_per_s",
             "rate_burst",
             "max_in_flight",
@@ -324,6 +332,7 @@ impl Inspect for RedisBackend {
         };
         Ok(QueueSettings {
             shards: num("shards").map_or(1, |n| (n as u32).max(1)),
+            lane: num("lane") == Some(1.0),
             rate,
             max_in_flight: num("max_in_flight").map(|n| n as u32),
             retention: delayq::Retention {
@@ -344,10 +353,11 @@ impl Inspect for RedisBackend {
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         s.validate()?;
-        let current = self.stored_shards(queue).await?;
-        if current != s.shards {
+        let (current, lane) = self.stored_layout(queue).await?;
+        if current != s.shards || lane != s.lane {
             // Jobs are placed by shard count: moving them is not atomic across slots, so a
-            // queue changes its count only while empty (in both layouts).
+            // queue changes its count only while empty (in both layouts). The lane likewise:
+            // a queue without one reads none.
             // Layouts share shard tags ({q#0} is shard 0 of 2 and of 4): count each once.
             let mut shards: Vec<Keys> = [current, s.shards]
                 .into_iter()
@@ -363,11 +373,22 @@ impl Inspect for RedisBackend {
                 dead += st.dead;
             }
             if scheduled + leased + dead > 0 {
+                let what = if current != s.shards {
+                    format!(
+                        "its shard count ({current}) can only change while it is empty; drain \
+                         it, or create a new queue with {} shards and move producers to it",
+                        s.shards
+                    )
+                } else {
+                    format!(
+                        "its lane ({}) can only be switched while it is empty; drain it, or \
+                         create a new queue and move producers to it",
+                        if lane { "on" } else { "off" }
+                    )
+                };
                 return Err(Error::Conflict(format!(
                     "queue {queue} holds jobs ({scheduled} scheduled, {leased} leased, {dead} \
-                     dead): its shard count ({current}) can only change while it is empty; \
-                     drain it, or create a new queue with {} shards and move producers to it",
-                    s.shards
+                     dead): {what}"
                 )));
             }
         }
@@ -379,6 +400,7 @@ impl Inspect for RedisBackend {
         let conf = keys::conf(queue);
         let mut set = redis::cmd("HSET");
         set.arg(&conf).arg("shards").arg(s.shards);
+        set.arg("lane").arg(u8::from(s.lane));
         let mut gone = Vec::new();
         match s.rate {
             Some(r) => {
@@ -411,7 +433,7 @@ impl Inspect for RedisBackend {
                 .await
                 .map_err(error::map)?;
         }
-        self.inner.routes.loaded(queue, s.shards);
+        self.inner.routes.loaded(queue, s.shards, s.lane);
         let lim = s.shard_limits();
         let args = vec![
             arg(lim.per_s.unwrap_or(0.0)),
@@ -419,6 +441,7 @@ impl Inspect for RedisBackend {
             arg(lim.max_in_flight.unwrap_or(0)),
             arg(s.retention.keep_done_ms),
             arg(s.retention.dedupe_ms),
+            arg(u8::from(s.lane)),
         ];
         let route = self.route(queue).await?;
         try_join_all(

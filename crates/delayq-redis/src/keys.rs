@@ -22,6 +22,9 @@ pub(crate) enum Key {
     Done,
     Ready,
     Fired,
+    Lane,
+    LaneMeta,
+    LaneDead,
 }
 
 impl Key {
@@ -39,9 +42,17 @@ impl Key {
             Key::Done => "done",
             Key::Ready => "ready",
             Key::Fired => "fired",
+            Key::Lane => "lane",
+            Key::LaneMeta => "lanemeta",
+            Key::LaneDead => "lanedead",
         }
     }
 }
+
+/// How many index buckets (`ix:<b>`) a lane's id index is spread over: ~100 ids each at
+/// 100,000 jobs, so each stays a listpack under the server's default
+/// `hash-max-listpack-entries` (512).
+pub(crate) const LANE_BUCKETS: u32 = 1024;
 
 /// The names of one queue's keys.
 #[derive(Clone, Debug)]
@@ -69,6 +80,14 @@ pub(crate) struct Keys {
     pub ready: String,
     /// HASH schedule name → the latest of its fires enqueued into this shard (sharded queues).
     pub fired: String,
+    /// LIST: the one-delay lane, entries (id, record) in due order (common.lua: lane_entry).
+    pub lane: String,
+    /// HASH `h` (the lane's head sequence number), `t` (the due time of its last entry).
+    pub lanemeta: String,
+    /// SET: sequence numbers of cancelled lane entries not yet passed by a claim.
+    pub lanedead: String,
+    /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
+    ix: String,
 }
 
 impl Keys {
@@ -98,7 +117,21 @@ impl Keys {
             done: name(Key::Done),
             ready: name(Key::Ready),
             fired: name(Key::Fired),
+            lane: name(Key::Lane),
+            lanemeta: name(Key::LaneMeta),
+            lanedead: name(Key::LaneDead),
+            ix: format!("dq:{{{tag}}}:ix:"),
         }
+    }
+
+    /// The lane's index bucket `b` (of [`LANE_BUCKETS`]).
+    pub(crate) fn bucket(&self, b: u32) -> String {
+        format!("{}{b}", self.ix)
+    }
+
+    /// The lane's index bucket that holds job `id`.
+    pub(crate) fn bucket_of(&self, id: &str) -> String {
+        self.bucket(bucket_of(id))
     }
 
     /// The name of one key.
@@ -115,6 +148,9 @@ impl Keys {
             Key::Done => &self.done,
             Key::Ready => &self.ready,
             Key::Fired => &self.fired,
+            Key::Lane => &self.lane,
+            Key::LaneMeta => &self.lanemeta,
+            Key::LaneDead => &self.lanedead,
         }
     }
 }
@@ -148,18 +184,30 @@ pub(crate) fn queue_of(key: &str) -> Option<QueueName> {
     QueueName::new(name).ok()
 }
 
+/// FNV-1a (64-bit) of the id's bytes.
+fn fnv1a(id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// The shard (of `n`) that holds job `id`: FNV-1a (64-bit) of the id's bytes, modulo `n`.
 /// Stable across versions and processes: every client finds a job in the same shard.
 pub(crate) fn shard_of(id: &str, n: u32) -> u32 {
     if n <= 1 {
         return 0;
     }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (h % u64::from(n)) as u32
+    (fnv1a(id) % u64::from(n)) as u32
+}
+
+/// The lane index bucket of job `id`: the FNV-1a hash's upper half modulo [`LANE_BUCKETS`]
+/// (the lower bits choose the shard, so a shard's ids still spread over every bucket).
+/// Stable across versions and processes, like [`shard_of`].
+pub(crate) fn bucket_of(id: &str) -> u32 {
+    ((fnv1a(id) >> 32) % u64::from(LANE_BUCKETS)) as u32
 }
 
 #[cfg(test)]
@@ -181,6 +229,9 @@ mod tests {
             Key::Done,
             Key::Ready,
             Key::Fired,
+            Key::Lane,
+            Key::LaneMeta,
+            Key::LaneDead,
         ] {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));

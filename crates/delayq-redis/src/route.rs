@@ -1,10 +1,10 @@
-//! Where a queue's jobs live: its shard count (read from the queue's settings in Redis and
+//! Where a queue's jobs live: its shard count and whether it has a one-delay lane (read from the queue's settings in Redis and
 //! cached for [`REFRESH`]), the keys of each shard, and per shard what this process last learnt
 //! about when it next has work — so a consumer claims from the shards that are due, earliest
 //! first, instead of polling every shard.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,11 @@ pub(crate) struct Route {
     pub shards: u32,
     /// Keys of each shard.
     pub keys: Vec<Keys>,
+    /// Whether the queue keeps a one-delay lane (`QueueSettings::lane`): its scripts are
+    /// given the lane's index buckets.
+    lane: AtomicBool,
+    /// The index bucket the next claim sweeps (claim.lua), in turn.
+    sweep: AtomicU32,
     /// Per shard: when (µs on [`Routes::now_us`]) it next has a due job or an expiring lease;
     /// 0 = now or unknown, [`EMPTY`] = nothing.
     next: Vec<AtomicU64>,
@@ -48,6 +53,8 @@ impl Route {
         Self {
             shards,
             keys: (0..shards).map(|i| Keys::shard(queue, i, shards)).collect(),
+            lane: AtomicBool::new(false),
+            sweep: AtomicU32::new(0),
             next: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             in_flight: (0..shards).map(|_| AtomicBool::new(false)).collect(),
             subscribed: AtomicBool::new(false),
@@ -55,6 +62,33 @@ impl Route {
             turn: AtomicU64::new(0),
             loaded_us: AtomicU64::new(now_us),
         }
+    }
+
+    /// Whether the queue has a lane.
+    pub(crate) fn lane(&self) -> bool {
+        self.lane.load(Ordering::Relaxed)
+    }
+
+    /// The lane's index bucket of each id, in order, for a script's extra keys (none when the
+    /// queue has no lane).
+    pub(crate) fn buckets<'a>(
+        &self,
+        k: &Keys,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<String> {
+        if !self.lane() {
+            return Vec::new();
+        }
+        ids.into_iter().map(|id| k.bucket_of(id)).collect()
+    }
+
+    /// The index bucket a claim on a queue with a lane sweeps (each in turn), as extra keys.
+    pub(crate) fn sweep_bucket(&self, k: &Keys) -> Vec<String> {
+        if !self.lane() {
+            return Vec::new();
+        }
+        let b = self.sweep.fetch_add(1, Ordering::Relaxed) % crate::keys::LANE_BUCKETS;
+        vec![k.bucket(b)]
     }
 
     /// A wake-up of shard `i`: it may have a due job now.
@@ -185,13 +219,14 @@ impl Routes {
         (age < REFRESH.as_micros() as u64).then(|| r.clone())
     }
 
-    /// Stores the shard count just read for `queue`; keeps the route (and what it learnt)
-    /// when the count did not change.
-    pub(crate) fn loaded(&self, queue: &QueueName, shards: u32) -> Arc<Route> {
+    /// Stores the shard count and lane flag just read for `queue`; keeps the route (and what
+    /// it learnt) when the count did not change.
+    pub(crate) fn loaded(&self, queue: &QueueName, shards: u32, lane: bool) -> Arc<Route> {
         let mut map = self.map.lock().expect("routes lock");
         if let Some(r) = map.get(queue)
             && r.shards == shards.max(1)
         {
+            r.lane.store(lane, Ordering::Relaxed);
             r.loaded_us.store(self.now_us(), Ordering::Relaxed);
             return r.clone();
         }
@@ -200,6 +235,7 @@ impl Routes {
             .map(|r| r.tx.clone())
             .unwrap_or_else(|| Arc::new(watch::channel(0).0));
         let route = Arc::new(Route::new(queue, shards, tx, self.now_us()));
+        route.lane.store(lane, Ordering::Relaxed);
         // Consumers of the old layout claim again under the new one.
         route.tx.send_modify(|n| *n = n.wrapping_add(1));
         map.insert(queue.clone(), route.clone());
@@ -215,7 +251,7 @@ mod tests {
     fn due_shards_come_earliest_first_and_trust_needs_a_subscription() {
         let routes = Routes::new();
         let q = QueueName::new("q").unwrap();
-        let r = routes.loaded(&q, 4);
+        let r = routes.loaded(&q, 4, false);
         r.learnt(0, 1_000, Some(Duration::from_micros(500))); // due at 1500
         r.learnt(1, 1_000, None); // empty
         r.learnt(2, 1_000, Some(Duration::ZERO)); // due at 1000
@@ -234,9 +270,9 @@ mod tests {
         assert_eq!(r.due_shards(2_000), vec![1, 0, 2]);
         assert_eq!(r.next_in(2_000), Some(Duration::ZERO));
         assert!(
-            Arc::ptr_eq(&r, &routes.loaded(&q, 4)),
+            Arc::ptr_eq(&r, &routes.loaded(&q, 4, false)),
             "same count keeps the route"
         );
-        assert_eq!(routes.loaded(&q, 2).shards, 2);
+        assert_eq!(routes.loaded(&q, 2, false).shards, 2);
     }
 }

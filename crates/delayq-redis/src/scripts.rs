@@ -214,20 +214,20 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready, Done];
-    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready];
-    ACK = "ack.lua" [Lease, Jobs, Stat, Wake, Done];
-    NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat];
-    EXTEND = "extend.lua" [Lease, Jobs];
+    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready, Done, Lane, LaneMeta, LaneDead];
+    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta, LaneDead];
+    ACK = "ack.lua" [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta];
+    NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta];
+    EXTEND = "extend.lua" [Lease, Jobs, Lane, LaneMeta];
     RELEASE = "release.lua" [Sched, Lease, Jobs, Wake, Stat];
-    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead, Ready];
-    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake, Ready];
-    GET = "get.lua" [Sched, Lease, Jobs, Dead];
-    STATS = "stats.lua" [Sched, Lease, Dead, Stat, Done, Ready, Jobs];
-    LIST = "list.lua" [Sched, Lease, Dead, Jobs, Done, Stat, Ready];
-    DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake, Ready];
-    DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs, Ready];
-    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready];
+    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneDead];
+    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake, Ready, Lane, LaneMeta, LaneDead];
+    GET = "get.lua" [Sched, Lease, Jobs, Dead, Lane, LaneMeta];
+    STATS = "stats.lua" [Sched, Lease, Dead, Stat, Done, Ready, Jobs, Lane, LaneMeta, LaneDead];
+    LIST = "list.lua" [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta, LaneDead];
+    DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake, Ready, Lane, LaneMeta];
+    DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs, Ready, Lane, LaneMeta];
+    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready, Lane, LaneMeta, LaneDead];
     PAUSE = "pause.lua" [Stat, Wake];
     LIMITS = "limits.lua" [Stat, Wake];
     FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext];
@@ -281,6 +281,7 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def("S_RETAIN", layout::RETAIN.to_string());
         def("TRIM_PER_CALL", delayq::limits::TRIM_PER_CALL.to_string());
         def("L_PRIO", layout::PRIORITIES.to_string());
+        def("L_LANE", layout::LANE.to_string());
         def(
             "PRIORITY_AGING_MS",
             delayq::limits::PRIORITY_AGING.as_millis().to_string(),

@@ -19,3 +19,58 @@ delayq::conformance_tests!(setup);
 
 // The model check (random operation sequences, half with an injected fault) on the same set-up.
 delayq::model_tests!(setup);
+
+/// The same suite on queues with the one-delay lane (`QueueSettings::lane`): each queue the
+/// suite uses is given the lane before it starts, so every job whose due time is not earlier
+/// than the lane's last goes to the lane, the others to the sorted sets beside it.
+mod lane {
+    use delayq::{Inspect, QueueName, QueueSettings};
+
+    async fn setup() -> (
+        delayq_test_support::RedisServer,
+        delayq_redis::RedisBackend,
+        delayq::testkit::Time,
+    ) {
+        let (server, b, time) = super::setup().await;
+        let names = [
+            "conformance",
+            "timeouts",
+            "limited",
+            "rated",
+            "narrow",
+            "periodic",
+            "prio",
+            "hooks",
+            "plain",
+            "defaulted",
+            "kept",
+        ];
+        let models = (0..80).map(|n| format!("model{n}"));
+        for name in names.into_iter().map(str::to_owned).chain(models) {
+            let q = QueueName::new(name).unwrap();
+            let s = QueueSettings {
+                lane: true,
+                ..QueueSettings::default()
+            };
+            b.configure(&q, s).await.unwrap();
+        }
+        (server, b, time)
+    }
+
+    // Every test of the suite but `bad_input_writes_nothing`, which checks that no queue
+    // exists afterwards (this set-up creates them).
+    delayq::conformance_tests!(@each setup;
+        idempotent_enqueue, never_early, one_owner_and_fencing, ack_deletes,
+        nack_retries_then_dead_letters, expired_leases_come_back, cancel_outcomes,
+        reschedule, release_undoes_the_attempt, dead_letter_tools,
+        wakeups_for_earlier_jobs, consumer_handles_each_job_once,
+        long_errors_are_cut_on_a_character_boundary, listings_page_stably,
+        dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions,
+        rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
+        expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
+        schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
+        per_job_retention, priorities_order_due_jobs, low_priorities_age,
+        due_listing_follows_claim_order,
+        push_targets_travel, bad_targets_are_refused);
+    delayq::model_tests!(setup);
+}

@@ -51,6 +51,9 @@ pub mod layout {
     pub const RETAINS: u8 = 4;
     /// Flag: the queue has had jobs with a priority: its due jobs wait in `ready`.
     pub const PRIORITIES: u8 = 8;
+    /// Flag: the queue keeps jobs whose due times come in arrival order in its one-delay lane
+    /// (`QueueSettings::lane`).
+    pub const LANE: u8 = 16;
     /// The last interval counted in.
     pub const LAST: usize = 4;
     /// The totals.
