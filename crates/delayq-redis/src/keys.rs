@@ -203,11 +203,18 @@ pub(crate) fn shard_of(id: &str, n: u32) -> u32 {
     (fnv1a(id) % u64::from(n)) as u32
 }
 
-/// The lane index bucket of job `id`: the FNV-1a hash's upper half modulo [`LANE_BUCKETS`]
-/// (the lower bits choose the shard, so a shard's ids still spread over every bucket).
-/// Stable across versions and processes, like [`shard_of`].
+/// The lane index bucket of job `id`: the FNV-1a hash mixed again (MurmurHash3's 64-bit
+/// finaliser: FNV-1a's bits depend little on an id's last bytes, and its lower bits choose the
+/// shard) modulo [`LANE_BUCKETS`], so ids that differ in one digit, and the ids of one shard,
+/// spread over every bucket. Stable across versions and processes, like [`shard_of`].
 pub(crate) fn bucket_of(id: &str) -> u32 {
-    ((fnv1a(id) >> 32) % u64::from(LANE_BUCKETS)) as u32
+    let mut h = fnv1a(id);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    (h % u64::from(LANE_BUCKETS)) as u32
 }
 
 #[cfg(test)]
@@ -242,6 +249,25 @@ mod tests {
         let s = Keys::shard(&QueueName::new("orders").unwrap(), 3, 8);
         assert_eq!(s.sched, "dq:{orders#3}:sched");
         assert_eq!(queue_of(&s.sched).unwrap().as_str(), "orders");
+    }
+
+    #[test]
+    fn lane_buckets_spread_ids_that_differ_in_one_digit_and_a_shards_ids() {
+        let mut all = vec![0u32; LANE_BUCKETS as usize];
+        let mut shard0 = vec![0u32; LANE_BUCKETS as usize];
+        for i in 0..102_400 {
+            let id = format!("1{i:019}");
+            let b = bucket_of(&id) as usize;
+            all[b] += 1;
+            if shard_of(&id, 8) == 0 {
+                shard0[b] += 1;
+            }
+        }
+        // ~100 a bucket: each stays a listpack under hash-max-listpack-entries 512.
+        assert!(all.iter().all(|&n| (50..200).contains(&n)), "{all:?}");
+        assert!(shard0.iter().all(|&n| n < 40), "{shard0:?}");
+        assert!(shard0.iter().filter(|&&n| n == 0).count() < 10);
+        assert_eq!(bucket_of("order-42"), bucket_of("order-42"));
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub(crate) struct Env {
     admin: Vec<ConnectionManager>,
     /// Shards of the bench queue (`--shards`).
     pub shards: u32,
+    /// The bench queue has the one-delay lane (`--lane`).
+    pub lane: bool,
     /// `--wait-replicas` of the bench's backends.
     pub wait_replicas: u32,
     /// Share of Redis CPU per master between the last two cost readings (several masters).
@@ -213,6 +215,7 @@ impl Env {
             _cluster: owned_cluster,
             admin,
             shards,
+            lane: false,
             wait_replicas: 0,
             spread: None,
             last_cost: None,
@@ -238,6 +241,7 @@ impl Env {
             _cluster: None,
             admin: Vec::new(),
             shards: 1,
+            lane: false,
             wait_replicas: 0,
             spread: None,
             last_cost: None,
@@ -297,8 +301,11 @@ impl Env {
                 let mut opts = delayq_redis::ConnectOptions::new(self.url.clone());
                 opts.wait_replicas = self.wait_replicas;
                 let b = RedisBackend::connect_with(opts).await?;
-                if self.shards > 1 {
-                    let settings = QueueSettings::with_shards(self.shards);
+                if self.shards > 1 || self.lane {
+                    let settings = QueueSettings {
+                        lane: self.lane,
+                        ..QueueSettings::with_shards(self.shards)
+                    };
                     b.configure(&super::util::queue(), settings).await?;
                 }
                 Ok(AnyBackend::Redis(b))

@@ -53,6 +53,13 @@ pub(crate) struct BenchArgs {
     /// Give job i the priority i mod 10 (what priorities cost a queue that uses them).
     #[arg(long)]
     pub priorities: bool,
+    /// Give every job of W1, W2 and W4 one delay (the middle of the workload's range), as a
+    /// queue like "cancel the unpaid order after 30 minutes" has.
+    #[arg(long)]
+    pub one_delay: bool,
+    /// Give the bench queue the one-delay lane (Redis; `QueueSettings::lane`).
+    #[arg(long, conflicts_with = "embedded")]
+    pub lane: bool,
     /// The consumers' prefetch.
     #[arg(long, default_value_t = delayq::consumer::DEFAULT_PREFETCH)]
     pub prefetch: usize,
@@ -159,6 +166,7 @@ pub(crate) async fn run(
     }
     util::PRIORITIES.store(a.priorities, std::sync::atomic::Ordering::Relaxed);
     util::PREFETCH.store(a.prefetch, std::sync::atomic::Ordering::Relaxed);
+    util::ONE_DELAY.store(a.one_delay, std::sync::atomic::Ordering::Relaxed);
     if redis.is_some() && !a.flush_ok {
         bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
     }
@@ -171,6 +179,10 @@ pub(crate) async fn run(
         (env, Ceiling::default())
     } else {
         let mut env = Env::new(redis, a.shards, a.cluster).await?;
+        if a.lane {
+            env.lane = true;
+            env.placement = format!("{}; queue with the one-delay lane", env.placement);
+        }
         env.wait_replicas = wait_replicas;
         if wait_replicas > 0 {
             env.placement = format!("{}; --wait-replicas {wait_replicas}", env.placement);
@@ -214,6 +226,12 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
             r.redis_version = env.redis_version.clone();
             r.placement = env.placement.clone();
             r.shards = (env.shards > 1).then_some(env.shards);
+            if a.one_delay && ["w1", "w2", "w4"].contains(&r.workload.as_str()) {
+                r.variant.push_str(", one delay");
+            }
+            if env.lane {
+                r.variant.push_str(", lane");
+            }
             if r.redis_cpu_us_per_job.is_some() {
                 r.cpu_share_by_master = env.spread.clone();
             }

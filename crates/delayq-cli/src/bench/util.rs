@@ -32,6 +32,10 @@ pub(crate) fn prefetch() -> usize {
     PREFETCH.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// `--one-delay`: every job of W1, W2 and W4 gets the middle of its workload's delay range.
+pub(crate) static ONE_DELAY: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// `--priorities`: job `i` gets the priority `i % 10`.
 pub(crate) static PRIORITIES: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);

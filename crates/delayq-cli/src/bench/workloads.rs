@@ -14,7 +14,12 @@ use super::util::{
 
 const SEED: u64 = 0x00de_1a70;
 
+/// The delays of `n` jobs, uniform in `[lo_ms, hi_ms]` (seeded); with `--one-delay` all the
+/// middle of the range.
 pub(super) fn delays(n: usize, lo_ms: u64, hi_ms: u64) -> Vec<u64> {
+    if super::util::ONE_DELAY.load(std::sync::atomic::Ordering::Relaxed) {
+        return vec![lo_ms.midpoint(hi_ms); n];
+    }
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     (0..n).map(|_| rng.random_range(lo_ms..=hi_ms)).collect()
 }

@@ -1,0 +1,197 @@
+//! The one-delay lane's own layout (the conformance suite and the model check run on lane
+//! queues too, in conformance.rs): what a job costs there, that the claim's sweep empties the
+//! index of claimed jobs, that the lane switches only on an empty queue, and that a settings
+//! change keeps a queue's priorities.
+
+mod common;
+
+use common::*;
+use delayq::{Backend, Error, Inspect, Producer, QueueSettings, Schedule};
+
+async fn lane_on(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) {
+    let s = QueueSettings {
+        lane: true,
+        ..QueueSettings::default()
+    };
+    b.configure(q, s).await.unwrap();
+}
+
+/// A W4-shaped job (20-byte id, 100-byte payload) with one delay.
+fn w4_job(i: usize, delay_ms: u64) -> delayq::NewJob {
+    let id = format!("1{i:019}");
+    let payload = format!(
+        r#"{{"orderId":"{id}","action":"cancel","pad":"{}"}}"#,
+        "x".repeat(39)
+    );
+    delayq::NewJob::new(payload.into_bytes())
+        .id(delayq::JobId::new(id).unwrap())
+        .schedule(Schedule::Delay(std::time::Duration::from_millis(delay_ms)))
+}
+
+/// Bytes per job of `n` W4-shaped jobs with one delay, on a queue with or without the lane.
+async fn bytes_per_job(lane: bool, n: usize) -> f64 {
+    let (s, b, q) = setup().await;
+    if lane {
+        lane_on(&b, &q).await;
+    }
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(w4_job(n, 3_600_000)).await.unwrap();
+    let base = s.info_field("memory", "used_memory").unwrap();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let jobs = chunk.iter().map(|&i| w4_job(i, 3_600_000)).collect();
+        let out = p.enqueue_batch(jobs).await.unwrap();
+        assert!(out.iter().all(|e| e.created));
+    }
+    let used = s.info_field("memory", "used_memory").unwrap();
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, n as u64 + 1);
+    (used - base) / n as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_job_costs_under_200_bytes_where_the_sorted_sets_take_over_300() {
+    let n = 20_000;
+    let lane = bytes_per_job(true, n).await;
+    let sets = bytes_per_job(false, n).await;
+    assert!(lane < 200.0, "lane: {lane:.0} B per job");
+    assert!(sets > 300.0, "sorted sets: {sets:.0} B per job");
+}
+
+/// The sequence numbers in the lane's index buckets `from..to`.
+fn index_seqs(
+    s: &delayq_test_support::RedisServer,
+    q: &delayq::QueueName,
+    from: u32,
+    to: u32,
+) -> Vec<u64> {
+    (from..to)
+        .flat_map(|b| {
+            let key = format!("dq:{{{q}}}:ix:{b}");
+            let all = s.command(&["HGETALL", &key]);
+            let lines: Vec<String> = all.lines().map(str::to_owned).collect();
+            lines
+                .chunks(2)
+                .filter_map(|c| c.get(1)?.trim().parse().ok())
+                .collect::<Vec<u64>>()
+        })
+        .collect()
+}
+
+/// Claims and acks `n` lane jobs, 64 at a time.
+async fn drain(b: &delayq_redis::RedisBackend, q: &delayq::QueueName, n: usize) {
+    for _ in 0..n / 64 {
+        let got = b.claim(q, claim_req(64, 30_000)).await.unwrap();
+        assert_eq!(got.jobs.len(), 64);
+        b.ack(q, got.jobs.iter().map(|j| j.lease_ref()).collect())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_sweep_the_ids_of_claimed_lane_jobs_out_of_the_index() {
+    let (s, b, q) = setup().await;
+    lane_on(&b, &q).await;
+    let p = Producer::new(b.clone(), q.clone());
+    let first: Vec<_> = (0..4096).map(|i| w4_job(i, 0)).collect();
+    p.enqueue_batch(first).await.unwrap();
+    assert_eq!(
+        index_seqs(&s, &q, 0, 1024).len(),
+        4096,
+        "one entry per lane job"
+    );
+    assert_eq!(
+        s.command(&["HLEN", &format!("dq:{{{q}}}:jobs")]).trim(),
+        "0"
+    );
+    // Each claim of 64 passes a multiple of 32 claimed jobs and sweeps the next bucket in
+    // turn: 0-63 while the first 4,096 are claimed, 64-95 after.
+    drain(&b, &q, 4096).await;
+    let second: Vec<_> = (4096..6144).map(|i| w4_job(i, 0)).collect();
+    p.enqueue_batch(second).await.unwrap();
+    drain(&b, &q, 2048).await;
+    let swept = index_seqs(&s, &q, 64, 96);
+    assert!(
+        swept.iter().all(|&seq| seq >= 4096),
+        "buckets swept after the first jobs were claimed hold none of their ids: {swept:?}"
+    );
+    let unswept = index_seqs(&s, &q, 96, 1024);
+    assert!(
+        unswept.iter().filter(|&&seq| seq < 4096).count() > 3000,
+        "the others keep them until the sweep comes round"
+    );
+    // A claimed id is a new job again once its first one is gone (its index entry, left
+    // behind or not, is not trusted).
+    let id0 = delayq::JobId::new(format!("1{:019}", 0)).unwrap();
+    assert!(b.get(&q, &id0).await.unwrap().is_none());
+    assert!(p.enqueue(w4_job(0, 0)).await.unwrap().created);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_entry_left_behind_is_never_trusted() {
+    let (_s, b, q) = setup().await;
+    lane_on(&b, &q).await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(job("old", 60_000)).await.unwrap();
+    // Cut off with the lane's tail: its index entry stays behind.
+    assert_eq!(
+        b.cancel_all(&q, delayq::ListState::Scheduled)
+            .await
+            .unwrap(),
+        1
+    );
+    // Another job takes the same place in the lane.
+    p.enqueue(job("new", 60_000)).await.unwrap();
+    assert!(b.get(&q, &id("old")).await.unwrap().is_none());
+    assert_eq!(
+        b.cancel(&q, &id("old")).await.unwrap(),
+        delayq::CancelOutcome::NotFound
+    );
+    assert!(p.enqueue(job("old", 60_000)).await.unwrap().created);
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lane_switches_only_while_the_queue_is_empty() {
+    let (_s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(job("a", 60_000)).await.unwrap();
+    let on = QueueSettings {
+        lane: true,
+        ..QueueSettings::default()
+    };
+    assert!(matches!(
+        b.configure(&q, on.clone()).await,
+        Err(Error::Conflict(m)) if m.contains("lane")
+    ));
+    assert!(!b.settings(&q).await.unwrap().lane, "nothing changed");
+    b.cancel(&q, &id("a")).await.unwrap();
+    b.configure(&q, on).await.unwrap();
+    assert!(b.settings(&q).await.unwrap().lane);
+    p.enqueue(job("b", 60_000)).await.unwrap();
+    let off = QueueSettings::default();
+    assert!(matches!(
+        b.configure(&q, off).await,
+        Err(Error::Conflict(_))
+    ));
+    assert!(b.get(&q, &id("b")).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_change_keeps_a_queues_priorities() {
+    let (_s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue_batch(vec![job("low", 0).priority(1), job("high", 0).priority(9)])
+        .await
+        .unwrap();
+    // A listing of due jobs moves them to the priorities' index.
+    let due = b.list(&q, delayq::ListState::Due, 10, None).await.unwrap();
+    assert_eq!(due.jobs.len(), 2);
+    let s = QueueSettings {
+        max_in_flight: Some(100),
+        ..QueueSettings::default()
+    };
+    b.configure(&q, s).await.unwrap();
+    let got = b.claim(&q, claim_req(10, 30_000)).await.unwrap();
+    let ids: Vec<&str> = got.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["high", "low"], "still claimed, best first");
+}
