@@ -1,5 +1,5 @@
-//! Queue settings over HTTP: `PUT /v1/queues/{q}` makes a sharded queue on Redis (and refuses
-//! shards on the embedded store), `GET` shows settings with counts summed over shards, and a
+//! Queue settings over HTTP: `PUT /v1/queues/{q}` makes a sharded queue or one with the
+//! one-delay lane on Redis (and refuses both on the embedded store), `GET` shows settings with counts summed over shards, and a
 //! shard change of a queue holding jobs is a 409 that changes nothing.
 
 use axum::Router;
@@ -72,6 +72,44 @@ async fn redis_queues_take_shards_while_empty() {
 }
 
 #[tokio::test]
+async fn redis_queues_take_the_lane_while_empty() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let r = delayq_http::router(AppState::new(backend, HttpConfig::default(), None));
+    let (s, v) = call(&r, "GET", "/v1/queues/carts", None).await;
+    assert_eq!(
+        (s, v["settings"]["lane"].as_bool()),
+        (200, Some(false)),
+        "{v}"
+    );
+    let (s, v) = call(&r, "PUT", "/v1/queues/carts", Some(json!({"lane": true}))).await;
+    assert_eq!(
+        (s, v["settings"]["lane"].as_bool()),
+        (200, Some(true)),
+        "{v}"
+    );
+    let (s, _) = call(
+        &r,
+        "POST",
+        "/v1/queues/carts/jobs",
+        Some(json!({"id": "c1", "payload": 1, "delay_ms": 1_800_000})),
+    )
+    .await;
+    assert_eq!(s, 201);
+    assert_eq!(server.command(&["LLEN", "dq:{carts}:lane"]).trim(), "1");
+    let (s, v) = call(&r, "GET", "/v1/queues/carts/jobs/c1", None).await;
+    assert_eq!((s, v["state"].as_str()), (200, Some("scheduled")), "{v}");
+    let (_, v) = call(&r, "GET", "/v1/queues/carts", None).await;
+    assert_eq!(v["scheduled"].as_u64(), Some(1), "{v}");
+    let (s, v) = call(&r, "PUT", "/v1/queues/carts", Some(json!({"lane": false}))).await;
+    assert_eq!((s, v["code"].as_str()), (409, Some("conflict")), "{v}");
+    let (s, v) = call(&r, "PUT", "/v1/queues/carts", Some(json!({"lane": 1}))).await;
+    assert_eq!(s, 400, "{v}");
+    let (_, v) = call(&r, "GET", "/v1/queues/carts", None).await;
+    assert_eq!(v["settings"]["lane"].as_bool(), Some(true), "unchanged");
+}
+
+#[tokio::test]
 async fn the_embedded_store_refuses_shards() {
     let dir = tempfile::tempdir().unwrap();
     let backend = EmbeddedBackend::open(dir.path()).unwrap();
@@ -82,8 +120,15 @@ async fn the_embedded_store_refuses_shards() {
         (400, Some("invalid_settings")),
         "{v}"
     );
+    let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"lane": true}))).await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (400, Some("invalid_settings")),
+        "the lane is a Redis layout: {v}"
+    );
     let (s, v) = call(&r, "PUT", "/v1/queues/orders", Some(json!({"shards": 1}))).await;
     assert_eq!((s, v["settings"]["shards"].as_u64()), (200, Some(1)), "{v}");
+    assert_eq!(v["settings"]["lane"].as_bool(), Some(false), "{v}");
 }
 
 /// After Redis comes back, `/readyz` answers 200 as soon as requests succeed again (it probes

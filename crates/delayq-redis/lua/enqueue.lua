@@ -91,13 +91,19 @@ for i = 0, n - 1 do
       stored = stored_all[i + 1]
       if not stored and L and string.byte(mode) >= 97 and #id <= 255 then
         L.ix = KEYS[ix0 + i]
-        local s, lrec = lane_find(L, id)
+        local fits = (lane_tail == nil or due >= lane_tail)
+          and not (has(string.byte(rec, 2), F_EXTRA) and decode(rec).prio)
+        -- A new id takes its index entry at once (HSETNX: one call); an id the index has is
+        -- looked at (lane_find), its entry replaced when it is one left behind.
+        local s, lrec = nil, nil
+        if not (fits and redis.call('HSETNX', L.ix, id, lane_next) == 1) then
+          s, lrec = lane_find(L, id)
+          if not s and fits then redis.call('HSET', L.ix, id, lane_next) end
+        end
         if s then
           in_lane = rec_due(lrec)
-        elseif (lane_tail == nil or due >= lane_tail)
-          and not (has(string.byte(rec, 2), F_EXTRA) and decode(rec).prio) then
+        elseif fits then
           lane_push[#lane_push + 1] = string.char(#id) .. id .. rec
-          redis.call('HSET', L.ix, id, lane_next)
           lane_next = lane_next + 1
           lane_tail = due
           fresh[id] = due

@@ -57,12 +57,7 @@ async fn a_lane_job_costs_under_200_bytes_where_the_sorted_sets_take_over_300() 
 }
 
 /// The sequence numbers in the lane's index buckets `from..to`.
-fn index_seqs(
-    s: &RedisServer,
-    q: &delayq::QueueName,
-    from: u32,
-    to: u32,
-) -> Vec<u64> {
+fn index_seqs(s: &RedisServer, q: &delayq::QueueName, from: u32, to: u32) -> Vec<u64> {
     (from..to)
         .flat_map(|b| {
             let key = format!("dq:{{{q}}}:ix:{b}");

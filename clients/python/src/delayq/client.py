@@ -260,7 +260,8 @@ class Client:
         return QueueStats.from_json(self._call("GET", self._q(queue)))
 
     def configure(self, queue: str, **settings: Any) -> QueueStats:
-        """Changes settings: ``shards``, ``rate`` (``{"per_s", "burst"}`` or ``None``),
+        """Changes settings: ``shards``, ``lane`` (the one-delay lane, Redis), ``rate``
+        (``{"per_s", "burst"}`` or ``None``),
         ``max_in_flight``, ``keep_done_ms``, ``dedupe_ms``, ``target`` (or ``None``)."""
         return QueueStats.from_json(self._call("PUT", self._q(queue), settings))
 
