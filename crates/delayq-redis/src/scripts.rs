@@ -372,6 +372,30 @@ mod tests {
         assert_eq!(files, declared, "every .lua file is declared once");
     }
 
+    /// Every command a script calls (`redis.call('X'`, `redis.pcall('X'`, `call_chunked('X'`)
+    /// is one the ACL rule grants, so a least-privilege user runs every script.
+    #[test]
+    fn the_acl_rule_grants_every_command_a_script_calls() {
+        let granted: std::collections::HashSet<String> =
+            crate::acl_commands().map(str::to_ascii_lowercase).collect();
+        let common = include_str!("../lua/common.lua");
+        let mut seen = 0;
+        for text in ALL.iter().map(|d| d.source()).chain([common]) {
+            for marker in ["call('", "pcall('", "call_chunked('"] {
+                for part in text.split(marker).skip(1) {
+                    let cmd = part
+                        .split('\'')
+                        .next()
+                        .unwrap_or_default()
+                        .to_ascii_lowercase();
+                    assert!(granted.contains(&cmd), "ACL_RULE lacks +{cmd}");
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 100, "{seen} calls found");
+    }
+
     /// Every `R_…` and `ST_…` name a script uses is defined by the prelude, so every code a
     /// script can return is one Rust maps.
     #[test]

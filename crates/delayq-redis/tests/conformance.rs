@@ -59,18 +59,6 @@ mod lane {
 
     // Every test of the suite but `bad_input_writes_nothing`, which checks that no queue
     // exists afterwards (this set-up creates them).
-    delayq::conformance_tests!(@each setup;
-        idempotent_enqueue, never_early, one_owner_and_fencing, ack_deletes,
-        nack_retries_then_dead_letters, expired_leases_come_back, cancel_outcomes,
-        reschedule, release_undoes_the_attempt, dead_letter_tools,
-        wakeups_for_earlier_jobs, consumer_handles_each_job_once,
-        long_errors_are_cut_on_a_character_boundary, listings_page_stably,
-        dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions,
-        rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
-        expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
-        schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
-        per_job_retention, priorities_order_due_jobs, low_priorities_age,
-        due_listing_follows_claim_order,
-        push_targets_travel, bad_targets_are_refused);
+    delayq::conformance_tests!(@on_existing_queues setup);
     delayq::model_tests!(setup);
 }
