@@ -421,6 +421,7 @@ impl RedisBackend {
             }
             let results = join_all(calls.into_iter().map(|(s, share, a)| {
                 let guard = (share > 0).then(|| route.claiming(s));
+                let wakes_before = route.wakes(s);
                 let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = a.into_iter().unzip();
                 async move {
                     let k = &route.keys[s];
@@ -438,15 +439,16 @@ impl RedisBackend {
                         })
                     };
                     drop(guard);
-                    (s, pos, r)
+                    (s, pos, r, wakes_before)
                 }
             }))
             .await;
-            for (s, pos, r) in results {
+            for (s, pos, r, wakes_before) in results {
                 match r {
                     Ok((b, claimed)) => {
                         if claimed {
-                            route.learnt(s, self.inner.routes.now_us(), b.next_due_in);
+                            let now = self.inner.routes.now_us();
+                            route.learnt(s, now, b.next_due_in, wakes_before);
                         }
                         for (p, o) in pos.into_iter().zip(b.acks) {
                             acks[p] = o;

@@ -36,6 +36,10 @@ pub(crate) struct Route {
     next: Vec<AtomicU64>,
     /// Per shard: a claim is in flight from this process.
     in_flight: Vec<AtomicBool>,
+    /// Per shard: wake-ups so far. A claim's answer about the shard's next work is kept only
+    /// if no wake-up came while it was in flight (the answer was computed before the job the
+    /// wake-up announces, so storing it would lose the wake-up).
+    wakes: Vec<AtomicU64>,
     /// Whether this process is subscribed to the shards' wake-ups (only then is "empty" or "not
     /// due yet" trusted: a wake-up resets it).
     pub subscribed: AtomicBool,
@@ -57,6 +61,7 @@ impl Route {
             sweep: AtomicU32::new(0),
             next: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             in_flight: (0..shards).map(|_| AtomicBool::new(false)).collect(),
+            wakes: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             subscribed: AtomicBool::new(false),
             tx,
             turn: AtomicU64::new(0),
@@ -93,14 +98,31 @@ impl Route {
 
     /// A wake-up of shard `i`: it may have a due job now.
     pub(crate) fn woken(&self, i: usize) {
-        self.next[i].store(0, Ordering::Relaxed);
+        self.wakes[i].fetch_add(1, Ordering::SeqCst);
+        self.next[i].store(0, Ordering::SeqCst);
         self.tx.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// Records what a claim on shard `i` said about its next work.
-    pub(crate) fn learnt(&self, i: usize, now_us: u64, next_in: Option<Duration>) {
+    /// Wake-ups of shard `i` so far (see [`Route::learnt`]).
+    pub(crate) fn wakes(&self, i: usize) -> u64 {
+        self.wakes[i].load(Ordering::SeqCst)
+    }
+
+    /// Records what a claim on shard `i`, sent when the shard had had `wakes_before`
+    /// wake-ups, said about its next work — unless a wake-up came since: then the shard stays
+    /// due (the answer predates the job the wake-up announced).
+    pub(crate) fn learnt(
+        &self,
+        i: usize,
+        now_us: u64,
+        next_in: Option<Duration>,
+        wakes_before: u64,
+    ) {
         let at = next_in.map_or(EMPTY, |d| now_us.saturating_add(d.as_micros() as u64));
-        self.next[i].store(at, Ordering::Relaxed);
+        self.next[i].store(at, Ordering::SeqCst);
+        if self.wakes[i].load(Ordering::SeqCst) != wakes_before {
+            self.next[i].store(0, Ordering::SeqCst);
+        }
     }
 
     /// Shards worth claiming from now, earliest first, shards without a claim in flight first;
@@ -252,10 +274,10 @@ mod tests {
         let routes = Routes::new();
         let q = QueueName::new("q").unwrap();
         let r = routes.loaded(&q, 4, false);
-        r.learnt(0, 1_000, Some(Duration::from_micros(500))); // due at 1500
-        r.learnt(1, 1_000, None); // empty
-        r.learnt(2, 1_000, Some(Duration::ZERO)); // due at 1000
-        r.learnt(3, 1_000, Some(Duration::from_secs(9)));
+        r.learnt(0, 1_000, Some(Duration::from_micros(500)), 0); // due at 1500
+        r.learnt(1, 1_000, None, 0); // empty
+        r.learnt(2, 1_000, Some(Duration::ZERO), 0); // due at 1000
+        r.learnt(3, 1_000, Some(Duration::from_secs(9)), 0);
         assert_eq!(
             r.due_shards(1_200),
             vec![2, 0, 3, 1],
@@ -269,6 +291,13 @@ mod tests {
         r.woken(1);
         assert_eq!(r.due_shards(2_000), vec![1, 0, 2]);
         assert_eq!(r.next_in(2_000), Some(Duration::ZERO));
+        // A claim's answer that predates a wake-up does not undo it.
+        let before = r.wakes(3);
+        r.woken(3);
+        r.learnt(3, 2_000, None, before);
+        assert_eq!(r.due_shards(2_000), vec![1, 3, 0, 2], "woken during the claim: due");
+        r.learnt(3, 2_000, None, r.wakes(3));
+        assert_eq!(r.due_shards(2_000), vec![1, 0, 2]);
         assert!(
             Arc::ptr_eq(&r, &routes.loaded(&q, 4, false)),
             "same count keeps the route"
