@@ -295,7 +295,11 @@ mod tests {
         let before = r.wakes(3);
         r.woken(3);
         r.learnt(3, 2_000, None, before);
-        assert_eq!(r.due_shards(2_000), vec![1, 3, 0, 2], "woken during the claim: due");
+        assert_eq!(
+            r.due_shards(2_000),
+            vec![1, 3, 0, 2],
+            "woken during the claim: due"
+        );
         r.learnt(3, 2_000, None, r.wakes(3));
         assert_eq!(r.due_shards(2_000), vec![1, 0, 2]);
         assert!(
