@@ -156,7 +156,9 @@ impl<B: Backend> Consumer<B> {
                     _ = sleep(retry_in) => continue,
                 }
             }
-            if run.must_claim() {
+            // Acks of jobs that finished while the claim was in flight go out before any wait:
+            // they may be what frees the slots (max_in_flight) every consumer waits for.
+            if run.must_claim() || run.must_flush() {
                 continue;
             }
             tokio::select! {
@@ -251,6 +253,12 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     /// Whether due jobs may be waiting and this consumer wants some: a free slot with nothing
     /// held, or held jobs down to half the prefetch. Claim again at once.
+    /// Pending acks go out on their own: nothing held is left to start (about to wait) or
+    /// many are pending; otherwise they ride on the next claim that leases.
+    fn must_flush(&self) -> bool {
+        !self.acks.is_empty() && (self.held.is_empty() || self.acks.len() >= self.c.opts.batch)
+    }
+
     fn must_claim(&self) -> bool {
         self.claim_now && self.want() > 0 && self.held.len() <= self.prefetch() / 2
     }
@@ -328,10 +336,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// kept for the next try).
     async fn claim(&mut self) -> std::result::Result<(), Duration> {
         let lease_jobs = self.must_claim();
-        // Acks alone go out when nothing held is left to start (about to wait) or many are
-        // pending; otherwise they ride on the next claim that leases.
-        let flush =
-            !self.acks.is_empty() && (self.held.is_empty() || self.acks.len() >= self.c.opts.batch);
+        let flush = self.must_flush();
         if !lease_jobs && !flush {
             return Ok(());
         }
