@@ -29,7 +29,7 @@ if len > 0 then
       if not gone[h + k] then live = live + 1 end
       k = k + 1
     end
-    lane_trim(lane, lmeta, ldead, h, k)
+    lane_trim(lane, lmeta, ldead, h, k, gone)
   else
     while k < len - p and live < most do
       if not gone[h + len - 1 - k] then live = live + 1 end
@@ -41,11 +41,7 @@ if len > 0 then
       else
         redis.call('LTRIM', lane, 0, len - k - 1)
       end
-      local srem = {}
-      for s in pairs(gone) do
-        if s >= h + len - k then srem[#srem + 1] = s end
-      end
-      if #srem > 0 then call_chunked('SREM', ldead, srem) end
+      lane_unmark(ldead, gone, h + len - k, h + len - 1)
       local last = redis.call('LINDEX', lane, -1)
       if last then redis.call('HSET', lmeta, 't', lane_due(last)) end
     end

@@ -165,7 +165,7 @@ elseif bit.band(lflags, L_PRIO) == 0 then
   end
   if li > 1 then
     local h2 = lh + li - 1
-    lane_trim(lane, lmeta, ldead, lh, li - 1)
+    lane_trim(lane, lmeta, ldead, lh, li - 1, gone)
     -- Ids of claimed lane jobs leave the index a bucket at a time (every 32 claimed).
     local ix = KEYS[ix0]
     if ix and math.floor(h2 / 32) ~= math.floor(lh / 32) then

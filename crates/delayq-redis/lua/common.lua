@@ -284,7 +284,6 @@ end
 -- The cancelled sequence numbers among `from` .. `to` (a set of them; empty when none).
 local function lane_dead_in(dead, from, to)
   local out = {}
-  if redis.call('SCARD', dead) == 0 then return out end
   for _, s in ipairs(redis.call('SMEMBERS', dead)) do
     local v = tonumber(s)
     if v >= from and v <= to then out[v] = true end
@@ -292,16 +291,22 @@ local function lane_dead_in(dead, from, to)
   return out
 end
 
--- Drops the first `k` entries (head sequence `h`) and their cancelled marks.
-local function lane_trim(lane, meta, dead, h, k)
+-- Removes the cancelled marks of `gone` (lane_dead_in's set) from `from` .. `to`.
+local function lane_unmark(dead, gone, from, to)
+  local srem = {}
+  for s in pairs(gone) do
+    if s >= from and s <= to then srem[#srem + 1] = s end
+  end
+  if #srem > 0 then call_chunked('SREM', dead, srem) end
+end
+
+-- Drops the first `k` entries (head sequence `h`) and their cancelled marks (`gone`: the
+-- caller's lane_dead_in set, covering them).
+local function lane_trim(lane, meta, dead, h, k, gone)
   if k <= 0 then return end
   redis.call('LTRIM', lane, k, -1)
   redis.call('HSET', meta, 'h', h + k)
-  if redis.call('SCARD', dead) > 0 then
-    local gone = {}
-    for s in pairs(lane_dead_in(dead, h, h + k - 1)) do gone[#gone + 1] = s end
-    if #gone > 0 then call_chunked('SREM', dead, gone) end
-  end
+  lane_unmark(dead, gone, h, h + k - 1)
 end
 
 -- Moves up to `n` due live lane jobs to `jobs` and `sched` (a queue with priorities promotes
@@ -322,7 +327,7 @@ local function lane_spill(lane, meta, dead, jobs, sched, now, n)
       moved = moved + 1
     end
   end
-  lane_trim(lane, meta, dead, h, k)
+  lane_trim(lane, meta, dead, h, k, gone)
   return moved
 end
 

@@ -48,7 +48,9 @@ local created = 0
 local prio = false
 -- The lane, when this queue has one (common.lua: lane_find); L.ix is set per job.
 local L = nil
-local lane_len, lane_next, lane_tail, lane_push = 0, 0, nil, {}
+-- The lane's length and next sequence number when the script began, its last due time, the
+-- entries to push and the first one's due time.
+local lane_len, lane_next, lane_tail, lane_push, lane_first = 0, 0, nil, {}, nil
 if KEYS[ix0] then
   local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
   if bit.band(f, L_LANE) ~= 0 then
@@ -104,6 +106,7 @@ for i = 0, n - 1 do
           in_lane = rec_due(lrec)
         elseif fits then
           lane_push[#lane_push + 1] = string.char(#id) .. id .. rec
+          lane_first = lane_first or due
           lane_next = lane_next + 1
           lane_tail = due
           fresh[id] = due
@@ -180,9 +183,7 @@ for i = 0, n - 1 do
   out[#out + 1] = due
 end
 if #lane_push > 0 then
-  if lane_len == 0 then
-    wake_if_earlier(sched, wake, fresh[lane_entry(lane_push[1])])
-  end
+  if lane_len == 0 then wake_if_earlier(sched, wake, lane_first) end
   local r = redis.pcall('RPUSH', L.lane, unpack(lane_push, 1, math.min(2000, #lane_push)))
   if type(r) == 'table' and r.err then return r end
   for i = 2001, #lane_push, 2000 do

@@ -190,3 +190,28 @@ async fn a_settings_change_keeps_a_queues_priorities() {
     let ids: Vec<&str> = got.jobs.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(ids, ["high", "low"], "still claimed, best first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_cancelled_entry_leaves_no_mark_on_the_place_a_new_job_takes() {
+    let (_s, b, q) = setup().await;
+    lane_on(&b, &q).await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue_batch(vec![job("a", 60_000), job("b", 60_000)])
+        .await
+        .unwrap();
+    // b's entry is marked cancelled, then both are cut off with the lane's tail.
+    b.cancel(&q, &id("b")).await.unwrap();
+    assert_eq!(
+        b.cancel_all(&q, delayq::ListState::Scheduled)
+            .await
+            .unwrap(),
+        1
+    );
+    // New jobs take the same places (sequence numbers 0 and 1): none may read as cancelled.
+    p.enqueue_batch(vec![job("c", 0), job("d", 0)])
+        .await
+        .unwrap();
+    let got = b.claim(&q, claim_req(10, 30_000)).await.unwrap();
+    let ids: Vec<&str> = got.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["c", "d"]);
+}
