@@ -79,16 +79,9 @@ pub(crate) async fn run(
         .await
         .with_context(|| format!("binding {}", a.listen))?;
     let addr = listener.local_addr()?;
-    println!("delayq serve: listening on http://{addr} ({auth}), backend {backend_desc}");
-    println!("  console    http://{addr}/");
-    if pushing.is_some() {
-        println!("  push       delivering push queues by HTTP");
-    }
-    println!("  API spec   http://{addr}/openapi.json");
-    println!(
-        "  try        curl -X POST http://{addr}/v1/queues/demo/jobs -H 'content-type: application/json' -d '{{\"payload\":{{\"hello\":\"world\"}},\"delay_ms\":5000}}'"
-    );
     // Other delayq commands on this store find the server here (it owns the store's lock).
+    // Written before the banner: whoever reads the banner may at once run a command that
+    // goes through this server.
     let server_file = owned_store.as_deref().map(crate::store::server_file);
     if let Some(f) = &server_file {
         let mut local = addr;
@@ -98,6 +91,15 @@ pub(crate) async fn run(
         std::fs::write(f, format!("http://{local}\n"))
             .with_context(|| format!("writing {}", f.display()))?;
     }
+    println!("delayq serve: listening on http://{addr} ({auth}), backend {backend_desc}");
+    println!("  console    http://{addr}/");
+    if pushing.is_some() {
+        println!("  push       delivering push queues by HTTP");
+    }
+    println!("  API spec   http://{addr}/openapi.json");
+    println!(
+        "  try        curl -X POST http://{addr}/v1/queues/demo/jobs -H 'content-type: application/json' -d '{{\"payload\":{{\"hello\":\"world\"}},\"delay_ms\":5000}}'"
+    );
     let served = delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await;
     let _ = stop_ticker.send(true);
     let _ = stop_pusher.send(true);

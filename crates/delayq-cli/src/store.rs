@@ -40,11 +40,7 @@ pub(crate) fn embedded_or_server(cli: &Cli) -> anyhow::Result<(AnyBackend, Strin
             ))
         }
         Err(delayq_embedded::Error::Locked { pid, .. }) if !serve => {
-            let Some(url) = std::fs::read_to_string(server_file(dir))
-                .ok()
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-            else {
+            let Some(url) = owners_url(dir) else {
                 bail!(
                     "the embedded store in {} is in use by another delayq process{} that \
                      serves no HTTP API (a worker?): stop it, run the command through a \
@@ -63,6 +59,28 @@ pub(crate) fn embedded_or_server(cli: &Cli) -> anyhow::Result<(AnyBackend, Strin
             Ok((AnyBackend::Remote(remote), format!("delayq serve at {url}")))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The URL the owning `delayq serve` wrote to `<data>/SERVER`. A server that has just taken
+/// the store's lock writes it a moment later (after binding its port), so a missing file is
+/// read again for up to a second before the owner is taken to serve no HTTP API.
+fn owners_url(dir: &Path) -> Option<String> {
+    let read = || {
+        std::fs::read_to_string(server_file(dir))
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        if let Some(url) = read() {
+            return Some(url);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
