@@ -9,7 +9,7 @@
 //! moves the next fire on — two steps, each atomic, and a fire is still enqueued once.
 
 use delayq::periodic::{Firing, PeriodicInfo, PeriodicSpec, Schedules, check_name};
-use delayq::{QueueName, Result};
+use delayq::{JobId, QueueName, Result};
 
 use crate::backend::{RedisBackend, arg};
 use crate::error;
@@ -128,7 +128,15 @@ impl Schedules for RedisBackend {
                 tail,
             ];
             args.extend(f.fires.iter().map(arg));
-            let v = self.call(&scripts::FIRE, &own, args, true).await?;
+            let ids: Vec<JobId> = f
+                .fires
+                .iter()
+                .map(|&t| delayq::periodic::fire_id(name, t))
+                .collect();
+            let buckets = route.buckets(&own, ids.iter().map(|id| id.as_str()));
+            let v = self
+                .call_with(&scripts::FIRE, &own, &buckets, args, true)
+                .await?;
             return Ok(int(&v)? == 1);
         }
         // Several shards: each fire into its shard (marked there), then the next fire.
@@ -142,7 +150,9 @@ impl Schedules for RedisBackend {
                 arg(flags),
                 tail.clone(),
             ];
-            self.call(&scripts::FIRE_SHARD, k, args, true).await?;
+            let bucket = route.buckets(k, [id.as_str()]);
+            self.call_with(&scripts::FIRE_SHARD, k, &bucket, args, true)
+                .await?;
         }
         let args = vec![arg(name), arg(f.expected), arg(f.next)];
         let v = self.call(&scripts::ADVANCE, &own, args, true).await?;

@@ -230,8 +230,8 @@ scripts! {
     CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready, Lane, LaneMeta, LaneDead];
     PAUSE = "pause.lua" [Stat, Wake];
     LIMITS = "limits.lua" [Stat, Wake];
-    FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext];
-    FIRE_SHARD = "fire_shard.lua" [Sched, Jobs, Wake, Stat, Fired];
+    FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext, Lane, LaneMeta];
+    FIRE_SHARD = "fire_shard.lua" [Sched, Jobs, Wake, Stat, Fired, Lane, LaneMeta];
     ADVANCE = "advance.lua" [CronNext];
 }
 

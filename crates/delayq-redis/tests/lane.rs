@@ -215,3 +215,48 @@ async fn a_cut_off_cancelled_entry_leaves_no_mark_on_the_place_a_new_job_takes()
     let ids: Vec<&str> = got.jobs.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(ids, ["c", "d"]);
 }
+
+/// A job enqueued into the lane with a fire's id (`NAME@<fire ms>`) is that fire: the fire
+/// finds it through the lane's index and writes nothing (on one shard, fire.lua; on several,
+/// fire_shard.lua). Without the look-up the fire's job lands in the sorted sets beside it —
+/// two jobs with one id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_finds_a_lane_job_with_its_id() {
+    use delayq::Schedules;
+    use delayq::periodic::{self, CatchUp, PeriodicSpec, Timing};
+    for shards in [1, 4] {
+        let (_s, b, q) = setup().await;
+        let settings = QueueSettings {
+            lane: true,
+            shards,
+            ..QueueSettings::default()
+        };
+        b.configure(&q, settings).await.unwrap();
+        let spec = PeriodicSpec {
+            timing: Timing::Every { every_ms: 60_000 },
+            payload: b"fire".to_vec(),
+            catch_up: CatchUp::None,
+            max_attempts: None,
+            backoff: None,
+            lease_ms: None,
+            timeout_ms: None,
+            target: None,
+        };
+        let now = delayq::job::system_now_ms();
+        let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
+            .await
+            .unwrap();
+        let id = periodic::fire_id("tick", info.next_ms);
+        let p = Producer::new(b.clone(), q.clone());
+        let mine = delayq::NewJob::new(b"mine".to_vec())
+            .id(id.clone())
+            .schedule(Schedule::Delay(std::time::Duration::from_secs(3600)));
+        assert!(p.enqueue(mine).await.unwrap().created);
+        let firing = spec.plan(info.next_ms, info.next_ms).unwrap();
+        assert_eq!(firing.fires, [info.next_ms]);
+        assert!(b.fire(&q, "tick", firing).await.unwrap(), "{shards} shards");
+        assert_eq!(b.stats(&q).await.unwrap().scheduled, 1, "{shards} shards");
+        let job = b.get(&q, &id).await.unwrap().unwrap();
+        assert_eq!(job.payload, b"mine", "{shards} shards");
+    }
+}
