@@ -1,5 +1,6 @@
 //! The consumer engine beside a claim in flight: held jobs start (any claim), and finished
-//! jobs' acks go on their own (only beside a slow one) — checked against an in-memory backend
+//! jobs' acks go on their own (only beside a slow one, or when the consumer would otherwise
+//! wait with them) — checked against an in-memory backend
 //! of due jobs whose claim takes a fixed time, on a paused clock (no store thread: virtual time
 //! moves only when every task waits, so a claim lasts exactly what it sleeps).
 
@@ -239,5 +240,54 @@ async fn a_failed_ack_beside_a_slow_claim_waits_for_the_next_claim() {
     assert!(
         lone <= claims,
         "{lone} failed ack calls beside {claims} claims"
+    );
+}
+
+/// A job that finishes while a claim is in flight is acknowledged as soon as that claim
+/// returns, even when the claim brought nothing and the consumer is about to wait: its lease
+/// may be what holds the queue's `max_in_flight` slots every consumer waits for. Here a
+/// wake-up starts a claim beside the running job, the job ends during it, the claim finds
+/// nothing due — and the ack goes out at once, not at the end of the idle wait (30 s).
+#[tokio::test(start_paused = true)]
+async fn an_ack_of_a_job_finished_during_a_claim_goes_out_before_the_wait() {
+    let b = Memory::new(1, Duration::from_millis(5));
+    let opts = ConsumerOptions {
+        concurrency: 2,
+        ..Default::default()
+    };
+    let consumer = Consumer::new(b.clone(), q(), opts).unwrap();
+    let (stop, mut stopped) = watch::channel(false);
+    let t0 = Instant::now();
+    let run = tokio::spawn(consumer.run(
+        |_job: Job| async {
+            sleep(Duration::from_millis(3)).await;
+            Ok::<(), delayq::Failure>(())
+        },
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+    // The first claim (0–5 ms) leases the job, which runs 5–8 ms; a wake-up at 6 ms starts a
+    // claim (6–11 ms) that the job's end falls inside.
+    sleep(Duration::from_millis(6)).await;
+    b.wake.send_modify(|n| *n += 1);
+    while b.acked.load(Ordering::SeqCst) == 0 {
+        sleep(Duration::from_millis(1)).await;
+    }
+    let acked_after = t0.elapsed();
+    stop.send(true).unwrap();
+    let r = run.await.unwrap().unwrap();
+    assert_eq!((r.claimed, r.acked), (1, 1), "{r:?}");
+    let claims = b.claims.lock().unwrap().clone();
+    assert!(
+        claims
+            .iter()
+            .any(|(s, e)| s.duration_since(t0) <= Duration::from_millis(8)
+                && e.duration_since(t0) > Duration::from_millis(8)),
+        "no claim was in flight when the job ended: {claims:?}"
+    );
+    assert!(
+        acked_after < Duration::from_millis(100),
+        "acknowledged {acked_after:?} after the start"
     );
 }
