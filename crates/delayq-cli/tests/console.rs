@@ -1,8 +1,9 @@
 //! The console in a real browser: headless Chromium driven over WebDriver (chromium-driver,
 //! from the distribution's packages, as `.ci/run` installs them) against a live `delayq serve`
 //! with scoped tokens. Signs in, opens a queue, finds a dead job by id, requeues it and sees it
-//! leave the dead tab, pauses and resumes, and checks that ids, payloads and errors holding
-//! HTML are shown as text and run nothing. Screenshots go to `target/console-*.png`.
+//! leave the dead tab, pauses and resumes, reads and changes the queue's limits, and checks
+//! that ids, payloads and errors holding HTML are shown as text and run nothing. Screenshots
+//! go to `target/console-*.png`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -278,6 +279,49 @@ async fn the_console_in_a_real_browser() {
     assert_eq!(charts.len(), 3, "throughput, depth, lateness");
     tokio::time::sleep(Duration::from_millis(300)).await;
     shot(&c, "queue").await;
+
+    // The queue's settings: a summary line that opens on the list and the limits' form.
+    wait_text(&c, "#settings-summary", "1 shard").await;
+    wait_text(&c, "#settings-summary", "in flight: no limit").await;
+    click(&c, Locator::Css("#settings summary")).await;
+    wait_text(&c, "#set-lane", "off").await;
+    let fill = |css: &'static str, v: &'static str| {
+        let c = c.clone();
+        async move {
+            let e = c.find(Locator::Css(css)).await.unwrap();
+            e.clear().await.unwrap();
+            if !v.is_empty() {
+                e.send_keys(v).await.unwrap();
+            }
+        }
+    };
+    fill("#set-rate", "2.5").await;
+    fill("#set-burst", "3").await;
+    fill("#set-mif", "7").await;
+    click(&c, Locator::Css("#set-save")).await;
+    wait_text(&c, "#settings-summary", "in flight: 7").await;
+    wait_text(&c, "#settings-summary", "rate: 2.5/s, burst 3").await;
+    let stored = http(addr, "GET", "/v1/queues/orders", None).1;
+    assert_eq!(stored["settings"]["max_in_flight"], 7, "{stored}");
+    assert_eq!(
+        stored["settings"]["rate"],
+        json!({"per_s": 2.5, "burst": 3})
+    );
+    shot(&c, "settings").await;
+    // A limit the API refuses: its error is shown and nothing changes.
+    fill("#set-mif", "0").await;
+    click(&c, Locator::Css("#set-save")).await;
+    wait_text(&c, "#toast", "max_in_flight must be").await;
+    let stored = http(addr, "GET", "/v1/queues/orders", None).1;
+    assert_eq!(stored["settings"]["max_in_flight"], 7, "{stored}");
+    // Empty fields remove the limits.
+    fill("#set-rate", "").await;
+    fill("#set-mif", "").await;
+    click(&c, Locator::Css("#set-save")).await;
+    wait_text(&c, "#settings-summary", "in flight: no limit").await;
+    let stored = http(addr, "GET", "/v1/queues/orders", None).1;
+    assert_eq!(stored["settings"]["max_in_flight"], Value::Null, "{stored}");
+    assert_eq!(stored["settings"]["rate"], Value::Null, "{stored}");
 
     // Find the dead job by id, open it, requeue it.
     c.find(Locator::Css("#find"))

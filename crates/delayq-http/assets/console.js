@@ -324,6 +324,57 @@ function statCards(v) {
   ].filter(Boolean);
 }
 
+// A queue's settings: a one-line summary that opens on the whole list and a form for the
+// limits an operator changes on a running queue (start rate, jobs in flight). Shards and the
+// lane change only while the queue is empty (the API's PUT, or `delayq queue set`).
+function settingsPanel(name, s, onSaved) {
+  const rate = s.rate ? `${fmt(s.rate.per_s)}/s, burst ${fmt(s.rate.burst)}` : 'no limit';
+  const inFlight = s.max_in_flight ? fmt(s.max_in_flight) : 'no limit';
+  const target = s.target ? `${s.target.method || 'POST'} ${s.target.url}` : 'none (workers claim)';
+  const summary = [
+    `${fmt(s.shards)} shard${s.shards === 1 ? '' : 's'}`,
+    s.lane ? 'one-delay lane' : null,
+    `rate: ${rate}`,
+    `in flight: ${inFlight}`,
+    s.target ? 'push' : null,
+  ].filter(Boolean).join(' · ');
+  const row = (k, v, id) => [el('dt', {}, k), el('dd', id ? { id } : {}, v)];
+  const num = (id, value, attrs) => el('input', Object.assign({ id, type: 'number', value: value === null || value === undefined ? '' : String(value) }, attrs));
+  const perS = num('set-rate', s.rate ? s.rate.per_s : null, { min: '0', step: 'any', placeholder: 'none' });
+  const burst = num('set-burst', s.rate ? s.rate.burst : null, { min: '1', step: '1', placeholder: 'burst' });
+  const mif = num('set-mif', s.max_in_flight, { min: '1', step: '1', placeholder: 'none' });
+  const save = el('button', { type: 'submit', id: 'set-save', class: 'primary' }, 'Save limits');
+  // No browser validation: the API's own errors (typed, with the allowed range) are shown.
+  const form = el('form', { class: 'row limits', id: 'limits', novalidate: true },
+    el('label', { for: 'set-rate' }, 'Jobs started per second'), perS,
+    el('label', { for: 'set-burst' }, 'burst'), burst,
+    el('label', { for: 'set-mif' }, 'Most in flight'), mif, save);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const body = {
+      rate: perS.value === '' ? null : { per_s: Number(perS.value), burst: burst.value === '' ? Math.max(1, Math.ceil(Number(perS.value))) : Number(burst.value) },
+      max_in_flight: mif.value === '' ? null : Number(mif.value),
+    };
+    try {
+      const v = await api('PUT', q(name), body);
+      toast(`${name}: limits saved`);
+      onSaved(v);
+    } catch (err) { toast(err.message, true); }
+  });
+  return el('details', { class: 'card settings', id: 'settings' },
+    el('summary', {}, el('span', { class: 'label' }, 'Settings'), ' ', el('span', { id: 'settings-summary' }, summary)),
+    el('dl', { class: 'fields' },
+      row('Shards', fmt(s.shards), 'set-shards'),
+      row('One-delay lane', s.lane ? 'on: jobs due in arrival order are kept whole in a list' : 'off', 'set-lane'),
+      row('Start rate', rate),
+      row('Most in flight', inFlight),
+      row('Completed jobs kept', s.keep_done_ms ? duration(s.keep_done_ms) : 'no (deleted when done)'),
+      row('Ids refused after done', s.dedupe_ms ? `for ${duration(s.dedupe_ms)}` : 'no'),
+      row('Push target', el('span', { class: s.target ? 'mono' : '' }, target))),
+    form,
+    el('p', { class: 'muted' }, 'Leave a field empty for no limit. Shards and the lane change only while the queue is empty.'));
+}
+
 async function queueView(name, tab) {
   tab = STATES.includes(tab) ? tab : 'scheduled';
   crumbs({ text: 'Queues', href: '#/' }, { text: name });
@@ -331,6 +382,14 @@ async function queueView(name, tab) {
   const pauseBtn = el('button', { type: 'button', id: 'pause' });
   const badge = el('span', { class: 'badge warn', hidden: true }, 'paused');
   const charts = el('div', { class: 'charts' });
+  const settings = el('div', {});
+  const showSettings = (v) => {
+    if (!v.settings) return;
+    const open = settings.firstChild && settings.firstChild.open;
+    const p = settingsPanel(name, v.settings, showSettings);
+    p.open = Boolean(open);
+    settings.replaceChildren(p);
+  };
   const depth = [];
   const show = (v) => {
     stats.replaceChildren(...statCards(v));
@@ -378,9 +437,11 @@ async function queueView(name, tab) {
   const panel = el('section', { role: 'tabpanel', 'aria-labelledby': `tab-${tab}`, id: 'panel' });
   render(
     el('div', { class: 'row spread' }, el('h1', {}, name, ' ', badge), pauseBtn),
-    stats, charts, findForm, results, tabs, panel);
+    stats, settings, charts, findForm, results, tabs, panel);
   let reloadList = () => {};
-  show(await api('GET', q(name)));
+  const first = await api('GET', q(name));
+  show(first);
+  showSettings(first);
   await drawCharts();
   const t = setInterval(() => drawCharts().catch(() => {}), 10000);
   cleanup.push(() => clearInterval(t));
