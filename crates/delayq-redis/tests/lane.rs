@@ -223,7 +223,7 @@ async fn a_cut_off_cancelled_entry_leaves_no_mark_on_the_place_a_new_job_takes()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fire_finds_a_lane_job_with_its_id() {
     use delayq::Schedules;
-    use delayq::periodic::{self, CatchUp, PeriodicSpec, Timing};
+    use delayq::periodic::{self, PeriodicSpec};
     for shards in [1, 4] {
         let (_s, b, q) = setup().await;
         let settings = QueueSettings {
@@ -232,16 +232,7 @@ async fn a_fire_finds_a_lane_job_with_its_id() {
             ..QueueSettings::default()
         };
         b.configure(&q, settings).await.unwrap();
-        let spec = PeriodicSpec {
-            timing: Timing::Every { every_ms: 60_000 },
-            payload: b"fire".to_vec(),
-            catch_up: CatchUp::None,
-            max_attempts: None,
-            backoff: None,
-            lease_ms: None,
-            timeout_ms: None,
-            target: None,
-        };
+        let spec = PeriodicSpec::every(60_000, "fire");
         let now = delayq::job::system_now_ms();
         let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
             .await

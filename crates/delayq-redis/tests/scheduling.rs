@@ -87,7 +87,7 @@ async fn a_low_priority_job_ages_ahead_of_fresh_high_ones() {
 /// job ran and was acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedules_fire_once_on_a_sharded_queue() {
-    use delayq::periodic::{self, CatchUp, PeriodicSpec, Schedules, Timing};
+    use delayq::periodic::{self, PeriodicSpec, Schedules};
     use delayq::{Backend, ClaimRequest, Inspect, QueueName, QueueSettings, Ticker};
     use std::time::Duration;
     let (_server, b) = backend().await;
@@ -95,16 +95,7 @@ async fn schedules_fire_once_on_a_sharded_queue() {
     b.configure(&q, QueueSettings::with_shards(4))
         .await
         .unwrap();
-    let spec = PeriodicSpec {
-        timing: Timing::Every { every_ms: 1000 },
-        payload: b"tick".to_vec(),
-        catch_up: CatchUp::None,
-        max_attempts: None,
-        backoff: None,
-        lease_ms: None,
-        timeout_ms: None,
-        target: None,
-    };
+    let spec = PeriodicSpec::every(1000, "tick");
     let now = delayq::job::system_now_ms();
     let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
         .await

@@ -266,6 +266,21 @@ impl FromStr for CatchUp {
 }
 
 impl PeriodicSpec {
+    /// A schedule firing every `every_ms` with `payload`, every other field at its default
+    /// (missed fires skipped, the queue's attempts, backoff, lease and no timeout or target).
+    pub fn every(every_ms: u64, payload: impl Into<Vec<u8>>) -> Self {
+        Self {
+            timing: Timing::Every { every_ms },
+            payload: payload.into(),
+            catch_up: CatchUp::None,
+            max_attempts: None,
+            backoff: None,
+            lease_ms: None,
+            timeout_ms: None,
+            target: None,
+        }
+    }
+
     /// The spec as stores keep it (JSON).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a spec serializes")

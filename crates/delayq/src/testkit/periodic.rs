@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Time, req};
-use crate::periodic::{self, CatchUp, PeriodicSpec, Schedules, Timing};
+use crate::periodic::{self, PeriodicSpec, Schedules, Timing};
 use crate::{Backend, Inspect, InvalidInput, QueueName, Ticker};
 
 fn pq() -> QueueName {
@@ -15,14 +15,8 @@ fn pq() -> QueueName {
 
 fn every(ms: u64, payload: &str) -> PeriodicSpec {
     PeriodicSpec {
-        timing: Timing::Every { every_ms: ms },
-        payload: payload.as_bytes().to_vec(),
-        catch_up: CatchUp::None,
         max_attempts: Some(3),
-        backoff: None,
-        lease_ms: None,
-        timeout_ms: None,
-        target: None,
+        ..PeriodicSpec::every(ms, payload)
     }
 }
 
