@@ -174,6 +174,83 @@ async fn latency_and_clock(conn: &mut Connection, out: &mut Vec<Check>) -> anyho
     Ok(())
 }
 
+/// Each queue with a one-delay lane: is its id index still compact (listpack buckets), and how
+/// near is its largest shard to outgrowing them? `limits`: the servers' smallest
+/// `hash-max-listpack-entries` and `-value` (unknown when `CONFIG` is not allowed).
+async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &mut Vec<Check>) {
+    let queues = match delayq::Inspect::queues(backend).await {
+        Ok(q) => q,
+        Err(e) => {
+            out.push(Check::new(
+                "lane",
+                Verdict::Warn,
+                format!("could not list the queues: {e}"),
+            ));
+            return;
+        }
+    };
+    let capacity = limits.map(|(e, _)| e * u64::from(delayq_redis::LANE_INDEX_BUCKETS));
+    for q in queues {
+        let shards = match backend.lane_report(&q).await {
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
+            Err(e) => {
+                out.push(Check::new(
+                    "lane",
+                    Verdict::Warn,
+                    format!("queue {q}: could not read its lane: {e}"),
+                ));
+                continue;
+            }
+        };
+        let largest = shards.iter().map(|s| s.entries).max().unwrap_or(0);
+        let sampled: u32 = shards.iter().map(|s| s.sampled).sum();
+        let hashtable: u32 = shards.iter().map(|s| s.hashtable).sum();
+        let room = capacity.map_or(String::new(), |c| {
+            let e = c / u64::from(delayq_redis::LANE_INDEX_BUCKETS);
+            format!(
+                "; its index is compact up to ~{c} jobs a shard (1,024 index buckets × \
+                 hash-max-listpack-entries {e})"
+            )
+        });
+        let check = if hashtable > 0 {
+            let value = limits.map_or("hash-max-listpack-value".to_owned(), |(_, v)| {
+                format!("hash-max-listpack-value ({v} bytes)")
+            });
+            Check::new(
+                "lane",
+                Verdict::Warn,
+                format!(
+                    "queue {q}: {hashtable} of {sampled} sampled index buckets are hashtables, \
+                     not listpacks, so each lane job costs ~50 B more. Its largest shard holds \
+                     {largest} lane jobs{room}. Raise hash-max-listpack-entries (CONFIG SET and \
+                     redis.conf; a bucket that turned into a hashtable stays one until Redis \
+                     reloads it), give a new queue more shards, or keep ids within {value}"
+                ),
+            )
+        } else if capacity.is_some_and(|c| largest * 10 > c * 8) {
+            Check::new(
+                "lane",
+                Verdict::Warn,
+                format!(
+                    "queue {q}: its largest shard holds {largest} lane jobs{room}: past it each \
+                     job costs ~50 B more. Raise hash-max-listpack-entries"
+                ),
+            )
+        } else {
+            Check::new(
+                "lane",
+                Verdict::Ok,
+                format!(
+                    "queue {q}: {largest} lane jobs in its largest shard of {}{room}",
+                    shards.len()
+                ),
+            )
+        };
+        out.push(check);
+    }
+}
+
 /// Runs every check against the deployment `opts` names.
 pub(crate) async fn checks(
     opts: ConnectOptions,
@@ -184,6 +261,8 @@ pub(crate) async fn checks(
     doctor_topology::topology_checks(&backend, &mut out).await;
     let masters = backend.masters().await?;
     let several = masters.len() > 1;
+    // The smallest listpack limits of any master (a lane's index buckets must fit them).
+    let mut limits: Option<(u64, u64)> = None;
     for (addr, mut conn) in masters {
         let at = if several {
             format!("{addr}: ")
@@ -191,7 +270,13 @@ pub(crate) async fn checks(
             String::new()
         };
         server_checks(&mut conn, &at, &mut out).await;
+        let entries = config_get(&mut conn, "hash-max-listpack-entries").await;
+        let value = config_get(&mut conn, "hash-max-listpack-value").await;
+        if let (Some(Ok(e)), Some(Ok(v))) = (entries.map(|e| e.parse()), value.map(|v| v.parse())) {
+            limits = Some(limits.map_or((e, v), |(le, lv)| (le.min(e), lv.min(v))));
+        }
     }
+    lane_checks(&backend, limits, &mut out).await;
     doctor_topology::acl_check(&backend, acl_user, &mut out).await;
     latency_and_clock(&mut backend.connection(), &mut out).await?;
     Ok(out)

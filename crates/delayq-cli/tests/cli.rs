@@ -315,6 +315,40 @@ fn doctor_gives_a_verdict_per_check() {
     assert!(stdout(&delayq(&durable, &["doctor"])).contains("ok    persistence"));
 }
 
+/// A queue with the one-delay lane: the doctor says whether its id index is still compact,
+/// from the buckets' encoding — here a server whose hashes stay listpacks only up to 4 entries,
+/// so 6,000 lane jobs (~6 a bucket) turn most buckets into hashtables.
+#[test]
+fn doctor_looks_at_each_lane_index() {
+    let s = RedisServer::start_with(&["--hash-max-listpack-entries", "4"]);
+    let o = delayq(&s, &["queue", "create", "orders", "--lane"]);
+    assert!(o.status.success(), "{o:?}");
+    let few = (0..200)
+        .map(|i| format!(r#"{{"id":"o{i}","payload":{{"n":{i}}},"delay_ms":1800000}}"#))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &few);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&delayq(&s, &["doctor"]));
+    assert!(
+        text.contains("ok    lane         queue orders: 200 lane jobs in its largest shard of 1; its index is compact up to ~4096 jobs a shard"),
+        "{text}"
+    );
+    let many = (200..6000)
+        .map(|i| format!(r#"{{"id":"o{i}","payload":{{"n":{i}}},"delay_ms":1800000}}"#))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &many);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&delayq(&s, &["doctor"]));
+    assert!(
+        text.contains("WARN  lane         queue orders: ")
+            && text.contains("sampled index buckets are hashtables"),
+        "{text}"
+    );
+    assert!(text.contains("6000 lane jobs"), "{text}");
+}
+
 #[test]
 fn demo_settles_every_order() {
     let s = RedisServer::start();

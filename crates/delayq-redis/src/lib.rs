@@ -23,13 +23,14 @@
 //! Parts: `target` (the connection string), `conn` (the command connection and how it heals),
 //! `keys` (every key name), `route` (shards of a queue), `scripts` (the Lua files), `backend`
 //! and `inspect` (the trait impls), `nodes` (per-node tools), `wake` (the Pub/Sub hub),
-//! `reply` (reply parsing), [`error`].
+//! `reply` (reply parsing), `lane` (what a lane holds, for the doctor), [`error`].
 
 mod backend;
 mod conn;
 pub mod error;
 mod inspect;
 mod keys;
+mod lane;
 mod nodes;
 mod periodic;
 mod record;
@@ -42,6 +43,7 @@ mod wake;
 pub use backend::{MAX_CLAIM, RedisBackend};
 pub use conn::Live as Connection;
 pub use error::Error;
+pub use lane::{LANE_INDEX_BUCKETS, LaneShard};
 pub use nodes::{Master, SentinelAnswer, SentinelView};
 pub use target::{ConnectOptions, TlsFiles, mask};
 

@@ -1,0 +1,67 @@
+//! What a queue's one-delay lane holds on the server, for `delayq doctor`: the entries of each
+//! shard's lane and whether its id index is still kept in Redis's compact encoding (a listpack
+//! per bucket, ~28 B an id) or has outgrown it (a hashtable, ~50 B more an id).
+
+use delayq::{QueueName, Result};
+
+use crate::backend::RedisBackend;
+use crate::error;
+use crate::keys::LANE_BUCKETS;
+
+/// Index buckets per shard: a lane's index stays compact while each holds at most the server's
+/// `hash-max-listpack-entries` ids (and no id is longer than `hash-max-listpack-value`).
+pub const LANE_INDEX_BUCKETS: u32 = LANE_BUCKETS;
+
+/// Index buckets looked at per shard (spread over all of them).
+const SAMPLED: u32 = 16;
+
+/// One shard's lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneShard {
+    /// Entries of the lane list: its jobs, and cancelled entries a claim has not passed yet.
+    pub entries: u64,
+    /// Index buckets looked at that exist (of 16 spread over the shard's buckets).
+    pub sampled: u32,
+    /// Of those, the buckets Redis keeps as a hashtable instead of a listpack.
+    pub hashtable: u32,
+}
+
+impl RedisBackend {
+    /// The lane of `queue`, shard by shard; `None` when the queue has no lane.
+    pub async fn lane_report(&self, queue: &QueueName) -> Result<Option<Vec<LaneShard>>> {
+        let route = self.route(queue).await?;
+        if !route.lane() {
+            return Ok(None);
+        }
+        let mut conn = self.connection();
+        let mut out = Vec::with_capacity(route.keys.len());
+        for k in &route.keys {
+            let entries: u64 = redis::cmd("LLEN")
+                .arg(&k.lane)
+                .query_async(&mut conn)
+                .await
+                .map_err(error::map)?;
+            let (mut sampled, mut hashtable) = (0, 0);
+            for b in (0..LANE_BUCKETS).step_by((LANE_BUCKETS / SAMPLED) as usize) {
+                let encoding: Option<String> = redis::cmd("OBJECT")
+                    .arg("ENCODING")
+                    .arg(k.bucket(b))
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(error::map)?;
+                if let Some(e) = encoding {
+                    sampled += 1;
+                    if e == "hashtable" {
+                        hashtable += 1;
+                    }
+                }
+            }
+            out.push(LaneShard {
+                entries,
+                sampled,
+                hashtable,
+            });
+        }
+        Ok(Some(out))
+    }
+}
