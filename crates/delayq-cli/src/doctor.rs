@@ -228,6 +228,8 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
                      reloads it), give a new queue more shards, or keep ids within {value}"
                 ),
             )
+        } else if let Some(off) = off_lane(backend, &q, &shards).await {
+            Check::new("lane", Verdict::Warn, off)
         } else if capacity.is_some_and(|c| largest * 10 > c * 8) {
             Check::new(
                 "lane",
@@ -249,6 +251,24 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
         };
         out.push(check);
     }
+}
+
+/// When most of a lane queue's scheduled jobs are not in its lane (their due times do not come
+/// in arrival order), what to say: the lane then saves little.
+async fn off_lane(
+    backend: &RedisBackend,
+    q: &delayq::QueueName,
+    shards: &[delayq_redis::LaneShard],
+) -> Option<String> {
+    let scheduled = delayq::Inspect::stats(backend, q).await.ok()?.scheduled;
+    let in_lane: u64 = shards.iter().map(|s| s.entries).sum();
+    (scheduled >= 100 && in_lane * 2 < scheduled).then(|| {
+        format!(
+            "queue {q}: {in_lane} of its {scheduled} scheduled jobs are in its lane: the others \
+             (due earlier than the lane's last job: several delays, retries, reschedules, \
+             priorities) cost what a queue without the lane pays, so the lane saves little here"
+        )
+    })
 }
 
 /// Runs every check against the deployment `opts` names.

@@ -315,9 +315,10 @@ fn doctor_gives_a_verdict_per_check() {
     assert!(stdout(&delayq(&durable, &["doctor"])).contains("ok    persistence"));
 }
 
-/// A queue with the one-delay lane: the doctor says whether its id index is still compact,
-/// from the buckets' encoding — here a server whose hashes stay listpacks only up to 4 entries,
-/// so 6,000 lane jobs (~6 a bucket) turn most buckets into hashtables.
+/// A queue with the one-delay lane: the doctor says whether most of its jobs are in the lane
+/// and whether its id index is still compact, from the buckets' encoding — here a server whose
+/// hashes stay listpacks only up to 4 entries, so 6,000 lane jobs (~6 a bucket) turn most
+/// buckets into hashtables.
 #[test]
 fn doctor_looks_at_each_lane_index() {
     let s = RedisServer::start_with(&["--hash-max-listpack-entries", "4"]);
@@ -334,6 +335,20 @@ fn doctor_looks_at_each_lane_index() {
         text.contains("ok    lane         queue orders: 200 lane jobs in its largest shard of 1; its index is compact up to ~4096 jobs a shard"),
         "{text}"
     );
+    // Jobs due earlier than the lane's last go beside it: most of the queue is not in the lane.
+    let sooner = (0..300)
+        .map(|i| format!(r#"{{"id":"s{i}","payload":{{"n":{i}}},"delay_ms":60000}}"#))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &sooner);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&delayq(&s, &["doctor"]));
+    assert!(
+        text.contains(
+            "WARN  lane         queue orders: 200 of its 500 scheduled jobs are in its lane"
+        ),
+        "{text}"
+    );
     let many = (200..6000)
         .map(|i| format!(r#"{{"id":"o{i}","payload":{{"n":{i}}},"delay_ms":1800000}}"#))
         .collect::<Vec<_>>()
@@ -346,7 +361,7 @@ fn doctor_looks_at_each_lane_index() {
             && text.contains("sampled index buckets are hashtables"),
         "{text}"
     );
-    assert!(text.contains("6000 lane jobs"), "{text}");
+    assert!(text.contains("holds 6000 lane jobs"), "{text}");
 }
 
 #[test]
