@@ -1,9 +1,9 @@
 //! Server time of a look-up and a cancel by id on a queue with the one-delay lane and on one
-//! without (docs/BENCHMARKS-LANE.md): fills 100,000 W4-shaped jobs of one delay,
+//! without (docs/BENCHMARKS-LANE.md): fills N (default 100,000) W4-shaped jobs of one delay,
 //! then times 10,000 `get`s and 10,000 `cancel`s of ids spread over the queue by the server's
 //! `INFO commandstats` (EVALSHA µs per call).
 //!
-//! `cargo run --release -p delayq-redis --example lane_ops -- redis://127.0.0.1:PORT lane|sets`
+//! `cargo run --release -p delayq-redis --example lane_ops -- redis://127.0.0.1:PORT lane|sets [N]`
 //! (it runs FLUSHALL on that server).
 use delayq::{Backend, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings, Schedule};
 use std::time::Duration;
@@ -43,7 +43,9 @@ async fn usec(c: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
 async fn main() {
     let url = std::env::args().nth(1).unwrap();
     let lane = std::env::args().nth(2).as_deref() == Some("lane");
-    let n = 100_000;
+    let n: usize = std::env::args()
+        .nth(3)
+        .map_or(100_000, |s| s.parse().expect("N: a number of jobs"));
     let b = delayq_redis::RedisBackend::connect(&url).await.unwrap();
     let mut c = redis::Client::open(url.as_str())
         .unwrap()
