@@ -207,9 +207,10 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
         let sampled: u32 = shards.iter().map(|s| s.sampled).sum();
         let hashtable: u32 = shards.iter().map(|s| s.hashtable).sum();
         let room = capacity.map_or(String::new(), |c| {
-            let e = c / u64::from(delayq_redis::LANE_INDEX_BUCKETS);
+            let buckets = delayq_redis::LANE_INDEX_BUCKETS;
+            let e = c / u64::from(buckets);
             format!(
-                "; its index is compact up to ~{c} jobs a shard (1,024 index buckets × \
+                "; its index is compact up to ~{c} jobs a shard ({buckets} index buckets × \
                  hash-max-listpack-entries {e})"
             )
         });
