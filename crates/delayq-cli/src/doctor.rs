@@ -231,6 +231,8 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
             )
         } else if let Some(off) = off_lane(backend, &q, &shards).await {
             Check::new("lane", Verdict::Warn, off)
+        } else if let Some(c) = mostly_cancelled(&q, &shards) {
+            Check::new("lane", Verdict::Warn, c)
         } else if capacity.is_some_and(|c| largest * 10 > c * 8) {
             Check::new(
                 "lane",
@@ -262,12 +264,27 @@ async fn off_lane(
     shards: &[delayq_redis::LaneShard],
 ) -> Option<String> {
     let scheduled = delayq::Inspect::stats(backend, q).await.ok()?.scheduled;
-    let in_lane: u64 = shards.iter().map(|s| s.entries).sum();
+    let in_lane: u64 = shards.iter().map(|s| s.entries - s.cancelled).sum();
     (scheduled >= 100 && in_lane * 2 < scheduled).then(|| {
         format!(
             "queue {q}: {in_lane} of its {scheduled} scheduled jobs are in its lane: the others \
              (due earlier than the lane's last job: several delays, retries, reschedules, \
              priorities) cost what a queue without the lane pays, so the lane saves little here"
+        )
+    })
+}
+
+/// When a third or more of a lane's entries are cancelled jobs, what to say: each stays whole
+/// in the list (and marked in a set) until its due time passes, where the sorted sets free a
+/// cancelled job at once.
+fn mostly_cancelled(q: &delayq::QueueName, shards: &[delayq_redis::LaneShard]) -> Option<String> {
+    let entries: u64 = shards.iter().map(|s| s.entries).sum();
+    let cancelled: u64 = shards.iter().map(|s| s.cancelled).sum();
+    (entries >= 100 && cancelled * 3 >= entries).then(|| {
+        format!(
+            "queue {q}: {cancelled} of its {entries} lane entries are cancelled jobs, each kept \
+             whole until its due time passes (the sorted sets free a cancelled job at once): a \
+             queue that cancels most of its jobs by id takes less memory without the lane"
         )
     })
 }

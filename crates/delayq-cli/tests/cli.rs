@@ -315,8 +315,8 @@ fn doctor_gives_a_verdict_per_check() {
     assert!(stdout(&delayq(&durable, &["doctor"])).contains("ok    persistence"));
 }
 
-/// A queue with the one-delay lane: the doctor says whether most of its jobs are in the lane
-/// and whether its id index is still compact, from the buckets' encoding — here a server whose
+/// A queue with the one-delay lane: the doctor says whether most of its jobs are in the lane,
+/// whether most of its lane entries are cancelled jobs, and whether its id index is compact, from the buckets' encoding — here a server whose
 /// hashes stay listpacks only up to 4 entries, so 6,000 lane jobs (~6 a bucket) turn most
 /// buckets into hashtables.
 #[test]
@@ -362,6 +362,43 @@ fn doctor_looks_at_each_lane_index() {
         "{text}"
     );
     assert!(text.contains("holds 6000 lane jobs"), "{text}");
+    // A lane queue that cancels most of its jobs keeps them until their due time.
+    let refunds = |args: &[&str], stdin: &str| -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--redis", &s.url(), "--queue", "refunds"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = refunds(&["queue", "create", "refunds", "--lane"], "");
+    assert!(o.status.success(), "{o:?}");
+    let jobs = (0..200)
+        .map(|i| format!(r#"{{"id":"r{i}","payload":{{"n":{i}}},"delay_ms":1800000}}"#))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let o = refunds(&["enqueue", "--jsonl"], &jobs);
+    assert!(o.status.success(), "{o:?}");
+    for i in 0..80 {
+        let o = refunds(&["cancel", &format!("r{i}")], "");
+        assert!(o.status.success(), "{o:?}");
+    }
+    let text = stdout(&delayq(&s, &["doctor"]));
+    assert!(
+        text.contains(
+            "WARN  lane         queue refunds: 80 of its 200 lane entries are cancelled jobs"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

@@ -20,6 +20,8 @@ const SAMPLED: u32 = 16;
 pub struct LaneShard {
     /// Entries of the lane list: its jobs, and cancelled entries a claim has not passed yet.
     pub entries: u64,
+    /// Of those, cancelled entries (each kept whole until a claim passes its due time).
+    pub cancelled: u64,
     /// Index buckets looked at that exist (of 16 spread over the shard's buckets).
     pub sampled: u32,
     /// Of those, the buckets Redis keeps as a hashtable instead of a listpack.
@@ -41,6 +43,11 @@ impl RedisBackend {
                 .query_async(&mut conn)
                 .await
                 .map_err(error::map)?;
+            let cancelled: u64 = redis::cmd("SCARD")
+                .arg(&k.lanedead)
+                .query_async(&mut conn)
+                .await
+                .map_err(error::map)?;
             let (mut sampled, mut hashtable) = (0, 0);
             for b in (0..LANE_BUCKETS).step_by((LANE_BUCKETS / SAMPLED) as usize) {
                 let encoding: Option<String> = redis::cmd("OBJECT")
@@ -58,6 +65,7 @@ impl RedisBackend {
             }
             out.push(LaneShard {
                 entries,
+                cancelled,
                 sampled,
                 hashtable,
             });
