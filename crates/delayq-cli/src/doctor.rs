@@ -274,17 +274,18 @@ async fn off_lane(
     })
 }
 
-/// When a third or more of a lane's entries are cancelled jobs, what to say: each stays whole
-/// in the list (and marked in a set) until its due time passes, where the sorted sets free a
-/// cancelled job at once.
+/// When a third or more of a lane's entries are cancelled jobs, what to say: each stays in the
+/// list as a tombstone, marked in a set, until its due time passes (~80 B), where the sorted
+/// sets free a cancelled job at once.
 fn mostly_cancelled(q: &delayq::QueueName, shards: &[delayq_redis::LaneShard]) -> Option<String> {
     let entries: u64 = shards.iter().map(|s| s.entries).sum();
     let cancelled: u64 = shards.iter().map(|s| s.cancelled).sum();
     (entries >= 100 && cancelled * 3 >= entries).then(|| {
         format!(
             "queue {q}: {cancelled} of its {entries} lane entries are cancelled jobs, each kept \
-             whole until its due time passes (the sorted sets free a cancelled job at once): a \
-             queue that cancels most of its jobs by id takes less memory without the lane"
+             as a tombstone (~80 B) until its due time passes, where the sorted sets free a \
+             cancelled job at once: a queue that cancels most of its jobs by id takes less \
+             memory without the lane"
         )
     })
 }

@@ -197,6 +197,7 @@ fn dryrun_args(cmd: &str) -> Vec<&'static str> {
         "hgetall" | "llen" | "del" | "scard" | "smembers" => vec![cmd_static(cmd), K],
         "lrange" | "ltrim" => vec![cmd_static(cmd), K, "0", "1"],
         "lindex" => vec!["LINDEX", K, "0"],
+        "lset" => vec!["LSET", K, "0", "x"],
         "rpush" | "sadd" | "srem" => vec![cmd_static(cmd), K, "v"],
         "zcount" | "zrange" | "zrangebyscore" => vec![cmd_static(cmd), K, "0", "1"],
         "zrem" | "zscore" | "zrank" => vec![cmd_static(cmd), K, "m"],

@@ -10,7 +10,8 @@
 -- KEYS[9+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id
 -- Returns R_OK (this call removed it) | R_LEASED | R_DEAD | R_MISSING (nothing changed).
--- A lane job's entry stays in the lane, marked cancelled (lanedead), until a claim passes it.
+-- A lane job's entry stays in the lane as a tombstone of its due time, marked cancelled
+-- (lanedead), until a claim passes it.
 -- Safe to run twice: the second run finds nothing and answers R_MISSING.
 -- The first extra key (an index bucket), after the declared ones.
 local ix0 = 9
@@ -22,9 +23,9 @@ if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
 end
 if KEYS[ix0] then
   local L = { lane = KEYS[6], meta = KEYS[7], dead = KEYS[8], ix = KEYS[ix0] }
-  local s = lane_find(L, id)
+  local s, rec, h = lane_find(L, id)
   if s then
-    lane_drop(L, s, id)
+    lane_drop(L, s, id, rec, h)
     return R_OK
   end
 end

@@ -219,9 +219,11 @@ end
 -- under the server's default `hash-max-listpack-*`). An index entry is trusted only when its
 -- sequence number is in the lane and that entry carries the same id, so entries left behind
 -- (claimed jobs until the claim's sweep passes their bucket, entries cancelled in bulk) are
--- never wrong, only garbage. A cancelled entry stays in the list, its sequence number in the
--- SET `lanedead`, until a claim passes it. Everything that finds a job by id in order to change
--- it moves it to the sorted-set layout first (lane_pull), so those paths stay as they are.
+-- never wrong, only garbage. A cancelled entry stays in the list as a tombstone (a zero
+-- length byte and its due time, so the list keeps its due order: lane_tomb), its sequence
+-- number in the SET `lanedead`, until a claim passes it. Everything that finds a job by id in
+-- order to change it moves it to the sorted-set layout first (lane_pull), so those paths stay
+-- as they are.
 
 -- The id and the record of a lane entry.
 local function lane_entry(e)
@@ -229,9 +231,17 @@ local function lane_entry(e)
   return string.sub(e, 2, 1 + n), string.sub(e, 2 + n)
 end
 
--- The due time of a lane entry, without copying its record.
+-- The due time of a lane entry (or a tombstone), without copying its record.
 local function lane_due(e)
-  return (struct.unpack('>I6', e, 2 + string.byte(e, 1) + AT_DUE - 1))
+  local n = string.byte(e, 1)
+  if n == 0 then return (struct.unpack('>I6', e, 2)) end
+  return (struct.unpack('>I6', e, 2 + n + AT_DUE - 1))
+end
+
+-- What a cancelled entry keeps of its job: its due time (7 bytes instead of the whole job; no
+-- id has length 0, so lane_find never takes it for a job).
+local function lane_tomb(due)
+  return '\0' .. struct.pack('>I6', due)
 end
 
 -- The lane's head sequence number.
@@ -239,7 +249,8 @@ local function lane_h(meta)
   return tonumber(redis.call('HGET', meta, 'h') or 0)
 end
 
--- The lane entry of `id` (index bucket `ix`): its sequence number and record, or nil.
+-- The lane entry of `id` (index bucket `ix`): its sequence number, record and the lane's head
+-- sequence number, or nil.
 local function lane_find(L, id)
   local s = redis.call('HGET', L.ix, id)
   if not s then return nil end
@@ -250,21 +261,23 @@ local function lane_find(L, id)
   if not e then return nil end
   local eid, rec = lane_entry(e)
   if eid ~= id then return nil end
-  return s, rec
+  return s, rec, h
 end
 
--- Marks lane entry `s` (job `id`) gone: its index entry goes, the entry waits for a claim.
-local function lane_drop(L, s, id)
+-- Marks lane entry `s` (job `id` with record `rec`, head `h`: lane_find's answer) gone: its
+-- index entry goes, the entry becomes a tombstone that waits for a claim.
+local function lane_drop(L, s, id, rec, h)
   redis.call('SADD', L.dead, s)
+  redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))
   redis.call('HDEL', L.ix, id)
 end
 
 -- Moves the lane's job `id` to `jobs` and `sched` (same record, same due time), where every
 -- path that changes a job by id finds it; false when the lane does not hold it.
 local function lane_pull(L, jobs, sched, id)
-  local s, rec = lane_find(L, id)
+  local s, rec, h = lane_find(L, id)
   if not s then return false end
-  lane_drop(L, s, id)
+  lane_drop(L, s, id, rec, h)
   redis.call('HSET', jobs, id, rec)
   redis.call('ZADD', sched, rec_due(rec), id)
   return true

@@ -251,3 +251,48 @@ async fn a_fire_finds_a_lane_job_with_its_id() {
         assert_eq!(job.payload, b"mine", "{shards} shards");
     }
 }
+
+/// Cancelling a lane job gives its record back at once: its entry, which stays in the list
+/// until a claim passes it (the lane keeps its due order), shrinks to a tombstone of its due
+/// time. Before, every cancelled job stayed whole until its due time — 39 B more a job after
+/// the cancels than before them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_lane_job_gives_its_record_back() {
+    let (s, b, q) = setup().await;
+    lane_on(&b, &q).await;
+    let p = Producer::new(b.clone(), q.clone());
+    let n = 20_000;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let jobs = chunk.iter().map(|&i| w4_job(i, 3_600_000)).collect();
+        p.enqueue_batch(jobs).await.unwrap();
+    }
+    let full = s.info_field("memory", "used_memory").unwrap();
+    let cancelled = n * 9 / 10;
+    for i in 0..cancelled {
+        let id = delayq::JobId::new(format!("1{i:019}")).unwrap();
+        assert_eq!(
+            b.cancel(&q, &id).await.unwrap(),
+            delayq::CancelOutcome::Cancelled
+        );
+    }
+    let after = s.info_field("memory", "used_memory").unwrap();
+    let freed = (full - after) / cancelled as f64;
+    assert!(freed > 60.0, "{freed:.0} B freed per cancelled lane job");
+    // The rest are there, in due order; every reader passes the tombstones.
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, (n - cancelled) as u64);
+    let page = b
+        .list(&q, delayq::ListState::Scheduled, 5, None)
+        .await
+        .unwrap();
+    assert_eq!(page.jobs[0].id.as_str(), format!("1{cancelled:019}"));
+    let last = delayq::JobId::new(format!("1{:019}", n - 1)).unwrap();
+    assert!(b.get(&q, &last).await.unwrap().is_some());
+    let gone = delayq::JobId::new(format!("1{:019}", 7)).unwrap();
+    assert!(b.get(&q, &gone).await.unwrap().is_none());
+    assert_eq!(
+        b.cancel(&q, &gone).await.unwrap(),
+        delayq::CancelOutcome::NotFound
+    );
+    // The id of a cancelled job is free again.
+    assert!(p.enqueue(w4_job(7, 3_600_000)).await.unwrap().created);
+}
