@@ -23,10 +23,6 @@ if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
 end
 if KEYS[ix0] then
   local L = { lane = KEYS[6], meta = KEYS[7], dead = KEYS[8], ix = KEYS[ix0] }
-  local s, rec, h = lane_find(L, id)
-  if s then
-    lane_drop(L, s, id, rec, h)
-    return R_OK
-  end
+  if lane_drop(L, id) then return R_OK end
 end
 return refusal(state_of(sched, lease, dead, id, ready))

@@ -264,20 +264,22 @@ local function lane_find(L, id)
   return s, rec, h
 end
 
--- Marks lane entry `s` (job `id` with record `rec`, head `h`: lane_find's answer) gone: its
--- index entry goes, the entry becomes a tombstone that waits for a claim.
-local function lane_drop(L, s, id, rec, h)
+-- Takes job `id` out of the lane: its entry becomes a tombstone, marked gone, that waits for
+-- a claim, and its index entry goes. Returns its record, or nil when the lane does not hold it.
+local function lane_drop(L, id)
+  local s, rec, h = lane_find(L, id)
+  if not s then return nil end
   redis.call('SADD', L.dead, s)
   redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))
   redis.call('HDEL', L.ix, id)
+  return rec
 end
 
 -- Moves the lane's job `id` to `jobs` and `sched` (same record, same due time), where every
 -- path that changes a job by id finds it; false when the lane does not hold it.
 local function lane_pull(L, jobs, sched, id)
-  local s, rec, h = lane_find(L, id)
-  if not s then return false end
-  lane_drop(L, s, id, rec, h)
+  local rec = lane_drop(L, id)
+  if not rec then return false end
   redis.call('HSET', jobs, id, rec)
   redis.call('ZADD', sched, rec_due(rec), id)
   return true

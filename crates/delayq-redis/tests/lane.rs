@@ -296,3 +296,37 @@ async fn a_cancelled_lane_job_gives_its_record_back() {
     // The id of a cancelled job is free again.
     assert!(p.enqueue(w4_job(7, 3_600_000)).await.unwrap().created);
 }
+
+/// A cancelled job never runs, wherever the lane's head stands: its tombstone replaces the
+/// entry at its own place (sequence number less the head), so after claims have moved the head
+/// the next claim skips exactly it. A tombstone written one place off would hand a claim an
+/// entry with no id and leave the cancelled job to run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_passes_the_tombstone_of_a_cancelled_job_after_the_head_moved() {
+    let (s, b, q) = setup().await;
+    lane_on(&b, &q).await;
+    let p = Producer::new(b.clone(), q.clone());
+    let names = ["a", "b", "c", "d", "e"];
+    p.enqueue_batch(names.iter().map(|n| job(n, 0)).collect())
+        .await
+        .unwrap();
+    let first = b.claim(&q, claim_req(2, 30_000)).await.unwrap();
+    let ids: Vec<&str> = first.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(
+        b.cancel(&q, &id("d")).await.unwrap(),
+        delayq::CancelOutcome::Cancelled
+    );
+    let rest = b.claim(&q, claim_req(10, 30_000)).await.unwrap();
+    let ids: Vec<&str> = rest.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["c", "e"], "d was cancelled");
+    assert_eq!(
+        s.command(&["LLEN", &format!("dq:{{{q}}}:lane")]).trim(),
+        "0"
+    );
+    assert_eq!(
+        s.command(&["SCARD", &format!("dq:{{{q}}}:lanedead")])
+            .trim(),
+        "0"
+    );
+}
