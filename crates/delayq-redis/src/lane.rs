@@ -20,7 +20,7 @@ const SAMPLED: u32 = 16;
 pub struct LaneShard {
     /// Entries of the lane list: its jobs, and cancelled entries a claim has not passed yet.
     pub entries: u64,
-    /// Of those, cancelled entries (each kept whole until a claim passes its due time).
+    /// Of those, cancelled entries (each a tombstone with a mark until a claim passes it).
     pub cancelled: u64,
     /// Index buckets looked at that exist (of 16 spread over the shard's buckets).
     pub sampled: u32,
@@ -38,31 +38,32 @@ impl RedisBackend {
         let mut conn = self.connection();
         let mut out = Vec::with_capacity(route.keys.len());
         for k in &route.keys {
-            let entries: u64 = redis::cmd("LLEN")
-                .arg(&k.lane)
-                .query_async(&mut conn)
-                .await
-                .map_err(error::map)?;
-            let cancelled: u64 = redis::cmd("SCARD")
-                .arg(&k.lanedead)
-                .query_async(&mut conn)
-                .await
-                .map_err(error::map)?;
-            let (mut sampled, mut hashtable) = (0, 0);
+            // One round trip a shard: its keys share a hash slot.
+            let mut pipe = redis::pipe();
+            pipe.cmd("LLEN").arg(&k.lane).cmd("SCARD").arg(&k.lanedead);
             for b in (0..LANE_BUCKETS).step_by((LANE_BUCKETS / SAMPLED) as usize) {
-                let encoding: Option<String> = redis::cmd("OBJECT")
-                    .arg("ENCODING")
-                    .arg(k.bucket(b))
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(error::map)?;
-                if let Some(e) = encoding {
-                    sampled += 1;
-                    if e == "hashtable" {
-                        hashtable += 1;
-                    }
-                }
+                pipe.cmd("OBJECT").arg("ENCODING").arg(k.bucket(b));
             }
+            // LLEN, SCARD, then one encoding a sampled bucket (none for a bucket not there).
+            let replies: Vec<Option<String>> =
+                pipe.query_async(&mut conn).await.map_err(error::map)?;
+            let count = |i: usize| -> Result<u64> {
+                replies
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_default()
+                    .parse()
+                    .map_err(|_| error::shape("lane report: a count expected"))
+            };
+            let (entries, cancelled) = (count(0)?, count(1)?);
+            let encodings = replies.get(2..).unwrap_or_default();
+            let sampled = encodings.iter().flatten().count() as u32;
+            let hashtable = encodings
+                .iter()
+                .flatten()
+                .filter(|e| *e == "hashtable")
+                .count() as u32;
             out.push(LaneShard {
                 entries,
                 cancelled,
