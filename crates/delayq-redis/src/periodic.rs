@@ -9,7 +9,7 @@
 //! moves the next fire on — two steps, each atomic, and a fire is still enqueued once.
 
 use delayq::periodic::{Firing, PeriodicInfo, PeriodicSpec, Schedules, check_name};
-use delayq::{JobId, QueueName, Result};
+use delayq::{QueueName, Result};
 
 use crate::backend::{RedisBackend, arg};
 use crate::error;
@@ -128,12 +128,11 @@ impl Schedules for RedisBackend {
                 tail,
             ];
             args.extend(f.fires.iter().map(arg));
-            let ids: Vec<JobId> = f
+            let ids = f
                 .fires
                 .iter()
-                .map(|&t| delayq::periodic::fire_id(name, t))
-                .collect();
-            let buckets = route.buckets(&own, ids.iter().map(|id| id.as_str()));
+                .map(|&t| delayq::periodic::fire_id(name, t).to_string());
+            let buckets = route.buckets(&own, ids);
             let v = self
                 .call_with(&scripts::FIRE, &own, &buckets, args, true)
                 .await?;

@@ -75,16 +75,16 @@ impl Route {
     }
 
     /// The lane's index bucket of each id, in order, for a script's extra keys (none when the
-    /// queue has no lane).
-    pub(crate) fn buckets<'a>(
+    /// queue has no lane: `ids` is then not even iterated).
+    pub(crate) fn buckets<I: AsRef<str>>(
         &self,
         k: &Keys,
-        ids: impl IntoIterator<Item = &'a str>,
+        ids: impl IntoIterator<Item = I>,
     ) -> Vec<String> {
         if !self.lane() {
             return Vec::new();
         }
-        ids.into_iter().map(|id| k.bucket_of(id)).collect()
+        ids.into_iter().map(|id| k.bucket_of(id.as_ref())).collect()
     }
 
     /// The index bucket a claim on a queue with a lane sweeps (each in turn), as extra keys.
