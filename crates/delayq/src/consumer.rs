@@ -251,14 +251,14 @@ impl<B: Backend, H: Handler> Run<B, H> {
         }
     }
 
-    /// Whether due jobs may be waiting and this consumer wants some: a free slot with nothing
-    /// held, or held jobs down to half the prefetch. Claim again at once.
-    /// Pending acks go out on their own: nothing held is left to start (about to wait) or
-    /// many are pending; otherwise they ride on the next claim that leases.
+    /// Whether pending acks go out on their own: nothing held is left to start (about to
+    /// wait) or many are pending; otherwise they ride on the next claim that leases.
     fn must_flush(&self) -> bool {
         !self.acks.is_empty() && (self.held.is_empty() || self.acks.len() >= self.c.opts.batch)
     }
 
+    /// Whether due jobs may be waiting and this consumer wants some: a free slot with nothing
+    /// held, or held jobs down to half the prefetch. Claim again at once.
     fn must_claim(&self) -> bool {
         self.claim_now && self.want() > 0 && self.held.len() <= self.prefetch() / 2
     }
