@@ -10,8 +10,13 @@ fn delayq(server: &RedisServer, args: &[&str]) -> Output {
 }
 
 fn delayq_stdin(server: &RedisServer, args: &[&str], stdin: &str) -> Output {
+    delayq_on(server, "orders", args, stdin)
+}
+
+/// `delayq` on queue `queue` of `server`, with `stdin`.
+fn delayq_on(server: &RedisServer, queue: &str, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--redis", &server.url(), "--queue", "orders"])
+        .args(["--redis", &server.url(), "--queue", queue])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -25,6 +30,13 @@ fn delayq_stdin(server: &RedisServer, args: &[&str], stdin: &str) -> Output {
         .write_all(stdin.as_bytes())
         .unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// Jobs `<prefix><i>` for `i` in `ids`, due in `delay_ms`, as `enqueue --jsonl` reads them.
+fn jsonl(prefix: &str, ids: std::ops::Range<u32>, delay_ms: u64) -> String {
+    ids.map(|i| format!(r#"{{"id":"{prefix}{i}","payload":{{"n":{i}}},"delay_ms":{delay_ms}}}"#))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn stdout(o: &Output) -> String {
@@ -316,18 +328,15 @@ fn doctor_gives_a_verdict_per_check() {
 }
 
 /// A queue with the one-delay lane: the doctor says whether most of its jobs are in the lane,
-/// whether most of its lane entries are cancelled jobs, and whether its id index is compact, from the buckets' encoding — here a server whose
-/// hashes stay listpacks only up to 4 entries, so 6,000 lane jobs (~6 a bucket) turn most
-/// buckets into hashtables.
+/// whether most of its lane entries are cancelled jobs, and whether its id index is compact,
+/// from the buckets' encoding — here a server whose hashes stay listpacks only up to 4
+/// entries, so 6,000 lane jobs (~6 a bucket) turn most buckets into hashtables.
 #[test]
 fn doctor_looks_at_each_lane_index() {
     let s = RedisServer::start_with(&["--hash-max-listpack-entries", "4"]);
     let o = delayq(&s, &["queue", "create", "orders", "--lane"]);
     assert!(o.status.success(), "{o:?}");
-    let few = (0..200)
-        .map(|i| format!(r#"{{"id":"o{i}","payload":{{"n":{i}}},"delay_ms":1800000}}"#))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let few = jsonl("o", 0..200, 1_800_000);
     let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &few);
     assert!(o.status.success(), "{o:?}");
     let text = stdout(&delayq(&s, &["doctor"]));
@@ -336,10 +345,7 @@ fn doctor_looks_at_each_lane_index() {
         "{text}"
     );
     // Jobs due earlier than the lane's last go beside it: most of the queue is not in the lane.
-    let sooner = (0..300)
-        .map(|i| format!(r#"{{"id":"s{i}","payload":{{"n":{i}}},"delay_ms":60000}}"#))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let sooner = jsonl("s", 0..300, 60_000);
     let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &sooner);
     assert!(o.status.success(), "{o:?}");
     let text = stdout(&delayq(&s, &["doctor"]));
@@ -349,10 +355,7 @@ fn doctor_looks_at_each_lane_index() {
         ),
         "{text}"
     );
-    let many = (200..6000)
-        .map(|i| format!(r#"{{"id":"o{i}","payload":{{"n":{i}}},"delay_ms":1800000}}"#))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let many = jsonl("o", 200..6000, 1_800_000);
     let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &many);
     assert!(o.status.success(), "{o:?}");
     let text = stdout(&delayq(&s, &["doctor"]));
@@ -363,29 +366,10 @@ fn doctor_looks_at_each_lane_index() {
     );
     assert!(text.contains("holds 6000 lane jobs"), "{text}");
     // A lane queue that cancels most of its jobs keeps them until their due time.
-    let refunds = |args: &[&str], stdin: &str| -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-            .args(["--redis", &s.url(), "--queue", "refunds"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let refunds = |args: &[&str], stdin: &str| delayq_on(&s, "refunds", args, stdin);
     let o = refunds(&["queue", "create", "refunds", "--lane"], "");
     assert!(o.status.success(), "{o:?}");
-    let jobs = (0..200)
-        .map(|i| format!(r#"{{"id":"r{i}","payload":{{"n":{i}}},"delay_ms":1800000}}"#))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let jobs = jsonl("r", 0..200, 1_800_000);
     let o = refunds(&["enqueue", "--jsonl"], &jobs);
     assert!(o.status.success(), "{o:?}");
     for i in 0..80 {
