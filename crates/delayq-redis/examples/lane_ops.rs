@@ -3,12 +3,22 @@
 //! then times 10,000 `get`s and 10,000 `cancel`s of ids spread over the queue by the server's
 //! `INFO commandstats` (EVALSHA µs per call).
 //!
-//! `cargo run --release -p delayq-redis --example lane_ops -- redis://127.0.0.1:PORT lane|sets [N]`
+//! With `cancels` it measures the headline use instead ("cancel the unpaid order": most jobs
+//! are cancelled before they are due): N jobs due in 3 s, nine in ten cancelled, what the
+//! cancelled ones still cost in memory, then the drain of the rest by claims of 64.
+//!
+//! `cargo run --release -p delayq-redis --example lane_ops -- redis://127.0.0.1:PORT lane|sets [N] [cancels]`
 //! (it runs FLUSHALL on that server).
-use delayq::{Backend, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings, Schedule};
-use std::time::Duration;
+use delayq::{
+    Backend, ClaimRequest, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings, Schedule,
+};
+use std::time::{Duration, Instant};
 
 fn job(i: usize) -> NewJob {
+    job_in(i, 5_400_000)
+}
+
+fn job_in(i: usize, delay_ms: u64) -> NewJob {
     let id = format!("1{i:019}");
     let payload = format!(
         r#"{{"orderId":"{id}","action":"cancel","pad":"{}"}}"#,
@@ -16,7 +26,77 @@ fn job(i: usize) -> NewJob {
     );
     NewJob::new(payload.into_bytes())
         .id(JobId::new(id).unwrap())
-        .schedule(Schedule::Delay(Duration::from_secs(5400)))
+        .schedule(Schedule::Delay(Duration::from_millis(delay_ms)))
+}
+
+async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> f64 {
+    let s: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(c)
+        .await
+        .unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// N jobs due in 3 s, nine in ten cancelled (spread over the queue), then the rest drained.
+async fn cancels(
+    b: &delayq_redis::RedisBackend,
+    c: &mut redis::aio::MultiplexedConnection,
+    q: &QueueName,
+    n: usize,
+) {
+    let p = Producer::new(b.clone(), q.clone());
+    let base = used_memory(c).await;
+    let start = Instant::now();
+    for k in (0..n).step_by(1000) {
+        let jobs = (k..(k + 1000).min(n)).map(|i| job_in(i, 3000)).collect();
+        p.enqueue_batch(jobs).await.unwrap();
+    }
+    let full = used_memory(c).await;
+    let mut cancelled = 0;
+    for i in (0..n).filter(|i| i % 10 != 0) {
+        b.cancel(q, &JobId::new(format!("1{i:019}")).unwrap())
+            .await
+            .unwrap();
+        cancelled += 1;
+    }
+    let after = used_memory(c).await;
+    let per_job = (full - base) / n as f64;
+    let freed = (full - after) / cancelled as f64;
+    println!(
+        "{n} jobs: {per_job:.1} B a job; {cancelled} cancelled in {:.1} s, {freed:.1} B freed a cancel: \
+         a cancelled job still costs {:.1} B until its due time",
+        start.elapsed().as_secs_f64(),
+        per_job - freed
+    );
+    tokio::time::sleep(Duration::from_millis(3000).saturating_sub(start.elapsed())).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (c0, u0) = usec(c).await;
+    let t = Instant::now();
+    let (mut got, mut claims, mut acks) = (0, 0, vec![]);
+    while got < n - cancelled {
+        let req = ClaimRequest {
+            max: 64,
+            lease: Duration::from_secs(30),
+            acks: std::mem::take(&mut acks),
+        };
+        let batch = b.claim(q, req).await.unwrap();
+        claims += 1;
+        got += batch.jobs.len();
+        acks = batch.jobs.iter().map(|j| j.lease_ref()).collect();
+    }
+    let wall = t.elapsed().as_secs_f64();
+    let (c1, u1) = usec(c).await;
+    println!(
+        "drained {got} in {wall:.3} s ({:.0} jobs/s) by {claims} claims: {:.1} µs a claim on the server",
+        got as f64 / wall,
+        (u1 - u0) / (c1 - c0)
+    );
 }
 
 async fn usec(c: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
@@ -53,6 +133,7 @@ async fn main() {
         .await
         .unwrap();
     let _: () = redis::cmd("FLUSHALL").query_async(&mut c).await.unwrap();
+    let cancel_mode = std::env::args().nth(4).as_deref() == Some("cancels");
     let q = QueueName::new("ops").unwrap();
     b.configure(
         &q,
@@ -63,6 +144,9 @@ async fn main() {
     )
     .await
     .unwrap();
+    if cancel_mode {
+        return cancels(&b, &mut c, &q, n).await;
+    }
     let p = Producer::new(b.clone(), q.clone());
     for k in (0..n).step_by(1000) {
         p.enqueue_batch((k..k + 1000).map(job).collect())

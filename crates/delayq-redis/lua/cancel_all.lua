@@ -3,8 +3,8 @@
 -- KEYS[2] jobs   HASH id -> record
 -- KEYS[3] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 -- KEYS[4] lane      LIST the one-delay lane (common.lua, above lane_entry)
--- KEYS[5] lanemeta  HASH h (head sequence number), t (due time of the last entry)
--- KEYS[6] lanedead  SET sequence numbers of cancelled lane entries
+-- KEYS[5] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- KEYS[6] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
 -- ARGV[1] 'd' due jobs (due <= now) | 's' scheduled jobs (due later than now)
 -- ARGV[2] most jobs in this call
 -- Returns the number cancelled (fewer than ARGV[2]: none of that kind is left). The lane's
@@ -14,34 +14,42 @@
 -- Safe to run twice: a second run cancels only jobs of that kind that exist then (the caller
 -- asked for all of them to go).
 local sched, jobs, ready = KEYS[1], KEYS[2], KEYS[3]
-local lane, lmeta, ldead = KEYS[4], KEYS[5], KEYS[6]
+local lane, lmeta, lgone = KEYS[4], KEYS[5], KEYS[6]
 local now = now_ms()
 local most = tonumber(ARGV[2])
 local from_lane = 0
 local len = redis.call('LLEN', lane)
 if len > 0 then
-  local h = lane_h(lmeta)
+  local h, b = lane_hb(lmeta)
   local p = lane_pos(lane, len, now)
-  local gone = lane_dead_in(ldead, h, h + len - 1)
-  local live, k = 0, 0
+  -- The live jobs among the first (the last) k entries, and the smallest k that holds `most`
+  -- of them within the due (the later) entries, by binary search on the tombstone counts.
+  local function live_of(k)
+    if ARGV[1] == 'd' then return k - lane_tombs(lgone, b, h, h + k - 1) end
+    return k - lane_tombs(lgone, b, h + len - k, h + len - 1)
+  end
+  local span = p
+  if ARGV[1] ~= 'd' then span = len - p end
+  local k = span
+  local live = live_of(span)
+  if live > most then
+    local lo, hi = 0, span
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if live_of(mid) >= most then hi = mid else lo = mid + 1 end
+    end
+    k, live = lo, most
+  end
   if ARGV[1] == 'd' then
-    while k < p and live < most do
-      if not gone[h + k] then live = live + 1 end
-      k = k + 1
-    end
-    lane_trim(lane, lmeta, ldead, h, k, gone)
+    lane_trim(lane, lmeta, h, k)
   else
-    while k < len - p and live < most do
-      if not gone[h + len - 1 - k] then live = live + 1 end
-      k = k + 1
-    end
     if k > 0 then
       if k == len then
         redis.call('DEL', lane)
       else
         redis.call('LTRIM', lane, 0, len - k - 1)
       end
-      lane_unmark(ldead, gone, h + len - k, h + len - 1)
+      lane_unmark_from(lgone, b, h + len - k)
       local last = redis.call('LINDEX', lane, -1)
       if last then redis.call('HSET', lmeta, 't', lane_due(last)) end
     end

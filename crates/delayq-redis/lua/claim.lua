@@ -11,9 +11,8 @@
 -- KEYS[9] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 --                (common.lua: promote; only with L_PRIO)
 -- KEYS[10] lane      LIST the one-delay lane (common.lua, above lane_entry; only with L_LANE)
--- KEYS[11] lanemeta  HASH h (head sequence number), t
--- KEYS[12] lanedead  SET sequence numbers of cancelled lane entries
--- KEYS[13+] (a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids of
+-- KEYS[11] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- KEYS[12+] (a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids of
 --          claimed lane jobs, then each ack pair's bucket, in order
 -- ARGV[1] max jobs to lease
 -- ARGV[2] default lease ms
@@ -34,7 +33,9 @@
 -- under new tokens (the first run's jobs stay leased until their leases expire and come back:
 -- at-least-once, never lost).
 -- The first extra key (an index bucket), after the declared ones.
-local ix0 = 13
+local ix0 = 12
+-- Most lane entries one call reads past its max + 1 (tombstones of cancelled jobs).
+local lane_scan = 1024
 local sched, lease, jobs, dead, fence, stat, wake, done, ready =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local max = tonumber(ARGV[1])
@@ -108,7 +109,7 @@ local ids = {}
 local lane_raws, sids = {}, ids
 local next_due = nil
 local from = sched
-local lane, lmeta, ldead = KEYS[10], KEYS[11], KEYS[12]
+local lane, lmeta = KEYS[10], KEYS[11]
 local lane_on = bit.band(lflags, L_LANE) ~= 0
 if bit.band(lflags, L_PRIO) == 0 and not lane_on then
   -- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
@@ -127,22 +128,27 @@ elseif bit.band(lflags, L_PRIO) == 0 then
   -- The lane beside `sched`: the first max + 1 of each, merged by due time.
   sids = {}
   local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')
-  -- (Reading past the cancelled entries pending, up to 1,024 of them.)
-  local ndead = math.min(redis.call('SCARD', ldead), 1024)
-  local ents = redis.call('LRANGE', lane, 0, max + ndead)
-  local lh, gone = 0, {}
-  if #ents > 0 then
-    lh = lane_h(lmeta)
-    if ndead > 0 then gone = lane_dead_in(ldead, lh, lh + #ents - 1) end
+  -- The lane is read max + 1 entries at a time: again past tombstones (cancelled jobs), up
+  -- to lane_scan entries more in one call.
+  local ents, eof = {}, false
+  local function more()
+    if eof or #ents > max + lane_scan then return false end
+    local c = redis.call('LRANGE', lane, #ents, #ents + max)
+    if #c < max + 1 then eof = true end
+    for i = 1, #c do ents[#ents + 1] = c[i] end
+    return #c > 0
   end
+  more()
+  local lh = 0
+  if #ents > 0 then lh = lane_h(lmeta) end
   local si, li = 1, 1
   while true do
-    while li <= #ents and gone[lh + li - 1] do li = li + 1 end
+    while (li <= #ents or more()) and lane_dead(ents[li]) do li = li + 1 end
     local sd = head[2 * si] and tonumber(head[2 * si])
     local ld = li <= #ents and lane_due(ents[li])
-    if not ld and #ents == max + ndead + 1 then
-      -- Cancelled entries filled what was read of the lane: the rest next call.
-      if #ids < max then next_due = now end
+    if not ld and not eof then
+      -- Tombstones filled what this call may read of the lane: the rest next call.
+      next_due = now
       break
     end
     local pick_lane = ld and (not sd or ld <= sd)
@@ -165,7 +171,7 @@ elseif bit.band(lflags, L_PRIO) == 0 then
   end
   if li > 1 then
     local h2 = lh + li - 1
-    lane_trim(lane, lmeta, ldead, lh, li - 1, gone)
+    lane_trim(lane, lmeta, lh, li - 1)
     -- Ids of claimed lane jobs leave the index a bucket at a time (every 32 claimed).
     local ix = KEYS[ix0]
     if ix and math.floor(h2 / 32) ~= math.floor(lh / 32) then
@@ -181,7 +187,7 @@ else
   -- Priorities: due jobs move to `ready` (only when the head of `sched` is due: one read in
   -- the common case); the best max of them are claimed. Due lane jobs go to `sched` first.
   from = ready
-  if lane_on and max > 0 then lane_spill(lane, lmeta, ldead, jobs, sched, now, PROMOTE_PER_CALL) end
+  if lane_on and max > 0 then lane_spill(lane, lmeta, jobs, sched, now, PROMOTE_PER_CALL) end
   local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
   if max > 0 and head[2] and tonumber(head[2]) <= now then
     promote(sched, ready, jobs, now, PROMOTE_PER_CALL)

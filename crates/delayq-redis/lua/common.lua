@@ -220,15 +220,23 @@ end
 -- sequence number is in the lane and that entry carries the same id, so entries left behind
 -- (claimed jobs until the claim's sweep passes their bucket, entries cancelled in bulk) are
 -- never wrong, only garbage. A cancelled entry stays in the list as a tombstone (a zero
--- length byte and its due time, so the list keeps its due order: lane_tomb), its sequence
--- number in the SET `lanedead`, until a claim passes it. Everything that finds a job by id in
--- order to change it moves it to the sorted-set layout first (lane_pull), so those paths stay
--- as they are.
+-- length byte and its due time, so the list keeps its due order: lane_tomb) until a claim
+-- passes it; readers tell it by its first byte. Only the counts need to know where the
+-- tombstones are without reading the entries: the bitmap STRING `lanegone` has bit s - b set
+-- for each (b: field `b` of `lanemeta`, moved up past the bits of entries long gone when a
+-- cancel finds them 4 KiB worth: lane_mark). Everything that finds a job by id in order to
+-- change it moves it to the sorted-set layout first (lane_pull), so those paths stay as they
+-- are.
 
 -- The id and the record of a lane entry.
 local function lane_entry(e)
   local n = string.byte(e, 1)
   return string.sub(e, 2, 1 + n), string.sub(e, 2 + n)
+end
+
+-- Whether a lane entry is a cancelled job's tombstone.
+local function lane_dead(e)
+  return string.byte(e, 1) == 0
 end
 
 -- The due time of a lane entry (or a tombstone), without copying its record.
@@ -249,27 +257,74 @@ local function lane_h(meta)
   return tonumber(redis.call('HGET', meta, 'h') or 0)
 end
 
+-- The lane's head sequence number and the sequence number of bit 0 of `lanegone`.
+local function lane_hb(meta)
+  local v = redis.call('HMGET', meta, 'h', 'b')
+  return tonumber(v[1] or 0), tonumber(v[2] or 0)
+end
+
+-- How many of the lane's entries with sequence numbers `from` .. `to` are tombstones (`b`:
+-- lane_hb's).
+local function lane_tombs(gone, b, from, to)
+  if to < from then return 0 end
+  return redis.call('BITCOUNT', gone, from - b, to - b, 'BIT')
+end
+
 -- The lane entry of `id` (index bucket `ix`): its sequence number, record and the lane's head
--- sequence number, or nil.
+-- sequence number and bitmap base (lane_hb), or nil.
 local function lane_find(L, id)
   local s = redis.call('HGET', L.ix, id)
   if not s then return nil end
   s = tonumber(s)
-  local h = lane_h(L.meta)
+  local h, b = lane_hb(L.meta)
   if s < h then return nil end
   local e = redis.call('LINDEX', L.lane, s - h)
   if not e then return nil end
   local eid, rec = lane_entry(e)
   if eid ~= id then return nil end
-  return s, rec, h
+  return s, rec, h, b
+end
+
+-- Sets the tombstone bit of sequence number `s` (head `h`, base `b`). Once the bits of entries
+-- already passed (below `h`) fill 4 KiB, they are cut off the bitmap's front first and the
+-- base moves up by as many: the bitmap then spans the lane, not its history.
+local function lane_mark(L, s, h, b)
+  local stale = math.floor((h - b) / 8)
+  if stale >= 4096 then
+    local rest = redis.call('GETRANGE', L.gone, stale, -1)
+    if rest == '' then
+      redis.call('DEL', L.gone)
+    else
+      redis.call('SET', L.gone, rest)
+    end
+    b = b + 8 * stale
+    redis.call('HSET', L.meta, 'b', b)
+  end
+  redis.call('SETBIT', L.gone, s - b, 1)
+end
+
+-- Clears the tombstone bits from sequence number `from` on (base `b`): the places a cut off
+-- tail leaves, which the next jobs pushed take again.
+local function lane_unmark_from(gone, b, from)
+  local off = from - b
+  local keep = redis.call('GETRANGE', gone, 0, math.floor(off / 8))
+  if #keep == 0 then return end
+  local whole = math.floor(off / 8)
+  local bits = off % 8
+  local out = string.sub(keep, 1, whole)
+  if bits > 0 and #keep > whole then
+    local mask = bit.band(bit.lshift(0xFF, 8 - bits), 0xFF)
+    out = out .. string.char(bit.band(string.byte(keep, whole + 1), mask))
+  end
+  if out == '' then redis.call('DEL', gone) else redis.call('SET', gone, out) end
 end
 
 -- Takes job `id` out of the lane: its entry becomes a tombstone, marked gone, that waits for
 -- a claim, and its index entry goes. Returns its record, or nil when the lane does not hold it.
 local function lane_drop(L, id)
-  local s, rec, h = lane_find(L, id)
+  local s, rec, h, b = lane_find(L, id)
   if not s then return nil end
-  redis.call('SADD', L.dead, s)
+  lane_mark(L, s, h, b)
   redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))
   redis.call('HDEL', L.ix, id)
   return rec
@@ -296,53 +351,32 @@ local function lane_pos(lane, len, t)
   return lo
 end
 
--- The cancelled sequence numbers among `from` .. `to` (a set of them; empty when none).
-local function lane_dead_in(dead, from, to)
-  local out = {}
-  for _, s in ipairs(redis.call('SMEMBERS', dead)) do
-    local v = tonumber(s)
-    if v >= from and v <= to then out[v] = true end
-  end
-  return out
-end
-
--- Removes the cancelled marks of `gone` (lane_dead_in's set) from `from` .. `to`.
-local function lane_unmark(dead, gone, from, to)
-  local srem = {}
-  for s in pairs(gone) do
-    if s >= from and s <= to then srem[#srem + 1] = s end
-  end
-  if #srem > 0 then call_chunked('SREM', dead, srem) end
-end
-
--- Drops the first `k` entries (head sequence `h`) and their cancelled marks (`gone`: the
--- caller's lane_dead_in set, covering them).
-local function lane_trim(lane, meta, dead, h, k, gone)
+-- Drops the first `k` entries (head sequence `h`): claimed jobs and tombstones. Their bits in
+-- `lanegone` stay, below the new head, until lane_mark cuts them off.
+local function lane_trim(lane, meta, h, k)
   if k <= 0 then return end
   redis.call('LTRIM', lane, k, -1)
   redis.call('HSET', meta, 'h', h + k)
-  lane_unmark(dead, gone, h, h + k - 1)
 end
 
 -- Moves up to `n` due live lane jobs to `jobs` and `sched` (a queue with priorities promotes
 -- from there); returns how many it moved.
-local function lane_spill(lane, meta, dead, jobs, sched, now, n)
+local function lane_spill(lane, meta, jobs, sched, now, n)
   local ents = redis.call('LRANGE', lane, 0, n - 1)
   if #ents == 0 or lane_due(ents[1]) > now then return 0 end
   local h = lane_h(meta)
-  local gone = lane_dead_in(dead, h, h + #ents - 1)
   local k, moved = 0, 0
   for i = 1, #ents do
     if lane_due(ents[i]) > now then break end
     k = i
-    if not gone[h + i - 1] then
+    if not lane_dead(ents[i]) then
       local id, rec = lane_entry(ents[i])
       redis.call('HSET', jobs, id, rec)
       redis.call('ZADD', sched, rec_due(rec), id)
       moved = moved + 1
     end
   end
-  lane_trim(lane, meta, dead, h, k, gone)
+  lane_trim(lane, meta, h, k)
   return moved
 end
 

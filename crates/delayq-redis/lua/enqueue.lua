@@ -7,8 +7,8 @@
 --                (a job with a priority marks the queue: L_PRIO)
 -- KEYS[6] done   ZSET id -> when its retention ends: completed jobs kept as done
 -- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
--- KEYS[8] lanemeta  HASH h (head sequence number), t (due time of the last entry)
--- KEYS[9] lanedead  SET sequence numbers of cancelled lane entries
+-- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- KEYS[9] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
 -- KEYS[10+] (a queue with a lane only) the index bucket `ix:<b>` of each job, in order
 -- ARGV[1] number of jobs n; then 2 per job:
 --   id, spec: the schedule mode ('n'|'d'|'a'; in capitals: replace an existing scheduled job),
@@ -54,7 +54,7 @@ local lane_len, lane_next, lane_tail, lane_push, lane_first = 0, 0, nil, {}, nil
 if KEYS[ix0] then
   local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
   if bit.band(f, L_LANE) ~= 0 then
-    L = { lane = KEYS[7], meta = KEYS[8], dead = KEYS[9] }
+    L = { lane = KEYS[7], meta = KEYS[8], gone = KEYS[9] }
     for i = 0, n - 1 do
       if string.byte(ARGV[3 + 2 * i]) < 97 then
         L.ix = KEYS[ix0 + i]

@@ -6,7 +6,7 @@
 -- KEYS[4] stat      STRING paused flag and series of counts (common.lua: count)
 -- KEYS[5] cronnext  ZSET schedule name -> next fire ms
 -- KEYS[6] lane      LIST the one-delay lane (common.lua, above lane_entry)
--- KEYS[7] lanemeta  HASH h (head sequence number), t
+-- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[8+] (a queue with a lane only) the index bucket `ix:<b>` of each fire's id, in order
 -- ARGV[1] schedule name, ARGV[2] the next fire the ticker read, ARGV[3] the next fire to store,
 -- ARGV[4] max_attempts, ARGV[5] flags, ARGV[6] tail (as enqueue.lua), then the fire times (ms)

@@ -7,8 +7,7 @@
 -- KEYS[6] stat   STRING (the L_PRIO flag)
 -- KEYS[7] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 -- KEYS[8] lane      LIST the one-delay lane (common.lua, above lane_entry)
--- KEYS[9] lanemeta  HASH h (head sequence number), t
--- KEYS[10] lanedead SET sequence numbers of cancelled lane entries
+-- KEYS[9] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- ARGV[1] which: 's' scheduled (due later than now) | 'd' due | 'l' leased | 'x' dead |
 --         'o' done (kept completed jobs)
 -- ARGV[2] page size n
@@ -23,7 +22,7 @@
 -- priorities, which a second run finds done.
 local sched, lease, dead, jobs, done, stat, ready =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local lane, lmeta, ldead = KEYS[8], KEYS[9], KEYS[10]
+local lane, lmeta = KEYS[8], KEYS[9]
 local which, n = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
 local z = sched
@@ -33,7 +32,7 @@ if which == 'l' then z = lease elseif which == 'x' then z = dead elseif which ==
 local by_prio = which == 'd'
   and bit.band(string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0, L_PRIO) ~= 0
 if by_prio then
-  lane_spill(lane, lmeta, ldead, jobs, sched, now, LIST_PROMOTE)
+  lane_spill(lane, lmeta, jobs, sched, now, LIST_PROMOTE)
   promote(sched, ready, jobs, now, LIST_PROMOTE)
   z = ready
 end
@@ -88,16 +87,16 @@ end
 local len = 0
 if which == 's' or (which == 'd' and not by_prio) then len = redis.call('LLEN', lane) end
 if len > 0 then
-  local h = lane_h(lmeta)
-  local gone = lane_dead_in(ldead, h, h + len - 1)
   local cs, cid = nil, ARGV[4]
   if ARGV[3] ~= '' then cs = tonumber(ARGV[3]) end
   local pos = 0
   if which == 's' then pos = lane_pos(lane, len, now) end
   if cs then pos = math.max(pos, lane_pos(lane, len, cs - 1)) end
-  local taken, last = 0, nil
+  -- (Each read twice the last, up to 4,096 entries: runs of tombstones pass quickly.)
+  local taken, last, step = 0, nil, n
   while pos < len do
-    local chunk = redis.call('LRANGE', lane, pos, pos + n)
+    local chunk = redis.call('LRANGE', lane, pos, pos + step)
+    step = math.min(2 * step + 1, 4096)
     local stop = false
     for j = 1, #chunk do
       local d = lane_due(chunk[j])
@@ -105,7 +104,7 @@ if len > 0 then
         stop = true
         break
       end
-      if not gone[h + pos + j - 1] then
+      if not lane_dead(chunk[j]) then
         local id, rec = lane_entry(chunk[j])
         if not cs or d > cs or (d == cs and not bytes_le(id, cid)) then
           items[#items + 1] = { id, d, rec }

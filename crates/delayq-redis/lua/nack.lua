@@ -6,7 +6,7 @@
 -- KEYS[5] wake   channel of the queue's consumers
 -- KEYS[6] stat   STRING paused flag and series of counts (common.lua: count)
 -- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
--- KEYS[8] lanemeta  HASH h (head sequence number), t
+-- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[9+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id, ARGV[2] token, ARGV[3] error message (cut on a character boundary by the
 -- caller), ARGV[4] retry delay ms (-1: the job's backoff), ARGV[5] 1 = dead-letter now,

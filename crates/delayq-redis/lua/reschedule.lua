@@ -6,8 +6,8 @@
 -- KEYS[5] wake   channel of the queue's consumers
 -- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 -- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
--- KEYS[8] lanemeta  HASH h (head sequence number), t
--- KEYS[9] lanedead  SET sequence numbers of cancelled lane entries
+-- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- KEYS[9] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
 -- KEYS[10+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id, ARGV[2] mode ('n'|'d'|'a'), ARGV[3] t_ms
 -- Returns { R_OK, due_ms } | { R_LEASED } | { R_DEAD } | { R_MISSING } (nothing changed)
@@ -19,7 +19,7 @@ local ix0 = 10
 local sched, lease, jobs, dead, wake, ready = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
 if KEYS[ix0] then
-  lane_pull({ lane = KEYS[7], meta = KEYS[8], dead = KEYS[9], ix = KEYS[ix0] }, jobs, sched, id)
+  lane_pull({ lane = KEYS[7], meta = KEYS[8], gone = KEYS[9], ix = KEYS[ix0] }, jobs, sched, id)
 end
 if not redis.call('ZSCORE', sched, id) then
   -- A due job of a queue with priorities waits in `ready`: it goes back to `sched`.

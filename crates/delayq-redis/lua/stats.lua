@@ -7,14 +7,14 @@
 -- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities (scheduled and due)
 -- KEYS[7] jobs   HASH id -> record
 -- KEYS[8] lane      LIST the one-delay lane (common.lua, above lane_entry)
--- KEYS[9] lanemeta  HASH h (head sequence number), t
--- KEYS[10] lanedead SET sequence numbers of cancelled lane entries
+-- KEYS[9] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- KEYS[10] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
 -- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms, paused (0|1),
 --   waiting_on_limit (due jobs the shard's rate or max_in_flight holds back now), done }
 -- Safe to run twice: it writes nothing.
 local sched, lease, dead, stat, done, ready, jobs =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local lane, lmeta, ldead = KEYS[8], KEYS[9], KEYS[10]
+local lane, lmeta, lgone = KEYS[8], KEYS[9], KEYS[10]
 local now = now_ms()
 local oldest = 0
 local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
@@ -24,19 +24,22 @@ if head[2] and tonumber(head[2]) <= now then oldest = now - tonumber(head[2]) en
 local in_lane, lane_due_now, lane_minute = 0, 0, 0
 local len = redis.call('LLEN', lane)
 if len > 0 then
-  local h = lane_h(lmeta)
+  local h, b = lane_hb(lmeta)
   local p = lane_pos(lane, len, now)
   local q = lane_pos(lane, len, now + 60000)
-  in_lane, lane_due_now, lane_minute = len, p, q - p
-  local gone = lane_dead_in(ldead, h, h + len - 1)
-  local first = 0
-  for s in pairs(gone) do
-    in_lane = in_lane - 1
-    if s - h < p then lane_due_now = lane_due_now - 1
-    elseif s - h < q then lane_minute = lane_minute - 1 end
-  end
-  while gone[h + first] do first = first + 1 end
-  if first < p then
+  local dead_due = lane_tombs(lgone, b, h, h + p - 1)
+  in_lane = len - lane_tombs(lgone, b, h, h + len - 1)
+  lane_due_now = p - dead_due
+  lane_minute = q - p - lane_tombs(lgone, b, h + p, h + q - 1)
+  if lane_due_now > 0 then
+    -- The first live entry: the first clear bit from the head's on (past the bitmap's end
+    -- when every bit there is set).
+    local first = 0
+    if dead_due > 0 then
+      local at = redis.call('BITPOS', lgone, 0, h - b, h - b + p - 1, 'BIT')
+      if at < 0 then at = h - b + p end
+      first = at - (h - b)
+    end
     oldest = math.max(oldest, now - lane_due(redis.call('LINDEX', lane, first)))
   end
 end

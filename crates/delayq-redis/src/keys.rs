@@ -24,7 +24,7 @@ pub(crate) enum Key {
     Fired,
     Lane,
     LaneMeta,
-    LaneDead,
+    LaneGone,
 }
 
 impl Key {
@@ -44,7 +44,7 @@ impl Key {
             Key::Fired => "fired",
             Key::Lane => "lane",
             Key::LaneMeta => "lanemeta",
-            Key::LaneDead => "lanedead",
+            Key::LaneGone => "lanegone",
         }
     }
 }
@@ -82,10 +82,12 @@ pub(crate) struct Keys {
     pub fired: String,
     /// LIST: the one-delay lane, entries (id, record) in due order (common.lua: lane_entry).
     pub lane: String,
-    /// HASH `h` (the lane's head sequence number), `t` (the due time of its last entry).
+    /// HASH `h` (the lane's head sequence number), `t` (the due time of its last entry), `b`
+    /// (the sequence number of `lanegone`'s bit 0).
     pub lanemeta: String,
-    /// SET: sequence numbers of cancelled lane entries not yet passed by a claim.
-    pub lanedead: String,
+    /// STRING: a bitmap of the lane's tombstones (cancelled entries not yet passed by a
+    /// claim), bit `s - b` for sequence number `s` (`b`: `lanemeta`'s field).
+    pub lanegone: String,
     /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
     ix: String,
 }
@@ -119,7 +121,7 @@ impl Keys {
             fired: name(Key::Fired),
             lane: name(Key::Lane),
             lanemeta: name(Key::LaneMeta),
-            lanedead: name(Key::LaneDead),
+            lanegone: name(Key::LaneGone),
             ix: format!("dq:{{{tag}}}:ix:"),
         }
     }
@@ -150,7 +152,7 @@ impl Keys {
             Key::Fired => &self.fired,
             Key::Lane => &self.lane,
             Key::LaneMeta => &self.lanemeta,
-            Key::LaneDead => &self.lanedead,
+            Key::LaneGone => &self.lanegone,
         }
     }
 }
@@ -238,7 +240,7 @@ mod tests {
             Key::Fired,
             Key::Lane,
             Key::LaneMeta,
-            Key::LaneDead,
+            Key::LaneGone,
         ] {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));

@@ -20,7 +20,7 @@ const SAMPLED: u32 = 16;
 pub struct LaneShard {
     /// Entries of the lane list: its jobs, and cancelled entries a claim has not passed yet.
     pub entries: u64,
-    /// Of those, cancelled entries (each a tombstone with a mark until a claim passes it).
+    /// Of those, cancelled entries (each a 7-byte tombstone until a claim passes it).
     pub cancelled: u64,
     /// Index buckets looked at that exist (of 16 spread over the shard's buckets).
     pub sampled: u32,
@@ -38,26 +38,43 @@ impl RedisBackend {
         let mut conn = self.connection();
         let mut out = Vec::with_capacity(route.keys.len());
         for k in &route.keys {
-            // One round trip a shard: its keys share a hash slot.
+            // One round trip a shard (its keys share a hash slot), and one more for the count
+            // of tombstones when the lane is not empty.
             let mut pipe = redis::pipe();
-            pipe.cmd("LLEN").arg(&k.lane).cmd("SCARD").arg(&k.lanedead);
+            pipe.cmd("LLEN").arg(&k.lane);
+            pipe.cmd("HGET").arg(&k.lanemeta).arg("h");
+            pipe.cmd("HGET").arg(&k.lanemeta).arg("b");
             for b in (0..LANE_BUCKETS).step_by((LANE_BUCKETS / SAMPLED) as usize) {
                 pipe.cmd("OBJECT").arg("ENCODING").arg(k.bucket(b));
             }
-            // LLEN, SCARD, then one encoding a sampled bucket (none for a bucket not there).
+            // LLEN, h, b, then one encoding a sampled bucket (none for a bucket not there).
             let replies: Vec<Option<String>> =
                 pipe.query_async(&mut conn).await.map_err(error::map)?;
+            // (An absent field counts 0: a lane that never had a tombstone has no `b`.)
             let count = |i: usize| -> Result<u64> {
-                replies
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .unwrap_or_default()
-                    .parse()
-                    .map_err(|_| error::shape("lane report: a count expected"))
+                match replies.get(i).cloned().flatten() {
+                    None => Ok(0),
+                    Some(v) => v
+                        .parse()
+                        .map_err(|_| error::shape("lane report: a count expected")),
+                }
             };
-            let (entries, cancelled) = (count(0)?, count(1)?);
-            let encodings = replies.get(2..).unwrap_or_default();
+            let (entries, h, base) = (count(0)?, count(1)?, count(2)?);
+            let cancelled = if entries == 0 {
+                0
+            } else {
+                // The bits of the lane's entries: from its head's on (common.lua: lane_tombs).
+                let from = h.saturating_sub(base);
+                redis::cmd("BITCOUNT")
+                    .arg(&k.lanegone)
+                    .arg(from)
+                    .arg(from + entries - 1)
+                    .arg("BIT")
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(error::map)?
+            };
+            let encodings = replies.get(3..).unwrap_or_default();
             let sampled = encodings.iter().flatten().count() as u32;
             let hashtable = encodings
                 .iter()

@@ -214,20 +214,20 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready, Done, Lane, LaneMeta, LaneDead];
-    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta, LaneDead];
+    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready, Done, Lane, LaneMeta, LaneGone];
+    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta];
     ACK = "ack.lua" [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta];
     NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta];
     EXTEND = "extend.lua" [Lease, Jobs, Lane, LaneMeta];
     RELEASE = "release.lua" [Sched, Lease, Jobs, Wake, Stat];
-    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneDead];
-    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake, Ready, Lane, LaneMeta, LaneDead];
+    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneGone];
+    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake, Ready, Lane, LaneMeta, LaneGone];
     GET = "get.lua" [Sched, Lease, Jobs, Dead, Lane, LaneMeta];
-    STATS = "stats.lua" [Sched, Lease, Dead, Stat, Done, Ready, Jobs, Lane, LaneMeta, LaneDead];
-    LIST = "list.lua" [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta, LaneDead];
+    STATS = "stats.lua" [Sched, Lease, Dead, Stat, Done, Ready, Jobs, Lane, LaneMeta, LaneGone];
+    LIST = "list.lua" [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta];
     DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake, Ready, Lane, LaneMeta];
     DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs, Ready, Lane, LaneMeta];
-    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready, Lane, LaneMeta, LaneDead];
+    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready, Lane, LaneMeta, LaneGone];
     PAUSE = "pause.lua" [Stat, Wake];
     LIMITS = "limits.lua" [Stat, Wake];
     FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext, Lane, LaneMeta];
