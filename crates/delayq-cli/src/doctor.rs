@@ -203,7 +203,21 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
                 continue;
             }
         };
-        let largest = shards.iter().map(|s| s.entries).max().unwrap_or(0);
+        // (Tombstones of cancelled jobs have left the index: its room is for live jobs.)
+        let largest = shards
+            .iter()
+            .map(|s| s.entries - s.cancelled)
+            .max()
+            .unwrap_or(0);
+        let cancelled: u64 = shards.iter().map(|s| s.cancelled).sum();
+        let tombs = if cancelled > 0 {
+            format!(
+                " (and {cancelled} tombstones of cancelled jobs, ~14 B each until a claim \
+                 passes their due time)"
+            )
+        } else {
+            String::new()
+        };
         let sampled: u32 = shards.iter().map(|s| s.sampled).sum();
         let hashtable: u32 = shards.iter().map(|s| s.hashtable).sum();
         let room = capacity.map_or(String::new(), |c| {
@@ -231,8 +245,6 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
             )
         } else if let Some(off) = off_lane(backend, &q, &shards).await {
             Check::new("lane", Verdict::Warn, off)
-        } else if let Some(c) = mostly_cancelled(&q, &shards) {
-            Check::new("lane", Verdict::Warn, c)
         } else if capacity.is_some_and(|c| largest * 10 > c * 8) {
             Check::new(
                 "lane",
@@ -247,7 +259,7 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
                 "lane",
                 Verdict::Ok,
                 format!(
-                    "queue {q}: {largest} lane jobs in its largest shard of {}{room}",
+                    "queue {q}: {largest} lane jobs in its largest shard of {}{tombs}{room}",
                     shards.len()
                 ),
             )
@@ -270,22 +282,6 @@ async fn off_lane(
             "queue {q}: {in_lane} of its {scheduled} scheduled jobs are in its lane: the others \
              (due earlier than the lane's last job: several delays, retries, reschedules, \
              priorities) cost what a queue without the lane pays, so the lane saves little here"
-        )
-    })
-}
-
-/// When a third or more of a lane's entries are cancelled jobs, what to say: each stays in the
-/// list as a tombstone, marked in a set, until its due time passes (~80 B), where the sorted
-/// sets free a cancelled job at once.
-fn mostly_cancelled(q: &delayq::QueueName, shards: &[delayq_redis::LaneShard]) -> Option<String> {
-    let entries: u64 = shards.iter().map(|s| s.entries).sum();
-    let cancelled: u64 = shards.iter().map(|s| s.cancelled).sum();
-    (entries >= 100 && cancelled * 3 >= entries).then(|| {
-        format!(
-            "queue {q}: {cancelled} of its {entries} lane entries are cancelled jobs, each kept \
-             as a tombstone (~80 B) until its due time passes, where the sorted sets free a \
-             cancelled job at once: a queue that cancels most of its jobs by id takes less \
-             memory without the lane"
         )
     })
 }

@@ -328,7 +328,7 @@ fn doctor_gives_a_verdict_per_check() {
 }
 
 /// A queue with the one-delay lane: the doctor says whether most of its jobs are in the lane,
-/// whether most of its lane entries are cancelled jobs, and whether its id index is compact,
+/// how many of its lane entries are cancelled jobs' tombstones, and whether its id index is compact,
 /// from the buckets' encoding — here a server whose hashes stay listpacks only up to 4
 /// entries, so 6,000 lane jobs (~6 a bucket) turn most buckets into hashtables.
 #[test]
@@ -365,7 +365,7 @@ fn doctor_looks_at_each_lane_index() {
         "{text}"
     );
     assert!(text.contains("holds 6000 lane jobs"), "{text}");
-    // A lane queue that cancels most of its jobs keeps them until their due time.
+    // A lane queue that cancels many of its jobs keeps their tombstones until their due time.
     let refunds = |args: &[&str], stdin: &str| delayq_on(&s, "refunds", args, stdin);
     let o = refunds(&["queue", "create", "refunds", "--lane"], "");
     assert!(o.status.success(), "{o:?}");
@@ -379,7 +379,8 @@ fn doctor_looks_at_each_lane_index() {
     let text = stdout(&delayq(&s, &["doctor"]));
     assert!(
         text.contains(
-            "WARN  lane         queue refunds: 80 of its 200 lane entries are cancelled jobs"
+            "ok    lane         queue refunds: 120 lane jobs in its largest shard of 1 (and 80 \
+             tombstones of cancelled jobs, ~14 B each until a claim passes their due time)"
         ),
         "{text}"
     );

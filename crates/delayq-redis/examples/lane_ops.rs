@@ -70,9 +70,10 @@ async fn cancels(
     let freed = (full - after) / cancelled as f64;
     println!(
         "{n} jobs: {per_job:.1} B a job; {cancelled} cancelled in {:.1} s, {freed:.1} B freed a cancel: \
-         a cancelled job still costs {:.1} B until its due time",
+         a cancelled job still costs {:.1} B until its due time; {:.2} MB in all",
         start.elapsed().as_secs_f64(),
-        per_job - freed
+        per_job - freed,
+        (after - base) / 1e6
     );
     tokio::time::sleep(Duration::from_millis(3000).saturating_sub(start.elapsed())).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
