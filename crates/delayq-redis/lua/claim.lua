@@ -128,13 +128,14 @@ elseif bit.band(lflags, L_PRIO) == 0 then
   -- The lane beside `sched`: the first max + 1 of each, merged by due time.
   sids = {}
   local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')
-  -- The lane is read max + 1 entries at a time: again past tombstones (cancelled jobs), up
-  -- to lane_scan entries more in one call.
-  local ents, eof = {}, false
+  -- The lane is read max + 1 entries first, then past tombstones (cancelled jobs) twice as
+  -- many each time, up to lane_scan entries more in one call.
+  local ents, eof, step = {}, false, max + 1
   local function more()
     if eof or #ents > max + lane_scan then return false end
-    local c = redis.call('LRANGE', lane, #ents, #ents + max)
-    if #c < max + 1 then eof = true end
+    local c = redis.call('LRANGE', lane, #ents, #ents + step - 1)
+    if #c < step then eof = true end
+    step = math.min(2 * step, lane_scan)
     for i = 1, #c do ents[#ents + 1] = c[i] end
     return #c > 0
   end

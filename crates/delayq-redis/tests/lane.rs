@@ -280,7 +280,7 @@ async fn a_cancelled_lane_job_gives_its_record_back() {
     let after = s.info_field("memory", "used_memory").unwrap();
     let per_job = (full - base) / n as f64;
     let left = per_job - (full - after) / cancelled as f64;
-    assert!(left < 30.0, "a cancelled lane job still costs {left:.0} B");
+    assert!(left < 45.0, "a cancelled lane job still costs {left:.0} B");
     // The rest are there, in due order; every reader passes the tombstones.
     assert_eq!(b.stats(&q).await.unwrap().scheduled, (n - cancelled) as u64);
     let page = b
