@@ -28,6 +28,31 @@ fn w4_job(i: usize, delay_ms: u64) -> delayq::NewJob {
         .schedule(Schedule::Delay(std::time::Duration::from_millis(delay_ms)))
 }
 
+/// A fresh server and a queue with the lane, and a producer for it.
+async fn lane_queue() -> (
+    RedisServer,
+    delayq_redis::RedisBackend,
+    delayq::QueueName,
+    Producer<delayq_redis::RedisBackend>,
+) {
+    let (s, b, q) = setup().await;
+    lane_on(&b, &q).await;
+    let p = Producer::new(b.clone(), q.clone());
+    (s, b, q, p)
+}
+
+/// The lane's jobs `from..to` (W4-shaped) due in `delay_ms`, enqueued in batches of 1,000.
+async fn fill(p: &Producer<delayq_redis::RedisBackend>, from: usize, to: usize, delay_ms: u64) {
+    for chunk in (from..to).collect::<Vec<_>>().chunks(1000) {
+        let jobs = chunk.iter().map(|&i| w4_job(i, delay_ms)).collect();
+        p.enqueue_batch(jobs).await.unwrap();
+    }
+}
+
+fn w4_id(i: usize) -> delayq::JobId {
+    delayq::JobId::new(format!("1{i:019}")).unwrap()
+}
+
 /// Bytes per job of `n` W4-shaped jobs with one delay, on a queue with or without the lane.
 async fn bytes_per_job(lane: bool, n: usize) -> f64 {
     let (s, b, q) = setup().await;
@@ -84,9 +109,7 @@ async fn drain(b: &delayq_redis::RedisBackend, q: &delayq::QueueName, n: usize) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_sweep_the_ids_of_claimed_lane_jobs_out_of_the_index() {
-    let (s, b, q) = setup().await;
-    lane_on(&b, &q).await;
-    let p = Producer::new(b.clone(), q.clone());
+    let (s, b, q, p) = lane_queue().await;
     let first: Vec<_> = (0..4096).map(|i| w4_job(i, 0)).collect();
     p.enqueue_batch(first).await.unwrap();
     assert_eq!(
@@ -123,9 +146,7 @@ async fn claims_sweep_the_ids_of_claimed_lane_jobs_out_of_the_index() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_entry_left_behind_is_never_trusted() {
-    let (_s, b, q) = setup().await;
-    lane_on(&b, &q).await;
-    let p = Producer::new(b.clone(), q.clone());
+    let (_s, b, q, p) = lane_queue().await;
     p.enqueue(job("old", 60_000)).await.unwrap();
     // Cut off with the lane's tail: its index entry stays behind.
     assert_eq!(
@@ -193,9 +214,7 @@ async fn a_settings_change_keeps_a_queues_priorities() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_cancelled_entry_leaves_no_mark_on_the_place_a_new_job_takes() {
-    let (_s, b, q) = setup().await;
-    lane_on(&b, &q).await;
-    let p = Producer::new(b.clone(), q.clone());
+    let (_s, b, q, p) = lane_queue().await;
     p.enqueue_batch(vec![job("a", 60_000), job("b", 60_000)])
         .await
         .unwrap();
@@ -259,21 +278,15 @@ async fn a_fire_finds_a_lane_job_with_its_id() {
 /// in a SET beside each tombstone a cancelled job still cost ~74 B.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_lane_job_gives_its_record_back() {
-    let (s, b, q) = setup().await;
-    lane_on(&b, &q).await;
-    let p = Producer::new(b.clone(), q.clone());
+    let (s, b, q, p) = lane_queue().await;
     let n = 20_000;
     let base = s.info_field("memory", "used_memory").unwrap();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        let jobs = chunk.iter().map(|&i| w4_job(i, 3_600_000)).collect();
-        p.enqueue_batch(jobs).await.unwrap();
-    }
+    fill(&p, 0, n, 3_600_000).await;
     let full = s.info_field("memory", "used_memory").unwrap();
     let cancelled = n * 9 / 10;
     for i in 0..cancelled {
-        let id = delayq::JobId::new(format!("1{i:019}")).unwrap();
         assert_eq!(
-            b.cancel(&q, &id).await.unwrap(),
+            b.cancel(&q, &w4_id(i)).await.unwrap(),
             delayq::CancelOutcome::Cancelled
         );
     }
@@ -287,10 +300,9 @@ async fn a_cancelled_lane_job_gives_its_record_back() {
         .list(&q, delayq::ListState::Scheduled, 5, None)
         .await
         .unwrap();
-    assert_eq!(page.jobs[0].id.as_str(), format!("1{cancelled:019}"));
-    let last = delayq::JobId::new(format!("1{:019}", n - 1)).unwrap();
-    assert!(b.get(&q, &last).await.unwrap().is_some());
-    let gone = delayq::JobId::new(format!("1{:019}", 7)).unwrap();
+    assert_eq!(page.jobs[0].id, w4_id(cancelled));
+    assert!(b.get(&q, &w4_id(n - 1)).await.unwrap().is_some());
+    let gone = w4_id(7);
     assert!(b.get(&q, &gone).await.unwrap().is_none());
     assert_eq!(
         b.cancel(&q, &gone).await.unwrap(),
@@ -306,9 +318,7 @@ async fn a_cancelled_lane_job_gives_its_record_back() {
 /// entry with no id and leave the cancelled job to run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_passes_the_tombstone_of_a_cancelled_job_after_the_head_moved() {
-    let (s, b, q) = setup().await;
-    lane_on(&b, &q).await;
-    let p = Producer::new(b.clone(), q.clone());
+    let (s, b, q, p) = lane_queue().await;
     let names = ["a", "b", "c", "d", "e"];
     p.enqueue_batch(names.iter().map(|n| job(n, 0)).collect())
         .await
@@ -331,26 +341,12 @@ async fn a_claim_passes_the_tombstone_of_a_cancelled_job_after_the_head_moved() 
     assert_eq!((report[0].entries, report[0].cancelled), (0, 0));
 }
 
-/// The lane's jobs `from..to` (W4-shaped) due in `delay_ms`, enqueued in batches of 1,000.
-async fn fill(p: &Producer<delayq_redis::RedisBackend>, from: usize, to: usize, delay_ms: u64) {
-    for chunk in (from..to).collect::<Vec<_>>().chunks(1000) {
-        let jobs = chunk.iter().map(|&i| w4_job(i, delay_ms)).collect();
-        p.enqueue_batch(jobs).await.unwrap();
-    }
-}
-
-fn w4_id(i: usize) -> delayq::JobId {
-    delayq::JobId::new(format!("1{i:019}")).unwrap()
-}
-
 /// Thousands of tombstones ahead of the live jobs: the counts see past them exactly (the
 /// tombstone bitmap), and a claim reads past at most its bound of them a call and then says to
 /// come back at once, so the live jobs are claimed within a few calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_pass_thousands_of_tombstones_and_the_counts_see_past_them() {
-    let (_s, b, q) = setup().await;
-    lane_on(&b, &q).await;
-    let p = Producer::new(b.clone(), q.clone());
+    let (_s, b, q, p) = lane_queue().await;
     fill(&p, 0, 3000, 0).await;
     for i in 0..2990 {
         b.cancel(&q, &w4_id(i)).await.unwrap();
@@ -381,9 +377,7 @@ async fn claims_pass_thousands_of_tombstones_and_the_counts_see_past_them() {
 /// counts and claims still find every tombstone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bits_of_passed_entries_are_cut_off_the_tombstone_bitmap() {
-    let (s, b, q) = setup().await;
-    lane_on(&b, &q).await;
-    let p = Producer::new(b.clone(), q.clone());
+    let (s, b, q, p) = lane_queue().await;
     let n = 40_000;
     fill(&p, 0, n, 0).await;
     b.cancel(&q, &w4_id(0)).await.unwrap();
