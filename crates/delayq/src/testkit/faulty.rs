@@ -64,6 +64,11 @@ impl<B> Faulty<B> {
         self.plan.fail_at.store(n, Ordering::SeqCst);
     }
 
+    /// The wrapped backend, for calls that must not count towards the plan.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
     /// The fault injected since the last call of this method, if any.
     pub fn take_injected(&self) -> Option<Injected> {
         self.plan.injected.lock().expect("plan").take()

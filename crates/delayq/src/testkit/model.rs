@@ -1,5 +1,6 @@
 //! Model-based testing: random sequences of operations run against a backend and against a
-//! plain in-memory reference model must give the same observable results.
+//! plain in-memory reference model must give the same observable results, and the same
+//! counts (`stats`) after every step.
 //!
 //! Time is kept out of the comparison: jobs are due now or in an hour, claims take every due
 //! job (so order does not matter), and lease expiry happens only in [`Op::Abandon`], which
@@ -112,6 +113,23 @@ impl Model {
                 };
             }
         }
+    }
+
+    /// What `stats` must count: scheduled (due or not), due, leased (expired leases too,
+    /// until a claim recovers them), dead.
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        let mut c = (0, 0, 0, 0);
+        for s in self.jobs.values() {
+            match s {
+                S::Scheduled { due, .. } => {
+                    c.0 += 1;
+                    c.1 += u64::from(*due);
+                }
+                S::Leased { .. } => c.2 += 1,
+                S::Dead { .. } => c.3 += 1,
+            }
+        }
+        c
     }
 
     fn claim(&mut self, expiring: bool) -> BTreeSet<u8> {
@@ -460,6 +478,13 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                 None => panic!("step {step}: {op:?}: {e}\nops: {ops:?}"),
             },
         }
+        // The counts agree after every step, whatever its outcome (read past the fault plan).
+        let st = b.inner().stats(&q).await.expect("stats");
+        assert_eq!(
+            (st.scheduled, st.due, st.leased, st.dead),
+            w.m.counts(),
+            "step {step}: {op:?}: stats (scheduled, due, leased, dead) differ from the model\nops: {ops:?}"
+        );
     }
 }
 
