@@ -20,7 +20,7 @@ use super::Time;
 use super::faulty::{FaultPoint, Faulty};
 use crate::{
     AckOutcome, Backend, CancelOutcome, ClaimRequest, Error, Inspect, JobId, JobState, LeaseRef,
-    Nack, NackOutcome, NewJob, QueueName, Schedule,
+    ListState, Nack, NackOutcome, NewJob, QueueName, Schedule,
 };
 
 /// Ids used by the model: few, so operations collide.
@@ -54,6 +54,8 @@ pub enum Op {
     Get(u8),
     /// Claim every due job with a 20 ms lease, forget the tokens, wait for expiry.
     Abandon,
+    /// Cancel every due job (true) or every job due later (false).
+    CancelAll(bool),
 }
 
 /// A strategy of operation sequences.
@@ -71,6 +73,7 @@ pub fn ops(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
         1 => id.clone().prop_map(Op::Requeue),
         2 => id.clone().prop_map(Op::Get),
         1 => Just(Op::Abandon),
+        1 => any::<bool>().prop_map(Op::CancelAll),
     ];
     proptest::collection::vec(op, 1..max_len)
 }
@@ -169,6 +172,8 @@ pub enum Seen {
     Reschedule(Result<(), Option<JobState>>),
     /// Get: state and attempt.
     Get(Option<(JobState, u32)>),
+    /// Cancel all: how many.
+    Count(u64),
 }
 
 /// Why a lease operation was refused.
@@ -460,6 +465,26 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                 (
                     Seen::Get(want),
                     got.map(|j| Seen::Get(j.map(|j| (j.state, j.attempt)))),
+                )
+            }
+            Op::CancelAll(due) => {
+                let gone: Vec<u8> =
+                    w.m.jobs
+                        .iter()
+                        .filter(|(_, s)| matches!(s, S::Scheduled { due: d, .. } if *d == due))
+                        .map(|(i, _)| *i)
+                        .collect();
+                for i in &gone {
+                    w.m.jobs.remove(i);
+                }
+                let state = if due {
+                    ListState::Due
+                } else {
+                    ListState::Scheduled
+                };
+                (
+                    Seen::Count(gone.len() as u64),
+                    b.cancel_all(&q, state).await.map(Seen::Count),
                 )
             }
         };
