@@ -194,7 +194,7 @@ fn dryrun_args(cmd: &str) -> Vec<&'static str> {
         "set" => vec!["SET", K, "v"],
         "zadd" => vec!["ZADD", K, "1", "m"],
         "zcard" => vec!["ZCARD", K],
-        "hgetall" | "llen" | "del" | "bitcount" => vec![cmd_static(cmd), K],
+        "hgetall" | "llen" | "del" | "bitcount" | "strlen" => vec![cmd_static(cmd), K],
         "setbit" => vec!["SETBIT", K, "0", "1"],
         "bitpos" => vec!["BITPOS", K, "0"],
         "lrange" | "ltrim" => vec![cmd_static(cmd), K, "0", "1"],

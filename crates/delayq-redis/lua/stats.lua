@@ -32,12 +32,12 @@ if len > 0 then
   lane_due_now = p - dead_due
   lane_minute = q - p - lane_tombs(lgone, b, h + p, h + q - 1)
   if lane_due_now > 0 then
-    -- The first live entry: the first clear bit from the head's on (past the bitmap's end
-    -- when every bit there is set).
+    -- The first live entry: the first clear bit from the head's on (the first bit past the
+    -- bitmap's end when every bit from there to its end is set).
     local first = 0
     if dead_due > 0 then
       local at = redis.call('BITPOS', lgone, 0, h - b, h - b + p - 1, 'BIT')
-      if at < 0 then at = h - b + p end
+      if at < 0 then at = 8 * redis.call('STRLEN', lgone) end
       first = at - (h - b)
     end
     oldest = math.max(oldest, now - lane_due(redis.call('LINDEX', lane, first)))

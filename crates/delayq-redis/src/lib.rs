@@ -54,7 +54,7 @@ pub use target::{ConnectOptions, TlsFiles, mask};
 pub const ACL_RULE: &str = "resetkeys ~dq:* resetchannels &dq:* -@all \
 +eval +evalsha +hget +hset +hsetnx +hdel +hmget +incrby +set +getrange +setrange +bitfield \
 +time +zadd +zcard +zcount +zrange +zrangebyscore +zrank +zrem +zscore +publish +spublish \
-+hgetall +llen +lrange +lindex +lset +ltrim +rpush +del +setbit +bitcount +bitpos \
++hgetall +llen +lrange +lindex +lset +ltrim +rpush +del +setbit +bitcount +bitpos +strlen \
 +subscribe +ssubscribe +unsubscribe +sunsubscribe +ping +wait +scan +info +hello +cluster|slots +cluster|info";
 
 /// The commands of [`ACL_RULE`], one per word (`cluster|slots` names a subcommand).

@@ -443,3 +443,18 @@ async fn cancel_all_counts_live_jobs_among_tombstones() {
         assert_eq!(got.jobs.len(), 6, "{state:?}");
     }
 }
+
+/// The oldest due job's wait is read past the tombstones ahead of it, also when they fill the
+/// tombstone bitmap to its last byte (its first clear bit then lies past the string's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_find_the_oldest_due_job_past_a_whole_byte_of_tombstones() {
+    let (_s, b, q, p) = lane_queue().await;
+    fill(&p, 0, 16, 0).await;
+    for i in 0..8 {
+        b.cancel(&q, &w4_id(i)).await.unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let st = b.stats(&q).await.unwrap();
+    assert_eq!((st.scheduled, st.due), (8, 8));
+    assert!(st.oldest_overdue_ms >= 50, "{st:?}");
+}
