@@ -458,3 +458,111 @@ async fn stats_find_the_oldest_due_job_past_a_whole_byte_of_tombstones() {
     assert_eq!((st.scheduled, st.due), (8, 8));
     assert!(st.oldest_overdue_ms >= 50, "{st:?}");
 }
+
+/// Many cancels in every pattern (a seeded sequence of 3,000 random steps over 200 ids:
+/// enqueue due now or in an hour, cancel one, cancel a run of the oldest, claim a few, ack,
+/// cancel all due or all later jobs):
+/// after every step `stats` counts what a plain model holds, so the tombstone bitmap is right
+/// wherever the tombstones fall — runs that fill whole bytes, ends of the string, a cut tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_counts_follow_a_model_through_random_cancels() {
+    use std::collections::HashMap;
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum St {
+        Due,
+        Later,
+        Leased(u64),
+    }
+    let (_s, b, q, p) = lane_queue().await;
+    let mut m: HashMap<usize, St> = HashMap::new();
+    // Ids in the order they were enqueued (the lane's order for those in it).
+    let mut order: Vec<usize> = vec![];
+    let mut seed: u64 = 0x5eed;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    for step in 0..3000 {
+        let i = next(200) as usize;
+        match next(20) {
+            0..=7 => {
+                let later = next(4) == 0;
+                let created = p
+                    .enqueue(w4_job(i, if later { 3_600_000 } else { 0 }))
+                    .await;
+                let want = !m.contains_key(&i);
+                assert_eq!(created.unwrap().created, want, "step {step}");
+                if want {
+                    order.push(i);
+                }
+                m.entry(i)
+                    .or_insert(if later { St::Later } else { St::Due });
+            }
+            8..=14 => {
+                // One id, or a run of the oldest waiting ones (tombstones side by side).
+                order.retain(|i| matches!(m.get(i), Some(St::Due | St::Later)));
+                let run = if next(3) == 0 {
+                    order.iter().copied().take(1 + next(12) as usize).collect()
+                } else {
+                    vec![i]
+                };
+                for i in run {
+                    let want = match m.get(&i) {
+                        Some(St::Due | St::Later) => delayq::CancelOutcome::Cancelled,
+                        Some(St::Leased(_)) => delayq::CancelOutcome::Leased,
+                        None => delayq::CancelOutcome::NotFound,
+                    };
+                    assert_eq!(b.cancel(&q, &w4_id(i)).await.unwrap(), want, "step {step}");
+                    if want == delayq::CancelOutcome::Cancelled {
+                        m.remove(&i);
+                    }
+                }
+            }
+            15..=17 => {
+                let k = 1 + next(8) as usize;
+                let due = m.values().filter(|s| **s == St::Due).count();
+                let got = b.claim(&q, claim_req(k, 600_000)).await.unwrap();
+                assert_eq!(got.jobs.len(), k.min(due), "step {step}");
+                for j in got.jobs {
+                    let i: usize = j.id.as_str()[1..].parse().unwrap();
+                    assert_eq!(m.get(&i), Some(&St::Due), "step {step}: claimed {i}");
+                    m.insert(i, St::Leased(j.lease_token));
+                }
+            }
+            18 => {
+                let leases: Vec<_> = m
+                    .iter()
+                    .filter_map(|(i, s)| match s {
+                        St::Leased(t) => Some(delayq::LeaseRef {
+                            id: w4_id(*i),
+                            token: *t,
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                b.ack(&q, leases).await.unwrap();
+                m.retain(|_, s| !matches!(s, St::Leased(_)));
+            }
+            _ => {
+                let (state, which) = if next(2) == 0 {
+                    (delayq::ListState::Due, St::Due)
+                } else {
+                    (delayq::ListState::Scheduled, St::Later)
+                };
+                let want = m.values().filter(|s| **s == which).count() as u64;
+                assert_eq!(b.cancel_all(&q, state).await.unwrap(), want, "step {step}");
+                m.retain(|_, s| *s != which);
+            }
+        }
+        let st = b.stats(&q).await.unwrap();
+        let count = |f: fn(&St) -> bool| m.values().filter(|s| f(s)).count() as u64;
+        let want = (
+            count(|s| !matches!(s, St::Leased(_))),
+            count(|s| *s == St::Due),
+            count(|s| matches!(s, St::Leased(_))),
+        );
+        assert_eq!((st.scheduled, st.due, st.leased), want, "step {step}");
+    }
+}
