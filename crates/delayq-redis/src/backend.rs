@@ -201,7 +201,8 @@ impl RedisBackend {
         route.subscribed.store(true, Ordering::Relaxed);
     }
 
-    async fn enqueue_shard(
+    /// One call of the enqueue script with `jobs` on shard `k`.
+    pub(crate) async fn enqueue_call(
         &self,
         route: &Route,
         k: &Keys,
@@ -558,9 +559,7 @@ impl Backend for RedisBackend {
             (id, job)
         });
         if route.shards == 1 {
-            return self
-                .enqueue_shard(&route, &route.keys[0], with_ids.collect())
-                .await;
+            return self.enqueue_shard(&route, 0, with_ids.collect()).await;
         }
         let jobs: Vec<(JobId, NewJob)> = with_ids.collect();
         let total = jobs.len();
@@ -571,7 +570,7 @@ impl Backend for RedisBackend {
             .filter(|(_, (p, _))| !p.is_empty())
             .map(|(s, (pos, jobs))| {
                 let route = &route;
-                async move { (pos, self.enqueue_shard(route, &route.keys[s], jobs).await) }
+                async move { (pos, self.enqueue_shard(route, s, jobs).await) }
             });
         let mut out: Vec<Option<Enqueued>> = vec![None; total];
         for (pos, r) in join_all(calls).await {

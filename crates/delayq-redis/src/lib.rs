@@ -28,6 +28,7 @@
 mod backend;
 mod conn;
 pub mod error;
+mod gate;
 mod inspect;
 mod keys;
 mod lane;

@@ -49,6 +49,8 @@ pub(crate) struct Route {
     turn: AtomicU64,
     /// When the shard count was last read (µs on [`Routes::now_us`]).
     loaded_us: AtomicU64,
+    /// Per shard: its enqueue calls' gate (concurrent enqueues share calls, gate.rs).
+    pub gates: Vec<crate::gate::Gate>,
 }
 
 impl Route {
@@ -66,6 +68,7 @@ impl Route {
             tx,
             turn: AtomicU64::new(0),
             loaded_us: AtomicU64::new(now_us),
+            gates: (0..shards).map(|_| crate::gate::Gate::default()).collect(),
         }
     }
 

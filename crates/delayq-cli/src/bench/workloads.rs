@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use delayq::{Producer, Schedule};
+use delayq::{NewJob, Producer, Schedule};
 use rand::{Rng, SeedableRng};
 
 use super::Row;
@@ -36,7 +36,9 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
     let mut rows = Vec::new();
     // The third variant is not WORKLOADS.md's: ChasquiMQ's bulk enqueue takes one delay per call,
     // so its anchor schedules each batch with its first job's delay; the same here measures
-    // what per-job due times cost a batch (inserts spread over the whole due index).
+    // what per-job due times cost a batch (inserts spread over the whole due index). Nor is the
+    // fourth: 50 producers sharing the connection, each awaiting its single enqueues (a web
+    // server enqueuing one job per request, 50 requests at a time).
     for (variant, batch, one_delay) in [
         ("awaited", 1usize, false),
         ("batch-1000", 1000, false),
@@ -45,6 +47,7 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
             1000,
             true,
         ),
+        ("awaited, 50 producers at once", 0, false),
     ] {
         let mut rates = Vec::new();
         let mut cost = (None, None);
@@ -61,7 +64,27 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
             let pb = bar(n, &format!("W1 {variant} rep {}", rep + 1));
             let before = env.cost().await?;
             let t = Instant::now();
-            if batch == 1 {
+            if batch == 0 {
+                let mut lanes: Vec<Vec<NewJob>> = (0..50).map(|_| Vec::new()).collect();
+                for (k, j) in jobs.into_iter().enumerate() {
+                    lanes[k % 50].push(j);
+                }
+                let tasks = lanes.into_iter().map(|mine| {
+                    let p = p.clone();
+                    let pb = pb.clone();
+                    tokio::spawn(async move {
+                        for j in mine {
+                            p.enqueue(j).await?;
+                            pb.inc(1);
+                        }
+                        Ok::<_, delayq::Error>(())
+                    })
+                });
+                let tasks: Vec<_> = tasks.collect();
+                for t in tasks {
+                    t.await??;
+                }
+            } else if batch == 1 {
                 for (k, j) in jobs.into_iter().enumerate() {
                     p.enqueue(j).await?;
                     if k % 1000 == 999 {
@@ -81,7 +104,9 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
             pb.finish_and_clear();
             rates.push(n as f64 / secs);
         }
-        let (ceiling_name, ceiling_rate) = if batch == 1 {
+        let (ceiling_name, ceiling_rate) = if batch == 0 {
+            ("zadd", ceiling.zadd)
+        } else if batch == 1 {
             ("zadd -c 1", ceiling.zadd_c1)
         } else {
             ("zadd -P 16", ceiling.zadd_p16)

@@ -1,0 +1,289 @@
+//! Enqueues of one shard share calls when many come at once: up to [`IN_FLIGHT`] enqueue
+//! calls of a shard go out as they come (pipelined on the connection, as before), and the ones
+//! that arrive while all of them are out wait for the first to come back, then go out together
+//! as one call of the batch script (natural batching, as a database's group commit). A lone
+//! producer, or a few, never waits for anything; fifty producers at once pay Redis one script
+//! call per batch instead of one per job (a single-job call costs Redis ~13 µs, a job of a
+//! batch ~3–5 µs: docs/BENCHMARKS-ISSUE-15.md, part 8).
+//!
+//! What a caller sees does not change: its jobs stay together and in order inside the shared
+//! call, which the script runs atomically, so its batch is still written whole or not at all,
+//! and a repeated id across callers is answered as two calls one after the other would be (the
+//! first writes, the second is told it exists). An error of the shared call is every sharer's
+//! (nothing of theirs was written, or, for a lost answer, maybe all of it: the same outcome a
+//! caller of its own call could get).
+
+use std::sync::{Arc, Mutex};
+
+use delayq::limits::MAX_BATCH;
+use delayq::{Enqueued, Error, JobId, NewJob, Result};
+use tokio::sync::oneshot;
+
+use crate::backend::RedisBackend;
+use crate::route::Route;
+
+/// Enqueue calls of one shard this process has out before later ones wait and share one.
+pub(crate) const IN_FLIGHT: usize = 4;
+
+/// Jobs of one enqueue call and where its answer goes.
+pub(crate) struct Waiter {
+    jobs: Vec<(JobId, NewJob)>,
+    tx: oneshot::Sender<Result<Vec<Enqueued>>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Calls out now.
+    out: usize,
+    /// Calls waiting for one to come back, oldest first.
+    waiting: Vec<Waiter>,
+}
+
+/// One shard's gate.
+#[derive(Default)]
+pub(crate) struct Gate {
+    state: Mutex<State>,
+}
+
+/// What [`Gate::enter`] decided.
+pub(crate) enum Entry {
+    /// Make the call now (and [`Gate::leave`] after it).
+    Go(Vec<(JobId, NewJob)>),
+    /// Wait here for the answer of a shared call.
+    Wait(oneshot::Receiver<Result<Vec<Enqueued>>>),
+}
+
+/// Calls that go out together: their jobs in order, and each caller's share of the answer.
+pub(crate) struct Shared {
+    /// Every sharer's jobs, one after the other.
+    pub jobs: Vec<(JobId, NewJob)>,
+    /// Per sharer: how many of the jobs are its own, and where their answers go.
+    parts: Vec<(usize, oneshot::Sender<Result<Vec<Enqueued>>>)>,
+}
+
+impl Gate {
+    /// A call with `jobs` arrives.
+    pub(crate) fn enter(&self, jobs: Vec<(JobId, NewJob)>) -> Entry {
+        let mut s = self.state.lock().expect("gate lock");
+        if s.out < IN_FLIGHT {
+            s.out += 1;
+            return Entry::Go(jobs);
+        }
+        let (tx, rx) = oneshot::channel();
+        s.waiting.push(Waiter { jobs, tx });
+        Entry::Wait(rx)
+    }
+
+    /// A call came back (or was dropped): the calls waiting then, up to [`MAX_BATCH`] jobs,
+    /// which the caller must send as one (keeping the call's place), or `None` when none wait
+    /// (the place is given up).
+    pub(crate) fn leave(&self) -> Option<Shared> {
+        let mut s = self.state.lock().expect("gate lock");
+        if s.waiting.is_empty() {
+            s.out -= 1;
+            return None;
+        }
+        let mut take = 0;
+        let mut total = 0;
+        for w in &s.waiting {
+            if take > 0 && total + w.jobs.len() > MAX_BATCH {
+                break;
+            }
+            total += w.jobs.len();
+            take += 1;
+        }
+        let mut jobs = Vec::with_capacity(total);
+        let mut parts = Vec::with_capacity(take);
+        for w in s.waiting.drain(..take) {
+            parts.push((w.jobs.len(), w.tx));
+            jobs.extend(w.jobs);
+        }
+        Some(Shared { jobs, parts })
+    }
+}
+
+impl Shared {
+    /// Hands each sharer its part of the shared call's answer (or the error).
+    pub(crate) fn answer(self, out: Result<Vec<Enqueued>>) {
+        match out {
+            Ok(all) => {
+                let mut all = all.into_iter();
+                for (n, tx) in self.parts {
+                    // (A sharer that gave up is not waiting any more: nothing to tell it.)
+                    let _ = tx.send(Ok(all.by_ref().take(n).collect()));
+                }
+            }
+            Err(e) => {
+                for (_, tx) in self.parts {
+                    let _ = tx.send(Err(copy(&e)));
+                }
+            }
+        }
+    }
+}
+
+impl RedisBackend {
+    /// Enqueues `jobs` into shard `s` through its gate (gate.rs): at once while few calls are
+    /// out, else together with the calls waiting beside it.
+    pub(crate) async fn enqueue_shard(
+        &self,
+        route: &Arc<Route>,
+        s: usize,
+        jobs: Vec<(JobId, NewJob)>,
+    ) -> Result<Vec<Enqueued>> {
+        match route.gates[s].enter(jobs) {
+            Entry::Go(jobs) => {
+                // Leaves the gate when the call is done or dropped, sending what waits then.
+                let _place = Place {
+                    backend: self.clone(),
+                    route: route.clone(),
+                    shard: s,
+                };
+                self.enqueue_call(route, &route.keys[s], jobs).await
+            }
+            Entry::Wait(rx) => rx.await.unwrap_or_else(|_| {
+                Err(Error::Unavailable(
+                    "enqueue: the call it shared was dropped".into(),
+                ))
+            }),
+        }
+    }
+
+    /// Sends calls that waited at shard `s`'s gate, one shared call after another, until none
+    /// wait.
+    async fn enqueue_shared(self, route: Arc<Route>, s: usize, mut shared: Shared) {
+        loop {
+            let jobs = std::mem::take(&mut shared.jobs);
+            let out = self.enqueue_call(&route, &route.keys[s], jobs).await;
+            shared.answer(out);
+            match route.gates[s].leave() {
+                Some(next) => shared = next,
+                None => return,
+            }
+        }
+    }
+}
+
+/// A place taken at a shard's enqueue gate. Dropped when its call is done (or the caller gave
+/// up): the calls waiting then go out as one shared call, on a task of their own so this
+/// caller has its answer at once.
+struct Place {
+    backend: RedisBackend,
+    route: Arc<Route>,
+    shard: usize,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let gate = &self.route.gates[self.shard];
+        let Some(shared) = gate.leave() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let b = self.backend.clone();
+                rt.spawn(b.enqueue_shared(self.route.clone(), self.shard, shared));
+            }
+            Err(_) => {
+                // No runtime to send them on (it is shutting down): every waiting call fails.
+                let gone = || Error::Unavailable("enqueue: the runtime stopped".into());
+                shared.answer(Err(gone()));
+                while let Some(more) = gate.leave() {
+                    more.answer(Err(gone()));
+                }
+            }
+        }
+    }
+}
+
+/// The same error again, for each caller of a shared call.
+fn copy(e: &Error) -> Error {
+    match e {
+        Error::Unavailable(m) => Error::Unavailable(m.clone()),
+        Error::StoreFull(m) => Error::StoreFull(m.clone()),
+        Error::Conflict(m) => Error::Conflict(m.clone()),
+        Error::Invalid(i) => Error::Invalid(i.clone()),
+        other => Error::Backend(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jobs(prefix: &str, n: usize) -> Vec<(JobId, NewJob)> {
+        (0..n)
+            .map(|i| {
+                let id = JobId::new(format!("{prefix}{i}")).unwrap();
+                (id, NewJob::new(vec![]))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn calls_go_at_once_until_all_places_are_out_then_wait_and_leave_together() {
+        let g = Gate::default();
+        for i in 0..IN_FLIGHT {
+            assert!(matches!(g.enter(jobs(&format!("a{i}-"), 1)), Entry::Go(_)));
+        }
+        let mut rx = vec![];
+        for p in ["b", "c", "d"] {
+            match g.enter(jobs(p, 2)) {
+                Entry::Wait(r) => rx.push(r),
+                Entry::Go(_) => panic!("all places are out"),
+            }
+        }
+        let shared = g.leave().expect("three wait");
+        let ids: Vec<&str> = shared.jobs.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["b0", "b1", "c0", "c1", "d0", "d1"],
+            "in arrival order"
+        );
+        let answer = shared
+            .jobs
+            .iter()
+            .map(|(id, _)| Enqueued {
+                id: id.clone(),
+                created: true,
+                due_at_ms: 0,
+                replaced: false,
+                existing: None,
+            })
+            .collect();
+        shared.answer(Ok(answer));
+        for (r, p) in rx.into_iter().zip(["b", "c", "d"]) {
+            let got = r.blocking_recv().unwrap().unwrap();
+            let ids: Vec<String> = got.iter().map(|e| e.id.as_str().to_owned()).collect();
+            assert_eq!(ids, [format!("{p}0"), format!("{p}1")], "each its own part");
+        }
+        // The shared call kept its place; once nothing waits, places are given up one by one.
+        for _ in 0..IN_FLIGHT {
+            assert!(g.leave().is_none());
+        }
+        assert!(matches!(g.enter(jobs("e", 1)), Entry::Go(_)));
+    }
+
+    #[test]
+    fn a_shared_call_holds_at_most_a_batch_and_its_error_is_every_sharers() {
+        let g = Gate::default();
+        for _ in 0..IN_FLIGHT {
+            assert!(matches!(g.enter(jobs("a", 1)), Entry::Go(_)));
+        }
+        let mut rx = vec![];
+        for p in ["b", "c"] {
+            if let Entry::Wait(r) = g.enter(jobs(p, MAX_BATCH / 2 + 1)) {
+                rx.push(r);
+            }
+        }
+        let first = g.leave().unwrap();
+        assert_eq!(
+            first.jobs.len(),
+            MAX_BATCH / 2 + 1,
+            "c does not fit beside b"
+        );
+        first.answer(Err(Error::Unavailable("lost".into())));
+        let second = g.leave().unwrap();
+        assert_eq!(second.jobs[0].0.as_str(), "c0");
+        let e = rx.remove(0).blocking_recv().unwrap().unwrap_err();
+        assert!(matches!(e, Error::Unavailable(m) if m == "lost"));
+    }
+}

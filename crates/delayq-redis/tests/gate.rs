@@ -1,0 +1,120 @@
+//! Concurrent enqueues share script calls (gate.rs): many producers at once on one shard,
+//! with ids repeated across them, get exactly the answers one call each would give, in fewer
+//! calls; callers that give up midway leave nothing stuck.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use delayq::{Inspect, NewJob, Producer, QueueSettings};
+
+/// `EVALSHA` calls the server has run so far.
+fn evalsha_calls(s: &RedisServer) -> u64 {
+    let info = s.info("commandstats");
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha"))
+        .and_then(|l| l.split([':', ',']).find_map(|p| p.strip_prefix("calls=")))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// 200 producers at once, 20 single enqueues each, every id enqueued by two of them (the
+/// second must hear that it exists): every job is created once, each id's pair answers
+/// created once and exists once, and the server ran far fewer script calls than enqueues.
+async fn many_producers(shards: u32) {
+    let (s, b, q) = setup().await;
+    if shards > 1 {
+        let settings = QueueSettings {
+            shards,
+            ..QueueSettings::default()
+        };
+        b.configure(&q, settings).await.unwrap();
+    }
+    let p = Producer::new(b.clone(), q.clone());
+    let before = evalsha_calls(&s);
+    let tasks: Vec<_> = (0..200)
+        .map(|t: usize| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                let mut created = vec![];
+                for k in 0..20 {
+                    // Producers t and t + 100 enqueue the same 20 ids.
+                    let job = NewJob::new(vec![1])
+                        .id(id(&format!("j{}-{k}", t % 100)))
+                        .delay(Duration::from_secs(3600));
+                    let e = p.enqueue(job).await.unwrap();
+                    created.push((e.id.as_str().to_owned(), e.created));
+                }
+                created
+            })
+        })
+        .collect();
+    let mut answers = std::collections::BTreeMap::<String, Vec<bool>>::new();
+    for t in tasks {
+        for (id, created) in t.await.unwrap() {
+            answers.entry(id).or_default().push(created);
+        }
+    }
+    let calls = evalsha_calls(&s) - before;
+    assert_eq!(answers.len(), 2000, "{shards} shards");
+    for (id, mut a) in answers {
+        a.sort();
+        assert_eq!(
+            a,
+            [false, true],
+            "{shards} shards: {id} created once, then exists"
+        );
+    }
+    assert_eq!(
+        b.stats(&q).await.unwrap().scheduled,
+        2000,
+        "{shards} shards"
+    );
+    assert!(
+        calls < 4000 / 2,
+        "{shards} shards: {calls} script calls for 4,000 enqueues"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_producers_at_once_share_calls_and_get_their_own_answers() {
+    many_producers(1).await;
+    many_producers(3).await;
+}
+
+/// Callers that give up while their enqueue waits or is out (a 0–2 ms timeout around half of
+/// 400 concurrent enqueues) take no place at the gate with them: the others are answered, and
+/// afterwards one enqueue after another still goes through at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_give_up_leave_nothing_stuck() {
+    let (_s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    let tasks: Vec<_> = (0..400)
+        .map(|i: u64| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                let job = NewJob::new(vec![1]).id(id(&format!("g{i}")));
+                let call = p.enqueue(job);
+                if i % 2 == 0 {
+                    let _ = tokio::time::timeout(Duration::from_millis(i % 3), call).await;
+                    None
+                } else {
+                    Some(call.await.unwrap().created)
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        if let Some(created) = t.await.unwrap() {
+            assert!(created);
+        }
+    }
+    for i in 0..10 {
+        let job = NewJob::new(vec![2]).id(id(&format!("after{i}")));
+        let e = tokio::time::timeout(Duration::from_secs(5), p.enqueue(job))
+            .await
+            .expect("the gate let it through")
+            .unwrap();
+        assert!(e.created);
+    }
+}
