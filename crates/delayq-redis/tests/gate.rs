@@ -95,7 +95,7 @@ async fn callers_that_give_up_leave_nothing_stuck() {
             tokio::spawn(async move {
                 let job = NewJob::new(vec![1]).id(id(&format!("g{i}")));
                 let call = p.enqueue(job);
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     let _ = tokio::time::timeout(Duration::from_millis(i % 3), call).await;
                     None
                 } else {
