@@ -151,16 +151,53 @@ impl RedisBackend {
 
     /// Sends calls that waited at shard `s`'s gate, one shared call after another, until none
     /// wait.
-    async fn enqueue_shared(self, route: Arc<Route>, s: usize, mut shared: Shared) {
-        loop {
+    async fn enqueue_shared(self, route: Arc<Route>, s: usize, shared: Shared) {
+        let mut task = Draining {
+            route,
+            shard: s,
+            shared: Some(shared),
+        };
+        while let Some(mut shared) = task.shared.take() {
             let jobs = std::mem::take(&mut shared.jobs);
-            let out = self.enqueue_call(&route, &route.keys[s], jobs).await;
-            shared.answer(out);
-            match route.gates[s].leave() {
-                Some(next) => shared = next,
-                None => return,
+            // (Held in the guard while the call is out: a task dropped here fails them.)
+            task.shared = Some(Shared {
+                jobs: Vec::new(),
+                parts: std::mem::take(&mut shared.parts),
+            });
+            let out = self
+                .enqueue_call(&task.route, &task.route.keys[s], jobs)
+                .await;
+            if let Some(done) = task.shared.take() {
+                done.answer(out);
             }
+            task.shared = task.route.gates[s].leave();
         }
+    }
+}
+
+/// The task sending shared calls, as a guard: dropped before it is done (its runtime stopped),
+/// it fails the calls it holds and every call still waiting, and gives its place back, so the
+/// gate never loses a place.
+struct Draining {
+    route: Arc<Route>,
+    shard: usize,
+    shared: Option<Shared>,
+}
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            fail_all(&self.route.gates[self.shard], shared);
+        }
+    }
+}
+
+/// Fails `shared` and every call waiting at `gate` after it, and gives the place back.
+fn fail_all(gate: &Gate, shared: Shared) {
+    let gone = || Error::Unavailable("enqueue: the runtime stopped".into());
+    shared.answer(Err(gone()));
+    while let Some(more) = gate.leave() {
+        more.answer(Err(gone()));
     }
 }
 
@@ -182,14 +219,8 @@ impl Drop for Place {
                 let b = self.backend.clone();
                 rt.spawn(b.enqueue_shared(self.route.clone(), self.shard, shared));
             }
-            Err(_) => {
-                // No runtime to send them on (it is shutting down): every waiting call fails.
-                let gone = || Error::Unavailable("enqueue: the runtime stopped".into());
-                shared.answer(Err(gone()));
-                while let Some(more) = gate.leave() {
-                    more.answer(Err(gone()));
-                }
-            }
+            // No runtime to send them on (it is shutting down): every waiting call fails.
+            Err(_) => fail_all(gate, shared),
         }
     }
 }
@@ -260,6 +291,36 @@ mod tests {
             assert!(g.leave().is_none());
         }
         assert!(matches!(g.enter(jobs("e", 1)), Entry::Go(_)));
+    }
+
+    /// A task sending shared calls that is dropped (its runtime stopping) fails what it holds
+    /// and what waits after it, and gives its place back.
+    #[test]
+    fn a_dropped_sender_fails_its_calls_and_gives_its_place_back() {
+        let g = Gate::default();
+        for _ in 0..IN_FLIGHT {
+            assert!(matches!(g.enter(jobs("a", 1)), Entry::Go(_)));
+        }
+        let Entry::Wait(first) = g.enter(jobs("b", 1)) else {
+            panic!("all places are out")
+        };
+        let held = g.leave().expect("b waits");
+        let Entry::Wait(second) = g.enter(jobs("c", 1)) else {
+            panic!("all places are still out")
+        };
+        fail_all(&g, held);
+        for rx in [first, second] {
+            let e = rx.blocking_recv().unwrap().unwrap_err();
+            assert!(matches!(e, Error::Unavailable(_)), "{e}");
+        }
+        assert!(
+            matches!(g.enter(jobs("d", 1)), Entry::Go(_)),
+            "its place is free"
+        );
+        assert!(
+            matches!(g.enter(jobs("e", 1)), Entry::Wait(_)),
+            "and only its"
+        );
     }
 
     #[test]
