@@ -8,8 +8,9 @@
 //!
 //! What a caller sees does not change: its jobs stay together and in order inside the shared
 //! call, which the script runs atomically, so its batch is still written whole or not at all,
-//! and a repeated id across callers is answered as two calls one after the other would be (the
-//! first writes, the second is told it exists). An error of the shared call is every sharer's
+//! and a call repeating an id of an earlier caller waits for the next shared call, so it is
+//! answered as two calls one after the other would be (a second enqueue is told the job exists,
+//! a second replace replaces it again). An error of the shared call is every sharer's
 //! (nothing of theirs was written, or, for a lost answer, maybe all of it: the same outcome a
 //! caller of its own call could get).
 
@@ -83,12 +84,20 @@ impl Gate {
             s.out -= 1;
             return None;
         }
+        // Waiters in arrival order, up to MAX_BATCH jobs, and up to the first that repeats an
+        // id of an earlier one: inside one call the script answers a repeat as "exists" (a
+        // batch's rule), where a call of its own after the first would apply it (a replace).
         let mut take = 0;
         let mut total = 0;
+        let mut ids = std::collections::HashSet::new();
         for w in &s.waiting {
-            if take > 0 && total + w.jobs.len() > MAX_BATCH {
+            if take > 0
+                && (total + w.jobs.len() > MAX_BATCH
+                    || w.jobs.iter().any(|(id, _)| ids.contains(id.as_str())))
+            {
                 break;
             }
+            ids.extend(w.jobs.iter().map(|(id, _)| id.as_str()));
             total += w.jobs.len();
             take += 1;
         }
@@ -291,6 +300,29 @@ mod tests {
             assert!(g.leave().is_none());
         }
         assert!(matches!(g.enter(jobs("e", 1)), Entry::Go(_)));
+    }
+
+    #[test]
+    fn a_call_repeating_an_id_waits_for_the_next_shared_call() {
+        let g = Gate::default();
+        for _ in 0..IN_FLIGHT {
+            assert!(matches!(g.enter(jobs("a", 1)), Entry::Go(_)));
+        }
+        for p in ["b", "c", "b", "d"] {
+            assert!(matches!(g.enter(jobs(p, 2)), Entry::Wait(_)));
+        }
+        let ids = |s: Shared| -> Vec<String> {
+            s.jobs
+                .iter()
+                .map(|(id, _)| id.as_str().to_owned())
+                .collect()
+        };
+        assert_eq!(ids(g.leave().unwrap()), ["b0", "b1", "c0", "c1"]);
+        assert_eq!(
+            ids(g.leave().unwrap()),
+            ["b0", "b1", "d0", "d1"],
+            "in order, after"
+        );
     }
 
     /// A task sending shared calls that is dropped (its runtime stopping) fails what it holds

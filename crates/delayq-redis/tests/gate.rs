@@ -118,3 +118,40 @@ async fn callers_that_give_up_leave_nothing_stuck() {
         assert!(e.created);
     }
 }
+
+/// Fifty producers replacing the same job at once (a debounce: "remind me 10 minutes after the
+/// last change"): each replace is answered as it would be alone — one creates the job, every
+/// other replaces it, none is dropped as a repeat of the first. A shared call holds an id once:
+/// a call repeating an id waits for the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_replaces_of_one_job_are_each_applied() {
+    let (_s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    // Other enqueues take the gate's places first, so the replaces wait and may share a call.
+    for i in 0..8 {
+        let p = p.clone();
+        tokio::spawn(async move {
+            p.enqueue(NewJob::new(vec![]).id(id(&format!("o{i}"))))
+                .await
+        });
+    }
+    let tasks: Vec<_> = (0..50u8)
+        .map(|i| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                let job = NewJob::new(vec![i])
+                    .id(id("debounced"))
+                    .delay(Duration::from_secs(600))
+                    .replace();
+                p.enqueue(job).await.unwrap()
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for t in tasks {
+        let e = t.await.unwrap();
+        assert!(e.created || e.replaced, "{e:?}");
+        created += usize::from(e.created);
+    }
+    assert_eq!(created, 1);
+}
