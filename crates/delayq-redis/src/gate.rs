@@ -12,7 +12,9 @@
 //! answered as two calls one after the other would be (a second enqueue is told the job exists,
 //! a second replace replaces it again). An error of the shared call is every sharer's
 //! (nothing of theirs was written, or, for a lost answer, maybe all of it: the same outcome a
-//! caller of its own call could get).
+//! caller of its own call could get). A caller that gives up while its call waits may still
+//! have its jobs written, as one whose call was already on the wire would: retry with the same
+//! ids to know.
 
 use std::sync::{Arc, Mutex};
 
