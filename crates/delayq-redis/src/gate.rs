@@ -260,6 +260,15 @@ mod tests {
             .collect()
     }
 
+    /// A gate with all its places out.
+    fn full() -> Gate {
+        let g = Gate::default();
+        for _ in 0..IN_FLIGHT {
+            assert!(matches!(g.enter(jobs("a", 1)), Entry::Go(_)));
+        }
+        g
+    }
+
     #[test]
     fn calls_go_at_once_until_all_places_are_out_then_wait_and_leave_together() {
         let g = Gate::default();
@@ -306,10 +315,7 @@ mod tests {
 
     #[test]
     fn a_call_repeating_an_id_waits_for_the_next_shared_call() {
-        let g = Gate::default();
-        for _ in 0..IN_FLIGHT {
-            assert!(matches!(g.enter(jobs("a", 1)), Entry::Go(_)));
-        }
+        let g = full();
         for p in ["b", "c", "b", "d"] {
             assert!(matches!(g.enter(jobs(p, 2)), Entry::Wait(_)));
         }
@@ -331,10 +337,7 @@ mod tests {
     /// and what waits after it, and gives its place back.
     #[test]
     fn a_dropped_sender_fails_its_calls_and_gives_its_place_back() {
-        let g = Gate::default();
-        for _ in 0..IN_FLIGHT {
-            assert!(matches!(g.enter(jobs("a", 1)), Entry::Go(_)));
-        }
+        let g = full();
         let Entry::Wait(first) = g.enter(jobs("b", 1)) else {
             panic!("all places are out")
         };
@@ -359,10 +362,7 @@ mod tests {
 
     #[test]
     fn a_shared_call_holds_at_most_a_batch_and_its_error_is_every_sharers() {
-        let g = Gate::default();
-        for _ in 0..IN_FLIGHT {
-            assert!(matches!(g.enter(jobs("a", 1)), Entry::Go(_)));
-        }
+        let g = full();
         let mut rx = vec![];
         for p in ["b", "c"] {
             if let Entry::Wait(r) = g.enter(jobs(p, MAX_BATCH / 2 + 1)) {

@@ -49,6 +49,13 @@ async fn fill(p: &Producer<delayq_redis::RedisBackend>, from: usize, to: usize, 
     }
 }
 
+/// Cancels the jobs `w4_id(0..n)`.
+async fn cancel_first(b: &delayq_redis::RedisBackend, q: &delayq::QueueName, n: usize) {
+    for i in 0..n {
+        b.cancel(q, &w4_id(i)).await.unwrap();
+    }
+}
+
 fn w4_id(i: usize) -> delayq::JobId {
     delayq::JobId::new(format!("1{i:019}")).unwrap()
 }
@@ -348,9 +355,7 @@ async fn a_claim_passes_the_tombstone_of_a_cancelled_job_after_the_head_moved() 
 async fn claims_pass_thousands_of_tombstones_and_the_counts_see_past_them() {
     let (_s, b, q, p) = lane_queue().await;
     fill(&p, 0, 3000, 0).await;
-    for i in 0..2990 {
-        b.cancel(&q, &w4_id(i)).await.unwrap();
-    }
+    cancel_first(&b, &q, 2990).await;
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.scheduled, st.due), (10, 10));
     let mut got = vec![];
@@ -450,9 +455,7 @@ async fn cancel_all_counts_live_jobs_among_tombstones() {
 async fn stats_find_the_oldest_due_job_past_a_whole_byte_of_tombstones() {
     let (_s, b, q, p) = lane_queue().await;
     fill(&p, 0, 16, 0).await;
-    for i in 0..8 {
-        b.cancel(&q, &w4_id(i)).await.unwrap();
-    }
+    cancel_first(&b, &q, 8).await;
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.scheduled, st.due), (8, 8));
