@@ -12,18 +12,6 @@ use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
 use tower::ServiceExt;
 
-/// Scripts run by the server so far (`EVALSHA` and `EVAL` calls).
-fn scripts_run(server: &RedisServer) -> u64 {
-    let info = server.command(&["INFO", "commandstats"]);
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            let calls = l.split("calls=").nth(1)?.split(',').next()?;
-            calls.parse::<u64>().ok()
-        })
-        .sum()
-}
-
 fn claim_request(wait_ms: u64) -> Request<Body> {
     Request::builder()
         .method("POST")
@@ -79,13 +67,13 @@ async fn waiting_polls_share_one_claim_loop() {
     until(|| state.waiting_polls() == POLLS).await;
 
     // One job for 50 waiting polls: a claim or two, not one per poll.
-    let before = scripts_run(&server);
+    let before = server.scripts_run();
     let p = Producer::new(backend.clone(), q.clone());
     p.enqueue(NewJob::new("one").id(delayq::JobId::new("one").unwrap()))
         .await
         .unwrap();
     until(|| state.waiting_polls() == POLLS - 1).await;
-    let spent = scripts_run(&server) - before;
+    let spent = server.scripts_run() - before;
     assert!(
         spent <= 4,
         "{spent} scripts for one job and {POLLS} waiting polls (enqueue + claims)"

@@ -9,15 +9,6 @@ use std::time::Duration;
 use common::*;
 use delayq::{Inspect, NewJob, Producer, QueueSettings};
 
-/// `EVALSHA` calls the server has run so far.
-fn evalsha_calls(s: &RedisServer) -> u64 {
-    let info = s.info("commandstats");
-    info.lines()
-        .find(|l| l.starts_with("cmdstat_evalsha"))
-        .and_then(|l| l.split([':', ',']).find_map(|p| p.strip_prefix("calls=")))
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// 200 producers at once, 20 single enqueues each, every id enqueued by two of them (the
 /// second must hear that it exists): every job is created once, each id's pair answers
 /// created once and exists once, and the server ran far fewer script calls than enqueues.
@@ -31,7 +22,7 @@ async fn many_producers(shards: u32) {
         b.configure(&q, settings).await.unwrap();
     }
     let p = Producer::new(b.clone(), q.clone());
-    let before = evalsha_calls(&s);
+    let before = s.scripts_run();
     let tasks: Vec<_> = (0..200)
         .map(|t: usize| {
             let p = p.clone();
@@ -55,7 +46,7 @@ async fn many_producers(shards: u32) {
             answers.entry(id).or_default().push(created);
         }
     }
-    let calls = evalsha_calls(&s) - before;
+    let calls = s.scripts_run() - before;
     assert_eq!(answers.len(), 2000, "{shards} shards");
     for (id, mut a) in answers {
         a.sort();

@@ -232,6 +232,18 @@ impl RedisServer {
         self.command(&["INFO", section])
     }
 
+    /// Scripts the server has run so far (`EVALSHA` and `EVAL` calls, `INFO commandstats`).
+    pub fn scripts_run(&self) -> u64 {
+        self.info("commandstats")
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                let calls = l.split("calls=").nth(1)?.split(',').next()?;
+                calls.parse::<u64>().ok()
+            })
+            .sum()
+    }
+
     /// The integer field `name` of `INFO <section>`.
     pub fn info_field(&self, section: &str, name: &str) -> Option<f64> {
         self.info(section).lines().find_map(|l| {
