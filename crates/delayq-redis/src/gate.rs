@@ -26,10 +26,10 @@ use crate::backend::RedisBackend;
 use crate::route::Route;
 
 /// Enqueue calls of one shard this process has out before later ones wait and share one.
-pub(crate) const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 4;
 
 /// Jobs of one enqueue call and where its answer goes.
-pub(crate) struct Waiter {
+struct Waiter {
     jobs: Vec<(JobId, NewJob)>,
     tx: oneshot::Sender<Result<Vec<Enqueued>>>,
 }
@@ -56,13 +56,16 @@ pub(crate) enum Entry {
     Wait(oneshot::Receiver<Result<Vec<Enqueued>>>),
 }
 
-/// Calls that go out together: their jobs in order, and each caller's share of the answer.
+/// Calls that go out together: their jobs in order, and who waits for which of the answers.
 pub(crate) struct Shared {
     /// Every sharer's jobs, one after the other.
-    pub jobs: Vec<(JobId, NewJob)>,
-    /// Per sharer: how many of the jobs are its own, and where their answers go.
-    parts: Vec<(usize, oneshot::Sender<Result<Vec<Enqueued>>>)>,
+    jobs: Vec<(JobId, NewJob)>,
+    /// The sharers.
+    sharers: Sharers,
 }
+
+/// Per sharer of a call: how many of its jobs are its own, and where their answers go.
+pub(crate) struct Sharers(Vec<(usize, oneshot::Sender<Result<Vec<Enqueued>>>)>);
 
 impl Gate {
     /// A call with `jobs` arrives.
@@ -109,23 +112,26 @@ impl Gate {
             parts.push((w.jobs.len(), w.tx));
             jobs.extend(w.jobs);
         }
-        Some(Shared { jobs, parts })
+        Some(Shared {
+            jobs,
+            sharers: Sharers(parts),
+        })
     }
 }
 
-impl Shared {
+impl Sharers {
     /// Hands each sharer its part of the shared call's answer (or the error).
-    pub(crate) fn answer(self, out: Result<Vec<Enqueued>>) {
+    fn answer(self, out: Result<Vec<Enqueued>>) {
         match out {
             Ok(all) => {
                 let mut all = all.into_iter();
-                for (n, tx) in self.parts {
+                for (n, tx) in self.0 {
                     // (A sharer that gave up is not waiting any more: nothing to tell it.)
                     let _ = tx.send(Ok(all.by_ref().take(n).collect()));
                 }
             }
             Err(e) => {
-                for (_, tx) in self.parts {
+                for (_, tx) in self.0 {
                     let _ = tx.send(Err(copy(&e)));
                 }
             }
@@ -146,8 +152,8 @@ impl RedisBackend {
             Entry::Go(jobs) => {
                 // Leaves the gate when the call is done or dropped, sending what waits then.
                 let _place = Place {
-                    backend: self.clone(),
-                    route: route.clone(),
+                    backend: self,
+                    route,
                     shard: s,
                 };
                 self.enqueue_call(route, &route.keys[s], jobs).await
@@ -162,66 +168,64 @@ impl RedisBackend {
 
     /// Sends calls that waited at shard `s`'s gate, one shared call after another, until none
     /// wait.
-    async fn enqueue_shared(self, route: Arc<Route>, s: usize, shared: Shared) {
+    async fn enqueue_shared(self, route: Arc<Route>, s: usize, first: Shared) {
         let mut task = Draining {
             route,
             shard: s,
-            shared: Some(shared),
+            out: None,
         };
-        while let Some(mut shared) = task.shared.take() {
-            let jobs = std::mem::take(&mut shared.jobs);
-            // (Held in the guard while the call is out: a task dropped here fails them.)
-            task.shared = Some(Shared {
-                jobs: Vec::new(),
-                parts: std::mem::take(&mut shared.parts),
-            });
+        let mut next = Some(first);
+        while let Some(Shared { jobs, sharers }) = next {
+            // (Held by the guard while the call is out: a task dropped there fails them.)
+            task.out = Some(sharers);
             let out = self
                 .enqueue_call(&task.route, &task.route.keys[s], jobs)
                 .await;
-            if let Some(done) = task.shared.take() {
-                done.answer(out);
+            if let Some(sharers) = task.out.take() {
+                sharers.answer(out);
             }
-            task.shared = task.route.gates[s].leave();
+            next = task.route.gates[s].leave();
         }
     }
 }
 
-/// The task sending shared calls, as a guard: dropped before it is done (its runtime stopped),
-/// it fails the calls it holds and every call still waiting, and gives its place back, so the
+/// The task sending shared calls, as a guard: dropped with a call out (its runtime stopped),
+/// it fails that call's sharers and every call still waiting, and gives its place back, so the
 /// gate never loses a place.
 struct Draining {
     route: Arc<Route>,
     shard: usize,
-    shared: Option<Shared>,
+    /// The sharers of the call out now.
+    out: Option<Sharers>,
 }
 
 impl Drop for Draining {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.take() {
-            fail_all(&self.route.gates[self.shard], shared);
+        if let Some(sharers) = self.out.take() {
+            fail_all(&self.route.gates[self.shard], sharers);
         }
     }
 }
 
-/// Fails `shared` and every call waiting at `gate` after it, and gives the place back.
-fn fail_all(gate: &Gate, shared: Shared) {
+/// Fails `sharers` and every call waiting at `gate` after them, and gives the place back.
+fn fail_all(gate: &Gate, sharers: Sharers) {
     let gone = || Error::Unavailable("enqueue: the runtime stopped".into());
-    shared.answer(Err(gone()));
+    sharers.answer(Err(gone()));
     while let Some(more) = gate.leave() {
-        more.answer(Err(gone()));
+        more.sharers.answer(Err(gone()));
     }
 }
 
 /// A place taken at a shard's enqueue gate. Dropped when its call is done (or the caller gave
 /// up): the calls waiting then go out as one shared call, on a task of their own so this
-/// caller has its answer at once.
-struct Place {
-    backend: RedisBackend,
-    route: Arc<Route>,
+/// caller has its answer at once. (It borrows: a lone producer's enqueue clones nothing.)
+struct Place<'a> {
+    backend: &'a RedisBackend,
+    route: &'a Arc<Route>,
     shard: usize,
 }
 
-impl Drop for Place {
+impl Drop for Place<'_> {
     fn drop(&mut self) {
         let gate = &self.route.gates[self.shard];
         let Some(shared) = gate.leave() else { return };
@@ -231,7 +235,7 @@ impl Drop for Place {
                 rt.spawn(b.enqueue_shared(self.route.clone(), self.shard, shared));
             }
             // No runtime to send them on (it is shutting down): every waiting call fails.
-            Err(_) => fail_all(gate, shared),
+            Err(_) => fail_all(gate, shared.sharers),
         }
     }
 }
@@ -300,7 +304,7 @@ mod tests {
                 existing: None,
             })
             .collect();
-        shared.answer(Ok(answer));
+        shared.sharers.answer(Ok(answer));
         for (r, p) in rx.into_iter().zip(["b", "c", "d"]) {
             let got = r.blocking_recv().unwrap().unwrap();
             let ids: Vec<String> = got.iter().map(|e| e.id.as_str().to_owned()).collect();
@@ -345,7 +349,7 @@ mod tests {
         let Entry::Wait(second) = g.enter(jobs("c", 1)) else {
             panic!("all places are still out")
         };
-        fail_all(&g, held);
+        fail_all(&g, held.sharers);
         for rx in [first, second] {
             let e = rx.blocking_recv().unwrap().unwrap_err();
             assert!(matches!(e, Error::Unavailable(_)), "{e}");
@@ -375,7 +379,7 @@ mod tests {
             MAX_BATCH / 2 + 1,
             "c does not fit beside b"
         );
-        first.answer(Err(Error::Unavailable("lost".into())));
+        first.sharers.answer(Err(Error::Unavailable("lost".into())));
         let second = g.leave().unwrap();
         assert_eq!(second.jobs[0].0.as_str(), "c0");
         let e = rx.remove(0).blocking_recv().unwrap().unwrap_err();
