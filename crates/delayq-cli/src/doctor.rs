@@ -203,12 +203,8 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
                 continue;
             }
         };
-        // (Tombstones of cancelled jobs have left the index: its room is for live jobs.)
-        let largest = shards
-            .iter()
-            .map(|s| s.entries - s.cancelled)
-            .max()
-            .unwrap_or(0);
+        // (The index's room is for live jobs: tombstones have left it.)
+        let largest = shards.iter().map(|s| s.live()).max().unwrap_or(0);
         let cancelled: u64 = shards.iter().map(|s| s.cancelled).sum();
         let tombs = if cancelled > 0 {
             format!(
@@ -276,7 +272,7 @@ async fn off_lane(
     shards: &[delayq_redis::LaneShard],
 ) -> Option<String> {
     let scheduled = delayq::Inspect::stats(backend, q).await.ok()?.scheduled;
-    let in_lane: u64 = shards.iter().map(|s| s.entries - s.cancelled).sum();
+    let in_lane: u64 = shards.iter().map(|s| s.live()).sum();
     (scheduled >= 100 && in_lane * 2 < scheduled).then(|| {
         format!(
             "queue {q}: {in_lane} of its {scheduled} scheduled jobs are in its lane: the others \

@@ -28,6 +28,13 @@ pub struct LaneShard {
     pub hashtable: u32,
 }
 
+impl LaneShard {
+    /// The lane's jobs: its entries less the tombstones (which have left the id index too).
+    pub fn live(&self) -> u64 {
+        self.entries - self.cancelled
+    }
+}
+
 impl RedisBackend {
     /// The lane of `queue`, shard by shard; `None` when the queue has no lane.
     pub async fn lane_report(&self, queue: &QueueName) -> Result<Option<Vec<LaneShard>>> {
