@@ -39,15 +39,16 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
     // what per-job due times cost a batch (inserts spread over the whole due index). Nor is the
     // fourth: 50 producers sharing the connection, each awaiting its single enqueues (a web
     // server enqueuing one job per request, 50 requests at a time).
-    for (variant, batch, one_delay) in [
-        ("awaited", 1usize, false),
-        ("batch-1000", 1000, false),
+    for (variant, batch, producers, one_delay) in [
+        ("awaited", 1usize, 1usize, false),
+        ("batch-1000", 1000, 1, false),
         (
             "batch-1000, one delay per batch (as ChasquiMQ's)",
             1000,
+            1,
             true,
         ),
-        ("awaited, 50 producers at once", 0, false),
+        ("awaited, 50 producers at once", 1, 50, false),
     ] {
         let mut rates = Vec::new();
         let mut cost = (None, None);
@@ -64,32 +65,30 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
             let pb = bar(n, &format!("W1 {variant} rep {}", rep + 1));
             let before = env.cost().await?;
             let t = Instant::now();
-            if batch == 0 {
-                let mut lanes: Vec<Vec<NewJob>> = (0..50).map(|_| Vec::new()).collect();
+            if batch == 1 {
+                // `producers` tasks on the one connection, each awaiting its single enqueues
+                // (job k is task k mod producers's).
+                let mut each: Vec<Vec<NewJob>> = (0..producers).map(|_| Vec::new()).collect();
                 for (k, j) in jobs.into_iter().enumerate() {
-                    lanes[k % 50].push(j);
+                    each[k % producers].push(j);
                 }
-                let tasks = lanes.into_iter().map(|mine| {
-                    let p = p.clone();
-                    let pb = pb.clone();
-                    tokio::spawn(async move {
-                        for j in mine {
-                            p.enqueue(j).await?;
-                            pb.inc(1);
-                        }
-                        Ok::<_, delayq::Error>(())
+                let tasks: Vec<_> = each
+                    .into_iter()
+                    .map(|mine| {
+                        let (p, pb) = (p.clone(), pb.clone());
+                        tokio::spawn(async move {
+                            for (k, j) in mine.into_iter().enumerate() {
+                                p.enqueue(j).await?;
+                                if k % 1000 == 999 {
+                                    pb.inc(1000);
+                                }
+                            }
+                            Ok::<_, delayq::Error>(())
+                        })
                     })
-                });
-                let tasks: Vec<_> = tasks.collect();
+                    .collect();
                 for t in tasks {
                     t.await??;
-                }
-            } else if batch == 1 {
-                for (k, j) in jobs.into_iter().enumerate() {
-                    p.enqueue(j).await?;
-                    if k % 1000 == 999 {
-                        pb.inc(1000);
-                    }
                 }
             } else {
                 let mut it = jobs.into_iter().peekable();
@@ -104,7 +103,7 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
             pb.finish_and_clear();
             rates.push(n as f64 / secs);
         }
-        let (ceiling_name, ceiling_rate) = if batch == 0 {
+        let (ceiling_name, ceiling_rate) = if producers > 1 {
             ("zadd", ceiling.zadd)
         } else if batch == 1 {
             ("zadd -c 1", ceiling.zadd_c1)
