@@ -307,12 +307,12 @@ end
 -- tail leaves, which the next jobs pushed take again.
 local function lane_unmark_from(gone, b, from)
   local off = from - b
-  local keep = redis.call('GETRANGE', gone, 0, math.floor(off / 8))
-  if #keep == 0 then return end
-  local whole = math.floor(off / 8)
-  local bits = off % 8
+  local whole, bits = math.floor(off / 8), off % 8
+  local keep = redis.call('GETRANGE', gone, 0, whole)
+  -- (A bitmap that ends before `from` has no bit there: nothing to write.)
+  if #keep <= whole then return end
   local out = string.sub(keep, 1, whole)
-  if bits > 0 and #keep > whole then
+  if bits > 0 then
     local mask = bit.band(bit.lshift(0xFF, 8 - bits), 0xFF)
     out = out .. string.char(bit.band(string.byte(keep, whole + 1), mask))
   end
