@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use delayq::{Inspect, NewJob, Producer, QueueSettings};
+use delayq::{Backend, Inspect, NewJob, Producer, QueueSettings};
 
 /// 200 producers at once, 20 single enqueues each, every id enqueued by two of them (the
 /// second must hear that it exists): every job is created once, each id's pair answers
@@ -145,4 +145,64 @@ async fn concurrent_replaces_of_one_job_are_each_applied() {
         created += usize::from(e.created);
     }
     assert_eq!(created, 1);
+}
+
+/// Guarantees 2, 6 and 7 through shared calls: 50 jobs due in 2 s enqueued at once behind 8
+/// others (so most share calls) get their due times from the server's clock, wake a consumer
+/// that sleeps towards a job an hour away, and none can be claimed before it is due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_calls_keep_server_due_times_and_wake_consumers() {
+    let (s, b, q) = setup().await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(job("far", 3_600_000)).await.unwrap();
+    let mut w = b.wakeups(&q).await.unwrap();
+    w.borrow_and_update();
+    let t0 = now_ms();
+    let before = s.scripts_run();
+    for i in 0..8 {
+        let p = p.clone();
+        tokio::spawn(async move { p.enqueue(job(&format!("o{i}"), 3_600_000)).await });
+    }
+    let near: Vec<_> = (0..50)
+        .map(|i| {
+            let p = p.clone();
+            tokio::spawn(async move { p.enqueue(job(&format!("n{i}"), 2000)).await })
+        })
+        .collect();
+    let mut due = vec![];
+    for t in near {
+        let e = t.await.unwrap().unwrap();
+        assert!(e.created);
+        assert!(
+            e.due_at_ms >= t0 + 2000,
+            "due {} < {}",
+            e.due_at_ms,
+            t0 + 2000
+        );
+        due.push(e.due_at_ms);
+    }
+    assert!(s.scripts_run() - before < 58, "the near jobs shared calls");
+    tokio::time::timeout(Duration::from_secs(2), w.changed())
+        .await
+        .expect("woken by the earlier jobs")
+        .unwrap();
+    let early = b.claim(&q, claim_req(100, 30_000)).await.unwrap();
+    assert!(
+        early.jobs.is_empty(),
+        "claimed before due: {:?}",
+        early.jobs
+    );
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let mut got = 0;
+    for _ in 0..100 {
+        let batch = b.claim(&q, claim_req(100, 30_000)).await.unwrap();
+        for j in &batch.jobs {
+            assert!(now_ms() >= j.due_at_ms, "{} started early", j.id);
+        }
+        got += batch.jobs.len();
+        if got == 50 {
+            break;
+        }
+    }
+    assert_eq!(got, 50);
 }
