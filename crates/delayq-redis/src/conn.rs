@@ -191,16 +191,42 @@ pub(crate) async fn master_client(target: &Target) -> Result<Client, RedisError>
     timeout(sc.async_get_client()).await
 }
 
-/// Refuses to pick a master while the sentinels are failing over. Mid-failover `SENTINEL
-/// MASTERS` (which the redis crate reads) still names the old master; an old master that was
-/// restarted meanwhile answers `ROLE` as a master, empty, and writes it acknowledges are lost
-/// when the sentinels make it a replica — `delayq chaos --scenario sentinel-failover` lost
-/// 490 acknowledged jobs that way. Callers retry until the failover has ended.
-async fn no_failover_in_progress(
+/// What the first sentinel that answers says of the master now.
+struct Named {
+    /// The master's address as the sentinels announce it.
+    host: String,
+    port: u16,
+    /// Its flags (`master`, or with `failover_in_progress`, `s_down`, `o_down` …).
+    flags: String,
+}
+
+impl Named {
+    /// Whether the sentinels agree on this master: no failover under way, not thought down.
+    fn settled(&self) -> bool {
+        !["failover_in_progress", "s_down", "o_down"]
+            .iter()
+            .any(|f| self.flags.contains(f))
+    }
+
+    /// Whether `addr` is the address they name.
+    fn is(&self, addr: &redis::ConnectionAddr) -> bool {
+        match addr {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => {
+                *host == self.host && *port == self.port
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Asks the sentinels, in order, what they say of `master` (`SENTINEL MASTER`): the first
+/// answer counts. No answer at all is an error — never a reason to go on without one.
+async fn ask_sentinels(
     target: &Target,
     sentinels: &[redis::ConnectionAddr],
     master: &str,
-) -> Result<(), RedisError> {
+) -> Result<Named, RedisError> {
     for addr in sentinels {
         let info = redis::IntoConnectionInfo::into_connection_info(addr.clone())?;
         let ask = async {
@@ -213,22 +239,73 @@ async fn no_failover_in_progress(
                 .query_async::<std::collections::HashMap<String, String>>(&mut c)
                 .await
         };
-        // A sentinel that does not answer: ask the next one; when none answers, the redis
-        // crate's look-up reports it.
+        // A sentinel that does not answer: ask the next one.
         if let Ok(m) = timeout(ask).await {
-            let flags = m.get("flags").map_or("", String::as_str);
-            if ["failover_in_progress", "s_down", "o_down"]
-                .iter()
-                .any(|f| flags.contains(f))
-            {
-                return Err(RedisError::from((
-                    ErrorKind::MasterNameNotFoundBySentinel,
-                    "a Sentinel failover is in progress",
-                    flags.to_owned(),
-                )));
-            }
-            return Ok(());
+            let field = |k: &str| m.get(k).cloned().unwrap_or_default();
+            return Ok(Named {
+                host: field("ip"),
+                port: field("port").parse().unwrap_or(0),
+                flags: field("flags"),
+            });
         }
+    }
+    Err(RedisError::from((
+        ErrorKind::MasterNameNotFoundBySentinel,
+        "no sentinel answered",
+        master.to_owned(),
+    )))
+}
+
+/// Refuses to pick a master while the sentinels are failing over, or when none of them
+/// answers. Mid-failover `SENTINEL MASTERS` (which the redis crate reads) still names the old
+/// master; an old master that was restarted meanwhile answers `ROLE` as a master, empty, and
+/// writes it acknowledges are lost when the sentinels make it a replica — `delayq chaos
+/// --scenario sentinel-failover` lost 490 acknowledged jobs that way. Callers retry until the
+/// failover has ended.
+async fn no_failover_in_progress(
+    target: &Target,
+    sentinels: &[redis::ConnectionAddr],
+    master: &str,
+) -> Result<(), RedisError> {
+    let named = ask_sentinels(target, sentinels, master).await?;
+    if named.settled() {
+        Ok(())
+    } else {
+        Err(failover(named.flags))
+    }
+}
+
+fn failover(flags: String) -> RedisError {
+    RedisError::from((
+        ErrorKind::MasterNameNotFoundBySentinel,
+        "a Sentinel failover is in progress",
+        flags,
+    ))
+}
+
+/// Keeps a connection to `addr` only if the sentinels, asked after it was made, still name
+/// that address as a settled master. The look-up and the connect are separate steps: a
+/// failover can start, or the sentinels' answer change, between them — and a connection that
+/// was late reaches whatever listens at the old address by then (an old master restarted
+/// empty). Asking once more after connecting closes that window: from then on a master
+/// that is demoted answers `READONLY`, which replaces the connection.
+async fn confirm_master(target: &Target, addr: &redis::ConnectionAddr) -> Result<(), RedisError> {
+    let Topology::Sentinel {
+        sentinels, master, ..
+    } = &target.topology
+    else {
+        return Ok(());
+    };
+    let named = ask_sentinels(target, sentinels, master).await?;
+    if !named.settled() {
+        return Err(failover(named.flags));
+    }
+    if !named.is(addr) {
+        return Err(RedisError::from((
+            ErrorKind::MasterNameNotFoundBySentinel,
+            "the sentinels name another master now",
+            format!("{}:{}", named.host, named.port),
+        )));
     }
     Ok(())
 }
@@ -264,9 +341,9 @@ async fn open(target: &Target) -> Result<Live, RedisError> {
                 .set_connection_timeout(Some(CONNECT_TIMEOUT))
                 .set_response_timeout(Some(RESPONSE_TIMEOUT));
             let c = master_client(target).await?;
-            timeout(c.get_multiplexed_async_connection_with_config(&config))
-                .await
-                .map(Live::Sentinel)
+            let live = timeout(c.get_multiplexed_async_connection_with_config(&config)).await?;
+            confirm_master(target, c.get_connection_info().addr()).await?;
+            Ok(Live::Sentinel(live))
         }
         Topology::Cluster(seeds) => {
             let mut b = cluster_builder(target, seeds);
@@ -312,4 +389,28 @@ fn install_crypto() {
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use delayq_test_support::sentinel::SentinelSet;
+
+    use super::*;
+    use crate::target::{ConnectOptions, parse, tcp_addr};
+
+    /// A connection is kept only to the address the sentinels name, settled: one made to any
+    /// other server (late, after the answer changed) is refused.
+    #[tokio::test]
+    async fn a_connection_is_kept_only_to_the_master_the_sentinels_name() {
+        let set = SentinelSet::start();
+        let target = parse(&ConnectOptions::new(set.url())).unwrap();
+        let at = |port: u16| tcp_addr("127.0.0.1", port, false);
+        confirm_master(&target, &at(set.master.port()))
+            .await
+            .unwrap();
+        let e = confirm_master(&target, &at(set.replica.port()))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("another master"), "{e}");
+    }
 }

@@ -402,3 +402,68 @@ async fn a_client_connecting_mid_failover_waits_for_the_new_master() {
     );
     assert_eq!(on(&set.replica), "1");
 }
+
+/// The race behind `a_restarted_old_master_gets_no_writes`' rare failure: a connection's
+/// look-up asks the sentinels twice (is a failover under way? which master?) and then connects.
+/// When the first question goes unanswered (a sentinel connection dropped) and the second is
+/// answered mid-failover, the old address comes back — and the old master, restarted empty,
+/// answers `ROLE` as a master. The failover is held in progress here by a replica whose ACL
+/// refuses the sentinel's `REPLICAOF NO ONE` (the sentinel waits `failover-timeout`, 5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
+    let mut set = SentinelSet::start_with_replica(&[
+        "--user",
+        "default",
+        "on",
+        "nopass",
+        "~*",
+        "&*",
+        "+@all",
+        "-replicaof",
+        "-slaveof",
+    ]);
+    let proxy = delayq_test_support::proxy::Proxy::start(set.sentinel_port());
+    let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", proxy.port());
+    let flags = |set: &SentinelSet| {
+        let m = set.sentinel_command(&["SENTINEL", "MASTER", "mymaster"]);
+        let lines: Vec<&str> = m.lines().collect();
+        let at = lines.iter().position(|l| *l == "flags").expect("flags");
+        lines[at + 1].to_owned()
+    };
+    set.master.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !flags(&set).contains("failover_in_progress") {
+        assert!(Instant::now() < deadline, "no failover");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    set.master.restart();
+    // The old master is back (no longer down to the sentinel) while the failover hangs.
+    while flags(&set).contains("s_down") {
+        assert!(Instant::now() < deadline, "the old master stays down");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = flags(&set);
+    assert!(before.contains("failover_in_progress"), "{before}");
+    // The look-up's first sentinel connection is dropped unanswered.
+    proxy.refuse_next(1);
+    let attempt = async {
+        let b = RedisBackend::connect(&url).await?;
+        Producer::new(b, QueueName::new("unanswered").unwrap())
+            .enqueue(NewJob::new("x").id(delayq::JobId::new("mid").unwrap()))
+            .await
+    };
+    let outcome = attempt.await;
+    let after = flags(&set);
+    assert!(
+        after.contains("failover_in_progress"),
+        "ended too soon: {after}"
+    );
+    match outcome {
+        Err(e) => assert!(e.is_retryable(), "{e}"),
+        Ok(_) => panic!("a connection was made mid-failover"),
+    }
+    let written = set
+        .master
+        .command(&["HEXISTS", "dq:{unanswered}:jobs", "mid"]);
+    assert_eq!(written, "0", "written to the restarted old master");
+}

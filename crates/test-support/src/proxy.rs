@@ -1,7 +1,7 @@
 //! A TCP proxy between a client under test and a server, for network faults: it can stall
 //! the connections open now (they stay open but carry nothing, like a socket whose NAT or
 //! load-balancer state was dropped) while new connections pass, reset every open connection,
-//! delay everything it carries, refuse new connections, or cut connections as the answer
+//! delay everything it carries, refuse new connections (all, or the next few), or cut connections as the answer
 //! comes back (the request arrived, the client never hears the outcome). Threads only; dropping it stops
 //! accepting and closes every connection.
 
@@ -28,6 +28,8 @@ struct Shared {
     delay_ms: AtomicU64,
     /// New connections are closed at once.
     refuse: AtomicBool,
+    /// This many of the next new connections are closed at once.
+    refuse_next: AtomicU64,
     /// When > 0: connections whose number is not a multiple of it are closed as soon as the
     /// server answers, the answer dropped.
     cut_answers: AtomicU64,
@@ -49,7 +51,13 @@ impl Proxy {
                 match listener.accept() {
                     Ok((client, _)) => {
                         let n = s.accepted.fetch_add(1, Ordering::Relaxed);
-                        if s.refuse.load(Ordering::Relaxed) {
+                        let once = s
+                            .refuse_next
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+                                k.checked_sub(1)
+                            })
+                            .is_ok();
+                        if once || s.refuse.load(Ordering::Relaxed) {
                             let _ = client.shutdown(Shutdown::Both);
                             continue;
                         }
@@ -108,6 +116,11 @@ impl Proxy {
     /// Closes new connections at once while `on` (the server looks down).
     pub fn refuse(&self, on: bool) {
         self.shared.refuse.store(on, Ordering::Relaxed);
+    }
+
+    /// Closes the next `n` new connections at once (a server that drops a connection or two).
+    pub fn refuse_next(&self, n: u64) {
+        self.shared.refuse_next.store(n, Ordering::Relaxed);
     }
 
     /// Cuts the answers of all but every `keep`-th new connection (0: none cut): the

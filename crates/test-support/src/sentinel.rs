@@ -23,16 +23,25 @@ pub struct SentinelSet {
 impl SentinelSet {
     /// Starts the three and waits until the replica is in sync and the sentinel watches it.
     pub fn start() -> Self {
+        Self::start_with_replica(&[])
+    }
+
+    /// [`SentinelSet::start`] with extra arguments for the replica's `redis-server` (e.g. an
+    /// ACL that refuses the sentinel's `REPLICAOF NO ONE`, to hold a failover in progress).
+    pub fn start_with_replica(extra: &[&str]) -> Self {
         let master = RedisServer::start();
-        let replica = RedisServer::start_with(&[
+        let port = master.port().to_string();
+        let mut args = vec![
             "--save",
             "",
             "--appendonly",
             "no",
             "--replicaof",
             "127.0.0.1",
-            &master.port().to_string(),
-        ]);
+            &port,
+        ];
+        args.extend_from_slice(extra);
+        let replica = RedisServer::start_with(&args);
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let conf = dir.path().join("sentinel.conf");
