@@ -428,6 +428,89 @@ async fn the_console_in_a_real_browser() {
         .at_most(Duration::from_secs(10))
         .for_element(Locator::Css("#token"))
         .await
+        .unwrap()
+        .send_keys("r3ad")
+        .await
         .unwrap();
+
+    // A read token browses; every action it may not take is greyed out, saying what it needs.
+    // (Signing in stays on the page that asked: the pushed job's.)
+    click(&c, Locator::Css("#signin")).await;
+    wait_text(&c, "#scope", "read-only token").await;
+    wait_text(&c, "#job-state", "dead").await;
+    c.goto(&format!("{base}/#/q/orders")).await.unwrap();
+    wait_text(&c, "#panel", "order-0").await;
+    click(&c, Locator::Css("#settings summary")).await;
+    wait_text(&c, "#limits-note", "needs an admin token").await;
+    let disabled = |css: &'static str| {
+        let c = c.clone();
+        async move {
+            c.wait()
+                .at_most(Duration::from_secs(10))
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("{css}: {e}"));
+            let js = format!("return document.querySelector({css:?}).disabled;");
+            c.execute(&js, vec![]).await.unwrap() == json!(true)
+        }
+    };
+    for css in ["#pause", "#set-save", "#set-mif", "#panel .row button"] {
+        assert!(disabled(css).await, "{css} is usable with a read token");
+    }
+    let title = c
+        .find(Locator::Css("#pause"))
+        .await
+        .unwrap()
+        .attr("title")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(title.contains("Needs an admin token"), "{title}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    shot(&c, "read-only").await;
+    // A click on a greyed-out action changes nothing.
+    click(&c, Locator::Css("#pause")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        http(addr, "GET", "/v1/queues/orders", None).1["paused"],
+        false
+    );
+    // A job's actions: run now and requeue need admin, cancel and reschedule produce.
+    c.goto(&format!("{base}/#/q/orders/job/dead-order-7"))
+        .await
+        .unwrap();
+    wait_text(&c, "#job-state", "scheduled").await;
+    for button in ["Run now", "Reschedule", "Cancel"] {
+        let js = format!(
+            "return [...document.querySelectorAll('.actions button')]\
+             .find(b => b.textContent === {button:?}).disabled;"
+        );
+        assert_eq!(
+            c.execute(&js, vec![]).await.unwrap(),
+            json!(true),
+            "{button}"
+        );
+    }
+    assert!(disabled("#delay").await);
+    // An admin token sees no badge and no greyed-out action.
+    click(&c, Locator::Css("#logout")).await;
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(ADMIN)
+        .await
+        .unwrap();
+    click(&c, Locator::Css("#signin")).await;
+    wait_text(&c, "#job-state", "scheduled").await;
+    c.goto(&format!("{base}/#/q/orders")).await.unwrap();
+    wait_text(&c, "#pause", "Pause").await;
+    assert!(!disabled("#pause").await, "an admin may pause");
+    let badge = c
+        .execute("return document.getElementById('scope').hidden;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(badge, json!(true));
     c.close().await.unwrap();
 }

@@ -116,6 +116,30 @@ async function api(method, path, body) {
   return data;
 }
 
+// What this token may do (GET /v1/whoami). An action it does not allow is shown disabled with
+// the scope it needs, instead of answering a click with a 403. A server that cannot say
+// (an older one) is taken to allow everything: its own 403s still guard it.
+let who = null;
+async function whoami() {
+  if (!who) {
+    try { who = await api('GET', '/v1/whoami'); } catch (e) {
+      if (e.status === 401) throw e;
+      who = { scope: 'all', allows: ['read', 'produce', 'consume', 'admin'] };
+    }
+  }
+  return who;
+}
+const may = (scope) => !who || who.allows.includes(scope);
+const NEEDS = { produce: 'a produce or admin token', consume: 'a consume or admin token', admin: 'an admin token' };
+// `node` (a button or an input) as it should be for a token that needs `scope` to use it.
+function needs(scope, node) {
+  if (!may(scope)) {
+    node.disabled = true;
+    node.title = `Needs ${NEEDS[scope]} (this one is a ${who.scope} token)`;
+  }
+  return node;
+}
+
 const q = (name) => `/v1/queues/${encodeURIComponent(name)}`;
 const jobPath = (name, id) => `${q(name)}/jobs/${encodeURIComponent(id)}`;
 
@@ -262,6 +286,7 @@ function showLogin() {
   document.getElementById('logout').hidden = true;
   const input = el('input', { id: 'token', type: 'password', autocomplete: 'current-password', required: true });
   const go = async () => {
+    who = null;
     sessionStorage.setItem(TOKEN_KEY, input.value.trim());
     route();
   };
@@ -343,7 +368,8 @@ function settingsPanel(name, s, onSaved) {
   const perS = num('set-rate', s.rate ? s.rate.per_s : null, { min: '0', step: 'any', placeholder: 'none' });
   const burst = num('set-burst', s.rate ? s.rate.burst : null, { min: '1', step: '1', placeholder: 'burst' });
   const mif = num('set-mif', s.max_in_flight, { min: '1', step: '1', placeholder: 'none' });
-  const save = el('button', { type: 'submit', id: 'set-save', class: 'primary' }, 'Save limits');
+  const save = needs('admin', el('button', { type: 'submit', id: 'set-save', class: 'primary' }, 'Save limits'));
+  [perS, burst, mif].forEach((i) => needs('admin', i));
   // No browser validation: the API's own errors (typed, with the allowed range) are shown.
   const form = el('form', { class: 'row limits', id: 'limits', novalidate: true },
     el('label', { for: 'set-rate' }, 'Jobs started per second'), perS,
@@ -372,14 +398,16 @@ function settingsPanel(name, s, onSaved) {
       row('Ids refused after done', s.dedupe_ms ? `for ${duration(s.dedupe_ms)}` : 'no'),
       row('Push target', el('span', { class: s.target ? 'mono' : '' }, target))),
     form,
-    el('p', { class: 'muted' }, 'Leave a field empty for no limit. Shards and the lane change only while the queue is empty.'));
+    el('p', { class: 'muted', id: 'limits-note' }, may('admin')
+      ? 'Leave a field empty for no limit. Shards and the lane change only while the queue is empty.'
+      : `Changing limits needs ${NEEDS.admin}; this one may only read them.`));
 }
 
 async function queueView(name, tab) {
   tab = STATES.includes(tab) ? tab : 'scheduled';
   crumbs({ text: 'Queues', href: '#/' }, { text: name });
   const stats = el('div', { class: 'stats', 'aria-live': 'polite' });
-  const pauseBtn = el('button', { type: 'button', id: 'pause' });
+  const pauseBtn = needs('admin', el('button', { type: 'button', id: 'pause' }));
   const badge = el('span', { class: 'badge warn', hidden: true }, 'paused');
   const charts = el('div', { class: 'charts' });
   const settings = el('div', {});
@@ -496,7 +524,7 @@ async function listPanel(name, state, panel, setReload) {
     more.hidden = !cursor;
   };
   more.addEventListener('click', () => load(false).catch((e) => toast(e.message, true)));
-  const act = (label, text, method, path, cls) => el('button', {
+  const act = (label, text, method, path, cls) => needs('admin', el('button', {
     type: 'button', class: cls || '', onclick: async () => {
       if (text && !(await confirmAction(text))) return;
       try {
@@ -505,7 +533,7 @@ async function listPanel(name, state, panel, setReload) {
         await load(true);
       } catch (e) { toast(e.message, true); }
     },
-  }, label);
+  }, label));
   if (state === 'dead') {
     bulk.append(
       act('Requeue all dead', `Requeue every dead job of ${name}? They become due now.`, 'POST', `${q(name)}/dead/requeue`),
@@ -550,7 +578,7 @@ async function jobView(name, id) {
     j.expires_at ? row('Expires', when(j.expires_at), ` — ${local(j.expires_at)}`) : [],
     j.target ? row('Push target', el('span', { class: 'mono', id: 'job-target' }, `${j.target.method || 'POST'} ${j.target.url}`)) : []);
   const back = () => { location.hash = `#/q/${encodeURIComponent(name)}/${j.state === 'dead' ? 'dead' : 'scheduled'}`; };
-  const act = (label, confirmText, method, path, body, cls, after) => el('button', {
+  const act = (scope, label, confirmText, method, path, body, cls, after) => needs(scope, el('button', {
     type: 'button', class: cls || '', onclick: async () => {
       if (confirmText && !(await confirmAction(confirmText))) return;
       try {
@@ -562,14 +590,14 @@ async function jobView(name, id) {
         route();
       }
     },
-  }, label);
+  }, label));
   const actions = el('div', { class: 'row actions' });
   if (j.state === 'scheduled') {
-    const delay = el('input', { id: 'delay', type: 'number', min: '0', step: '1', value: '60' });
+    const delay = needs('produce', el('input', { id: 'delay', type: 'number', min: '0', step: '1', value: '60' }));
     actions.append(
-      act('Run now', null, 'POST', `${jobPath(name, id)}/run`, undefined, 'primary'),
+      act('admin', 'Run now', null, 'POST', `${jobPath(name, id)}/run`, undefined, 'primary'),
       el('label', { for: 'delay' }, 'Reschedule in (s)'), delay,
-      el('button', {
+      needs('produce', el('button', {
         type: 'button', onclick: async () => {
           try {
             const r = await api('PATCH', jobPath(name, id), { delay_ms: Math.max(0, Number(delay.value) || 0) * 1000 });
@@ -577,12 +605,12 @@ async function jobView(name, id) {
             route();
           } catch (e) { toast(e.message, true); }
         },
-      }, 'Reschedule'),
-      act('Cancel', `Cancel job ${id}? It will not run.`, 'DELETE', jobPath(name, id), undefined, 'danger', back));
+      }, 'Reschedule')),
+      act('produce', 'Cancel', `Cancel job ${id}? It will not run.`, 'DELETE', jobPath(name, id), undefined, 'danger', back));
   } else if (j.state === 'dead') {
     actions.append(
-      act('Requeue', null, 'POST', `${q(name)}/dead/${encodeURIComponent(id)}/requeue`, undefined, 'primary'),
-      act('Delete', `Delete dead job ${id}? This cannot be undone.`, 'DELETE', `${q(name)}/dead/${encodeURIComponent(id)}`, undefined, 'danger', back));
+      act('admin', 'Requeue', null, 'POST', `${q(name)}/dead/${encodeURIComponent(id)}/requeue`, undefined, 'primary'),
+      act('admin', 'Delete', `Delete dead job ${id}? This cannot be undone.`, 'DELETE', `${q(name)}/dead/${encodeURIComponent(id)}`, undefined, 'danger', back));
   } else {
     actions.append(el('p', { class: 'muted' }, 'A consumer holds this job; it can be acted on once its lease ends.'));
   }
@@ -624,6 +652,11 @@ async function route() {
   document.getElementById('logout').hidden = !token();
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {
+    await whoami();
+    const badge = document.getElementById('scope');
+    badge.hidden = may('admin');
+    badge.textContent = who.scope === 'read' ? 'read-only token' : `${who.scope} token`;
+    badge.title = `This token may ${who.allows.join(', ')}; the other actions are greyed out.`;
     if (parts[0] === 'q' && parts[1]) {
       if (parts[2] === 'job' && parts[3] !== undefined) await jobView(parts[1], parts.slice(3).join('/'));
       else await queueView(parts[1], parts[2]);
@@ -637,6 +670,7 @@ async function route() {
 document.addEventListener('DOMContentLoaded', () => {
   document.getElementById('logout').addEventListener('click', () => {
     sessionStorage.removeItem(TOKEN_KEY);
+    who = null;
     showLogin();
   });
   window.addEventListener('hashchange', route);

@@ -2,13 +2,16 @@
 //! metrics token, the browser guard of the tokenless mode, and the security headers of every
 //! response (a strict Content-Security-Policy for the console).
 
+use axum::Json;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::state::AppState;
 
 /// What a token may do. Every scope may read; `admin` may do everything.
@@ -173,6 +176,44 @@ pub async fn require_token<B: Send + Sync + 'static>(
         .into_response();
     }
     next.run(req).await
+}
+
+/// What the caller may do (`GET /v1/whoami`): the console shows the actions a token allows
+/// and greys out the others, instead of letting an operator click into a 403.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Whoami {
+    /// The token's scope: `read`, `produce`, `consume`, `admin`, or `all` (a bare token, or a
+    /// server without tokens).
+    #[schema(example = "read")]
+    pub scope: &'static str,
+    /// Every scope whose routes it may call (`read` always).
+    #[schema(example = json!(["read"]))]
+    pub allows: Vec<&'static str>,
+    /// Whether the server requires a token (false: whoever reaches it may do everything).
+    pub tokens_required: bool,
+}
+
+/// `GET /v1/whoami`: the caller's scope and what it allows.
+#[utoipa::path(
+    get, path = "/v1/whoami", tag = "auth",
+    responses((status = 200, body = Whoami), (status = 401, body = ErrorBody))
+)]
+pub async fn whoami<B: Send + Sync + 'static>(
+    State(st): State<AppState<B>>,
+    req: Request,
+) -> Json<Whoami> {
+    let tokens = &st.inner.config.tokens;
+    // `require_token` let the request through: with tokens configured, its token is one.
+    let scope = find(tokens, bearer(&req)).and_then(|t| t.scope);
+    Json(Whoami {
+        scope: scope.map_or("all", Scope::as_str),
+        allows: Scope::ALL
+            .into_iter()
+            .filter(|&needed| scope.is_none_or(|s| s.allows(needed)))
+            .map(Scope::as_str)
+            .collect(),
+        tokens_required: !tokens.is_empty(),
+    })
 }
 
 /// `/metrics` behind a token: with [`crate::HttpConfig::metrics_token`] set, that token (or any

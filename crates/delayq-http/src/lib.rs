@@ -62,7 +62,7 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, console::events,
         schedules::put, schedules::get, schedules::delete, schedules::list,
-        push_model::deliveries,
+        push_model::deliveries, auth::whoami,
     ),
     modifiers(&BearerAuth),
 )]
@@ -124,6 +124,7 @@ pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
     let max_body = state.inner.config.max_body;
     let timeout = state.inner.config.request_timeout;
     let v1 = Router::new()
+        .route("/v1/whoami", get(auth::whoami::<B>))
         .route("/v1/queues", get(queues::list::<B>))
         .route(
             "/v1/queues/{q}",

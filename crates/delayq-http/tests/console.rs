@@ -96,6 +96,16 @@ async fn make_dead(r: &Router, id: &str) {
 
 async fn browse_and_act(redis: bool) {
     let (_g, r) = state_on(redis, HttpConfig::default()).await;
+    // No tokens: whoever reaches the server may do everything.
+    let (_, who) = call(&r, "GET", "/v1/whoami", "", None).await;
+    assert_eq!(
+        (
+            &who["scope"],
+            &who["tokens_required"],
+            who["allows"].as_array().map(Vec::len)
+        ),
+        (&json!("all"), &json!(false), Some(4))
+    );
     make_dead(&r, "gone-1").await;
     make_dead(&r, "gone-2").await;
     for i in 0..5 {
@@ -333,6 +343,23 @@ async fn scopes_limit_what_a_token_may_do() {
     assert_eq!(call(&r, "GET", "/metrics", "", None).await.0, 401);
     assert_ne!(call(&r, "GET", "/metrics", "m", None).await.0, 401);
     assert_ne!(call(&r, "GET", "/metrics", "r", None).await.0, 401);
+    // Each token learns what it may do (the console greys out the rest).
+    for (token, scope, allows) in [
+        ("r", "read", json!(["read"])),
+        ("p", "produce", json!(["read", "produce"])),
+        ("c", "consume", json!(["read", "consume"])),
+        ("a", "admin", json!(["read", "produce", "consume", "admin"])),
+        ("all", "all", json!(["read", "produce", "consume", "admin"])),
+    ] {
+        let (s, v) = call(&r, "GET", "/v1/whoami", token, None).await;
+        assert_eq!(s, 200, "{token}: {v}");
+        assert_eq!(
+            (&v["scope"], &v["allows"], &v["tokens_required"]),
+            (&json!(scope), &allows, &json!(true)),
+            "{token}"
+        );
+    }
+    assert_eq!(call(&r, "GET", "/v1/whoami", "wrong", None).await.0, 401);
     // The page and its assets need no token (the page asks for one).
     assert_eq!(call(&r, "GET", "/", "", None).await.0, 200);
     assert_eq!(
