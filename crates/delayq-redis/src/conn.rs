@@ -289,7 +289,10 @@ fn failover(flags: String) -> RedisError {
 /// was late reaches whatever listens at the old address by then (an old master restarted
 /// empty). Asking once more after connecting closes that window: from then on a master
 /// that is demoted answers `READONLY`, which replaces the connection.
-async fn confirm_master(target: &Target, addr: &redis::ConnectionAddr) -> Result<(), RedisError> {
+pub(crate) async fn confirm_master(
+    target: &Target,
+    addr: &redis::ConnectionAddr,
+) -> Result<(), RedisError> {
     let Topology::Sentinel {
         sentinels, master, ..
     } = &target.topology

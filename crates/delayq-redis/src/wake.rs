@@ -19,7 +19,7 @@ use futures::StreamExt;
 use redis::{ProtocolVersion, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conn::{cluster_builder, master_client};
+use crate::conn::{cluster_builder, confirm_master, master_client};
 use crate::target::{Target, Topology};
 
 /// Called on every wake-up of a channel (and after every reconnection).
@@ -105,7 +105,14 @@ async fn run(target: Target, notifiers: Notifiers, mut requests: mpsc::Unbounded
             Topology::Single(info) => crate::conn::client(&target, info.clone()),
             _ => master_client(&target).await,
         };
-        let connect = async { client?.get_async_pubsub().await };
+        // Under Sentinel, kept only if the sentinels still name the server it reached (an old
+        // master restarted empty would never hear a wake-up the real master publishes).
+        let connect = async {
+            let client = client?;
+            let pubsub = client.get_async_pubsub().await?;
+            confirm_master(&target, client.get_connection_info().addr()).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
         let pubsub = match tokio::time::timeout(Duration::from_secs(2), connect).await {
             Ok(Ok(p)) => p,
             other => {
