@@ -228,6 +228,19 @@ async fn click(c: &Client, at: Locator<'_>) {
         .unwrap();
 }
 
+/// Waits for the sign-in form, types `token` and signs in.
+async fn sign_in(c: &Client, token: &str) {
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    click(c, Locator::Css("#signin")).await;
+}
+
 async fn shot(c: &Client, name: &str) {
     let png = c.screenshot().await.unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
@@ -253,15 +266,7 @@ async fn the_console_in_a_real_browser() {
 
     // Tokens are configured: the page asks for one.
     c.goto(&format!("{base}/")).await.unwrap();
-    c.wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys(ADMIN)
-        .await
-        .unwrap();
-    click(&c, Locator::Css("#signin")).await;
+    sign_in(&c, ADMIN).await;
     wait_text(&c, "main table", "orders").await;
     let list = text_of(&c, "main table").await.to_lowercase();
     assert!(
@@ -422,20 +427,11 @@ async fn the_console_in_a_real_browser() {
     assert!(text_of(&c, "#deliveries").await.contains("500"));
     shot(&c, "job-push").await;
 
-    // Log out: the page asks for a token again.
+    // Log out (the page asks for a token again), then sign in with a read token: it browses; every
+    // action it may not take is greyed out, saying what it needs. (Signing in stays on the
+    // page that asked: the pushed job's.)
     click(&c, Locator::Css("#logout")).await;
-    c.wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys("r3ad")
-        .await
-        .unwrap();
-
-    // A read token browses; every action it may not take is greyed out, saying what it needs.
-    // (Signing in stays on the page that asked: the pushed job's.)
-    click(&c, Locator::Css("#signin")).await;
+    sign_in(&c, "r3ad").await;
     wait_text(&c, "#scope", "read-only token").await;
     wait_text(&c, "#job-state", "dead").await;
     c.goto(&format!("{base}/#/q/orders")).await.unwrap();
@@ -494,15 +490,7 @@ async fn the_console_in_a_real_browser() {
     assert!(disabled("#delay").await);
     // An admin token sees no badge and no greyed-out action.
     click(&c, Locator::Css("#logout")).await;
-    c.wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys(ADMIN)
-        .await
-        .unwrap();
-    click(&c, Locator::Css("#signin")).await;
+    sign_in(&c, ADMIN).await;
     wait_text(&c, "#job-state", "scheduled").await;
     c.goto(&format!("{base}/#/q/orders")).await.unwrap();
     wait_text(&c, "#pause", "Pause").await;
