@@ -221,12 +221,15 @@ impl Named {
 }
 
 /// Asks the sentinels, in order, what they say of `master` (`SENTINEL MASTER`): the first
-/// answer counts. No answer at all is an error — never a reason to go on without one.
+/// answer counts. No answer at all is an error — never a reason to go on without one; when
+/// the only answers were errors (a master name none of them watches), the error is the last
+/// of them.
 async fn ask_sentinels(
     target: &Target,
     sentinels: &[redis::ConnectionAddr],
     master: &str,
 ) -> Result<Named, RedisError> {
+    let mut refused = None;
     for addr in sentinels {
         let info = redis::IntoConnectionInfo::into_connection_info(addr.clone())?;
         let ask = async {
@@ -239,15 +242,24 @@ async fn ask_sentinels(
                 .query_async::<std::collections::HashMap<String, String>>(&mut c)
                 .await
         };
-        // A sentinel that does not answer: ask the next one.
-        if let Ok(m) = timeout(ask).await {
-            let field = |k: &str| m.get(k).cloned().unwrap_or_default();
-            return Ok(Named {
-                host: field("ip"),
-                port: field("port").parse().unwrap_or(0),
-                flags: field("flags"),
-            });
+        match timeout(ask).await {
+            Ok(m) => {
+                let field = |k: &str| m.get(k).cloned().unwrap_or_default();
+                return Ok(Named {
+                    host: field("ip"),
+                    port: field("port").parse().unwrap_or(0),
+                    flags: field("flags"),
+                });
+            }
+            // It answered with an error (`No such master with that name`: the URL names a
+            // master it does not watch): kept to report, unless another one knows the master.
+            Err(e) if e.code().is_some() => refused = Some(e),
+            // A sentinel that does not answer: ask the next one.
+            Err(_) => {}
         }
+    }
+    if let Some(e) = refused {
+        return Err(e);
     }
     Err(RedisError::from((
         ErrorKind::MasterNameNotFoundBySentinel,
@@ -415,5 +427,17 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("another master"), "{e}");
+    }
+
+    /// A URL naming a master no sentinel watches says so (not "no sentinel answered").
+    #[tokio::test]
+    async fn a_master_name_no_sentinel_watches_is_reported_as_such() {
+        let set = SentinelSet::start();
+        let url = set.url().replace("/mymaster", "/nosuch");
+        let e = crate::RedisBackend::connect(&url)
+            .await
+            .err()
+            .expect("connected");
+        assert!(e.to_string().contains("No such master"), "{e}");
     }
 }
