@@ -8,6 +8,7 @@
 //! refused connection (the master moved) — makes [`Conn::failed`] build a fresh connection in
 //! the background (asking the sentinels again) while callers get a retryable error.
 
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use redis::aio::{
@@ -220,6 +221,29 @@ impl Named {
     }
 }
 
+/// `SENTINEL MASTER master` asked of the sentinel at `addr` (at most 2 × [`CONNECT_TIMEOUT`]),
+/// with the connection it was asked on.
+pub(crate) async fn sentinel_master(
+    target: &Target,
+    addr: &redis::ConnectionAddr,
+    master: &str,
+) -> Result<(MultiplexedConnection, HashMap<String, String>), RedisError> {
+    let info = redis::IntoConnectionInfo::into_connection_info(addr.clone())?
+        .set_tcp_settings(tcp_settings());
+    timeout(async {
+        let mut c = client(target, info)?
+            .get_multiplexed_async_connection()
+            .await?;
+        let m = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(master)
+            .query_async(&mut c)
+            .await?;
+        Ok((c, m))
+    })
+    .await
+}
+
 /// Asks the sentinels, in order, what they say of `master` (`SENTINEL MASTER`): the first
 /// answer counts. No answer at all is an error — never a reason to go on without one; when
 /// the only answers were errors (a master name none of them watches), the error is the last
@@ -231,19 +255,8 @@ async fn ask_sentinels(
 ) -> Result<Named, RedisError> {
     let mut refused = None;
     for addr in sentinels {
-        let info = redis::IntoConnectionInfo::into_connection_info(addr.clone())?;
-        let ask = async {
-            let mut c = client(target, info)?
-                .get_multiplexed_async_connection()
-                .await?;
-            redis::cmd("SENTINEL")
-                .arg("MASTER")
-                .arg(master)
-                .query_async::<std::collections::HashMap<String, String>>(&mut c)
-                .await
-        };
-        match timeout(ask).await {
-            Ok(m) => {
+        match sentinel_master(target, addr, master).await {
+            Ok((_, m)) => {
                 let field = |k: &str| m.get(k).cloned().unwrap_or_default();
                 return Ok(Named {
                     host: field("ip"),

@@ -6,7 +6,7 @@ use delayq::Result;
 use redis::{ConnectionAddr, IntoConnectionInfo, Value};
 
 use crate::backend::RedisBackend;
-use crate::conn::{Live, client};
+use crate::conn::{Live, client, sentinel_master};
 use crate::error::{self, shape};
 use crate::target::{Topology, tcp_addr, tcp_settings};
 
@@ -196,22 +196,7 @@ async fn ask_sentinel(
     addr: ConnectionAddr,
     master: &str,
 ) -> std::result::Result<SentinelAnswer, String> {
-    let info = addr
-        .into_connection_info()
-        .map_err(|e| e.to_string())?
-        .set_tcp_settings(tcp_settings());
-    let c = client(b.target(), info).map_err(|e| e.to_string())?;
-    let mut conn = tokio::time::timeout(
-        std::time::Duration::from_secs(3),
-        c.get_multiplexed_async_connection(),
-    )
-    .await
-    .map_err(|_| "timed out".to_owned())?
-    .map_err(|e| e.to_string())?;
-    let fields: std::collections::HashMap<String, String> = redis::cmd("SENTINEL")
-        .arg("MASTER")
-        .arg(master)
-        .query_async(&mut conn)
+    let (mut conn, fields) = sentinel_master(b.target(), &addr, master)
         .await
         .map_err(|e| e.to_string())?;
     let get = |k: &str| fields.get(k).cloned().unwrap_or_default();
