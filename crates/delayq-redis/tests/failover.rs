@@ -408,7 +408,7 @@ async fn a_client_connecting_mid_failover_waits_for_the_new_master() {
 /// When the first question goes unanswered (a sentinel connection dropped) and the second is
 /// answered mid-failover, the old address comes back — and the old master, restarted empty,
 /// answers `ROLE` as a master. The failover is held in progress here by a replica whose ACL
-/// refuses the sentinel's `REPLICAOF NO ONE` (the sentinel waits `failover-timeout`, 5 s).
+/// refuses the sentinel's `REPLICAOF NO ONE` (the sentinel waits `failover-timeout`, set to 30 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
     let mut set = SentinelSet::start_with_replica(&[
@@ -422,6 +422,8 @@ async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
         "-replicaof",
         "-slaveof",
     ]);
+    // The failover hangs until failover-timeout: long enough for a loaded machine.
+    set.sentinel_command(&["SENTINEL", "SET", "mymaster", "failover-timeout", "30000"]);
     let proxy = delayq_test_support::proxy::Proxy::start(set.sentinel_port());
     let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", proxy.port());
     let flags = |set: &SentinelSet| {
