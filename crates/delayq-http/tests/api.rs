@@ -664,6 +664,7 @@ async fn health_metrics_openapi_dashboard(store: Store) {
         "/v1/queues/{q}/claim",
         "/v1/queues/{q}/jobs/{id}/nack",
         "/v1/queues/{q}/dead/requeue",
+        "/v1/whoami",
     ] {
         assert!(
             doc["paths"].get(p).is_some(),
