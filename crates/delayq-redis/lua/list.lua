@@ -15,9 +15,12 @@
 --         after (score, id), whether or not that job is still there
 -- Scheduled and due jobs of a queue with a lane: the lane's and `sched`'s merged by (score,
 -- id); the lane is in due order, so its part is read from the first entry due at the cursor's
--- score and ends after every entry tied with its (n + 1)-th.
+-- score and ends after every entry tied with its (n + 1)-th. One call reads at most ~scan_max
+-- lane entries (a cancel-heavy lane can hold millions of tombstones ahead of its jobs: read
+-- whole, they would hold Redis for a second): past that, at the next due time d, it stops.
 -- Returns a flat list, 3 per job: id, score, record — at most n + 1 jobs (one more than the
--- page tells the caller that a next page exists).
+-- page tells the caller that a next page exists); a call stopped early returns only the jobs
+-- scored before d and then the triple '', d, '': the caller asks again from (d, '').
 -- Safe to run twice: it writes nothing but the promotion of due jobs of a queue with
 -- priorities, which a second run finds done.
 local sched, lease, dead, jobs, done, stat, ready =
@@ -85,6 +88,8 @@ if #ids > 0 then
   end
 end
 local len = 0
+-- Where a call that read enough lane entries stopped (nil: it did not).
+local cut = nil
 if which == 's' or (which == 'd' and not by_prio) then len = redis.call('LLEN', lane) end
 if len > 0 then
   local cs, cid = nil, ARGV[4]
@@ -94,6 +99,7 @@ if len > 0 then
   if cs then pos = math.max(pos, lane_pos(lane, len, cs - 1)) end
   -- (Each read twice the last, up to 4,096 entries: runs of tombstones pass quickly.)
   local taken, last, step = 0, nil, n
+  local scan_max, read, prev = 8192, 0, nil
   while pos < len do
     local chunk = redis.call('LRANGE', lane, pos, pos + step)
     step = math.min(2 * step + 1, 4096)
@@ -104,6 +110,13 @@ if len > 0 then
         stop = true
         break
       end
+      -- Read enough: stop where the due time moves on (a tie group is never split).
+      if read >= scan_max and d > prev then
+        cut = d
+        stop = true
+        break
+      end
+      read, prev = read + 1, d
       if not lane_dead(chunk[j]) then
         local id, rec = lane_entry(chunk[j])
         if not cs or d > cs or (d == cs and not bytes_le(id, cid)) then
@@ -121,9 +134,18 @@ if len > 0 then
   end)
 end
 local out = {}
+local k = 0
 for i = 1, math.min(#items, n + 1) do
+  -- Stopped early: only what is known to come before every entry not read.
+  if cut and items[i][2] >= cut then break end
   out[#out + 1] = items[i][1]
   out[#out + 1] = items[i][2]
   out[#out + 1] = items[i][3]
+  k = k + 1
+end
+if cut and k <= n then
+  out[#out + 1] = ''
+  out[#out + 1] = cut
+  out[#out + 1] = ''
 end
 return out

@@ -63,6 +63,42 @@ impl RedisBackend {
         Ok(try_join_all(per_shard).await?.into_iter().sum())
     }
 
+    /// One call of `list.lua` on shard `k` from `after` (score, id): appends its jobs (score,
+    /// job) to `got`; `Some(d)` when the call stopped early at due time `d` (it read its share
+    /// of a lane's entries), to ask again from there.
+    async fn list_call(
+        &self,
+        k: &Keys,
+        code: &str,
+        state: JobState,
+        limit: usize,
+        after: Option<(u64, String)>,
+        got: &mut Vec<(u64, JobInfo)>,
+    ) -> Result<Option<u64>> {
+        let (score, id) = after.map_or((Vec::new(), Vec::new()), |(s, id)| {
+            (arg(s), id.into_bytes())
+        });
+        let args = vec![arg(code), arg(limit), score, id];
+        let v = self.call(&scripts::LIST, k, args, false).await?;
+        for c in array(v)?.chunks(3) {
+            let [id, score, raw] = c else {
+                return Err(shape("list: 3 values per job expected"));
+            };
+            let score = int(score)? as u64;
+            if bytes(id.clone())?.is_empty() {
+                return Ok(Some(score));
+            }
+            let extra = if matches!(state, JobState::Scheduled | JobState::Done) {
+                -1
+            } else {
+                score as i64
+            };
+            let job = job_info(job_id(id.clone())?, state, extra, &bytes(raw.clone())?)?;
+            got.push((score, job));
+        }
+        Ok(None)
+    }
+
     /// Every key matching `pattern` on every master (`SCAN` is per node).
     async fn scan_all(&self, pattern: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
@@ -153,32 +189,26 @@ impl Inspect for RedisBackend {
             ListState::Dead => ("x", JobState::Dead),
             ListState::Done => ("o", JobState::Done),
         };
-        let (score, id) = after.map_or((Vec::new(), Vec::new()), |c| {
-            (arg(c.score), c.id.into_bytes())
-        });
+        let from = after.map(|c| (c.score, c.id));
         // Each shard gives its first limit + 1 after the cursor; merged by (score, id), the
         // first `limit` are the page and anything beyond says a next page exists.
         let per_shard = route.keys.iter().map(|k| {
-            let args = vec![arg(code), arg(limit), score.clone(), id.clone()];
+            let from = from.clone();
             async move {
-                let v = self.call(&scripts::LIST, k, args, false).await?;
-                array(v)?
-                    .chunks(3)
-                    .map(|c| match c {
-                        [id, score, raw] => {
-                            let score = int(score)?;
-                            let extra = if matches!(state, JobState::Scheduled | JobState::Done) {
-                                -1
-                            } else {
-                                score
-                            };
-                            let job =
-                                job_info(job_id(id.clone())?, state, extra, &bytes(raw.clone())?)?;
-                            Ok((score as u64, job))
-                        }
-                        _ => Err(shape("list: 3 values per job expected")),
-                    })
-                    .collect::<Result<Vec<_>>>()
+                let mut got = Vec::new();
+                let mut at = from;
+                // A call that read its share of a lane's tombstones says where it stopped
+                // (list.lua): asked again from there, each call holds Redis briefly.
+                while let Some(next) = self
+                    .list_call(k, code, state, limit, at.take(), &mut got)
+                    .await?
+                {
+                    if got.len() > limit {
+                        break;
+                    }
+                    at = Some((next, String::new()));
+                }
+                Ok::<_, Error>(got)
             }
         });
         let mut all: Vec<(u64, JobInfo)> = try_join_all(per_shard)

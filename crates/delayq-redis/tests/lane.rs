@@ -569,3 +569,53 @@ async fn the_counts_follow_a_model_through_random_cancels() {
         assert_eq!((st.scheduled, st.due, st.leased), want, "step {step}");
     }
 }
+
+/// Listing a lane with tens of thousands of tombstones ahead of its jobs: no script call reads
+/// more than its share of the lane (8,192 entries, then it says where it stopped and the
+/// backend asks again), so a console page never holds Redis for the whole lane — and the
+/// pages are still whole, in due order, each job once, merged with the sorted-set jobs before
+/// and after the lane's (read in full, 20,000 entries took one call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_reads_a_lane_of_tombstones_in_bounded_calls() {
+    let (s, b, q, p) = lane_queue().await;
+    fill(&p, 0, 20_000, 3_600_000).await;
+    cancel_first(&b, &q, 19_990).await;
+    // Before the lane's jobs: due earlier than its last; after them: a priority keeps it out.
+    let early = delayq::NewJob::new("e")
+        .id(delayq::JobId::new("early").unwrap())
+        .schedule(Schedule::Delay(std::time::Duration::from_secs(10)));
+    let late = delayq::NewJob::new("l")
+        .id(delayq::JobId::new("late").unwrap())
+        .priority(3)
+        .schedule(Schedule::Delay(std::time::Duration::from_secs(7200)));
+    p.enqueue_batch(vec![early, late]).await.unwrap();
+    let mut want = vec!["early".to_owned()];
+    want.extend((19_990..20_000).map(|i| w4_id(i).to_string()));
+    want.push("late".to_owned());
+
+    let before = s.scripts_run();
+    let first = b
+        .list(&q, delayq::ListState::Scheduled, 5, None)
+        .await
+        .unwrap();
+    let calls = s.scripts_run() - before;
+    assert!(calls >= 3, "20,000 entries read in {calls} call(s)");
+    let mut got: Vec<String> = first.jobs.iter().map(|j| j.id.to_string()).collect();
+    let mut next = first.next;
+    let mut pages = 1;
+    while let Some(cursor) = next {
+        let page = b
+            .list(&q, delayq::ListState::Scheduled, 5, Some(cursor))
+            .await
+            .unwrap();
+        assert!(
+            page.jobs.len() == 5 || page.next.is_none(),
+            "a short page before the end"
+        );
+        got.extend(page.jobs.iter().map(|j| j.id.to_string()));
+        next = page.next;
+        pages += 1;
+        assert!(pages <= 4, "{got:?}");
+    }
+    assert_eq!(got, want);
+}
