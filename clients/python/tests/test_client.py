@@ -101,6 +101,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(out[-1].id, "fixed")
         self.assertEqual(self.c.stats(self.q).scheduled, 6)
 
+    def test_whoami(self):
+        # The test server has no tokens: whoever reaches it may do everything.
+        self.assertEqual(self.c.whoami(), {
+            "scope": "all",
+            "allows": ["read", "produce", "consume", "admin"],
+            "tokens_required": False,
+        })
+
     def test_typed_errors(self):
         with self.assertRaises(InvalidInput) as ctx:
             self.c.enqueue(self.q, 1, delay_ms=-1)

@@ -249,6 +249,14 @@ class Client:
         self._call("POST", self._job(queue, id, "/release"),
                    {"lease_token": lease_token, "undo_attempt": undo_attempt})
 
+    # ----- the token -----
+
+    def whoami(self) -> Dict[str, Any]:
+        """What this client's token may do: ``{"scope", "allows", "tokens_required"}`` —
+        ``scope`` is ``read``, ``produce``, ``consume``, ``admin`` or ``all`` (a bare token, or
+        a server without tokens); ``allows`` lists every scope whose calls it may make."""
+        return self._call("GET", f"/{API_VERSION}/whoami")
+
     # ----- queues -----
 
     def queues(self) -> List[QueueStats]:
