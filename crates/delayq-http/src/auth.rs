@@ -2,12 +2,12 @@
 //! metrics token, the browser guard of the tokenless mode, and the security headers of every
 //! response (a strict Content-Security-Policy for the console).
 
-use axum::Json;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -108,7 +108,19 @@ impl Token {
     }
 
     fn allows(&self, needed: Scope) -> bool {
-        self.scope.is_none_or(|s| s.allows(needed))
+        Caller(self.scope).allows(needed)
+    }
+}
+
+/// Whom `require_token` let through, for the handlers: the scope of its token (`None`: a bare
+/// token, or a server without tokens — every scope).
+#[derive(Clone, Copy, Debug)]
+pub struct Caller(pub Option<Scope>);
+
+impl Caller {
+    /// Whether it may do what `needed` requires.
+    pub fn allows(self, needed: Scope) -> bool {
+        self.0.is_none_or(|s| s.allows(needed))
     }
 }
 
@@ -148,7 +160,7 @@ fn unauthorized() -> Response {
 /// them and its scope allows the route (403 `forbidden` otherwise).
 pub async fn require_token<B: Send + Sync + 'static>(
     State(st): State<AppState<B>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let tokens = &st.inner.config.tokens;
@@ -175,6 +187,7 @@ pub async fn require_token<B: Send + Sync + 'static>(
         )
         .into_response();
     }
+    req.extensions_mut().insert(Caller(token.scope));
     next.run(req).await
 }
 
@@ -200,19 +213,18 @@ pub struct Whoami {
 )]
 pub async fn whoami<B: Send + Sync + 'static>(
     State(st): State<AppState<B>>,
-    req: Request,
+    caller: Option<Extension<Caller>>,
 ) -> Json<Whoami> {
-    let tokens = &st.inner.config.tokens;
-    // `require_token` let the request through: with tokens configured, its token is one.
-    let scope = find(tokens, bearer(&req)).and_then(|t| t.scope);
+    // Without tokens `require_token` lets every request through as it is: every scope.
+    let caller = caller.map_or(Caller(None), |Extension(c)| c);
     Json(Whoami {
-        scope: scope.map_or("all", Scope::as_str),
+        scope: caller.0.map_or("all", Scope::as_str),
         allows: Scope::ALL
             .into_iter()
-            .filter(|&needed| scope.is_none_or(|s| s.allows(needed)))
+            .filter(|&needed| caller.allows(needed))
             .map(Scope::as_str)
             .collect(),
-        tokens_required: !tokens.is_empty(),
+        tokens_required: !st.inner.config.tokens.is_empty(),
     })
 }
 
