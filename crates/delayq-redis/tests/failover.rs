@@ -371,7 +371,7 @@ async fn a_client_connecting_mid_failover_waits_for_the_new_master() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     set.master.restart();
-    let flags = set.sentinel_command(&["SENTINEL", "MASTER", "mymaster"]);
+    let flags = set.master_flags();
     assert!(
         flags.contains("failover_in_progress"),
         "the failover is still in progress: {flags}"
@@ -426,25 +426,19 @@ async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
     set.sentinel_command(&["SENTINEL", "SET", "mymaster", "failover-timeout", "30000"]);
     let proxy = delayq_test_support::proxy::Proxy::start(set.sentinel_port());
     let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", proxy.port());
-    let flags = |set: &SentinelSet| {
-        let m = set.sentinel_command(&["SENTINEL", "MASTER", "mymaster"]);
-        let lines: Vec<&str> = m.lines().collect();
-        let at = lines.iter().position(|l| *l == "flags").expect("flags");
-        lines[at + 1].to_owned()
-    };
     set.master.kill();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !flags(&set).contains("failover_in_progress") {
+    while !set.master_flags().contains("failover_in_progress") {
         assert!(Instant::now() < deadline, "no failover");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     set.master.restart();
     // The old master is back (no longer down to the sentinel) while the failover hangs.
-    while flags(&set).contains("s_down") {
+    while set.master_flags().contains("s_down") {
         assert!(Instant::now() < deadline, "the old master stays down");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let before = flags(&set);
+    let before = set.master_flags();
     assert!(before.contains("failover_in_progress"), "{before}");
     // The look-up's first sentinel connection is dropped unanswered.
     proxy.refuse_next(1);
@@ -455,7 +449,7 @@ async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
             .await
     };
     let outcome = attempt.await;
-    let after = flags(&set);
+    let after = set.master_flags();
     assert!(
         after.contains("failover_in_progress"),
         "ended too soon: {after}"

@@ -105,6 +105,18 @@ impl SentinelSet {
         command_on(self.sentinel_port, args)
     }
 
+    /// The flags the sentinel gives the master now (`master`, `s_down`, `failover_in_progress`
+    /// …), from `SENTINEL MASTER`.
+    pub fn master_flags(&self) -> String {
+        let m = self.sentinel_command(&["SENTINEL", "MASTER", MASTER]);
+        let lines: Vec<&str> = m.lines().collect();
+        lines
+            .iter()
+            .position(|l| *l == "flags")
+            .and_then(|at| lines.get(at + 1))
+            .map_or_else(String::new, |f| (*f).to_owned())
+    }
+
     /// The port of the master the sentinel names now.
     pub fn current_master_port(&self) -> Option<u16> {
         let r = self.sentinel_command(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER]);
