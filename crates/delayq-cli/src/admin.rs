@@ -169,11 +169,20 @@ pub(crate) async fn dead<B: Backend + Inspect>(
     Ok(0)
 }
 
+/// A window width in ms as the settings keep it (saturated: a width past the range is
+/// refused by their check, not wrapped into it).
+fn window_ms(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
 /// A queue's settings on one line: `shards N[\trate P/s burst B][\tmax in flight M]`.
 fn settings_line(s: &QueueSettings) -> String {
     let mut out = format!("shards {}", s.shards);
     if s.lane {
         out.push_str("\tlane");
+        if s.lane_window_ms > 0 {
+            out.push_str(&format!(" windows {} ms", s.lane_window_ms));
+        }
     }
     if let Some(r) = s.rate {
         out.push_str(&format!("\trate {}/s burst {}", r.per_s, r.burst));
@@ -196,24 +205,25 @@ fn settings_line(s: &QueueSettings) -> String {
 /// `delayq queue create|set|show|pause|resume`.
 pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u8> {
     match cmd {
-        QueueCommand::Create { name, shards, lane } => {
-            let current = b.settings(&name).await?;
-            let s = b
-                .configure(
-                    &name,
-                    QueueSettings {
-                        shards,
-                        lane,
-                        ..current
-                    },
-                )
-                .await?;
+        QueueCommand::Create {
+            name,
+            shards,
+            lane,
+            lane_window,
+        } => {
+            let mut s = QueueSettings {
+                shards,
+                ..b.settings(&name).await?
+            };
+            s.set_lane(Some(lane), lane_window.map(window_ms));
+            let s = b.configure(&name, s).await?;
             println!("{name}\t{}", settings_line(&s));
         }
         QueueCommand::Set {
             name,
             shards,
             lane,
+            lane_window,
             rate,
             burst,
             max_in_flight,
@@ -234,9 +244,7 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             if let Some(n) = shards {
                 s.shards = n;
             }
-            if let Some(l) = lane {
-                s.lane = l;
-            }
+            s.set_lane(lane, lane_window.map(window_ms));
             if let Some(per_s) = rate {
                 let burst = burst.unwrap_or_else(|| per_s.ceil().max(1.0) as u32);
                 s.rate = Some(Rate { per_s, burst });

@@ -709,6 +709,7 @@ impl Inspect for RemoteBackend {
         Ok(QueueSettings {
             shards: s["shards"].as_u64().unwrap_or(1) as u32,
             lane: s["lane"].as_bool().unwrap_or(false),
+            lane_window_ms: s["lane_window_ms"].as_u64().unwrap_or(0) as u32,
             rate: match (s["rate"]["per_s"].as_f64(), s["rate"]["burst"].as_u64()) {
                 (Some(per_s), Some(burst)) => Some(delayq::Rate {
                     per_s,
@@ -735,6 +736,8 @@ impl Inspect for RemoteBackend {
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         let body = json!({
             "shards": s.shards,
+            "lane": s.lane,
+            "lane_window_ms": s.lane_window_ms,
             "rate": s.rate.map(|r| json!({"per_s": r.per_s, "burst": r.burst})),
             "max_in_flight": s.max_in_flight,
             "keep_done_ms": s.retention.keep_done_ms,

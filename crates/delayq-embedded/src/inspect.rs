@@ -297,6 +297,8 @@ impl Inspect for EmbeddedBackend {
         Ok(QueueSettings {
             shards: 1,
             lane: false,
+            // (No lane, so no time windows either.)
+            lane_window_ms: 0,
             rate,
             max_in_flight,
             retention,

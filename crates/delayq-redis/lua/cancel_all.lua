@@ -5,16 +5,20 @@
 -- KEYS[4] lane      LIST the one-delay lane (common.lua, above lane_entry)
 -- KEYS[5] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[6] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
+-- KEYS[7] stat   STRING (the width of the lane's time windows at S_WIDTH)
 -- ARGV[1] 'd' due jobs (due <= now) | 's' scheduled jobs (due later than now)
 -- ARGV[2] most jobs in this call
 -- Returns the number cancelled (fewer than ARGV[2]: none of that kind is left). The lane's
 -- jobs of that kind go first: the due ones are its first entries, the later ones its last,
 -- so they are cut off (LTRIM); their index entries are left behind (common.lua: lane_find
--- never trusts one whose entry is gone).
+-- never trusts one whose entry is gone). Then the time windows' (common.lua: win_key): a
+-- window wholly of that kind goes whole, its jobs' index entries with it; one across now
+-- loses its jobs of that kind entry by entry (tombstones). A call finishes the window it
+-- began, so it may cancel up to WIN_MAX more than ARGV[2].
 -- Safe to run twice: a second run cancels only jobs of that kind that exist then (the caller
 -- asked for all of them to go).
 local sched, jobs, ready = KEYS[1], KEYS[2], KEYS[3]
-local lane, lmeta, lgone = KEYS[4], KEYS[5], KEYS[6]
+local lane, lmeta, lgone, stat = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = now_ms()
 local most = tonumber(ARGV[2])
 local from_lane = 0
@@ -57,6 +61,55 @@ if len > 0 then
   from_lane = live
   most = most - live
   if most == 0 then return from_lane end
+end
+local W = win_width(redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1), S_FLAGS)
+if W > 0 then
+  local wk, counts, ixp = wins_key(lane), wcounts_key(lane), ix_prefix(lane)
+  local lo, hi = '-inf', now
+  if ARGV[1] ~= 'd' then lo, hi = now - now % W, '+inf' end
+  local starts = redis.call('ZRANGEBYSCORE', wk, lo, hi, 'LIMIT', 0, 64)
+  local i = 0
+  while most > 0 do
+    i = i + 1
+    if i > #starts then
+      -- The next windows (after those left: across now, or only tombstones of the other kind).
+      if #starts < 64 then break end
+      starts = redis.call('ZRANGEBYSCORE', wk, '(' .. starts[#starts], hi, 'LIMIT', 0, 64)
+      i = 1
+      if #starts == 0 then break end
+    end
+    local m = starts[i]
+    local start = tonumber(m)
+    -- Wholly of that kind: due (its last ms is past), or scheduled (it starts after now).
+    local whole = (ARGV[1] == 'd' and start + W - 1 <= now) or (ARGV[1] ~= 'd' and start > now)
+    local key = win_key(lane, m)
+    local ents = redis.call('LRANGE', key, 0, -1)
+    local gone, k = {}, 0
+    for pos = 1, #ents do
+      local e = ents[pos]
+      if not lane_dead(e) then
+        local id, b, rec = win_entry(e)
+        if whole or ((ARGV[1] == 'd') == (rec_due(rec) <= now)) then
+          if not gone[b] then gone[b] = {} end
+          gone[b][#gone[b] + 1] = id
+          if not whole then redis.call('LSET', key, pos - 1, '\0') end
+          k = k + 1
+        end
+      end
+    end
+    for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
+    if whole then
+      redis.call('DEL', key)
+      redis.call('ZREM', wk, m)
+      redis.call('HDEL', counts, m)
+      if k > 0 then redis.call('HINCRBY', lmeta, 'wn', -k) end
+    elseif k > 0 then
+      win_counted(lane, lmeta, start, -k)
+    end
+    from_lane = from_lane + k
+    most = most - k
+  end
+  if most <= 0 then return from_lane end
 end
 local ids
 if ARGV[1] == 'd' then

@@ -19,7 +19,9 @@
 -- ARGV[3] most expired leases to recover in this call
 -- ARGV[4] number of acks k; then k pairs: id, token
 -- A queue with a lane claims from the lane's head and `sched` in due order (a lane job's
--- record moves to `jobs` as it is leased, so every later path finds it there).
+-- record moves to `jobs` as it is leased, so every later path finds it there); its time
+-- windows (common.lua: win_promote) that start within a width move to `jobs` and `sched`
+-- first, PROMOTE_PER_CALL entries a call, and the next one's move counts as a due time.
 -- A due job past its expiry (record section F_EXPIRES) is dead-lettered with the error
 -- 'expired' instead of leased.
 -- Returns { acks, jobs, next_us }:
@@ -45,7 +47,7 @@ local k = tonumber(ARGV[4])
 local now_exact_us = now_us()
 local now = math.floor(now_exact_us / 1000)
 
-local flags = redis.call('GETRANGE', stat, S_PAUSED, S_FLAGS)
+local flags = redis.call('GETRANGE', stat, S_PAUSED, S_WIDTH + 1)
 local is_paused = string.byte(flags, 1) == 1
 if is_paused then max = 0 end
 local lflags = string.byte(flags, 2) or 0
@@ -111,6 +113,14 @@ local next_due = nil
 local from = sched
 local lane, lmeta = KEYS[10], KEYS[11]
 local lane_on = bit.band(lflags, L_LANE) ~= 0
+-- When the lane's next time window moves (nil: none, or the queue has no windows).
+local wnext = nil
+if lane_on and not is_paused then
+  local W = win_width(flags, S_PAUSED)
+  if W > 0 then
+    wnext = win_promote(lane, lmeta, ix_prefix(lane), jobs, sched, now, W, PROMOTE_PER_CALL)
+  end
+end
 if bit.band(lflags, L_PRIO) == 0 and not lane_on then
   -- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
   -- claimed tells when to come back.
@@ -202,6 +212,8 @@ else
   local lf = lane_on and lane_first_due(lane)
   if lf and (next_due == nil or lf < next_due) then next_due = lf end
 end
+
+if wnext and (next_due == nil or wnext < next_due) then next_due = wnext end
 
 local out = {}
 local n = #ids

@@ -270,11 +270,128 @@ local function lane_tombs(gone, b, from, to)
   return redis.call('BITCOUNT', gone, from - b, to - b, 'BIT')
 end
 
+-- Time windows, the lane's second part (delayq::QueueSettings::lane_window_ms): on a lane
+-- queue with a window width W (ms: the u16 at S_WIDTH of `stat`, 0: none), a new job that
+-- does not fit the one-delay lane and whose window — it starts at s = due - due % W — starts
+-- more than one width from now (s > now + W) is kept whole in that window's LIST
+-- `<lane>:<s>`, in arrival order, each entry a length byte, the id, its index bucket (u16)
+-- and the record (win_entry); a cancelled entry becomes the tombstone '\0'. Its index entry
+-- (the lane's buckets) holds the start and the place, 9 bytes (a lane entry's is a decimal
+-- sequence number: a first byte below '0' tells them apart). The ZSET `<lane>:w` holds each
+-- window's start (score and member), the HASH `<lane>:n` its live jobs (field: the start),
+-- `lanemeta`'s field `wn` all of them. A window holds at most WIN_MAX entries (jobs past
+-- that use the sorted sets). One width before it starts, a window moves to `jobs` and
+-- `sched` (win_promote: claims, a bounded part a call), so a job is claimed, and changed by
+-- every path but the look-up, cancel and listing, in the sorted-set layout. The key names
+-- (win_key, wins_key, wcounts_key, ix_prefix) are checked against keys.rs by a test.
+
+-- The LIST of the window that starts at `s` (a number or the member string).
+local function win_key(lane, s)
+  return lane .. ':' .. string.format('%.0f', s)
+end
+
+-- The ZSET of the windows' starts.
+local function wins_key(lane)
+  return lane .. ':w'
+end
+
+-- The HASH start -> live jobs of each window.
+local function wcounts_key(lane)
+  return lane .. ':n'
+end
+
+-- The key prefix of the lane's index buckets (`dq:{tag}:lane` -> `dq:{tag}:ix:`).
+local function ix_prefix(lane)
+  return string.sub(lane, 1, -5) .. 'ix:'
+end
+
+-- The window width from `raw` (bytes of `stat` read from offset `from` to S_WIDTH + 1 at
+-- least): 0 when the queue has none (or the string is shorter: never set).
+local function win_width(raw, from)
+  local at = S_WIDTH - from + 1
+  if #raw < at + 1 then return 0 end
+  return (struct.unpack('>H', raw, at))
+end
+
+-- The id, index bucket and record of a window's entry.
+local function win_entry(e)
+  local n = string.byte(e, 1)
+  return string.sub(e, 2, 1 + n), (struct.unpack('>H', e, 2 + n)), string.sub(e, 4 + n)
+end
+
+-- Adds `k` (negative: takes) to the live jobs of the window starting at `s` and of all.
+local function win_counted(lane, meta, s, k)
+  redis.call('HINCRBY', wcounts_key(lane), string.format('%.0f', s), k)
+  redis.call('HINCRBY', meta, 'wn', k)
+end
+
+-- Moves the jobs of the windows that start within one width `W` of `now` to `jobs` and
+-- `sched` (same records, same due times), the earliest window first and each from its tail
+-- (the places of the entries left do not move), reading at most `n` entries; their index
+-- entries go (`ixp`: the buckets' key prefix, each entry carries its bucket). Returns when the
+-- next window is due to move (`now`: this call left some), or nil when there is none.
+local function win_promote(lane, meta, ixp, jobs, sched, now, W, n)
+  local wk = wins_key(lane)
+  while true do
+    local head = redis.call('ZRANGE', wk, 0, 0, 'WITHSCORES')
+    if not head[1] then return nil end
+    local start = tonumber(head[2])
+    if start - W > now then return start - W end
+    if n <= 0 then return now end
+    local key = win_key(lane, start)
+    local ents = redis.call('LRANGE', key, -n, -1)
+    local hset, zadd, gone, moved = {}, {}, {}, 0
+    for i = 1, #ents do
+      if not lane_dead(ents[i]) then
+        local id, b, rec = win_entry(ents[i])
+        hset[#hset + 1] = id
+        hset[#hset + 1] = rec
+        zadd[#zadd + 1] = rec_due(rec)
+        zadd[#zadd + 1] = id
+        local g = gone[b]
+        if not g then
+          g = {}
+          gone[b] = g
+        end
+        g[#g + 1] = id
+        moved = moved + 1
+      end
+    end
+    if moved > 0 then
+      call_chunked('HSET', jobs, hset)
+      call_chunked('ZADD', sched, zadd)
+      for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
+    end
+    if #ents < n then
+      -- The whole window moved.
+      redis.call('DEL', key)
+      redis.call('ZREM', wk, head[1])
+      redis.call('HDEL', wcounts_key(lane), head[1])
+      if moved > 0 then redis.call('HINCRBY', meta, 'wn', -moved) end
+    else
+      redis.call('LTRIM', key, 0, -n - 1)
+      if moved > 0 then win_counted(lane, meta, start, -moved) end
+    end
+    n = n - #ents
+  end
+end
+
+
 -- The lane entry of `id` (index bucket `ix`): its sequence number, record and the lane's head
--- sequence number and bitmap base (lane_hb), or nil.
+-- sequence number and bitmap base (lane_hb); for a job in a time window 'w', its record, the
+-- window's start and its place there; or nil.
 local function lane_find(L, id)
   local s = redis.call('HGET', L.ix, id)
   if not s then return nil end
+  if string.byte(s, 1) < 48 then
+    -- (A window's entry: 9 bytes, not a decimal sequence number.)
+    local start, pos = struct.unpack('>I6I3', s)
+    local e = redis.call('LINDEX', win_key(L.lane, start), pos)
+    if not e or lane_dead(e) then return nil end
+    local eid, _, rec = win_entry(e)
+    if eid ~= id then return nil end
+    return 'w', rec, start, pos
+  end
   s = tonumber(s)
   local h, b = lane_hb(L.meta)
   if s < h then return nil end
@@ -324,8 +441,13 @@ end
 local function lane_drop(L, id)
   local s, rec, h, b = lane_find(L, id)
   if not s then return nil end
-  lane_mark(L, s, h, b)
-  redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))
+  if s == 'w' then
+    redis.call('LSET', win_key(L.lane, h), b, '\0')
+    win_counted(L.lane, L.meta, h, -1)
+  else
+    lane_mark(L, s, h, b)
+    redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))
+  end
   redis.call('HDEL', L.ix, id)
   return rec
 end

@@ -25,7 +25,10 @@
 -- single job uses HSETNX, one command fewer.
 -- The lane (bucket keys given and the queue's L_LANE flag set): a new job without a priority
 -- whose due time is not earlier than the lane's last goes to the lane (RPUSH, its index
--- entry); any other to `jobs` and `sched`. A replace first moves a lane job out (lane_pull).
+-- entry); with time windows (the u16 at S_WIDTH of `stat`), one due in a window that starts
+-- more than a width from now and is not full goes to that window (common.lua: win_key; its
+-- index entry, a push, the window's counts, and a wake-up when it is a new first window); any
+-- other to `jobs` and `sched`. A replace first moves a lane job out (lane_pull).
 -- Safe to run twice: a second run finds every job of the first (HMGET / HSETNX / the lane's
 -- index) and answers
 -- R_EXISTS with the stored due time (and counts nothing: only created jobs are counted); a
@@ -51,9 +54,14 @@ local L = nil
 -- The lane's length and next sequence number when the script began, its last due time, the
 -- entries to push and the first one's due time.
 local lane_len, lane_next, lane_tail, lane_push, lane_first = 0, 0, nil, {}, nil
+-- The window width (0: none), each window's length as pushed so far, its entries to push
+-- and the windows in the order first pushed to.
+local W, wlen, wpush, worder = 0, {}, {}, {}
 if KEYS[ix0] then
-  local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
+  local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
+  local f = string.byte(fw) or 0
   if bit.band(f, L_LANE) ~= 0 then
+    W = win_width(fw, S_FLAGS)
     L = { lane = KEYS[7], meta = KEYS[8], gone = KEYS[9] }
     for i = 0, n - 1 do
       if string.byte(ARGV[3 + 2 * i]) < 97 then
@@ -93,17 +101,41 @@ for i = 0, n - 1 do
       stored = stored_all[i + 1]
       if not stored and L and string.byte(mode) >= 97 and #id <= 255 then
         L.ix = KEYS[ix0 + i]
-        local fits = (lane_tail == nil or due >= lane_tail)
-          and not (has(string.byte(rec, 2), F_EXTRA) and decode(rec).prio)
+        local plain = not (has(string.byte(rec, 2), F_EXTRA) and decode(rec).prio)
+        local fits = plain and (lane_tail == nil or due >= lane_tail)
+        -- Else its window's start, when it goes to one.
+        local ws = nil
+        if not fits and plain and W > 0 then
+          local start = due - due % W
+          if start > now + W then
+            if wlen[start] == nil then wlen[start] = redis.call('LLEN', win_key(L.lane, start)) end
+            if wlen[start] < WIN_MAX then ws = start end
+          end
+        end
+        -- Its index entry: the lane's sequence number, or the window's start and place.
+        local val = nil
+        if fits then val = lane_next elseif ws then val = struct.pack('>I6I3', ws, wlen[ws]) end
         -- A new id takes its index entry at once (HSETNX: one call); an id the index has is
         -- looked at (lane_find), its entry replaced when it is one left behind.
         local s, lrec = nil, nil
-        if not (fits and redis.call('HSETNX', L.ix, id, lane_next) == 1) then
+        if not (val and redis.call('HSETNX', L.ix, id, val) == 1) then
           s, lrec = lane_find(L, id)
-          if not s and fits then redis.call('HSET', L.ix, id, lane_next) end
+          if not s and val then redis.call('HSET', L.ix, id, val) end
         end
         if s then
           in_lane = rec_due(lrec)
+        elseif ws then
+          if not wpush[ws] then
+            wpush[ws] = {}
+            worder[#worder + 1] = ws
+          end
+          local b = tonumber(string.match(L.ix, '(%d+)$'))
+          local p = wpush[ws]
+          p[#p + 1] = string.char(#id) .. id .. struct.pack('>H', b) .. rec
+          wlen[ws] = wlen[ws] + 1
+          fresh[id] = due
+          created = created + 1
+          in_lane = false
         elseif fits then
           lane_push[#lane_push + 1] = string.char(#id) .. id .. rec
           lane_first = lane_first or due
@@ -190,6 +222,25 @@ if #lane_push > 0 then
     redis.call('RPUSH', L.lane, unpack(lane_push, i, math.min(i + 1999, #lane_push)))
   end
   redis.call('HSET', L.meta, 't', lane_tail)
+end
+if #worder > 0 then
+  local wk, total, first_new = wins_key(L.lane), 0, nil
+  for _, start in ipairs(worder) do
+    local p = wpush[start]
+    call_chunked('RPUSH', win_key(L.lane, start), p)
+    local member = string.format('%.0f', start)
+    if redis.call('HINCRBY', wcounts_key(L.lane), member, #p) == #p then
+      -- (Also a window whose jobs were all cancelled: ZADD leaves it as it is.)
+      redis.call('ZADD', wk, start, member)
+      if not first_new or start < first_new then first_new = start end
+    end
+    total = total + #p
+  end
+  redis.call('HINCRBY', L.meta, 'wn', total)
+  if first_new and tonumber(redis.call('ZRANGE', wk, 0, 0)[1]) == first_new then
+    -- A new first window: consumers come back to move it one width before it starts.
+    wake_if_earlier(sched, wake, first_new - W, lane_first_due(L.lane))
+  end
 end
 if #new > 0 then
   -- The first write of a batch without replaced or recycled ids: refused whole by a full store.

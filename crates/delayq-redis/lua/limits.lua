@@ -5,7 +5,8 @@
 -- KEYS[2] wake   channel of the queue's consumers (woken: the limits they sleep on changed)
 -- ARGV[1] tokens per second (0: no rate limit), ARGV[2] burst, ARGV[3] max_in_flight (0: none),
 -- ARGV[4] keep_done_ms, ARGV[5] dedupe_ms (both 0: completed jobs are deleted), ARGV[6] 1:
--- the queue has a one-delay lane (L_LANE)
+-- the queue has a one-delay lane (L_LANE), ARGV[7] the width of its time windows in ms (0:
+-- none; the u16 at S_WIDTH)
 -- Returns the flags byte it stored (L_PRIO, which the queue's jobs set, is kept).
 -- Safe to run twice: the second run stores the same values; the bucket keeps the tokens it
 -- has (capped at the new burst) — only a shard that had no rate limit starts with a full one.
@@ -30,5 +31,6 @@ if keep > 0 or dedupe > 0 then
   new = new + L_RETAIN
 end
 redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, new)
+redis.call('SETRANGE', stat, S_WIDTH, struct.pack('>H', tonumber(ARGV[7] or 0)))
 redis.call(PUBLISH, wake, 0)
 return new

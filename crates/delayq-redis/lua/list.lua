@@ -18,11 +18,17 @@
 -- score and ends after every entry tied with its (n + 1)-th. One call reads at most ~scan_max
 -- lane entries (a cancel-heavy lane can hold millions of tombstones ahead of its jobs: read
 -- whole, they would hold Redis for a second): past that, at the next due time d, it stops.
+-- The lane's time windows (common.lua: win_key) are read whole (each holds at most WIN_MAX
+-- entries, in arrival order), in the order they start, from the one holding the cursor's score
+-- (or now, for scheduled jobs), until they gave more than n jobs: windows do not overlap, so
+-- a window's jobs come before every later one's. One call reads at most WIN_LIST windows, and
+-- no window once scan_max entries were read: it stops at the next window's start d.
 -- Returns a flat list, 3 per job: id, score, record — at most n + 1 jobs (one more than the
 -- page tells the caller that a next page exists); a call stopped early returns only the jobs
 -- scored before d and then the triple '', d, '': the caller asks again from (d, '').
 -- Safe to run twice: it writes nothing but the promotion of due jobs of a queue with
--- priorities, which a second run finds done.
+-- priorities (and of time windows a claim would move: their jobs then in `sched`), which a
+-- second run finds done.
 local sched, lease, dead, jobs, done, stat, ready =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local lane, lmeta = KEYS[8], KEYS[9]
@@ -32,9 +38,11 @@ local z = sched
 if which == 'l' then z = lease elseif which == 'x' then z = dead elseif which == 'o' then z = done end
 -- A queue with priorities: its due jobs are listed in claim order (ready), after moving the
 -- due ones still in `sched` there (common.lua: promote; the listing's only write).
-local by_prio = which == 'd'
-  and bit.band(string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0, L_PRIO) ~= 0
+local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
+local by_prio = which == 'd' and bit.band(string.byte(fw) or 0, L_PRIO) ~= 0
 if by_prio then
+  local W = win_width(fw, S_FLAGS)
+  if W > 0 then win_promote(lane, lmeta, ix_prefix(lane), jobs, sched, now, W, LIST_PROMOTE) end
   lane_spill(lane, lmeta, jobs, sched, now, LIST_PROMOTE)
   promote(sched, ready, jobs, now, LIST_PROMOTE)
   z = ready
@@ -128,11 +136,50 @@ if len > 0 then
     if stop or #chunk == 0 then break end
     pos = pos + #chunk
   end
-  table.sort(items, function(a, b)
-    if a[2] ~= b[2] then return a[2] < b[2] end
-    return a[1] ~= b[1] and bytes_le(a[1], b[1])
-  end)
 end
+local function before(a, b)
+  if a[2] ~= b[2] then return a[2] < b[2] end
+  return a[1] ~= b[1] and bytes_le(a[1], b[1])
+end
+local W = 0
+if which == 's' or (which == 'd' and not by_prio) then W = win_width(fw, S_FLAGS) end
+if W > 0 then
+  local cs, cid = nil, ARGV[4]
+  if ARGV[3] ~= '' then cs = tonumber(ARGV[3]) end
+  local from = cs
+  if which == 's' and (not from or from < now) then from = now end
+  local lo, hi = '-inf', '+inf'
+  if from then lo = from - from % W end
+  if which == 'd' then hi = now end
+  local starts = redis.call('ZRANGEBYSCORE', wins_key(lane), lo, hi, 'LIMIT', 0, WIN_LIST + 1)
+  local got, read = 0, 0
+  for i, m in ipairs(starts) do
+    if got > n then break end
+    if i > WIN_LIST or read >= 8192 then
+      local s = tonumber(m)
+      if not cut or s < cut then cut = s end
+      break
+    end
+    local ents = redis.call('LRANGE', win_key(lane, m), 0, -1)
+    read = read + #ents
+    local mine = {}
+    for _, e in ipairs(ents) do
+      if not lane_dead(e) then
+        local id, _, rec = win_entry(e)
+        local d = rec_due(rec)
+        if ((which == 'd') == (d <= now))
+          and (not cs or d > cs or (d == cs and not bytes_le(id, cid))) then
+          mine[#mine + 1] = { id, d, rec }
+        end
+      end
+    end
+    -- (Past its first n + 1, no job of a window can be on the page.)
+    table.sort(mine, before)
+    for j = 1, math.min(#mine, n + 1) do items[#items + 1] = mine[j] end
+    got = got + #mine
+  end
+end
+table.sort(items, before)
 local out = {}
 local k = 0
 for i = 1, math.min(#items, n + 1) do

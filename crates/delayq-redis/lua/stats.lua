@@ -9,6 +9,10 @@
 -- KEYS[8] lane      LIST the one-delay lane (common.lua, above lane_entry)
 -- KEYS[9] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[10] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
+-- The lane's time windows (common.lua: win_key) add their live jobs (`lanemeta`'s `wn`); of
+-- those in windows that start by the end of the next minute, a window wholly due, or wholly
+-- due within the minute, counts whole (`<lane>:n`), one across either edge, and the first
+-- due one (the oldest overdue job), are read.
 -- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms, paused (0|1),
 --   waiting_on_limit (due jobs the shard's rate or max_in_flight holds back now), done }
 -- Safe to run twice: it writes nothing.
@@ -43,7 +47,42 @@ if len > 0 then
     oldest = math.max(oldest, now - lane_due(redis.call('LINDEX', lane, first)))
   end
 end
-local flags = redis.call('GETRANGE', stat, S_PAUSED, S_FLAGS)
+local flags = redis.call('GETRANGE', stat, S_PAUSED, S_WIDTH + 1)
+local W = win_width(flags, S_PAUSED)
+local in_win, win_due, win_minute = 0, 0, 0
+if W > 0 then in_win = tonumber(redis.call('HGET', lmeta, 'wn') or 0) end
+if in_win > 0 then
+  local minute = now + 60000
+  local near = redis.call('ZRANGEBYSCORE', wins_key(lane), '-inf', minute)
+  local first_due = true
+  for i = 1, #near, 1000 do
+    local part = { unpack(near, i, math.min(i + 999, #near)) }
+    local live = redis.call('HMGET', wcounts_key(lane), unpack(part))
+    for j, m in ipairs(part) do
+      local s, n = tonumber(m), tonumber(live[j] or 0)
+      local last = s + W - 1
+      if (s <= now and (last > now or first_due)) or (s <= minute and last > minute) then
+        for _, e in ipairs(redis.call('LRANGE', win_key(lane, m), 0, -1)) do
+          if not lane_dead(e) then
+            local _, _, rec = win_entry(e)
+            local d = rec_due(rec)
+            if d <= now then
+              win_due = win_due + 1
+              oldest = math.max(oldest, now - d)
+            elseif d <= minute then
+              win_minute = win_minute + 1
+            end
+          end
+        end
+      elseif last <= now then
+        win_due = win_due + n
+      else
+        win_minute = win_minute + n
+      end
+      if s <= now then first_due = false end
+    end
+  end
+end
 local in_ready = redis.call('ZCARD', ready)
 if in_ready > 0 then
   -- The longest-waiting job of `ready` is not its first (priorities): read a few.
@@ -53,7 +92,7 @@ if in_ready > 0 then
     if raws[i] then oldest = math.max(oldest, now - rec_due(raws[i])) end
   end
 end
-local due = redis.call('ZCOUNT', sched, '-inf', now) + in_ready + lane_due_now
+local due = redis.call('ZCOUNT', sched, '-inf', now) + in_ready + lane_due_now + win_due
 local leased = redis.call('ZCARD', lease)
 local waiting = 0
 if bit.band(string.byte(flags, 2) or 0, L_ON) ~= 0 then
@@ -64,9 +103,9 @@ if bit.band(string.byte(flags, 2) or 0, L_ON) ~= 0 then
   waiting = due - room
 end
 return {
-  redis.call('ZCARD', sched) + in_ready + in_lane,
+  redis.call('ZCARD', sched) + in_ready + in_lane + in_win,
   due,
-  redis.call('ZCOUNT', sched, '(' .. now, now + 60000) + lane_minute,
+  redis.call('ZCOUNT', sched, '(' .. now, now + 60000) + lane_minute + win_minute,
   leased,
   redis.call('ZCARD', dead),
   oldest,

@@ -336,6 +336,7 @@ impl Inspect for RedisBackend {
         let fields = [
             "shards",
             "lane",
+            "lane_window_ms",
             "rate_per_s",
             "rate_burst",
             "max_in_flight",
@@ -363,6 +364,8 @@ impl Inspect for RedisBackend {
         Ok(QueueSettings {
             shards: num("shards").map_or(1, |n| (n as u32).max(1)),
             lane: num("lane") == Some(1.0),
+            // (Absent: a queue configured before windows existed; its shards have none.)
+            lane_window_ms: num("lane_window_ms").map_or(0, |n| n as u32),
             rate,
             max_in_flight: num("max_in_flight").map(|n| n as u32),
             retention: delayq::Retention {
@@ -384,7 +387,13 @@ impl Inspect for RedisBackend {
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         s.validate()?;
         let (current, lane) = self.stored_layout(queue).await?;
-        if current != s.shards || lane != s.lane {
+        // Windows are placed by their width: it changes only while the queue is empty too.
+        let width = if lane && s.lane {
+            self.settings(queue).await?.lane_window_ms
+        } else {
+            s.lane_window_ms
+        };
+        if current != s.shards || lane != s.lane || width != s.lane_window_ms {
             // Jobs are placed by shard count: moving them is not atomic across slots, so a
             // queue changes its count only while empty (in both layouts). The lane likewise:
             // a queue without one reads none.
@@ -409,11 +418,16 @@ impl Inspect for RedisBackend {
                          it, or create a new queue with {} shards and move producers to it",
                         s.shards
                     )
-                } else {
+                } else if lane != s.lane {
                     format!(
                         "its lane ({}) can only be switched while it is empty; drain it, or \
                          create a new queue and move producers to it",
                         if lane { "on" } else { "off" }
+                    )
+                } else {
+                    format!(
+                        "its lane's window width ({width} ms) can only change while it is \
+                         empty; drain it, or create a new queue and move producers to it"
                     )
                 };
                 return Err(Error::Conflict(format!(
@@ -431,6 +445,7 @@ impl Inspect for RedisBackend {
         let mut set = redis::cmd("HSET");
         set.arg(&conf).arg("shards").arg(s.shards);
         set.arg("lane").arg(u8::from(s.lane));
+        set.arg("lane_window_ms").arg(s.lane_window_ms);
         let mut gone = Vec::new();
         match s.rate {
             Some(r) => {
@@ -472,6 +487,7 @@ impl Inspect for RedisBackend {
             arg(s.retention.keep_done_ms),
             arg(s.retention.dedupe_ms),
             arg(u8::from(s.lane)),
+            arg(if s.lane { s.lane_window_ms } else { 0 }),
         ];
         let route = self.route(queue).await?;
         try_join_all(

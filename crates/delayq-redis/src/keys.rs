@@ -54,6 +54,15 @@ impl Key {
 /// `hash-max-listpack-entries` (512).
 pub(crate) const LANE_BUCKETS: u32 = 1024;
 
+/// Most entries of one of a lane's time windows (`<lane>:<start>`, common.lua: win_key): what
+/// a claim moves to the sorted sets, a listing reads and a count walks through at once stays
+/// bounded; a job due in a full window uses the sorted sets.
+pub(crate) const WINDOW_MAX_ENTRIES: usize = 8192;
+
+/// Most time windows one call of the listing reads (each at most [`WINDOW_MAX_ENTRIES`]; the
+/// listing stops at 8,192 entries read too).
+pub(crate) const WINDOWS_LISTED: usize = 256;
+
 /// The names of one queue's keys.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {

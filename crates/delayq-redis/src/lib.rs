@@ -53,7 +53,7 @@ pub use target::{ConnectOptions, TlsFiles, mask};
 /// the commands delayq and its scripts run. README.md shows it; the test suite runs as a
 /// user with exactly this rule.
 pub const ACL_RULE: &str = "resetkeys ~dq:* resetchannels &dq:* -@all \
-+eval +evalsha +hget +hset +hsetnx +hdel +hmget +incrby +set +getrange +setrange +bitfield \
++eval +evalsha +hget +hset +hsetnx +hdel +hmget +hincrby +incrby +set +getrange +setrange +bitfield \
 +time +zadd +zcard +zcount +zrange +zrangebyscore +zrank +zrem +zscore +publish +spublish \
 +hgetall +llen +lrange +lindex +lset +ltrim +rpush +del +setbit +bitcount +bitpos +strlen \
 +subscribe +ssubscribe +unsubscribe +sunsubscribe +ping +wait +scan +info +hello +cluster|slots +cluster|info";

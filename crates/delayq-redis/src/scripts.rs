@@ -227,7 +227,7 @@ scripts! {
     LIST = "list.lua" [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta];
     DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake, Ready, Lane, LaneMeta];
     DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs, Ready, Lane, LaneMeta];
-    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready, Lane, LaneMeta, LaneGone];
+    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready, Lane, LaneMeta, LaneGone, Stat];
     PAUSE = "pause.lua" [Stat, Wake];
     LIMITS = "limits.lua" [Stat, Wake];
     FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext, Lane, LaneMeta];
@@ -282,6 +282,9 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def("TRIM_PER_CALL", delayq::limits::TRIM_PER_CALL.to_string());
         def("L_PRIO", layout::PRIORITIES.to_string());
         def("L_LANE", layout::LANE.to_string());
+        def("S_WIDTH", layout::WIDTH.to_string());
+        def("WIN_MAX", crate::keys::WINDOW_MAX_ENTRIES.to_string());
+        def("WIN_LIST", crate::keys::WINDOWS_LISTED.to_string());
         def(
             "PRIORITY_AGING_MS",
             delayq::limits::PRIORITY_AGING.as_millis().to_string(),

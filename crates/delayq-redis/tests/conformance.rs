@@ -26,7 +26,18 @@ delayq::model_tests!(setup);
 mod lane {
     use delayq::{Inspect, QueueName, QueueSettings};
 
-    async fn setup() -> (
+    pub(super) async fn setup() -> (
+        delayq_test_support::RedisServer,
+        delayq_redis::RedisBackend,
+        delayq::testkit::Time,
+    ) {
+        with_windows(QueueSettings::default().lane_window_ms).await
+    }
+
+    /// The suite's queues with the lane and time windows `window_ms` wide.
+    pub(super) async fn with_windows(
+        window_ms: u32,
+    ) -> (
         delayq_test_support::RedisServer,
         delayq_redis::RedisBackend,
         delayq::testkit::Time,
@@ -50,6 +61,7 @@ mod lane {
             let q = QueueName::new(name).unwrap();
             let s = QueueSettings {
                 lane: true,
+                lane_window_ms: window_ms,
                 ..QueueSettings::default()
             };
             b.configure(&q, s).await.unwrap();
@@ -59,6 +71,23 @@ mod lane {
 
     // Every test of the suite but `bad_input_writes_nothing`, which checks that no queue
     // exists afterwards (this set-up creates them).
+    delayq::conformance_tests!(@on_existing_queues setup);
+    delayq::model_tests!(setup);
+}
+
+/// The same suite on lane queues whose time windows are the narrowest (100 ms): every job due
+/// more than 200 ms ahead that does not fit the one-delay lane waits in a window, and the
+/// suite's jobs due within a second or two move to the sorted sets while it runs (a claim
+/// moves a window one width before it starts).
+mod windows {
+    async fn setup() -> (
+        delayq_test_support::RedisServer,
+        delayq_redis::RedisBackend,
+        delayq::testkit::Time,
+    ) {
+        super::lane::with_windows(delayq::settings::MIN_LANE_WINDOW_MS).await
+    }
+
     delayq::conformance_tests!(@on_existing_queues setup);
     delayq::model_tests!(setup);
 }

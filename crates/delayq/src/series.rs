@@ -54,6 +54,8 @@ pub mod layout {
     /// Flag: the queue keeps jobs whose due times come in arrival order in its one-delay lane
     /// (`QueueSettings::lane`).
     pub const LANE: u8 = 16;
+    /// The width of the lane's time windows in ms (`u16`, 0: none; `QueueSettings::lane_window_ms`).
+    pub const WIDTH: usize = 2;
     /// The last interval counted in.
     pub const LAST: usize = 4;
     /// The totals.
