@@ -204,7 +204,14 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
             }
         };
         // (The index's room is for live jobs: tombstones have left it.)
-        let largest = shards.iter().map(|s| s.live()).max().unwrap_or(0);
+        let largest = shards.iter().map(|s| s.indexed()).max().unwrap_or(0);
+        let windows: u64 = shards.iter().map(|s| s.windows).sum();
+        let in_windows: u64 = shards.iter().map(|s| s.in_windows).sum();
+        let windowed = if windows > 0 {
+            format!(" ({in_windows} of all its shards' in {windows} time windows)")
+        } else {
+            String::new()
+        };
         let cancelled: u64 = shards.iter().map(|s| s.cancelled).sum();
         let tombs = if cancelled > 0 {
             format!(
@@ -255,7 +262,8 @@ async fn lane_checks(backend: &RedisBackend, limits: Option<(u64, u64)>, out: &m
                 "lane",
                 Verdict::Ok,
                 format!(
-                    "queue {q}: {largest} lane jobs in its largest shard of {}{tombs}{room}",
+                    "queue {q}: {largest} lane jobs in its largest shard of {}{windowed}{tombs}\
+                     {room}",
                     shards.len()
                 ),
             )
@@ -272,14 +280,30 @@ async fn off_lane(
     shards: &[delayq_redis::LaneShard],
 ) -> Option<String> {
     let scheduled = delayq::Inspect::stats(backend, q).await.ok()?.scheduled;
-    let in_lane: u64 = shards.iter().map(|s| s.live()).sum();
-    (scheduled >= 100 && in_lane * 2 < scheduled).then(|| {
+    let in_lane: u64 = shards.iter().map(|s| s.indexed()).sum();
+    if scheduled < 100 || in_lane * 2 >= scheduled {
+        return None;
+    }
+    let width = delayq::Inspect::settings(backend, q)
+        .await
+        .ok()?
+        .lane_window_ms;
+    let advice = if width == 0 {
+        "; time windows would keep those due further ahead compact too (`delayq queue set \
+         --lane-window 10s`, only while the queue is empty)"
+            .to_owned()
+    } else {
         format!(
-            "queue {q}: {in_lane} of its {scheduled} scheduled jobs are in its lane: the others \
-             (due earlier than the lane's last job: several delays, retries, reschedules, \
-             priorities) cost what a queue without the lane pays, so the lane saves little here"
+            "; its {width}-ms windows take only jobs due more than one width past their \
+             window's start, up to 8,192 a window: a narrower width suits a busier queue"
         )
-    })
+    };
+    Some(format!(
+        "queue {q}: {in_lane} of its {scheduled} scheduled jobs are in its lane or windows: the \
+         others (due soon, retries, reschedules, priorities, or past the lane's last job with \
+         no window for them) cost what a queue without the lane pays, so the lane saves little \
+         here{advice}"
+    ))
 }
 
 /// Runs every check against the deployment `opts` names.

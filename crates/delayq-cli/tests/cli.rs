@@ -344,15 +344,17 @@ fn doctor_looks_at_each_lane_index() {
         text.contains("ok    lane         queue orders: 200 lane jobs in its largest shard of 1; its index is compact up to ~4096 jobs a shard"),
         "{text}"
     );
-    // Jobs due earlier than the lane's last go beside it: most of the queue is not in the lane.
-    let sooner = jsonl("s", 0..300, 60_000);
+    // Jobs due earlier than the lane's last and too soon for a time window (within two widths)
+    // go beside it: most of the queue is not in the lane.
+    let sooner = jsonl("s", 0..300, 5_000);
     let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &sooner);
     assert!(o.status.success(), "{o:?}");
     let text = stdout(&delayq(&s, &["doctor"]));
     assert!(
         text.contains(
-            "WARN  lane         queue orders: 200 of its 500 scheduled jobs are in its lane"
-        ),
+            "WARN  lane         queue orders: 200 of its 500 scheduled jobs are in its lane or \
+             windows"
+        ) && text.contains("its 10000-ms windows take only jobs due more than one width"),
         "{text}"
     );
     let many = jsonl("o", 200..6000, 1_800_000);
@@ -376,7 +378,20 @@ fn doctor_looks_at_each_lane_index() {
         let o = refunds(&["cancel", &format!("r{i}")], "");
         assert!(o.status.success(), "{o:?}");
     }
+    // Jobs due earlier than the lane's last, further ahead than two widths: in time windows.
+    let later = |args: &[&str], stdin: &str| delayq_on(&s, "later", args, stdin);
+    let o = later(&["queue", "create", "later", "--lane"], "");
+    assert!(o.status.success(), "{o:?}");
+    for (prefix, delay) in [("a", 1_800_000), ("b", 600_000)] {
+        let o = later(&["enqueue", "--jsonl"], &jsonl(prefix, 0..50, delay));
+        assert!(o.status.success(), "{o:?}");
+    }
     let text = stdout(&delayq(&s, &["doctor"]));
+    assert!(
+        text.contains("ok    lane         queue later: 100 lane jobs in its largest shard of 1 (50 of all its shards' in ")
+            && text.contains(" time windows)"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "ok    lane         queue refunds: 120 lane jobs in its largest shard of 1 (and 80 \

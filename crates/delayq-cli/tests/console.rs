@@ -290,6 +290,7 @@ async fn the_console_in_a_real_browser() {
     wait_text(&c, "#settings-summary", "in flight: no limit").await;
     click(&c, Locator::Css("#settings summary")).await;
     wait_text(&c, "#set-lane", "off").await;
+    wait_text(&c, "#set-windows", "off").await;
     let fill = |css: &'static str, v: &'static str| {
         let c = c.clone();
         async move {

@@ -351,14 +351,14 @@ function statCards(v) {
 
 // A queue's settings: a one-line summary that opens on the whole list and a form for the
 // limits an operator changes on a running queue (start rate, jobs in flight). Shards and the
-// lane change only while the queue is empty (the API's PUT, or `delayq queue set`).
+// lane and its windows change only while the queue is empty (the API's PUT, or `delayq queue set`).
 function settingsPanel(name, s, onSaved) {
   const rate = s.rate ? `${fmt(s.rate.per_s)}/s, burst ${fmt(s.rate.burst)}` : 'no limit';
   const inFlight = s.max_in_flight ? fmt(s.max_in_flight) : 'no limit';
   const target = s.target ? `${s.target.method || 'POST'} ${s.target.url}` : 'none (workers claim)';
   const summary = [
     `${fmt(s.shards)} shard${s.shards === 1 ? '' : 's'}`,
-    s.lane ? 'one-delay lane' : null,
+    s.lane ? (s.lane_window_ms ? `lane, ${duration(s.lane_window_ms)} windows` : 'one-delay lane') : null,
     `rate: ${rate}`,
     `in flight: ${inFlight}`,
     s.target ? 'push' : null,
@@ -392,6 +392,9 @@ function settingsPanel(name, s, onSaved) {
     el('dl', { class: 'fields' },
       row('Shards', fmt(s.shards), 'set-shards'),
       row('One-delay lane', s.lane ? 'on: jobs due in arrival order are kept whole in a list' : 'off', 'set-lane'),
+      row('Time windows', s.lane && s.lane_window_ms
+        ? `${duration(s.lane_window_ms)} wide: other jobs due further ahead than two widths wait whole in their window`
+        : 'off', 'set-windows'),
       row('Start rate', rate),
       row('Most in flight', inFlight),
       row('Completed jobs kept', s.keep_done_ms ? duration(s.keep_done_ms) : 'no (deleted when done)'),

@@ -109,6 +109,77 @@ async fn redis_queues_take_the_lane_while_empty() {
     assert_eq!(v["settings"]["lane"].as_bool(), Some(true), "unchanged");
 }
 
+/// The lane's time windows: on with the lane, checked, in use for a job due earlier than the
+/// lane's last, and their width changes only while the queue is empty.
+#[tokio::test]
+async fn redis_lane_queues_keep_later_jobs_in_time_windows() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let r = delayq_http::router(AppState::new(backend, HttpConfig::default(), None));
+    let (s, v) = call(&r, "PUT", "/v1/queues/later", Some(json!({"lane": true}))).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["settings"]["lane_window_ms"].as_u64(),
+        Some(10_000),
+        "turned on with the default windows: {v}"
+    );
+    for bad in [
+        json!({"lane_window_ms": 99}),
+        json!({"lane_window_ms": 60_001}),
+    ] {
+        let (s, v) = call(&r, "PUT", "/v1/queues/later", Some(bad.clone())).await;
+        assert_eq!(
+            (s, v["code"].as_str()),
+            (400, Some("invalid_settings")),
+            "{bad}: {v}"
+        );
+    }
+    // A job due in 40 minutes after one in an hour: in its time window.
+    let (s, _) = call(
+        &r,
+        "POST",
+        "/v1/queues/later/jobs",
+        Some(json!({"id": "c0", "payload": 0, "delay_ms": 3_600_000})),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let (s, _) = call(
+        &r,
+        "POST",
+        "/v1/queues/later/jobs",
+        Some(json!({"id": "w1", "payload": 1, "delay_ms": 2_400_000})),
+    )
+    .await;
+    assert_eq!(s, 201);
+    assert_eq!(server.command(&["ZCARD", "dq:{later}:lane:w"]).trim(), "1");
+    let (s, v) = call(&r, "GET", "/v1/queues/later/jobs/w1", None).await;
+    assert_eq!((s, v["state"].as_str()), (200, Some("scheduled")), "{v}");
+    let (s, v) = call(
+        &r,
+        "PUT",
+        "/v1/queues/later",
+        Some(json!({"lane_window_ms": 0})),
+    )
+    .await;
+    assert_eq!((s, v["code"].as_str()), (409, Some("conflict")), "{v}");
+    for id in ["c0", "w1"] {
+        let (s, _) = call(&r, "DELETE", &format!("/v1/queues/later/jobs/{id}"), None).await;
+        assert!(s == 200 || s == 204, "{s}");
+    }
+    let (s, v) = call(
+        &r,
+        "PUT",
+        "/v1/queues/later",
+        Some(json!({"lane_window_ms": 0})),
+    )
+    .await;
+    assert_eq!(
+        (s, v["settings"]["lane_window_ms"].as_u64()),
+        (200, Some(0)),
+        "{v}"
+    );
+}
+
 #[tokio::test]
 async fn the_embedded_store_refuses_shards() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 -- KEYS[3] stat   STRING paused flag, limits, retention and series of counts (common.lua)
 -- KEYS[4] wake   channel of the queue's consumers (woken when a full max_in_flight frees)
 -- KEYS[5] done   ZSET id -> when its retention ends (ms)
--- KEYS[6] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[6] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[8+] (a queue with a lane only) each pair's index bucket `ix:<b>`, in order
 -- ARGV: pairs id, token

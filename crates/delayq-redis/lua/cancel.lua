@@ -4,9 +4,9 @@
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[6] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[6] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[8] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
+-- KEYS[8] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- KEYS[9+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id
 -- Returns R_OK (this call removed it) | R_LEASED | R_DEAD | R_MISSING (nothing changed).

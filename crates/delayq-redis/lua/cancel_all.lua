@@ -2,16 +2,16 @@
 -- KEYS[1] sched  ZSET id -> due_ms
 -- KEYS[2] jobs   HASH id -> record
 -- KEYS[3] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[4] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[4] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[5] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[6] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
+-- KEYS[6] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- KEYS[7] stat   STRING (the width of the lane's time windows at S_WIDTH)
 -- ARGV[1] 'd' due jobs (due <= now) | 's' scheduled jobs (due later than now)
 -- ARGV[2] most jobs in this call
 -- Returns the number cancelled (fewer than ARGV[2]: none of that kind is left). The lane's
 -- jobs of that kind go first: the due ones are its first entries, the later ones its last,
--- so they are cut off (LTRIM); their index entries are left behind (common.lua: lane_find
--- never trusts one whose entry is gone). Then the time windows' (common.lua: win_key): a
+-- so they are cut off (LTRIM); their index entries are left behind (lane.lua: lane_find
+-- never trusts one whose entry is gone). Then the time windows' (lane.lua: win_key): a
 -- window wholly of that kind goes whole, its jobs' index entries with it; one across now
 -- loses its jobs of that kind entry by entry (tombstones). A call finishes the window it
 -- began, so it may cancel up to WIN_MAX more than ARGV[2].

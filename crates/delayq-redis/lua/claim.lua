@@ -10,7 +10,7 @@
 -- KEYS[8] done   ZSET id -> when its retention ends (acked jobs kept as done)
 -- KEYS[9] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 --                (common.lua: promote; only with L_PRIO)
--- KEYS[10] lane      LIST the one-delay lane (common.lua, above lane_entry; only with L_LANE)
+-- KEYS[10] lane      LIST the one-delay lane (lane.lua, above lane_entry; only with L_LANE)
 -- KEYS[11] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[12+] (a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids of
 --          claimed lane jobs, then each ack pair's bucket, in order
@@ -20,7 +20,7 @@
 -- ARGV[4] number of acks k; then k pairs: id, token
 -- A queue with a lane claims from the lane's head and `sched` in due order (a lane job's
 -- record moves to `jobs` as it is leased, so every later path finds it there); its time
--- windows (common.lua: win_promote) that start within a width move to `jobs` and `sched`
+-- windows (lane.lua: win_promote) that start within a width move to `jobs` and `sched`
 -- first, PROMOTE_PER_CALL entries a call, and the next one's move counts as a due time.
 -- A due job past its expiry (record section F_EXPIRES) is dead-lettered with the error
 -- 'expired' instead of leased.
@@ -189,7 +189,9 @@ elseif bit.band(lflags, L_PRIO) == 0 then
       local all = redis.call('HGETALL', ix)
       local old = {}
       for i = 1, #all, 2 do
-        if tonumber(all[i + 1]) < h2 then old[#old + 1] = all[i] end
+        -- (A time window's entry is not a sequence number: lane.lua, above win_key.)
+        local v = all[i + 1]
+        if string.byte(v, 1) >= 48 and tonumber(v) < h2 then old[#old + 1] = all[i] end
       end
       if #old > 0 then call_chunked('HDEL', ix, old) end
     end

@@ -4,7 +4,7 @@
 -- KEYS[3] dead   ZSET id -> failed_at ms
 -- KEYS[4] jobs   HASH id -> record
 -- KEYS[5] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[6] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[6] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[8+] (a queue with a lane, 'one' only) the id's index bucket `ix:<b>`
 -- ARGV[1] 'one' with ARGV[2] id, or 'all' with ARGV[2] most jobs in this call

@@ -5,7 +5,7 @@
 -- KEYS[4] jobs   HASH id -> record
 -- KEYS[5] wake   channel of the queue's consumers
 -- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[7] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[9+] (a queue with a lane, 'one' only) the id's index bucket `ix:<b>`
 -- ARGV[1] 'one' with ARGV[2] id, or 'all' with ARGV[2] most jobs in this call

@@ -6,9 +6,9 @@
 -- KEYS[5] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 --                (a job with a priority marks the queue: L_PRIO)
 -- KEYS[6] done   ZSET id -> when its retention ends: completed jobs kept as done
--- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[7] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[9] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
+-- KEYS[9] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- KEYS[10+] (a queue with a lane only) the index bucket `ix:<b>` of each job, in order
 -- ARGV[1] number of jobs n; then 2 per job:
 --   id, spec: the schedule mode ('n'|'d'|'a'; in capitals: replace an existing scheduled job),
@@ -26,7 +26,7 @@
 -- The lane (bucket keys given and the queue's L_LANE flag set): a new job without a priority
 -- whose due time is not earlier than the lane's last goes to the lane (RPUSH, its index
 -- entry); with time windows (the u16 at S_WIDTH of `stat`), one due in a window that starts
--- more than a width from now and is not full goes to that window (common.lua: win_key; its
+-- more than a width from now and is not full goes to that window (lane.lua: win_key; its
 -- index entry, a push, the window's counts, and a wake-up when it is a new first window); any
 -- other to `jobs` and `sched`. A replace first moves a lane job out (lane_pull).
 -- Safe to run twice: a second run finds every job of the first (HMGET / HSETNX / the lane's
@@ -49,7 +49,7 @@ local zadd = {}
 local fresh = {}
 local created = 0
 local prio = false
--- The lane, when this queue has one (common.lua: lane_find); L.ix is set per job.
+-- The lane, when this queue has one (lane.lua: lane_find); L.ix is set per job.
 local L = nil
 -- The lane's length and next sequence number when the script began, its last due time, the
 -- entries to push and the first one's due time.

@@ -2,7 +2,7 @@
 -- extend.lua: moves a lease deadline to now + lease_ms.
 -- KEYS[1] lease  ZSET id -> lease deadline ms
 -- KEYS[2] jobs   HASH id -> record
--- KEYS[3] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[3] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[4] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[5+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id, ARGV[2] token, ARGV[3] lease_ms

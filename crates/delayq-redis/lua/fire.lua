@@ -5,7 +5,7 @@
 -- KEYS[3] wake      channel of the queue's consumers
 -- KEYS[4] stat      STRING paused flag and series of counts (common.lua: count)
 -- KEYS[5] cronnext  ZSET schedule name -> next fire ms
--- KEYS[6] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[6] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[8+] (a queue with a lane only) the index bucket `ix:<b>` of each fire's id, in order
 -- ARGV[1] schedule name, ARGV[2] the next fire the ticker read, ARGV[3] the next fire to store,

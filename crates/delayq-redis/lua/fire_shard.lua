@@ -6,7 +6,7 @@
 -- KEYS[3] wake   channel of the queue's consumers
 -- KEYS[4] stat   STRING paused flag and series of counts (common.lua: count)
 -- KEYS[5] fired  HASH schedule name -> the latest fire (ms) enqueued into this shard
--- KEYS[6] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[6] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[8+] (a queue with a lane only) the index bucket `ix:<b>` of the fire's id
 -- ARGV[1] schedule name, ARGV[2] fire ms, ARGV[3] max_attempts, ARGV[4] flags, ARGV[5] tail

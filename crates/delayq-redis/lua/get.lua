@@ -3,7 +3,7 @@
 -- KEYS[2] lease  ZSET id -> lease deadline ms
 -- KEYS[3] jobs   HASH id -> record
 -- KEYS[4] dead   ZSET id -> failed_at ms
--- KEYS[5] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[5] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[6] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[7+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id

@@ -6,7 +6,7 @@
 -- KEYS[5] done   ZSET id -> when its retention ends (ms)
 -- KEYS[6] stat   STRING (the L_PRIO flag)
 -- KEYS[7] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[8] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[8] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[9] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- ARGV[1] which: 's' scheduled (due later than now) | 'd' due | 'l' leased | 'x' dead |
 --         'o' done (kept completed jobs)
@@ -18,7 +18,7 @@
 -- score and ends after every entry tied with its (n + 1)-th. One call reads at most ~scan_max
 -- lane entries (a cancel-heavy lane can hold millions of tombstones ahead of its jobs: read
 -- whole, they would hold Redis for a second): past that, at the next due time d, it stops.
--- The lane's time windows (common.lua: win_key) are read whole (each holds at most WIN_MAX
+-- The lane's time windows (lane.lua: win_key) are read whole (each holds at most WIN_MAX
 -- entries, in arrival order), in the order they start, from the one holding the cursor's score
 -- (or now, for scheduled jobs), until they gave more than n jobs: windows do not overlap, so
 -- a window's jobs come before every later one's. One call reads at most WIN_LIST windows, and

@@ -5,7 +5,7 @@
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] wake   channel of the queue's consumers
 -- KEYS[6] stat   STRING paused flag and series of counts (common.lua: count)
--- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[7] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- KEYS[9+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id, ARGV[2] token, ARGV[3] error message (cut on a character boundary by the

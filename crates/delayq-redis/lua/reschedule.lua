@@ -5,13 +5,13 @@
 -- KEYS[4] dead   ZSET id -> failed_at ms
 -- KEYS[5] wake   channel of the queue's consumers
 -- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[7] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[7] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[9] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
+-- KEYS[9] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- KEYS[10+] (a queue with a lane only) the id's index bucket `ix:<b>`
 -- ARGV[1] id, ARGV[2] mode ('n'|'d'|'a'), ARGV[3] t_ms
 -- Returns { R_OK, due_ms } | { R_LEASED } | { R_DEAD } | { R_MISSING } (nothing changed)
--- A lane job moves to `sched` (common.lua: lane_pull) with its new due time.
+-- A lane job moves to `sched` (lane.lua: lane_pull) with its new due time.
 -- Safe to run twice: the second run sets the same due time (for a delay, one computed a
 -- moment later).
 -- The first extra key (an index bucket), after the declared ones.

@@ -6,10 +6,10 @@
 -- KEYS[5] done   ZSET id -> when its retention ends (ms)
 -- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities (scheduled and due)
 -- KEYS[7] jobs   HASH id -> record
--- KEYS[8] lane      LIST the one-delay lane (common.lua, above lane_entry)
+-- KEYS[8] lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- KEYS[9] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[10] lanegone  STRING bitmap of the lane's tombstones (common.lua: lane_mark)
--- The lane's time windows (common.lua: win_key) add their live jobs (`lanemeta`'s `wn`); of
+-- KEYS[10] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- The lane's time windows (lane.lua: win_key) add their live jobs (`lanemeta`'s `wn`); of
 -- those in windows that start by the end of the next minute, a window wholly due, or wholly
 -- due within the minute, counts whole (`<lane>:n`), one across either edge, and the first
 -- due one (the oldest overdue job), are read.

@@ -54,7 +54,7 @@ impl Key {
 /// `hash-max-listpack-entries` (512).
 pub(crate) const LANE_BUCKETS: u32 = 1024;
 
-/// Most entries of one of a lane's time windows (`<lane>:<start>`, common.lua: win_key): what
+/// Most entries of one of a lane's time windows (`<lane>:<start>`, lane.lua: win_key): what
 /// a claim moves to the sorted sets, a listing reads and a count walks through at once stays
 /// bounded; a job due in a full window uses the sorted sets.
 pub(crate) const WINDOW_MAX_ENTRIES: usize = 8192;
@@ -89,7 +89,7 @@ pub(crate) struct Keys {
     pub ready: String,
     /// HASH schedule name → the latest of its fires enqueued into this shard (sharded queues).
     pub fired: String,
-    /// LIST: the one-delay lane, entries (id, record) in due order (common.lua: lane_entry).
+    /// LIST: the one-delay lane, entries (id, record) in due order (lane.lua: lane_entry).
     pub lane: String,
     /// HASH `h` (the lane's head sequence number), `t` (the due time of its last entry), `b`
     /// (the sequence number of `lanegone`'s bit 0).
@@ -138,6 +138,23 @@ impl Keys {
     /// The lane's index bucket `b` (of [`LANE_BUCKETS`]).
     pub(crate) fn bucket(&self, b: u32) -> String {
         format!("{}{b}", self.ix)
+    }
+
+    /// LIST: the lane's time window that starts at `start` ms (lane.lua: win_key).
+    #[cfg(test)]
+    pub(crate) fn window(&self, start: u64) -> String {
+        format!("{}:{start}", self.lane)
+    }
+
+    /// ZSET: the starts of the lane's time windows (lane.lua: wins_key).
+    pub(crate) fn windows(&self) -> String {
+        format!("{}:w", self.lane)
+    }
+
+    /// HASH: start → live jobs of each of the lane's time windows (lane.lua: wcounts_key).
+    #[cfg(test)]
+    pub(crate) fn window_counts(&self) -> String {
+        format!("{}:n", self.lane)
     }
 
     /// The lane's index bucket that holds job `id`.

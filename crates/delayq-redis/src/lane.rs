@@ -1,6 +1,7 @@
-//! What a queue's one-delay lane holds on the server, for `delayq doctor`: the entries of each
-//! shard's lane and whether its id index is still kept in Redis's compact encoding (a listpack
-//! per bucket, ~28 B an id) or has outgrown it (a hashtable, ~50 B more an id).
+//! What a queue's lane holds on the server, for `delayq doctor`: the entries of each shard's
+//! one-delay lane, the jobs in its time windows, and whether its id index is still kept in
+//! Redis's compact encoding (a listpack per bucket, ~28 B an id) or has outgrown it (a
+//! hashtable, ~50 B more an id).
 
 use delayq::{QueueName, Result};
 
@@ -22,6 +23,10 @@ pub struct LaneShard {
     pub entries: u64,
     /// Of those, cancelled entries (each a 7-byte tombstone until a claim passes it).
     pub cancelled: u64,
+    /// Time windows holding jobs (or tombstones) until they move to the sorted sets.
+    pub windows: u64,
+    /// The jobs in those windows.
+    pub in_windows: u64,
     /// Index buckets looked at that exist (of 16 spread over the shard's buckets).
     pub sampled: u32,
     /// Of those, the buckets Redis keeps as a hashtable instead of a listpack.
@@ -29,9 +34,15 @@ pub struct LaneShard {
 }
 
 impl LaneShard {
-    /// The lane's jobs: its entries less the tombstones (which have left the id index too).
+    /// The one-delay lane's jobs: its entries less the tombstones (which have left the id
+    /// index too).
     pub fn live(&self) -> u64 {
         self.entries - self.cancelled
+    }
+
+    /// The jobs the lane's id index holds: the one-delay lane's and the windows'.
+    pub fn indexed(&self) -> u64 {
+        self.live() + self.in_windows
     }
 }
 
@@ -51,10 +62,13 @@ impl RedisBackend {
             pipe.cmd("LLEN").arg(&k.lane);
             pipe.cmd("HGET").arg(&k.lanemeta).arg("h");
             pipe.cmd("HGET").arg(&k.lanemeta).arg("b");
+            pipe.cmd("ZCARD").arg(k.windows());
+            pipe.cmd("HGET").arg(&k.lanemeta).arg("wn");
             for b in (0..LANE_BUCKETS).step_by((LANE_BUCKETS / SAMPLED) as usize) {
                 pipe.cmd("OBJECT").arg("ENCODING").arg(k.bucket(b));
             }
-            // LLEN, h, b, then one encoding a sampled bucket (none for a bucket not there).
+            // LLEN, h, b, windows, their jobs, then one encoding a sampled bucket (none for a
+            // bucket not there).
             let replies: Vec<Option<String>> =
                 pipe.query_async(&mut conn).await.map_err(error::map)?;
             // (An absent field counts 0: a lane that never had a tombstone has no `b`.)
@@ -67,10 +81,11 @@ impl RedisBackend {
                 }
             };
             let (entries, h, base) = (count(0)?, count(1)?, count(2)?);
+            let (windows, in_windows) = (count(3)?, count(4)?);
             let cancelled = if entries == 0 {
                 0
             } else {
-                // The bits of the lane's entries: from its head's on (common.lua: lane_tombs).
+                // The bits of the lane's entries: from its head's on (lane.lua: lane_tombs).
                 let from = h.saturating_sub(base);
                 redis::cmd("BITCOUNT")
                     .arg(&k.lanegone)
@@ -81,7 +96,7 @@ impl RedisBackend {
                     .await
                     .map_err(error::map)?
             };
-            let encodings = replies.get(3..).unwrap_or_default();
+            let encodings = replies.get(5..).unwrap_or_default();
             let sampled = encodings.iter().flatten().count() as u32;
             let hashtable = encodings
                 .iter()
@@ -91,6 +106,8 @@ impl RedisBackend {
             out.push(LaneShard {
                 entries,
                 cancelled,
+                windows,
+                in_windows,
                 sampled,
                 hashtable,
             });

@@ -1,6 +1,6 @@
 //! The Lua scripts, one per transition, each declared once with the keys it takes in order.
 //! Every script is sent as: a prelude generated from Rust constants (record layout, flags,
-//! limits, default backoff, state and reply codes), then `common.lua`, then its own file.
+//! limits, default backoff, state and reply codes), then the helpers of `common.lua` and `lane.lua` it calls, then its own file.
 //! The backend sends EVALSHA and, after `NOSCRIPT` (a restarted or flushed server, a new
 //! slot owner), EVAL with the whole text — routed by key like every call, so one node being
 //! down never fails a script on another (`SCRIPT LOAD` would go to every node).
@@ -41,7 +41,7 @@ impl ScriptDef {
         self.keys.iter().map(move |key| k.name(*key))
     }
 
-    /// The file's own text (without prelude and `common.lua`).
+    /// The file's own text (without prelude and helpers).
     #[cfg(test)]
     pub(crate) fn source(&self) -> &'static str {
         self.source
@@ -52,11 +52,17 @@ impl ScriptDef {
 pub(crate) struct Built {
     /// SHA1 of `text`, hex.
     pub sha: String,
-    /// Prelude, `common.lua` and the script's own text.
+    /// Prelude, helpers and the script's own text.
     pub text: String,
 }
 
-/// The whole text sent for a script file: the prelude's `late_bucket`, then `common.lua` and
+/// The helper files, in the order their functions are defined (lane.lua calls common.lua's).
+const HELPERS: [(&str, &str); 2] = [
+    ("common.lua", include_str!("../lua/common.lua")),
+    ("lane.lua", include_str!("../lua/lane.lua")),
+];
+
+/// The whole text sent for a script file: the prelude's `late_bucket`, then the helpers (common.lua, lane.lua) it calls and
 /// the script with every prelude constant (and `PUBLISH`) written in as its value — a value
 /// costs nothing at run time, a `local` captured by each helper costs an upvalue per call. A
 /// script's `#!lua flags=…` line (Redis 7 script flags) stays the first line.
@@ -76,7 +82,9 @@ pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
         .map(|l| format!("{l}\n"))
         .collect();
     let mut helpers = functions(&prelude);
-    helpers.extend(functions(include_str!("../lua/common.lua")));
+    for (_, text) in HELPERS {
+        helpers.extend(functions(text));
+    }
     let body = format!("{}\n{source}", used(&helpers, source));
     let mut values = CONSTANTS.clone();
     values.insert("PUBLISH".into(), publish.into());
@@ -367,7 +375,7 @@ mod tests {
         let dir = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua")).unwrap();
         let mut files: Vec<String> = dir
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|f| f != "common.lua")
+            .filter(|f| HELPERS.iter().all(|(name, _)| f != name))
             .collect();
         files.sort();
         let mut declared: Vec<&str> = ALL.iter().map(|d| d.file).collect();
@@ -381,9 +389,12 @@ mod tests {
     fn the_acl_rule_grants_every_command_a_script_calls() {
         let granted: std::collections::HashSet<String> =
             crate::acl_commands().map(str::to_ascii_lowercase).collect();
-        let common = include_str!("../lua/common.lua");
         let mut seen = 0;
-        for text in ALL.iter().map(|d| d.source()).chain([common]) {
+        for text in ALL
+            .iter()
+            .map(|d| d.source())
+            .chain(HELPERS.map(|(_, t)| t))
+        {
             for marker in ["call('", "pcall('", "call_chunked('"] {
                 for part in text.split(marker).skip(1) {
                     let cmd = part
@@ -409,9 +420,12 @@ mod tests {
             .filter_map(|l| l.split(' ').next())
             .map(str::to_owned)
             .collect();
-        let common = include_str!("../lua/common.lua");
         let mut used = 0;
-        for text in ALL.iter().map(|d| d.source()).chain([common]) {
+        for text in ALL
+            .iter()
+            .map(|d| d.source())
+            .chain(HELPERS.map(|(_, t)| t))
+        {
             for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
                 if (word.starts_with("R_") || word.starts_with("ST_")) && !word.ends_with('_') {
                     used += 1;
@@ -443,6 +457,29 @@ mod tests {
             .map(|p| (delayq::series::lateness_bucket(*p) + 1).to_string())
             .collect();
         assert_eq!(got.lines().collect::<Vec<_>>(), want);
+    }
+
+    /// The key names the scripts build for the lane's time windows (lane.lua: win_key and
+    /// the rest) are the ones keys.rs gives.
+    #[test]
+    fn lua_window_keys_match_rust() {
+        let server = delayq_test_support::RedisServer::start();
+        let k = Keys::shard(&delayq::QueueName::new("orders").unwrap(), 2, 4);
+        let script = full(
+            "return { win_key(KEYS[1], 1796175823000), win_key(KEYS[1], '1796175823000'), \
+             wins_key(KEYS[1]), wcounts_key(KEYS[1]), ix_prefix(KEYS[1]) .. '17' }",
+            false,
+        );
+        let got = server.command(&["EVAL", &script, "1", &k.lane]);
+        let want = [
+            k.window(1_796_175_823_000),
+            k.window(1_796_175_823_000),
+            k.windows(),
+            k.window_counts(),
+            k.bucket(17),
+        ];
+        let lines: Vec<&str> = got.lines().filter(|l| !l.starts_with(['*', '$'])).collect();
+        assert_eq!(lines, want);
     }
 
     #[test]

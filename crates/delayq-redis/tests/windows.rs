@@ -1,4 +1,4 @@
-//! The lane's time windows (`QueueSettings::lane_window_ms`; common.lua, above win_key): what a
+//! The lane's time windows (`QueueSettings::lane_window_ms`; lane.lua, above win_key): what a
 //! job with a random delay costs there, that look-up, dedupe, cancel, counts, listings and
 //! cancel-all see into the windows, that a full window sends jobs to the sorted sets, and that
 //! windows move to the sorted sets before they start — no job early, each once, no index entry
@@ -367,4 +367,41 @@ async fn the_window_width_changes_only_while_the_queue_is_empty() {
     b.cancel(&q, &w4_id(0)).await.unwrap();
     b.configure(&q, wider).await.unwrap();
     assert_eq!(b.settings(&q).await.unwrap().lane_window_ms, 20_000);
+}
+
+/// The claims' sweep of the one-delay lane's claimed ids reads index buckets that hold window
+/// entries too (not sequence numbers): it leaves them, and every claim succeeds. (A sweep that
+/// took a window's entry for a number failed the claim after it had cut the lane: jobs lost.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lanes_sweep_leaves_window_entries_alone() {
+    let (s, b, q) = setup().await;
+    windows_on(&b, &q, 10_000).await;
+    let p = Producer::new(b.clone(), q.clone());
+    // 4,096 lane jobs due now, one three hours away (the lane's last), then 6,000 due within
+    // two hours: earlier than the lane's last, so in windows, in nearly every bucket.
+    let first: Vec<_> = (0..4_096).map(|i| w4_job(i, 0)).collect();
+    p.enqueue_batch(first).await.unwrap();
+    p.enqueue(w4_job(4_096, 3 * 3_600_000)).await.unwrap();
+    let later = delays(6_000, 3_600_000, 7_200_000, 9);
+    for (c, chunk) in later.chunks(1000).enumerate() {
+        let jobs = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| w4_job(5_000 + c * 1000 + i, d))
+            .collect();
+        p.enqueue_batch(jobs).await.unwrap();
+    }
+    assert_eq!(windows(&s, &q).1, 6_000);
+    for _ in 0..64 {
+        let got = b.claim(&q, claim_req(64, 30_000)).await.unwrap();
+        assert_eq!(got.jobs.len(), 64);
+        b.ack(&q, got.jobs.iter().map(|j| j.lease_ref()).collect())
+            .await
+            .unwrap();
+    }
+    assert_eq!(index_entries(&s, &q), 6_000, "every window entry kept");
+    for i in [5_000, 7_777, 10_999] {
+        assert!(b.get(&q, &w4_id(i)).await.unwrap().is_some(), "job {i}");
+    }
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, 6_001);
 }

@@ -268,7 +268,8 @@ class Client:
         return QueueStats.from_json(self._call("GET", self._q(queue)))
 
     def configure(self, queue: str, **settings: Any) -> QueueStats:
-        """Changes settings: ``shards``, ``lane`` (the one-delay lane, Redis), ``rate``
+        """Changes settings: ``shards``, ``lane`` (the one-delay lane, Redis),
+        ``lane_window_ms`` (the width of its time windows, 0: none), ``rate``
         (``{"per_s", "burst"}`` or ``None``),
         ``max_in_flight``, ``keep_done_ms``, ``dedupe_ms``, ``target`` (or ``None``)."""
         return QueueStats.from_json(self._call("PUT", self._q(queue), settings))

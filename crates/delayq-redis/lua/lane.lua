@@ -1,0 +1,373 @@
+-- lane.lua: the lane's helpers, prepended to the scripts after common.lua (not a script on
+-- its own; scripts.rs carries only the helpers a script calls): the one-delay lane, its time
+-- windows, and the paths that look a job up by id in the sorted sets and then the lane
+-- (leased_raw, state_of, ack_pairs). Constants in CAPITALS as in common.lua.
+
+-- The one-delay lane (delayq::QueueSettings::lane; the L_LANE flag of the byte at S_FLAGS):
+-- jobs whose due times come in arrival order — every job of a queue with one delay — are kept
+-- whole in a LIST `lane`, oldest first, each entry the id (a length byte, then its bytes) and
+-- the record; the list's first entry has sequence number `h` of the HASH `lanemeta` (field
+-- `t`: the due time of the last entry pushed), entry i has h + i. The lane's own index finds a
+-- job by id: 1,024 small HASHes `ix:<bucket>` of id -> sequence number (the bucket computed
+-- by the client, keys.rs `bucket_of`; ~100 ids each at 100,000 jobs, so they stay listpacks
+-- under the server's default `hash-max-listpack-*`). An index entry is trusted only when its
+-- sequence number is in the lane and that entry carries the same id, so entries left behind
+-- (claimed jobs until the claim's sweep passes their bucket, entries cancelled in bulk) are
+-- never wrong, only garbage. A cancelled entry stays in the list as a tombstone (a zero
+-- length byte and its due time, so the list keeps its due order: lane_tomb) until a claim
+-- passes it; readers tell it by its first byte. Only the counts need to know where the
+-- tombstones are without reading the entries: the bitmap STRING `lanegone` has bit s - b set
+-- for each (b: field `b` of `lanemeta`, moved up past the bits of entries long gone when a
+-- cancel finds them 4 KiB worth: lane_mark). Everything that finds a job by id in order to
+-- change it moves it to the sorted-set layout first (lane_pull), so those paths stay as they
+-- are.
+
+-- The id and the record of a lane entry.
+local function lane_entry(e)
+  local n = string.byte(e, 1)
+  return string.sub(e, 2, 1 + n), string.sub(e, 2 + n)
+end
+
+-- Whether a lane entry is a cancelled job's tombstone.
+local function lane_dead(e)
+  return string.byte(e, 1) == 0
+end
+
+-- The due time of a lane entry (or a tombstone), without copying its record.
+local function lane_due(e)
+  local n = string.byte(e, 1)
+  if n == 0 then return (struct.unpack('>I6', e, 2)) end
+  return (struct.unpack('>I6', e, 2 + n + AT_DUE - 1))
+end
+
+-- What a cancelled entry keeps of its job: its due time (7 bytes instead of the whole job; no
+-- id has length 0, so lane_find never takes it for a job).
+local function lane_tomb(due)
+  return '\0' .. struct.pack('>I6', due)
+end
+
+-- The lane's head sequence number.
+local function lane_h(meta)
+  return tonumber(redis.call('HGET', meta, 'h') or 0)
+end
+
+-- The lane's head sequence number and the sequence number of bit 0 of `lanegone`.
+local function lane_hb(meta)
+  local v = redis.call('HMGET', meta, 'h', 'b')
+  return tonumber(v[1] or 0), tonumber(v[2] or 0)
+end
+
+-- How many of the lane's entries with sequence numbers `from` .. `to` are tombstones (`b`:
+-- lane_hb's).
+local function lane_tombs(gone, b, from, to)
+  if to < from then return 0 end
+  return redis.call('BITCOUNT', gone, from - b, to - b, 'BIT')
+end
+
+-- Time windows, the lane's second part (delayq::QueueSettings::lane_window_ms): on a lane
+-- queue with a window width W (ms: the u16 at S_WIDTH of `stat`, 0: none), a new job that
+-- does not fit the one-delay lane and whose window — it starts at s = due - due % W — starts
+-- more than one width from now (s > now + W) is kept whole in that window's LIST
+-- `<lane>:<s>`, in arrival order, each entry a length byte, the id, its index bucket (u16)
+-- and the record (win_entry); a cancelled entry becomes the tombstone '\0'. Its index entry
+-- (the lane's buckets) holds the start and the place, 9 bytes (a lane entry's is a decimal
+-- sequence number: a first byte below '0' tells them apart). The ZSET `<lane>:w` holds each
+-- window's start (score and member), the HASH `<lane>:n` its live jobs (field: the start),
+-- `lanemeta`'s field `wn` all of them. A window holds at most WIN_MAX entries (jobs past
+-- that use the sorted sets). One width before it starts, a window moves to `jobs` and
+-- `sched` (win_promote: claims, a bounded part a call), so a job is claimed, and changed by
+-- every path but the look-up, cancel and listing, in the sorted-set layout. The key names
+-- (win_key, wins_key, wcounts_key, ix_prefix) are checked against keys.rs by a test.
+
+-- The LIST of the window that starts at `s` (a number or the member string).
+local function win_key(lane, s)
+  return lane .. ':' .. string.format('%.0f', s)
+end
+
+-- The ZSET of the windows' starts.
+local function wins_key(lane)
+  return lane .. ':w'
+end
+
+-- The HASH start -> live jobs of each window.
+local function wcounts_key(lane)
+  return lane .. ':n'
+end
+
+-- The key prefix of the lane's index buckets (`dq:{tag}:lane` -> `dq:{tag}:ix:`).
+local function ix_prefix(lane)
+  return string.sub(lane, 1, -5) .. 'ix:'
+end
+
+-- The window width from `raw` (bytes of `stat` read from offset `from` to S_WIDTH + 1 at
+-- least): 0 when the queue has none (or the string is shorter: never set).
+local function win_width(raw, from)
+  local at = S_WIDTH - from + 1
+  if #raw < at + 1 then return 0 end
+  return (struct.unpack('>H', raw, at))
+end
+
+-- The id, index bucket and record of a window's entry.
+local function win_entry(e)
+  local n = string.byte(e, 1)
+  return string.sub(e, 2, 1 + n), (struct.unpack('>H', e, 2 + n)), string.sub(e, 4 + n)
+end
+
+-- Adds `k` (negative: takes) to the live jobs of the window starting at `s` and of all.
+local function win_counted(lane, meta, s, k)
+  redis.call('HINCRBY', wcounts_key(lane), string.format('%.0f', s), k)
+  redis.call('HINCRBY', meta, 'wn', k)
+end
+
+-- Moves the jobs of the windows that start within one width `W` of `now` to `jobs` and
+-- `sched` (same records, same due times), the earliest window first and each from its tail
+-- (the places of the entries left do not move), reading at most `n` entries; their index
+-- entries go (`ixp`: the buckets' key prefix, each entry carries its bucket). Returns when the
+-- next window is due to move (`now`: this call left some), or nil when there is none.
+local function win_promote(lane, meta, ixp, jobs, sched, now, W, n)
+  local wk = wins_key(lane)
+  while true do
+    local head = redis.call('ZRANGE', wk, 0, 0, 'WITHSCORES')
+    if not head[1] then return nil end
+    local start = tonumber(head[2])
+    if start - W > now then return start - W end
+    if n <= 0 then return now end
+    local key = win_key(lane, start)
+    local ents = redis.call('LRANGE', key, -n, -1)
+    local hset, zadd, gone, moved = {}, {}, {}, 0
+    for i = 1, #ents do
+      if not lane_dead(ents[i]) then
+        local id, b, rec = win_entry(ents[i])
+        hset[#hset + 1] = id
+        hset[#hset + 1] = rec
+        zadd[#zadd + 1] = rec_due(rec)
+        zadd[#zadd + 1] = id
+        local g = gone[b]
+        if not g then
+          g = {}
+          gone[b] = g
+        end
+        g[#g + 1] = id
+        moved = moved + 1
+      end
+    end
+    if moved > 0 then
+      call_chunked('HSET', jobs, hset)
+      call_chunked('ZADD', sched, zadd)
+      for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
+    end
+    if #ents < n then
+      -- The whole window moved.
+      redis.call('DEL', key)
+      redis.call('ZREM', wk, head[1])
+      redis.call('HDEL', wcounts_key(lane), head[1])
+      if moved > 0 then redis.call('HINCRBY', meta, 'wn', -moved) end
+    else
+      redis.call('LTRIM', key, 0, -n - 1)
+      if moved > 0 then win_counted(lane, meta, start, -moved) end
+    end
+    n = n - #ents
+  end
+end
+
+
+-- The lane entry of `id` (index bucket `ix`): its sequence number, record and the lane's head
+-- sequence number and bitmap base (lane_hb); for a job in a time window 'w', its record, the
+-- window's start and its place there; or nil.
+local function lane_find(L, id)
+  local s = redis.call('HGET', L.ix, id)
+  if not s then return nil end
+  if string.byte(s, 1) < 48 then
+    -- (A window's entry: 9 bytes, not a decimal sequence number.)
+    local start, pos = struct.unpack('>I6I3', s)
+    local e = redis.call('LINDEX', win_key(L.lane, start), pos)
+    if not e or lane_dead(e) then return nil end
+    local eid, _, rec = win_entry(e)
+    if eid ~= id then return nil end
+    return 'w', rec, start, pos
+  end
+  s = tonumber(s)
+  local h, b = lane_hb(L.meta)
+  if s < h then return nil end
+  local e = redis.call('LINDEX', L.lane, s - h)
+  if not e then return nil end
+  local eid, rec = lane_entry(e)
+  if eid ~= id then return nil end
+  return s, rec, h, b
+end
+
+-- Sets the tombstone bit of sequence number `s` (head `h`, base `b`). Once the bits of entries
+-- already passed (below `h`) fill 4 KiB, they are cut off the bitmap's front first and the
+-- base moves up by as many: the bitmap then spans the lane, not its history.
+local function lane_mark(L, s, h, b)
+  local stale = math.floor((h - b) / 8)
+  if stale >= 4096 then
+    local rest = redis.call('GETRANGE', L.gone, stale, -1)
+    if rest == '' then
+      redis.call('DEL', L.gone)
+    else
+      redis.call('SET', L.gone, rest)
+    end
+    b = b + 8 * stale
+    redis.call('HSET', L.meta, 'b', b)
+  end
+  redis.call('SETBIT', L.gone, s - b, 1)
+end
+
+-- Clears the tombstone bits from sequence number `from` on (base `b`): the places a cut off
+-- tail leaves, which the next jobs pushed take again.
+local function lane_unmark_from(gone, b, from)
+  local off = from - b
+  local whole, bits = math.floor(off / 8), off % 8
+  local keep = redis.call('GETRANGE', gone, 0, whole)
+  -- (A bitmap that ends before `from` has no bit there: nothing to write.)
+  if #keep <= whole then return end
+  local out = string.sub(keep, 1, whole)
+  if bits > 0 then
+    local mask = bit.band(bit.lshift(0xFF, 8 - bits), 0xFF)
+    out = out .. string.char(bit.band(string.byte(keep, whole + 1), mask))
+  end
+  if out == '' then redis.call('DEL', gone) else redis.call('SET', gone, out) end
+end
+
+-- Takes job `id` out of the lane: its entry becomes a tombstone, marked gone, that waits for
+-- a claim, and its index entry goes. Returns its record, or nil when the lane does not hold it.
+local function lane_drop(L, id)
+  local s, rec, h, b = lane_find(L, id)
+  if not s then return nil end
+  if s == 'w' then
+    redis.call('LSET', win_key(L.lane, h), b, '\0')
+    win_counted(L.lane, L.meta, h, -1)
+  else
+    lane_mark(L, s, h, b)
+    redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))
+  end
+  redis.call('HDEL', L.ix, id)
+  return rec
+end
+
+-- Moves the lane's job `id` to `jobs` and `sched` (same record, same due time), where every
+-- path that changes a job by id finds it; false when the lane does not hold it.
+local function lane_pull(L, jobs, sched, id)
+  local rec = lane_drop(L, id)
+  if not rec then return false end
+  redis.call('HSET', jobs, id, rec)
+  redis.call('ZADD', sched, rec_due(rec), id)
+  return true
+end
+
+-- The first position of the lane (of `len` entries) whose due time is later than `t`
+-- (binary search: `len` when none is).
+local function lane_pos(lane, len, t)
+  local lo, hi = 0, len
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if lane_due(redis.call('LINDEX', lane, mid)) <= t then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- Drops the first `k` entries (head sequence `h`): claimed jobs and tombstones. Their bits in
+-- `lanegone` stay, below the new head, until lane_mark cuts them off.
+local function lane_trim(lane, meta, h, k)
+  if k <= 0 then return end
+  redis.call('LTRIM', lane, k, -1)
+  redis.call('HSET', meta, 'h', h + k)
+end
+
+-- Moves up to `n` due live lane jobs to `jobs` and `sched` (a queue with priorities promotes
+-- from there); returns how many it moved.
+local function lane_spill(lane, meta, jobs, sched, now, n)
+  local ents = redis.call('LRANGE', lane, 0, n - 1)
+  if #ents == 0 or lane_due(ents[1]) > now then return 0 end
+  local h = lane_h(meta)
+  local k, moved = 0, 0
+  for i = 1, #ents do
+    if lane_due(ents[i]) > now then break end
+    k = i
+    if not lane_dead(ents[i]) then
+      local id, rec = lane_entry(ents[i])
+      redis.call('HSET', jobs, id, rec)
+      redis.call('ZADD', sched, rec_due(rec), id)
+      moved = moved + 1
+    end
+  end
+  lane_trim(lane, meta, h, k)
+  return moved
+end
+
+-- The due time of the lane's first entry, or nil when it is empty.
+local function lane_first_due(lane)
+  local e = redis.call('LINDEX', lane, 0)
+  return e and lane_due(e)
+end
+
+-- The raw record of `id` when it is leased with `token`, else nil and why: R_MISSING (no
+-- such job) or R_LOST (another lease, or not leased: also a job of the lane `L`, when given).
+-- A record carries a non-zero token exactly while it is leased (every transition out of
+-- `lease` clears it), and tokens are never reused, so the token alone proves the lease.
+local function leased_raw(jobs, id, token, L)
+  local raw = redis.call('HGET', jobs, id)
+  if not raw then
+    if L and lane_find(L, id) then return nil, R_LOST end
+    return nil, R_MISSING
+  end
+  if token == nil or token == 0 or rec_token(raw) ~= token then
+    return nil, R_LOST
+  end
+  return raw
+end
+
+-- The state code of `id` by the sorted set that holds it, or nil when it does not exist
+-- (`ready`: due jobs of a queue with priorities, see promote; `L`: the lane, lane_find).
+local function state_of(sched, lease, dead, id, ready, L)
+  if redis.call('ZSCORE', sched, id) then return ST_SCHEDULED end
+  if L and lane_find(L, id) then return ST_SCHEDULED end
+  if ready and redis.call('ZSCORE', ready, id) then return ST_SCHEDULED end
+  if redis.call('ZSCORE', lease, id) then return ST_LEASED end
+  if redis.call('ZSCORE', dead, id) then return ST_DEAD end
+  return nil
+end
+
+-- Acknowledges `k` pairs (id, token) found in `args` from index `from`: records of valid
+-- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
+-- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
+-- R_MISSING (nothing changed), and how many were kept. `lane_of(i)`, when given: the lane of
+-- pair i (lane_find), asked only about an id `jobs` does not hold.
+local function ack_pairs(jobs, lease, args, from, k, done_key, ret, now, lane_of)
+  local out, gone, kept = {}, {}, {}
+  if k == 0 then
+    return out, 0
+  end
+  local ids = {}
+  for i = 0, k - 1 do
+    ids[i + 1] = args[from + 2 * i]
+  end
+  local raws = redis.call('HMGET', jobs, unpack(ids))
+  for i = 1, k do
+    local token = tonumber(args[from + 2 * i - 1])
+    local raw = raws[i]
+    if not raw then
+      local L = lane_of and lane_of(i)
+      out[i] = (L and lane_find(L, ids[i])) and R_LOST or R_MISSING
+    elseif token ~= 0 and rec_token(raw) == token then
+      if ret or has(string.byte(raw, 2), F_EXTRA) then
+        kept[#kept + 1] = i
+      else
+        gone[#gone + 1] = ids[i]
+      end
+      out[i] = R_OK
+    else
+      out[i] = R_LOST
+    end
+  end
+  if #gone > 0 then
+    call_chunked('HDEL', jobs, gone)
+    call_chunked('ZREM', lease, gone)
+  end
+  local n = 0
+  for _, i in ipairs(kept) do
+    if keep_done(jobs, lease, done_key, ids[i], raws[i], ret, now) then n = n + 1 end
+  end
+  return out, n
+end
