@@ -72,3 +72,30 @@ mod sharded_single {
 
     delayq::conformance_tests!(setup);
 }
+
+/// The lane's time windows on a Cluster, as an ACL user with exactly `ACL_RULE`: the scripts
+/// build the windows' key names from the lane's (same hash tag, so the same slot), and the
+/// suite's queue is an 8-shard lane queue with the narrowest windows (100 ms: its jobs due
+/// more than 200 ms ahead wait in windows and move while it runs).
+mod cluster_windows {
+    use super::*;
+
+    async fn setup() -> (RedisCluster, RedisBackend, Time) {
+        let c = RedisCluster::start(3, 0);
+        c.add_user("delayq", "s3cret", ACL_RULE);
+        let b = RedisBackend::connect(&c.url(Some(("delayq", "s3cret"))))
+            .await
+            .unwrap();
+        let s = QueueSettings {
+            lane: true,
+            lane_window_ms: delayq::settings::MIN_LANE_WINDOW_MS,
+            ..QueueSettings::with_shards(8)
+        };
+        b.configure(&QueueName::new("conformance").unwrap(), s)
+            .await
+            .unwrap();
+        (c, b, Time::Real)
+    }
+
+    delayq::conformance_tests!(setup);
+}
