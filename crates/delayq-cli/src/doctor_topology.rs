@@ -190,6 +190,7 @@ fn dryrun_args(cmd: &str) -> Vec<&'static str> {
         "setrange" => vec!["SETRANGE", K, "0", "v"],
         "bitfield" => vec!["BITFIELD", K, "GET", "u8", "0"],
         "hset" | "hsetnx" => vec![cmd_static(cmd), K, "f", "v"],
+        "hincrby" => vec!["HINCRBY", K, "f", "1"],
         "incrby" => vec!["INCRBY", K, "1"],
         "set" => vec!["SET", K, "v"],
         "zadd" => vec!["ZADD", K, "1", "m"],
