@@ -64,7 +64,7 @@ if len > 0 then
 end
 local W = win_width(redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1), S_FLAGS)
 if W > 0 then
-  local wk, counts, ixp = wins_key(lane), wcounts_key(lane), ix_prefix(lane)
+  local wk, tombs, ixp = wins_key(lane), wtombs_key(lane), ix_prefix(lane)
   local lo, hi = '-inf', now
   if ARGV[1] ~= 'd' then lo, hi = now - now % W, '+inf' end
   local starts = redis.call('ZRANGEBYSCORE', wk, lo, hi, 'LIMIT', 0, 64)
@@ -101,11 +101,11 @@ if W > 0 then
     if whole then
       redis.call('DEL', key)
       redis.call('ZREM', wk, m)
-      redis.call('HDEL', counts, m)
-      if k > 0 then redis.call('HINCRBY', lmeta, 'wn', -k) end
+      redis.call('HDEL', tombs, m)
     elseif k > 0 then
-      win_counted(lane, lmeta, start, -k)
+      win_tombs(lane, start, k)
     end
+    if k > 0 then redis.call('HINCRBY', lmeta, 'wn', -k) end
     from_lane = from_lane + k
     most = most - k
   end

@@ -27,7 +27,8 @@
 -- whose due time is not earlier than the lane's last goes to the lane (RPUSH, its index
 -- entry); with time windows (the u16 at S_WIDTH of `stat`), one due in a window that starts
 -- more than a width from now and is not full goes to that window (lane.lua: win_key; its
--- index entry, a push, the window's counts, and a wake-up when it is a new first window); any
+-- index entry, and a window's length and push, once a window a call; the windows' count once
+-- a call; a new window is added to `<lane>:w`, with a wake-up when it is the first); any
 -- other to `jobs` and `sched`. A replace first moves a lane job out (lane_pull).
 -- Safe to run twice: a second run finds every job of the first (HMGET / HSETNX / the lane's
 -- index) and answers
@@ -228,10 +229,9 @@ if #worder > 0 then
   for _, start in ipairs(worder) do
     local p = wpush[start]
     call_chunked('RPUSH', win_key(L.lane, start), p)
-    local member = string.format('%.0f', start)
-    if redis.call('HINCRBY', wcounts_key(L.lane), member, #p) == #p then
-      -- (Also a window whose jobs were all cancelled: ZADD leaves it as it is.)
-      redis.call('ZADD', wk, start, member)
+    if wlen[start] == #p then
+      -- A new window (one of tombstones only still has them).
+      redis.call('ZADD', wk, start, string.format('%.0f', start))
       if not first_new or start < first_new then first_new = start end
     end
     total = total + #p

@@ -72,12 +72,13 @@ end
 -- and the record (win_entry); a cancelled entry becomes the tombstone '\0'. Its index entry
 -- (the lane's buckets) holds the start and the place, 9 bytes (a lane entry's is a decimal
 -- sequence number: a first byte below '0' tells them apart). The ZSET `<lane>:w` holds each
--- window's start (score and member), the HASH `<lane>:n` its live jobs (field: the start),
--- `lanemeta`'s field `wn` all of them. A window holds at most WIN_MAX entries (jobs past
+-- window's start (score and member), the HASH `<lane>:t` the tombstones of each that has
+-- any (field: the start; written by a cancel, not by an enqueue: a window's live jobs are its
+-- length less those), `lanemeta`'s field `wn` the live jobs of all. A window holds at most WIN_MAX entries (jobs past
 -- that use the sorted sets). One width before it starts, a window moves to `jobs` and
 -- `sched` (win_promote: claims, a bounded part a call), so a job is claimed, and changed by
 -- every path but the look-up, cancel and listing, in the sorted-set layout. The key names
--- (win_key, wins_key, wcounts_key, ix_prefix) are checked against keys.rs by a test.
+-- (win_key, wins_key, wtombs_key, ix_prefix) are checked against keys.rs by a test.
 
 -- The LIST of the window that starts at `s` (a number or the member string).
 local function win_key(lane, s)
@@ -89,9 +90,9 @@ local function wins_key(lane)
   return lane .. ':w'
 end
 
--- The HASH start -> live jobs of each window.
-local function wcounts_key(lane)
-  return lane .. ':n'
+-- The HASH start -> tombstones of each window that has any.
+local function wtombs_key(lane)
+  return lane .. ':t'
 end
 
 -- The key prefix of the lane's index buckets (`dq:{tag}:lane` -> `dq:{tag}:ix:`).
@@ -113,10 +114,10 @@ local function win_entry(e)
   return string.sub(e, 2, 1 + n), (struct.unpack('>H', e, 2 + n)), string.sub(e, 4 + n)
 end
 
--- Adds `k` (negative: takes) to the live jobs of the window starting at `s` and of all.
-local function win_counted(lane, meta, s, k)
-  redis.call('HINCRBY', wcounts_key(lane), string.format('%.0f', s), k)
-  redis.call('HINCRBY', meta, 'wn', k)
+-- `k` entries of the window starting at `s` became tombstones (negative: tombstones left it
+-- with the entries around them).
+local function win_tombs(lane, s, k)
+  redis.call('HINCRBY', wtombs_key(lane), string.format('%.0f', s), k)
 end
 
 -- Moves the jobs of the windows that start within one width `W` of `now` to `jobs` and
@@ -156,15 +157,15 @@ local function win_promote(lane, meta, ixp, jobs, sched, now, W, n)
       call_chunked('ZADD', sched, zadd)
       for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
     end
+    if moved > 0 then redis.call('HINCRBY', meta, 'wn', -moved) end
     if #ents < n then
       -- The whole window moved.
       redis.call('DEL', key)
       redis.call('ZREM', wk, head[1])
-      redis.call('HDEL', wcounts_key(lane), head[1])
-      if moved > 0 then redis.call('HINCRBY', meta, 'wn', -moved) end
+      redis.call('HDEL', wtombs_key(lane), head[1])
     else
       redis.call('LTRIM', key, 0, -n - 1)
-      if moved > 0 then win_counted(lane, meta, start, -moved) end
+      if moved < #ents then win_tombs(lane, start, moved - #ents) end
     end
     n = n - #ents
   end
@@ -237,7 +238,8 @@ local function lane_drop(L, id)
   if not s then return nil end
   if s == 'w' then
     redis.call('LSET', win_key(L.lane, h), b, '\0')
-    win_counted(L.lane, L.meta, h, -1)
+    win_tombs(L.lane, h, 1)
+    redis.call('HINCRBY', L.meta, 'wn', -1)
   else
     lane_mark(L, s, h, b)
     redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))

@@ -11,8 +11,8 @@
 -- KEYS[10] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- The lane's time windows (lane.lua: win_key) add their live jobs (`lanemeta`'s `wn`); of
 -- those in windows that start by the end of the next minute, a window wholly due, or wholly
--- due within the minute, counts whole (`<lane>:n`), one across either edge, and the first
--- due one (the oldest overdue job), are read.
+-- due within the minute, counts whole (its length less its tombstones, `<lane>:t`), one
+-- across either edge, and the first due one (the oldest overdue job), are read.
 -- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms, paused (0|1),
 --   waiting_on_limit (due jobs the shard's rate or max_in_flight holds back now), done }
 -- Safe to run twice: it writes nothing.
@@ -57,9 +57,9 @@ if in_win > 0 then
   local first_due = true
   for i = 1, #near, 1000 do
     local part = { unpack(near, i, math.min(i + 999, #near)) }
-    local live = redis.call('HMGET', wcounts_key(lane), unpack(part))
+    local tombs = redis.call('HMGET', wtombs_key(lane), unpack(part))
     for j, m in ipairs(part) do
-      local s, n = tonumber(m), tonumber(live[j] or 0)
+      local s = tonumber(m)
       local last = s + W - 1
       if (s <= now and (last > now or first_due)) or (s <= minute and last > minute) then
         for _, e in ipairs(redis.call('LRANGE', win_key(lane, m), 0, -1)) do
@@ -74,10 +74,9 @@ if in_win > 0 then
             end
           end
         end
-      elseif last <= now then
-        win_due = win_due + n
       else
-        win_minute = win_minute + n
+        local n = redis.call('LLEN', win_key(lane, m)) - tonumber(tombs[j] or 0)
+        if last <= now then win_due = win_due + n else win_minute = win_minute + n end
       end
       if s <= now then first_due = false end
     end

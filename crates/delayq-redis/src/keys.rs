@@ -151,10 +151,11 @@ impl Keys {
         format!("{}:w", self.lane)
     }
 
-    /// HASH: start → live jobs of each of the lane's time windows (lane.lua: wcounts_key).
+    /// HASH: start → tombstones of each of the lane's time windows that has any (lane.lua:
+    /// wtombs_key).
     #[cfg(test)]
-    pub(crate) fn window_counts(&self) -> String {
-        format!("{}:n", self.lane)
+    pub(crate) fn window_tombs(&self) -> String {
+        format!("{}:t", self.lane)
     }
 
     /// The lane's index bucket that holds job `id`.

@@ -467,7 +467,7 @@ mod tests {
         let k = Keys::shard(&delayq::QueueName::new("orders").unwrap(), 2, 4);
         let script = full(
             "return { win_key(KEYS[1], 1796175823000), win_key(KEYS[1], '1796175823000'), \
-             wins_key(KEYS[1]), wcounts_key(KEYS[1]), ix_prefix(KEYS[1]) .. '17' }",
+             wins_key(KEYS[1]), wtombs_key(KEYS[1]), ix_prefix(KEYS[1]) .. '17' }",
             false,
         );
         let got = server.command(&["EVAL", &script, "1", &k.lane]);
@@ -475,7 +475,7 @@ mod tests {
             k.window(1_796_175_823_000),
             k.window(1_796_175_823_000),
             k.windows(),
-            k.window_counts(),
+            k.window_tombs(),
             k.bucket(17),
         ];
         let lines: Vec<&str> = got.lines().filter(|l| !l.starts_with(['*', '$'])).collect();

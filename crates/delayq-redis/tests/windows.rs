@@ -405,3 +405,74 @@ async fn the_lanes_sweep_leaves_window_entries_alone() {
     }
     assert_eq!(b.stats(&q).await.unwrap().scheduled, 6_001);
 }
+
+/// Windows nobody moves (no consumer runs) keep their jobs when they fall due: the counts, the
+/// listing of due jobs and cancel-all of due jobs find them there, past the tombstones of jobs
+/// cancelled one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
+    let (s, b, q) = setup().await;
+    windows_on(&b, &q, 1_000).await;
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(w4_job(9_999, 3_600_000)).await.unwrap();
+    let due = fill(&p, &delays(400, 2_500, 4_500, 13)).await;
+    assert!(windows(&s, &q).1 >= 390);
+    let cancelled: HashSet<usize> = (0..400).step_by(7).collect();
+    for &i in &cancelled {
+        b.cancel(&q, &w4_id(i)).await.unwrap();
+    }
+    let live = |t: u64| {
+        (0..400)
+            .filter(|i| !cancelled.contains(i) && due[*i] <= t)
+            .count() as u64
+    };
+    // Wait until about half are due.
+    let mut sorted = due.clone();
+    sorted.sort();
+    tokio::time::sleep(Duration::from_millis(sorted[200].saturating_sub(now_ms()))).await;
+    let before = now_ms();
+    let st = b.stats(&q).await.unwrap();
+    let after = now_ms();
+    assert_eq!(st.scheduled, 400 - cancelled.len() as u64 + 1);
+    assert!(
+        (live(before)..=live(after)).contains(&st.due),
+        "{} due, {}..{} expected",
+        st.due,
+        live(before),
+        live(after)
+    );
+    assert!(st.oldest_overdue_ms > 0);
+    // Every live job but the hour-away one is due or due within the minute.
+    assert_eq!(
+        st.due + st.due_next_minute,
+        400 - cancelled.len() as u64,
+        "{st:?}"
+    );
+    // The due listing, then cancel-all of the due jobs (windows wholly due and the one across
+    // now): what is left is scheduled.
+    let listed = pages(&b, &q, ListState::Due, 50).await;
+    assert!(listed.windows(2).all(|w| w[0] < w[1]), "in order");
+    assert!(listed.iter().all(|(d, _)| *d <= now_ms()));
+    let at = now_ms();
+    assert!(listed.len() as u64 >= live(before) && listed.len() as u64 <= live(at));
+    let t0 = now_ms();
+    let gone = b.cancel_all(&q, ListState::Due).await.unwrap();
+    let t1 = now_ms();
+    let st = b.stats(&q).await.unwrap();
+    // (Jobs may fall due while the cancels run.)
+    assert!(st.due <= live(now_ms()) - live(t0), "{st:?}");
+    assert!((live(t0)..=live(t1)).contains(&gone), "{gone} cancelled");
+    assert_eq!(gone + st.scheduled, 400 - cancelled.len() as u64 + 1);
+    for (i, d) in due.iter().enumerate() {
+        let found = b.get(&q, &w4_id(i)).await.unwrap().is_some();
+        if cancelled.contains(&i) {
+            assert!(!found, "job {i} was cancelled");
+        } else if found {
+            assert!(*d > t0, "job {i} due {d} stayed");
+        } else {
+            assert!(*d <= t1, "job {i} due {d} cancelled");
+        }
+    }
+    // Every job left but the lane's (9,999) is in a window, with its index entry.
+    assert_eq!(index_entries(&s, &q) as u64, st.scheduled - 1);
+}

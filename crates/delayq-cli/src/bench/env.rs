@@ -31,6 +31,8 @@ pub(crate) struct Env {
     pub shards: u32,
     /// The bench queue has the one-delay lane (`--lane`).
     pub lane: bool,
+    /// With `lane`: the width of its time windows (ms; `None`: the default).
+    pub lane_window_ms: Option<u32>,
     /// `--wait-replicas` of the bench's backends.
     pub wait_replicas: u32,
     /// Share of Redis CPU per master between the last two cost readings (several masters).
@@ -216,6 +218,7 @@ impl Env {
             admin,
             shards,
             lane: false,
+            lane_window_ms: None,
             wait_replicas: 0,
             spread: None,
             last_cost: None,
@@ -242,6 +245,7 @@ impl Env {
             admin: Vec::new(),
             shards: 1,
             lane: false,
+            lane_window_ms: None,
             wait_replicas: 0,
             spread: None,
             last_cost: None,
@@ -302,10 +306,8 @@ impl Env {
                 opts.wait_replicas = self.wait_replicas;
                 let b = RedisBackend::connect_with(opts).await?;
                 if self.shards > 1 || self.lane {
-                    let settings = QueueSettings {
-                        lane: self.lane,
-                        ..QueueSettings::with_shards(self.shards)
-                    };
+                    let mut settings = QueueSettings::with_shards(self.shards);
+                    settings.set_lane(Some(self.lane), self.lane_window_ms);
                     b.configure(&super::util::queue(), settings).await?;
                 }
                 Ok(AnyBackend::Redis(b))

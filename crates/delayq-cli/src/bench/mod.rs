@@ -60,6 +60,10 @@ pub(crate) struct BenchArgs {
     /// Give the bench queue the one-delay lane (Redis; `QueueSettings::lane`).
     #[arg(long, conflicts_with = "embedded")]
     pub lane: bool,
+    /// With --lane: the width of its time windows in ms (default 10,000; 100 puts W2's and
+    /// W3's jobs in windows, which their claims move to the sorted sets).
+    #[arg(long, requires = "lane")]
+    pub lane_window: Option<u32>,
     /// The consumers' prefetch.
     #[arg(long, default_value_t = delayq::consumer::DEFAULT_PREFETCH)]
     pub prefetch: usize,
@@ -181,6 +185,7 @@ pub(crate) async fn run(
         let mut env = Env::new(redis, a.shards, a.cluster).await?;
         if a.lane {
             env.lane = true;
+            env.lane_window_ms = a.lane_window;
             env.placement = format!("{}; queue with the one-delay lane", env.placement);
         }
         env.wait_replicas = wait_replicas;
@@ -231,6 +236,9 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
             }
             if env.lane {
                 r.variant.push_str(", lane");
+                if let Some(w) = env.lane_window_ms {
+                    r.variant.push_str(&format!(" ({w}-ms windows)"));
+                }
             }
             if r.redis_cpu_us_per_job.is_some() {
                 r.cpu_share_by_master = env.spread.clone();
