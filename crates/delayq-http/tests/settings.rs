@@ -135,22 +135,11 @@ async fn redis_lane_queues_keep_later_jobs_in_time_windows() {
         );
     }
     // A job due in 40 minutes after one in an hour: in its time window.
-    let (s, _) = call(
-        &r,
-        "POST",
-        "/v1/queues/later/jobs",
-        Some(json!({"id": "c0", "payload": 0, "delay_ms": 3_600_000})),
-    )
-    .await;
-    assert_eq!(s, 201);
-    let (s, _) = call(
-        &r,
-        "POST",
-        "/v1/queues/later/jobs",
-        Some(json!({"id": "w1", "payload": 1, "delay_ms": 2_400_000})),
-    )
-    .await;
-    assert_eq!(s, 201);
+    for (id, delay_ms) in [("c0", 3_600_000), ("w1", 2_400_000)] {
+        let job = json!({"id": id, "payload": 0, "delay_ms": delay_ms});
+        let (s, v) = call(&r, "POST", "/v1/queues/later/jobs", Some(job)).await;
+        assert_eq!(s, 201, "{v}");
+    }
     assert_eq!(server.command(&["ZCARD", "dq:{later}:lane:w"]).trim(), "1");
     let (s, v) = call(&r, "GET", "/v1/queues/later/jobs/w1", None).await;
     assert_eq!((s, v["state"].as_str()), (200, Some("scheduled")), "{v}");

@@ -65,12 +65,17 @@ fn delays(n: usize, lo: u64, hi: u64, seed: u64) -> Vec<u64> {
 /// Enqueues jobs `0..delays.len()` due in their delays, in batches of 1,000; returns each
 /// one's due time.
 async fn fill(p: &Producer<RedisBackend>, delays: &[u64]) -> Vec<u64> {
+    fill_from(p, 0, delays).await
+}
+
+/// [`fill`] with the jobs `first..first + delays.len()`.
+async fn fill_from(p: &Producer<RedisBackend>, first: usize, delays: &[u64]) -> Vec<u64> {
     let mut due = Vec::new();
     for (c, chunk) in delays.chunks(1000).enumerate() {
         let jobs = chunk
             .iter()
             .enumerate()
-            .map(|(i, &d)| w4_job(c * 1000 + i, d))
+            .map(|(i, &d)| w4_job(first + c * 1000 + i, d))
             .collect();
         let out = p.enqueue_batch(jobs).await.unwrap();
         assert!(out.iter().all(|e| e.created));
@@ -382,15 +387,7 @@ async fn the_lanes_sweep_leaves_window_entries_alone() {
     let first: Vec<_> = (0..4_096).map(|i| w4_job(i, 0)).collect();
     p.enqueue_batch(first).await.unwrap();
     p.enqueue(w4_job(4_096, 3 * 3_600_000)).await.unwrap();
-    let later = delays(6_000, 3_600_000, 7_200_000, 9);
-    for (c, chunk) in later.chunks(1000).enumerate() {
-        let jobs = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, &d)| w4_job(5_000 + c * 1000 + i, d))
-            .collect();
-        p.enqueue_batch(jobs).await.unwrap();
-    }
+    fill_from(&p, 5_000, &delays(6_000, 3_600_000, 7_200_000, 9)).await;
     assert_eq!(windows(&s, &q).1, 6_000);
     for _ in 0..64 {
         let got = b.claim(&q, claim_req(64, 30_000)).await.unwrap();
