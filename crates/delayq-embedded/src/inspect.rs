@@ -297,8 +297,9 @@ impl Inspect for EmbeddedBackend {
         Ok(QueueSettings {
             shards: 1,
             lane: false,
-            // (No lane, so no time windows either.)
-            lane_window_ms: 0,
+            // (No lane, so no time windows either: the width is the default, which a queue
+            // configured here was given and which means nothing without a lane.)
+            lane_window_ms: delayq::settings::DEFAULT_LANE_WINDOW_MS,
             rate,
             max_in_flight,
             retention,

@@ -364,8 +364,16 @@ impl Inspect for RedisBackend {
         Ok(QueueSettings {
             shards: num("shards").map_or(1, |n| (n as u32).max(1)),
             lane: num("lane") == Some(1.0),
-            // (Absent: a queue configured before windows existed; its shards have none.)
-            lane_window_ms: num("lane_window_ms").map_or(0, |n| n as u32),
+            // Absent from stored settings: a queue configured before windows existed (its
+            // shards have none); no settings stored: the defaults.
+            lane_window_ms: num("lane_window_ms").map_or(
+                if num("shards").is_some() {
+                    0
+                } else {
+                    delayq::settings::DEFAULT_LANE_WINDOW_MS
+                },
+                |n| n as u32,
+            ),
             rate,
             max_in_flight: num("max_in_flight").map(|n| n as u32),
             retention: delayq::Retention {

@@ -473,3 +473,25 @@ async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
     // Every job left but the lane's (9,999) is in a window, with its index entry.
     assert_eq!(index_entries(&s, &q) as u64, st.scheduled - 1);
 }
+
+/// A queue never configured reads the default settings (10-s windows once its lane is on); a
+/// lane queue configured before windows existed (no `lane_window_ms` stored, no width in its
+/// shards) reads 0, and keeps no windows until it is configured again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_configured_before_windows_existed_reads_none() {
+    let (s, b, q) = setup().await;
+    assert_eq!(b.settings(&q).await.unwrap(), QueueSettings::default());
+    // What an older version stored: the lane on, its shards without a width.
+    let old = queue();
+    windows_on(&b, &old, 0).await;
+    s.command(&["HDEL", &format!("dq:{{{old}}}:conf"), "lane_window_ms"]);
+    let got = b.settings(&old).await.unwrap();
+    assert!(got.lane);
+    assert_eq!(got.lane_window_ms, 0);
+    let p = Producer::new(b.clone(), old.clone());
+    p.enqueue(w4_job(0, 3_600_000)).await.unwrap();
+    p.enqueue(w4_job(1, 1_800_000)).await.unwrap();
+    assert_eq!(int(&s, &["LLEN", &format!("dq:{{{old}}}:lane")]), 1);
+    assert_eq!(int(&s, &["ZCARD", &format!("dq:{{{old}}}:sched")]), 1);
+    assert_eq!(windows(&s, &old), (0, 0), "no windows without a width");
+}
