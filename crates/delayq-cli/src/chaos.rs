@@ -77,6 +77,10 @@ pub(crate) struct ChaosArgs {
     /// Shards of the queue (cluster-failover: 4 unless given).
     #[arg(long)]
     pub shards: Option<u32>,
+    /// Give the queue the lane with time windows this wide (ms, 100–60,000): the jobs (due
+    /// within a second) then wait in windows that the claims move under the faults.
+    #[arg(long)]
+    pub lane_window: Option<u32>,
     /// Consumers running at once.
     #[arg(long, default_value_t = 4)]
     pub consumers: usize,
@@ -117,20 +121,23 @@ pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> 
         (None, _) => 1,
     };
     let connect = connector(url.clone(), wait_replicas);
-    if shards > 1 {
-        connect()
-            .await
-            .configure(&q, QueueSettings::with_shards(shards))
-            .await?;
+    if shards > 1 || a.lane_window.is_some() {
+        let mut s = QueueSettings::with_shards(shards);
+        if let Some(w) = a.lane_window {
+            s.set_lane(Some(true), Some(w));
+        }
+        connect().await.configure(&q, s).await?;
     }
     let (faults, kills) = chaos_faults::build(&a, &servers, &q, shards, wait_replicas);
     eprintln!(
         "delayq chaos: {:?}, {} jobs, {} consumers, {kills} consumer kills, {} other faults, \
-         {shards} shard(s), --wait-replicas {wait_replicas}, {}",
+         {shards} shard(s){}, --wait-replicas {wait_replicas}, {}",
         a.scenario,
         a.jobs,
         a.consumers,
         faults.len(),
+        a.lane_window
+            .map_or(String::new(), |w| format!(", lane with {w}-ms windows")),
         delayq_redis::mask(&url)
     );
     let plan = Plan {
