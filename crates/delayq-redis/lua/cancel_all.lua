@@ -64,50 +64,46 @@ if len > 0 then
 end
 local W = win_width(redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1), S_FLAGS)
 if W > 0 then
-  local wk, tombs, ixp = wins_key(lane), wtombs_key(lane), ix_prefix(lane)
+  local wk, tombs = wins_key(lane), wtombs_key(lane)
   local lo, hi = '-inf', now
   if ARGV[1] ~= 'd' then lo, hi = now - now % W, '+inf' end
-  local starts = redis.call('ZRANGEBYSCORE', wk, lo, hi, 'LIMIT', 0, 64)
-  local i = 0
+  -- The windows of that kind, 64 at a time (those left after a pass: across now, or holding
+  -- only the other kind's jobs or tombstones, are passed by the next one's `lo`).
   while most > 0 do
-    i = i + 1
-    if i > #starts then
-      -- The next windows (after those left: across now, or only tombstones of the other kind).
-      if #starts < 64 then break end
-      starts = redis.call('ZRANGEBYSCORE', wk, '(' .. starts[#starts], hi, 'LIMIT', 0, 64)
-      i = 1
-      if #starts == 0 then break end
-    end
-    local m = starts[i]
-    local start = tonumber(m)
-    -- Wholly of that kind: due (its last ms is past), or scheduled (it starts after now).
-    local whole = (ARGV[1] == 'd' and start + W - 1 <= now) or (ARGV[1] ~= 'd' and start > now)
-    local key = win_key(lane, m)
-    local ents = redis.call('LRANGE', key, 0, -1)
-    local gone, k = {}, 0
-    for pos = 1, #ents do
-      local e = ents[pos]
-      if not lane_dead(e) then
-        local id, b, rec = win_entry(e)
-        if whole or ((ARGV[1] == 'd') == (rec_due(rec) <= now)) then
-          if not gone[b] then gone[b] = {} end
-          gone[b][#gone[b] + 1] = id
-          if not whole then redis.call('LSET', key, pos - 1, '\0') end
-          k = k + 1
+    local starts = redis.call('ZRANGEBYSCORE', wk, lo, hi, 'LIMIT', 0, 64)
+    for _, m in ipairs(starts) do
+      if most <= 0 then break end
+      local start = tonumber(m)
+      -- Wholly of that kind: due (its last ms is past), or scheduled (it starts after now).
+      local whole = (ARGV[1] == 'd' and start + W - 1 <= now) or (ARGV[1] ~= 'd' and start > now)
+      local key = win_key(lane, m)
+      local ents = redis.call('LRANGE', key, 0, -1)
+      local gone, k = {}, 0
+      for pos = 1, #ents do
+        local e = ents[pos]
+        if not lane_dead(e) then
+          local id, b, rec = win_entry(e)
+          if whole or ((ARGV[1] == 'd') == (rec_due(rec) <= now)) then
+            win_gone(gone, b, id)
+            if not whole then redis.call('LSET', key, pos - 1, '\0') end
+            k = k + 1
+          end
         end
       end
+      win_unindex(lane, gone)
+      if whole then
+        redis.call('DEL', key)
+        redis.call('ZREM', wk, m)
+        redis.call('HDEL', tombs, m)
+      elseif k > 0 then
+        win_tombs(lane, start, k)
+      end
+      if k > 0 then redis.call('HINCRBY', lmeta, 'wn', -k) end
+      from_lane = from_lane + k
+      most = most - k
+      lo = '(' .. m
     end
-    for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
-    if whole then
-      redis.call('DEL', key)
-      redis.call('ZREM', wk, m)
-      redis.call('HDEL', tombs, m)
-    elseif k > 0 then
-      win_tombs(lane, start, k)
-    end
-    if k > 0 then redis.call('HINCRBY', lmeta, 'wn', -k) end
-    from_lane = from_lane + k
-    most = most - k
+    if #starts < 64 then break end
   end
   if most <= 0 then return from_lane end
 end

@@ -118,7 +118,7 @@ local wnext = nil
 if lane_on and not is_paused then
   local W = win_width(flags, S_PAUSED)
   if W > 0 then
-    wnext = win_promote(lane, lmeta, ix_prefix(lane), jobs, sched, now, W, PROMOTE_PER_CALL)
+    wnext = win_promote(lane, lmeta, jobs, sched, now, W, PROMOTE_PER_CALL)
   end
 end
 if bit.band(lflags, L_PRIO) == 0 and not lane_on then
@@ -189,9 +189,9 @@ elseif bit.band(lflags, L_PRIO) == 0 then
       local all = redis.call('HGETALL', ix)
       local old = {}
       for i = 1, #all, 2 do
-        -- (A time window's entry is not a sequence number: lane.lua, above win_key.)
-        local v = all[i + 1]
-        if string.byte(v, 1) >= 48 and tonumber(v) < h2 then old[#old + 1] = all[i] end
+        -- (A time window's entry has no sequence number: lane.lua, ix_entry.)
+        local s = ix_entry(all[i + 1])
+        if s and s < h2 then old[#old + 1] = all[i] end
       end
       if #old > 0 then call_chunked('HDEL', ix, old) end
     end

@@ -231,7 +231,7 @@ if #worder > 0 then
     call_chunked('RPUSH', win_key(L.lane, start), p)
     if wlen[start] == #p then
       -- A new window (one of tombstones only still has them).
-      redis.call('ZADD', wk, start, string.format('%.0f', start))
+      redis.call('ZADD', wk, start, win_member(start))
       if not first_new or start < first_new then first_new = start end
     end
     total = total + #p

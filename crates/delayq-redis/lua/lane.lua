@@ -74,15 +74,22 @@ end
 -- sequence number: a first byte below '0' tells them apart). The ZSET `<lane>:w` holds each
 -- window's start (score and member), the HASH `<lane>:t` the tombstones of each that has
 -- any (field: the start; written by a cancel, not by an enqueue: a window's live jobs are its
--- length less those), `lanemeta`'s field `wn` the live jobs of all. A window holds at most WIN_MAX entries (jobs past
--- that use the sorted sets). One width before it starts, a window moves to `jobs` and
--- `sched` (win_promote: claims, a bounded part a call), so a job is claimed, and changed by
--- every path but the look-up, cancel and listing, in the sorted-set layout. The key names
--- (win_key, wins_key, wtombs_key, ix_prefix) are checked against keys.rs by a test.
+-- length less those), `lanemeta`'s field `wn` the live jobs of all. A window holds at most
+-- WIN_MAX entries (jobs past that use the sorted sets). One width before it starts, a window
+-- moves to `jobs` and `sched` (win_promote: claims, a bounded part a call), so a job is
+-- claimed, and changed by every path but the look-up, cancel and listing, in the sorted-set
+-- layout. The key names (win_key, wins_key, wtombs_key, ix_prefix) are checked against
+-- keys.rs by a test.
 
--- The LIST of the window that starts at `s` (a number or the member string).
+-- A window's start as its member of `<lane>:w`, its field of `<lane>:t` and its key's suffix
+-- (`s`: a number or the member string).
+local function win_member(s)
+  return string.format('%.0f', s)
+end
+
+-- The LIST of the window that starts at `s`.
 local function win_key(lane, s)
-  return lane .. ':' .. string.format('%.0f', s)
+  return lane .. ':' .. win_member(s)
 end
 
 -- The ZSET of the windows' starts.
@@ -98,6 +105,14 @@ end
 -- The key prefix of the lane's index buckets (`dq:{tag}:lane` -> `dq:{tag}:ix:`).
 local function ix_prefix(lane)
   return string.sub(lane, 1, -5) .. 'ix:'
+end
+
+-- What an index entry `v` points at: the one-delay lane's sequence number, or nil and the
+-- window's start and place (9 bytes; a decimal number's first byte is '0' or above).
+local function ix_entry(v)
+  if string.byte(v, 1) >= 48 then return tonumber(v) end
+  local start, pos = struct.unpack('>I6I3', v)
+  return nil, start, pos
 end
 
 -- The window width from `raw` (bytes of `stat` read from offset `from` to S_WIDTH + 1 at
@@ -117,15 +132,32 @@ end
 -- `k` entries of the window starting at `s` became tombstones (negative: tombstones left it
 -- with the entries around them).
 local function win_tombs(lane, s, k)
-  redis.call('HINCRBY', wtombs_key(lane), string.format('%.0f', s), k)
+  redis.call('HINCRBY', wtombs_key(lane), win_member(s), k)
+end
+
+-- Adds id `id` of index bucket `b` to `gone` (bucket -> ids), for win_unindex.
+local function win_gone(gone, b, id)
+  local g = gone[b]
+  if not g then
+    g = {}
+    gone[b] = g
+  end
+  g[#g + 1] = id
+end
+
+-- Deletes the index entries of the window jobs in `gone` (bucket -> ids): jobs that left
+-- their window whole (moved or cancelled in bulk).
+local function win_unindex(lane, gone)
+  local ixp = ix_prefix(lane)
+  for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
 end
 
 -- Moves the jobs of the windows that start within one width `W` of `now` to `jobs` and
 -- `sched` (same records, same due times), the earliest window first and each from its tail
 -- (the places of the entries left do not move), reading at most `n` entries; their index
--- entries go (`ixp`: the buckets' key prefix, each entry carries its bucket). Returns when the
--- next window is due to move (`now`: this call left some), or nil when there is none.
-local function win_promote(lane, meta, ixp, jobs, sched, now, W, n)
+-- entries go (each entry carries its bucket). Returns when the next window is due to move
+-- (`now`: this call left some), or nil when there is none.
+local function win_promote(lane, meta, jobs, sched, now, W, n)
   local wk = wins_key(lane)
   while true do
     local head = redis.call('ZRANGE', wk, 0, 0, 'WITHSCORES')
@@ -143,21 +175,16 @@ local function win_promote(lane, meta, ixp, jobs, sched, now, W, n)
         hset[#hset + 1] = rec
         zadd[#zadd + 1] = rec_due(rec)
         zadd[#zadd + 1] = id
-        local g = gone[b]
-        if not g then
-          g = {}
-          gone[b] = g
-        end
-        g[#g + 1] = id
+        win_gone(gone, b, id)
         moved = moved + 1
       end
     end
     if moved > 0 then
       call_chunked('HSET', jobs, hset)
       call_chunked('ZADD', sched, zadd)
-      for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
+      win_unindex(lane, gone)
+      redis.call('HINCRBY', meta, 'wn', -moved)
     end
-    if moved > 0 then redis.call('HINCRBY', meta, 'wn', -moved) end
     if #ents < n then
       -- The whole window moved.
       redis.call('DEL', key)
@@ -171,23 +198,20 @@ local function win_promote(lane, meta, ixp, jobs, sched, now, W, n)
   end
 end
 
-
 -- The lane entry of `id` (index bucket `ix`): its sequence number, record and the lane's head
 -- sequence number and bitmap base (lane_hb); for a job in a time window 'w', its record, the
 -- window's start and its place there; or nil.
 local function lane_find(L, id)
-  local s = redis.call('HGET', L.ix, id)
-  if not s then return nil end
-  if string.byte(s, 1) < 48 then
-    -- (A window's entry: 9 bytes, not a decimal sequence number.)
-    local start, pos = struct.unpack('>I6I3', s)
+  local v = redis.call('HGET', L.ix, id)
+  if not v then return nil end
+  local s, start, pos = ix_entry(v)
+  if not s then
     local e = redis.call('LINDEX', win_key(L.lane, start), pos)
     if not e or lane_dead(e) then return nil end
     local eid, _, rec = win_entry(e)
     if eid ~= id then return nil end
     return 'w', rec, start, pos
   end
-  s = tonumber(s)
   local h, b = lane_hb(L.meta)
   if s < h then return nil end
   local e = redis.call('LINDEX', L.lane, s - h)

@@ -42,7 +42,7 @@ local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
 local by_prio = which == 'd' and bit.band(string.byte(fw) or 0, L_PRIO) ~= 0
 if by_prio then
   local W = win_width(fw, S_FLAGS)
-  if W > 0 then win_promote(lane, lmeta, ix_prefix(lane), jobs, sched, now, W, LIST_PROMOTE) end
+  if W > 0 then win_promote(lane, lmeta, jobs, sched, now, W, LIST_PROMOTE) end
   lane_spill(lane, lmeta, jobs, sched, now, LIST_PROMOTE)
   promote(sched, ready, jobs, now, LIST_PROMOTE)
   z = ready
@@ -95,19 +95,23 @@ if #ids > 0 then
     end
   end
 end
+-- Scheduled or due jobs outside `ready`: the lane's and its windows' too, after the cursor
+-- (cs, cid); at most scan_max of their entries read a call.
+local waiting = which == 's' or (which == 'd' and not by_prio)
+local cs, cid = nil, ARGV[4]
+if ARGV[3] ~= '' then cs = tonumber(ARGV[3]) end
+local scan_max = 8192
 local len = 0
 -- Where a call that read enough lane entries stopped (nil: it did not).
 local cut = nil
-if which == 's' or (which == 'd' and not by_prio) then len = redis.call('LLEN', lane) end
+if waiting then len = redis.call('LLEN', lane) end
 if len > 0 then
-  local cs, cid = nil, ARGV[4]
-  if ARGV[3] ~= '' then cs = tonumber(ARGV[3]) end
   local pos = 0
   if which == 's' then pos = lane_pos(lane, len, now) end
   if cs then pos = math.max(pos, lane_pos(lane, len, cs - 1)) end
   -- (Each read twice the last, up to 4,096 entries: runs of tombstones pass quickly.)
   local taken, last, step = 0, nil, n
-  local scan_max, read, prev = 8192, 0, nil
+  local read, prev = 0, nil
   while pos < len do
     local chunk = redis.call('LRANGE', lane, pos, pos + step)
     step = math.min(2 * step + 1, 4096)
@@ -142,10 +146,8 @@ local function before(a, b)
   return a[1] ~= b[1] and bytes_le(a[1], b[1])
 end
 local W = 0
-if which == 's' or (which == 'd' and not by_prio) then W = win_width(fw, S_FLAGS) end
+if waiting then W = win_width(fw, S_FLAGS) end
 if W > 0 then
-  local cs, cid = nil, ARGV[4]
-  if ARGV[3] ~= '' then cs = tonumber(ARGV[3]) end
   local from = cs
   if which == 's' and (not from or from < now) then from = now end
   local lo, hi = '-inf', '+inf'
@@ -155,7 +157,7 @@ if W > 0 then
   local got, read = 0, 0
   for i, m in ipairs(starts) do
     if got > n then break end
-    if i > WIN_LIST or read >= 8192 then
+    if i > WIN_LIST or read >= scan_max then
       local s = tonumber(m)
       if not cut or s < cut then cut = s end
       break
