@@ -295,7 +295,8 @@ async fn off_lane(
     } else {
         format!(
             "; its {width}-ms windows take only jobs due more than one width past their \
-             window's start, up to 8,192 a window: a narrower width suits a busier queue"
+             window's start, up to {} a window: a narrower width suits a busier queue",
+            delayq_redis::LANE_WINDOW_ENTRIES
         )
     };
     Some(format!(

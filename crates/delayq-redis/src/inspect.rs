@@ -394,14 +394,12 @@ impl Inspect for RedisBackend {
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         s.validate()?;
-        let (current, lane) = self.stored_layout(queue).await?;
-        // Windows are placed by their width: it changes only while the queue is empty too.
-        let width = if lane && s.lane {
-            self.settings(queue).await?.lane_window_ms
-        } else {
-            s.lane_window_ms
-        };
-        if current != s.shards || lane != s.lane || width != s.lane_window_ms {
+        let before = self.settings(queue).await?;
+        let (current, lane, width) = (before.shards, before.lane, before.lane_window_ms);
+        // Windows are placed by their width: on a lane queue it changes only while the queue
+        // is empty too.
+        let rewidened = lane && s.lane && width != s.lane_window_ms;
+        if current != s.shards || lane != s.lane || rewidened {
             // Jobs are placed by shard count: moving them is not atomic across slots, so a
             // queue changes its count only while empty (in both layouts). The lane likewise:
             // a queue without one reads none.

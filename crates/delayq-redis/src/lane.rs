@@ -13,6 +13,10 @@ use crate::keys::LANE_BUCKETS;
 /// `hash-max-listpack-entries` ids (and no id is longer than `hash-max-listpack-value`).
 pub const LANE_INDEX_BUCKETS: u32 = LANE_BUCKETS;
 
+/// Most jobs one of a lane's time windows holds (a job due in a full window uses the sorted
+/// sets).
+pub const LANE_WINDOW_ENTRIES: usize = crate::keys::WINDOW_MAX_ENTRIES;
+
 /// Index buckets looked at per shard (spread over all of them).
 const SAMPLED: u32 = 16;
 

@@ -44,7 +44,7 @@ mod wake;
 pub use backend::{MAX_CLAIM, RedisBackend};
 pub use conn::Live as Connection;
 pub use error::Error;
-pub use lane::{LANE_INDEX_BUCKETS, LaneShard};
+pub use lane::{LANE_INDEX_BUCKETS, LANE_WINDOW_ENTRIES, LaneShard};
 pub use nodes::{Master, SentinelAnswer, SentinelView};
 pub use target::{ConnectOptions, TlsFiles, mask};
 

@@ -1,6 +1,7 @@
 //! The Lua scripts, one per transition, each declared once with the keys it takes in order.
 //! Every script is sent as: a prelude generated from Rust constants (record layout, flags,
-//! limits, default backoff, state and reply codes), then the helpers of `common.lua` and `lane.lua` it calls, then its own file.
+//! limits, default backoff, state and reply codes), then the helpers of `common.lua` and
+//! `lane.lua` it calls, then its own file.
 //! The backend sends EVALSHA and, after `NOSCRIPT` (a restarted or flushed server, a new
 //! slot owner), EVAL with the whole text — routed by key like every call, so one node being
 //! down never fails a script on another (`SCRIPT LOAD` would go to every node).
@@ -62,10 +63,11 @@ const HELPERS: [(&str, &str); 2] = [
     ("lane.lua", include_str!("../lua/lane.lua")),
 ];
 
-/// The whole text sent for a script file: the prelude's `late_bucket`, then the helpers (common.lua, lane.lua) it calls and
-/// the script with every prelude constant (and `PUBLISH`) written in as its value — a value
-/// costs nothing at run time, a `local` captured by each helper costs an upvalue per call. A
-/// script's `#!lua flags=…` line (Redis 7 script flags) stays the first line.
+/// The whole text sent for a script file: the prelude's `late_bucket`, then the helpers
+/// (common.lua, lane.lua) it calls and the script with every prelude constant (and `PUBLISH`)
+/// written in as its value — a value costs nothing at run time, a `local` captured by each
+/// helper costs an upvalue per call. A script's `#!lua flags=…` line (Redis 7 script flags)
+/// stays the first line.
 pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
     let (shebang, source) = match source.split_once('\n') {
         Some((first, rest)) if first.starts_with("#!") => (format!("{first}\n"), rest),
