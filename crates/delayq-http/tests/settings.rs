@@ -143,25 +143,21 @@ async fn redis_lane_queues_keep_later_jobs_in_time_windows() {
     assert_eq!(server.command(&["ZCARD", "dq:{later}:lane:w"]).trim(), "1");
     let (s, v) = call(&r, "GET", "/v1/queues/later/jobs/w1", None).await;
     assert_eq!((s, v["state"].as_str()), (200, Some("scheduled")), "{v}");
-    let (s, v) = call(
-        &r,
-        "PUT",
-        "/v1/queues/later",
-        Some(json!({"lane_window_ms": 0})),
-    )
-    .await;
+    let no_windows = || {
+        call(
+            &r,
+            "PUT",
+            "/v1/queues/later",
+            Some(json!({"lane_window_ms": 0})),
+        )
+    };
+    let (s, v) = no_windows().await;
     assert_eq!((s, v["code"].as_str()), (409, Some("conflict")), "{v}");
     for id in ["c0", "w1"] {
         let (s, _) = call(&r, "DELETE", &format!("/v1/queues/later/jobs/{id}"), None).await;
         assert!(s == 200 || s == 204, "{s}");
     }
-    let (s, v) = call(
-        &r,
-        "PUT",
-        "/v1/queues/later",
-        Some(json!({"lane_window_ms": 0})),
-    )
-    .await;
+    let (s, v) = no_windows().await;
     assert_eq!(
         (s, v["settings"]["lane_window_ms"].as_u64()),
         (200, Some(0)),

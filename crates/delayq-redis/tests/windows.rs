@@ -103,6 +103,13 @@ fn windows(s: &RedisServer, q: &QueueName) -> (i64, i64) {
     (n, entries)
 }
 
+/// The server's clock (`TIME`), ms.
+fn server_ms(s: &RedisServer) -> u64 {
+    let t = s.command(&["TIME"]);
+    let mut parts = t.lines().map(|l| l.trim().parse::<u64>().unwrap());
+    parts.next().unwrap() * 1000 + parts.next().unwrap() / 1000
+}
+
 /// Index entries of window jobs left in the queue's buckets (a window's is 9 bytes, the
 /// one-delay lane's a decimal sequence number, swept by claims a bucket at a time).
 fn index_entries(s: &RedisServer, q: &QueueName) -> i64 {
@@ -148,12 +155,33 @@ async fn window_jobs_are_found_deduped_rescheduled_and_cancelled_by_id() {
     let (s, b, q) = setup().await;
     windows_on(&b, &q, 10_000).await;
     let p = Producer::new(b.clone(), q.clone());
-    let due = fill(&p, &delays(300, 60_000, 3_600_000, 11)).await;
+    let waits = delays(300, 60_000, 3_600_000, 11);
+    let before = server_ms(&s);
+    let due = fill(&p, &waits).await;
+    let after = server_ms(&s);
     let (wins, entries) = windows(&s, &q);
     assert!(
         wins > 100 && entries >= 290,
         "{wins} windows, {entries} entries"
     );
+    // Guarantee 7: a window job's due time is the server's clock plus its delay.
+    for (d, w) in due.iter().zip(&waits) {
+        assert!((before + w..=after + w).contains(d), "due {d}, delay {w}");
+    }
+    // Guarantee 3: a token for a job waiting in a window (or the lane) is a lost lease, not a
+    // missing job, and changes nothing.
+    let stale = (0..300)
+        .map(|i| delayq::LeaseRef {
+            id: w4_id(i),
+            token: 12_345,
+        })
+        .collect();
+    let acks = b.ack(&q, stale).await.unwrap();
+    assert!(
+        acks.iter().all(|a| *a == delayq::AckOutcome::LeaseLost),
+        "{acks:?}"
+    );
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, 300);
     for i in [0usize, 17, 150, 299] {
         let j = b
             .get(&q, &w4_id(i))
