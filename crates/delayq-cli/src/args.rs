@@ -495,10 +495,44 @@ pub(crate) struct ServeArgs {
     /// Largest job payload, in bytes.
     #[arg(long, default_value_t = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES)]
     pub max_payload: usize,
+    /// Connection and long-lived request budgets.
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Push: deliver the due jobs of push queues (jobs with a `target`, queues with a default
     /// target) as HTTP requests.
     #[command(flatten)]
     pub push: PushArgs,
+}
+
+/// What one caller and the whole server may hold open (docs/API.md, "Limits").
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Connection limits")]
+pub(crate) struct LimitArgs {
+    /// Most open connections; more wait in the listen backlog. Keep it above
+    /// --max-streams-total plus --max-long-polls-total: the rest is always there for short
+    /// requests (health checks, claims without wait_ms, admin calls).
+    #[arg(long, default_value_t = 2048)]
+    pub max_connections: usize,
+    /// Most connections one client address may hold outside long-lived requests (sending
+    /// headers, idle, short requests); more are closed as they arrive.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections_per_address: usize,
+    /// How long a client may take to send a request's headers (and an idle keep-alive
+    /// connection stays open).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// Most event streams (GET …/events) per caller: its token, or its address without tokens.
+    #[arg(long, default_value_t = 32)]
+    pub max_streams: usize,
+    /// Most event streams open at once, all callers.
+    #[arg(long, default_value_t = 256)]
+    pub max_streams_total: usize,
+    /// Most long polls (claims with wait_ms) waiting per caller.
+    #[arg(long, default_value_t = 256)]
+    pub max_long_polls: usize,
+    /// Most long polls waiting at once, all callers.
+    #[arg(long, default_value_t = 1024)]
+    pub max_long_polls_total: usize,
 }
 
 /// The pusher of `delayq serve --push`.

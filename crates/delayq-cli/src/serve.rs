@@ -51,8 +51,24 @@ pub(crate) async fn run(
         loopback_hosts_only: tokens.is_empty() && a.listen.ip().is_loopback(),
         tokens,
         metrics_token: a.metrics_token.clone().filter(|t| !t.is_empty()),
+        max_connections: a.limits.max_connections,
+        max_short_per_address: a.limits.max_connections_per_address,
+        header_timeout: a.limits.header_timeout,
+        max_streams: a.limits.max_streams,
+        max_streams_total: a.limits.max_streams_total,
+        max_long_polls: a.limits.max_long_polls,
+        max_long_polls_total: a.limits.max_long_polls_total,
         ..HttpConfig::default()
     };
+    let long_lived = config.max_streams_total + config.max_long_polls_total;
+    if config.max_connections <= long_lived {
+        bail!(
+            "--max-connections {} must be above --max-streams-total + --max-long-polls-total \
+             ({long_lived}): short requests need connections the long-lived ones cannot take",
+            config.max_connections
+        );
+    }
+    raise_fd_limit(config.max_connections);
     let auth = if config.tokens.is_empty() {
         "no auth"
     } else {
@@ -113,4 +129,24 @@ pub(crate) async fn run(
     served?;
     eprintln!("delayq serve: stopped");
     Ok(0)
+}
+
+/// Raises the soft limit of open files towards the hard one so that `--max-connections`
+/// (plus the store's and the pusher's sockets) fits; says so when it cannot.
+fn raise_fd_limit(connections: usize) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let want = connections as u64 + 256;
+    let mut lim = getrlimit(Resource::Nofile);
+    let cur = lim.current.unwrap_or(u64::MAX);
+    if cur >= want {
+        return;
+    }
+    let hard = lim.maximum.unwrap_or(u64::MAX);
+    lim.current = Some(want.min(hard));
+    if setrlimit(Resource::Nofile, lim).is_err() || want > hard {
+        eprintln!(
+            "delayq serve: warning: the open-file limit ({cur}, hard {hard}) is below \
+             --max-connections {connections} + 256; raise it (ulimit -n, LimitNOFILE=)"
+        );
+    }
 }

@@ -1,24 +1,16 @@
 //! The console's API: browse jobs by state (stable cursors) or by id, act on one job or in
-//! bulk, pause and resume, the series, and the live event stream (Server-Sent Events). Every
-//! action answers `{"outcome": …}` and is announced on the queue's event stream.
-
-use std::convert::Infallible;
-use std::time::Duration;
+//! bulk, pause and resume, and the series. Every action answers `{"outcome": …}` and is
+//! announced on the queue's event stream (`events.rs`).
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use delayq::{Backend, Cursor, Inspect, ListState, QueueName, Schedule};
-use futures_util::Stream;
 
 pub use crate::console_model::{Action, CountsView, JobList, ListQuery, SeriesView, StateQuery};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiQuery, JobPath, QueuePath};
-use crate::model::{JobView, Outcome, QueueView};
+use crate::model::{JobView, Outcome};
 use crate::state::AppState;
-
-/// How often the event stream looks at the queue's counts (it sends them when they changed).
-const STATS_EVERY: Duration = Duration::from_secs(1);
 
 fn state_of(s: &str) -> Result<ListState, ApiError> {
     s.parse().map_err(|e: delayq::InvalidInput| e.into())
@@ -202,71 +194,4 @@ pub async fn series<B: Backend + Inspect>(
     let mut view = SeriesView::new(&s, delayq::job::system_now_ms());
     view.depth = st.inner.depths.of(&q);
     Ok(Json(view))
-}
-
-struct Events<B> {
-    st: AppState<B>,
-    q: QueueName,
-    actions: tokio::sync::broadcast::Receiver<Action>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-    tick: tokio::time::Interval,
-    last: Option<String>,
-}
-
-/// Live updates as Server-Sent Events: `stats` (the queue's counts, as `GET /v1/queues/{q}`,
-/// sent when they change, at most once a second) and `action` (an action taken through this
-/// server). Ends when the server shuts down.
-#[utoipa::path(
-    get, path = "/v1/queues/{q}/events", tag = "console",
-    params(("q" = String, Path)),
-    responses((status = 200, description = "text/event-stream"), (status = "4XX", body = ErrorBody))
-)]
-pub async fn events<B: Backend + Inspect>(
-    State(st): State<AppState<B>>,
-    QueuePath(q): QueuePath,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let mut tick = tokio::time::interval(STATS_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let start = Events {
-        actions: st.inner.actions.subscribe(),
-        shutdown: st.inner.shutdown.clone(),
-        st,
-        q,
-        tick,
-        last: None,
-    };
-    let stream = futures_util::stream::unfold(start, |mut s| async move {
-        loop {
-            if *s.shutdown.borrow() {
-                return None;
-            }
-            tokio::select! {
-                _ = s.shutdown.changed() => return None,
-                a = s.actions.recv() => match a {
-                    Ok(a) if a.queue == s.q.as_str() => {
-                        let ev = Event::default().event("action").json_data(&a).ok()?;
-                        return Some((Ok(ev), s));
-                    }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                },
-                _ = s.tick.tick() => {
-                    let ev = match s.st.backend().stats(&s.q).await {
-                        Ok(stats) => {
-                            let text = serde_json::to_string(&QueueView::new(s.q.as_str(), stats))
-                                .ok()?;
-                            if s.last.as_ref() == Some(&text) {
-                                continue;
-                            }
-                            s.last = Some(text.clone());
-                            Event::default().event("stats").data(text)
-                        }
-                        Err(e) => Event::default().event("unavailable").data(e.to_string()),
-                    };
-                    return Some((Ok(ev), s));
-                }
-            }
-        }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
 }

@@ -72,7 +72,8 @@ error_codes! {
     PayloadTooLarge = "payload_too_large", 413, "a job payload over the configured limit";
     BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
     UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
-    TooManyLongPolls = "too_many_long_polls", 429, "this caller (token) already has the maximum of long polls waiting";
+    TooManyLongPolls = "too_many_long_polls", 429, "this caller (its token; its address without tokens) or the whole server already has the maximum of long polls waiting; `Retry-After` says when to try again";
+    TooManyStreams = "too_many_streams", 429, "this caller (its token; its address without tokens) or the whole server already has the maximum of event streams open; `Retry-After` says when to try again";
     Internal = "internal", 500, "a bug: please report it";
     StoreFull = "store_full", 507, "the store is full (Redis maxmemory with noeviction); nothing was written; retry after memory is freed. While full, what needs no memory still works: an enqueue of an id that exists answers 200 `created: false`, leases are extended, acks and cancels go through";
     Unavailable = "unavailable", 503, "the backend cannot be reached; retry";
@@ -94,6 +95,8 @@ pub struct ApiError {
     pub message: String,
     /// For a job that is not in the state an action needs: the state it is in.
     pub state: Option<String>,
+    /// Seconds for the `Retry-After` header (429s of the long-lived budgets).
+    pub retry_after: Option<u64>,
 }
 
 /// The JSON body of every error.
@@ -115,7 +118,14 @@ impl ApiError {
             code,
             message: message.into(),
             state: None,
+            retry_after: None,
         }
+    }
+
+    /// The same error, answered with `Retry-After: secs`.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// The same error, telling the job's current state.
@@ -137,7 +147,14 @@ impl IntoResponse for ApiError {
             message: self.message,
             state: self.state,
         };
-        (self.code.status(), Json(body)).into_response()
+        let mut resp = (self.code.status(), Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(secs),
+            );
+        }
+        resp
     }
 }
 

@@ -31,6 +31,7 @@ const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub async fn claim<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     headers: axum::http::HeaderMap,
+    ext: axum::http::Extensions,
     QueuePath(q): QueuePath,
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
@@ -57,21 +58,7 @@ pub async fn claim<B: Backend + Inspect>(
     let _slot = if wait.is_zero() {
         None
     } else {
-        let key = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
-        Some(st.poll_slot(key).ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::TooManyLongPolls,
-                format!(
-                    "{} long polls are already waiting for this caller; wait for one to \
-                     answer, or claim without wait_ms",
-                    st.inner.config.max_long_polls
-                ),
-            )
-        })?)
+        Some(st.long_lived(crate::budget::Kind::LongPoll, &headers, &ext)?)
     };
     // Registered before the first claim: a cut that overtakes it still ends the poll.
     let cut = poll_id

@@ -6,14 +6,16 @@
 //!
 //! Parts: [`state`] (shared state and settings), [`extract`] (extractors that answer with
 //! API errors), [`model`] (bodies), [`jobs`], [`lease`], [`queues`], [`console`] (browse,
-//! actions, pause, series, events), [`schedules`] (periodic jobs), [`depth`] (depth samples), [`ops`] (health, metrics, OpenAPI, the console page),
+//! actions, pause, series), [`events`] (live streams), [`budget`] (what one caller may hold), [`schedules`] (periodic jobs), [`depth`] (depth samples), [`ops`] (health, metrics, OpenAPI, the console page),
 //! [`auth`] (tokens and scopes), [`error`].
 
 pub mod auth;
+pub mod budget;
 pub mod console;
 mod console_model;
 pub mod depth;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod jobs;
 pub mod lease;
@@ -52,6 +54,10 @@ pub use state::{AppState, HttpConfig};
 /// Histogram (seconds) of HTTP request latency by method, route and status.
 pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
 
+/// Counter of connections closed as they arrived because their address already held
+/// [`HttpConfig::max_short_per_address`] connections outside long-lived requests.
+pub const REFUSED_CONNECTIONS: &str = "delayq_http_connections_refused_total";
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "delayq", description = "Jobs that run at a future time: HTTP/JSON API v1."),
@@ -60,7 +66,7 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
         lease::claim, lease::cut_poll, lease::ack, lease::ack_batch, lease::nack, lease::extend, lease::release,
         queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
-        console::dead_delete, console::pause, console::resume, console::series, console::events,
+        console::dead_delete, console::pause, console::resume, console::series, events::events,
         schedules::put, schedules::get, schedules::delete, schedules::list,
         push_model::deliveries, auth::whoami,
     ),
@@ -144,7 +150,7 @@ pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
         .route("/v1/queues/{q}/pause", post(console::pause::<B>))
         .route("/v1/queues/{q}/resume", post(console::resume::<B>))
         .route("/v1/queues/{q}/series", get(console::series::<B>))
-        .route("/v1/queues/{q}/events", get(console::events::<B>))
+        .route("/v1/queues/{q}/events", get(events::events::<B>))
         .route(
             "/v1/queues/{q}/dead/{id}",
             axum::routing::delete(console::dead_delete::<B>),
@@ -276,9 +282,11 @@ impl MakeRequestId for Counter {
 /// ends pending long polls and finishes requests in flight.
 ///
 /// Connections are HTTP/1.1 with a header-read timeout ([`HttpConfig::header_timeout`]: a
-/// half-sent request or an idle connection is closed) and at most
-/// [`HttpConfig::max_connections`] open at once, so slow or idle clients cannot exhaust the
-/// process's file descriptors and lock well-behaved clients out.
+/// half-sent request or an idle connection is closed), at most
+/// [`HttpConfig::max_connections`] open at once and at most
+/// [`HttpConfig::max_short_per_address`] per client address outside long-lived requests;
+/// long-lived requests have budgets of their own (`budget.rs`), so slow, idle or streaming
+/// clients cannot exhaust the process's file descriptors and lock well-behaved clients out.
 pub async fn serve<B: Backend + Inspect + Schedules>(
     listener: tokio::net::TcpListener,
     state: AppState<B>,
@@ -289,6 +297,7 @@ pub async fn serve<B: Backend + Inspect + Schedules>(
     tokio::spawn(depth::sample(state.clone()));
     let config = &state.inner.config;
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
+    let short = state.inner.short_conns.clone();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -296,9 +305,9 @@ pub async fn serve<B: Backend + Inspect + Schedules>(
             p = slots.clone().acquire_owned() => p.expect("semaphore open"),
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok(s) => s,
                 Err(e) => {
                     // EMFILE and friends: wait for connections to close instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -308,8 +317,25 @@ pub async fn serve<B: Backend + Inspect + Schedules>(
             },
             () = &mut shutdown => break,
         };
+        // One address may hold only so many connections outside long-lived requests: past
+        // that, its new connections are closed at once (the others' keep being accepted).
+        let Some(track) = short.admit(peer.ip(), config.max_short_per_address) else {
+            metrics::counter!(REFUSED_CONNECTIONS).increment(1);
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let addr = budget::ClientAddr(peer.ip());
+        let conn_track = track.clone();
+        let tagged = tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(addr);
+                req.extensions_mut().insert(conn_track.clone());
+                req
+            },
+        );
+        let service = hyper_util::service::TowerToHyperService::new(tagged);
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_timeout)
@@ -319,6 +345,7 @@ pub async fn serve<B: Backend + Inspect + Schedules>(
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
+            track.closed();
             drop(permit);
         });
     }

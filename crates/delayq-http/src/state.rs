@@ -27,16 +27,29 @@ pub struct HttpConfig {
     /// a web page that rebinds its own name to 127.0.0.1 cannot reach the API. `delayq serve`
     /// sets it when it listens on loopback without tokens.
     pub loopback_hosts_only: bool,
-    /// Most open connections (more wait in the listen backlog until one closes).
+    /// Most open connections (more wait in the listen backlog until one closes). Keep it
+    /// above `max_streams_total + max_long_polls_total`: the rest is what short requests
+    /// (health checks, claims without `wait_ms`, admin calls) always have.
     pub max_connections: usize,
     /// How long a client may take to send a request's headers (also how long an idle
     /// keep-alive connection stays open).
     pub header_timeout: Duration,
     /// How often [`crate::serve`] samples every queue's depth for the console (default 10 s).
     pub depth_every: Duration,
-    /// Most long polls (`wait_ms` > 0) one caller (one token; everyone without tokens) may have
-    /// waiting at once; more answer 429 `too_many_long_polls`.
+    /// Most long polls (`wait_ms` > 0) one caller (a token; a client address without tokens)
+    /// may have waiting at once; more answer 429 `too_many_long_polls`.
     pub max_long_polls: usize,
+    /// Most long polls waiting at once, all callers together.
+    pub max_long_polls_total: usize,
+    /// Most event streams (`GET …/events`) one caller may have open; more answer 429
+    /// `too_many_streams`.
+    pub max_streams: usize,
+    /// Most event streams open at once, all callers together.
+    pub max_streams_total: usize,
+    /// Most connections one client address may hold open outside long-lived requests (still
+    /// sending headers, idle, or in a short request); more are closed as they arrive, so one
+    /// host churning half-sent requests cannot crowd out the others.
+    pub max_short_per_address: usize,
 }
 
 impl Default for HttpConfig {
@@ -48,9 +61,13 @@ impl Default for HttpConfig {
             metrics_token: None,
             request_timeout: Duration::from_secs(90),
             loopback_hosts_only: false,
-            max_connections: 512,
+            max_connections: 2048,
             header_timeout: Duration::from_secs(10),
             max_long_polls: 256,
+            max_long_polls_total: 1024,
+            max_streams: 32,
+            max_streams_total: 256,
+            max_short_per_address: 64,
             depth_every: crate::depth::EVERY,
         }
     }
@@ -78,8 +95,14 @@ pub(crate) struct Inner<B> {
     pub shutdown: watch::Receiver<bool>,
     /// Queues seen by this server, so their gauges are exported even when empty.
     pub seen: Mutex<BTreeSet<QueueName>>,
-    /// Long polls waiting now, per caller (its `Authorization` value; "" without tokens).
-    pub polls_per_caller: Mutex<std::collections::HashMap<String, usize>>,
+    /// Long polls waiting now, per caller and in total.
+    pub poll_budget: Arc<crate::budget::Budget>,
+    /// Event streams open now, per caller and in total.
+    pub stream_budget: Arc<crate::budget::Budget>,
+    /// Connections per client address outside long-lived requests ([`crate::serve`]).
+    pub short_conns: Arc<crate::budget::ShortConns>,
+    /// One stats reader per queue for all its event streams.
+    pub stats_hub: crate::events::StatsHub,
     /// Long polls waiting for jobs, per queue, and their claim loops.
     pub polls: crate::polls::Polls,
     /// Long polls their clients may cut short (`poll_id`).
@@ -92,25 +115,6 @@ pub(crate) struct Inner<B> {
     pub deliveries: std::sync::OnceLock<Arc<delayq::DeliveryLog>>,
 }
 
-/// One waiting long poll, counted until dropped.
-pub(crate) struct PollSlot<B> {
-    state: AppState<B>,
-    key: String,
-}
-
-impl<B> Drop for PollSlot<B> {
-    fn drop(&mut self) {
-        if let Ok(mut m) = self.state.inner.polls_per_caller.lock()
-            && let Some(n) = m.get_mut(&self.key)
-        {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.key);
-            }
-        }
-    }
-}
-
 impl<B: Backend + Inspect> AppState<B> {
     /// State over `backend`. Pass a Prometheus handle to serve `/metrics`.
     pub fn new(backend: B, config: HttpConfig, prometheus: Option<PrometheusHandle>) -> Self {
@@ -118,12 +122,21 @@ impl<B: Backend + Inspect> AppState<B> {
         Self {
             inner: Arc::new(Inner {
                 backend: Instrumented::new(backend),
-                config,
+                config: config.clone(),
                 prometheus,
                 shutdown_tx,
                 shutdown,
                 seen: Mutex::default(),
-                polls_per_caller: Mutex::default(),
+                poll_budget: crate::budget::Budget::new(
+                    config.max_long_polls,
+                    config.max_long_polls_total,
+                ),
+                stream_budget: crate::budget::Budget::new(
+                    config.max_streams,
+                    config.max_streams_total,
+                ),
+                short_conns: Arc::default(),
+                stats_hub: crate::events::StatsHub::default(),
                 polls: crate::polls::Polls::default(),
                 cuts: crate::polls::Cuts::default(),
                 actions: tokio::sync::broadcast::channel(256).0,
@@ -140,18 +153,44 @@ impl<B: Backend + Inspect> AppState<B> {
         self
     }
 
-    /// A slot for a long poll by `key`, or `None` when that caller already has
-    /// [`HttpConfig::max_long_polls`] waiting.
-    pub(crate) fn poll_slot(&self, key: String) -> Option<PollSlot<B>> {
-        let mut m = self.inner.polls_per_caller.lock().ok()?;
-        let n = m.entry(key.clone()).or_default();
-        if *n >= self.inner.config.max_long_polls {
-            return None;
-        }
-        *n += 1;
-        Some(PollSlot {
-            state: self.clone(),
-            key,
+    /// A place in the long-poll or event-stream budget for the caller of a request, or the
+    /// 429 that refuses it (with `Retry-After`).
+    pub(crate) fn long_lived(
+        &self,
+        kind: crate::budget::Kind,
+        headers: &axum::http::HeaderMap,
+        ext: &axum::http::Extensions,
+    ) -> Result<crate::budget::Slot, crate::ApiError> {
+        use crate::budget::{Full, Kind};
+        let key = crate::budget::caller_key(
+            !self.inner.config.tokens.is_empty(),
+            headers,
+            ext.get::<crate::budget::ClientAddr>(),
+        );
+        let conn = ext.get::<Arc<crate::budget::ConnTrack>>().cloned();
+        let (budget, code, what) = match kind {
+            Kind::Stream => (
+                &self.inner.stream_budget,
+                crate::ErrorCode::TooManyStreams,
+                "event streams",
+            ),
+            Kind::LongPoll => (
+                &self.inner.poll_budget,
+                crate::ErrorCode::TooManyLongPolls,
+                "long polls",
+            ),
+        };
+        budget.take(key, conn).map_err(|full| {
+            let msg = match full {
+                Full::Caller(n) => format!(
+                    "{n} {what} are already open for this caller (its token, or its address \
+                     without tokens); close one, or retry later"
+                ),
+                Full::Total(n) => {
+                    format!("the server already has its maximum of {n} {what} open; retry later")
+                }
+            };
+            crate::ApiError::new(code, msg).retry_after(1)
         })
     }
 
@@ -173,6 +212,16 @@ impl<B: Backend + Inspect> AppState<B> {
     /// Long polls waiting for jobs now, all queues.
     pub fn waiting_polls(&self) -> usize {
         self.inner.polls.waiting()
+    }
+
+    /// Event streams open now, all callers.
+    pub fn open_streams(&self) -> usize {
+        self.inner.stream_budget.in_use()
+    }
+
+    /// Queues whose counts a reader is following for event streams now (one per queue).
+    pub fn stats_readers(&self) -> usize {
+        self.inner.stats_hub.readers()
     }
 
     /// Ends pending long polls (they answer with no jobs) and refuses new ones.

@@ -1,0 +1,272 @@
+//! No caller can starve the others: event streams and long polls have budgets per caller and
+//! in total (429 `too_many_streams` / `too_many_long_polls` with `Retry-After`) and never take
+//! the connections short requests need; one address churning half-sent requests cannot crowd
+//! out another; all event streams of a queue share one reader of the store.
+//!
+//! Attackers connect from 127.0.0.2 (all of 127/8 is loopback on Linux), well-behaved
+//! clients from 127.0.0.1.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use delayq::{Backend, Inspect, Schedules};
+use delayq_embedded::EmbeddedBackend;
+use delayq_http::auth::Token;
+use delayq_http::{AppState, HttpConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+const ATTACKER: &str = "127.0.0.2";
+
+async fn start<B: Backend + Inspect + Schedules>(
+    backend: B,
+    config: HttpConfig,
+) -> (SocketAddr, AppState<B>, tokio::sync::oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let state = AppState::new(backend, config, None);
+    tokio::spawn(delayq_http::serve(listener, state.clone(), async {
+        let _ = rx.await;
+    }));
+    (addr, state, stop)
+}
+
+async fn connect_from(src: &str, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let s = TcpSocket::new_v4()?;
+    s.bind(SocketAddr::new(src.parse::<IpAddr>().unwrap(), 0))?;
+    s.connect(addr).await
+}
+
+/// Sends `req` and reads until the end of the response's headers; (status, headers).
+async fn head(s: &mut TcpStream, req: &str) -> std::io::Result<(u16, String)> {
+    s.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_default();
+    Ok((status, text))
+}
+
+fn get(path: &str, token: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\r\n")
+}
+
+fn post(path: &str, token: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// One short request from 127.0.0.1 on a new connection: its status and how long it took.
+async fn timed(addr: SocketAddr, req: String) -> (u16, Duration) {
+    let t = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut s = connect_from("127.0.0.1", addr).await?;
+        head(&mut s, &req).await
+    })
+    .await;
+    let status = match r {
+        Ok(Ok((status, _))) => status,
+        _ => 0,
+    };
+    (status, t.elapsed())
+}
+
+/// Opens `n` long-lived requests from the attacker's address; keeps those answered 200,
+/// returns them and the other answers' heads.
+async fn open_many(addr: SocketAddr, n: usize, req: String) -> (Vec<TcpStream>, Vec<String>) {
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let req = req.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut s = connect_from(ATTACKER, addr).await?;
+            let r = tokio::time::timeout(Duration::from_millis(1500), head(&mut s, &req)).await;
+            match r {
+                // A long poll that waits sends nothing yet: it holds its place.
+                Err(_) => Ok((None, s)),
+                Ok(Ok((200, _))) => Ok((None, s)),
+                Ok(Ok((_, text))) => Ok((Some(text), s)),
+                Ok(Err(e)) => Err(e),
+            }
+        }));
+    }
+    let (mut held, mut refused) = (Vec::new(), Vec::new());
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok((None, s)) => held.push(s),
+            Ok((Some(text), _)) => refused.push(text),
+            Err(e) => refused.push(format!("connection error: {e}")),
+        }
+    }
+    (held, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn full_budgets_leave_room_for_health_checks_claims_and_admins() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = EmbeddedBackend::open(dir.path()).unwrap();
+    let config = HttpConfig {
+        tokens: ["attacker", "admin:boss", "consume:worker", "read:viewer"]
+            .iter()
+            .map(|t| Token::parse(t).unwrap())
+            .collect(),
+        // The connections per address must not be what stops the attacker here.
+        max_short_per_address: 1024,
+        max_streams_total: 40,
+        ..HttpConfig::default()
+    };
+    let (addr, state, _stop) = start(backend, config).await;
+
+    // 520 streams with one token: 32 (its share) are served, the rest answered 429.
+    let (streams, refused) = open_many(addr, 520, get("/v1/queues/q/events", "attacker")).await;
+    assert_eq!(streams.len(), 32, "streams held: {}", streams.len());
+    assert_eq!(refused.len(), 488);
+    assert!(
+        refused
+            .iter()
+            .all(|r| r.starts_with("HTTP/1.1 429")
+                && r.to_ascii_lowercase().contains("retry-after: 1")),
+        "{}",
+        refused[0]
+    );
+    assert_eq!(state.open_streams(), 32);
+    // The whole server's budget: another caller gets the 8 places left, then 429.
+    let (others, refused2) = open_many(addr, 10, get("/v1/queues/q/events", "viewer")).await;
+    assert_eq!((others.len(), refused2.len()), (8, 2));
+    // Every stream of the queue shares one reader of the store.
+    assert_eq!(state.stats_readers(), 1);
+
+    // 300 long polls with the same token: 256 wait, the rest answered 429.
+    let poll = post("/v1/queues/q/claim", "attacker", r#"{"wait_ms":60000}"#);
+    let (polls, refused) = open_many(addr, 300, poll).await;
+    assert_eq!(polls.len(), 256);
+    assert_eq!(refused.len(), 44);
+    assert!(
+        refused.iter().all(|r| r.contains("too_many_long_polls")),
+        "{}",
+        refused[0]
+    );
+    assert_eq!(state.waiting_polls(), 256);
+
+    // Meanwhile everyone else is served at once.
+    for (name, req) in [
+        ("healthz", get("/healthz", "")),
+        ("readyz", get("/readyz", "")),
+        ("admin", get("/v1/queues", "boss")),
+        (
+            "claim",
+            post("/v1/queues/q/claim", "worker", r#"{"max":1}"#),
+        ),
+    ] {
+        let (status, took) = timed(addr, req).await;
+        assert_eq!(status, 200, "{name}");
+        assert!(took < Duration::from_millis(500), "{name} took {took:?}");
+    }
+    drop((streams, others, polls));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn churning_half_sent_connections_do_not_crowd_out_another_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = EmbeddedBackend::open(dir.path()).unwrap();
+    let config = HttpConfig {
+        header_timeout: Duration::from_millis(500),
+        ..HttpConfig::default()
+    };
+    let (addr, _state, _stop) = start(backend, config).await;
+    let churning = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // 600 half-sent requests, each re-opened as soon as the server closes it.
+    let mut attackers = Vec::new();
+    for _ in 0..600 {
+        let on = churning.clone();
+        attackers.push(tokio::spawn(async move {
+            while on.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut s) = connect_from(ATTACKER, addr).await {
+                    let _ = s
+                        .write_all(b"POST /v1/queues/q/jobs HTTP/1.1\r\nHost: local")
+                        .await;
+                    let mut buf = [0u8; 256];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                } else {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut answered = 0;
+    for _ in 0..14 {
+        let (status, took) = timed(addr, get("/healthz", "")).await;
+        if status == 200 && took < Duration::from_secs(2) {
+            answered += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    churning.store(false, std::sync::atomic::Ordering::Relaxed);
+    for a in attackers {
+        a.abort();
+    }
+    assert!(answered >= 13, "{answered} of 14 answered within 2 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_hundred_streams_of_a_queue_cost_redis_what_one_does() {
+    let server = delayq_test_support::RedisServer::start();
+    let backend = delayq_redis::RedisBackend::connect(&server.url())
+        .await
+        .unwrap();
+    let config = HttpConfig {
+        max_streams: 400,
+        max_streams_total: 400,
+        max_short_per_address: 1024,
+        ..HttpConfig::default()
+    };
+    let (addr, state, _stop) = start(backend, config).await;
+    let commands = || {
+        server
+            .info_field("stats", "total_commands_processed")
+            .unwrap()
+    };
+    // Commands a second, measured over 3 s with `n` streams of queue q open.
+    let rate = |n: usize| {
+        let state = state.clone();
+        async move {
+            let (streams, refused) = open_many(addr, n, get("/v1/queues/q/events", "")).await;
+            assert!(refused.is_empty(), "{refused:?}");
+            assert_eq!(state.open_streams(), n);
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            let before = commands();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let per_s = (commands() - before) / 3.0;
+            drop(streams);
+            per_s
+        }
+    };
+    let one = rate(1).await;
+    let many = rate(300).await;
+    eprintln!("Redis commands/s with 1 stream: {one:.1}, with 300: {many:.1}");
+    assert!(one > 0.0);
+    // The same reader either way (plus the server's own depth sampling and noise).
+    assert!(
+        many <= one * 1.5 + 5.0,
+        "1 stream: {one}/s, 300 streams: {many}/s"
+    );
+    assert_eq!(state.stats_readers(), 1);
+}
