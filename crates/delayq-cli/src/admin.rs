@@ -177,7 +177,7 @@ fn window_ms(d: std::time::Duration) -> u32 {
 
 /// A queue's settings on one line: `shards N[\trate P/s burst B][\tmax in flight M]`.
 fn settings_line(s: &QueueSettings) -> String {
-    let mut out = format!("shards {}", s.shards);
+    let mut out = format!("{}\tshards {}", s.delivery.as_str(), s.shards);
     if s.lane {
         out.push_str("\tlane");
         if s.lane_window_ms > 0 {
@@ -233,13 +233,18 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             dedupe,
             target,
             no_target,
+            delivery,
         } => {
             let mut s = b.settings(&name).await?;
             if let Some(t) = target.target()? {
                 s.target = Some(t);
+                s.delivery = delayq::DeliveryMode::Push;
             }
             if no_target {
                 s.target = None;
+            }
+            if let Some(d) = delivery {
+                s.delivery = d.parse()?;
             }
             if let Some(n) = shards {
                 s.shards = n;
@@ -387,7 +392,7 @@ pub(crate) async fn schedule(
                 timeout_ms: None,
                 target: target.target()?,
             };
-            let now = delayq::job::system_now_ms();
+            let now = b.clock_ms().await?;
             let max = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES;
             let info = delayq::periodic::put(b, q, &name, spec, max, now).await?;
             // Over HTTP the server computes the next fire: show the stored one.

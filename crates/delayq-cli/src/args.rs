@@ -29,6 +29,12 @@ pub(crate) struct Cli {
     /// a failover cannot lose it.
     #[arg(long, global = true, env = "DELAYQ_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
+    /// How long to keep trying to reach Redis when it cannot be reached (starting beside this
+    /// process, mid-failover), with backoff, logging why every few seconds; then exit with a
+    /// clear message. Default: indefinitely for `serve` and `worker` (serve answers /healthz
+    /// meanwhile, /readyz 503), 10s for other commands; 0s tries once.
+    #[arg(long, global = true, env = "DELAYQ_CONNECT_TIMEOUT", value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
     /// A running `delayq serve` to send every command to (http://HOST:PORT). Without it, a
     /// command on the embedded store goes to the server that owns it, when one runs.
     #[arg(long, global = true, env = "DELAYQ_SERVER")]
@@ -200,6 +206,11 @@ pub(crate) enum QueueCommand {
         /// Remove the default push target.
         #[arg(long, conflicts_with = "url")]
         no_target: bool,
+        /// Who takes the due jobs: pull (workers claim them; jobs with a target are refused)
+        /// or push (`serve --push` sends each to its target). A default target given to a pull
+        /// queue makes it push unless this says otherwise.
+        #[arg(long, value_parser = ["pull", "push"])]
+        delivery: Option<String>,
     },
     /// Show a queue's settings and counts.
     Show {

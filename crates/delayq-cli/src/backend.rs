@@ -133,6 +133,9 @@ impl Schedules for AnyBackend {
     async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {
         delegate!(self, b => b.scheduled_queues().await)
     }
+    async fn clock_ms(&self) -> Result<u64> {
+        delegate!(self, b => b.clock_ms().await)
+    }
     async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {
         delegate!(self, b => b.fire(queue, name, f).await)
     }

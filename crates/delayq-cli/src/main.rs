@@ -11,6 +11,7 @@ mod bench;
 mod chaos;
 #[cfg(feature = "bench")]
 mod chaos_faults;
+mod connect;
 mod demo;
 mod doctor;
 mod doctor_topology;
@@ -116,14 +117,21 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     key: cli.tls_key.clone(),
                 },
                 wait_replicas: cli.wait_replicas,
+                connect_timeout: connect::timeout(
+                    cli.connect_timeout,
+                    matches!(cli.command, Command::Serve(_) | Command::Worker(_)),
+                ),
             };
             if let Command::Doctor { acl_user } = cli.command {
                 return doctor::run(opts, acl_user).await;
             }
-            (
-                AnyBackend::Redis(RedisBackend::connect_with(opts).await?),
-                delayq_redis::mask(url),
-            )
+            let desc = delayq_redis::mask(url);
+            if let Command::Serve(a) = cli.command {
+                return serve::run_redis(opts, &desc, a).await;
+            }
+            let mut log = connect::RetryLog::new(&desc);
+            let backend = RedisBackend::connect_retrying(opts, |e| log.retrying(e)).await?;
+            (AnyBackend::Redis(backend), desc)
         }
     };
     let producer = Producer::new(backend.clone(), cli.queue.clone());

@@ -723,6 +723,10 @@ impl Inspect for RemoteBackend {
                 dedupe_ms: s["dedupe_ms"].as_u64().unwrap_or(0),
             },
             target: target_of(&s["target"])?,
+            delivery: match s["delivery"].as_str() {
+                Some(d) => d.parse()?,
+                None => delayq::DeliveryMode::Pull,
+            },
         })
     }
 
@@ -743,6 +747,7 @@ impl Inspect for RemoteBackend {
             "keep_done_ms": s.retention.keep_done_ms,
             "dedupe_ms": s.retention.dedupe_ms,
             "target": s.target,
+            "delivery": s.delivery,
         });
         self.ok("PUT", &q(queue), Some(body), None).await?;
         Ok(s)

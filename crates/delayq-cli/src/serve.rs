@@ -37,8 +37,66 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<Token>> {
         .collect()
 }
 
+/// Runs the server on Redis: it listens at once and answers `/healthz` (and `/readyz` 503 with
+/// the reason) while it waits for Redis, then serves until SIGTERM or SIGINT.
+pub(crate) async fn run_redis(
+    opts: delayq_redis::ConnectOptions,
+    backend_desc: &str,
+    a: ServeArgs,
+) -> anyhow::Result<u8> {
+    let listener = bind(a.listen).await?;
+    let reason: delayq_http::starting::Reason =
+        std::sync::Arc::new(std::sync::Mutex::new("connecting".into()));
+    let seen = reason.clone();
+    let mut log = crate::connect::RetryLog::new(backend_desc);
+    let addr = listener.local_addr()?;
+    let mut first = true;
+    let connecting = delayq_redis::RedisBackend::connect_retrying(opts, move |e| {
+        if let Ok(mut r) = seen.lock() {
+            *r = e.to_string();
+        }
+        if std::mem::take(&mut first) {
+            eprintln!(
+                "delayq serve: listening on http://{addr}; /healthz answers, /readyz 503 until \
+                 Redis is reachable"
+            );
+        }
+        log.retrying(e);
+    });
+    let started = delayq_http::starting::while_starting(
+        &listener,
+        reason,
+        connecting,
+        crate::worker::shutdown_signal(),
+    )
+    .await;
+    let Some(backend) = started else {
+        eprintln!("delayq serve: stopped before Redis was reachable");
+        return Ok(0);
+    };
+    let backend = backend.context("connecting to Redis")?;
+    run_on(listener, AnyBackend::Redis(backend), backend_desc, None, a).await
+}
+
+async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
+}
+
 /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
 pub(crate) async fn run(
+    backend: AnyBackend,
+    backend_desc: &str,
+    owned_store: Option<std::path::PathBuf>,
+    a: ServeArgs,
+) -> anyhow::Result<u8> {
+    let listener = bind(a.listen).await?;
+    run_on(listener, backend, backend_desc, owned_store, a).await
+}
+
+async fn run_on(
+    listener: tokio::net::TcpListener,
     backend: AnyBackend,
     backend_desc: &str,
     owned_store: Option<std::path::PathBuf>,
@@ -91,9 +149,6 @@ pub(crate) async fn run(
             let _ = pusher_stopped.wait_for(|s| *s).await;
         }))
     });
-    let listener = tokio::net::TcpListener::bind(a.listen)
-        .await
-        .with_context(|| format!("binding {}", a.listen))?;
     let addr = listener.local_addr()?;
     // Other delayq commands on this store find the server here (it owns the store's lock).
     // Written before the banner: whoever reads the banner may at once run a command that

@@ -213,3 +213,67 @@ fn the_cli_and_the_api_refuse_bad_schedules() {
     let (s, _) = http(&addr, "GET", "/v1/queues/reports/schedules/bad@name", None);
     assert_eq!(s, 400);
 }
+
+/// Where Debian's `faketime` package puts the library that shifts a process's clock.
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Fire times of schedule `name` stored in queue `q` (scheduled, not yet claimed), sorted.
+fn fires(redis: &RedisServer, q: &str, name: &str) -> Vec<u64> {
+    let listed = redis.command(&["ZRANGE", &format!("dq:{{{q}}}:sched"), "0", "-1"]);
+    let mut out: Vec<u64> = listed
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("{name}@"))
+                .map(str::to_owned)
+        })
+        .map(|t| t.parse().unwrap())
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Two schedulers on one Redis, one whose host clock is 120 s ahead (then behind): every
+/// fire of an every-second schedule is enqueued exactly once — none skipped as "missed", none
+/// twice — because fire times are planned on Redis's clock, not the hosts'.
+#[test]
+fn a_skewed_scheduler_neither_skips_nor_doubles_a_fire() {
+    assert!(
+        std::path::Path::new(LIBFAKETIME).exists(),
+        "install Debian's faketime package (scripts/test does)"
+    );
+    let redis = RedisServer::start();
+    let url = redis.url();
+    for (q, skew) in [("ahead", "+120s"), ("behind", "-120s")] {
+        let (_right, addr) = serve(&url);
+        let (_skewed, _) = spawn_serve(
+            Command::new(env!("CARGO_BIN_EXE_delayq"))
+                .env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME", skew)
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+                .args(["--redis", &url, "serve", "--listen", "127.0.0.1:0"]),
+        );
+        let (s, v) = http(
+            &addr,
+            "PUT",
+            &format!("/v1/queues/{q}/schedules/sec"),
+            Some(json!({"every_ms": 1000, "payload": 1, "catch_up": "none"})),
+        );
+        assert_eq!(s, 200, "{v}");
+        std::thread::sleep(Duration::from_millis(4500));
+        let got = fires(&redis, q, "sec");
+        assert!(got.len() >= 3, "{q}: {got:?}");
+        let gaps: Vec<_> = got.windows(2).filter(|w| w[1] - w[0] != 1000).collect();
+        assert!(
+            gaps.is_empty(),
+            "{q} ({skew}): fires skipped or doubled: {got:?}"
+        );
+        // None planned ahead of the store's clock.
+        let now = redis.command(&["TIME"]);
+        let secs: u64 = now.lines().next().unwrap().trim().parse().unwrap();
+        assert!(
+            *got.last().unwrap() <= secs * 1000 + 1000,
+            "{got:?} at {secs}"
+        );
+    }
+}

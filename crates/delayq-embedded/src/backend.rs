@@ -310,6 +310,11 @@ impl EmbeddedBackend {
         })
     }
 
+    /// The store's clock, µs since the Unix epoch.
+    pub(crate) fn clock_us(&self) -> u64 {
+        self.inner.clock.now_us()
+    }
+
     /// Adds `c` to the queue's series, at the store clock's now.
     pub(crate) fn count(&self, q: &QueueName, c: &Counts) {
         if c.is_empty() {
@@ -371,7 +376,13 @@ impl Backend for EmbeddedBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         let q = queue.to_string();
         let out = self
-            .exec_waking(queue, move |c, now| insert(c, &q, jobs, now.ms()))
+            .exec_waking(queue, move |c, now| {
+                let delivery = crate::push::delivery(c, &q)?;
+                for j in &jobs {
+                    delivery.admits(&q, j.target.is_some())?;
+                }
+                insert(c, &q, jobs, now.ms())
+            })
             .await?;
         let created = out.iter().filter(|e| e.created).count() as u64;
         self.count(

@@ -70,9 +70,6 @@ pub(crate) fn insert(
         if job.priority.is_some() {
             mark_priorities(c, q)?;
         }
-        if target.is_some() {
-            crate::push::mark(c, q)?;
-        }
         if n == 0 && free_done(c, q, id.as_str(), now)? {
             n = insert_it()?;
         }

@@ -291,8 +291,8 @@ impl Inspect for EmbeddedBackend {
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         let q = queue.to_string();
-        let ((rate, max_in_flight, retention), target) = self
-            .exec(move |c, _| Ok((limits::stored(c, &q)?, push::target(c, &q)?)))
+        let ((rate, max_in_flight, retention), (delivery, target)) = self
+            .exec(move |c, _| Ok((limits::stored(c, &q)?, push::settings(c, &q)?)))
             .await?;
         Ok(QueueSettings {
             shards: 1,
@@ -304,6 +304,7 @@ impl Inspect for EmbeddedBackend {
             max_in_flight,
             retention,
             target,
+            delivery,
         })
     }
 
@@ -331,7 +332,7 @@ impl Inspect for EmbeddedBackend {
         let stored = s.clone();
         self.exec(move |c, now| {
             limits::store(c, &q, &stored, now.us())?;
-            push::set_target(c, &q, stored.target.as_ref())
+            push::set(c, &q, stored.delivery, stored.target.as_ref())
         })
         .await?;
         // Consumers sleeping on the old limits look again.

@@ -17,9 +17,8 @@ impl Schedules for EmbeddedBackend {
         let q = queue.to_string();
         let push = info.spec.target.is_some();
         self.exec(move |c, _| {
-            if push {
-                crate::push::mark(c, &q)?;
-            }
+            // A schedule's fires must fit the queue's delivery, as every enqueue must.
+            crate::push::delivery(c, &q)?.admits(&q, push)?;
             c.execute(
                 "INSERT INTO schedules (queue, name, spec, next_ms) VALUES (?1, ?2, ?3, ?4) \
                  ON CONFLICT (queue, name) DO UPDATE SET spec = excluded.spec, \
@@ -69,6 +68,10 @@ impl Schedules for EmbeddedBackend {
             Ok(n > 0)
         })
         .await
+    }
+
+    async fn clock_ms(&self) -> Result<u64> {
+        Ok(self.clock_us() / 1000)
     }
 
     async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {

@@ -1,54 +1,79 @@
-//! Push queues on the embedded store (the `push_queues` table): which queues HTTP pushers
-//! deliver, and each one's default target.
+//! Queues' delivery on the embedded store (the `push_queues` table): which queues HTTP
+//! pushers deliver, and each one's default target.
 
-use delayq::{Error, QueueName, Result, Target};
+use delayq::{DeliveryMode, Error, QueueName, Result, Target};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::sql;
 
-/// Lists `q` among the push queues (in the transaction that writes its targeted job).
-pub(crate) fn mark(c: &Connection, q: &str) -> Result<()> {
-    c.prepare_cached("INSERT OR IGNORE INTO push_queues (queue) VALUES (?1)")
-        .map_err(sql)?
-        .execute(params![q])
-        .map_err(sql)?;
-    Ok(())
-}
+/// The SQL condition of a push queue's row (rows from before the setting: a default target).
+const IS_PUSH: &str = "(delivery = 'push' OR (delivery IS NULL AND target IS NOT NULL))";
 
-/// Stores the queue's default target (`None` removes it; the queue stays a push queue, its
-/// targeted jobs still need a pusher).
-pub(crate) fn set_target(c: &Connection, q: &str, target: Option<&Target>) -> Result<()> {
-    match target {
-        Some(t) => c
-            .prepare_cached(
-                "INSERT INTO push_queues (queue, target) VALUES (?1, ?2) \
-                 ON CONFLICT (queue) DO UPDATE SET target = excluded.target",
-            )
-            .map_err(sql)?
-            .execute(params![q, t.to_json()]),
-        None => c
-            .prepare_cached("UPDATE push_queues SET target = NULL WHERE queue = ?1")
-            .map_err(sql)?
-            .execute(params![q]),
-    }
+/// Stores the queue's delivery and default target (`None` removes it).
+pub(crate) fn set(
+    c: &Connection,
+    q: &str,
+    delivery: DeliveryMode,
+    target: Option<&Target>,
+) -> Result<()> {
+    c.prepare_cached(
+        "INSERT INTO push_queues (queue, target, delivery) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (queue) DO UPDATE SET target = excluded.target, \
+         delivery = excluded.delivery",
+    )
+    .map_err(sql)?
+    .execute(params![q, target.map(Target::to_json), delivery.as_str()])
     .map_err(sql)?;
     Ok(())
 }
 
-/// The queue's default target.
-pub(crate) fn target(c: &Connection, q: &str) -> Result<Option<Target>> {
-    let t: Option<Option<String>> = c
-        .prepare_cached("SELECT target FROM push_queues WHERE queue = ?1")
+/// The queue's delivery and default target.
+pub(crate) fn settings(c: &Connection, q: &str) -> Result<(DeliveryMode, Option<Target>)> {
+    let row: Option<(Option<String>, Option<String>)> = c
+        .prepare_cached("SELECT delivery, target FROM push_queues WHERE queue = ?1")
         .map_err(sql)?
-        .query_row(params![q], |r| r.get(0))
+        .query_row(params![q], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(sql)?;
-    t.flatten()
+    let Some((delivery, target)) = row else {
+        return Ok((DeliveryMode::Pull, None));
+    };
+    let target = target
         .map(|t| Target::from_json(t.as_bytes()).map_err(|e| Error::Backend(e.to_string())))
-        .transpose()
+        .transpose()?;
+    let delivery = match delivery {
+        Some(d) => d.parse()?,
+        None => DeliveryMode::legacy(target.is_some()),
+    };
+    Ok((delivery, target))
+}
+
+/// What an enqueue on `q` checks its jobs' targets against.
+pub(crate) fn delivery(c: &Connection, q: &str) -> Result<Admits> {
+    let (mode, target) = settings(c, q)?;
+    Ok(Admits {
+        mode,
+        default_target: target.is_some(),
+    })
+}
+
+/// A queue's delivery, as an enqueue checks it.
+pub(crate) struct Admits {
+    mode: DeliveryMode,
+    default_target: bool,
+}
+
+impl Admits {
+    /// Refuses a job whose target does not fit the queue's delivery.
+    pub(crate) fn admits(&self, q: &str, has_target: bool) -> Result<()> {
+        Ok(self.mode.admits(q, has_target, self.default_target)?)
+    }
 }
 
 /// Every push queue, by name.
 pub(crate) fn queues(c: &Connection) -> Result<Vec<QueueName>> {
-    crate::rows::queue_names(c, "SELECT queue FROM push_queues ORDER BY queue")
+    crate::rows::queue_names(
+        c,
+        &format!("SELECT queue FROM push_queues WHERE {IS_PUSH} ORDER BY queue"),
+    )
 }

@@ -63,9 +63,11 @@ CREATE TABLE IF NOT EXISTS schedules (
   next_ms INTEGER NOT NULL,
   PRIMARY KEY (queue, name)
 );
--- Queues delivered by HTTP push (delayq::target): a row once a job with a target was enqueued
--- or the queue got a default target (`target`, JSON; NULL: none).
+-- Queues' delivery settings (delayq::DeliveryMode): `delivery` 'push' or 'pull' (NULL: a row
+-- written before the setting existed — push when it has a default target), `target` the
+-- default push target (JSON; NULL: none). A queue without a row is a pull queue.
 CREATE TABLE IF NOT EXISTS push_queues (
-  queue  TEXT PRIMARY KEY,
-  target TEXT
+  queue    TEXT PRIMARY KEY,
+  target   TEXT,
+  delivery TEXT
 );

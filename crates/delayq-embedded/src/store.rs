@@ -170,5 +170,12 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     if !conf.iter().any(|c| c == "prio") {
         conn.execute_batch("ALTER TABLE queue_conf ADD COLUMN prio INTEGER NOT NULL DEFAULT 0")?;
     }
+    let push: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('push_queues')")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if !push.iter().any(|c| c == "delivery") {
+        conn.execute_batch("ALTER TABLE push_queues ADD COLUMN delivery TEXT")?;
+    }
     Ok(())
 }

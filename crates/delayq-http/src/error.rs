@@ -59,6 +59,7 @@ error_codes! {
     InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h (30 min for a job with a push target), expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
     InvalidPollId = "invalid_poll_id", 400, "a long poll's poll_id outside [A-Za-z0-9._-]{1,64}";
     InvalidTarget = "invalid_target", 400, "a push target's url is not an absolute http(s) URL with a host (no credentials, no fragment), its method is not POST, PUT, PATCH, DELETE, GET, HEAD or OPTIONS, or a header is invalid or reserved (host, content-length, webhook-*, delayq-*, ...)";
+    DeliveryMismatch = "delivery_mismatch", 400, "a job with a target on a pull queue, or a job without one on a push queue without a default target (the queue's `delivery` setting decides; nothing was written)";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
     Forbidden = "forbidden", 403, "the token's scope does not allow this (read: browse and stats; produce: enqueue, cancel, reschedule; consume: claim, ack, nack, extend, release; admin: everything); without tokens: a Host that is not this machine, or a state-changing browser request from another site";
     NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled), or no such schedule";
@@ -174,6 +175,7 @@ impl From<delayq::InvalidInput> for ApiError {
             I::Settings(_) => ErrorCode::InvalidSettings,
             I::Deadline(_) => ErrorCode::InvalidDeadline,
             I::Target(_) => ErrorCode::InvalidTarget,
+            I::Delivery(_) => ErrorCode::DeliveryMismatch,
             I::Schedule(_) => ErrorCode::InvalidSchedule,
             I::Priority(_) => ErrorCode::InvalidPriority,
             I::Query(_) => ErrorCode::InvalidQuery,

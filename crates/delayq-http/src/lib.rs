@@ -25,6 +25,7 @@ mod polls;
 pub mod push_model;
 pub mod queues;
 pub mod schedules;
+pub mod starting;
 pub mod state;
 
 use std::future::Future;

@@ -539,6 +539,10 @@ pub struct SettingsView {
     pub dedupe_ms: u64,
     /// Default HTTP push target of the queue's jobs that carry none; `null`: none.
     pub target: Option<TargetView>,
+    /// Who takes the due jobs: `pull` (workers claim them) or `push` (`delayq serve --push`
+    /// sends each to its target).
+    #[schema(value_type = String, example = "pull")]
+    pub delivery: delayq::DeliveryMode,
 }
 
 /// A start-rate limit: `per_s` tokens a second, at most `burst` kept; each job started takes
@@ -594,6 +598,12 @@ pub struct SettingsPatch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<TargetView>)]
     pub target: Option<Option<TargetView>>,
+    /// `pull` (workers claim the jobs; a job with a target is refused) or `push` (pushers
+    /// deliver them; a job without a target is refused unless the queue has a default one).
+    /// Not given: as it is — except that giving a pull queue a default `target` makes it
+    /// `push`.
+    #[schema(value_type = Option<String>, example = "push")]
+    pub delivery: Option<delayq::DeliveryMode>,
 }
 
 impl SettingsPatch {
@@ -617,6 +627,11 @@ impl SettingsPatch {
             target: match &self.target {
                 Some(t) => t.clone().map(Into::into),
                 None => current.target,
+            },
+            delivery: match (self.delivery, &self.target) {
+                (Some(d), _) => d,
+                (None, Some(Some(_))) => delayq::DeliveryMode::Push,
+                (None, _) => current.delivery,
             },
         };
         s.set_lane(self.lane, self.lane_window_ms);
@@ -656,6 +671,7 @@ impl QueueView {
             keep_done_ms: s.retention.keep_done_ms,
             dedupe_ms: s.retention.dedupe_ms,
             target: s.target.clone().map(Into::into),
+            delivery: s.delivery,
         });
         self
     }

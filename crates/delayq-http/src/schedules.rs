@@ -188,7 +188,8 @@ pub async fn put<B: Backend + Inspect + Schedules>(
     ApiJson(body): ApiJson<ScheduleBody>,
 ) -> Result<Json<ScheduleView>, ApiError> {
     let spec = body.into_spec()?;
-    let now = delayq::job::system_now_ms();
+    // The first fire is planned on the store's clock, as the ticker plans the others.
+    let now = st.backend().clock_ms().await?;
     let info = periodic::put(st.backend(), &q, &name, spec, st.config().max_payload, now).await?;
     Ok(Json(info.into()))
 }

@@ -3,7 +3,7 @@
 //! engine (fenced leases extended while a request runs, retries by backoff, graceful drain),
 //! whose handler is a delivery ([`crate::deliver`]); new push queues are found as they appear.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -121,14 +121,31 @@ impl<B: Backend + Inspect> Pusher<B> {
             tracing::warn!("push requests are not signed: give a secret (--push-secret)");
         }
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut running: HashSet<QueueName> = HashSet::new();
+        // Each queue's own stop: a queue set back to pull stops being pushed.
+        let mut running: HashMap<QueueName, watch::Sender<bool>> = HashMap::new();
         let mut tasks: JoinSet<(QueueName, RunReport)> = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
-            for q in self.queues().await {
-                if running.insert(q.clone()) {
+            let listed = self
+                .queues()
+                .await
+                .unwrap_or_else(|| running.keys().cloned().collect());
+            if self.opts.queues.is_none() {
+                running.retain(|q, stop| {
+                    let keep = listed.contains(q);
+                    if !keep {
+                        tracing::info!(queue = %q, "no longer a push queue: stopped pushing it");
+                        let _ = stop.send(true);
+                    }
+                    keep
+                });
+            }
+            for q in listed {
+                if let std::collections::hash_map::Entry::Vacant(e) = running.entry(q.clone()) {
                     tracing::info!(queue = %q, "pushing queue");
-                    self.spawn(&mut tasks, q, stop_rx.clone());
+                    let (own_tx, own_rx) = watch::channel(false);
+                    e.insert(own_tx);
+                    self.spawn(&mut tasks, q, stop_rx.clone(), own_rx);
                 }
             }
             tokio::select! {
@@ -147,15 +164,17 @@ impl<B: Backend + Inspect> Pusher<B> {
         out
     }
 
-    async fn queues(&self) -> Vec<QueueName> {
+    /// The queues to push: the given ones, or the store's push queues (`None`: the store
+    /// could not be asked).
+    async fn queues(&self) -> Option<Vec<QueueName>> {
         if let Some(q) = &self.opts.queues {
-            return q.clone();
+            return Some(q.clone());
         }
         match self.backend.push_queues().await {
-            Ok(q) => q,
+            Ok(q) => Some(q),
             Err(e) => {
                 tracing::warn!(error = %e, "listing push queues failed");
-                Vec::new()
+                None
             }
         }
     }
@@ -165,6 +184,7 @@ impl<B: Backend + Inspect> Pusher<B> {
         tasks: &mut JoinSet<(QueueName, RunReport)>,
         q: QueueName,
         mut stop: watch::Receiver<bool>,
+        mut own_stop: watch::Receiver<bool>,
     ) {
         let opts = ConsumerOptions {
             concurrency: self.opts.concurrency,
@@ -188,7 +208,10 @@ impl<B: Backend + Inspect> Pusher<B> {
         };
         tasks.spawn(async move {
             let stopped = async move {
-                let _ = stop.wait_for(|s| *s).await;
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => {}
+                    _ = own_stop.wait_for(|s| *s) => {}
+                }
             };
             let report = match consumer.run(handler, stopped).await {
                 Ok(r) => r,
@@ -229,6 +252,14 @@ impl<B: Backend + Inspect> Deliver<B> {
             .settings(&self.queue)
             .await
             .map_err(|e| Failure::give_back(format!("reading the queue's target: {e}")))?;
+        if s.delivery != delayq::DeliveryMode::Push {
+            // Set back to pull since this pusher found it: its jobs are the workers' now (the
+            // pusher stops pushing it at its next look at the push queues).
+            return Err(Failure::give_back(format!(
+                "queue {} is a pull queue now: left for its workers",
+                self.queue
+            )));
+        }
         *self.default.lock().expect("lock") = Some((Instant::now(), s.target.clone()));
         Ok(s.target)
     }

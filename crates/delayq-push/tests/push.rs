@@ -19,6 +19,15 @@ fn q(name: &str) -> QueueName {
     QueueName::new(name).unwrap()
 }
 
+/// Makes `queue` a push queue (its delivery setting), as an admin does before targeted jobs.
+async fn push_queue<B: Inspect>(b: &B, queue: &QueueName) {
+    let s = QueueSettings {
+        delivery: delayq::DeliveryMode::Push,
+        ..QueueSettings::default()
+    };
+    b.configure(queue, s).await.unwrap();
+}
+
 fn job(id: &str, url: String) -> NewJob {
     NewJob::json(&serde_json::json!({ "order": id }))
         .unwrap()
@@ -63,6 +72,7 @@ fn of<'a>(reqs: &'a [Received], id: &str) -> Vec<&'a Received> {
 async fn outcomes<B: Backend + Inspect>(b: B) {
     let rx = Receiver::start().await;
     let hooks = q("hooks");
+    push_queue(&b, &hooks).await;
     let p = Producer::new(b.clone(), hooks.clone());
     p.enqueue(job("ok", rx.url("/ok"))).await.unwrap();
     p.enqueue(job("fail", rx.url("/fail")).max_attempts(2))
@@ -87,6 +97,7 @@ async fn outcomes<B: Backend + Inspect>(b: B) {
         &defaulted,
         QueueSettings {
             target: Some(Target::post(rx.url("/nocontent")).header("x-tenant", "acme")),
+            delivery: delayq::DeliveryMode::Push,
             ..QueueSettings::default()
         },
     )
@@ -206,6 +217,7 @@ async fn outcomes<B: Backend + Inspect>(b: B) {
 async fn private_targets_refused<B: Backend + Inspect>(b: B) {
     let rx = Receiver::start().await;
     let hooks = q("guarded");
+    push_queue(&b, &hooks).await;
     let p = Producer::new(b.clone(), hooks.clone());
     p.enqueue(job("by-ip", rx.url("/ok"))).await.unwrap();
     p.enqueue(job("by-name", rx.url_by_name("/ok")))
@@ -285,6 +297,7 @@ async fn two_pushers_share_the_work() {
         .unwrap();
     let rx = Receiver::start().await;
     let hooks = q("shared");
+    push_queue(&b, &hooks).await;
     let p = Producer::new(b.clone(), hooks.clone());
     let n = 300;
     let jobs: Vec<NewJob> = (0..n)
@@ -344,6 +357,7 @@ async fn schedules_with_targets_are_periodic_webhooks() {
         timeout_ms: None,
         target: Some(Target::post(rx.url("/ok"))),
     };
+    push_queue(&b, &beat).await;
     delayq::periodic::put(
         &b,
         &beat,
@@ -398,6 +412,8 @@ async fn https_with_a_given_ca_and_http2() {
     let dir = tempfile::tempdir().unwrap();
     let b = delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap();
     let (trusted, untrusted) = (q("trusted"), q("untrusted"));
+    push_queue(&b, &trusted).await;
+    push_queue(&b, &untrusted).await;
     Producer::new(b.clone(), trusted.clone())
         .enqueue(job("tls", format!("{base}/ok")))
         .await

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use delayq::limits::truncate_error;
 use delayq::{
@@ -20,7 +20,7 @@ use crate::error::{self, shape};
 use crate::keys::{self, Keys, shard_of};
 use crate::record;
 use crate::reply::{Reply, array, bytes, int, job_id, reply};
-use crate::route::{Route, Routes, group};
+use crate::route::{Delivery, Route, Routes, group};
 use crate::scripts::{self, ScriptDef};
 use crate::target::{self, ConnectOptions, Target};
 use crate::wake::WakeHub;
@@ -62,15 +62,48 @@ impl RedisBackend {
     }
 
     /// Connects with TLS files and a replica wait. The URL and the files are checked before
-    /// anything connects.
+    /// anything connects. While Redis cannot be reached it keeps trying with backoff (100 ms
+    /// doubling to 2 s) for [`ConnectOptions::connect_timeout`], logging why at most every 5 s
+    /// (a `tracing` warning).
     pub async fn connect_with(opts: ConnectOptions) -> std::result::Result<Self, crate::Error> {
+        let mut last_log: Option<Instant> = None;
+        Self::connect_retrying(opts, move |e| {
+            if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
+                last_log = Some(Instant::now());
+                tracing::warn!(error = %e, "Redis not reachable yet; retrying");
+            }
+        })
+        .await
+    }
+
+    /// [`RedisBackend::connect_with`], telling `on_retry` each failed attempt that will be
+    /// retried (what `delayq serve` answers `/readyz` with meanwhile).
+    pub async fn connect_retrying(
+        opts: ConnectOptions,
+        mut on_retry: impl FnMut(&crate::Error),
+    ) -> std::result::Result<Self, crate::Error> {
         let target = target::parse(&opts)?;
-        let conn = Conn::connect(target.clone())
-            .await
-            .map_err(|cause| crate::Error::Connect {
-                url: target.shown.clone(),
-                cause,
-            })?;
+        let deadline = opts.connect_timeout.map(|t| Instant::now() + t);
+        let mut delay = Duration::from_millis(100);
+        let conn = loop {
+            match Conn::connect(target.clone()).await {
+                Ok(c) => break c,
+                Err(cause) => {
+                    let retry = error::worth_retrying(&cause);
+                    let e = crate::Error::Connect {
+                        url: target.shown.clone(),
+                        cause,
+                    };
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    if !retry || left == Some(Duration::ZERO) {
+                        return Err(e);
+                    }
+                    on_retry(&e);
+                    tokio::time::sleep(left.map_or(delay, |l| l.min(delay))).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
         let sharded_pubsub = conn.is_cluster();
         let hub = WakeHub::start(target);
         Ok(Self {
@@ -165,28 +198,45 @@ impl RedisBackend {
         if let Some(r) = self.inner.routes.fresh(queue) {
             return Ok(r);
         }
-        let (shards, lane) = self.stored_layout(queue).await?;
-        let route = self.inner.routes.loaded(queue, shards, lane);
+        let (shards, lane, delivery) = self.stored_layout(queue).await?;
+        let route = self.inner.routes.loaded(queue, shards, lane, delivery);
         if self.inner.routes.wants_wakeups(queue) && !route.subscribed.load(Ordering::Relaxed) {
             self.subscribe(&route).await;
         }
         Ok(route)
     }
 
-    /// The shard count (1 when none is stored) and the lane flag in the queue's settings.
-    pub(crate) async fn stored_layout(&self, queue: &QueueName) -> Result<(u32, bool)> {
+    /// The shard count (1 when none is stored), the lane flag and the delivery in the queue's
+    /// settings.
+    pub(crate) async fn stored_layout(&self, queue: &QueueName) -> Result<(u32, bool, Delivery)> {
         let (generation, mut live) = self.inner.conn.get();
-        let (shards, lane): (Option<u32>, Option<u8>) = redis::cmd("HMGET")
+        // (`target` only for whether one is set: `HEXISTS` would be a second round trip.)
+        let (shards, lane, delivery, target): (
+            Option<u32>,
+            Option<u8>,
+            Option<String>,
+            Option<Vec<u8>>,
+        ) = redis::cmd("HMGET")
             .arg(keys::conf(queue))
             .arg("shards")
             .arg("lane")
+            .arg("delivery")
+            .arg("target")
             .query_async(&mut live)
             .await
             .map_err(|e| {
                 self.inner.conn.failed(generation, &e);
                 error::map(e)
             })?;
-        Ok((shards.unwrap_or(1).max(1), lane == Some(1)))
+        let mode = match delivery {
+            Some(d) => d.parse()?,
+            None => delayq::DeliveryMode::legacy(target.is_some()),
+        };
+        let delivery = Delivery {
+            mode,
+            default_target: target.is_some(),
+        };
+        Ok((shards.unwrap_or(1).max(1), lane == Some(1), delivery))
     }
 
     async fn subscribe(&self, route: &Arc<Route>) {
@@ -330,6 +380,16 @@ impl RedisBackend {
             .into_iter()
             .filter_map(|n| QueueName::new(n).ok())
             .collect())
+    }
+
+    /// The server's clock (`TIME`), ms since the Unix epoch.
+    pub(crate) async fn server_time_ms(&self) -> Result<u64> {
+        let mut conn = self.connection();
+        let (secs, micros): (u64, u64) = redis::cmd("TIME")
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        Ok(secs * 1000 + micros / 1000)
     }
 
     /// Lists `queue` among the push queues (before its first targeted job is written, so a
@@ -550,10 +610,11 @@ fn coded(v: Value, what: &str) -> Result<(Reply, u64)> {
 
 impl Backend for RedisBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
-        if jobs.iter().any(|j| j.target.is_some()) {
-            self.mark_push(queue).await?;
-        }
         let route = self.route(queue).await?;
+        let delivery = route.delivery();
+        for j in &jobs {
+            delivery.admits(queue, j.target.is_some())?;
+        }
         let with_ids = jobs.into_iter().map(|mut job| {
             let id = job.id.take().unwrap_or_else(JobId::generate);
             (id, job)

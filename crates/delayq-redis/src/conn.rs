@@ -300,10 +300,35 @@ async fn no_failover_in_progress(
     }
 }
 
+/// A connection through the sentinels failed for want of an answer: when a sentinel answers,
+/// the master it names is what does not (down, or being replaced — until the sentinels notice,
+/// after down-after-milliseconds, they still call it settled), so the error says a failover is
+/// in progress rather than "connection refused" for the sentinels' URL.
+async fn master_unreachable(
+    target: &Target,
+    sentinels: &[redis::ConnectionAddr],
+    master: &str,
+    e: RedisError,
+) -> RedisError {
+    match ask_sentinels(target, sentinels, master).await {
+        Ok(named) => RedisError::from((
+            ErrorKind::MasterNameNotFoundBySentinel,
+            "failover in progress (or the master is down)",
+            format!(
+                "the sentinels name {}:{} (flags {}) as master {master}, which does not \
+                 answer ({e}); waiting for them to promote a replica",
+                named.host, named.port, named.flags
+            ),
+        )),
+        // No sentinel answers: that is the error.
+        Err(_) => e,
+    }
+}
+
 fn failover(flags: String) -> RedisError {
     RedisError::from((
         ErrorKind::MasterNameNotFoundBySentinel,
-        "a Sentinel failover is in progress",
+        "failover in progress",
         flags,
     ))
 }
@@ -364,14 +389,25 @@ async fn open(target: &Target) -> Result<Live, RedisError> {
     install_crypto();
     match &target.topology {
         Topology::Single(info) => manager(client(target, info.clone())?).await,
-        Topology::Sentinel { .. } => {
+        Topology::Sentinel {
+            sentinels, master, ..
+        } => {
             let config = redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(CONNECT_TIMEOUT))
                 .set_response_timeout(Some(RESPONSE_TIMEOUT));
-            let c = master_client(target).await?;
-            let live = timeout(c.get_multiplexed_async_connection_with_config(&config)).await?;
-            confirm_master(target, c.get_connection_info().addr()).await?;
-            Ok(Live::Sentinel(live))
+            let opened: Result<Live, RedisError> = async {
+                let c = master_client(target).await?;
+                let live = timeout(c.get_multiplexed_async_connection_with_config(&config)).await?;
+                confirm_master(target, c.get_connection_info().addr()).await?;
+                Ok(Live::Sentinel(live))
+            }
+            .await;
+            match opened {
+                Err(e) if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() => {
+                    Err(master_unreachable(target, sentinels, master, e).await)
+                }
+                r => r,
+            }
         }
         Topology::Cluster(seeds) => {
             let mut b = cluster_builder(target, seeds);

@@ -56,6 +56,17 @@ impl From<Error> for delayq::Error {
     }
 }
 
+/// Whether a failed connect may succeed later (Redis starting or loading, a refused or
+/// timed-out connection, a failover under way) — not a wrong password, missing permissions or
+/// a client configuration the server refuses.
+pub(crate) fn worth_retrying(e: &RedisError) -> bool {
+    use redis::ErrorKind as K;
+    if matches!(e.kind(), K::AuthenticationFailed | K::InvalidClientConfig) {
+        return false;
+    }
+    !matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
 /// Maps a Redis error: transport trouble and transient server states are retryable
 /// ([`delayq::Error::Unavailable`]); anything else is a [`delayq::Error::Backend`].
 pub(crate) fn map(e: RedisError) -> delayq::Error {

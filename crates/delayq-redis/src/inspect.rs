@@ -14,6 +14,7 @@ use crate::backend::{RedisBackend, arg};
 use crate::error::{self, shape};
 use crate::keys::{self, Keys};
 use crate::reply::{Reply, array, bytes, int, job_id, job_info, reply, state};
+use crate::route::Delivery;
 use crate::scripts;
 
 /// Jobs per script call when requeueing or purging all dead jobs (keeps each call short).
@@ -342,6 +343,7 @@ impl Inspect for RedisBackend {
             "max_in_flight",
             "keep_done_ms",
             "dedupe_ms",
+            "delivery",
             "target",
         ];
         let values: Vec<Option<String>> = redis::cmd("HMGET")
@@ -361,7 +363,19 @@ impl Inspect for RedisBackend {
             }),
             _ => None,
         };
+        let delivery = values
+            .get(fields.len() - 2)
+            .and_then(Option::as_deref)
+            .map(str::parse::<delayq::DeliveryMode>)
+            .transpose()?;
+        let target = values
+            .get(fields.len() - 1)
+            .and_then(Option::as_deref)
+            .map(|t| delayq::Target::from_json(t.as_bytes()))
+            .transpose()?;
         Ok(QueueSettings {
+            delivery: delivery.unwrap_or(delayq::DeliveryMode::legacy(target.is_some())),
+            target,
             shards: num("shards").map_or(1, |n| (n as u32).max(1)),
             lane: num("lane") == Some(1.0),
             // Absent from stored settings: a queue configured before windows existed (its
@@ -380,16 +394,19 @@ impl Inspect for RedisBackend {
                 keep_done_ms: num("keep_done_ms").unwrap_or(0.0) as u64,
                 dedupe_ms: num("dedupe_ms").unwrap_or(0.0) as u64,
             },
-            target: values
-                .get(fields.len() - 1)
-                .and_then(Option::as_deref)
-                .map(|t| delayq::Target::from_json(t.as_bytes()))
-                .transpose()?,
         })
     }
 
+    /// The registry's queues whose settings say push (a queue set back to pull stays in the
+    /// registry, as every queue ever pushed does).
     async fn push_queues(&self) -> Result<Vec<QueueName>> {
-        self.queue_registry(keys::PUSH_QUEUES).await
+        let mut out = Vec::new();
+        for q in self.queue_registry(keys::PUSH_QUEUES).await? {
+            if self.settings(&q).await?.delivery == delayq::DeliveryMode::Push {
+                out.push(q);
+            }
+        }
+        Ok(out)
     }
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
@@ -468,9 +485,12 @@ impl Inspect for RedisBackend {
         }
         set.arg("keep_done_ms").arg(s.retention.keep_done_ms);
         set.arg("dedupe_ms").arg(s.retention.dedupe_ms);
+        if s.delivery == delayq::DeliveryMode::Push {
+            self.mark_push(queue).await?;
+        }
+        set.arg("delivery").arg(s.delivery.as_str());
         match &s.target {
             Some(t) => {
-                self.mark_push(queue).await?;
                 set.arg("target").arg(t.to_json());
             }
             None => gone.push("target"),
@@ -484,7 +504,9 @@ impl Inspect for RedisBackend {
                 .await
                 .map_err(error::map)?;
         }
-        self.inner.routes.loaded(queue, s.shards, s.lane);
+        self.inner
+            .routes
+            .loaded(queue, s.shards, s.lane, Delivery::of(&s));
         let lim = s.shard_limits();
         let args = vec![
             arg(lim.per_s.unwrap_or(0.0)),

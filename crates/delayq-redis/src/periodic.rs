@@ -24,9 +24,11 @@ impl Schedules for RedisBackend {
         // The schedule's keys are the queue's own tag (a queue of one shard's keys).
         let k = Keys::shard(queue, 0, 1);
         let json = info.spec.to_json();
-        if info.spec.target.is_some() {
-            self.mark_push(queue).await?;
-        }
+        // A schedule's fires must fit the queue's delivery, as every enqueue must.
+        self.route(queue)
+            .await?
+            .delivery()
+            .admits(queue, info.spec.target.is_some())?;
         let mut conn = self.connection();
         // The definition first: a ticker lists names from cronnext, so it never sees a next
         // fire without its definition.
@@ -106,6 +108,11 @@ impl Schedules for RedisBackend {
             .await
             .map_err(error::map)?;
         Ok(n + d > 0)
+    }
+
+    /// Redis `TIME` (on a Cluster, of the node the queue's own tag lives on).
+    async fn clock_ms(&self) -> Result<u64> {
+        self.server_time_ms().await
     }
 
     async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {

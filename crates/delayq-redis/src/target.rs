@@ -30,8 +30,12 @@ pub struct TlsFiles {
     pub key: Option<PathBuf>,
 }
 
+/// How long [`crate::RedisBackend::connect_with`] keeps trying by default when Redis cannot
+/// be reached (it is starting, a failover is under way): 30 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How to connect: the connection string and its options.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ConnectOptions {
     /// The connection string (see the module docs for the forms).
     pub url: String,
@@ -40,6 +44,22 @@ pub struct ConnectOptions {
     /// Replicas every enqueue and acknowledgement waits for (`WAIT`) before it returns; 0
     /// waits for none.
     pub wait_replicas: u32,
+    /// How long to keep trying while Redis cannot be reached (refused, timed out, loading,
+    /// mid-failover), with backoff; `None`: until it can. An error that retrying cannot fix
+    /// (a wrong password, a bad certificate) ends it at once. Default
+    /// [`DEFAULT_CONNECT_TIMEOUT`].
+    pub connect_timeout: Option<Duration>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            tls: TlsFiles::default(),
+            wait_replicas: 0,
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+        }
+    }
 }
 
 impl ConnectOptions {

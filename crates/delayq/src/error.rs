@@ -44,6 +44,10 @@ pub enum InvalidInput {
     /// An HTTP push target's URL, method or headers are invalid.
     #[error("invalid target: {0}")]
     Target(String),
+    /// A job's target does not fit its queue's delivery: a target on a pull queue, or none
+    /// on a push queue without a default target.
+    #[error("{0}")]
+    Delivery(String),
     /// A job timeout or expiry is out of range.
     #[error("invalid deadline: {0}")]
     Deadline(String),

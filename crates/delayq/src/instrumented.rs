@@ -235,6 +235,10 @@ impl<B: crate::periodic::Schedules> crate::periodic::Schedules for Instrumented<
         self.inner.scheduled_queues().await
     }
 
+    async fn clock_ms(&self) -> Result<u64> {
+        self.inner.clock_ms().await
+    }
+
     async fn fire(&self, queue: &QueueName, name: &str, f: crate::Firing) -> Result<bool> {
         self.inner.fire(queue, name, f).await
     }

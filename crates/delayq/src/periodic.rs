@@ -161,6 +161,11 @@ pub trait Schedules: Clone + Send + Sync + 'static {
     /// Queues that have schedules.
     fn scheduled_queues(&self) -> impl Future<Output = Result<Vec<QueueName>>> + Send;
 
+    /// The store's clock, ms since the Unix epoch (Redis `TIME`; the embedded store's own
+    /// clock): fire times are planned on it, as due times are, so a host whose clock is off
+    /// neither skips nor doubles a fire.
+    fn clock_ms(&self) -> impl Future<Output = Result<u64>> + Send;
+
     /// Enqueues `f.fires` as jobs `NAME@<fire ms>` due at their fire times and stores `f.next`
     /// as the schedule's next fire — only when its stored next fire is `f.expected` (else
     /// nothing: another process fired it, or the schedule changed). Returns whether it did.

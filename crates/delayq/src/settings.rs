@@ -39,10 +39,84 @@ pub struct QueueSettings {
     /// Retention of completed jobs that do not set their own.
     #[serde(default)]
     pub retention: Retention,
-    /// HTTP push target of the queue's jobs that carry none: with one, the queue is
-    /// delivered by pushers (`delayq serve --push`).
+    /// HTTP push target of the queue's jobs that carry none.
     #[serde(default)]
     pub target: Option<Target>,
+    /// Who takes the queue's due jobs: consumers that claim them ([`DeliveryMode::Pull`], the
+    /// default) or pushers (`delayq serve --push`) that send each to its HTTP target
+    /// ([`DeliveryMode::Push`]). A job with a target is refused on a pull queue; a job without one
+    /// on a push queue without a default `target`.
+    #[serde(default)]
+    pub delivery: DeliveryMode,
+}
+
+/// How a queue's due jobs are delivered ([`QueueSettings::delivery`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryMode {
+    /// Consumers claim the jobs (workers, `Consumer`, `POST …/claim`).
+    #[default]
+    Pull,
+    /// Pushers send each job to its HTTP target.
+    Push,
+}
+
+impl DeliveryMode {
+    /// `"pull"` or `"push"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::Pull => "pull",
+            DeliveryMode::Push => "push",
+        }
+    }
+
+    /// Stores written before the setting existed recorded none: a queue with a default
+    /// target was made a push queue by an admin and stays one; every other queue is pull.
+    pub fn legacy(has_default_target: bool) -> Self {
+        if has_default_target {
+            DeliveryMode::Push
+        } else {
+            DeliveryMode::Pull
+        }
+    }
+
+    /// Whether a job with (`true`) or without a target may be enqueued on a queue of this
+    /// delivery (`has_default_target`: the queue's settings name one); the refusal otherwise.
+    pub fn admits(
+        self,
+        queue: &str,
+        job_has_target: bool,
+        has_default_target: bool,
+    ) -> Result<(), InvalidInput> {
+        match (self, job_has_target) {
+            (DeliveryMode::Pull, true) => Err(InvalidInput::Delivery(format!(
+                "queue {queue} is a pull queue (its jobs are claimed by workers): a job with a \
+                 target needs a push queue (PUT /v1/queues/{queue} {{\"delivery\":\"push\"}}, \
+                 delayq queue set {queue} --delivery push)"
+            ))),
+            (DeliveryMode::Push, false) if !has_default_target => {
+                Err(InvalidInput::Delivery(format!(
+                    "queue {queue} is a push queue without a default target: each job needs a \
+                 target (or give the queue one: delayq queue set {queue} --target URL)"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::str::FromStr for DeliveryMode {
+    type Err = InvalidInput;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pull" => Ok(DeliveryMode::Pull),
+            "push" => Ok(DeliveryMode::Push),
+            _ => Err(InvalidInput::Settings(format!(
+                "delivery must be pull or push, not {s:?}"
+            ))),
+        }
+    }
 }
 
 impl Default for QueueSettings {
@@ -55,6 +129,7 @@ impl Default for QueueSettings {
             max_in_flight: None,
             retention: Retention::default(),
             target: None,
+            delivery: DeliveryMode::Pull,
         }
     }
 }
@@ -206,6 +281,7 @@ mod tests {
             max_in_flight: Some(5),
             retention: Retention::default(),
             target: None,
+            delivery: DeliveryMode::Pull,
         };
         s.validate().unwrap();
         let l = s.shard_limits();

@@ -27,7 +27,7 @@ pub use periodic::{bad_schedules_are_refused, schedules_fire_once};
 pub use priority::{
     due_listing_follows_claim_order, low_priorities_age, priorities_order_due_jobs,
 };
-pub use push::{bad_targets_are_refused, push_targets_travel};
+pub use push::{bad_targets_are_refused, delivery_decides_what_a_queue_takes, push_targets_travel};
 pub use retention::{per_job_retention, retention_and_dedupe};
 
 use std::collections::HashMap;
@@ -724,7 +724,7 @@ macro_rules! conformance_tests {
             schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
             per_job_retention, priorities_order_due_jobs, low_priorities_age,
             due_listing_follows_claim_order,
-            push_targets_travel, bad_targets_are_refused);
+            push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use tokio::time::sleep;
 
-use crate::clock::{SharedClock, SystemClock};
 use crate::error::Result;
 use crate::name::QueueName;
 use crate::periodic::Schedules;
@@ -20,16 +19,15 @@ pub const LOOK_EVERY: Duration = Duration::from_secs(1);
 pub struct Ticker<S> {
     store: S,
     queues: Option<Vec<QueueName>>,
-    clock: SharedClock,
 }
 
 impl<S: Schedules> Ticker<S> {
-    /// A ticker of every queue with schedules, on this host's clock.
+    /// A ticker of every queue with schedules. It plans fires on the store's clock
+    /// ([`Schedules::clock_ms`]), never this host's.
     pub fn new(store: S) -> Self {
         Self {
             store,
             queues: None,
-            clock: std::sync::Arc::new(SystemClock),
         }
     }
 
@@ -39,24 +37,25 @@ impl<S: Schedules> Ticker<S> {
         self
     }
 
-    /// Reads the time from `clock` (tests).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Fires whatever is due now; returns how many fires it enqueued and the earliest next
-    /// fire of the schedules it saw.
-    pub async fn tick(&self) -> Result<(usize, Option<u64>)> {
+    /// Fires whatever is due now on the store's clock; returns how many fires it enqueued and
+    /// how long until the earliest next fire of the schedules it saw (`None`: none seen).
+    pub async fn tick(&self) -> Result<(usize, Option<Duration>)> {
         let queues = match &self.queues {
             Some(q) => q.clone(),
             None => self.store.scheduled_queues().await?,
         };
         let mut fired = 0;
         let mut earliest: Option<u64> = None;
+        let mut now = 0;
         for q in queues {
-            for s in self.store.schedules(&q).await? {
-                let now = self.clock.now_ms();
+            let schedules = self.store.schedules(&q).await?;
+            if schedules.is_empty() {
+                continue;
+            }
+            // Read after the schedules: a fire stored before this read is planned with a now
+            // past it (never early, never skipped as "not due yet" when it was).
+            now = self.store.clock_ms().await?;
+            for s in schedules {
                 let mut next = s.next_ms;
                 if s.next_ms <= now {
                     let plan = match s.spec.plan(s.next_ms, now) {
@@ -77,7 +76,10 @@ impl<S: Schedules> Ticker<S> {
                 earliest = Some(earliest.map_or(next, |e| e.min(next)));
             }
         }
-        Ok((fired, earliest))
+        Ok((
+            fired,
+            earliest.map(|next| Duration::from_millis(next.saturating_sub(now))),
+        ))
     }
 
     /// Ticks until `shutdown` completes: after each tick it sleeps until the earliest next
@@ -86,10 +88,7 @@ impl<S: Schedules> Ticker<S> {
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let wait = match self.tick().await {
-                Ok((_, Some(next))) => {
-                    let now = self.clock.now_ms();
-                    Duration::from_millis(next.saturating_sub(now)).min(LOOK_EVERY)
-                }
+                Ok((_, Some(until))) => until.min(LOOK_EVERY),
                 Ok((_, None)) => LOOK_EVERY,
                 Err(e) => {
                     tracing::warn!(error = %e, "ticking schedules failed");

@@ -104,6 +104,12 @@ impl Schedules for RemoteBackend {
         Ok(Vec::new())
     }
 
+    /// The server plans every fire on its store's clock (a `PUT` is answered with the next
+    /// fire it stored); this host's clock is only what the caller passes along.
+    async fn clock_ms(&self) -> Result<u64> {
+        Ok(delayq::job::system_now_ms())
+    }
+
     async fn fire(&self, _queue: &QueueName, _name: &str, _f: Firing) -> Result<bool> {
         Err(Error::Backend(
             "a delayq serve fires its own schedules; there is nothing to fire over HTTP".into(),

@@ -31,6 +31,7 @@ impl Drop for Killed {
 
 /// Starts `cmd` (a `delayq … serve …`) and returns it with its first line of output. The rest
 /// keeps being read (a closed pipe would end it).
+#[allow(dead_code)] // not every test file starts a server
 pub(crate) fn spawn_serve_line(cmd: &mut Command) -> (Killed, String) {
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -46,6 +47,7 @@ pub(crate) fn spawn_serve_line(cmd: &mut Command) -> (Killed, String) {
 
 /// Starts `cmd` (a `delayq … serve --listen 127.0.0.1:0 …`) and returns it with the
 /// `host:port` its first line names.
+#[allow(dead_code)] // not every test file starts a server
 pub(crate) fn spawn_serve(cmd: &mut Command) -> (Killed, String) {
     let (child, first) = spawn_serve_line(cmd);
     let addr = first

@@ -1,0 +1,204 @@
+//! delayq starts in any order beside its Redis: `serve` listens at once (`/healthz` 200,
+//! `/readyz` 503 with the reason) and serves once Redis is up; `worker` waits and then works;
+//! `--connect-timeout` bounds the wait with a clear message; behind Sentinel, a start during a
+//! failover waits for the promotion and says "failover in progress".
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use delayq_test_support::RedisServer;
+use delayq_test_support::sentinel::SentinelSet;
+
+mod common;
+
+use common::Killed;
+
+fn http(addr: &str, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.get(9..12)?.parse().ok()?;
+    Some((
+        status,
+        out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?,
+    ))
+}
+
+fn until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Spawns `delayq ARGS` with stderr collected into the returned buffer.
+fn spawn(args: &[&str]) -> (Killed, Arc<Mutex<String>>) {
+    let mut child: Child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = Arc::new(Mutex::new(String::new()));
+    let sink = err.clone();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push_str(&(line + "\n"));
+        }
+    });
+    (Killed(child), err)
+}
+
+#[test]
+fn serve_started_before_redis_answers_health_then_serves() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    redis.kill();
+    let addr = format!("127.0.0.1:{}", delayq_test_support::free_port());
+    let (mut serve, err) = spawn(&["--redis", &url, "serve", "--listen", &addr]);
+    until("/healthz answered", Duration::from_secs(10), || {
+        http(&addr, "GET", "/healthz", "").is_some_and(|(s, _)| s == 200)
+    });
+    let (s, body) = http(&addr, "GET", "/readyz", "").unwrap();
+    assert_eq!(s, 503, "{body}");
+    assert!(
+        body.contains("not reachable") && body.contains("unavailable"),
+        "{body}"
+    );
+    let job = r#"{"id":"early","payload":1}"#;
+    let (s, body) = http(&addr, "POST", "/v1/queues/q/jobs", job).unwrap();
+    assert_eq!(s, 503, "refused while starting, not hung: {body}");
+    // Five seconds without Redis: still alive, saying why it waits.
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(serve.0.try_wait().unwrap().is_none(), "serve exited");
+    assert!(
+        err.lock().unwrap().contains("waiting for Redis"),
+        "{}",
+        err.lock().unwrap()
+    );
+    redis.restart();
+    until("/readyz 200", Duration::from_secs(15), || {
+        http(&addr, "GET", "/readyz", "").is_some_and(|(s, _)| s == 200)
+    });
+    let (s, body) = http(&addr, "POST", "/v1/queues/q/jobs", job).unwrap();
+    assert_eq!(s, 201, "{body}");
+    assert_eq!(redis.command(&["HEXISTS", "dq:{q}:jobs", "early"]), "1");
+}
+
+#[test]
+fn worker_started_before_redis_waits_then_works_and_the_timeout_bounds_it() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    redis.kill();
+    // With a bound: a clear message and exit 1 once it passes.
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis",
+            &url,
+            "--connect-timeout",
+            "1s",
+            "worker",
+            "--exec",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    assert!(
+        text.contains("127.0.0.1") && text.to_lowercase().contains("refused"),
+        "{text}"
+    );
+
+    // Without one it waits as long as it takes.
+    let (mut worker, err) = spawn(&["--redis", &url, "--queue", "w", "worker", "--exec", "true"]);
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(worker.0.try_wait().unwrap().is_none(), "worker exited");
+    assert!(
+        err.lock().unwrap().contains("waiting for Redis"),
+        "{}",
+        err.lock().unwrap()
+    );
+    redis.restart();
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis",
+            &url,
+            "--queue",
+            "w",
+            "enqueue",
+            "--id",
+            "j1",
+            "--payload",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    until("the worker ran the job", Duration::from_secs(20), || {
+        redis.command(&["HEXISTS", "dq:{w}:jobs", "j1"]) == "0"
+    });
+}
+
+#[test]
+fn a_start_during_a_sentinel_failover_waits_for_the_promotion() {
+    let mut set = SentinelSet::start();
+    let url = set.url();
+    set.master.kill();
+    // Before the sentinel even notices, and through the failover: a worker started now waits.
+    let (mut worker, err) = spawn(&["--redis", &url, "--queue", "f", "worker", "--exec", "true"]);
+    let t = Instant::now();
+    while !err.lock().unwrap().contains("failover in progress") {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{}",
+            err.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let said = err.lock().unwrap().clone();
+    assert!(
+        !said.contains("Connection refused (os error 111)\n") || said.contains("failover"),
+        "{said}"
+    );
+    let promoted = set.replica.port();
+    until("promotion", Duration::from_secs(60), || {
+        set.current_master_port() == Some(promoted)
+    });
+    assert!(
+        worker.0.try_wait().unwrap().is_none(),
+        "worker exited: {said}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis",
+            &url,
+            "--queue",
+            "f",
+            "enqueue",
+            "--id",
+            "j",
+            "--payload",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    until("the worker ran the job", Duration::from_secs(30), || {
+        set.replica.command(&["HEXISTS", "dq:{f}:jobs", "j"]) == "0"
+    });
+}
