@@ -53,6 +53,7 @@ class RealPushTest(unittest.TestCase):
         rx = Local(handle)
         try:
             q = queue("pyhook")
+            Client(URL).configure(q, delivery="push")
             Client(URL).enqueue(q, {"invoice": 9}, id="inv-9", delay_ms=100,
                                 target={"url": rx.url + "/hook"})
             wait_for(lambda: got)

@@ -197,7 +197,7 @@ fn settings_line(s: &QueueSettings) -> String {
         out.push_str(&format!("\tdedupe {} ms", s.retention.dedupe_ms));
     }
     if let Some(t) = &s.target {
-        out.push_str(&format!("\tpush {} {}", t.method, t.url));
+        out.push_str(&format!("\ttarget {} {}", t.method, t.url));
     }
     out
 }

@@ -35,6 +35,14 @@ pub(crate) struct Cli {
     /// meanwhile, /readyz 503), 10s for other commands; 0s tries once.
     #[arg(long, global = true, env = "DELAYQ_CONNECT_TIMEOUT", value_parser = parse_duration)]
     pub connect_timeout: Option<Duration>,
+    /// File holding the Redis password (a mounted secret): it stays out of the process list,
+    /// where a password in --redis is visible. Wins over a password in the URL.
+    #[arg(long, global = true, env = "DELAYQ_REDIS_PASSWORD_FILE")]
+    pub redis_password_file: Option<PathBuf>,
+    /// The Redis password, from the environment only (never a flag: the process list shows
+    /// flags).
+    #[arg(skip = std::env::var("DELAYQ_REDIS_PASSWORD").ok())]
+    pub redis_password: Option<String>,
     /// A running `delayq serve` to send every command to (http://HOST:PORT). Without it, a
     /// command on the embedded store goes to the server that owns it, when one runs.
     #[arg(long, global = true, env = "DELAYQ_SERVER")]

@@ -51,3 +51,58 @@ impl RetryLog {
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
+
+/// The Redis password given apart from the URL: `--redis-password-file` (its first line), else
+/// `DELAYQ_REDIS_PASSWORD`.
+pub(crate) fn password(cli: &crate::args::Cli) -> anyhow::Result<Option<String>> {
+    use anyhow::Context;
+    if let Some(f) = &cli.redis_password_file {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("reading --redis-password-file {}", f.display()))?;
+        return Ok(Some(text.lines().next().unwrap_or("").trim().to_owned()));
+    }
+    Ok(cli.redis_password.clone().filter(|p| !p.is_empty()))
+}
+
+/// Whether the command line itself (what `ps` and /proc/PID/cmdline show) holds a password in
+/// a `--redis` URL.
+pub(crate) fn password_in_arguments() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().enumerate().any(|(i, a)| {
+        let url = match a.strip_prefix("--redis=") {
+            Some(u) => Some(u),
+            None if a == "--redis" => args.get(i + 1).map(String::as_str),
+            None => None,
+        };
+        url.is_some_and(has_password)
+    })
+}
+
+/// Whether a connection string carries a password (`…://[user]:pass@…`, `?pass=`).
+fn has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let auth = rest.rfind('@').map(|at| &rest[..at]);
+    auth.is_some_and(|a| a.split_once(':').is_some_and(|(_, p)| !p.is_empty()) || !a.contains(':'))
+        || rest.contains("pass=")
+        || rest.contains("password=")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_password;
+
+    #[test]
+    fn passwords_in_urls_are_found() {
+        for (url, yes) in [
+            ("redis://:secret@h:6379", true),
+            ("redis://app:secret@h:6379", true),
+            ("redis://secret@h:6379", true),
+            ("redis://h:6379", false),
+            ("redis://app:@h:6379", false),
+            ("unix:///tmp/r.sock?pass=x", true),
+            ("redis+sentinel://h:1,h:2/m", false),
+        ] {
+            assert_eq!(has_password(url), yes, "{url}");
+        }
+    }
+}

@@ -340,7 +340,16 @@ pub(crate) async fn checks(
 
 /// Runs `delayq doctor`: prints a verdict per check; exit 1 when one fails.
 pub(crate) async fn run(opts: ConnectOptions, acl_user: Option<String>) -> anyhow::Result<u8> {
-    let checks = checks(opts, acl_user.as_deref()).await?;
+    let mut checks = checks(opts, acl_user.as_deref()).await?;
+    if crate::connect::password_in_arguments() {
+        checks.push(Check::new(
+            "password",
+            Verdict::Warn,
+            "the Redis password is in the --redis URL on the command line, where `ps` and \
+             /proc/PID/cmdline show it to every local user: give it with \
+             --redis-password-file FILE or DELAYQ_REDIS_PASSWORD instead",
+        ));
+    }
     for c in &checks {
         let v = match c.verdict {
             Verdict::Ok => "ok  ",

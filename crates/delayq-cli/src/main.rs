@@ -121,6 +121,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     cli.connect_timeout,
                     matches!(cli.command, Command::Serve(_) | Command::Worker(_)),
                 ),
+                password: connect::password(&cli)?,
             };
             if let Command::Doctor { acl_user } = cli.command {
                 return doctor::run(opts, acl_user).await;

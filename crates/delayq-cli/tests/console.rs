@@ -401,6 +401,13 @@ async fn the_console_in_a_real_browser() {
     let rx = delayq_test_support::receiver::Receiver::start().await;
     let (s, v) = http(
         addr,
+        "PUT",
+        "/v1/queues/webhooks",
+        Some(json!({"delivery": "push"})),
+    );
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = http(
+        addr,
         "POST",
         "/v1/queues/webhooks/jobs",
         Some(

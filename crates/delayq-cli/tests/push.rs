@@ -57,6 +57,36 @@ async fn api_jobs_are_pushed_listed_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let rx = Receiver::start().await;
     let (_server, addr) = serve(dir.path(), &[], &[]);
+    // A job with a target needs a push queue; a pull queue refuses it, writing nothing.
+    let aimed = json!({"id": "early", "payload": 1, "target": {"url": rx.url("/ok")}});
+    let (s, b) = http(&addr, "POST", "/v1/queues/orders/jobs", Some(aimed));
+    assert_eq!(
+        (s, json_of(&b)["code"].as_str()),
+        (400, Some("delivery_mismatch")),
+        "{b}"
+    );
+    let (s, b) = http(
+        &addr,
+        "PUT",
+        "/v1/queues/orders",
+        Some(json!({"delivery": "push"})),
+    );
+    assert_eq!(
+        (s, json_of(&b)["settings"]["delivery"].as_str()),
+        (200, Some("push")),
+        "{b}"
+    );
+    let (s, b) = http(
+        &addr,
+        "POST",
+        "/v1/queues/orders/jobs",
+        Some(json!({"id": "bare", "payload": 1})),
+    );
+    assert_eq!(
+        (s, json_of(&b)["code"].as_str()),
+        (400, Some("delivery_mismatch")),
+        "{b}"
+    );
     let (s, b) = http(
         &addr,
         "POST",
@@ -246,6 +276,11 @@ async fn sigkill_mid_push_loses_nothing() {
     let rx = Receiver::start().await;
     let b = delayq_redis::RedisBackend::connect(&url).await.unwrap();
     let q = QueueName::new("kill").unwrap();
+    let push = delayq::QueueSettings {
+        delivery: delayq::DeliveryMode::Push,
+        ..delayq::QueueSettings::default()
+    };
+    delayq::Inspect::configure(&b, &q, push).await.unwrap();
     let n = 1000;
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| {
@@ -334,7 +369,12 @@ fn the_cli_sets_targets() {
             .output()
             .unwrap()
     };
+    let o = run(&["queue", "set", "hooks", "--delivery", "push"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("hooks\tpush\t"));
     let o = run(&[
+        "--queue",
+        "hooks",
         "enqueue",
         "--id",
         "hook-1",
@@ -350,7 +390,7 @@ fn the_cli_sets_targets() {
         "Authorization: Bearer k",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = run(&["get", "hook-1", "--json"]);
+    let o = run(&["--queue", "hooks", "get", "hook-1", "--json"]);
     let v = json_of(&String::from_utf8_lossy(&o.stdout));
     assert_eq!(v["target"]["url"], "https://example.com/hook", "{v}");
     assert_eq!(v["target"]["method"], "PUT");
@@ -382,8 +422,23 @@ fn the_cli_sets_targets() {
         "https://example.com/default",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("push POST https://example.com/default"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("target POST https://example.com/default"));
     let o = run(&["queue", "set", "hooks", "--no-target"]);
     assert!(o.status.success());
-    assert!(!String::from_utf8_lossy(&o.stdout).contains("push"));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("\tpush\t") && !out.contains("target"), "{out}");
+    // Back to pull: shown, and a targeted job is refused (exit 2) with the way out named.
+    let o = run(&["queue", "set", "hooks", "--delivery", "pull"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\tpull\t"));
+    let o = run(&[
+        "--queue",
+        "hooks",
+        "enqueue",
+        "--payload",
+        "{}",
+        "--target",
+        "https://example.com/",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--delivery push"));
 }

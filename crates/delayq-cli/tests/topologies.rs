@@ -185,3 +185,35 @@ fn doctor_on_a_cluster_and_behind_sentinel() {
     let master = format!("names master 127.0.0.1:{}", s.master.port());
     assert!(t.contains(&master) && t.contains("quorum 1"), "{t}");
 }
+
+/// A password kept out of the process list: from a file or the environment (it wins over the
+/// URL's), and `doctor` warns when the URL on the command line carries one.
+#[test]
+fn the_redis_password_can_stay_out_of_the_process_list() {
+    let s = RedisServer::start();
+    s.add_user("app", "file-pass", delayq_redis::ACL_RULE);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("redis-password");
+    std::fs::write(&file, "file-pass\n").unwrap();
+    let url = format!("redis://app:@127.0.0.1:{}", s.port());
+    let f = file.to_str().unwrap();
+    let o = run(&["--redis", &url, "--redis-password-file", f, "stats"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &url, "stats"])
+        .env("DELAYQ_REDIS_PASSWORD", "file-pass")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    // It is what logs in: a wrong one is refused at once (no waiting, no password shown).
+    std::fs::write(&file, "wrong-pass\n").unwrap();
+    let o = run(&["--redis", &url, "--redis-password-file", f, "stats"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("wrong-pass"), "{}", text(&o));
+    std::fs::write(&file, "file-pass\n").unwrap();
+    let visible = format!("redis://app:file-pass@127.0.0.1:{}", s.port());
+    let o = run(&["--redis", &visible, "doctor"]);
+    assert!(text(&o).contains("WARN  password"), "{}", text(&o));
+    let o = run(&["--redis", &url, "--redis-password-file", f, "doctor"]);
+    assert!(!text(&o).contains("WARN  password"), "{}", text(&o));
+}

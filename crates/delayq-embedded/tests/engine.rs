@@ -466,3 +466,46 @@ async fn acks_do_not_wait_for_a_long_poll() {
     let r = run.await.unwrap();
     assert_eq!((r.claimed, r.acked, r.lease_lost), (30, 30, 0), "{r:?}");
 }
+
+/// A prefetching consumer acknowledges finished jobs within a bound (`ACK_WITHIN`) even while
+/// it holds jobs and no claim is due: here the one slot's fifth job never ends, so no claim
+/// would carry the first four's acks until the held jobs went stale (a third of the 10-minute
+/// lease) — a consumer killed meanwhile would have them run again.
+#[tokio::test(start_paused = true)]
+async fn finished_jobs_are_acknowledged_while_held_jobs_wait() {
+    let (_dir, b) = due_jobs(30).await;
+    let opts = ConsumerOptions {
+        lease: Duration::from_secs(600),
+        ..one_slot(16)
+    };
+    let started = Arc::new(AtomicU32::new(0));
+    let count = started.clone();
+    let (stop, run) = start(b.clone(), opts, move |_job: Job| {
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n == 4 {
+                std::future::pending::<()>().await;
+            }
+            Ok(())
+        }
+    });
+    let end = tokio::time::Instant::now() + Duration::from_secs(60);
+    let left = || async {
+        let s = b.stats(&q()).await.unwrap();
+        s.scheduled + s.leased
+    };
+    while left().await > 26 && tokio::time::Instant::now() < end {
+        sleep(Duration::from_secs(1)).await;
+    }
+    let s = b.stats(&q()).await.unwrap();
+    assert_eq!(
+        s.scheduled + s.leased,
+        26,
+        "the 4 finished jobs are acknowledged within 60 s: {s:?}"
+    );
+    assert!(s.leased > 1, "jobs are held beside the stuck one: {s:?}");
+    assert_eq!(started.load(Ordering::SeqCst), 5);
+    stop.send(true).unwrap();
+    let r = run.await.unwrap();
+    assert_eq!(r.acked, 4);
+}

@@ -12,10 +12,15 @@ use crate::extract::{ApiJson, JobPath, QueuePath, parse};
 use crate::model::{EnqueueRequest, EnqueueResponse, JobView, Outcome, RescheduleRequest, run_at};
 use crate::state::AppState;
 
-/// Enqueue one job (an object) or a batch (an array of objects, stored atomically).
+/// Enqueue one job (an object) or a batch (an array of objects, stored atomically). A job
+/// without an `id` gets one derived from the `Idempotency-Key` header when the request has
+/// one (`idem:KEY`; in a batch `idem:KEY:INDEX`), so a retried request stores it once.
 #[utoipa::path(
     post, path = "/v1/queues/{q}/jobs", tag = "jobs",
-    params(("q" = String, Path, description = "queue name")),
+    params(
+        ("q" = String, Path, description = "queue name"),
+        ("Idempotency-Key" = Option<String>, Header, description = "ids for the jobs without one: a retry of the request stores nothing twice"),
+    ),
     request_body(content = EnqueueRequest, description = "a job, or an array of jobs"),
     responses(
         (status = 201, description = "created (a batch: at least one created)", body = EnqueueResponse),
@@ -25,9 +30,11 @@ use crate::state::AppState;
 )]
 pub async fn enqueue<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
+    headers: axum::http::HeaderMap,
     QueuePath(q): QueuePath,
     ApiJson(body): ApiJson<Box<RawValue>>,
 ) -> Result<Response, ApiError> {
+    let key = idempotency_key(&headers)?;
     let producer = st.producer(&q);
     let text = body.get();
     if text.starts_with('[') {
@@ -36,10 +43,11 @@ pub async fn enqueue<B: Backend + Inspect>(
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
-                r.into_job().map_err(|e| ApiError {
+                let job = r.into_job().map_err(|e| ApiError {
                     message: format!("job {i}: {}", e.message),
                     ..e
-                })
+                })?;
+                keyed(job, key.as_deref(), Some(i))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let out = producer.enqueue_batch(jobs).await?;
@@ -51,7 +59,11 @@ pub async fn enqueue<B: Backend + Inspect>(
         let body: Vec<EnqueueResponse> = out.into_iter().map(view).collect();
         return Ok((status, Json(body)).into_response());
     }
-    let job = parse::<EnqueueRequest>(text)?.into_job()?;
+    let job = keyed(
+        parse::<EnqueueRequest>(text)?.into_job()?,
+        key.as_deref(),
+        None,
+    )?;
     let e = producer.enqueue(job).await?;
     let status = if e.created {
         StatusCode::CREATED
@@ -59,6 +71,38 @@ pub async fn enqueue<B: Backend + Inspect>(
         StatusCode::OK
     };
     Ok((status, Json(view(e))).into_response())
+}
+
+/// The request's `Idempotency-Key`, checked.
+fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    match v.to_str() {
+        Ok(k) if !k.is_empty() && k.len() <= 200 && !k.chars().any(char::is_control) => {
+            Ok(Some(k.to_owned()))
+        }
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidJobId,
+            "Idempotency-Key must be 1-200 visible ASCII characters",
+        )),
+    }
+}
+
+/// `job` with the id its request's idempotency key gives it, when it has none.
+fn keyed(
+    mut job: delayq::NewJob,
+    key: Option<&str>,
+    index: Option<usize>,
+) -> Result<delayq::NewJob, ApiError> {
+    if let (None, Some(k)) = (&job.id, key) {
+        let id = match index {
+            Some(i) => format!("idem:{k}:{i}"),
+            None => format!("idem:{k}"),
+        };
+        job.id = Some(delayq::JobId::new(id)?);
+    }
+    Ok(job)
 }
 
 fn view(e: delayq::Enqueued) -> EnqueueResponse {

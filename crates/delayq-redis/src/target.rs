@@ -49,6 +49,10 @@ pub struct ConnectOptions {
     /// (a wrong password, a bad certificate) ends it at once. Default
     /// [`DEFAULT_CONNECT_TIMEOUT`].
     pub connect_timeout: Option<Duration>,
+    /// The password of the data nodes, given apart from the URL (a secret file, an
+    /// environment variable) so it stays out of the process list; it wins over one in the
+    /// URL.
+    pub password: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -58,6 +62,7 @@ impl Default for ConnectOptions {
             tls: TlsFiles::default(),
             wait_replicas: 0,
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            password: None,
         }
     }
 }
@@ -212,6 +217,9 @@ pub(crate) fn parse(opts: &ConnectOptions) -> Result<Target, Error> {
                 _ => return Err(bad(format!("unknown option {k:?}"))),
             };
         }
+        if let Some(p) = opts.password.as_deref().filter(|p| !p.is_empty()) {
+            redis = redis.set_password(p);
+        }
         let info = ConnectionAddr::Unix(PathBuf::from(path))
             .into_connection_info()
             .map_err(|e| bad(e.to_string()))?
@@ -240,6 +248,9 @@ pub(crate) fn parse(opts: &ConnectOptions) -> Result<Target, Error> {
         if !pass.is_empty() {
             redis = redis.set_password(pass);
         }
+    }
+    if let Some(p) = opts.password.as_deref().filter(|p| !p.is_empty()) {
+        redis = redis.set_password(p);
     }
     let addrs: Vec<ConnectionAddr> = hosts
         .split(',')

@@ -6,7 +6,9 @@
 //! concurrency 1 a job costs one round trip: "ack this, give me the next" — or, with
 //! [`ConsumerOptions::prefetch`], a fraction of one: a claim leases jobs beyond the free slots,
 //! which wait locally (held) under their lease until a slot frees. Beside a slow claim (a
-//! remote server's long poll) acks go on their own, so finished jobs are not left leased.
+//! remote server's long poll), and once the oldest pending ack has waited [`ACK_WITHIN`]
+//! while held jobs keep the consumer from claiming, acks go on their own, so finished jobs are
+//! not left leased (a consumer killed then would see them run again).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -187,8 +189,11 @@ struct Run<B, H> {
     /// until a running job finishes.
     prefetch_paused: bool,
     running: HashMap<tokio::task::Id, LeaseRef>,
-    /// Leases of finished jobs, acknowledged by the next claim.
+    /// Leases of finished jobs, acknowledged by the next claim — or on their own once the
+    /// first of them has waited [`ACK_WITHIN`].
     acks: Vec<LeaseRef>,
+    /// When the oldest pending ack was added (`None`: none pending).
+    acks_since: Option<Instant>,
     wake: Option<Wakeups>,
     /// Whether the next claim should lease jobs (false while sleeping towards `sleep_until`).
     claim_now: bool,
@@ -204,6 +209,10 @@ const LAST_RETRY: Duration = Duration::from_secs(2);
 /// Beside a claim in flight longer than this, finished jobs' acks go on their own (a Redis or
 /// embedded claim takes well under it; a remote server's long poll far longer).
 const SLOW_CLAIM: Duration = Duration::from_millis(20);
+/// Longest a finished job's ack waits for a claim to carry it while prefetched jobs keep the
+/// consumer busy: past it the acks go on their own, so a killed consumer's finished jobs are
+/// not run again (they would be, leased, once the lease expired).
+pub const ACK_WITHIN: Duration = Duration::from_millis(20);
 
 impl<B: Backend, H: Handler> Run<B, H> {
     fn new(c: Consumer<B>, handler: Arc<H>) -> Self {
@@ -217,6 +226,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
             prefetch_paused: false,
             running: HashMap::new(),
             acks: Vec::new(),
+            acks_since: None,
             wake: None,
             claim_now: true,
             sleep_until: Instant::now(),
@@ -254,7 +264,21 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// Whether pending acks go out on their own: nothing held is left to start (about to
     /// wait) or many are pending; otherwise they ride on the next claim that leases.
     fn must_flush(&self) -> bool {
-        !self.acks.is_empty() && (self.held.is_empty() || self.acks.len() >= self.c.opts.batch)
+        !self.acks.is_empty()
+            && (self.held.is_empty()
+                || self.acks.len() >= self.c.opts.batch
+                || self.acks_due().is_some_and(|t| t <= Instant::now()))
+    }
+
+    /// When the pending acks must go out on their own at the latest.
+    fn acks_due(&self) -> Option<Instant> {
+        self.acks_since.map(|t| t + ACK_WITHIN)
+    }
+
+    /// Takes the pending acks (for a call that carries them).
+    fn take_acks(&mut self) -> Vec<LeaseRef> {
+        self.acks_since = None;
+        std::mem::take(&mut self.acks)
     }
 
     /// Whether due jobs may be waiting and this consumer wants some: a free slot with nothing
@@ -351,7 +375,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let req = ClaimRequest {
             max,
             lease: self.c.opts.lease,
-            acks: std::mem::take(&mut self.acks),
+            acks: self.take_acks(),
         };
         let sent = req.acks.clone();
         let (backend, queue) = (self.c.backend.clone(), self.c.queue.clone());
@@ -434,7 +458,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
         if self.acks.is_empty() {
             return None;
         }
-        let leases = std::mem::take(&mut self.acks);
+        let leases = self.take_acks();
         let (backend, queue) = (self.c.backend.clone(), self.c.queue.clone());
         Some(Box::pin(async move {
             let r = backend.ack(&queue, leases.clone()).await;
@@ -463,6 +487,10 @@ impl<B: Backend, H: Handler> Run<B, H> {
     fn ack_again(&mut self, leases: Vec<LeaseRef>) {
         let meanwhile = std::mem::replace(&mut self.acks, leases);
         self.acks.extend(meanwhile);
+        if !self.acks.is_empty() {
+            // (Not due at once: a failed call is retried with the next claim, not in a loop.)
+            self.acks_since.get_or_insert_with(Instant::now);
+        }
     }
 
     /// Waits for a job to finish, a wake-up, or the next due time; then claims again.
@@ -471,6 +499,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
         // set — at concurrency 1 that is every job.
         let deadline = (!self.claim_now).then_some(self.sleep_until);
         let stale = self.next_stale();
+        let acks_due = self.acks_due();
         tokio::select! {
             // A finished job frees a slot: claim for it (with its ack) unless held jobs are
             // there to fill it — a queue drained by a partial claim is not asked again for
@@ -482,6 +511,8 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 }
             }
             _ = sleep_until(stale.unwrap_or_else(Instant::now)), if stale.is_some() => {}
+            // Finished jobs' acks waited long enough for a claim: the loop sends them.
+            _ = sleep_until(acks_due.unwrap_or_else(Instant::now)), if acks_due.is_some() => {}
             _ = wait::until_due_or_woken(deadline, &mut self.wake) => {
                 self.claim_now = true;
             }
@@ -542,7 +573,12 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 // Smoothed over roughly the last 8 jobs.
                 self.pace = Some(self.pace.map_or(took, |p| (p * 7 + took) / 8));
                 match outcome {
-                    Outcome::Ack(lease) => self.acks.push(lease),
+                    Outcome::Ack(lease) => {
+                        if self.acks.is_empty() {
+                            self.acks_since = Some(Instant::now());
+                        }
+                        self.acks.push(lease);
+                    }
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,
                     Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,
                     Outcome::LeaseLost => self.report.lease_lost += 1,

@@ -24,6 +24,13 @@ impl QueueName {
         let ok_chars = name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        // `.` and `..` are dot segments: browsers, curl and proxies rewrite them out of a path
+        // (`/v1/queues/../jobs`), so such a queue could never be reached by its URL.
+        if name == "." || name == ".." {
+            return Err(InvalidInput::QueueName(format!(
+                "{name:?}: a dot segment, which URL normalisers remove from a path"
+            )));
+        }
         if ok_len && ok_chars {
             Ok(Self(name))
         } else {
@@ -141,10 +148,20 @@ mod tests {
 
     #[test]
     fn queue_names() {
-        for ok in ["orders", "a", "A.b_c-9", &"q".repeat(128)] {
+        for ok in ["orders", "a", "A.b_c-9", "...", "a..b", &"q".repeat(128)] {
             assert!(QueueName::new(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "a b", "{orders}", "a:b", "é", &"q".repeat(129), "a\n"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a b",
+            "{orders}",
+            "a:b",
+            "é",
+            &"q".repeat(129),
+            "a\n",
+        ] {
             assert!(QueueName::new(bad).is_err(), "{bad:?}");
         }
     }

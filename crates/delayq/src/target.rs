@@ -82,6 +82,14 @@ impl Target {
         if self.url.len() > MAX_URL_LEN {
             return bad(format!("url is over {MAX_URL_LEN} bytes"));
         }
+        // The URL parser drops tabs and line breaks silently: refuse them (and every other
+        // control character) rather than store a URL that is not the one delivered.
+        if self.url.chars().any(char::is_control) {
+            return bad(format!(
+                "url {:?} contains control characters (CR, LF, tab, …)",
+                self.url
+            ));
+        }
         let url = url::Url::parse(&self.url).map_err(|e| {
             InvalidInput::Target(format!("url {:?} is not an absolute URL: {e}", self.url))
         })?;
@@ -120,11 +128,12 @@ impl Target {
             {
                 return bad(format!("header {name:?} is set by the pusher"));
             }
-            if value.len() > MAX_HEADER_VALUE
-                || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
+            // RFC 9110 field values: visible characters, spaces and tabs — no other control.
+            if value.len() > MAX_HEADER_VALUE || value.chars().any(|c| c.is_control() && c != '\t')
             {
                 return bad(format!(
-                    "header {name:?} has a value over {MAX_HEADER_VALUE} bytes or with CR, LF or NUL"
+                    "header {name:?} has a value over {MAX_HEADER_VALUE} bytes or with control \
+                     characters (CR, LF, NUL, …)"
                 ));
             }
         }
@@ -183,6 +192,9 @@ mod tests {
             "https://example.com/#frag",
             "http://",
             "",
+            "https://example.com/a\r\nHost: evil",
+            "https://example.com/\tx",
+            "https://exa\nmple.com/",
         ] {
             assert!(
                 matches!(Target::post(url).validate(), Err(InvalidInput::Target(_))),

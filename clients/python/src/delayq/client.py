@@ -271,7 +271,9 @@ class Client:
         """Changes settings: ``shards``, ``lane`` (the one-delay lane, Redis),
         ``lane_window_ms`` (the width of its time windows, 0: none), ``rate``
         (``{"per_s", "burst"}`` or ``None``),
-        ``max_in_flight``, ``keep_done_ms``, ``dedupe_ms``, ``target`` (or ``None``)."""
+        ``max_in_flight``, ``keep_done_ms``, ``dedupe_ms``, ``target`` (or ``None``),
+        ``delivery`` (``"pull"``: workers claim the jobs; ``"push"``: ``delayq serve --push``
+        sends each to its target)."""
         return QueueStats.from_json(self._call("PUT", self._q(queue), settings))
 
     def pause(self, queue: str) -> None:
