@@ -280,7 +280,7 @@ async fn sigkill_mid_push_loses_nothing() {
         delivery: delayq::DeliveryMode::Push,
         ..delayq::QueueSettings::default()
     };
-    delayq::Inspect::configure(&b, &q, push).await.unwrap();
+    b.configure(&q, push).await.unwrap();
     let n = 1000;
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| {
