@@ -270,3 +270,26 @@ async fn three_hundred_streams_of_a_queue_cost_redis_what_one_does() {
     );
     assert_eq!(state.stats_readers(), 1);
 }
+
+/// Without tokens each client address has its own long-poll budget: one local process's 300
+/// polls do not make another's answer 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_tokens_each_address_has_its_own_long_poll_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = EmbeddedBackend::open(dir.path()).unwrap();
+    let config = HttpConfig {
+        max_short_per_address: 1024,
+        ..HttpConfig::default()
+    };
+    let (addr, state, _stop) = start(backend, config).await;
+    let poll = "POST /v1/queues/q/claim HTTP/1.1\r\nHost: localhost\r\nContent-Type: \
+                application/json\r\nContent-Length: 17\r\n\r\n{\"wait_ms\":60000}";
+    let (polls, refused) = open_many(addr, 300, poll.to_owned()).await;
+    assert_eq!((polls.len(), refused.len()), (256, 44));
+    // Another address's poll waits (no answer within a second) instead of a 429.
+    let mut s = connect_from("127.0.0.1", addr).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(1), head(&mut s, poll)).await;
+    assert!(r.is_err(), "answered at once: {r:?}");
+    assert_eq!(state.waiting_polls(), 257);
+    drop(polls);
+}
