@@ -355,35 +355,42 @@ function statCards(v) {
 function settingsPanel(name, s, onSaved) {
   const rate = s.rate ? `${fmt(s.rate.per_s)}/s, burst ${fmt(s.rate.burst)}` : 'no limit';
   const inFlight = s.max_in_flight ? fmt(s.max_in_flight) : 'no limit';
-  const target = s.target ? `${s.target.method || 'POST'} ${s.target.url}` : 'none (workers claim)';
+  const target = s.target ? `${s.target.method || 'POST'} ${s.target.url}` : 'none';
+  const push = s.delivery === 'push';
   const summary = [
     `${fmt(s.shards)} shard${s.shards === 1 ? '' : 's'}`,
     s.lane ? (s.lane_window_ms ? `lane, ${duration(s.lane_window_ms)} windows` : 'one-delay lane') : null,
     `rate: ${rate}`,
     `in flight: ${inFlight}`,
-    s.target ? 'push' : null,
+    push ? 'push delivery' : 'pull (workers claim)',
   ].filter(Boolean).join(' · ');
   const row = (k, v, id) => [el('dt', {}, k), el('dd', id ? { id } : {}, v)];
   const num = (id, value, attrs) => el('input', Object.assign({ id, type: 'number', value: value === null || value === undefined ? '' : String(value) }, attrs));
   const perS = num('set-rate', s.rate ? s.rate.per_s : null, { min: '0', step: 'any', placeholder: 'none' });
   const burst = num('set-burst', s.rate ? s.rate.burst : null, { min: '1', step: '1', placeholder: 'burst' });
   const mif = num('set-mif', s.max_in_flight, { min: '1', step: '1', placeholder: 'none' });
-  const save = needs('admin', el('button', { type: 'submit', id: 'set-save', class: 'primary' }, 'Save limits'));
-  [perS, burst, mif].forEach((i) => needs('admin', i));
+  const delivery = el('select', { id: 'set-delivery' },
+    el('option', { value: 'pull' }, 'pull: workers claim'),
+    el('option', { value: 'push' }, 'push: sent to targets'));
+  delivery.value = push ? 'push' : 'pull';
+  const save = needs('admin', el('button', { type: 'submit', id: 'set-save', class: 'primary' }, 'Save'));
+  [perS, burst, mif, delivery].forEach((i) => needs('admin', i));
   // No browser validation: the API's own errors (typed, with the allowed range) are shown.
   const form = el('form', { class: 'row limits', id: 'limits', novalidate: true },
     el('label', { for: 'set-rate' }, 'Jobs started per second'), perS,
     el('label', { for: 'set-burst' }, 'burst'), burst,
-    el('label', { for: 'set-mif' }, 'Most in flight'), mif, save);
+    el('label', { for: 'set-mif' }, 'Most in flight'), mif,
+    el('label', { for: 'set-delivery' }, 'Delivery'), delivery, save);
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     const body = {
       rate: perS.value === '' ? null : { per_s: Number(perS.value), burst: burst.value === '' ? Math.max(1, Math.ceil(Number(perS.value))) : Number(burst.value) },
       max_in_flight: mif.value === '' ? null : Number(mif.value),
+      delivery: delivery.value,
     };
     try {
       const v = await api('PUT', q(name), body);
-      toast(`${name}: limits saved`);
+      toast(`${name}: settings saved`);
       onSaved(v);
     } catch (err) { toast(err.message, true); }
   });
@@ -399,6 +406,9 @@ function settingsPanel(name, s, onSaved) {
       row('Most in flight', inFlight),
       row('Completed jobs kept', s.keep_done_ms ? duration(s.keep_done_ms) : 'no (deleted when done)'),
       row('Ids refused after done', s.dedupe_ms ? `for ${duration(s.dedupe_ms)}` : 'no'),
+      row('Delivery', push
+        ? 'push: `delayq serve --push` sends each job to its target; jobs without one need a default target'
+        : 'pull: workers claim the jobs; jobs with a target are refused', 'set-delivery-now'),
       row('Push target', el('span', { class: s.target ? 'mono' : '' }, target))),
     form,
     el('p', { class: 'muted', id: 'limits-note' }, may('admin')
