@@ -43,6 +43,9 @@ struct Inner {
     /// Throughput and lateness per queue, in memory: one process owns the store, so it sees
     /// every transition (lost on restart; totals count from the store's opening).
     series: Mutex<HashMap<QueueName, Ring>>,
+    /// Each queue's delivery as an enqueue checks it, read once: one process owns the store,
+    /// and `configure` (the only writer) replaces the entry.
+    deliveries: Mutex<HashMap<QueueName, crate::push::Admits>>,
 }
 
 /// "Now" of one operation in µs since the epoch, read on the store thread when the operation
@@ -306,8 +309,29 @@ impl EmbeddedBackend {
                 clock,
                 wakes: Mutex::default(),
                 series: Mutex::default(),
+                deliveries: Mutex::default(),
             }),
         })
+    }
+
+    /// The queue's delivery as an enqueue checks it (read from the store once).
+    pub(crate) async fn delivery(&self, queue: &QueueName) -> Result<crate::push::Admits> {
+        if let Some(d) = self.inner.deliveries.lock().expect("lock").get(queue) {
+            return Ok(*d);
+        }
+        let q = queue.to_string();
+        let d = self.exec(move |c, _| crate::push::delivery(c, &q)).await?;
+        self.remember_delivery(queue, d);
+        Ok(d)
+    }
+
+    /// Replaces the queue's cached delivery (`configure` just wrote it).
+    pub(crate) fn remember_delivery(&self, queue: &QueueName, d: crate::push::Admits) {
+        self.inner
+            .deliveries
+            .lock()
+            .expect("lock")
+            .insert(queue.clone(), d);
     }
 
     /// The store's clock, µs since the Unix epoch.
@@ -374,15 +398,13 @@ impl EmbeddedBackend {
 
 impl Backend for EmbeddedBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        let delivery = self.delivery(queue).await?;
+        for j in &jobs {
+            delivery.admits(queue.as_str(), j.target.is_some())?;
+        }
         let q = queue.to_string();
         let out = self
-            .exec_waking(queue, move |c, now| {
-                let delivery = crate::push::delivery(c, &q)?;
-                for j in &jobs {
-                    delivery.admits(&q, j.target.is_some())?;
-                }
-                insert(c, &q, jobs, now.ms())
-            })
+            .exec_waking(queue, move |c, now| insert(c, &q, jobs, now.ms()))
             .await?;
         let created = out.iter().filter(|e| e.created).count() as u64;
         self.count(

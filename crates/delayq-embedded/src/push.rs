@@ -48,6 +48,16 @@ pub(crate) fn settings(c: &Connection, q: &str) -> Result<(DeliveryMode, Option<
     Ok((delivery, target))
 }
 
+impl Admits {
+    /// The delivery of settings `s`.
+    pub(crate) fn of(s: &delayq::QueueSettings) -> Self {
+        Self {
+            mode: s.delivery,
+            default_target: s.target.is_some(),
+        }
+    }
+}
+
 /// What an enqueue on `q` checks its jobs' targets against.
 pub(crate) fn delivery(c: &Connection, q: &str) -> Result<Admits> {
     let (mode, target) = settings(c, q)?;
@@ -58,6 +68,7 @@ pub(crate) fn delivery(c: &Connection, q: &str) -> Result<Admits> {
 }
 
 /// A queue's delivery, as an enqueue checks it.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Admits {
     mode: DeliveryMode,
     default_target: bool,

@@ -2,7 +2,8 @@
 //! nine connections in ten as the answer comes back) store each job once when they give it an
 //! id — and the same retries without an id store duplicates, which is why every client we ship
 //! gives each job an id before its first try. `DELAYQ_F6_IDS` sets the number of jobs (the
-//! published run: 1,000, about 10,000 attempts).
+//! published run: 1,000, about 10,000 attempts). A client that has no id to give sends an
+//! `Idempotency-Key` instead.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,6 +14,7 @@ use delayq_http::{AppState, HttpConfig};
 use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
 use delayq_test_support::proxy::Proxy;
+use serde_json::{Value, json};
 
 /// One enqueue over a fresh connection; `None` when the answer never came.
 fn enqueue(port: u16, body: &str) -> Option<u16> {
@@ -108,4 +110,57 @@ async fn retries_with_an_id_store_each_job_once() {
     );
     let _ = stop.send(());
     let _ = task.await;
+}
+
+/// A retried id-less enqueue with the same `Idempotency-Key` stores one job (a batch: one per
+/// position); a bad key is refused.
+#[tokio::test]
+async fn idempotency_keys_make_id_less_enqueues_safe_to_retry() {
+    use tower::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap();
+    let state = AppState::new(backend, HttpConfig::default(), None);
+    let router = delayq_http::router(state);
+    let post = |key: &str, body: Value| {
+        let router = router.clone();
+        let key = key.to_owned();
+        async move {
+            let req = axum::http::Request::post("/v1/queues/idem/jobs")
+                .header("host", "localhost")
+                .header("content-type", "application/json")
+                .header("idempotency-key", key)
+                .body(axum::body::Body::from(body.to_string()))
+                .unwrap();
+            let resp = router.oneshot(req).await.unwrap();
+            let status = resp.status().as_u16();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    let (s, first) = post("k-1", json!({"payload": 1})).await;
+    assert_eq!(s, 201, "{first}");
+    assert_eq!(first["id"], "idem:k-1");
+    let (s, again) = post("k-1", json!({"payload": 1})).await;
+    assert_eq!(
+        (s, again["created"].as_bool()),
+        (200, Some(false)),
+        "{again}"
+    );
+    // A job's own id wins; in a batch the others get one per position.
+    let (s, batch) = post("k-2", json!([{"payload": 1}, {"id": "own", "payload": 2}])).await;
+    assert_eq!(s, 201, "{batch}");
+    assert_eq!(
+        (batch[0]["id"].as_str(), batch[1]["id"].as_str()),
+        (Some("idem:k-2:0"), Some("own"))
+    );
+    let (s, again) = post("k-2", json!([{"payload": 1}, {"id": "own", "payload": 2}])).await;
+    assert_eq!(s, 200, "{again}");
+    let (s, bad) = post(&"x".repeat(201), json!({"payload": 1})).await;
+    assert_eq!(
+        (s, bad["code"].as_str()),
+        (400, Some("invalid_job_id")),
+        "{bad}"
+    );
 }
