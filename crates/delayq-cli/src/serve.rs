@@ -28,6 +28,15 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<Token>> {
             a.listen
         );
     }
+    let l = &a.limits;
+    let long_lived = l.max_streams_total + l.max_long_polls_total;
+    if l.max_connections <= long_lived {
+        bail!(
+            "--max-connections {} must be above --max-streams-total + --max-long-polls-total \
+             ({long_lived}): short requests need connections the long-lived ones cannot take",
+            l.max_connections
+        );
+    }
     for s in a.push.secrets.iter().filter(|s| !s.trim().is_empty()) {
         delayq_push::Secret::parse(s.trim()).context("--push-secret / DELAYQ_PUSH_SECRETS")?;
     }
@@ -118,14 +127,6 @@ async fn run_on(
         max_long_polls_total: a.limits.max_long_polls_total,
         ..HttpConfig::default()
     };
-    let long_lived = config.max_streams_total + config.max_long_polls_total;
-    if config.max_connections <= long_lived {
-        bail!(
-            "--max-connections {} must be above --max-streams-total + --max-long-polls-total \
-             ({long_lived}): short requests need connections the long-lived ones cannot take",
-            config.max_connections
-        );
-    }
     raise_fd_limit(config.max_connections);
     let auth = if config.tokens.is_empty() {
         "no auth"

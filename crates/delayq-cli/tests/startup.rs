@@ -202,3 +202,25 @@ fn a_start_during_a_sentinel_failover_waits_for_the_promotion() {
         set.replica.command(&["HEXISTS", "dq:{f}:jobs", "j"]) == "0"
     });
 }
+
+/// Limits that would let long-lived requests take every connection are refused before
+/// anything starts (and before any wait for Redis).
+#[test]
+fn serve_refuses_limits_that_leave_short_requests_no_room() {
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis",
+            "redis://127.0.0.1:1",
+            "serve",
+            "--max-connections",
+            "1000",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("--max-connections 1000 must be above"),
+        "{text}"
+    );
+}

@@ -443,7 +443,12 @@ async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
     // The look-up's first sentinel connection is dropped unanswered.
     proxy.refuse_next(1);
     let attempt = async {
-        let b = RedisBackend::connect(&url).await?;
+        // One attempt (a connect retries by default, and would then wait the failover out).
+        let once = ConnectOptions {
+            connect_timeout: Some(Duration::ZERO),
+            ..ConnectOptions::new(&url)
+        };
+        let b = RedisBackend::connect_with(once).await?;
         Producer::new(b, QueueName::new("unanswered").unwrap())
             .enqueue(NewJob::new("x").id(delayq::JobId::new("mid").unwrap()))
             .await
