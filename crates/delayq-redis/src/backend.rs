@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use delayq::limits::truncate_error;
 use delayq::{
@@ -22,7 +22,7 @@ use crate::record;
 use crate::reply::{Reply, array, bytes, int, job_id, reply};
 use crate::route::{Delivery, Route, Routes, group};
 use crate::scripts::{self, ScriptDef};
-use crate::target::{self, ConnectOptions, Target};
+use crate::target::Target;
 use crate::wake::WakeHub;
 
 /// Most jobs leased in one claim (bounded by Lua's `unpack` limit and by reply size).
@@ -55,58 +55,11 @@ pub(crate) struct Inner {
 }
 
 impl RedisBackend {
-    /// Connects to `url` (any form of [`ConnectOptions::url`]). Must be called inside a Tokio
-    /// runtime.
-    pub async fn connect(url: &str) -> std::result::Result<Self, crate::Error> {
-        Self::connect_with(ConnectOptions::new(url)).await
-    }
-
-    /// Connects with TLS files and a replica wait. The URL and the files are checked before
-    /// anything connects. While Redis cannot be reached it keeps trying with backoff (100 ms
-    /// doubling to 2 s) for [`ConnectOptions::connect_timeout`], logging why at most every 5 s
-    /// (a `tracing` warning).
-    pub async fn connect_with(opts: ConnectOptions) -> std::result::Result<Self, crate::Error> {
-        let mut last_log: Option<Instant> = None;
-        Self::connect_retrying(opts, move |e| {
-            if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
-                last_log = Some(Instant::now());
-                tracing::warn!(error = %e, "Redis not reachable yet; retrying");
-            }
-        })
-        .await
-    }
-
-    /// [`RedisBackend::connect_with`], telling `on_retry` each failed attempt that will be
-    /// retried (what `delayq serve` answers `/readyz` with meanwhile).
-    pub async fn connect_retrying(
-        opts: ConnectOptions,
-        mut on_retry: impl FnMut(&crate::Error),
-    ) -> std::result::Result<Self, crate::Error> {
-        let target = target::parse(&opts)?;
-        let deadline = opts.connect_timeout.map(|t| Instant::now() + t);
-        let mut delay = Duration::from_millis(100);
-        let conn = loop {
-            match Conn::connect(target.clone()).await {
-                Ok(c) => break c,
-                Err(cause) => {
-                    let retry = error::worth_retrying(&cause);
-                    let e = crate::Error::Connect {
-                        url: target.shown.clone(),
-                        cause,
-                    };
-                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                    if !retry || left == Some(Duration::ZERO) {
-                        return Err(e);
-                    }
-                    on_retry(&e);
-                    tokio::time::sleep(left.map_or(delay, |l| l.min(delay))).await;
-                    delay = (delay * 2).min(Duration::from_secs(2));
-                }
-            }
-        };
+    /// The backend over a connection just made to `target`.
+    pub(crate) fn over(conn: Conn, target: Target) -> Self {
         let sharded_pubsub = conn.is_cluster();
         let hub = WakeHub::start(target);
-        Ok(Self {
+        Self {
             inner: Arc::new(Inner {
                 conn,
                 hub,
@@ -115,7 +68,7 @@ impl RedisBackend {
                 nodes: Default::default(),
                 push_marked: Default::default(),
             }),
-        })
+        }
     }
 
     /// The command connection, for tools that need plain commands (`INFO`, …); on a Cluster

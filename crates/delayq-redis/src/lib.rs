@@ -27,6 +27,7 @@
 
 mod backend;
 mod conn;
+mod connect;
 pub mod error;
 mod gate;
 mod inspect;
