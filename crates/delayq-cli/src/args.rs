@@ -517,8 +517,7 @@ pub(crate) struct ServeArgs {
     /// Connection and long-lived request budgets.
     #[command(flatten)]
     pub limits: LimitArgs,
-    /// Push: deliver the due jobs of push queues (jobs with a `target`, queues with a default
-    /// target) as HTTP requests.
+    /// Push: deliver the due jobs of push queues (`delivery: push`) as HTTP requests.
     #[command(flatten)]
     pub push: PushArgs,
 }
@@ -556,9 +555,10 @@ pub(crate) struct LimitArgs {
 
 /// The pusher of `delayq serve --push`.
 #[derive(Args, Debug)]
+#[command(next_help_heading = "Push delivery")]
 pub(crate) struct PushArgs {
-    /// Deliver jobs that carry an HTTP target (and queues with a default target) by pushing
-    /// them at their due time.
+    /// Deliver the jobs of push queues (`queue set Q --delivery push`) by sending each to its
+    /// HTTP target (or the queue's default) at its due time.
     #[arg(long)]
     pub push: bool,
     /// Signing secret `whsec_<base64>` (Standard Webhooks; repeatable: requests carry a
