@@ -188,6 +188,13 @@ pub async fn require_token<B: Send + Sync + 'static>(
         .into_response();
     }
     req.extensions_mut().insert(Caller(token.scope));
+    // Budgets count per token: the one that matched, however its header was spelled.
+    let at = tokens
+        .iter()
+        .position(|t| std::ptr::eq(t, token))
+        .unwrap_or_default();
+    req.extensions_mut()
+        .insert(crate::budget::CallerKey(format!("token {at}")));
     next.run(req).await
 }
 

@@ -7,8 +7,6 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use axum::http::{HeaderMap, header};
-
 /// Which long-lived request a budget counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -107,21 +105,18 @@ impl Drop for Slot {
 #[derive(Clone, Copy, Debug)]
 pub struct ClientAddr(pub IpAddr);
 
-/// The caller a budget counts: the bearer token when the server has tokens, else the client
-/// address (everyone driven without one shares "").
-pub(crate) fn caller_key(
-    tokens_required: bool,
-    headers: &HeaderMap,
-    addr: Option<&ClientAddr>,
-) -> String {
-    if tokens_required {
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned()
-    } else {
-        addr.map(|a| a.0.to_string()).unwrap_or_default()
+/// The caller a budget counts, when [`crate::auth::require_token`] found its token (the
+/// token's place in the configured list: `Bearer x` and `bearer  x` are one caller).
+#[derive(Clone, Debug)]
+pub(crate) struct CallerKey(pub String);
+
+/// The caller a budget counts: its token when the server has tokens, else its client address
+/// (everyone driven without one — the router used in process — shares "").
+pub(crate) fn caller_key(ext: &axum::http::Extensions) -> String {
+    match (ext.get::<CallerKey>(), ext.get::<ClientAddr>()) {
+        (Some(k), _) => k.0.clone(),
+        (None, Some(a)) => a.0.to_string(),
+        (None, None) => String::new(),
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{Extensions, HeaderMap};
+use axum::http::Extensions;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use delayq::{Backend, Inspect, QueueName};
 use futures_util::Stream;
@@ -129,11 +129,10 @@ struct Events {
 )]
 pub async fn events<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
-    headers: HeaderMap,
     ext: Extensions,
     QueuePath(q): QueuePath,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let slot = st.long_lived(crate::budget::Kind::Stream, &headers, &ext)?;
+    let slot = st.long_lived(crate::budget::Kind::Stream, &ext)?;
     let start = Events {
         actions: st.inner.actions.subscribe(),
         shutdown: st.inner.shutdown.clone(),

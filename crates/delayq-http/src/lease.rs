@@ -30,7 +30,6 @@ const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 )]
 pub async fn claim<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
-    headers: axum::http::HeaderMap,
     ext: axum::http::Extensions,
     QueuePath(q): QueuePath,
     ApiJson(req): ApiJson<ClaimRequest>,
@@ -58,7 +57,7 @@ pub async fn claim<B: Backend + Inspect>(
     let _slot = if wait.is_zero() {
         None
     } else {
-        Some(st.long_lived(crate::budget::Kind::LongPoll, &headers, &ext)?)
+        Some(st.long_lived(crate::budget::Kind::LongPoll, &ext)?)
     };
     // Registered before the first claim: a cut that overtakes it still ends the poll.
     let cut = poll_id

@@ -158,15 +158,10 @@ impl<B: Backend + Inspect> AppState<B> {
     pub(crate) fn long_lived(
         &self,
         kind: crate::budget::Kind,
-        headers: &axum::http::HeaderMap,
         ext: &axum::http::Extensions,
     ) -> Result<crate::budget::Slot, crate::ApiError> {
         use crate::budget::{Full, Kind};
-        let key = crate::budget::caller_key(
-            !self.inner.config.tokens.is_empty(),
-            headers,
-            ext.get::<crate::budget::ClientAddr>(),
-        );
+        let key = crate::budget::caller_key(ext);
         let conn = ext.get::<Arc<crate::budget::ConnTrack>>().cloned();
         let (budget, code, what) = match kind {
             Kind::Stream => (

@@ -143,6 +143,14 @@ async fn full_budgets_leave_room_for_health_checks_claims_and_admins() {
         refused[0]
     );
     assert_eq!(state.open_streams(), 32);
+    // The same token spelled otherwise (the scheme is case-insensitive) is the same caller.
+    for spelled in ["bearer attacker", "BEARER  attacker"] {
+        let req = format!(
+            "GET /v1/queues/q/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: {spelled}\r\n\r\n"
+        );
+        let (more, refused) = open_many(addr, 2, req).await;
+        assert_eq!((more.len(), refused.len()), (0, 2), "{spelled}");
+    }
     // The whole server's budget: another caller gets the 8 places left, then 429.
     let (others, refused2) = open_many(addr, 10, get("/v1/queues/q/events", "viewer")).await;
     assert_eq!((others.len(), refused2.len()), (8, 2));
