@@ -237,11 +237,10 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
         } => {
             let mut s = b.settings(&name).await?;
             if let Some(t) = target.target()? {
-                s.target = Some(t);
-                s.delivery = delayq::DeliveryMode::Push;
+                s.set_target(Some(t));
             }
             if no_target {
-                s.target = None;
+                s.set_target(None);
             }
             if let Some(d) = delivery {
                 s.delivery = d.parse()?;

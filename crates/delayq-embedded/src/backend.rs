@@ -45,7 +45,7 @@ struct Inner {
     series: Mutex<HashMap<QueueName, Ring>>,
     /// Each queue's delivery as an enqueue checks it, read once: one process owns the store,
     /// and `configure` (the only writer) replaces the entry.
-    deliveries: Mutex<HashMap<QueueName, crate::push::Admits>>,
+    deliveries: Mutex<HashMap<QueueName, delayq::DeliveryRule>>,
 }
 
 /// "Now" of one operation in µs since the epoch, read on the store thread when the operation
@@ -315,7 +315,7 @@ impl EmbeddedBackend {
     }
 
     /// The queue's delivery as an enqueue checks it (read from the store once).
-    pub(crate) async fn delivery(&self, queue: &QueueName) -> Result<crate::push::Admits> {
+    pub(crate) async fn delivery(&self, queue: &QueueName) -> Result<delayq::DeliveryRule> {
         if let Some(d) = self.inner.deliveries.lock().expect("lock").get(queue) {
             return Ok(*d);
         }
@@ -326,7 +326,7 @@ impl EmbeddedBackend {
     }
 
     /// Replaces the queue's cached delivery (`configure` just wrote it).
-    pub(crate) fn remember_delivery(&self, queue: &QueueName, d: crate::push::Admits) {
+    pub(crate) fn remember_delivery(&self, queue: &QueueName, d: delayq::DeliveryRule) {
         self.inner
             .deliveries
             .lock()

@@ -335,7 +335,7 @@ impl Inspect for EmbeddedBackend {
             push::set(c, &q, stored.delivery, stored.target.as_ref())
         })
         .await?;
-        self.remember_delivery(queue, push::Admits::of(&s));
+        self.remember_delivery(queue, s.delivery_rule());
         // Consumers sleeping on the old limits look again.
         self.wake(queue);
         Ok(s)

@@ -1,13 +1,10 @@
 //! Queues' delivery on the embedded store (the `push_queues` table): which queues HTTP
 //! pushers deliver, and each one's default target.
 
-use delayq::{DeliveryMode, Error, QueueName, Result, Target};
+use delayq::{DeliveryMode, DeliveryRule, Error, QueueName, Result, Target};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::sql;
-
-/// The SQL condition of a push queue's row (rows from before the setting: a default target).
-const IS_PUSH: &str = "(delivery = 'push' OR (delivery IS NULL AND target IS NOT NULL))";
 
 /// Stores the queue's delivery and default target (`None` removes it).
 pub(crate) fn set(
@@ -41,50 +38,23 @@ pub(crate) fn settings(c: &Connection, q: &str) -> Result<(DeliveryMode, Option<
     let target = target
         .map(|t| Target::from_json(t.as_bytes()).map_err(|e| Error::Backend(e.to_string())))
         .transpose()?;
-    let delivery = match delivery {
-        Some(d) => d.parse()?,
-        None => DeliveryMode::legacy(target.is_some()),
-    };
+    let delivery = DeliveryMode::stored(delivery.as_deref(), target.is_some())?;
     Ok((delivery, target))
 }
 
-impl Admits {
-    /// The delivery of settings `s`.
-    pub(crate) fn of(s: &delayq::QueueSettings) -> Self {
-        Self {
-            mode: s.delivery,
-            default_target: s.target.is_some(),
-        }
-    }
-}
-
 /// What an enqueue on `q` checks its jobs' targets against.
-pub(crate) fn delivery(c: &Connection, q: &str) -> Result<Admits> {
+pub(crate) fn delivery(c: &Connection, q: &str) -> Result<DeliveryRule> {
     let (mode, target) = settings(c, q)?;
-    Ok(Admits {
+    Ok(DeliveryRule {
         mode,
         default_target: target.is_some(),
     })
-}
-
-/// A queue's delivery, as an enqueue checks it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Admits {
-    mode: DeliveryMode,
-    default_target: bool,
-}
-
-impl Admits {
-    /// Refuses a job whose target does not fit the queue's delivery.
-    pub(crate) fn admits(&self, q: &str, has_target: bool) -> Result<()> {
-        Ok(self.mode.admits(q, has_target, self.default_target)?)
-    }
 }
 
 /// Every push queue, by name.
 pub(crate) fn queues(c: &Connection) -> Result<Vec<QueueName>> {
     crate::rows::queue_names(
         c,
-        &format!("SELECT queue FROM push_queues WHERE {IS_PUSH} ORDER BY queue"),
+        "SELECT queue FROM push_queues WHERE delivery = 'push' ORDER BY queue",
     )
 }

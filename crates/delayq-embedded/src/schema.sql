@@ -63,9 +63,9 @@ CREATE TABLE IF NOT EXISTS schedules (
   next_ms INTEGER NOT NULL,
   PRIMARY KEY (queue, name)
 );
--- Queues' delivery settings (delayq::DeliveryMode): `delivery` 'push' or 'pull' (NULL: a row
--- written before the setting existed — push when it has a default target), `target` the
--- default push target (JSON; NULL: none). A queue without a row is a pull queue.
+-- Queues' delivery settings (delayq::DeliveryMode): `delivery` 'push' or 'pull' (rows written
+-- before the setting existed get theirs when the store is opened: store.rs, `migrate`),
+-- `target` the default push target (JSON; NULL: none). A queue without a row is pull.
 CREATE TABLE IF NOT EXISTS push_queues (
   queue    TEXT PRIMARY KEY,
   target   TEXT,

@@ -175,7 +175,13 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     if !push.iter().any(|c| c == "delivery") {
-        conn.execute_batch("ALTER TABLE push_queues ADD COLUMN delivery TEXT")?;
+        // Rows from before the setting: a queue with a default target was made a push queue
+        // by an admin and stays one; the others are pull (delayq::DeliveryMode::stored).
+        conn.execute_batch(
+            "ALTER TABLE push_queues ADD COLUMN delivery TEXT; \
+             UPDATE push_queues SET delivery = \
+               CASE WHEN target IS NOT NULL THEN 'push' ELSE 'pull' END;",
+        )?;
     }
     Ok(())
 }

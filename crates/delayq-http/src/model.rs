@@ -611,8 +611,6 @@ impl SettingsPatch {
     pub fn apply(&self, current: delayq::QueueSettings) -> delayq::QueueSettings {
         let mut s = delayq::QueueSettings {
             shards: self.shards.unwrap_or(current.shards),
-            lane: current.lane,
-            lane_window_ms: current.lane_window_ms,
             rate: self.rate.map_or(current.rate, |r| {
                 r.map(|r| delayq::Rate {
                     per_s: r.per_s,
@@ -624,16 +622,14 @@ impl SettingsPatch {
                 keep_done_ms: self.keep_done_ms.unwrap_or(current.retention.keep_done_ms),
                 dedupe_ms: self.dedupe_ms.unwrap_or(current.retention.dedupe_ms),
             },
-            target: match &self.target {
-                Some(t) => t.clone().map(Into::into),
-                None => current.target,
-            },
-            delivery: match (self.delivery, &self.target) {
-                (Some(d), _) => d,
-                (None, Some(Some(_))) => delayq::DeliveryMode::Push,
-                (None, _) => current.delivery,
-            },
+            ..current
         };
+        if let Some(t) = &self.target {
+            s.set_target(t.clone().map(Into::into));
+        }
+        if let Some(d) = self.delivery {
+            s.delivery = d;
+        }
         s.set_lane(self.lane, self.lane_window_ms);
         s
     }

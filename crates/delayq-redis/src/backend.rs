@@ -20,7 +20,7 @@ use crate::error::{self, shape};
 use crate::keys::{self, Keys, shard_of};
 use crate::record;
 use crate::reply::{Reply, array, bytes, int, job_id, reply};
-use crate::route::{Delivery, Route, Routes, group};
+use crate::route::{Route, Routes, group};
 use crate::scripts::{self, ScriptDef};
 use crate::target::Target;
 use crate::wake::WakeHub;
@@ -161,7 +161,10 @@ impl RedisBackend {
 
     /// The shard count (1 when none is stored), the lane flag and the delivery in the queue's
     /// settings.
-    pub(crate) async fn stored_layout(&self, queue: &QueueName) -> Result<(u32, bool, Delivery)> {
+    pub(crate) async fn stored_layout(
+        &self,
+        queue: &QueueName,
+    ) -> Result<(u32, bool, delayq::DeliveryRule)> {
         let (generation, mut live) = self.inner.conn.get();
         // (`target` only for whether one is set: `HEXISTS` would be a second round trip.)
         let (shards, lane, delivery, target): (
@@ -181,12 +184,8 @@ impl RedisBackend {
                 self.inner.conn.failed(generation, &e);
                 error::map(e)
             })?;
-        let mode = match delivery {
-            Some(d) => d.parse()?,
-            None => delayq::DeliveryMode::legacy(target.is_some()),
-        };
-        let delivery = Delivery {
-            mode,
+        let delivery = delayq::DeliveryRule {
+            mode: delayq::DeliveryMode::stored(delivery.as_deref(), target.is_some())?,
             default_target: target.is_some(),
         };
         Ok((shards.unwrap_or(1).max(1), lane == Some(1), delivery))
@@ -566,7 +565,7 @@ impl Backend for RedisBackend {
         let route = self.route(queue).await?;
         let delivery = route.delivery();
         for j in &jobs {
-            delivery.admits(queue, j.target.is_some())?;
+            delivery.admits(queue.as_str(), j.target.is_some())?;
         }
         let with_ids = jobs.into_iter().map(|mut job| {
             let id = job.id.take().unwrap_or_else(JobId::generate);

@@ -14,7 +14,6 @@ use crate::backend::{RedisBackend, arg};
 use crate::error::{self, shape};
 use crate::keys::{self, Keys};
 use crate::reply::{Reply, array, bytes, int, job_id, job_info, reply, state};
-use crate::route::Delivery;
 use crate::scripts;
 
 /// Jobs per script call when requeueing or purging all dead jobs (keeps each call short).
@@ -352,10 +351,11 @@ impl Inspect for RedisBackend {
             .query_async(&mut conn)
             .await
             .map_err(error::map)?;
-        let num = |f: &str| {
+        let text = |f: &str| {
             let i = fields.iter().position(|x| *x == f)?;
-            values.get(i)?.as_deref()?.parse::<f64>().ok()
+            values.get(i)?.as_deref()
         };
+        let num = |f: &str| text(f)?.parse::<f64>().ok();
         let rate = match (num("rate_per_s"), num("rate_burst")) {
             (Some(per_s), Some(burst)) => Some(Rate {
                 per_s,
@@ -363,18 +363,11 @@ impl Inspect for RedisBackend {
             }),
             _ => None,
         };
-        let delivery = values
-            .get(fields.len() - 2)
-            .and_then(Option::as_deref)
-            .map(str::parse::<delayq::DeliveryMode>)
-            .transpose()?;
-        let target = values
-            .get(fields.len() - 1)
-            .and_then(Option::as_deref)
+        let target = text("target")
             .map(|t| delayq::Target::from_json(t.as_bytes()))
             .transpose()?;
         Ok(QueueSettings {
-            delivery: delivery.unwrap_or(delayq::DeliveryMode::legacy(target.is_some())),
+            delivery: delayq::DeliveryMode::stored(text("delivery"), target.is_some())?,
             target,
             shards: num("shards").map_or(1, |n| (n as u32).max(1)),
             lane: num("lane") == Some(1.0),
@@ -506,7 +499,7 @@ impl Inspect for RedisBackend {
         }
         self.inner
             .routes
-            .loaded(queue, s.shards, s.lane, Delivery::of(&s));
+            .loaded(queue, s.shards, s.lane, s.delivery_rule());
         let lim = s.shard_limits();
         let args = vec![
             arg(lim.per_s.unwrap_or(0.0)),

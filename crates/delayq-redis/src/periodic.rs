@@ -28,7 +28,7 @@ impl Schedules for RedisBackend {
         self.route(queue)
             .await?
             .delivery()
-            .admits(queue, info.spec.target.is_some())?;
+            .admits(queue.as_str(), info.spec.target.is_some())?;
         let mut conn = self.connection();
         // The definition first: a ticker lists names from cronnext, so it never sees a next
         // fire without its definition.

@@ -4,11 +4,11 @@
 //! first, instead of polling every shard.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayq::QueueName;
+use delayq::{DeliveryMode, DeliveryRule, QueueName};
 use tokio::sync::watch;
 
 use crate::keys::Keys;
@@ -20,43 +20,20 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(5);
 /// "No job and no lease in this shard" (until a wake-up says otherwise).
 const EMPTY: u64 = u64::MAX;
 
-/// What an enqueue needs of a queue's delivery setting: its mode and whether the queue has a
-/// default target (read with the shard count, cached as long).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Delivery {
-    pub mode: delayq::DeliveryMode,
-    pub default_target: bool,
+/// A queue's delivery rule packed into the route's atomic byte: bit 0 push, bit 1 a default
+/// target.
+fn pack(d: DeliveryRule) -> u8 {
+    u8::from(d.mode == DeliveryMode::Push) | (u8::from(d.default_target) << 1)
 }
 
-impl Delivery {
-    /// The delivery of `s`.
-    pub(crate) fn of(s: &delayq::QueueSettings) -> Self {
-        Self {
-            mode: s.delivery,
-            default_target: s.target.is_some(),
-        }
-    }
-
-    fn code(self) -> u8 {
-        u8::from(self.mode == delayq::DeliveryMode::Push) | (u8::from(self.default_target) << 1)
-    }
-
-    fn from_code(c: u8) -> Self {
-        Self {
-            mode: if c & 1 == 1 {
-                delayq::DeliveryMode::Push
-            } else {
-                delayq::DeliveryMode::Pull
-            },
-            default_target: c & 2 == 2,
-        }
-    }
-
-    /// Refuses a job whose target does not fit (`InvalidInput::Delivery`).
-    pub(crate) fn admits(self, queue: &QueueName, has_target: bool) -> delayq::Result<()> {
-        Ok(self
-            .mode
-            .admits(queue.as_str(), has_target, self.default_target)?)
+fn unpack(c: u8) -> DeliveryRule {
+    DeliveryRule {
+        mode: if c & 1 == 1 {
+            DeliveryMode::Push
+        } else {
+            DeliveryMode::Pull
+        },
+        default_target: c & 2 == 2,
     }
 }
 
@@ -69,8 +46,8 @@ pub(crate) struct Route {
     /// Whether the queue keeps a one-delay lane (`QueueSettings::lane`): its scripts are
     /// given the lane's index buckets.
     lane: AtomicBool,
-    /// The queue's delivery as last read ([`Delivery::code`]), checked by every enqueue.
-    delivery: std::sync::atomic::AtomicU8,
+    /// The queue's delivery rule as last read (packed: [`pack`]), checked by every enqueue.
+    delivery: AtomicU8,
     /// The index bucket the next claim sweeps (claim.lua), in turn.
     sweep: AtomicU32,
     /// Per shard: when (µs on [`Routes::now_us`]) it next has a due job or an expiring lease;
@@ -102,7 +79,7 @@ impl Route {
             shards,
             keys: (0..shards).map(|i| Keys::shard(queue, i, shards)).collect(),
             lane: AtomicBool::new(false),
-            delivery: std::sync::atomic::AtomicU8::new(0),
+            delivery: AtomicU8::new(0),
             sweep: AtomicU32::new(0),
             next: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             in_flight: (0..shards).map(|_| AtomicBool::new(false)).collect(),
@@ -120,9 +97,9 @@ impl Route {
         self.lane.load(Ordering::Relaxed)
     }
 
-    /// The queue's delivery as last read.
-    pub(crate) fn delivery(&self) -> Delivery {
-        Delivery::from_code(self.delivery.load(Ordering::Relaxed))
+    /// The queue's delivery rule as last read.
+    pub(crate) fn delivery(&self) -> DeliveryRule {
+        unpack(self.delivery.load(Ordering::Relaxed))
     }
 
     /// The lane's index bucket of each id, in order, for a script's extra keys (none when the
@@ -299,14 +276,14 @@ impl Routes {
         queue: &QueueName,
         shards: u32,
         lane: bool,
-        delivery: Delivery,
+        delivery: DeliveryRule,
     ) -> Arc<Route> {
         let mut map = self.map.lock().expect("routes lock");
         if let Some(r) = map.get(queue)
             && r.shards == shards.max(1)
         {
             r.lane.store(lane, Ordering::Relaxed);
-            r.delivery.store(delivery.code(), Ordering::Relaxed);
+            r.delivery.store(pack(delivery), Ordering::Relaxed);
             r.loaded_us.store(self.now_us(), Ordering::Relaxed);
             return r.clone();
         }
@@ -316,7 +293,7 @@ impl Routes {
             .unwrap_or_else(|| Arc::new(watch::channel(0).0));
         let route = Arc::new(Route::new(queue, shards, tx, self.now_us()));
         route.lane.store(lane, Ordering::Relaxed);
-        route.delivery.store(delivery.code(), Ordering::Relaxed);
+        route.delivery.store(pack(delivery), Ordering::Relaxed);
         // Consumers of the old layout claim again under the new one.
         route.tx.send_modify(|n| *n = n.wrapping_add(1));
         map.insert(queue.clone(), route.clone());
@@ -332,7 +309,7 @@ mod tests {
     fn due_shards_come_earliest_first_and_trust_needs_a_subscription() {
         let routes = Routes::new();
         let q = QueueName::new("q").unwrap();
-        let r = routes.loaded(&q, 4, false, Delivery::from_code(0));
+        let r = routes.loaded(&q, 4, false, DeliveryRule::default());
         r.learnt(0, 1_000, Some(Duration::from_micros(500)), 0); // due at 1500
         r.learnt(1, 1_000, None, 0); // empty
         r.learnt(2, 1_000, Some(Duration::ZERO), 0); // due at 1000
@@ -362,11 +339,11 @@ mod tests {
         r.learnt(3, 2_000, None, r.wakes(3));
         assert_eq!(r.due_shards(2_000), vec![1, 0, 2]);
         assert!(
-            Arc::ptr_eq(&r, &routes.loaded(&q, 4, false, Delivery::from_code(0))),
+            Arc::ptr_eq(&r, &routes.loaded(&q, 4, false, DeliveryRule::default())),
             "same count keeps the route"
         );
         assert_eq!(
-            routes.loaded(&q, 2, false, Delivery::from_code(0)).shards,
+            routes.loaded(&q, 2, false, DeliveryRule::default()).shards,
             2
         );
     }

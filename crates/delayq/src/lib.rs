@@ -75,6 +75,6 @@ pub use name::{JobId, QueueName};
 pub use periodic::{CatchUp, Firing, PeriodicInfo, PeriodicSpec, Schedules, Timing};
 pub use producer::Producer;
 pub use series::{Counts, QueueSeries};
-pub use settings::{DeliveryMode, Limits, QueueSettings, Rate};
+pub use settings::{DeliveryMode, DeliveryRule, Limits, QueueSettings, Rate};
 pub use target::Target;
 pub use ticker::Ticker;

@@ -70,34 +70,42 @@ impl DeliveryMode {
         }
     }
 
-    /// Stores written before the setting existed recorded none: a queue with a default
-    /// target was made a push queue by an admin and stays one; every other queue is pull.
-    pub fn legacy(has_default_target: bool) -> Self {
-        if has_default_target {
-            DeliveryMode::Push
-        } else {
-            DeliveryMode::Pull
+    /// The mode a store recorded (`None`: written before the setting existed — a queue with
+    /// a default target was made a push queue by an admin and stays one, every other queue
+    /// is pull).
+    pub fn stored(recorded: Option<&str>, has_default_target: bool) -> Result<Self, InvalidInput> {
+        match recorded {
+            Some(d) => d.parse(),
+            None if has_default_target => Ok(DeliveryMode::Push),
+            None => Ok(DeliveryMode::Pull),
         }
     }
+}
 
-    /// Whether a job with (`true`) or without a target may be enqueued on a queue of this
-    /// delivery (`has_default_target`: the queue's settings name one); the refusal otherwise.
-    pub fn admits(
-        self,
-        queue: &str,
-        job_has_target: bool,
-        has_default_target: bool,
-    ) -> Result<(), InvalidInput> {
-        match (self, job_has_target) {
+/// What an enqueue checks each job's target against: the queue's delivery and whether it has
+/// a default target (both stores cache it per queue).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryRule {
+    /// The queue's delivery.
+    pub mode: DeliveryMode,
+    /// Whether the queue has a default target (then a push queue takes jobs without one).
+    pub default_target: bool,
+}
+
+impl DeliveryRule {
+    /// Refuses a job with (`has_target`) or without a target that does not fit the queue: a
+    /// target on a pull queue, none on a push queue without a default target.
+    pub fn admits(self, queue: &str, has_target: bool) -> Result<(), InvalidInput> {
+        match (self.mode, has_target) {
             (DeliveryMode::Pull, true) => Err(InvalidInput::Delivery(format!(
                 "queue {queue} is a pull queue (its jobs are claimed by workers): a job with a \
                  target needs a push queue (PUT /v1/queues/{queue} {{\"delivery\":\"push\"}}, \
                  delayq queue set {queue} --delivery push)"
             ))),
-            (DeliveryMode::Push, false) if !has_default_target => {
+            (DeliveryMode::Push, false) if !self.default_target => {
                 Err(InvalidInput::Delivery(format!(
                     "queue {queue} is a push queue without a default target: each job needs a \
-                 target (or give the queue one: delayq queue set {queue} --target URL)"
+                     target (or give the queue one: delayq queue set {queue} --target URL)"
                 )))
             }
             _ => Ok(()),
@@ -163,6 +171,23 @@ impl QueueSettings {
             shards,
             ..Self::default()
         }
+    }
+
+    /// The rule an enqueue on this queue checks its jobs' targets against.
+    pub fn delivery_rule(&self) -> DeliveryRule {
+        DeliveryRule {
+            mode: self.delivery,
+            default_target: self.target.is_some(),
+        }
+    }
+
+    /// Sets the default push target (`None` removes it); giving a pull queue one makes it a
+    /// push queue (set `delivery` after this to say otherwise).
+    pub fn set_target(&mut self, target: Option<Target>) {
+        if target.is_some() {
+            self.delivery = DeliveryMode::Push;
+        }
+        self.target = target;
     }
 
     /// Sets the lane (`None`: as it is) and its window width (`None`: as it is — except that
@@ -267,6 +292,40 @@ pub struct Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_deliveries_read_back_and_old_queues_are_classified() {
+        assert_eq!(
+            DeliveryMode::stored(Some("push"), false),
+            Ok(DeliveryMode::Push)
+        );
+        assert_eq!(
+            DeliveryMode::stored(Some("pull"), true),
+            Ok(DeliveryMode::Pull)
+        );
+        // Upgrade: nothing recorded — a default target means an admin made it push.
+        assert_eq!(DeliveryMode::stored(None, true), Ok(DeliveryMode::Push));
+        assert_eq!(DeliveryMode::stored(None, false), Ok(DeliveryMode::Pull));
+        assert!(DeliveryMode::stored(Some("both"), false).is_err());
+        let rule = |mode, default_target| DeliveryRule {
+            mode,
+            default_target,
+        };
+        assert!(rule(DeliveryMode::Pull, false).admits("q", true).is_err());
+        assert!(rule(DeliveryMode::Pull, false).admits("q", false).is_ok());
+        assert!(rule(DeliveryMode::Push, false).admits("q", false).is_err());
+        assert!(rule(DeliveryMode::Push, true).admits("q", false).is_ok());
+        assert!(rule(DeliveryMode::Push, false).admits("q", true).is_ok());
+        let mut s = QueueSettings::default();
+        s.set_target(Some(Target::post("https://example.com/")));
+        assert_eq!(s.delivery_rule(), rule(DeliveryMode::Push, true));
+        s.set_target(None);
+        assert_eq!(
+            s.delivery_rule(),
+            rule(DeliveryMode::Push, false),
+            "stays push"
+        );
+    }
 
     #[test]
     fn limits_are_divided_among_shards() {
