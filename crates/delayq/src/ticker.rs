@@ -44,17 +44,22 @@ impl<S: Schedules> Ticker<S> {
             Some(q) => q.clone(),
             None => self.store.scheduled_queues().await?,
         };
-        let mut fired = 0;
-        let mut earliest: Option<u64> = None;
-        let mut now = 0;
+        let mut listed = Vec::with_capacity(queues.len());
         for q in queues {
             let schedules = self.store.schedules(&q).await?;
-            if schedules.is_empty() {
-                continue;
+            if !schedules.is_empty() {
+                listed.push((q, schedules));
             }
-            // Read after the schedules: a fire stored before this read is planned with a now
-            // past it (never early, never skipped as "not due yet" when it was).
-            now = self.store.clock_ms().await?;
+        }
+        if listed.is_empty() {
+            return Ok((0, None));
+        }
+        // One read of the store's clock a tick, after the schedules: a fire stored before it
+        // is planned with a now past it (never early, never skipped as "not due yet").
+        let now = self.store.clock_ms().await?;
+        let mut fired = 0;
+        let mut earliest: Option<u64> = None;
+        for (q, schedules) in listed {
             for s in schedules {
                 let mut next = s.next_ms;
                 if s.next_ms <= now {
