@@ -6,12 +6,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{Request, Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use axum::http::Request;
+use axum::response::{IntoResponse, Response};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
-use crate::error::{ErrorBody, ErrorCode};
+use crate::error::{ApiError, ErrorCode};
 
 /// Why the store is not reachable yet, as the last attempt found (shown by `/readyz`).
 pub type Reason = Arc<Mutex<String>>;
@@ -53,28 +53,19 @@ pub async fn while_starting<T>(
     }
 }
 
-fn answer(path: &str, reason: &str) -> Response<Full<Bytes>> {
+fn answer(path: &str, reason: &str) -> Response {
     if path == "/healthz" {
-        return Response::new(Full::from("ok\n"));
+        return "ok\n".into_response();
     }
     let what = if path == "/readyz" {
         "not ready"
     } else {
         "starting"
     };
-    let body = ErrorBody {
-        code: ErrorCode::Unavailable.as_str().to_owned(),
-        message: format!("{what}: the store is not reachable yet ({reason}); retry"),
-        state: None,
-    };
-    let json = serde_json::to_vec(&body).unwrap_or_default();
-    let mut resp = Response::new(Full::from(json));
-    *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    h.insert(header::RETRY_AFTER, header::HeaderValue::from(1));
-    resp
+    ApiError::new(
+        ErrorCode::Unavailable,
+        format!("{what}: the store is not reachable yet ({reason}); retry"),
+    )
+    .retry_after(1)
+    .into_response()
 }
