@@ -391,15 +391,19 @@ impl Inspect for RedisBackend {
     }
 
     /// The registry's queues whose settings say push (a queue set back to pull stays in the
-    /// registry, as every queue ever pushed does).
+    /// registry, as every queue ever pushed does; another process's change is seen within the
+    /// routes' 5 s).
     async fn push_queues(&self) -> Result<Vec<QueueName>> {
-        let mut out = Vec::new();
-        for q in self.queue_registry(keys::PUSH_QUEUES).await? {
-            if self.settings(&q).await?.delivery == delayq::DeliveryMode::Push {
-                out.push(q);
-            }
-        }
-        Ok(out)
+        // Each queue's route holds its delivery (read with its layout, refreshed every 5 s):
+        // no settings read per queue at every discovery.
+        let listed = self.queue_registry(keys::PUSH_QUEUES).await?;
+        let routes = try_join_all(listed.iter().map(|q| self.route(q))).await?;
+        Ok(listed
+            .into_iter()
+            .zip(routes)
+            .filter(|(_, r)| r.delivery().mode == delayq::DeliveryMode::Push)
+            .map(|(q, _)| q)
+            .collect())
     }
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
