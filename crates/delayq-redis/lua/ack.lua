@@ -1,30 +1,28 @@
 -- ack.lua: acknowledges leased jobs: their records are deleted, or kept as done when a
 -- retention says so (common.lua: keep_done).
--- KEYS[1] lease  ZSET id -> lease deadline ms
--- KEYS[2] jobs   HASH id -> record
--- KEYS[3] stat   STRING paused flag, limits, retention and series of counts (common.lua)
--- KEYS[4] wake   channel of the queue's consumers (woken when a full max_in_flight frees)
--- KEYS[5] done   ZSET id -> when its retention ends (ms)
--- KEYS[6] lane      LIST the one-delay lane (lane.lua, above lane_entry)
--- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[8+] (a queue with a lane only) each pair's index bucket `ix:<b>`, in order
--- ARGV: pairs id, token
+-- Keys (declared in transitions/ack.rs, which generates the locals):
+-- lease     ZSET id -> lease deadline ms
+-- jobs      HASH id -> record
+-- stat      STRING paused flag, limits, retention and series of counts (common.lua)
+-- wake      channel of the queue's consumers (woken when a full max_in_flight frees)
+-- done      ZSET id -> when its retention ends (ms)
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
+-- Arguments: the tail `acks` of (id, token).
 -- Returns one code per pair: R_OK (acked), R_LOST (the job exists under another lease or
 -- none), R_MISSING (no such job); refused pairs change nothing.
 -- Safe to run twice: a second run finds the records gone (or done, with no token) and answers
 -- R_MISSING or R_LOST, changing nothing (a client that resends after a lost reply reads either
 -- as "done or cancelled").
-local lease, jobs, stat, wake, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
--- The first extra key (an index bucket), after the declared ones.
-local ix0 = 8
 local lane_of = nil
-if KEYS[ix0] then
-  lane_of = function(i) return { lane = KEYS[6], meta = KEYS[7], ix = KEYS[ix0 + i - 1] } end
+if ix_n > 0 then
+  lane_of = function(i) return { lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] } end
 end
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local now = now_ms()
 local ret = queue_retention(stat, lflags)
-local out, kept = ack_pairs(jobs, lease, ARGV, 1, #ARGV / 2, done, ret, now, lane_of)
+local out, kept = ack_pairs(jobs, lease, acks_item, acks_n, done, ret, now, lane_of)
 local acked = 0
 for i = 1, #out do
   if out[i] == R_OK then acked = acked + 1 end

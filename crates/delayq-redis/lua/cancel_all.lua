@@ -1,26 +1,25 @@
 -- cancel_all.lua: cancels waiting jobs of one kind, a bounded number per call.
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] jobs   HASH id -> record
--- KEYS[3] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[4] lane      LIST the one-delay lane (lane.lua, above lane_entry)
--- KEYS[5] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[6] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
--- KEYS[7] stat   STRING (the width of the lane's time windows at S_WIDTH)
--- ARGV[1] 'd' due jobs (due <= now) | 's' scheduled jobs (due later than now)
--- ARGV[2] most jobs in this call
--- Returns the number cancelled (fewer than ARGV[2]: none of that kind is left). The lane's
+-- Keys (declared in transitions/cancel_all.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- jobs      HASH id -> record
+-- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- stat      STRING (the width of the lane's time windows at S_WIDTH)
+-- Arguments: due_ones (true: due jobs, due <= now; false: scheduled jobs, due later than
+-- now), most (jobs in this call).
+-- Returns the number cancelled (fewer than `most`: none of that kind is left). The lane's
 -- jobs of that kind go first: the due ones are its first entries, the later ones its last,
 -- so they are cut off (LTRIM); their index entries are left behind (lane.lua: lane_find
 -- never trusts one whose entry is gone). Then the time windows' (lane.lua: win_key): a
 -- window wholly of that kind goes whole, its jobs' index entries with it; one across now
 -- loses its jobs of that kind entry by entry (tombstones). A call finishes the window it
--- began, so it may cancel up to WIN_MAX more than ARGV[2].
+-- began, so it may cancel up to WIN_MAX more than `most`.
 -- Safe to run twice: a second run cancels only jobs of that kind that exist then (the caller
 -- asked for all of them to go).
-local sched, jobs, ready = KEYS[1], KEYS[2], KEYS[3]
-local lane, lmeta, lgone, stat = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local lmeta, lgone = lanemeta, lanegone
 local now = now_ms()
-local most = tonumber(ARGV[2])
 local from_lane = 0
 local len = redis.call('LLEN', lane)
 if len > 0 then
@@ -29,11 +28,11 @@ if len > 0 then
   -- The live jobs among the first (the last) k entries, and the smallest k that holds `most`
   -- of them within the due (the later) entries, by binary search on the tombstone counts.
   local function live_of(k)
-    if ARGV[1] == 'd' then return k - lane_tombs(lgone, b, h, h + k - 1) end
+    if due_ones then return k - lane_tombs(lgone, b, h, h + k - 1) end
     return k - lane_tombs(lgone, b, h + len - k, h + len - 1)
   end
   local span = p
-  if ARGV[1] ~= 'd' then span = len - p end
+  if not due_ones then span = len - p end
   local k = span
   local live = live_of(span)
   if live > most then
@@ -44,7 +43,7 @@ if len > 0 then
     end
     k, live = lo, most
   end
-  if ARGV[1] == 'd' then
+  if due_ones then
     lane_trim(lane, lmeta, h, k)
   else
     if k > 0 then
@@ -66,7 +65,7 @@ local W = win_width(redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1), S_FLAGS)
 if W > 0 then
   local wk, tombs = wins_key(lane), wtombs_key(lane)
   local lo, hi = '-inf', now
-  if ARGV[1] ~= 'd' then lo, hi = now - now % W, '+inf' end
+  if not due_ones then lo, hi = now - now % W, '+inf' end
   -- The windows of that kind, 64 at a time (those left after a pass: across now, or holding
   -- only the other kind's jobs or tombstones, are passed by the next one's `lo`).
   while most > 0 do
@@ -75,7 +74,7 @@ if W > 0 then
       if most <= 0 then break end
       local start = tonumber(m)
       -- Wholly of that kind: due (its last ms is past), or scheduled (it starts after now).
-      local whole = (ARGV[1] == 'd' and start + W - 1 <= now) or (ARGV[1] ~= 'd' and start > now)
+      local whole = (due_ones and start + W - 1 <= now) or (not due_ones and start > now)
       local key = win_key(lane, m)
       local ents = redis.call('LRANGE', key, 0, -1)
       local gone, k = {}, 0
@@ -83,7 +82,7 @@ if W > 0 then
         local e = ents[pos]
         if not lane_dead(e) then
           local id, b, rec = win_entry(e)
-          if whole or ((ARGV[1] == 'd') == (rec_due(rec) <= now)) then
+          if whole or (due_ones == (rec_due(rec) <= now)) then
             win_gone(gone, b, id)
             if not whole then redis.call('LSET', key, pos - 1, '\0') end
             k = k + 1
@@ -108,7 +107,7 @@ if W > 0 then
   if most <= 0 then return from_lane end
 end
 local ids
-if ARGV[1] == 'd' then
+if due_ones then
   -- Due jobs of a queue with priorities wait in `ready` (all of them due).
   ids = redis.call('ZRANGE', ready, 0, most - 1)
   if #ids > 0 then

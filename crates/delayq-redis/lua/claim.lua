@@ -1,32 +1,33 @@
 -- claim.lua: acknowledges finished jobs, recovers expired leases, then leases due jobs.
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] lease  ZSET id -> lease deadline ms
--- KEYS[3] jobs   HASH id -> record
--- KEYS[4] dead   ZSET id -> failed_at ms
--- KEYS[5] fence  STRING counter of lease tokens (kept at or past server ms x 64)
--- KEYS[6] stat   STRING paused flag (lease nothing), limits (common.lua: limits_read) and
---                series of counts (common.lua: count)
--- KEYS[7] wake   channel of the queue's consumers (woken when a full max_in_flight frees)
--- KEYS[8] done   ZSET id -> when its retention ends (acked jobs kept as done)
--- KEYS[9] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
---                (common.lua: promote; only with L_PRIO)
--- KEYS[10] lane      LIST the one-delay lane (lane.lua, above lane_entry; only with L_LANE)
--- KEYS[11] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[12+] (a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids of
---          claimed lane jobs, then each ack pair's bucket, in order
--- ARGV[1] max jobs to lease
--- ARGV[2] default lease ms
--- ARGV[3] most expired leases to recover in this call
--- ARGV[4] number of acks k; then k pairs: id, token
+-- Keys (declared in transitions/claim.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- lease     ZSET id -> lease deadline ms
+-- jobs      HASH id -> record
+-- dead      ZSET id -> failed_at ms
+-- fence     STRING counter of lease tokens (kept at or past server ms x 64)
+-- stat      STRING paused flag (lease nothing), limits (common.lua: limits_read) and
+--           series of counts (common.lua: count)
+-- wake      channel of the queue's consumers (woken when a full max_in_flight frees)
+-- done      ZSET id -> when its retention ends (acked jobs kept as done)
+-- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+--           (common.lua: promote; only with L_PRIO)
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry; only with L_LANE)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- sweep     (tail; a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids
+--           of claimed lane jobs
+-- ix        (tail; a queue with a lane only) each ack's index bucket, in order
+-- Arguments: max (jobs to lease), default_lease (ms), reap_limit (most expired leases to
+-- recover in this call), then the tail `acks` of (id, token).
 -- A queue with a lane claims from the lane's head and `sched` in due order (a lane job's
 -- record moves to `jobs` as it is leased, so every later path finds it there); its time
 -- windows (lane.lua: win_promote) that start within a width move to `jobs` and `sched`
 -- first, PROMOTE_PER_CALL entries a call, and the next one's move counts as a due time.
 -- A due job past its expiry (record section F_EXPIRES) is dead-lettered with the error
 -- 'expired' instead of leased.
--- Returns { acks, jobs, next_us }:
---   acks: per ack pair R_OK (acked), R_LOST or R_MISSING (nothing changed)
---   jobs: flat, 4 per job: id, deadline ms, lease ms, record (attempt and token updated)
+-- Returns claim_reply{ acks, jobs, next_us }:
+--   acks: per ack R_OK (acked), R_LOST or R_MISSING (nothing changed)
+--   jobs: each leased job (push_leased): id, deadline ms, lease ms, record (attempt and token
+--   updated)
 --   next_us: µs from now until the next due job or lease expiry, -1 when there is none
 --   (µs so that a consumer can wake at the due time, not up to a millisecond after it); when
 --   a limit holds due jobs back, until the rate limit's next token (a full max_in_flight is
@@ -34,16 +35,8 @@
 -- Safe to run twice: the acks of a second run answer R_MISSING; it leases the next due jobs
 -- under new tokens (the first run's jobs stay leased until their leases expire and come back:
 -- at-least-once, never lost).
--- The first extra key (an index bucket), after the declared ones.
-local ix0 = 12
 -- Most lane entries one call reads past its max + 1 (tombstones of cancelled jobs).
 local lane_scan = 1024
-local sched, lease, jobs, dead, fence, stat, wake, done, ready =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local max = tonumber(ARGV[1])
-local default_lease = tonumber(ARGV[2])
-local reap_limit = tonumber(ARGV[3])
-local k = tonumber(ARGV[4])
 local now_exact_us = now_us()
 local now = math.floor(now_exact_us / 1000)
 
@@ -52,12 +45,12 @@ local is_paused = string.byte(flags, 1) == 1
 if is_paused then max = 0 end
 local lflags = string.byte(flags, 2) or 0
 local ret = nil
-if k > 0 then ret = queue_retention(stat, lflags) end
+if acks_n > 0 then ret = queue_retention(stat, lflags) end
 local lane_of = nil
-if KEYS[ix0] then
-  lane_of = function(i) return { lane = KEYS[10], meta = KEYS[11], ix = KEYS[ix0 + i] } end
+if ix_n > 0 then
+  lane_of = function(i) return { lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] } end
 end
-local acks, kept = ack_pairs(jobs, lease, ARGV, 5, k, done, ret, now, lane_of)
+local acks, kept = ack_pairs(jobs, lease, acks_item, acks_n, done, ret, now, lane_of)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }
@@ -111,7 +104,7 @@ local ids = {}
 local lane_raws, sids = {}, ids
 local next_due = nil
 local from = sched
-local lane, lmeta = KEYS[10], KEYS[11]
+local lmeta = lanemeta
 local lane_on = bit.band(lflags, L_LANE) ~= 0
 -- When the lane's next time window moves (nil: none, or the queue has no windows).
 local wnext = nil
@@ -184,14 +177,14 @@ elseif bit.band(lflags, L_PRIO) == 0 then
     local h2 = lh + li - 1
     lane_trim(lane, lmeta, lh, li - 1)
     -- Ids of claimed lane jobs leave the index a bucket at a time (every 32 claimed).
-    local ix = KEYS[ix0]
+    local ix = sweep_n > 0 and KEYS[sweep_at]
     if ix and math.floor(h2 / 32) ~= math.floor(lh / 32) then
       local all = redis.call('HGETALL', ix)
       local old = {}
       for i = 1, #all, 2 do
         -- (A time window's entry has no sequence number: lane.lua, ix_entry.)
-        local s = ix_entry(all[i + 1])
-        if s and s < h2 then old[#old + 1] = all[i] end
+        local kind, s = ix_entry(all[i + 1])
+        if kind == IX_LANE and s < h2 then old[#old + 1] = all[i] end
       end
       if #old > 0 then call_chunked('HDEL', ix, old) end
     end
@@ -217,7 +210,7 @@ end
 
 if wnext and (next_due == nil or wnext < next_due) then next_due = wnext end
 
-local out = {}
+local out, leased = {}, 0
 local n = #ids
 if n > 0 then
   local raws = {}
@@ -268,10 +261,8 @@ if n > 0 then
       hset[#hset + 1] = rec
       zadd[#zadd + 1] = deadline
       zadd[#zadd + 1] = id
-      out[#out + 1] = id
-      out[#out + 1] = deadline
-      out[#out + 1] = lease_ms
-      out[#out + 1] = rec
+      push_leased(out, id, deadline, lease_ms, rec)
+      leased = leased + 1
     end
   end
   if #hset > 0 then
@@ -285,14 +276,14 @@ count(stat, now, nil, nil, c)
 local held = false
 if lim then
   if lim.per_s > 0 then
-    lim.tokens = lim.tokens - #out / 4
+    lim.tokens = lim.tokens - leased
     redis.call('SETRANGE', stat, S_LIMITS + 16, struct.pack('>dd', lim.tokens, now_exact_us))
   end
-  held = next_due ~= nil and next_due <= now and #out / 4 < want
+  held = next_due ~= nil and next_due <= now and leased < want
   if held then
     -- Due jobs wait on a limit: a full max_in_flight is woken by the next freed slot (and
     -- the next lease expiry), an empty bucket when its next token is due.
-    if lim.mif > 0 and lim.leased + #out / 4 >= lim.mif then
+    if lim.mif > 0 and lim.leased + leased >= lim.mif then
       next_due = nil
       if bit.band(lflags, L_WAITING) == 0 then
         lflags = lflags + L_WAITING
@@ -317,5 +308,6 @@ if lease_next then
   local l = math.max(0, lease_next - now)
   if next_ms == nil or l < next_ms then next_ms = l end
 end
-if next_ms == nil then return { acks, out, -1 } end
-return { acks, out, math.max(0, (now + next_ms) * 1000 - now_exact_us) }
+local next_us = -1
+if next_ms then next_us = math.max(0, (now + next_ms) * 1000 - now_exact_us) end
+return claim_reply{ acks = acks, jobs = out, next_us = next_us }

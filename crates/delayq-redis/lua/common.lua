@@ -12,32 +12,39 @@
 -- record; the client decodes records it receives. The id is not in the record: it is the hash
 -- field and the sorted-set member.
 
+--@ now_us
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+--@ now_ms needs now_us
 local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
+--@ has
 local function has(flags, f)
   return bit.band(flags, f) ~= 0
 end
 
+--@ rec_token
 -- Fast accessors of the fixed header.
 local function rec_token(rec)
   return (struct.unpack('>I6', rec, AT_TOKEN))
 end
 
+--@ rec_attempt
 local function rec_attempt(rec)
   return (struct.unpack('>H', rec, AT_ATTEMPT))
 end
 
+--@ rec_due
 local function rec_due(rec)
   return (struct.unpack('>I6', rec, AT_DUE))
 end
 
+--@ rec_lease needs has
 local function rec_lease(rec, default)
   if has(string.byte(rec, 2), F_LEASE) then
     return (struct.unpack('>I4', rec, HEADER_LEN + 1))
@@ -45,6 +52,7 @@ local function rec_lease(rec, default)
   return default
 end
 
+--@ rec_claimed
 -- The record with a new attempt count and lease token, everything else unchanged.
 local function rec_claimed(rec, attempt, token)
   return string.sub(rec, 1, AT_ATTEMPT - 1) .. struct.pack('>H', attempt)
@@ -52,6 +60,7 @@ local function rec_claimed(rec, attempt, token)
     .. string.sub(rec, HEADER_LEN + 1)
 end
 
+--@ decode needs has
 -- Full decode and encode, for the paths that change more than the header.
 local function decode(s)
   local r = {}
@@ -109,6 +118,7 @@ local function decode(s)
   return r
 end
 
+--@ encode
 local function encode(r)
   local flags = 0
   local parts = {}
@@ -153,6 +163,7 @@ local function encode(r)
     r.token or 0) .. table.concat(parts) .. r.payload
 end
 
+--@ rec_expires needs has
 -- When the raw record `raw` expires (ms since the epoch), or nil: the hot path reads the flags
 -- byte only; the sections before the expiry are skipped by their fixed widths.
 local function rec_expires(raw)
@@ -169,6 +180,7 @@ local function rec_expires(raw)
   return v
 end
 
+--@ backoff_ms
 -- Delay before the retry after failed attempt `attempt`; rnd is uniform in [0, 1).
 -- Mirrors delayq::Backoff::delay.
 local function backoff_ms(r, attempt, rnd)
@@ -189,17 +201,20 @@ local function backoff_ms(r, attempt, rnd)
   return d
 end
 
--- Due time from a schedule: mode 'n' now, 'd' delay in ms, 'a' absolute ms (past = now); the
--- same in capitals (enqueue's replace-on-conflict).
+--@ due_from
+-- Due time from a schedule: `mode` (its bits SPEC_WHEN) SPEC_NOW now, SPEC_DELAY a delay of
+-- `t` ms, SPEC_AT the absolute ms `t` (past = now).
 local function due_from(mode, t, now)
-  if mode == 'd' or mode == 'D' then
+  local when = bit.band(mode, SPEC_WHEN)
+  if when == SPEC_DELAY then
     return now + t
-  elseif (mode == 'a' or mode == 'A') and t > now then
+  elseif when == SPEC_AT and t > now then
     return t
   end
   return now
 end
 
+--@ call_chunked
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 local function call_chunked(cmd, key, list)
   local step = 2000
@@ -209,6 +224,7 @@ local function call_chunked(cmd, key, list)
   end
 end
 
+--@ wake_if_earlier
 -- Tells waiting consumers that a job due at `due` exists, if it is earlier than the head
 -- they are sleeping towards (and than `bound`, when given: the lane's first due time). Call
 -- before adding the job to `sched`.
@@ -220,6 +236,7 @@ local function wake_if_earlier(sched, wake, due, bound)
   end
 end
 
+--@ refusal
 -- The reply code refusing an operation on a job in state `st` (nil: missing).
 local function refusal(st)
   if st == ST_SCHEDULED then return R_SCHEDULED end
@@ -228,6 +245,7 @@ local function refusal(st)
   return R_MISSING
 end
 
+--@ queue_retention
 -- Retention (delayq::Retention): the queue's, when the byte at S_FLAGS has L_RETAIN, from
 -- the 16 bytes at S_RETAIN of the `stat` string (keep_done_ms, dedupe_ms as doubles); nil else.
 local function queue_retention(stat, lflags)
@@ -236,6 +254,7 @@ local function queue_retention(stat, lflags)
   return { keep = keep, dedupe = dedupe }
 end
 
+--@ keep_done needs decode encode
 -- A completed job: deleted, or kept as done when its retention (its own, else the queue's
 -- `ret`) says so — marked F_DONE with its completion time and the end of its dedupe window,
 -- indexed in `done` by when it may go. Returns whether it was kept.
@@ -256,6 +275,7 @@ local function keep_done(jobs, lease, done, id, raw, ret, now)
   return true
 end
 
+--@ trim_done needs has
 -- Deletes up to TRIM_PER_CALL kept jobs whose retention is over (an entry whose id was
 -- enqueued again since only leaves the index).
 local function trim_done(jobs, done, now)
@@ -267,6 +287,7 @@ local function trim_done(jobs, done, now)
   end
 end
 
+--@ bury needs encode
 -- Dead-letters a decoded record.
 local function bury(jobs, dead, id, r, now)
   r.token = 0
@@ -283,6 +304,7 @@ end
 -- 1 completed, 2 retried, 3 dead, 3 + b lateness bucket b (1-based; started = their sum).
 -- Whether a shard is paused is read with GETRANGE (a read, so a full store still answers).
 
+--@ new_interval
 -- Interval n begins in the slot at byte `at`, where `c` was just added: folds the last
 -- interval into the totals (minus `c` when it shares the slot), then zeroes and stamps the
 -- slot and sets it as the last. A clock stepping back across an interval boundary leaves the
@@ -313,6 +335,7 @@ local function new_interval(stat, n, at, c)
   return true
 end
 
+--@ count needs new_interval
 -- Adds `v` to counter `i` — or, with `c` (counter index -> n), every count of `c` — in now's
 -- interval: one BITFIELD that also reads the slot's interval number; when the slot held
 -- another one (once per interval, see new_interval) it is counted in again. Counting never
@@ -352,6 +375,7 @@ end
 -- L_WAITING: a claim was held back by max_in_flight, so the next freed slot wakes consumers.
 -- A queue without limits pays one byte more in a GETRANGE the claim makes anyway.
 
+--@ limits_read
 -- The shard's limits with the bucket refilled to `now` (µs). A clock stepping back adds
 -- nothing.
 local function limits_read(stat, now)
@@ -364,6 +388,7 @@ local function limits_read(stat, now)
   return l
 end
 
+--@ limit_freed
 -- Slots were freed (an ack, nack or release): wakes the consumers a full max_in_flight held
 -- back, if any (`flags`: the byte at S_FLAGS when the caller has read it).
 local function limit_freed(stat, wake, flags)
@@ -380,6 +405,7 @@ end
 -- priority goes first and a job gains a level for every PRIORITY_AGING_MS it waits (none
 -- starves). A job enters `ready` when it is due (promote), never before.
 
+--@ rec_priority needs has decode
 -- The priority in a raw record (DEFAULT_PRIORITY without one).
 local function rec_priority(raw)
   if has(string.byte(raw, 2), F_EXTRA) then
@@ -389,6 +415,7 @@ local function rec_priority(raw)
   return DEFAULT_PRIORITY
 end
 
+--@ promote needs call_chunked rec_priority
 -- Moves up to `n` due jobs from `sched` to `ready`, scored by priority; returns how many.
 local function promote(sched, ready, jobs, now, n)
   local ids = redis.call('ZRANGEBYSCORE', sched, '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)

@@ -1,30 +1,30 @@
 -- dead_purge.lua: deletes dead jobs: one by id, or the oldest failures first.
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] lease  ZSET id -> lease deadline ms
--- KEYS[3] dead   ZSET id -> failed_at ms
--- KEYS[4] jobs   HASH id -> record
--- KEYS[5] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[6] lane      LIST the one-delay lane (lane.lua, above lane_entry)
--- KEYS[7] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[8+] (a queue with a lane, 'one' only) the id's index bucket `ix:<b>`
--- ARGV[1] 'one' with ARGV[2] id, or 'all' with ARGV[2] most jobs in this call
--- Returns for 'one': R_OK | R_SCHEDULED | R_LEASED | R_MISSING (nothing changed);
--- for 'all': the number deleted.
--- Safe to run twice: a second 'one' finds nothing and answers R_MISSING; a second 'all'
--- deletes only jobs that died meanwhile (the caller asked for all of them to go).
--- The first extra key (an index bucket), after the declared ones.
-local ix0 = 8
-local sched, lease, dead, jobs, ready = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-if ARGV[1] == 'one' then
-  local id = ARGV[2]
+-- Keys (declared in transitions/dead_purge.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- lease     ZSET id -> lease deadline ms
+-- dead      ZSET id -> failed_at ms
+-- jobs      HASH id -> record
+-- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- ix        (tail; a queue with a lane, one job only) the id's index bucket `ix:<b>`
+-- Arguments: one (true: the job `id`; false: the oldest failures, at most `most` of them), id,
+-- most.
+-- Returns coded{ code, value }: R_OK and the number deleted, or (one job) R_SCHEDULED /
+-- R_LEASED / R_MISSING (nothing changed).
+-- Safe to run twice: a second call for one job finds nothing and answers R_MISSING; a second
+-- for the oldest deletes only jobs that died meanwhile (the caller asked for all to go).
+if one then
   if redis.call('ZREM', dead, id) == 0 then
-    return refusal(state_of(sched, lease, dead, id, ready, KEYS[ix0] and { lane = KEYS[6], meta = KEYS[7], ix = KEYS[ix0] }))
+    local L = ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] }
+    return coded{ code = refusal(state_of(sched, lease, dead, id, ready, L)), value = 0 }
   end
   redis.call('HDEL', jobs, id)
-  return R_OK
+  return coded{ code = R_OK, value = 1 }
 end
-local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[2]) - 1)
-if #ids == 0 then return 0 end
-call_chunked('HDEL', jobs, ids)
-call_chunked('ZREM', dead, ids)
-return #ids
+local ids = redis.call('ZRANGE', dead, 0, most - 1)
+if #ids > 0 then
+  call_chunked('HDEL', jobs, ids)
+  call_chunked('ZREM', dead, ids)
+end
+return coded{ code = R_OK, value = #ids }

@@ -1,26 +1,27 @@
 -- enqueue.lua: adds jobs that do not exist yet; reports existing ids without touching them.
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] jobs   HASH id -> record
--- KEYS[3] wake   channel of the queue's consumers
--- KEYS[4] stat   STRING paused flag and series of counts (common.lua: count)
--- KEYS[5] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
---                (a job with a priority marks the queue: L_PRIO)
--- KEYS[6] done   ZSET id -> when its retention ends: completed jobs kept as done
--- KEYS[7] lane      LIST the one-delay lane (lane.lua, above lane_entry)
--- KEYS[8] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[9] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
--- KEYS[10+] (a queue with a lane only) the index bucket `ix:<b>` of each job, in order
--- ARGV[1] number of jobs n; then 2 per job:
---   id, spec: the schedule mode ('n'|'d'|'a'; in capitals: replace an existing scheduled job),
---   then the whole record as the client builds it (record.rs `spec`) with its due field holding
---   the schedule's time (a delay or an absolute ms; 0 for 'n') and created 0: the script writes
---   both from its clock (two arguments per job: a batch's cost in Redis is mostly per argument
---   and per call)
--- Returns a flat array, 2 per job in order: R_OK (created) | R_EXISTS (nothing written) |
+-- Keys (declared in transitions/enqueue.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- jobs      HASH id -> record
+-- wake      channel of the queue's consumers
+-- stat      STRING paused flag and series of counts (common.lua: count)
+-- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+--           (a job with a priority marks the queue: L_PRIO)
+-- done      ZSET id -> when its retention ends: completed jobs kept as done
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- ix        (tail; a queue with a lane only) the index bucket `ix:<b>` of each job, in order
+-- Arguments: the tail `batch` of (id, spec): the spec is the whole record as the client builds
+--   it (record.rs `spec`) after one byte of flags — when (SPEC_NOW | SPEC_DELAY | SPEC_AT),
+--   plus SPEC_REPLACE to replace an existing scheduled job — with its due field holding the
+--   schedule's time (a delay or an absolute ms; 0 for SPEC_NOW) and created 0: the script
+--   writes both from its clock (two arguments per job: a batch's cost in Redis is mostly per
+--   argument and per call)
+-- Returns a list of (code, due_ms) per job in order (push_enqueued): R_OK (created) | R_EXISTS (nothing written) |
 --   R_REPLACED (a scheduled job replaced: new payload, due time and options, created now; it
 --   keeps its attempts) | R_DONE (done and kept, within its dedupe window: nothing written; past
---   the window the id is free and the job is created) | R_LEASED / R_DEAD (replace refused: the job is there), due_ms
---   (the job's due time after the call). An id twice in one batch: the first is written.
+--   the window the id is free and the job is created) | R_LEASED / R_DEAD (replace refused: the job is there), and the
+--   job's due time after the call. An id twice in one batch: the first is written.
 -- A batch reads every id with one HMGET and writes the new records with one HSET (chunked); a
 -- single job uses HSETNX, one command fewer.
 -- The lane (bucket keys given and the queue's L_LANE flag set): a new job without a priority
@@ -39,11 +40,8 @@
 -- HSET / HSETNX is called with pcall so a batch of ids that all exist still answers R_EXISTS
 -- (nothing to write); otherwise the OOM error is returned and nothing was written (later writes
 -- of a script that has written once are never refused).
--- The first extra key (an index bucket), after the declared ones.
-local ix0 = 10
-local sched, jobs, wake, stat, ready, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = now_ms()
-local n = tonumber(ARGV[1])
+local n = batch_n
 local out = {}
 local earliest = nil
 local zadd = {}
@@ -58,16 +56,17 @@ local lane_len, lane_next, lane_tail, lane_push, lane_first = 0, 0, nil, {}, nil
 -- The window width (0: none), each window's length as pushed so far, its entries to push
 -- and the windows in the order first pushed to.
 local W, wlen, wpush, worder = 0, {}, {}, {}
-if KEYS[ix0] then
+if ix_n > 0 then
   local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
   local f = string.byte(fw) or 0
   if bit.band(f, L_LANE) ~= 0 then
     W = win_width(fw, S_FLAGS)
-    L = { lane = KEYS[7], meta = KEYS[8], gone = KEYS[9] }
-    for i = 0, n - 1 do
-      if string.byte(ARGV[3 + 2 * i]) < 97 then
-        L.ix = KEYS[ix0 + i]
-        lane_pull(L, jobs, sched, ARGV[2 + 2 * i])
+    L = { lane = lane, meta = lanemeta, gone = lanegone }
+    for i = 1, n do
+      local id, spec = batch_item(i)
+      if has(string.byte(spec, 1), SPEC_REPLACE) then
+        L.ix = KEYS[ix_at + i - 1]
+        lane_pull(L, jobs, sched, id)
       end
     end
     lane_len = redis.call('LLEN', L.lane)
@@ -80,7 +79,7 @@ end
 local stored_all = nil
 if n > 1 or L then
   local ids = {}
-  for i = 1, n do ids[i] = ARGV[2 * i] end
+  for i = 1, n do ids[i] = batch_item(i) end
   stored_all = {}
   for i = 1, n, 2000 do
     local got = redis.call('HMGET', jobs, unpack(ids, i, math.min(i + 1999, n)))
@@ -89,10 +88,11 @@ if n > 1 or L then
 end
 local new = {}
 for i = 0, n - 1 do
-  local id, spec = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  local id, spec = batch_item(i + 1)
   local due = fresh[id]
   if due == nil then
-    local mode = string.sub(spec, 1, 1)
+    local mode = string.byte(spec, 1)
+    local replace = has(mode, SPEC_REPLACE)
     due = due_from(mode, struct.unpack('>I6', spec, 1 + AT_DUE), now)
     local rec = string.sub(spec, 2, AT_DUE) .. struct.pack('>I6I6', due, now)
       .. string.sub(spec, 1 + AT_TOKEN)
@@ -100,8 +100,8 @@ for i = 0, n - 1 do
     local in_lane = nil
     if stored_all then
       stored = stored_all[i + 1]
-      if not stored and L and string.byte(mode) >= 97 and #id <= 255 then
-        L.ix = KEYS[ix0 + i]
+      if not stored and L and not replace and #id <= 255 then
+        L.ix = KEYS[ix_at + i]
         local plain = not (has(string.byte(rec, 2), F_EXTRA) and decode(rec).prio)
         local fits = plain and (lane_tail == nil or due >= lane_tail)
         -- Else its window's start, when it goes to one.
@@ -115,7 +115,11 @@ for i = 0, n - 1 do
         end
         -- Its index entry: the lane's sequence number, or the window's start and place.
         local val = nil
-        if fits then val = lane_next elseif ws then val = struct.pack('>I6I3', ws, wlen[ws]) end
+        if fits then
+          val = IX_LANE .. lane_next
+        elseif ws then
+          val = IX_WINDOW .. struct.pack('>I6I3', ws, wlen[ws])
+        end
         -- A new id takes its index entry at once (HSETNX: one call); an id the index has is
         -- looked at (lane_find), its entry replaced when it is one left behind.
         local s, lrec = nil, nil
@@ -162,9 +166,10 @@ for i = 0, n - 1 do
         stored = redis.call('HGET', jobs, id)
       end
     end
+    local code = nil
     if in_lane ~= nil then
       -- In the lane: pushed now (false), or there already, due then.
-      out[#out + 1] = in_lane and R_EXISTS or R_OK
+      code = in_lane and R_EXISTS or R_OK
       if in_lane then due = in_lane end
       stored = nil
     end
@@ -183,37 +188,37 @@ for i = 0, n - 1 do
       fresh[id] = due
       created = created + 1
       if earliest == nil or due < earliest then earliest = due end
-      out[#out + 1] = R_OK
+      code = R_OK
     elseif was_done then
       -- Done within its dedupe window: refused, the original outcome answered.
       due = rec_due(stored)
-      out[#out + 1] = R_DONE
+      code = R_DONE
     elseif in_lane ~= nil then
       -- answered above
-    elseif string.byte(mode) < 97 then
-      -- Replace (mode in capitals): only a scheduled job.
+    elseif replace then
+      -- Replace: only a scheduled job.
       if redis.call('ZSCORE', sched, id) or redis.call('ZREM', ready, id) == 1 then
         wake_if_earlier(sched, wake, due)
         redis.call('HSET', jobs, id, rec_claimed(rec, rec_attempt(stored), 0))
         redis.call('ZADD', sched, due, id)
         written = true
-        out[#out + 1] = R_REPLACED
+        code = R_REPLACED
       else
         -- Not scheduled: leased exactly while its record carries a token, else dead.
         due = rec_due(stored)
-        out[#out + 1] = rec_token(stored) ~= 0 and R_LEASED or R_DEAD
+        code = rec_token(stored) ~= 0 and R_LEASED or R_DEAD
       end
     else
       due = rec_due(stored)
-      out[#out + 1] = R_EXISTS
+      code = R_EXISTS
     end
     if written and not prio and has(string.byte(rec, 2), F_EXTRA) then
       prio = decode(rec).prio ~= nil
     end
+    push_enqueued(out, code, due)
   else
-    out[#out + 1] = R_EXISTS
+    push_enqueued(out, R_EXISTS, due)
   end
-  out[#out + 1] = due
 end
 if #lane_push > 0 then
   if lane_len == 0 then wake_if_earlier(sched, wake, lane_first) end

@@ -1,29 +1,27 @@
 -- get.lua: one job in any state (read only).
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] lease  ZSET id -> lease deadline ms
--- KEYS[3] jobs   HASH id -> record
--- KEYS[4] dead   ZSET id -> failed_at ms
--- KEYS[5] lane      LIST the one-delay lane (lane.lua, above lane_entry)
--- KEYS[6] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[7+] (a queue with a lane only) the id's index bucket `ix:<b>`
--- ARGV[1] id
--- Returns false when missing, else { ST_* state code, lease deadline | failed_at | -1, record }
--- (a done job is told by its record: F_DONE; its completion time is in the record)
+-- Keys (declared in transitions/get.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- lease     ZSET id -> lease deadline ms
+-- jobs      HASH id -> record
+-- dead      ZSET id -> failed_at ms
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
+-- Arguments: id.
+-- Returns false when missing, else found{ state, at, rec }: its ST_* state code, its lease
+-- deadline or failed-at time (ms; -1 for the other states) and its record (a done job is told
+-- by its record: F_DONE; its completion time is in the record).
 -- Safe to run twice: it writes nothing.
--- The first extra key (an index bucket), after the declared ones.
-local ix0 = 7
-local sched, lease, jobs, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local id = ARGV[1]
 local raw = redis.call('HGET', jobs, id)
 if not raw then
-  if not KEYS[ix0] then return false end
-  local s, rec = lane_find({ lane = KEYS[5], meta = KEYS[6], ix = KEYS[ix0] }, id)
+  if ix_n == 0 then return false end
+  local s, rec = lane_find({ lane = lane, meta = lanemeta, ix = KEYS[ix_at] }, id)
   if not s then return false end
-  return { ST_SCHEDULED, -1, rec }
+  return found{ state = ST_SCHEDULED, at = -1, rec = rec }
 end
 local d = redis.call('ZSCORE', lease, id)
-if d then return { ST_LEASED, tonumber(d), raw } end
+if d then return found{ state = ST_LEASED, at = tonumber(d), rec = raw } end
 d = redis.call('ZSCORE', dead, id)
-if d then return { ST_DEAD, tonumber(d), raw } end
-if has(string.byte(raw, 2), F_DONE) then return { ST_DONE, -1, raw } end
-return { ST_SCHEDULED, -1, raw }
+if d then return found{ state = ST_DEAD, at = tonumber(d), rec = raw } end
+if has(string.byte(raw, 2), F_DONE) then return found{ state = ST_DONE, at = -1, rec = raw } end
+return found{ state = ST_SCHEDULED, at = -1, rec = raw }

@@ -8,7 +8,7 @@
 -- whole in a LIST `lane`, oldest first, each entry the id (a length byte, then its bytes) and
 -- the record; the list's first entry has sequence number `h` of the HASH `lanemeta` (field
 -- `t`: the due time of the last entry pushed), entry i has h + i. The lane's own index finds a
--- job by id: 1,024 small HASHes `ix:<bucket>` of id -> sequence number (the bucket computed
+-- job by id: 1,024 small HASHes `ix:<bucket>` of id -> index entry (ix_entry; the bucket computed
 -- by the client, keys.rs `bucket_of`; ~100 ids each at 100,000 jobs, so they stay listpacks
 -- under the server's default `hash-max-listpack-*`). An index entry is trusted only when its
 -- sequence number is in the lane and that entry carries the same id, so entries left behind
@@ -22,17 +22,20 @@
 -- change it moves it to the sorted-set layout first (lane_pull), so those paths stay as they
 -- are.
 
+--@ lane_entry
 -- The id and the record of a lane entry.
 local function lane_entry(e)
   local n = string.byte(e, 1)
   return string.sub(e, 2, 1 + n), string.sub(e, 2 + n)
 end
 
+--@ lane_dead
 -- Whether a lane entry is a cancelled job's tombstone.
 local function lane_dead(e)
   return string.byte(e, 1) == 0
 end
 
+--@ lane_due
 -- The due time of a lane entry (or a tombstone), without copying its record.
 local function lane_due(e)
   local n = string.byte(e, 1)
@@ -40,23 +43,27 @@ local function lane_due(e)
   return (struct.unpack('>I6', e, 2 + n + AT_DUE - 1))
 end
 
+--@ lane_tomb
 -- What a cancelled entry keeps of its job: its due time (7 bytes instead of the whole job; no
 -- id has length 0, so lane_find never takes it for a job).
 local function lane_tomb(due)
   return '\0' .. struct.pack('>I6', due)
 end
 
+--@ lane_h
 -- The lane's head sequence number.
 local function lane_h(meta)
   return tonumber(redis.call('HGET', meta, 'h') or 0)
 end
 
+--@ lane_hb
 -- The lane's head sequence number and the sequence number of bit 0 of `lanegone`.
 local function lane_hb(meta)
   local v = redis.call('HMGET', meta, 'h', 'b')
   return tonumber(v[1] or 0), tonumber(v[2] or 0)
 end
 
+--@ lane_tombs
 -- How many of the lane's entries with sequence numbers `from` .. `to` are tombstones (`b`:
 -- lane_hb's).
 local function lane_tombs(gone, b, from, to)
@@ -70,8 +77,8 @@ end
 -- more than one width from now (s > now + W) is kept whole in that window's LIST
 -- `<lane>:<s>`, in arrival order, each entry a length byte, the id, its index bucket (u16)
 -- and the record (win_entry); a cancelled entry becomes the tombstone '\0'. Its index entry
--- (the lane's buckets) holds the start and the place, 9 bytes (a lane entry's is a decimal
--- sequence number: a first byte below '0' tells them apart). The ZSET `<lane>:w` holds each
+-- (the lane's buckets) holds the start and the place, tagged IX_WINDOW (a lane entry's is its
+-- sequence number, tagged IX_LANE: ix_entry). The ZSET `<lane>:w` holds each
 -- window's start (score and member), the HASH `<lane>:t` the tombstones of each that has
 -- any (field: the start; written by a cancel, not by an enqueue: a window's live jobs are its
 -- length less those), `lanemeta`'s field `wn` the live jobs of all. A window holds at most
@@ -81,40 +88,56 @@ end
 -- layout. The key names (win_key, wins_key, wtombs_key, ix_prefix) are checked against
 -- keys.rs by a test.
 
+--@ win_member
 -- A window's start as its member of `<lane>:w`, its field of `<lane>:t` and its key's suffix
 -- (`s`: a number or the member string).
 local function win_member(s)
   return string.format('%.0f', s)
 end
 
+--@ win_key needs win_member
 -- The LIST of the window that starts at `s`.
 local function win_key(lane, s)
   return lane .. ':' .. win_member(s)
 end
 
+--@ wins_key
 -- The ZSET of the windows' starts.
 local function wins_key(lane)
   return lane .. ':w'
 end
 
+--@ wtombs_key
 -- The HASH start -> tombstones of each window that has any.
 local function wtombs_key(lane)
   return lane .. ':t'
 end
 
+--@ ix_prefix
 -- The key prefix of the lane's index buckets (`dq:{tag}:lane` -> `dq:{tag}:ix:`).
 local function ix_prefix(lane)
   return string.sub(lane, 1, -5) .. 'ix:'
 end
 
--- What an index entry `v` points at: the one-delay lane's sequence number, or nil and the
--- window's start and place (9 bytes; a decimal number's first byte is '0' or above).
+--@ ix_entry
+-- What an index entry `v` points at, tagged by its first byte (keys.rs `IndexEntry` writes
+-- the same): IX_LANE and the one-delay lane's sequence number, or IX_WINDOW and the window's
+-- start and place. An entry written before the tags (a decimal number, or the 9 bytes of start
+-- and place, whose first byte is below '0') reads as the same kind.
+-- Returns kind, a, b: IX_LANE, sequence number, nil | IX_WINDOW, start, place.
 local function ix_entry(v)
-  if string.byte(v, 1) >= 48 then return tonumber(v) end
+  local tag = string.sub(v, 1, 1)
+  if tag == IX_LANE then return IX_LANE, tonumber(string.sub(v, 2)), nil end
+  if tag == IX_WINDOW then
+    local start, pos = struct.unpack('>I6I3', v, 2)
+    return IX_WINDOW, start, pos
+  end
+  if string.byte(v, 1) >= 48 then return IX_LANE, tonumber(v), nil end
   local start, pos = struct.unpack('>I6I3', v)
-  return nil, start, pos
+  return IX_WINDOW, start, pos
 end
 
+--@ win_width
 -- The window width from `raw` (bytes of `stat` read from offset `from` to S_WIDTH + 1 at
 -- least): 0 when the queue has none (or the string is shorter: never set).
 local function win_width(raw, from)
@@ -123,18 +146,21 @@ local function win_width(raw, from)
   return (struct.unpack('>H', raw, at))
 end
 
+--@ win_entry
 -- The id, index bucket and record of a window's entry.
 local function win_entry(e)
   local n = string.byte(e, 1)
   return string.sub(e, 2, 1 + n), (struct.unpack('>H', e, 2 + n)), string.sub(e, 4 + n)
 end
 
+--@ win_tombs needs win_member wtombs_key
 -- `k` entries of the window starting at `s` became tombstones (negative: tombstones left it
 -- with the entries around them).
 local function win_tombs(lane, s, k)
   redis.call('HINCRBY', wtombs_key(lane), win_member(s), k)
 end
 
+--@ win_gone
 -- Adds id `id` of index bucket `b` to `gone` (bucket -> ids), for win_unindex.
 local function win_gone(gone, b, id)
   local g = gone[b]
@@ -145,6 +171,7 @@ local function win_gone(gone, b, id)
   g[#g + 1] = id
 end
 
+--@ win_unindex needs call_chunked ix_prefix
 -- Deletes the index entries of the window jobs in `gone` (bucket -> ids): jobs that left
 -- their window whole (moved or cancelled in bulk).
 local function win_unindex(lane, gone)
@@ -152,6 +179,7 @@ local function win_unindex(lane, gone)
   for b, ids in pairs(gone) do call_chunked('HDEL', ixp .. b, ids) end
 end
 
+--@ win_promote needs rec_due call_chunked lane_dead win_key wins_key wtombs_key win_entry win_tombs win_gone win_unindex
 -- Moves the jobs of the windows that start within one width `W` of `now` to `jobs` and
 -- `sched` (same records, same due times), the earliest window first and each from its tail
 -- (the places of the entries left do not move), reading at most `n` entries; their index
@@ -198,19 +226,20 @@ local function win_promote(lane, meta, jobs, sched, now, W, n)
   end
 end
 
--- The lane entry of `id` (index bucket `ix`): its sequence number, record and the lane's head
--- sequence number and bitmap base (lane_hb); for a job in a time window 'w', its record, the
--- window's start and its place there; or nil.
+--@ lane_find needs lane_entry lane_dead lane_hb win_key ix_entry win_entry
+-- The lane entry of `id` (index bucket `ix`), or nil. Returns kind, rec, a, b, c: IX_LANE,
+-- its record, its sequence number, the lane's head sequence number and bitmap base (lane_hb)
+-- | IX_WINDOW, its record, the window's start, its place there, nil.
 local function lane_find(L, id)
   local v = redis.call('HGET', L.ix, id)
   if not v then return nil end
-  local s, start, pos = ix_entry(v)
-  if not s then
-    local e = redis.call('LINDEX', win_key(L.lane, start), pos)
+  local kind, s, pos = ix_entry(v)
+  if kind == IX_WINDOW then
+    local e = redis.call('LINDEX', win_key(L.lane, s), pos)
     if not e or lane_dead(e) then return nil end
     local eid, _, rec = win_entry(e)
     if eid ~= id then return nil end
-    return 'w', rec, start, pos
+    return IX_WINDOW, rec, s, pos, nil
   end
   local h, b = lane_hb(L.meta)
   if s < h then return nil end
@@ -218,9 +247,10 @@ local function lane_find(L, id)
   if not e then return nil end
   local eid, rec = lane_entry(e)
   if eid ~= id then return nil end
-  return s, rec, h, b
+  return IX_LANE, rec, s, h, b
 end
 
+--@ lane_mark
 -- Sets the tombstone bit of sequence number `s` (head `h`, base `b`). Once the bits of entries
 -- already passed (below `h`) fill 4 KiB, they are cut off the bitmap's front first and the
 -- base moves up by as many: the bitmap then spans the lane, not its history.
@@ -239,6 +269,7 @@ local function lane_mark(L, s, h, b)
   redis.call('SETBIT', L.gone, s - b, 1)
 end
 
+--@ lane_unmark_from
 -- Clears the tombstone bits from sequence number `from` on (base `b`): the places a cut off
 -- tail leaves, which the next jobs pushed take again.
 local function lane_unmark_from(gone, b, from)
@@ -255,14 +286,16 @@ local function lane_unmark_from(gone, b, from)
   if out == '' then redis.call('DEL', gone) else redis.call('SET', gone, out) end
 end
 
+--@ lane_drop needs rec_due lane_tomb win_key win_tombs lane_find lane_mark
 -- Takes job `id` out of the lane: its entry becomes a tombstone, marked gone, that waits for
 -- a claim, and its index entry goes. Returns its record, or nil when the lane does not hold it.
 local function lane_drop(L, id)
-  local s, rec, h, b = lane_find(L, id)
-  if not s then return nil end
-  if s == 'w' then
-    redis.call('LSET', win_key(L.lane, h), b, '\0')
-    win_tombs(L.lane, h, 1)
+  local kind, rec, s, h, b = lane_find(L, id)
+  if not kind then return nil end
+  if kind == IX_WINDOW then
+    -- (s: the window's start, h: the place in it.)
+    redis.call('LSET', win_key(L.lane, s), h, '\0')
+    win_tombs(L.lane, s, 1)
     redis.call('HINCRBY', L.meta, 'wn', -1)
   else
     lane_mark(L, s, h, b)
@@ -272,6 +305,7 @@ local function lane_drop(L, id)
   return rec
 end
 
+--@ lane_pull needs rec_due lane_drop
 -- Moves the lane's job `id` to `jobs` and `sched` (same record, same due time), where every
 -- path that changes a job by id finds it; false when the lane does not hold it.
 local function lane_pull(L, jobs, sched, id)
@@ -282,6 +316,7 @@ local function lane_pull(L, jobs, sched, id)
   return true
 end
 
+--@ lane_pos needs lane_due
 -- The first position of the lane (of `len` entries) whose due time is later than `t`
 -- (binary search: `len` when none is).
 local function lane_pos(lane, len, t)
@@ -293,6 +328,7 @@ local function lane_pos(lane, len, t)
   return lo
 end
 
+--@ lane_trim
 -- Drops the first `k` entries (head sequence `h`): claimed jobs and tombstones. Their bits in
 -- `lanegone` stay, below the new head, until lane_mark cuts them off.
 local function lane_trim(lane, meta, h, k)
@@ -301,6 +337,7 @@ local function lane_trim(lane, meta, h, k)
   redis.call('HSET', meta, 'h', h + k)
 end
 
+--@ lane_spill needs rec_due lane_entry lane_dead lane_due lane_h lane_trim
 -- Moves up to `n` due live lane jobs to `jobs` and `sched` (a queue with priorities promotes
 -- from there); returns how many it moved.
 local function lane_spill(lane, meta, jobs, sched, now, n)
@@ -322,12 +359,14 @@ local function lane_spill(lane, meta, jobs, sched, now, n)
   return moved
 end
 
+--@ lane_first_due needs lane_due
 -- The due time of the lane's first entry, or nil when it is empty.
 local function lane_first_due(lane)
   local e = redis.call('LINDEX', lane, 0)
   return e and lane_due(e)
 end
 
+--@ leased_raw needs rec_token lane_find
 -- The raw record of `id` when it is leased with `token`, else nil and why: R_MISSING (no
 -- such job) or R_LOST (another lease, or not leased: also a job of the lane `L`, when given).
 -- A record carries a non-zero token exactly while it is leased (every transition out of
@@ -344,6 +383,7 @@ local function leased_raw(jobs, id, token, L)
   return raw
 end
 
+--@ state_of needs lane_find
 -- The state code of `id` by the sorted set that holds it, or nil when it does not exist
 -- (`ready`: due jobs of a queue with priorities, see promote; `L`: the lane, lane_find).
 local function state_of(sched, lease, dead, id, ready, L)
@@ -355,23 +395,24 @@ local function state_of(sched, lease, dead, id, ready, L)
   return nil
 end
 
--- Acknowledges `k` pairs (id, token) found in `args` from index `from`: records of valid
+--@ ack_pairs needs has rec_token call_chunked keep_done lane_find
+-- Acknowledges `k` pairs (id, token), pair i read by `item(i)`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
 -- R_MISSING (nothing changed), and how many were kept. `lane_of(i)`, when given: the lane of
 -- pair i (lane_find), asked only about an id `jobs` does not hold.
-local function ack_pairs(jobs, lease, args, from, k, done_key, ret, now, lane_of)
+local function ack_pairs(jobs, lease, item, k, done_key, ret, now, lane_of)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
     return out, 0
   end
-  local ids = {}
-  for i = 0, k - 1 do
-    ids[i + 1] = args[from + 2 * i]
+  local ids, tokens = {}, {}
+  for i = 1, k do
+    ids[i], tokens[i] = item(i)
   end
   local raws = redis.call('HMGET', jobs, unpack(ids))
   for i = 1, k do
-    local token = tonumber(args[from + 2 * i - 1])
+    local token = tokens[i]
     local raw = raws[i]
     if not raw then
       local L = lane_of and lane_of(i)

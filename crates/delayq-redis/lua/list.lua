@@ -1,18 +1,18 @@
 -- list.lua: one page of a shard's jobs in one state, by (score, id) (read only).
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] lease  ZSET id -> lease deadline ms
--- KEYS[3] dead   ZSET id -> failed_at ms
--- KEYS[4] jobs   HASH id -> record
--- KEYS[5] done   ZSET id -> when its retention ends (ms)
--- KEYS[6] stat   STRING (the L_PRIO flag)
--- KEYS[7] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
--- KEYS[8] lane      LIST the one-delay lane (lane.lua, above lane_entry)
--- KEYS[9] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- ARGV[1] which: 's' scheduled (due later than now) | 'd' due | 'l' leased | 'x' dead |
---         'o' done (kept completed jobs)
--- ARGV[2] page size n
--- ARGV[3] cursor score ('' = from the start), ARGV[4] cursor id: the page starts strictly
---         after (score, id), whether or not that job is still there
+-- Keys (declared in transitions/list.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- lease     ZSET id -> lease deadline ms
+-- dead      ZSET id -> failed_at ms
+-- jobs      HASH id -> record
+-- done      ZSET id -> when its retention ends (ms)
+-- stat      STRING (the L_PRIO flag)
+-- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- Arguments: which (LIST_SCHEDULED: due later than now | LIST_DUE | LIST_LEASED | LIST_DEAD |
+-- LIST_DONE: kept completed jobs), n (page size), after (a cursor is given), after_score and
+-- after_id (the cursor: the page starts strictly after (score, id), whether or not that job is
+-- still there).
 -- Scheduled and due jobs of a queue with a lane: the lane's and `sched`'s merged by (score,
 -- id); the lane is in due order, so its part is read from the first entry due at the cursor's
 -- score and ends after every entry tied with its (n + 1)-th. One call reads at most ~scan_max
@@ -23,23 +23,21 @@
 -- (or now, for scheduled jobs), until they gave more than n jobs: windows do not overlap, so
 -- a window's jobs come before every later one's. One call reads at most WIN_LIST windows, and
 -- no window once scan_max entries were read: it stops at the next window's start d.
--- Returns a flat list, 3 per job: id, score, record — at most n + 1 jobs (one more than the
--- page tells the caller that a next page exists); a call stopped early returns only the jobs
--- scored before d and then the triple '', d, '': the caller asks again from (d, '').
+-- Returns list_reply{ jobs, cut }: jobs (push_listed: id, score, record) — at most n + 1 (one
+-- more than the page tells the caller that a next page exists); cut: -1, or, when the call
+-- stopped early, d: then the jobs are only those scored before d, and the caller asks again
+-- from (d, '').
 -- Safe to run twice: it writes nothing but the promotion of due jobs of a queue with
 -- priorities (and of time windows a claim would move: their jobs then in `sched`), which a
 -- second run finds done.
-local sched, lease, dead, jobs, done, stat, ready =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local lane, lmeta = KEYS[8], KEYS[9]
-local which, n = ARGV[1], tonumber(ARGV[2])
+local lmeta = lanemeta
 local now = now_ms()
 local z = sched
-if which == 'l' then z = lease elseif which == 'x' then z = dead elseif which == 'o' then z = done end
+if which == LIST_LEASED then z = lease elseif which == LIST_DEAD then z = dead elseif which == LIST_DONE then z = done end
 -- A queue with priorities: its due jobs are listed in claim order (ready), after moving the
 -- due ones still in `sched` there (common.lua: promote; the listing's only write).
 local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
-local by_prio = which == 'd' and bit.band(string.byte(fw) or 0, L_PRIO) ~= 0
+local by_prio = which == LIST_DUE and bit.band(string.byte(fw) or 0, L_PRIO) ~= 0
 if by_prio then
   local W = win_width(fw, S_FLAGS)
   if W > 0 then win_promote(lane, lmeta, jobs, sched, now, W, LIST_PROMOTE) end
@@ -72,16 +70,16 @@ local function rank_after(s, id)
 end
 
 local start = 0
-if which == 's' then start = redis.call('ZCOUNT', sched, '-inf', now) end
-if ARGV[3] ~= '' then
-  local r = rank_after(tonumber(ARGV[3]), ARGV[4])
+if which == LIST_SCHEDULED then start = redis.call('ZCOUNT', sched, '-inf', now) end
+if after then
+  local r = rank_after(after_score, after_id)
   if r > start then start = r end
 end
 local page = redis.call('ZRANGE', z, start, start + n, 'WITHSCORES')
 local ids, scores = {}, {}
 for i = 1, #page, 2 do
   local score = tonumber(page[i + 1])
-  if which == 'd' and not by_prio and score > now then break end
+  if which == LIST_DUE and not by_prio and score > now then break end
   ids[#ids + 1] = page[i]
   scores[#scores + 1] = score
 end
@@ -90,16 +88,16 @@ if #ids > 0 then
   local raws = redis.call('HMGET', jobs, unpack(ids))
   for i = 1, #ids do
     -- (A done-index entry whose id was enqueued again is not a done job.)
-    if raws[i] and (which ~= 'o' or has(string.byte(raws[i], 2), F_DONE)) then
+    if raws[i] and (which ~= LIST_DONE or has(string.byte(raws[i], 2), F_DONE)) then
       items[#items + 1] = { ids[i], scores[i], raws[i] }
     end
   end
 end
 -- Scheduled or due jobs outside `ready`: the lane's and its windows' too, after the cursor
 -- (cs, cid); at most scan_max of their entries read a call.
-local waiting = which == 's' or (which == 'd' and not by_prio)
-local cs, cid = nil, ARGV[4]
-if ARGV[3] ~= '' then cs = tonumber(ARGV[3]) end
+local waiting = which == LIST_SCHEDULED or (which == LIST_DUE and not by_prio)
+local cs, cid = nil, after_id
+if after then cs = after_score end
 local scan_max = 8192
 local len = 0
 -- Where a call that read enough lane entries stopped (nil: it did not).
@@ -107,7 +105,7 @@ local cut = nil
 if waiting then len = redis.call('LLEN', lane) end
 if len > 0 then
   local pos = 0
-  if which == 's' then pos = lane_pos(lane, len, now) end
+  if which == LIST_SCHEDULED then pos = lane_pos(lane, len, now) end
   if cs then pos = math.max(pos, lane_pos(lane, len, cs - 1)) end
   -- (Each read twice the last, up to 4,096 entries: runs of tombstones pass quickly.)
   local taken, last, step = 0, nil, n
@@ -118,7 +116,7 @@ if len > 0 then
     local stop = false
     for j = 1, #chunk do
       local d = lane_due(chunk[j])
-      if (which == 'd' and d > now) or (taken > n and d > last) then
+      if (which == LIST_DUE and d > now) or (taken > n and d > last) then
         stop = true
         break
       end
@@ -149,10 +147,10 @@ local W = 0
 if waiting then W = win_width(fw, S_FLAGS) end
 if W > 0 then
   local from = cs
-  if which == 's' and (not from or from < now) then from = now end
+  if which == LIST_SCHEDULED and (not from or from < now) then from = now end
   local lo, hi = '-inf', '+inf'
   if from then lo = from - from % W end
-  if which == 'd' then hi = now end
+  if which == LIST_DUE then hi = now end
   local starts = redis.call('ZRANGEBYSCORE', wins_key(lane), lo, hi, 'LIMIT', 0, WIN_LIST + 1)
   local got, read = 0, 0
   for i, m in ipairs(starts) do
@@ -169,7 +167,7 @@ if W > 0 then
       if not lane_dead(e) then
         local id, _, rec = win_entry(e)
         local d = rec_due(rec)
-        if ((which == 'd') == (d <= now))
+        if ((which == LIST_DUE) == (d <= now))
           and (not cs or d > cs or (d == cs and not bytes_le(id, cid))) then
           mine[#mine + 1] = { id, d, rec }
         end
@@ -187,14 +185,8 @@ local k = 0
 for i = 1, math.min(#items, n + 1) do
   -- Stopped early: only what is known to come before every entry not read.
   if cut and items[i][2] >= cut then break end
-  out[#out + 1] = items[i][1]
-  out[#out + 1] = items[i][2]
-  out[#out + 1] = items[i][3]
+  push_listed(out, items[i][1], items[i][2], items[i][3])
   k = k + 1
 end
-if cut and k <= n then
-  out[#out + 1] = ''
-  out[#out + 1] = cut
-  out[#out + 1] = ''
-end
-return out
+if not (cut and k <= n) then cut = -1 end
+return list_reply{ jobs = out, cut = cut }

@@ -1,19 +1,19 @@
 -- release.lua: gives leases back; the jobs are due again at once.
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] lease  ZSET id -> lease deadline ms
--- KEYS[3] jobs   HASH id -> record
--- KEYS[4] wake   channel of the queue's consumers
--- KEYS[5] stat   STRING limit flags (a full max_in_flight is woken when slots free)
--- ARGV[1] 1 = undo the attempt (the job never started); then pairs id, token
+-- Keys (declared in transitions/release.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- lease     ZSET id -> lease deadline ms
+-- jobs      HASH id -> record
+-- wake      channel of the queue's consumers
+-- stat      STRING limit flags (a full max_in_flight is woken when slots free)
+-- Arguments: undo (the attempts never started: each is given back), then the tail `leases` of
+-- (id, token).
 -- Returns the number of leases released (stale tokens are skipped).
 -- Safe to run twice: released records have no token, so a second run skips them all.
-local sched, lease, jobs, wake, stat = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local undo = ARGV[1] == '1'
 local now = now_ms()
 local n = 0
-for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  local raw = leased_raw(jobs, id, tonumber(ARGV[i + 1]))
+for i = 1, leases_n do
+  local id, token = leases_item(i)
+  local raw = leased_raw(jobs, id, token)
   if raw then
     local r = decode(raw)
     if n == 0 then wake_if_earlier(sched, wake, now) end

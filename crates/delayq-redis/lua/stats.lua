@@ -1,24 +1,25 @@
 -- stats.lua: counts of one queue (read only).
--- KEYS[1] sched  ZSET id -> due_ms
--- KEYS[2] lease  ZSET id -> lease deadline ms
--- KEYS[3] dead   ZSET id -> failed_at ms
--- KEYS[4] stat   STRING paused flag, limits and series of counts
--- KEYS[5] done   ZSET id -> when its retention ends (ms)
--- KEYS[6] ready  ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities (scheduled and due)
--- KEYS[7] jobs   HASH id -> record
--- KEYS[8] lane      LIST the one-delay lane (lane.lua, above lane_entry)
--- KEYS[9] lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
--- KEYS[10] lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- Keys (declared in transitions/stats.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- lease     ZSET id -> lease deadline ms
+-- dead      ZSET id -> failed_at ms
+-- stat      STRING paused flag, limits and series of counts
+-- done      ZSET id -> when its retention ends (ms)
+-- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+--           (scheduled and due)
+-- jobs      HASH id -> record
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- The lane's time windows (lane.lua: win_key) add their live jobs (`lanemeta`'s `wn`); of
 -- those in windows that start by the end of the next minute, a window wholly due, or wholly
 -- due within the minute, counts whole (its length less its tombstones, `<lane>:t`), one
 -- across either edge, and the first due one (the oldest overdue job), are read.
--- Returns { scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms, paused (0|1),
---   waiting_on_limit (due jobs the shard's rate or max_in_flight holds back now), done }
+-- Returns shard_stats{ scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms,
+--   paused, waiting_on_limit (due jobs the shard's rate or max_in_flight holds back now),
+--   done }
 -- Safe to run twice: it writes nothing.
-local sched, lease, dead, stat, done, ready, jobs =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local lane, lmeta, lgone = KEYS[8], KEYS[9], KEYS[10]
+local lmeta, lgone = lanemeta, lanegone
 local now = now_ms()
 local oldest = 0
 local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
@@ -101,14 +102,14 @@ if bit.band(string.byte(flags, 2) or 0, L_ON) ~= 0 then
   if l.mif > 0 then room = math.min(room, math.max(0, l.mif - leased)) end
   waiting = due - room
 end
-return {
-  redis.call('ZCARD', sched) + in_ready + in_lane + in_win,
-  due,
-  redis.call('ZCOUNT', sched, '(' .. now, now + 60000) + lane_minute + win_minute,
-  leased,
-  redis.call('ZCARD', dead),
-  oldest,
-  string.byte(flags, 1) == 1 and 1 or 0,
-  waiting,
-  redis.call('ZCARD', done),
+return shard_stats{
+  scheduled = redis.call('ZCARD', sched) + in_ready + in_lane + in_win,
+  due = due,
+  due_next_minute = redis.call('ZCOUNT', sched, '(' .. now, now + 60000) + lane_minute + win_minute,
+  leased = leased,
+  dead = redis.call('ZCARD', dead),
+  oldest_overdue_ms = oldest,
+  paused = string.byte(flags, 1) == 1 and 1 or 0,
+  waiting_on_limit = waiting,
+  done = redis.call('ZCARD', done),
 }

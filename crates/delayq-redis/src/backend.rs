@@ -7,28 +7,24 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use delayq::limits::truncate_error;
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Job, JobId, JobState,
-    LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueName, Result, Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Job, JobId, LeaseRef,
+    Nack, NackOutcome, NewJob, QueueName, Result, Schedule, Wakeups,
 };
 use futures::future::join_all;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::conn::{Conn, Live};
-use crate::error::{self, shape};
+use crate::error;
 use crate::keys::{self, Keys, shard_of};
-use crate::record;
-use crate::reply::{Reply, array, bytes, int, job_id, reply};
+use crate::protocol::{Encode, FromReply};
 use crate::route::{Route, Routes, group};
-use crate::scripts::{self, ScriptDef};
+use crate::scripts::{Script, ScriptDef};
 use crate::target::Target;
 use crate::wake::WakeHub;
 
 /// Most jobs leased in one claim (bounded by Lua's `unpack` limit and by reply size).
 pub const MAX_CLAIM: usize = 1000;
-/// Most expired leases recovered per claim.
-const REAP_LIMIT: usize = 100;
 /// Fewest jobs a sharded claim asks of one shard (unless it wants fewer in all).
 const MIN_SHARE: usize = 16;
 /// How long an enqueue or ack waits for `--wait-replicas` replicas.
@@ -86,21 +82,21 @@ impl RedisBackend {
         self.inner.conn.target()
     }
 
-    /// Runs `def` on keys `k` (in the order the script declares them) with `args`; with
-    /// `wait`, then waits for the `--wait-replicas` replicas.
-    pub(crate) async fn call(
+    /// Runs a declared script on keys `k` (the queue's shard) with `args`; with `wait`, then
+    /// waits for the `--wait-replicas` replicas.
+    pub(crate) async fn run<A: Encode, R: FromReply>(
         &self,
-        def: &ScriptDef,
+        script: &Script<A, R>,
         k: &Keys,
-        args: Vec<Vec<u8>>,
+        args: A,
         wait: bool,
-    ) -> Result<Value> {
-        self.call_with(def, k, &[], args, wait).await
+    ) -> Result<R> {
+        let (extra, argv) = args.encode();
+        R::from_reply(self.eval(&script.def, k, &extra, argv, wait).await?)
     }
 
-    /// [`Self::call`] with `extra` keys after the script's declared ones (a lane's index
-    /// buckets: `KEYS[n+]` in the script's header).
-    pub(crate) async fn call_with(
+    /// One call of `def` with its declared keys, the key tails `extra` and `argv`.
+    async fn eval(
         &self,
         def: &ScriptDef,
         k: &Keys,
@@ -203,121 +199,6 @@ impl RedisBackend {
         route.subscribed.store(true, Ordering::Relaxed);
     }
 
-    /// One call of the enqueue script with `jobs` on shard `k`.
-    pub(crate) async fn enqueue_call(
-        &self,
-        route: &Route,
-        k: &Keys,
-        jobs: Vec<(JobId, NewJob)>,
-    ) -> Result<Vec<Enqueued>> {
-        let buckets = route.buckets(k, jobs.iter().map(|(id, _)| id.as_str()));
-        let mut args = Vec::with_capacity(1 + jobs.len() * 2);
-        args.push(arg(jobs.len()));
-        let mut ids = Vec::with_capacity(jobs.len());
-        for (id, job) in jobs {
-            args.push(id.as_str().as_bytes().to_vec());
-            let (mode, t) = schedule_mode(job.schedule);
-            let mode = if job.on_conflict == OnConflict::Replace {
-                mode.to_ascii_uppercase()
-            } else {
-                mode
-            };
-            args.push(record::spec(mode, t, job));
-            ids.push(id);
-        }
-        let v = self
-            .call_with(&scripts::ENQUEUE, k, &buckets, args, true)
-            .await?;
-        let flat = array(v)?;
-        if flat.len() != ids.len() * 2 {
-            return Err(shape("enqueue: 2 values per job expected"));
-        }
-        ids.into_iter()
-            .zip(flat.chunks(2))
-            .map(|(id, pair)| {
-                let (created, replaced, existing) = match reply(&pair[0])? {
-                    Reply::Ok => (true, false, None),
-                    Reply::Exists => (false, false, None),
-                    Reply::Replaced => (false, true, None),
-                    Reply::Leased => (false, false, Some(JobState::Leased)),
-                    Reply::Dead => (false, false, Some(JobState::Dead)),
-                    Reply::Done => (false, false, Some(JobState::Done)),
-                    r => return Err(shape(&format!("enqueue: {r:?}"))),
-                };
-                Ok(Enqueued {
-                    id,
-                    created,
-                    due_at_ms: int(&pair[1])? as u64,
-                    replaced,
-                    existing,
-                })
-            })
-            .collect()
-    }
-
-    async fn claim_shard(
-        &self,
-        queue: &QueueName,
-        route: &Route,
-        k: &Keys,
-        max: usize,
-        lease: Duration,
-        acks: Vec<LeaseRef>,
-    ) -> Result<ClaimBatch> {
-        let wait = !acks.is_empty();
-        let mut args = vec![
-            arg(max.min(MAX_CLAIM)),
-            arg(lease.as_millis()),
-            arg(REAP_LIMIT),
-            arg(acks.len()),
-        ];
-        let mut extra = route.sweep_bucket(k);
-        extra.extend(route.buckets(k, acks.iter().map(|l| l.id.as_str())));
-        lease_args(acks, &mut args);
-        let v = self
-            .call_with(&scripts::CLAIM, k, &extra, args, wait)
-            .await?;
-        let [acks, jobs, next]: [Value; 3] = array(v)?
-            .try_into()
-            .map_err(|_| shape("claim: 3 values expected"))?;
-        let next = int(&next)?;
-        let flat = array(jobs)?;
-        if flat.len() % 4 != 0 {
-            return Err(shape("claim: 4 values per job expected"));
-        }
-        let mut out = Vec::with_capacity(flat.len() / 4);
-        let mut it = flat.into_iter();
-        while let (Some(id), Some(deadline), Some(lease_ms), Some(raw)) =
-            (it.next(), it.next(), it.next(), it.next())
-        {
-            let r = record::decode(&bytes(raw)?)?;
-            let expires_at_ms = r.expires_at_ms();
-            let target = r.target_value()?;
-            out.push(Job {
-                id: job_id(id)?,
-                queue: queue.clone(),
-                payload: r.payload,
-                attempt: r.attempt,
-                max_attempts: r.max_attempts,
-                due_at_ms: r.due_ms,
-                created_at_ms: r.created_ms,
-                lease_token: r.token,
-                lease_deadline_ms: int(&deadline)? as u64,
-                lease: Duration::from_millis(int(&lease_ms)? as u64),
-                last_error: r.last_error,
-                timeout: r.timeout_ms.map(|t| Duration::from_millis(t.into())),
-                expires_at_ms,
-                priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
-                target,
-            });
-        }
-        Ok(ClaimBatch {
-            jobs: out,
-            acks: ack_outcomes(acks)?,
-            next_due_in: (next >= 0).then(|| Duration::from_micros(next as u64)),
-        })
-    }
-
     /// The queues named in a registry sorted set (`dq:{~}:crons`, `dq:{~}:push`).
     pub(crate) async fn queue_registry(&self, key: &str) -> Result<Vec<QueueName>> {
         let mut conn = self.connection();
@@ -364,22 +245,6 @@ impl RedisBackend {
             .expect("lock")
             .insert(queue.clone());
         Ok(())
-    }
-
-    /// Acknowledges leases of one shard.
-    async fn ack_shard(
-        &self,
-        route: &Route,
-        k: &Keys,
-        leases: Vec<LeaseRef>,
-    ) -> Result<Vec<AckOutcome>> {
-        let buckets = route.buckets(k, leases.iter().map(|l| l.id.as_str()));
-        let mut args = Vec::with_capacity(leases.len() * 2);
-        lease_args(leases, &mut args);
-        ack_outcomes(
-            self.call_with(&scripts::ACK, k, &buckets, args, true)
-                .await?,
-        )
     }
 
     /// A claim on a sharded queue: acks go to their shards, jobs come from the due shards
@@ -519,47 +384,6 @@ async fn send(
     Ok((v, Some(n)))
 }
 
-pub(crate) fn arg(v: impl ToString) -> Vec<u8> {
-    v.to_string().into_bytes()
-}
-
-/// A schedule as the scripts take it: mode `n` (now), `d` (a delay in ms) or `a` (an absolute
-/// ms), and its time.
-fn schedule_mode(s: Schedule) -> (u8, u64) {
-    match s {
-        Schedule::Now => (b'n', 0),
-        Schedule::Delay(d) => (b'd', d.as_millis().min(u128::from(u64::MAX)) as u64),
-        Schedule::At(t) => (b'a', t),
-    }
-}
-
-fn lease_args(leases: Vec<LeaseRef>, args: &mut Vec<Vec<u8>>) {
-    for l in leases {
-        args.push(l.id.as_str().as_bytes().to_vec());
-        args.push(arg(l.token));
-    }
-}
-
-fn ack_outcomes(v: Value) -> Result<Vec<AckOutcome>> {
-    array(v)?
-        .iter()
-        .map(|v| match reply(v)? {
-            Reply::Ok => Ok(AckOutcome::Acked),
-            Reply::LeaseLost => Ok(AckOutcome::LeaseLost),
-            Reply::Missing => Ok(AckOutcome::NotFound),
-            r => Err(shape(&format!("ack: {r:?}"))),
-        })
-        .collect()
-}
-
-/// `{ code, value? }`: the code and the number after it (0 when absent).
-fn coded(v: Value, what: &str) -> Result<(Reply, u64)> {
-    let a = array(v)?;
-    let code = reply(a.first().ok_or_else(|| shape(&format!("{what}: empty")))?)?;
-    let value = a.get(1).map(int).transpose()?.unwrap_or(0);
-    Ok((code, value as u64))
-}
-
 impl Backend for RedisBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         let route = self.route(queue).await?;
@@ -629,91 +453,23 @@ impl Backend for RedisBackend {
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
-        let (k, bucket) = self.keys_and_bucket(queue, &lease.id).await?;
-        let retry = nack.retry_in.map_or(-1, |d| d.as_millis() as i64);
-        let args = vec![
-            lease.id.as_str().as_bytes().to_vec(),
-            arg(lease.token),
-            truncate_error(&nack.error).as_bytes().to_vec(),
-            arg(retry),
-            arg(u8::from(nack.dead)),
-            arg(rand::random::<f64>()),
-        ];
-        let v = self
-            .call_with(&scripts::NACK, &k, &bucket, args, true)
-            .await?;
-        match coded(v, "nack")? {
-            (Reply::Retry, at) => Ok(NackOutcome::Retrying { due_at_ms: at }),
-            (Reply::Buried, at) => Ok(NackOutcome::Dead { failed_at_ms: at }),
-            (r, _) => Err(r.refusal(&lease.id, JobState::Leased)),
-        }
+        self.nack_job(queue, lease, nack).await
     }
 
     async fn extend(&self, queue: &QueueName, lease: LeaseRef, lease_len: Duration) -> Result<u64> {
-        delayq::job::validate_lease(lease_len)?;
-        let (k, bucket) = self.keys_and_bucket(queue, &lease.id).await?;
-        let args = vec![
-            lease.id.as_str().as_bytes().to_vec(),
-            arg(lease.token),
-            arg(lease_len.as_millis()),
-        ];
-        let v = self
-            .call_with(&scripts::EXTEND, &k, &bucket, args, false)
-            .await?;
-        match coded(v, "extend")? {
-            (Reply::Ok, deadline) => Ok(deadline),
-            (r, _) => Err(r.refusal(&lease.id, JobState::Leased)),
-        }
+        self.extend_lease(queue, lease, lease_len).await
     }
 
     async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
-        if leases.is_empty() {
-            return Ok(());
-        }
-        let route = self.route(queue).await?;
-        let by = group(leases, route.shards, |l| l.id.as_str());
-        let calls = by
-            .into_iter()
-            .enumerate()
-            .filter(|(_, (p, _))| !p.is_empty())
-            .map(|(s, (_, leases))| {
-                let mut args = vec![arg(u8::from(undo))];
-                lease_args(leases, &mut args);
-                let k = &route.keys[s];
-                async move { self.call(&scripts::RELEASE, k, args, false).await }
-            });
-        for r in join_all(calls).await {
-            r?;
-        }
-        Ok(())
+        self.release_leases(queue, leases, undo).await
     }
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
-        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
-        let args = vec![id.as_str().as_bytes().to_vec()];
-        let v = self
-            .call_with(&scripts::CANCEL, &k, &bucket, args, true)
-            .await?;
-        match reply(&v)? {
-            Reply::Ok => Ok(CancelOutcome::Cancelled),
-            Reply::Leased => Ok(CancelOutcome::Leased),
-            Reply::Dead => Ok(CancelOutcome::Dead),
-            Reply::Missing => Ok(CancelOutcome::NotFound),
-            r => Err(shape(&format!("cancel: {r:?}"))),
-        }
+        self.cancel_job(queue, id).await
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
-        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
-        let (mode, t) = schedule_mode(schedule);
-        let args = vec![id.as_str().as_bytes().to_vec(), vec![mode], arg(t)];
-        let v = self
-            .call_with(&scripts::RESCHEDULE, &k, &bucket, args, true)
-            .await?;
-        match coded(v, "reschedule")? {
-            (Reply::Ok, due) => Ok(due),
-            (r, _) => Err(r.refusal(id, JobState::Scheduled)),
-        }
+        self.reschedule_job(queue, id, schedule).await
     }
 
     async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {

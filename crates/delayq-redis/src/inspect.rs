@@ -2,58 +2,37 @@
 //! pause, the series and the dead-letter and bulk tools aggregate over a queue's shards; a
 //! queue's settings live in `dq:{queue}:conf`.
 
+use crate::backend::RedisBackend;
+use crate::error;
+use crate::keys::{self, Keys};
+use crate::transitions::ADMIN_CHUNK;
 use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
     Counts, Cursor, Error, Found, Inspect, JobId, JobInfo, JobPage, JobState, ListState, QueueName,
     QueueSeries, QueueSettings, QueueStats, Rate, Result,
 };
 use futures::future::try_join_all;
-use redis::Value;
 
-use crate::backend::{RedisBackend, arg};
-use crate::error::{self, shape};
-use crate::keys::{self, Keys};
-use crate::reply::{Reply, array, bytes, int, job_id, job_info, reply, state};
-use crate::scripts;
-
-/// Jobs per script call when requeueing or purging all dead jobs (keeps each call short).
-const ADMIN_CHUNK: usize = 1000;
+/// A bulk change, run a chunk at a time ([`ADMIN_CHUNK`] jobs a call).
+#[derive(Clone, Copy)]
+enum Bulk {
+    RequeueDead,
+    PurgeDead,
+    Cancel { due_ones: bool },
+}
 
 impl RedisBackend {
-    async fn shard_stats(&self, k: &Keys) -> Result<QueueStats> {
-        let v = self.call(&scripts::STATS, k, vec![], false).await?;
-        let a = array(v)?;
-        let n = |i: usize| -> Result<u64> {
-            a.get(i)
-                .ok_or_else(|| shape("stats: 6 values expected"))
-                .and_then(int)
-                .map(|x| x as u64)
-        };
-        Ok(QueueStats {
-            scheduled: n(0)?,
-            due: n(1)?,
-            due_next_minute: n(2)?,
-            leased: n(3)?,
-            dead: n(4)?,
-            oldest_overdue_ms: n(5)?,
-            paused: n(6)? == 1,
-            waiting_on_limit: n(7)?,
-            done: n(8)?,
-        })
-    }
-
-    /// Runs an admin script in chunks on every shard until a chunk comes back short.
-    async fn chunked(
-        &self,
-        queue: &QueueName,
-        def: &scripts::ScriptDef,
-        args: &[Vec<u8>],
-    ) -> Result<u64> {
+    /// Runs a bulk call on every shard until a chunk comes back short; the total.
+    async fn chunked(&self, queue: &QueueName, bulk: Bulk) -> Result<u64> {
         let route = self.route(queue).await?;
         let per_shard = route.keys.iter().map(|k| async move {
             let mut total = 0;
             loop {
-                let n = int(&self.call(def, k, args.to_vec(), false).await?)? as u64;
+                let n = match bulk {
+                    Bulk::RequeueDead => self.requeue_dead_chunk(k).await?,
+                    Bulk::PurgeDead => self.purge_dead_chunk(k).await?,
+                    Bulk::Cancel { due_ones } => self.cancel_chunk(k, due_ones).await?,
+                };
                 total += n;
                 if n < ADMIN_CHUNK as u64 {
                     return Ok::<u64, Error>(total);
@@ -61,42 +40,6 @@ impl RedisBackend {
             }
         });
         Ok(try_join_all(per_shard).await?.into_iter().sum())
-    }
-
-    /// One call of `list.lua` on shard `k` from `after` (score, id): appends its jobs (score,
-    /// job) to `got`; `Some(d)` when the call stopped early at due time `d` (it read its share
-    /// of a lane's entries), to ask again from there.
-    async fn list_call(
-        &self,
-        k: &Keys,
-        code: &str,
-        state: JobState,
-        limit: usize,
-        after: Option<(u64, String)>,
-        got: &mut Vec<(u64, JobInfo)>,
-    ) -> Result<Option<u64>> {
-        let (score, id) = after.map_or((Vec::new(), Vec::new()), |(s, id)| {
-            (arg(s), id.into_bytes())
-        });
-        let args = vec![arg(code), arg(limit), score, id];
-        let v = self.call(&scripts::LIST, k, args, false).await?;
-        for c in array(v)?.chunks(3) {
-            let [id, score, raw] = c else {
-                return Err(shape("list: 3 values per job expected"));
-            };
-            let score = int(score)? as u64;
-            if bytes(id.clone())?.is_empty() {
-                return Ok(Some(score));
-            }
-            let extra = if matches!(state, JobState::Scheduled | JobState::Done) {
-                -1
-            } else {
-                score as i64
-            };
-            let job = job_info(job_id(id.clone())?, state, extra, &bytes(raw.clone())?)?;
-            got.push((score, job));
-        }
-        Ok(None)
     }
 
     /// Every key matching `pattern` on every master (`SCAN` is per node).
@@ -127,25 +70,7 @@ impl RedisBackend {
 
 impl Inspect for RedisBackend {
     async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
-        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
-        let v = self
-            .call_with(
-                &scripts::GET,
-                &k,
-                &bucket,
-                vec![id.as_str().as_bytes().to_vec()],
-                false,
-            )
-            .await?;
-        match v {
-            Value::Nil => Ok(None),
-            v => {
-                let [st, extra, raw]: [Value; 3] = array(v)?
-                    .try_into()
-                    .map_err(|_| shape("get: 3 values expected"))?;
-                job_info(id.clone(), state(int(&st)?)?, int(&extra)?, &bytes(raw)?).map(Some)
-            }
-        }
+        self.get_job(queue, id).await
     }
 
     async fn queues(&self) -> Result<Vec<QueueName>> {
@@ -182,12 +107,11 @@ impl Inspect for RedisBackend {
     ) -> Result<JobPage> {
         check_limit(limit)?;
         let route = self.route(queue).await?;
-        let (code, state) = match which {
-            ListState::Scheduled => ("s", JobState::Scheduled),
-            ListState::Due => ("d", JobState::Scheduled),
-            ListState::Leased => ("l", JobState::Leased),
-            ListState::Dead => ("x", JobState::Dead),
-            ListState::Done => ("o", JobState::Done),
+        let state = match which {
+            ListState::Scheduled | ListState::Due => JobState::Scheduled,
+            ListState::Leased => JobState::Leased,
+            ListState::Dead => JobState::Dead,
+            ListState::Done => JobState::Done,
         };
         let from = after.map(|c| (c.score, c.id));
         // Each shard gives its first limit + 1 after the cursor; merged by (score, id), the
@@ -200,7 +124,7 @@ impl Inspect for RedisBackend {
                 // A call that read its share of a lane's tombstones says where it stopped
                 // (list.lua): asked again from there, each call holds Redis briefly.
                 while let Some(next) = self
-                    .list_call(k, code, state, limit, at.take(), &mut got)
+                    .list_call(k, which, state, limit, at.take(), &mut got)
                     .await?
                 {
                     if got.len() > limit {
@@ -248,60 +172,30 @@ impl Inspect for RedisBackend {
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
-        let args = vec![arg("one"), id.as_str().as_bytes().to_vec()];
-        let v = self
-            .call_with(&scripts::DEAD_REQUEUE, &k, &bucket, args, true)
-            .await?;
-        match reply(&v)? {
-            Reply::Ok => Ok(()),
-            r => Err(r.refusal(id, JobState::Dead)),
-        }
+        self.requeue_dead(queue, id).await
     }
 
     async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
-        self.chunked(
-            queue,
-            &scripts::DEAD_REQUEUE,
-            &[arg("all"), arg(ADMIN_CHUNK)],
-        )
-        .await
+        self.chunked(queue, Bulk::RequeueDead).await
     }
 
     async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
-        self.chunked(queue, &scripts::DEAD_PURGE, &[arg("all"), arg(ADMIN_CHUNK)])
-            .await
+        self.chunked(queue, Bulk::PurgeDead).await
     }
 
     async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        let (k, bucket) = self.keys_and_bucket(queue, id).await?;
-        let args = vec![arg("one"), id.as_str().as_bytes().to_vec()];
-        let v = self
-            .call_with(&scripts::DEAD_PURGE, &k, &bucket, args, true)
-            .await?;
-        match reply(&v)? {
-            Reply::Ok => Ok(()),
-            r => Err(r.refusal(id, JobState::Dead)),
-        }
+        self.delete_dead(queue, id).await
     }
 
     async fn cancel_all(&self, queue: &QueueName, which: ListState) -> Result<u64> {
         check_cancellable(which)?;
-        let code = if which == ListState::Due { "d" } else { "s" };
-        self.chunked(queue, &scripts::CANCEL_ALL, &[arg(code), arg(ADMIN_CHUNK)])
-            .await
+        let due_ones = which == ListState::Due;
+        self.chunked(queue, Bulk::Cancel { due_ones }).await
     }
 
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         let route = self.route(queue).await?;
-        let flag = arg(if paused { "1" } else { "0" });
-        try_join_all(
-            route
-                .keys
-                .iter()
-                .map(|k| self.call(&scripts::PAUSE, k, vec![flag.clone()], true)),
-        )
-        .await?;
+        try_join_all(route.keys.iter().map(|k| self.pause_shard(k, paused))).await?;
         Ok(())
     }
 
@@ -504,24 +398,8 @@ impl Inspect for RedisBackend {
         self.inner
             .routes
             .loaded(queue, s.shards, s.lane, s.delivery_rule());
-        let lim = s.shard_limits();
-        let args = vec![
-            arg(lim.per_s.unwrap_or(0.0)),
-            arg(lim.burst),
-            arg(lim.max_in_flight.unwrap_or(0)),
-            arg(s.retention.keep_done_ms),
-            arg(s.retention.dedupe_ms),
-            arg(u8::from(s.lane)),
-            arg(if s.lane { s.lane_window_ms } else { 0 }),
-        ];
         let route = self.route(queue).await?;
-        try_join_all(
-            route
-                .keys
-                .iter()
-                .map(|k| self.call(&scripts::LIMITS, k, args.clone(), true)),
-        )
-        .await?;
+        try_join_all(route.keys.iter().map(|k| self.store_limits(k, &s))).await?;
         Ok(s)
     }
 }

@@ -63,6 +63,88 @@ pub(crate) const WINDOW_MAX_ENTRIES: usize = 8192;
 /// listing stops at 8,192 entries read too).
 pub(crate) const WINDOWS_LISTED: usize = 256;
 
+/// An entry of a lane's id index (`ix:<b>`, lane.lua: ix_entry): where the job is, tagged by
+/// its first byte. The scripts write and read it; the tags are defined here (the prelude's
+/// `IX_LANE` and `IX_WINDOW`), and the tests read and write entries with [`IndexEntry`].
+pub(crate) struct IndexTag;
+
+impl IndexTag {
+    /// The tag of an entry in the one-delay lane: `L`, then the decimal sequence number.
+    pub(crate) const LANE: u8 = b'L';
+    /// The tag of an entry in a time window: `W`, then its start (u48) and place (u24).
+    pub(crate) const WINDOW: u8 = b'W';
+}
+
+/// A lane index entry, decoded (what lane.lua's `ix_entry` returns).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IndexEntry {
+    /// In the one-delay lane, at this sequence number.
+    Lane(u64),
+    /// In the time window that starts at `start` (ms), at place `pos`.
+    Window {
+        /// The window's start, ms.
+        start: u64,
+        /// The entry's place in the window.
+        pos: u32,
+    },
+}
+
+#[cfg(test)]
+impl IndexEntry {
+    /// The tag of [`IndexEntry::Lane`].
+    pub(crate) const LANE: u8 = IndexTag::LANE;
+    /// The tag of [`IndexEntry::Window`].
+    pub(crate) const WINDOW: u8 = IndexTag::WINDOW;
+
+    /// Its bytes: the tag, then the decimal sequence number, or the start (u48) and place
+    /// (u24), big-endian.
+    pub(crate) fn encode(self) -> Vec<u8> {
+        match self {
+            IndexEntry::Lane(s) => {
+                let mut out = vec![Self::LANE];
+                out.extend_from_slice(s.to_string().as_bytes());
+                out
+            }
+            IndexEntry::Window { start, pos } => {
+                let mut out = vec![Self::WINDOW];
+                out.extend_from_slice(&start.to_be_bytes()[2..]);
+                out.extend_from_slice(&pos.to_be_bytes()[1..]);
+                out
+            }
+        }
+    }
+
+    /// Reads an entry (also one written before the tags: a decimal number, or the 9 bytes of
+    /// start and place).
+    pub(crate) fn decode(v: &[u8]) -> Option<Self> {
+        let window = |b: &[u8]| -> Option<Self> {
+            let b: &[u8; 9] = b.try_into().ok()?;
+            let mut start = [0u8; 8];
+            start[2..].copy_from_slice(&b[..6]);
+            let mut pos = [0u8; 4];
+            pos[1..].copy_from_slice(&b[6..]);
+            Some(IndexEntry::Window {
+                start: u64::from_be_bytes(start),
+                pos: u32::from_be_bytes(pos),
+            })
+        };
+        let lane = |b: &[u8]| {
+            std::str::from_utf8(b)
+                .ok()?
+                .parse()
+                .ok()
+                .map(IndexEntry::Lane)
+        };
+        match *v.first()? {
+            Self::LANE => lane(&v[1..]),
+            Self::WINDOW => window(&v[1..]),
+            b if b >= b'0' => lane(v),
+            _ => window(v),
+        }
+    }
+}
+
 /// The names of one queue's keys.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {

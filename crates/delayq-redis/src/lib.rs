@@ -21,8 +21,9 @@
 //! spreads over a Cluster's masters.
 //!
 //! Parts: `target` (the connection string), `conn` (the command connection and how it heals),
-//! `keys` (every key name), `route` (shards of a queue), `scripts` (the Lua files), `backend`
-//! and `inspect` (the trait impls), `nodes` (per-node tools), `wake` (the Pub/Sub hub),
+//! `keys` (every key name), `route` (shards of a queue), `protocol` (each script's declared
+//! boundary), `transitions` (one module per script: its declaration and call), `scripts` (how
+//! a script's text is built), `backend`, `inspect` and `periodic` (the trait impls), `nodes` (per-node tools), `wake` (the Pub/Sub hub),
 //! `reply` (reply parsing), `lane` (what a lane holds, for the doctor), [`error`].
 
 mod backend;
@@ -35,11 +36,13 @@ mod keys;
 mod lane;
 mod nodes;
 mod periodic;
+mod protocol;
 mod record;
 mod reply;
 mod route;
 mod scripts;
 mod target;
+mod transitions;
 mod wake;
 
 pub use backend::{MAX_CLAIM, RedisBackend};

@@ -11,12 +11,11 @@
 use delayq::periodic::{Firing, PeriodicInfo, PeriodicSpec, Schedules, check_name};
 use delayq::{QueueName, Result};
 
-use crate::backend::{RedisBackend, arg};
+use crate::backend::RedisBackend;
 use crate::error;
 use crate::keys::{self, Keys};
 use crate::record;
-use crate::reply::int;
-use crate::scripts;
+use crate::transitions::fire_shard::ShardFire;
 
 impl Schedules for RedisBackend {
     async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
@@ -121,47 +120,26 @@ impl Schedules for RedisBackend {
 
     async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {
         check_name(name)?;
-        let max_attempts = f.job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS);
-        let (flags, tail) = record::tail(f.job);
         let route = self.route(queue).await?;
         let own = Keys::shard(queue, 0, 1);
         if route.shards <= 1 {
-            let mut args = vec![
-                arg(name),
-                arg(f.expected),
-                arg(f.next),
-                arg(max_attempts),
-                arg(flags),
-                tail,
-            ];
-            args.extend(f.fires.iter().map(arg));
-            let ids = f
-                .fires
-                .iter()
-                .map(|&t| delayq::periodic::fire_id(name, t).to_string());
-            let buckets = route.buckets(&own, ids);
-            let v = self
-                .call_with(&scripts::FIRE, &own, &buckets, args, true)
-                .await?;
-            return Ok(int(&v)? == 1);
+            return self.fire_one_shard(queue, &own, name, f).await;
         }
         // Several shards: each fire into its shard (marked there), then the next fire.
-        for &t in &f.fires {
-            let id = delayq::periodic::fire_id(name, t);
+        let max_attempts = f.job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS);
+        let record = record::tail(f.job);
+        for &at in &f.fires {
+            let id = delayq::periodic::fire_id(name, at);
             let k = &route.keys[keys::shard_of(id.as_str(), route.shards) as usize];
-            let args = vec![
-                arg(name),
-                arg(t),
-                arg(max_attempts),
-                arg(flags),
-                tail.clone(),
-            ];
-            let bucket = route.buckets(k, [id.as_str()]);
-            self.call_with(&scripts::FIRE_SHARD, k, &bucket, args, true)
-                .await?;
+            let ix = route.buckets(k, [id.as_str()]);
+            let fire = ShardFire {
+                name,
+                at,
+                max_attempts,
+                record: record.clone(),
+            };
+            self.fire_into_shard(k, ix, fire).await?;
         }
-        let args = vec![arg(name), arg(f.expected), arg(f.next)];
-        let v = self.call(&scripts::ADVANCE, &own, args, true).await?;
-        Ok(int(&v)? == 1)
+        self.advance_schedule(&own, name, f.expected, f.next).await
     }
 }

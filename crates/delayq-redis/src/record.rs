@@ -196,10 +196,35 @@ pub(crate) fn tail(job: NewJob) -> (u8, Vec<u8>) {
     (flags, out)
 }
 
-/// A new job as `enqueue.lua` takes it: the schedule's mode byte, then the whole record with the
-/// schedule's time `t` (a delay or an absolute ms; 0 for now) in its due field and created 0 —
-/// the script writes both from its clock, so a job costs it two arguments.
-pub(crate) fn spec(mode: u8, t: u64, job: NewJob) -> Vec<u8> {
+/// A spec's first byte ([`spec`]), bits [`SPEC_WHEN`]: the due field holds nothing (due now).
+pub(crate) const SPEC_NOW: u8 = 1;
+/// Bits [`SPEC_WHEN`]: the due field holds a delay in ms.
+pub(crate) const SPEC_DELAY: u8 = 2;
+/// Bits [`SPEC_WHEN`]: the due field holds an absolute time in ms.
+pub(crate) const SPEC_AT: u8 = 3;
+/// The bits of a spec's first byte that say how its due field is read.
+pub(crate) const SPEC_WHEN: u8 = 3;
+/// A spec's first byte: the job replaces a scheduled job of its id.
+pub(crate) const SPEC_REPLACE: u8 = 4;
+
+/// How a schedule is written for the scripts: [`SPEC_NOW`], [`SPEC_DELAY`] or [`SPEC_AT`], and
+/// its time (0, a delay or an absolute ms).
+pub(crate) fn when(s: delayq::Schedule) -> (u8, u64) {
+    match s {
+        delayq::Schedule::Now => (SPEC_NOW, 0),
+        delayq::Schedule::Delay(d) => (SPEC_DELAY, d.as_millis().min(u128::from(u64::MAX)) as u64),
+        delayq::Schedule::At(t) => (SPEC_AT, t),
+    }
+}
+
+/// A new job as `enqueue.lua` takes it: a flags byte (its schedule's [`when`], and
+/// [`SPEC_REPLACE`] when it replaces), then the whole record with the schedule's time in its
+/// due field and created 0 — the script writes both from its clock, so a job costs it two
+/// arguments.
+pub(crate) fn spec(job: NewJob) -> Vec<u8> {
+    let (when, t) = when(job.schedule);
+    let replace = job.on_conflict == delayq::OnConflict::Replace;
+    let mode = when | if replace { SPEC_REPLACE } else { 0 };
     let max = job
         .max_attempts
         .unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)
@@ -459,9 +484,11 @@ mod tests {
     fn a_spec_is_the_mode_then_the_record_with_the_schedule_time_as_due() {
         let job = NewJob::new(b"payload".to_vec())
             .max_attempts(7)
-            .lease(Duration::from_millis(1500));
-        let spec = spec(b'D', 90_000, job.clone());
-        assert_eq!(spec[0], b'D');
+            .lease(Duration::from_millis(1500))
+            .delay(Duration::from_secs(90))
+            .replace();
+        let spec = spec(job.clone());
+        assert_eq!(spec[0], SPEC_DELAY | SPEC_REPLACE);
         let r = decode(&spec[1..]).unwrap();
         assert_eq!(
             (r.attempt, r.max_attempts, r.due_ms, r.created_ms, r.token),
@@ -475,7 +502,8 @@ mod tests {
         let (flags, tail) = tail(job);
         assert_eq!((spec[2], &spec[1 + HEADER_LEN..]), (flags, &tail[..]));
         // A time past the u48 field is capped, not wrapped.
-        let far = super::spec(b'a', u64::MAX, NewJob::new(Vec::new()));
+        let far = super::spec(NewJob::new(Vec::new()).schedule(delayq::Schedule::At(u64::MAX)));
+        assert_eq!(far[0], SPEC_AT);
         assert_eq!(decode(&far[1..]).unwrap().due_ms, (1 << 48) - 1);
     }
 
@@ -577,6 +605,8 @@ mod tests {
         let client = redis::Client::open(server.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let build = crate::scripts::full(
+            "",
+            &["encode"],
             "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
              bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, prio = 7, \
@@ -594,7 +624,12 @@ mod tests {
             .unwrap();
         assert_eq!(decode(&from_lua).unwrap(), r);
         assert_eq!(encode(&r), from_lua);
-        let again = crate::scripts::full("return encode(decode(ARGV[1]))", false);
+        let again = crate::scripts::full(
+            "",
+            &["encode", "decode"],
+            "return encode(decode(ARGV[1]))",
+            false,
+        );
         for rec in [
             r.clone(),
             Record {

@@ -1,7 +1,9 @@
-//! The Lua scripts, one per transition, each declared once with the keys it takes in order.
-//! Every script is sent as: a prelude generated from Rust constants (record layout, flags,
-//! limits, default backoff, state and reply codes), then the helpers of `common.lua` and
-//! `lane.lua` it calls, then its own file.
+//! How a script is built and what every script shares. Each script is declared once, in the
+//! module of its transition (`crate::transitions`, with [`crate::protocol::script!`]); this
+//! module builds its text: the header generated from the declaration, then the helpers it
+//! names (and those they name, each helper's `--@ NAME needs …` line in `common.lua` and
+//! `lane.lua`), then its own file — with every prelude constant (record layout, flags, limits,
+//! default backoff, state and reply codes, generated from Rust) written in as its value.
 //! The backend sends EVALSHA and, after `NOSCRIPT` (a restarted or flushed server, a new
 //! slot owner), EVAL with the whole text — routed by key like every call, so one node being
 //! down never fails a script on another (`SCRIPT LOAD` would go to every node).
@@ -9,7 +11,9 @@
 //! Each script exists in two builds that differ only in how it publishes wake-ups: `PUBLISH`
 //! on one server, `SPUBLISH` (sharded Pub/Sub, in the shard's slot) on a Cluster.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
+use std::marker::PhantomData;
 use std::sync::LazyLock;
 
 use delayq::{Backoff, JobState};
@@ -18,17 +22,24 @@ use crate::keys::{Key, Keys};
 use crate::record;
 use crate::reply::Reply;
 
-/// One script: the keys it takes (in `KEYS` order) and the loaded script; in tests also its
-/// file name and own text, which the header checks read.
+/// One script as declared: its file, keys, helpers and text, and its two builds.
 pub(crate) struct ScriptDef {
-    /// Its `KEYS`, in order (checked against the file's header by a test).
+    /// Its declared `KEYS`, in order (the key tails follow them).
     pub keys: &'static [Key],
-    built: LazyLock<[Built; 2]>,
-    /// File name under `lua/`.
+    /// File name under `lua/` (what the tests check).
     #[cfg(test)]
     pub file: &'static str,
+    /// The helpers its own text calls, by name.
     #[cfg(test)]
-    source: &'static str,
+    pub helpers: &'static [&'static str],
+    /// The file's own text (without header, prelude and helpers).
+    #[cfg(test)]
+    pub source: &'static str,
+    /// Its generated header.
+    #[cfg(test)]
+    pub header: fn() -> String,
+    /// Both builds, made on first use.
+    pub built: LazyLock<[Built; 2]>,
 }
 
 impl ScriptDef {
@@ -41,11 +52,22 @@ impl ScriptDef {
     pub(crate) fn key_names<'k>(&self, k: &'k Keys) -> impl Iterator<Item = &'k str> {
         self.keys.iter().map(move |key| k.name(*key))
     }
+}
 
-    /// The file's own text (without prelude and helpers).
-    #[cfg(test)]
-    pub(crate) fn source(&self) -> &'static str {
-        self.source
+/// A declared script with its argument and reply types (`A` encodes, `R` decodes).
+pub(crate) struct Script<A, R> {
+    /// The declaration.
+    pub def: ScriptDef,
+    types: PhantomData<fn(A) -> R>,
+}
+
+impl<A, R> Script<A, R> {
+    /// The script of a declaration.
+    pub(crate) const fn new(def: ScriptDef) -> Self {
+        Script {
+            def,
+            types: PhantomData,
+        }
     }
 }
 
@@ -53,22 +75,73 @@ impl ScriptDef {
 pub(crate) struct Built {
     /// SHA1 of `text`, hex.
     pub sha: String,
-    /// Prelude, helpers and the script's own text.
+    /// Header, helpers and the script's own text.
     pub text: String,
 }
 
 /// The helper files, in the order their functions are defined (lane.lua calls common.lua's).
-const HELPERS: [(&str, &str); 2] = [
+const HELPER_FILES: [(&str, &str); 2] = [
     ("common.lua", include_str!("../lua/common.lua")),
     ("lane.lua", include_str!("../lua/lane.lua")),
 ];
 
-/// The whole text sent for a script file: the prelude's `late_bucket`, then the helpers
-/// (common.lua, lane.lua) it calls and the script with every prelude constant (and `PUBLISH`)
-/// written in as its value — a value costs nothing at run time, a `local` captured by each
-/// helper costs an upvalue per call. A script's `#!lua flags=…` line (Redis 7 script flags)
-/// stays the first line.
-pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
+/// One helper: its name, the helpers it calls and its text (from its `--@` line to the next).
+pub(crate) struct Helper {
+    /// Its name (the `local function` it defines).
+    pub name: String,
+    /// The helpers it calls, as its `--@` line declares them.
+    pub needs: Vec<String>,
+    /// Its text.
+    pub text: String,
+}
+
+/// Every helper, in definition order: the prelude's, then common.lua's and lane.lua's.
+pub(crate) static HELPERS: LazyLock<Vec<Helper>> = LazyLock::new(|| {
+    let mut out = Vec::new();
+    for text in std::iter::once(PRELUDE.as_str()).chain(HELPER_FILES.map(|(_, t)| t)) {
+        for section in text.split("\n--@ ").skip(1) {
+            let (first, body) = section.split_once('\n').unwrap_or((section, ""));
+            let mut words = first.split_whitespace();
+            let name = words.next().unwrap_or_default().to_owned();
+            let needs = match words.next() {
+                Some("needs") => words.map(str::to_owned).collect(),
+                _ => Vec::new(),
+            };
+            out.push(Helper {
+                name,
+                needs,
+                text: format!("{}\n", body.trim_end()),
+            });
+        }
+    }
+    out
+});
+
+/// The text of `helpers` and of every helper they need, in definition order.
+fn helper_text(helpers: &[&str]) -> String {
+    let by_name: HashMap<&str, &Helper> = HELPERS.iter().map(|h| (h.name.as_str(), h)).collect();
+    let mut want: HashSet<&str> = HashSet::new();
+    let mut todo: Vec<&str> = helpers.to_vec();
+    while let Some(name) = todo.pop() {
+        let h = by_name
+            .get(name)
+            .unwrap_or_else(|| panic!("no Lua helper `{name}`"));
+        if want.insert(&h.name) {
+            todo.extend(h.needs.iter().map(String::as_str));
+        }
+    }
+    HELPERS
+        .iter()
+        .filter(|h| want.contains(h.name.as_str()))
+        .map(|h| h.text.as_str())
+        .collect()
+}
+
+/// The whole text sent for a script: its header, the helpers it names and its own text, with
+/// every prelude constant (and `PUBLISH`) written in as its value — a value costs nothing at
+/// run time, a `local` captured by each helper costs an upvalue per call. A script's
+/// `#!lua flags=…` line (Redis 7 script flags) stays the first line.
+pub(crate) fn full(header: &str, helpers: &[&str], source: &str, sharded_pubsub: bool) -> String {
     let (shebang, source) = match source.split_once('\n') {
         Some((first, rest)) if first.starts_with("#!") => (format!("{first}\n"), rest),
         _ => (String::new(), source),
@@ -78,16 +151,7 @@ pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
     } else {
         "'PUBLISH'"
     };
-    let prelude: String = PRELUDE
-        .lines()
-        .skip_while(|l| !l.starts_with("local function"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let mut helpers = functions(&prelude);
-    for (_, text) in HELPERS {
-        helpers.extend(functions(text));
-    }
-    let body = format!("{}\n{source}", used(&helpers, source));
+    let body = format!("{header}{}\n{source}", helper_text(helpers));
     let mut values = CONSTANTS.clone();
     values.insert("PUBLISH".into(), publish.into());
     format!(
@@ -96,71 +160,8 @@ pub(crate) fn full(source: &str, sharded_pubsub: bool) -> String {
     )
 }
 
-/// The top-level `local function`s of a Lua text, in order: `(name, text)`, each with the
-/// comment lines just above it.
-fn functions(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut comment = String::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        if let Some(rest) = line.strip_prefix("local function ") {
-            let name = rest.split('(').next().unwrap_or_default().trim().to_owned();
-            let mut f = std::mem::take(&mut comment);
-            f.push_str(line);
-            f.push('\n');
-            for l in lines.by_ref() {
-                f.push_str(l);
-                f.push('\n');
-                if l == "end" {
-                    break;
-                }
-            }
-            out.push((name, f));
-        } else if line.starts_with("--") {
-            comment.push_str(line);
-            comment.push('\n');
-        } else {
-            comment.clear();
-        }
-    }
-    out
-}
-
-/// The helpers `source` calls, directly or through other helpers, in their order: a script
-/// runs every `local function` of its text at each call (a closure is made for each), so it
-/// carries only those it uses.
-fn used(helpers: &[(String, String)], source: &str) -> String {
-    let words = |t: &str| -> std::collections::HashSet<String> {
-        t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .filter(|w| !w.is_empty())
-            .map(str::to_owned)
-            .collect()
-    };
-    let mut need = words(source);
-    let mut taken = vec![false; helpers.len()];
-    loop {
-        let mut grew = false;
-        for (i, (name, text)) in helpers.iter().enumerate() {
-            if !taken[i] && need.contains(name) {
-                taken[i] = true;
-                need.extend(words(text));
-                grew = true;
-            }
-        }
-        if !grew {
-            break;
-        }
-    }
-    helpers
-        .iter()
-        .zip(taken)
-        .filter(|(_, t)| *t)
-        .map(|((_, text), _)| text.as_str())
-        .collect()
-}
-
 /// The prelude's constants: name → Lua value.
-static CONSTANTS: LazyLock<std::collections::HashMap<String, String>> = LazyLock::new(|| {
+static CONSTANTS: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
     PRELUDE
         .lines()
         .filter_map(|l| l.strip_prefix("local "))
@@ -172,7 +173,7 @@ static CONSTANTS: LazyLock<std::collections::HashMap<String, String>> = LazyLock
 
 /// `text` with every identifier that names a constant replaced by its value (whole
 /// identifiers only: `S_SLOT` is not a part of `SERIES_SLOTS`).
-fn inline(text: &str, values: &std::collections::HashMap<String, String>) -> String {
+fn inline(text: &str, values: &HashMap<String, String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {
@@ -194,55 +195,15 @@ fn inline(text: &str, values: &std::collections::HashMap<String, String>) -> Str
     out
 }
 
-fn build(source: &str) -> [Built; 2] {
+/// Both builds of a declared script.
+pub(crate) fn build(header: String, helpers: &[&str], source: &str) -> [Built; 2] {
     [false, true].map(|sharded| {
-        let text = full(source, sharded);
+        let text = full(&header, helpers, source, sharded);
         Built {
             sha: redis::Script::new(&text).get_hash().to_owned(),
             text,
         }
     })
-}
-
-macro_rules! scripts {
-    ($($name:ident = $file:literal [$($key:ident),*];)*) => {
-        $(
-            #[doc = concat!("`lua/", $file, "`.")]
-            pub(crate) static $name: ScriptDef = ScriptDef {
-                keys: &[$(Key::$key),*],
-                #[cfg(test)]
-                file: $file,
-                #[cfg(test)]
-                source: include_str!(concat!("../lua/", $file)),
-                built: LazyLock::new(|| build(include_str!(concat!("../lua/", $file)))),
-            };
-        )*
-        /// Every script.
-        #[cfg(test)]
-        pub(crate) static ALL: &[&ScriptDef] = &[$(&$name),*];
-    };
-}
-
-scripts! {
-    ENQUEUE = "enqueue.lua" [Sched, Jobs, Wake, Stat, Ready, Done, Lane, LaneMeta, LaneGone];
-    CLAIM = "claim.lua" [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta];
-    ACK = "ack.lua" [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta];
-    NACK = "nack.lua" [Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta];
-    EXTEND = "extend.lua" [Lease, Jobs, Lane, LaneMeta];
-    RELEASE = "release.lua" [Sched, Lease, Jobs, Wake, Stat];
-    CANCEL = "cancel.lua" [Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneGone];
-    RESCHEDULE = "reschedule.lua" [Sched, Lease, Jobs, Dead, Wake, Ready, Lane, LaneMeta, LaneGone];
-    GET = "get.lua" [Sched, Lease, Jobs, Dead, Lane, LaneMeta];
-    STATS = "stats.lua" [Sched, Lease, Dead, Stat, Done, Ready, Jobs, Lane, LaneMeta, LaneGone];
-    LIST = "list.lua" [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta];
-    DEAD_REQUEUE = "dead_requeue.lua" [Sched, Lease, Dead, Jobs, Wake, Ready, Lane, LaneMeta];
-    DEAD_PURGE = "dead_purge.lua" [Sched, Lease, Dead, Jobs, Ready, Lane, LaneMeta];
-    CANCEL_ALL = "cancel_all.lua" [Sched, Jobs, Ready, Lane, LaneMeta, LaneGone, Stat];
-    PAUSE = "pause.lua" [Stat, Wake];
-    LIMITS = "limits.lua" [Stat, Wake];
-    FIRE = "fire.lua" [Sched, Jobs, Wake, Stat, CronNext, Lane, LaneMeta];
-    FIRE_SHARD = "fire_shard.lua" [Sched, Jobs, Wake, Stat, Fired, Lane, LaneMeta];
-    ADVANCE = "advance.lua" [CronNext];
 }
 
 /// The Lua prelude: every constant the scripts share with Rust, generated from Rust.
@@ -271,6 +232,29 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("X_KEEP", record::X_KEEP.to_string());
     def("X_DEDUPE", record::X_DEDUPE.to_string());
     def("X_TARGET", record::X_TARGET.to_string());
+    for (name, v) in [
+        ("SPEC_NOW", record::SPEC_NOW),
+        ("SPEC_DELAY", record::SPEC_DELAY),
+        ("SPEC_AT", record::SPEC_AT),
+        ("SPEC_WHEN", record::SPEC_WHEN),
+        ("SPEC_REPLACE", record::SPEC_REPLACE),
+    ] {
+        def(name, v.to_string());
+    }
+    for (name, which) in crate::transitions::list::WHICH {
+        def(
+            name,
+            crate::transitions::list::which_code(which).to_string(),
+        );
+    }
+    def(
+        "IX_LANE",
+        format!("'{}'", char::from(crate::keys::IndexTag::LANE)),
+    );
+    def(
+        "IX_WINDOW",
+        format!("'{}'", char::from(crate::keys::IndexTag::WINDOW)),
+    );
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
     let b = Backoff::default();
     let (base, cap) = b.base_cap_ms();
@@ -324,7 +308,7 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def(name, (r as i64).to_string());
     }
     // The lateness bucket (1-based) of a delay in ms: comparisons, no table built per call.
-    s.push_str("local function late_bucket(ms)\n");
+    s.push_str("\n--@ late_bucket\nlocal function late_bucket(ms)\n");
     for (i, edge) in delayq::series::LATENESS_EDGES_MS.iter().enumerate() {
         let _ = writeln!(s, "  if ms <= {edge} then return {} end", i + 1);
     }
@@ -339,63 +323,145 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transitions;
 
-    /// `(n, name)` of each `-- KEYS[n] name` line of a script's header.
-    fn header_keys(source: &str) -> Vec<(usize, String)> {
+    /// The identifiers of a Lua text, comments left out.
+    fn words(text: &str) -> HashSet<String> {
+        text.lines()
+            .map(|l| l.split("--").next().unwrap_or_default())
+            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The names a script's comment lists under "Keys (declared in …)": one per line.
+    fn commented_keys(source: &str) -> Vec<String> {
         source
             .lines()
-            .skip_while(|l| l.starts_with("#!"))
-            .take_while(|l| l.starts_with("--"))
+            .skip_while(|l| !l.starts_with("-- Keys (declared in"))
+            .skip(1)
+            // A key's line: `-- name  what` (two spaces at least), continued by indented lines.
+            .take_while(|l| {
+                l.starts_with("--   ")
+                    || l.split_once("  ")
+                        .is_some_and(|(h, _)| !h[3..].contains(' '))
+            })
+            .filter(|l| !l.starts_with("--   "))
             .filter_map(|l| {
-                let rest = l.strip_prefix("-- KEYS[")?;
-                let (n, rest) = rest.split_once(']')?;
-                let name = rest.split_whitespace().next()?;
-                Some((n.parse().ok()?, name.to_owned()))
+                l.strip_prefix("-- ")?
+                    .split_whitespace()
+                    .next()
+                    .map(str::to_owned)
             })
             .collect()
     }
 
     #[test]
-    fn every_lua_header_lists_the_declared_keys_in_order() {
-        for def in ALL {
-            let declared: Vec<(usize, String)> = def
-                .keys
-                .iter()
-                .enumerate()
-                .map(|(i, k)| (i + 1, k.field().to_owned()))
-                .collect();
-            assert_eq!(header_keys(def.source()), declared, "{}", def.file);
-            // The script reads no KEYS index it does not declare.
-            for n in declared.len() + 1..=declared.len() + 3 {
-                assert!(
-                    !def.source().contains(&format!("KEYS[{n}]")),
-                    "{} KEYS[{n}]",
-                    def.file
-                );
+    fn every_script_is_declared_once_and_its_comment_names_its_keys_in_order() {
+        for def in transitions::all() {
+            let mut declared: Vec<String> = def.keys.iter().map(|k| k.field().to_owned()).collect();
+            let header = (def.header)();
+            for line in header.lines() {
+                if let Some(rest) = line.strip_prefix("local ")
+                    && let Some((name, _)) = rest.split_once("_at = ")
+                {
+                    declared.push(name.to_owned());
+                }
             }
+            assert_eq!(commented_keys(def.source), declared, "{}", def.file);
+            assert!(
+                def.source.contains(&format!(
+                    "transitions/{}.rs",
+                    def.file.trim_end_matches(".lua")
+                )),
+                "{} names the module that declares it",
+                def.file
+            );
         }
         let dir = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua")).unwrap();
         let mut files: Vec<String> = dir
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|f| HELPERS.iter().all(|(name, _)| f != name))
+            .filter(|f| HELPER_FILES.iter().all(|(name, _)| f != name))
             .collect();
         files.sort();
-        let mut declared: Vec<&str> = ALL.iter().map(|d| d.file).collect();
+        let mut declared: Vec<&str> = transitions::all().iter().map(|d| d.file).collect();
         declared.sort();
         assert_eq!(files, declared, "every .lua file is declared once");
+    }
+
+    /// No position is written by hand: scripts and helpers read `ARGV` and `KEYS` only
+    /// through the generated header (a key tail's `KEYS[NAME_at …]`).
+    #[test]
+    fn no_script_reads_a_position_by_hand() {
+        let texts = transitions::all().map(|d| (d.file, d.source));
+        for (file, text) in texts.iter().copied().chain(HELPER_FILES) {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("--").next().unwrap_or_default();
+                assert!(!code.contains("ARGV"), "{file}:{}: {line}", n + 1);
+                for part in code.split("KEYS[").skip(1) {
+                    let index = part
+                        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .next();
+                    assert!(
+                        index.is_some_and(|i| i.ends_with("_at")),
+                        "{file}:{}: {line}",
+                        n + 1
+                    );
+                }
+            }
+        }
+    }
+
+    /// A script names exactly the helpers its text calls, and each helper's `--@` line the
+    /// helpers its body calls: what is included is declared, and nothing declared is unused.
+    #[test]
+    fn declared_helpers_are_the_helpers_called() {
+        let names: HashSet<String> = HELPERS.iter().map(|h| h.name.clone()).collect();
+        for def in transitions::all() {
+            let used: HashSet<String> = words(def.source).intersection(&names).cloned().collect();
+            let declared: HashSet<String> = def.helpers.iter().map(|h| (*h).to_owned()).collect();
+            assert_eq!(declared, used, "{}", def.file);
+        }
+        for h in HELPERS.iter() {
+            let mut used: HashSet<String> = words(&h.text).intersection(&names).cloned().collect();
+            used.remove(&h.name);
+            let declared: HashSet<String> = h.needs.iter().cloned().collect();
+            assert_eq!(declared, used, "helper {}", h.name);
+        }
+        assert!(HELPERS.len() > 50, "{} helpers found", HELPERS.len());
+    }
+
+    /// Every script's build loads on a real server (syntax, Lua's limits on locals and
+    /// upvalues), in both builds.
+    #[test]
+    fn every_build_loads() {
+        let server = delayq_test_support::RedisServer::start();
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        for def in transitions::all() {
+            for sharded in [false, true] {
+                let built = def.built(sharded);
+                let sha: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(&built.text)
+                    .query(&mut conn)
+                    .unwrap_or_else(|e| panic!("{}: {e}", def.file));
+                assert_eq!(sha, built.sha, "{}", def.file);
+            }
+        }
     }
 
     /// Every command a script calls (`redis.call('X'`, `redis.pcall('X'`, `call_chunked('X'`)
     /// is one the ACL rule grants, so a least-privilege user runs every script.
     #[test]
     fn the_acl_rule_grants_every_command_a_script_calls() {
-        let granted: std::collections::HashSet<String> =
-            crate::acl_commands().map(str::to_ascii_lowercase).collect();
+        let granted: HashSet<String> = crate::acl_commands().map(str::to_ascii_lowercase).collect();
         let mut seen = 0;
-        for text in ALL
+        for text in transitions::all()
             .iter()
-            .map(|d| d.source())
-            .chain(HELPERS.map(|(_, t)| t))
+            .map(|d| d.source)
+            .chain(HELPER_FILES.map(|(_, t)| t))
         {
             for marker in ["call('", "pcall('", "call_chunked('"] {
                 for part in text.split(marker).skip(1) {
@@ -412,33 +478,37 @@ mod tests {
         assert!(seen > 100, "{seen} calls found");
     }
 
-    /// Every `R_…` and `ST_…` name a script uses is defined by the prelude, so every code a
-    /// script can return is one Rust maps.
+    /// Every `R_…`, `ST_…`, `SPEC_…` and `LIST_…` name a script uses is defined by the
+    /// prelude, so every code a script returns or reads is one Rust maps.
     #[test]
-    fn every_code_a_script_returns_is_mapped() {
-        let defined: std::collections::HashSet<String> = PRELUDE
+    fn every_code_a_script_uses_is_defined() {
+        let defined: HashSet<String> = PRELUDE
             .lines()
             .filter_map(|l| l.strip_prefix("local "))
             .filter_map(|l| l.split(' ').next())
             .map(str::to_owned)
             .collect();
         let mut used = 0;
-        for text in ALL
+        for text in transitions::all()
             .iter()
-            .map(|d| d.source())
-            .chain(HELPERS.map(|(_, t)| t))
+            .map(|d| d.source)
+            .chain(HELPER_FILES.map(|(_, t)| t))
         {
-            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                if (word.starts_with("R_") || word.starts_with("ST_")) && !word.ends_with('_') {
+            for word in words(text) {
+                if ["R_", "ST_", "SPEC_", "LIST_"]
+                    .iter()
+                    .any(|p| word.starts_with(p))
+                    && !word.ends_with('_')
+                {
                     used += 1;
                     assert!(
-                        defined.contains(word),
+                        defined.contains(&word),
                         "{word} is not defined by the prelude"
                     );
                 }
             }
         }
-        assert!(used > 10, "scripts return named codes");
+        assert!(used > 10, "scripts use named codes");
         for (_, name) in Reply::ALL {
             assert!(defined.contains(name));
         }
@@ -452,7 +522,12 @@ mod tests {
             0u64, 1, 2, 3, 9, 10, 11, 99, 100, 101, 999, 1_000, 59_999, 60_000, 60_001,
         ];
         let list: Vec<String> = probes.iter().map(|p| format!("late_bucket({p})")).collect();
-        let script = format!("{}return {{ {} }}", *PRELUDE, list.join(", "));
+        let script = full(
+            "",
+            &["late_bucket"],
+            &format!("return {{ {} }}", list.join(", ")),
+            false,
+        );
         let got = server.command(&["EVAL", &script, "0"]);
         let want: Vec<String> = probes
             .iter()
@@ -468,6 +543,8 @@ mod tests {
         let server = delayq_test_support::RedisServer::start();
         let k = Keys::shard(&delayq::QueueName::new("orders").unwrap(), 2, 4);
         let script = full(
+            "",
+            &["win_key", "wins_key", "wtombs_key", "ix_prefix"],
             "return { win_key(KEYS[1], 1796175823000), win_key(KEYS[1], '1796175823000'), \
              wins_key(KEYS[1]), wtombs_key(KEYS[1]), ix_prefix(KEYS[1]) .. '17' }",
             false,
@@ -484,13 +561,127 @@ mod tests {
         assert_eq!(lines, want);
     }
 
+    /// Every kind of index entry, tagged (written by Rust) and untagged (written before the
+    /// tags), reads the same in Lua's `ix_entry` as in Rust; what Lua writes Rust reads.
     #[test]
-    fn a_script_carries_only_the_helpers_it_uses() {
-        let text = full("return has(1, 1)", false);
+    fn index_entries_round_trip_between_rust_and_lua() {
+        use crate::keys::IndexEntry;
+        let server = delayq_test_support::RedisServer::start();
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let read = full(
+            "",
+            &["ix_entry"],
+            "local kind, a, b = ix_entry(KEYS[1]) return { kind, a, b or -1 }",
+            false,
+        );
+        let entries = [
+            IndexEntry::Lane(0),
+            IndexEntry::Lane(123_456_789_012),
+            IndexEntry::Window {
+                start: 1_796_175_823_000,
+                pos: 0,
+            },
+            IndexEntry::Window {
+                start: 1_796_175_823_000,
+                pos: 8191,
+            },
+        ];
+        for e in entries {
+            let legacy = match e {
+                IndexEntry::Lane(s) => s.to_string().into_bytes(),
+                IndexEntry::Window { .. } => e.encode()[1..].to_vec(),
+            };
+            for bytes in [e.encode(), legacy] {
+                assert_eq!(IndexEntry::decode(&bytes), Some(e), "{bytes:?}");
+                let (kind, a, b): (String, u64, i64) = redis::cmd("EVAL")
+                    .arg(&read)
+                    .arg(1)
+                    .arg(&bytes)
+                    .query(&mut conn)
+                    .unwrap();
+                let got = match kind.as_bytes() {
+                    [IndexEntry::LANE] => IndexEntry::Lane(a),
+                    [IndexEntry::WINDOW] => IndexEntry::Window {
+                        start: a,
+                        pos: b as u32,
+                    },
+                    other => panic!("kind {other:?}"),
+                };
+                assert_eq!(got, e);
+            }
+        }
+        // What enqueue.lua writes for each kind (IX_LANE .. n, IX_WINDOW .. pack) reads back.
+        let write = full(
+            "",
+            &[],
+            "return { IX_LANE .. 42, IX_WINDOW .. struct.pack('>I6I3', 1796175823000, 7) }",
+            false,
+        );
+        let written: Vec<Vec<u8>> = redis::cmd("EVAL")
+            .arg(&write)
+            .arg(0)
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(IndexEntry::decode(&written[0]), Some(IndexEntry::Lane(42)));
+        assert_eq!(
+            IndexEntry::decode(&written[1]),
+            Some(IndexEntry::Window {
+                start: 1_796_175_823_000,
+                pos: 7
+            })
+        );
+    }
+
+    /// The spec's flags byte reads in Lua's `due_from` as Rust means it.
+    #[test]
+    fn spec_flags_round_trip_between_rust_and_lua() {
+        let server = delayq_test_support::RedisServer::start();
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let script = full(
+            "",
+            &["due_from", "has"],
+            "local m = string.byte(ARGV[1], 1) \
+             return { due_from(m, tonumber(ARGV[2]), 1000), has(m, SPEC_REPLACE) and 1 or 0 }",
+            false,
+        );
+        let now = 1000u64;
+        let cases = [
+            (delayq::Schedule::Now, false, now),
+            (
+                delayq::Schedule::Delay(std::time::Duration::from_millis(250)),
+                true,
+                now + 250,
+            ),
+            (delayq::Schedule::At(5000), false, 5000),
+            (delayq::Schedule::At(10), true, now),
+        ];
+        for (when, replace, due) in cases {
+            let mut job = delayq::NewJob::new(Vec::new()).schedule(when);
+            if replace {
+                job = job.replace();
+            }
+            let spec = record::spec(job);
+            let (_, t) = record::when(when);
+            let got: (u64, u8) = redis::cmd("EVAL")
+                .arg(&script)
+                .arg(0)
+                .arg(&spec[..1])
+                .arg(t)
+                .query(&mut conn)
+                .unwrap();
+            assert_eq!(got, (due, u8::from(replace)), "{when:?}");
+        }
+    }
+
+    #[test]
+    fn a_script_carries_the_helpers_it_names_and_theirs() {
+        let text = full("", &["has"], "return has(1, 1)", false);
         assert!(text.contains("local function has("));
         assert!(!text.contains("local function decode("));
         // Through other helpers: ack_pairs needs keep_done, which needs decode and encode.
-        let text = full("return ack_pairs(1, 2, {}, 1, 0)", false);
+        let text = full("", &["ack_pairs"], "return ack_pairs", false);
         for f in [
             "ack_pairs",
             "keep_done",
@@ -515,7 +706,7 @@ mod tests {
             inline("x = S_SLOT + SERIES_SLOTS - S_SLOT2", &values),
             "x = 84 + SERIES_SLOTS - S_SLOT2"
         );
-        let text = full("return R_OK", false);
+        let text = full("", &[], "return R_OK", false);
         assert!(!text.contains("local R_OK"), "constants are not locals");
         assert!(text.ends_with(&format!("return {}", Reply::Ok as i64)));
     }

@@ -97,7 +97,8 @@ fn index_seqs(s: &RedisServer, q: &delayq::QueueName, from: u32, to: u32) -> Vec
             let lines: Vec<String> = all.lines().map(str::to_owned).collect();
             lines
                 .chunks(2)
-                .filter_map(|c| c.get(1)?.trim().parse().ok())
+                // A lane entry's index entry: its tag `L`, then the decimal sequence number.
+                .filter_map(|c| c.get(1)?.trim().strip_prefix('L')?.parse().ok())
                 .collect::<Vec<u64>>()
         })
         .collect()

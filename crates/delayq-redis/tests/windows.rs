@@ -110,12 +110,12 @@ fn server_ms(s: &RedisServer) -> u64 {
     parts.next().unwrap() * 1000 + parts.next().unwrap() / 1000
 }
 
-/// Index entries of window jobs left in the queue's buckets (a window's is 9 bytes, the
-/// one-delay lane's a decimal sequence number, swept by claims a bucket at a time).
+/// Index entries of window jobs left in the queue's buckets (a window's is tagged `W`, the
+/// one-delay lane's `L`, swept by claims a bucket at a time).
 fn index_entries(s: &RedisServer, q: &QueueName) -> i64 {
     let count = "local n = 0 for b = 0, 1023 do \
         for _, v in ipairs(redis.call('HVALS', KEYS[1] .. b)) do \
-        if string.byte(v, 1) < 48 then n = n + 1 end end end return n";
+        if string.sub(v, 1, 1) == 'W' then n = n + 1 end end end return n";
     int(s, &["EVAL", count, "1", &format!("dq:{{{q}}}:ix:")])
 }
 

@@ -1,0 +1,116 @@
+//! Leasing due jobs of one shard, with the acks of finished ones: `lua/claim.lua`.
+
+use std::time::Duration;
+
+use delayq::{ClaimBatch, Job, JobId, LeaseRef, QueueName, Result};
+
+use crate::backend::{MAX_CLAIM, RedisBackend};
+use crate::keys::Keys;
+use crate::protocol::{Flat, reply, script};
+use crate::record;
+use crate::route::Route;
+
+use super::ack::Ack;
+
+/// Most expired leases recovered per claim.
+const REAP_LIMIT: u32 = 100;
+
+script! {
+    file: "claim.lua",
+    keys: [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta],
+    key_tails: [sweep, ix],
+    args: {
+        /// Most jobs to lease.
+        max: usize,
+        /// The lease of a job without its own, ms.
+        default_lease: u64,
+        /// Most expired leases to recover in this call.
+        reap_limit: u32,
+    },
+    tail: acks: Ack,
+    helpers: [
+        now_us, rec_attempt, rec_due, rec_lease, rec_claimed, decode, encode, rec_expires,
+        call_chunked, queue_retention, trim_done, bury, count, limits_read, limit_freed, promote,
+        lane_entry, lane_dead, lane_due, lane_h, ix_entry, win_width, win_promote, lane_trim,
+        lane_spill, lane_first_due, ack_pairs, late_bucket,
+    ],
+    reply: ClaimReply,
+}
+
+reply! {
+    /// What a claim did.
+    pub(crate) struct ClaimReply as "claim_reply" {
+        /// Per ack, in order.
+        acks: Vec<delayq::AckOutcome>,
+        /// The jobs leased.
+        jobs: Flat<Leased>,
+        /// µs until the next due job or lease expiry (-1: none).
+        next_us: i64,
+    }
+}
+
+reply! {
+    /// A job the claim leased.
+    pub(crate) flat struct Leased as "push_leased" {
+        /// The job.
+        id: JobId,
+        /// Its lease's deadline, ms.
+        deadline: i64,
+        /// Its lease, ms.
+        lease_ms: i64,
+        /// Its record, attempt and token updated.
+        rec: Vec<u8>,
+    }
+}
+
+impl RedisBackend {
+    /// Leases up to `max` due jobs of shard `k` and acknowledges `acks`.
+    pub(crate) async fn claim_shard(
+        &self,
+        queue: &QueueName,
+        route: &Route,
+        k: &Keys,
+        max: usize,
+        lease: Duration,
+        acks: Vec<LeaseRef>,
+    ) -> Result<ClaimBatch> {
+        let wait = !acks.is_empty();
+        let args = Args {
+            max: max.min(MAX_CLAIM),
+            default_lease: lease.as_millis() as u64,
+            reap_limit: REAP_LIMIT,
+            sweep: route.sweep_bucket(k),
+            ix: route.buckets(k, acks.iter().map(|l| l.id.as_str())),
+            acks: Ack::of(acks),
+        };
+        let reply = self.run(&SCRIPT, k, args, wait).await?;
+        let mut jobs = Vec::with_capacity(reply.jobs.0.len());
+        for l in reply.jobs.0 {
+            let r = record::decode(&l.rec)?;
+            let expires_at_ms = r.expires_at_ms();
+            let target = r.target_value()?;
+            jobs.push(Job {
+                id: l.id,
+                queue: queue.clone(),
+                payload: r.payload,
+                attempt: r.attempt,
+                max_attempts: r.max_attempts,
+                due_at_ms: r.due_ms,
+                created_at_ms: r.created_ms,
+                lease_token: r.token,
+                lease_deadline_ms: l.deadline as u64,
+                lease: Duration::from_millis(l.lease_ms as u64),
+                last_error: r.last_error,
+                timeout: r.timeout_ms.map(|t| Duration::from_millis(t.into())),
+                expires_at_ms,
+                priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
+                target,
+            });
+        }
+        Ok(ClaimBatch {
+            jobs,
+            acks: reply.acks,
+            next_due_in: (reply.next_us >= 0).then(|| Duration::from_micros(reply.next_us as u64)),
+        })
+    }
+}

@@ -1,0 +1,43 @@
+//! Reading one job in any state: `lua/get.lua`.
+
+use delayq::{JobId, JobInfo, QueueName, Result};
+
+use crate::backend::RedisBackend;
+use crate::protocol::{reply, script};
+use crate::reply::{job_info, state};
+
+script! {
+    file: "get.lua",
+    keys: [Sched, Lease, Jobs, Dead, Lane, LaneMeta],
+    key_tails: [ix],
+    args: {
+        /// The job.
+        id: JobId,
+    },
+    helpers: [has, lane_find],
+    reply: Option<Found>,
+}
+
+reply! {
+    /// A job found.
+    pub(crate) struct Found as "found" {
+        /// Its state's code.
+        state: i64,
+        /// Its lease deadline or failed-at time, ms; -1 for the other states.
+        at: i64,
+        /// Its record.
+        rec: Vec<u8>,
+    }
+}
+
+impl RedisBackend {
+    /// Job `id` of `queue`, in any state.
+    pub(crate) async fn get_job(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
+        let (k, ix) = self.keys_and_bucket(queue, id).await?;
+        let args = Args { ix, id: id.clone() };
+        match self.run(&SCRIPT, &k, args, false).await? {
+            None => Ok(None),
+            Some(f) => job_info(id.clone(), state(f.state)?, f.at, &f.rec).map(Some),
+        }
+    }
+}

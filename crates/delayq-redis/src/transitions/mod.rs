@@ -1,0 +1,66 @@
+//! Every state change and read of a queue's shard, one module per Lua script: its declaration
+//! (keys, arguments, reply: `crate::protocol::script!`) and the call that encodes the
+//! arguments and decodes the reply. The trait impls (`backend`, `inspect`, `periodic`) route
+//! to shards and call these.
+
+use crate::protocol::reply;
+use crate::reply::Reply;
+
+pub(crate) mod ack;
+pub(crate) mod advance;
+pub(crate) mod cancel;
+pub(crate) mod cancel_all;
+pub(crate) mod claim;
+pub(crate) mod dead_purge;
+pub(crate) mod dead_requeue;
+pub(crate) mod enqueue;
+pub(crate) mod extend;
+pub(crate) mod fire;
+pub(crate) mod fire_shard;
+pub(crate) mod get;
+pub(crate) mod limits;
+pub(crate) mod list;
+pub(crate) mod nack;
+pub(crate) mod pause;
+pub(crate) mod release;
+pub(crate) mod reschedule;
+pub(crate) mod stats;
+
+/// Jobs per call when requeueing, purging or cancelling in bulk (keeps each call short).
+pub(crate) const ADMIN_CHUNK: usize = 1000;
+
+reply! {
+    /// An outcome code and the number it comes with (0 when it has none).
+    pub(crate) struct Coded as "coded" {
+        /// The outcome.
+        code: Reply,
+        /// A time (ms) or a count.
+        value: i64,
+    }
+}
+
+/// Every declared script.
+#[cfg(test)]
+pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 19] {
+    [
+        &ack::SCRIPT.def,
+        &advance::SCRIPT.def,
+        &cancel::SCRIPT.def,
+        &cancel_all::SCRIPT.def,
+        &claim::SCRIPT.def,
+        &dead_purge::SCRIPT.def,
+        &dead_requeue::SCRIPT.def,
+        &enqueue::SCRIPT.def,
+        &extend::SCRIPT.def,
+        &fire::SCRIPT.def,
+        &fire_shard::SCRIPT.def,
+        &get::SCRIPT.def,
+        &limits::SCRIPT.def,
+        &list::SCRIPT.def,
+        &nack::SCRIPT.def,
+        &pause::SCRIPT.def,
+        &release::SCRIPT.def,
+        &reschedule::SCRIPT.def,
+        &stats::SCRIPT.def,
+    ]
+}

@@ -1,0 +1,54 @@
+//! Giving leases back: `lua/release.lua`.
+
+use delayq::{LeaseRef, QueueName, Result};
+use futures::future::join_all;
+
+use crate::backend::RedisBackend;
+use crate::protocol::script;
+use crate::route::group;
+
+use super::ack::Ack;
+
+script! {
+    file: "release.lua",
+    keys: [Sched, Lease, Jobs, Wake, Stat],
+    args: {
+        /// The attempts never started: each is given back.
+        undo: bool,
+    },
+    tail: leases: Ack,
+    helpers: [now_ms, decode, encode, wake_if_earlier, limit_freed, leased_raw],
+    reply: u64,
+}
+
+impl RedisBackend {
+    /// Gives `leases` back (due again at once), each shard in one call.
+    pub(crate) async fn release_leases(
+        &self,
+        queue: &QueueName,
+        leases: Vec<LeaseRef>,
+        undo: bool,
+    ) -> Result<()> {
+        if leases.is_empty() {
+            return Ok(());
+        }
+        let route = self.route(queue).await?;
+        let by = group(leases, route.shards, |l| l.id.as_str());
+        let calls = by
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
+            .map(|(s, (_, leases))| {
+                let args = Args {
+                    undo,
+                    leases: Ack::of(leases),
+                };
+                let k = &route.keys[s];
+                async move { self.run(&SCRIPT, k, args, false).await }
+            });
+        for r in join_all(calls).await {
+            r?;
+        }
+        Ok(())
+    }
+}
