@@ -29,6 +29,10 @@ pub(crate) struct Cli {
     /// a failover cannot lose it.
     #[arg(long, global = true, env = "DELAYQ_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
+    /// Keep every Redis key under dq:NAME: instead of dq: — applications (or staging and
+    /// production) sharing one Redis never see each other's queues.
+    #[arg(long, global = true, env = "DELAYQ_NAMESPACE", value_name = "NAME")]
+    pub namespace: Option<String>,
     /// How long to keep trying to reach Redis when it cannot be reached (starting beside this
     /// process, mid-failover), with backoff, logging why every few seconds; then exit with a
     /// clear message. Default: indefinitely for `serve` and `worker` (serve answers /healthz

@@ -122,6 +122,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     matches!(cli.command, Command::Serve(_) | Command::Worker(_)),
                 ),
                 password: connect::password(&cli)?,
+                namespace: cli.namespace.clone(),
             };
             if let Command::Doctor { acl_user } = cli.command {
                 return doctor::run(opts, acl_user).await;

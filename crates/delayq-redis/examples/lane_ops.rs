@@ -1,5 +1,5 @@
 //! Server time of a look-up and a cancel by id on a queue with the one-delay lane and on one
-//! without (docs/BENCHMARKS-LANE.md): fills N (default 100,000) W4-shaped jobs of one delay,
+//! without (ARCHITECTURE.md, "The lane"): fills N (default 100,000) W4-shaped jobs of one delay,
 //! then times 10,000 `get`s and 10,000 `cancel`s of ids spread over the queue by the server's
 //! `INFO commandstats` (EVALSHA µs per call).
 //!

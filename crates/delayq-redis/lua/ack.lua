@@ -22,7 +22,7 @@ end
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local now = now_ms()
 local ret = queue_retention(stat, lflags)
-local out, kept = ack_pairs(jobs, lease, acks_item, acks_n, done, ret, now, lane_of)
+local out, kept = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of)
 local acked = 0
 for i = 1, #out do
   if out[i] == R_OK then acked = acked + 1 end

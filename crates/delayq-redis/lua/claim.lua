@@ -50,7 +50,7 @@ local lane_of = nil
 if ix_n > 0 then
   lane_of = function(i) return { lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] } end
 end
-local acks, kept = ack_pairs(jobs, lease, acks_item, acks_n, done, ret, now, lane_of)
+local acks, kept = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }

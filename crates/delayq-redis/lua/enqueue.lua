@@ -63,10 +63,9 @@ if ix_n > 0 then
     W = win_width(fw, S_FLAGS)
     L = { lane = lane, meta = lanemeta, gone = lanegone }
     for i = 1, n do
-      local id, spec = batch_item(i)
-      if has(string.byte(spec, 1), SPEC_REPLACE) then
+      if bit.band(string.byte(batch_spec[i], 1), SPEC_REPLACE) ~= 0 then
         L.ix = KEYS[ix_at + i - 1]
-        lane_pull(L, jobs, sched, id)
+        lane_pull(L, jobs, sched, batch_id[i])
       end
     end
     lane_len = redis.call('LLEN', L.lane)
@@ -78,8 +77,7 @@ end
 -- The stored records of a batch (false: none), read at once.
 local stored_all = nil
 if n > 1 or L then
-  local ids = {}
-  for i = 1, n do ids[i] = batch_item(i) end
+  local ids = batch_id
   stored_all = {}
   for i = 1, n, 2000 do
     local got = redis.call('HMGET', jobs, unpack(ids, i, math.min(i + 1999, n)))
@@ -88,11 +86,11 @@ if n > 1 or L then
 end
 local new = {}
 for i = 0, n - 1 do
-  local id, spec = batch_item(i + 1)
+  local id, spec = batch_id[i + 1], batch_spec[i + 1]
   local due = fresh[id]
   if due == nil then
     local mode = string.byte(spec, 1)
-    local replace = has(mode, SPEC_REPLACE)
+    local replace = bit.band(mode, SPEC_REPLACE) ~= 0
     due = due_from(mode, struct.unpack('>I6', spec, 1 + AT_DUE), now)
     local rec = string.sub(spec, 2, AT_DUE) .. struct.pack('>I6I6', due, now)
       .. string.sub(spec, 1 + AT_TOKEN)

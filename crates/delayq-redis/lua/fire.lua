@@ -27,7 +27,7 @@ end
 local now = now_ms()
 local zadd, created, earliest = {}, 0, nil
 for i = 1, fires_n do
-  local at = fires_item(i)
+  local at = fires_at[i]
   -- Due at its fire time; a past one (a late tick, a caught-up fire) is due now, as enqueue
   -- treats a past run_at (the fire time stays in the id).
   local due = math.max(tonumber(at), now)

@@ -396,19 +396,15 @@ local function state_of(sched, lease, dead, id, ready, L)
 end
 
 --@ ack_pairs needs has rec_token call_chunked keep_done lane_find
--- Acknowledges `k` pairs (id, token), pair i read by `item(i)`: records of valid
+-- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
 -- R_MISSING (nothing changed), and how many were kept. `lane_of(i)`, when given: the lane of
 -- pair i (lane_find), asked only about an id `jobs` does not hold.
-local function ack_pairs(jobs, lease, item, k, done_key, ret, now, lane_of)
+local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_of)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
     return out, 0
-  end
-  local ids, tokens = {}, {}
-  for i = 1, k do
-    ids[i], tokens[i] = item(i)
   end
   local raws = redis.call('HMGET', jobs, unpack(ids))
   for i = 1, k do

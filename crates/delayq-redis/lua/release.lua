@@ -12,8 +12,8 @@
 local now = now_ms()
 local n = 0
 for i = 1, leases_n do
-  local id, token = leases_item(i)
-  local raw = leased_raw(jobs, id, token)
+  local id = leases_id[i]
+  local raw = leased_raw(jobs, id, leases_token[i])
   if raw then
     local r = decode(raw)
     if n == 0 then wake_if_earlier(sched, wake, now) end

@@ -16,7 +16,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::conn::{Conn, Live};
 use crate::error;
-use crate::keys::{self, Keys, shard_of};
+use crate::keys::{Keys, Space, shard_of};
 use crate::protocol::{Encode, FromReply};
 use crate::route::{Route, Routes, group};
 use crate::scripts::{Script, ScriptDef};
@@ -42,11 +42,13 @@ pub(crate) struct Inner {
     pub conn: Conn,
     hub: WakeHub,
     pub routes: Routes,
+    /// Where this backend's keys live (its namespace).
+    pub space: Space,
     /// Wake-ups use sharded Pub/Sub (Cluster).
     sharded_pubsub: bool,
     /// Connections to each Cluster master by address (per-node commands: `SCAN`).
     pub nodes: std::sync::Mutex<std::collections::HashMap<String, redis::aio::ConnectionManager>>,
-    /// Queues this process has written to [`keys::PUSH_QUEUES`] (one write per queue).
+    /// Queues this process has written to the push registry (one write per queue).
     push_marked: std::sync::Mutex<std::collections::HashSet<QueueName>>,
 }
 
@@ -54,12 +56,14 @@ impl RedisBackend {
     /// The backend over a connection just made to `target`.
     pub(crate) fn over(conn: Conn, target: Target) -> Self {
         let sharded_pubsub = conn.is_cluster();
+        let space = Space::new(target.namespace.as_deref());
         let hub = WakeHub::start(target);
         Self {
             inner: Arc::new(Inner {
                 conn,
                 hub,
-                routes: Routes::new(),
+                routes: Routes::new(space.clone()),
+                space,
                 sharded_pubsub,
                 nodes: Default::default(),
                 push_marked: Default::default(),
@@ -169,7 +173,7 @@ impl RedisBackend {
             Option<String>,
             Option<Vec<u8>>,
         ) = redis::cmd("HMGET")
-            .arg(keys::conf(queue))
+            .arg(self.inner.space.conf(queue))
             .arg("shards")
             .arg("lane")
             .arg("delivery")
@@ -200,7 +204,7 @@ impl RedisBackend {
     }
 
     /// The queues named in a registry sorted set (`dq:{~}:crons`, `dq:{~}:push`).
-    pub(crate) async fn queue_registry(&self, key: &str) -> Result<Vec<QueueName>> {
+    pub(crate) async fn queue_registry(&self, key: String) -> Result<Vec<QueueName>> {
         let mut conn = self.connection();
         let names: Vec<String> = redis::cmd("ZRANGE")
             .arg(key)
@@ -233,7 +237,7 @@ impl RedisBackend {
         }
         let mut conn = self.connection();
         let _: () = redis::cmd("ZADD")
-            .arg(keys::PUSH_QUEUES)
+            .arg(self.inner.space.push_queues())
             .arg(0)
             .arg(queue.as_str())
             .query_async(&mut conn)

@@ -22,6 +22,12 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
+    /// The namespace is not 1–64 ASCII letters, digits, `-` or `_`.
+    #[error("invalid namespace {name:?}: use 1 to 64 ASCII letters, digits, '-' or '_'")]
+    Namespace {
+        /// The namespace given.
+        name: String,
+    },
     /// The server could not be reached or refused the credentials.
     #[error(
         "cannot connect to Redis at {url}: {}; is the server up and the URL right? \
@@ -50,7 +56,9 @@ fn root_cause(e: &RedisError) -> String {
 impl From<Error> for delayq::Error {
     fn from(e: Error) -> Self {
         match e {
-            Error::Url { .. } | Error::Tls { .. } => delayq::Error::Backend(e.to_string()),
+            Error::Url { .. } | Error::Tls { .. } | Error::Namespace { .. } => {
+                delayq::Error::Backend(e.to_string())
+            }
             Error::Connect { .. } => delayq::Error::Unavailable(e.to_string()),
         }
     }

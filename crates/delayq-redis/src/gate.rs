@@ -4,7 +4,7 @@
 //! as one call of the batch script (natural batching, as a database's group commit). A lone
 //! producer, or a few, never waits for anything; fifty producers at once pay Redis one script
 //! call per batch instead of one per job (a single-job call costs Redis ~13 µs, a job of a
-//! batch ~3–5 µs: docs/BENCHMARKS-ISSUE-15.md, part 8).
+//! batch ~3–5 µs: docs/BENCHMARKS.md, W1).
 //!
 //! What a caller sees does not change: its jobs stay together and in order inside the shared
 //! call, which the script runs atomically, so its batch is still written whole or not at all,

@@ -4,7 +4,7 @@
 
 use crate::backend::RedisBackend;
 use crate::error;
-use crate::keys::{self, Keys};
+use crate::keys::Keys;
 use crate::transitions::ADMIN_CHUNK;
 use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
@@ -74,9 +74,11 @@ impl Inspect for RedisBackend {
     }
 
     async fn queues(&self) -> Result<Vec<QueueName>> {
-        let keys = self.scan_all(keys::SCAN_PATTERN).await?;
-        let names: std::collections::BTreeSet<QueueName> =
-            keys.iter().filter_map(|k| keys::queue_of(k)).collect();
+        let keys = self.scan_all(&self.inner.space.scan_pattern()).await?;
+        let names: std::collections::BTreeSet<QueueName> = keys
+            .iter()
+            .filter_map(|k| self.inner.space.queue_of(k))
+            .collect();
         Ok(names.into_iter().collect())
     }
 
@@ -240,7 +242,7 @@ impl Inspect for RedisBackend {
             "target",
         ];
         let values: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(keys::conf(queue))
+            .arg(self.inner.space.conf(queue))
             .arg(&fields)
             .query_async(&mut conn)
             .await
@@ -290,7 +292,7 @@ impl Inspect for RedisBackend {
     async fn push_queues(&self) -> Result<Vec<QueueName>> {
         // Each queue's route holds its delivery (read with its layout, refreshed every 5 s):
         // no settings read per queue at every discovery.
-        let listed = self.queue_registry(keys::PUSH_QUEUES).await?;
+        let listed = self.queue_registry(self.inner.space.push_queues()).await?;
         let routes = try_join_all(listed.iter().map(|q| self.route(q))).await?;
         Ok(listed
             .into_iter()
@@ -314,7 +316,7 @@ impl Inspect for RedisBackend {
             // Layouts share shard tags ({q#0} is shard 0 of 2 and of 4): count each once.
             let mut shards: Vec<Keys> = [current, s.shards]
                 .into_iter()
-                .flat_map(|n| (0..n).map(move |i| Keys::shard(queue, i, n)))
+                .flat_map(|n| (0..n).map(move |i| self.inner.space.shard(queue, i, n)))
                 .collect();
             shards.sort_by(|a, b| a.sched.cmp(&b.sched));
             shards.dedup_by(|a, b| a.sched == b.sched);
@@ -355,7 +357,7 @@ impl Inspect for RedisBackend {
         // Plain HSET and HDEL (the ACL rule allows no MULTI): a reader between the two sees
         // the new values with a removed limit still there for a moment.
         let mut conn = self.connection();
-        let conf = keys::conf(queue);
+        let conf = self.inner.space.conf(queue);
         let mut set = redis::cmd("HSET");
         set.arg(&conf).arg("shards").arg(s.shards);
         set.arg("lane").arg(u8::from(s.lane));

@@ -4,7 +4,7 @@
 //! runs unchanged on Redis Cluster: `{queue}` for a queue of one shard (the layout every
 //! queue had before shards existed), `{queue#i}` for shard `i` of a sharded queue. Queue names
 //! cannot contain braces or `#` (see `QueueName`), so tags never collide. A queue's settings
-//! live in `dq:{queue}:conf`.
+//! live in `dq:{queue}:conf`. A namespace ([`Space`]) puts every name under `dq:<ns>:`.
 
 use delayq::QueueName;
 
@@ -183,22 +183,40 @@ pub(crate) struct Keys {
     ix: String,
 }
 
-impl Keys {
-    /// The keys of a queue of one shard.
-    #[cfg(test)]
-    pub(crate) fn new(queue: &QueueName) -> Self {
-        Self::shard(queue, 0, 1)
+/// Where a backend's keys live: `dq:` by default, `dq:<namespace>:` with a namespace
+/// ([`crate::ConnectOptions::namespace`]), so several applications (or tests) share one
+/// server without seeing each other's queues. Every key name comes from here.
+#[derive(Clone, Debug)]
+pub(crate) struct Space {
+    prefix: String,
+}
+
+impl Default for Space {
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+impl Space {
+    /// The keys of `namespace` (already checked: `target::check_namespace`), or the default.
+    pub(crate) fn new(namespace: Option<&str>) -> Self {
+        let prefix = match namespace {
+            Some(ns) => format!("dq:{ns}:"),
+            None => "dq:".to_owned(),
+        };
+        Space { prefix }
     }
 
     /// The keys of shard `i` of a queue of `n` shards.
-    pub(crate) fn shard(queue: &QueueName, i: u32, n: u32) -> Self {
+    pub(crate) fn shard(&self, queue: &QueueName, i: u32, n: u32) -> Keys {
         let tag = if n <= 1 {
             queue.to_string()
         } else {
             format!("{queue}#{i}")
         };
-        let name = |key: Key| format!("dq:{{{tag}}}:{}", key.field());
-        Self {
+        let p = &self.prefix;
+        let name = |key: Key| format!("{p}{{{tag}}}:{}", key.field());
+        Keys {
             sched: name(Key::Sched),
             lease: name(Key::Lease),
             jobs: name(Key::Jobs),
@@ -213,8 +231,57 @@ impl Keys {
             lane: name(Key::Lane),
             lanemeta: name(Key::LaneMeta),
             lanegone: name(Key::LaneGone),
-            ix: format!("dq:{{{tag}}}:ix:"),
+            ix: format!("{p}{{{tag}}}:ix:"),
         }
+    }
+
+    /// The key of a queue's settings (HASH: `shards`, …).
+    pub(crate) fn conf(&self, queue: &QueueName) -> String {
+        format!("{}{{{queue}}}:conf", self.prefix)
+    }
+
+    /// The key of a queue's schedule definitions (HASH name → JSON of
+    /// `delayq::PeriodicSpec`); their next fires are the queue's [`Keys::cronnext`].
+    pub(crate) fn crondef(&self, queue: &QueueName) -> String {
+        format!("{}{{{queue}}}:crondef", self.prefix)
+    }
+
+    /// ZSET of the queues that have (or had) schedules, for tickers of every queue. Its tag
+    /// is not a queue name, so no queue's keys collide with it.
+    pub(crate) fn cron_queues(&self) -> String {
+        format!("{}{{~}}:crons", self.prefix)
+    }
+
+    /// Sorted set (all scores 0) of the queues delivered by HTTP push, read by pushers.
+    pub(crate) fn push_queues(&self) -> String {
+        format!("{}{{~}}:push", self.prefix)
+    }
+
+    /// `SCAN` pattern matching every key of this space.
+    pub(crate) fn scan_pattern(&self) -> String {
+        format!("{}{{*}}:*", self.prefix)
+    }
+
+    /// The queue a key of this space belongs to.
+    pub(crate) fn queue_of(&self, key: &str) -> Option<QueueName> {
+        let rest = key.strip_prefix(&self.prefix)?.strip_prefix('{')?;
+        let (tag, _) = rest.split_once("}:")?;
+        let name = tag.split_once('#').map_or(tag, |(q, _)| q);
+        QueueName::new(name).ok()
+    }
+}
+
+impl Keys {
+    /// The keys of a queue of one shard, in the default space.
+    #[cfg(test)]
+    pub(crate) fn new(queue: &QueueName) -> Self {
+        Space::default().shard(queue, 0, 1)
+    }
+
+    /// The keys of shard `i` of a queue of `n` shards, in the default space.
+    #[cfg(test)]
+    pub(crate) fn shard(queue: &QueueName, i: u32, n: u32) -> Self {
+        Space::default().shard(queue, i, n)
     }
 
     /// The lane's index bucket `b` (of [`LANE_BUCKETS`]).
@@ -264,35 +331,6 @@ impl Keys {
             Key::LaneGone => &self.lanegone,
         }
     }
-}
-
-/// The key of a queue's settings (HASH: `shards`).
-pub(crate) fn conf(queue: &QueueName) -> String {
-    format!("dq:{{{queue}}}:conf")
-}
-
-/// The key of a queue's schedule definitions (HASH name → JSON of `delayq::PeriodicSpec`);
-/// their next fires are the queue's [`Keys::cronnext`].
-pub(crate) fn crondef(queue: &QueueName) -> String {
-    format!("dq:{{{queue}}}:crondef")
-}
-
-/// ZSET of the queues that have (or had) schedules, for tickers of every queue. Its tag is not
-/// a queue name, so no queue's keys collide with it.
-pub(crate) const CRON_QUEUES: &str = "dq:{~}:crons";
-/// Sorted set (all scores 0) of the queues delivered by HTTP push: written when a queue gets a
-/// default target or a job with a target; read by pushers.
-pub(crate) const PUSH_QUEUES: &str = "dq:{~}:push";
-
-/// `SCAN` pattern matching every delayq key.
-pub(crate) const SCAN_PATTERN: &str = "dq:{*}:*";
-
-/// The queue a delayq key belongs to.
-pub(crate) fn queue_of(key: &str) -> Option<QueueName> {
-    let rest = key.strip_prefix("dq:{")?;
-    let (tag, _) = rest.split_once("}:")?;
-    let name = tag.split_once('#').map_or(tag, |(q, _)| q);
-    QueueName::new(name).ok()
 }
 
 /// FNV-1a (64-bit) of the id's bytes.
@@ -354,12 +392,32 @@ mod tests {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));
             let key = name;
-            assert_eq!(queue_of(key).unwrap().as_str(), "orders");
+            assert_eq!(Space::default().queue_of(key).unwrap().as_str(), "orders");
         }
-        assert!(queue_of("other").is_none());
+        assert!(Space::default().queue_of("other").is_none());
         let s = Keys::shard(&QueueName::new("orders").unwrap(), 3, 8);
         assert_eq!(s.sched, "dq:{orders#3}:sched");
-        assert_eq!(queue_of(&s.sched).unwrap().as_str(), "orders");
+        assert_eq!(
+            Space::default().queue_of(&s.sched).unwrap().as_str(),
+            "orders"
+        );
+    }
+
+    /// A namespace's keys start `dq:<ns>:`, keep the queue's hash tag, and are not the default
+    /// space's (nor the default space's its).
+    #[test]
+    fn a_namespace_is_a_space_of_its_own() {
+        let q = QueueName::new("orders").unwrap();
+        let ns = Space::new(Some("shop-2"));
+        let k = ns.shard(&q, 1, 4);
+        assert_eq!(k.sched, "dq:shop-2:{orders#1}:sched");
+        assert_eq!(k.bucket(7), "dq:shop-2:{orders#1}:ix:7");
+        assert_eq!(ns.conf(&q), "dq:shop-2:{orders}:conf");
+        assert_eq!(ns.push_queues(), "dq:shop-2:{~}:push");
+        assert_eq!(ns.queue_of(&k.sched).unwrap().as_str(), "orders");
+        assert!(Space::default().queue_of(&k.sched).is_none());
+        assert!(ns.queue_of(&Keys::new(&q).sched).is_none());
+        assert_eq!(ns.scan_pattern(), "dq:shop-2:{*}:*");
     }
 
     #[test]

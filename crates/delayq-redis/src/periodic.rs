@@ -13,7 +13,7 @@ use delayq::{QueueName, Result};
 
 use crate::backend::RedisBackend;
 use crate::error;
-use crate::keys::{self, Keys};
+use crate::keys;
 use crate::record;
 use crate::transitions::fire_shard::ShardFire;
 
@@ -21,7 +21,7 @@ impl Schedules for RedisBackend {
     async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
         check_name(&info.name)?;
         // The schedule's keys are the queue's own tag (a queue of one shard's keys).
-        let k = Keys::shard(queue, 0, 1);
+        let k = self.inner.space.shard(queue, 0, 1);
         let json = info.spec.to_json();
         // A schedule's fires must fit the queue's delivery, as every enqueue must.
         self.route(queue)
@@ -32,7 +32,7 @@ impl Schedules for RedisBackend {
         // The definition first: a ticker lists names from cronnext, so it never sees a next
         // fire without its definition.
         let _: () = redis::cmd("HSET")
-            .arg(keys::crondef(queue))
+            .arg(self.inner.space.crondef(queue))
             .arg(&info.name)
             .arg(json)
             .query_async(&mut conn)
@@ -46,7 +46,7 @@ impl Schedules for RedisBackend {
             .await
             .map_err(error::map)?;
         let _: () = redis::cmd("ZADD")
-            .arg(keys::CRON_QUEUES)
+            .arg(self.inner.space.cron_queues())
             .arg(0)
             .arg(queue.as_str())
             .query_async(&mut conn)
@@ -56,7 +56,7 @@ impl Schedules for RedisBackend {
     }
 
     async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
-        let k = Keys::shard(queue, 0, 1);
+        let k = self.inner.space.shard(queue, 0, 1);
         let mut conn = self.connection();
         let next: Vec<(String, u64)> = redis::cmd("ZRANGE")
             .arg(&k.cronnext)
@@ -70,7 +70,7 @@ impl Schedules for RedisBackend {
             return Ok(Vec::new());
         }
         let defs: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(keys::crondef(queue))
+            .arg(self.inner.space.crondef(queue))
             .arg(next.iter().map(|(n, _)| n).collect::<Vec<_>>())
             .query_async(&mut conn)
             .await
@@ -92,7 +92,7 @@ impl Schedules for RedisBackend {
     }
 
     async fn delete_schedule(&self, queue: &QueueName, name: &str) -> Result<bool> {
-        let k = Keys::shard(queue, 0, 1);
+        let k = self.inner.space.shard(queue, 0, 1);
         let mut conn = self.connection();
         let n: i64 = redis::cmd("ZREM")
             .arg(&k.cronnext)
@@ -101,7 +101,7 @@ impl Schedules for RedisBackend {
             .await
             .map_err(error::map)?;
         let d: i64 = redis::cmd("HDEL")
-            .arg(keys::crondef(queue))
+            .arg(self.inner.space.crondef(queue))
             .arg(name)
             .query_async(&mut conn)
             .await
@@ -115,13 +115,13 @@ impl Schedules for RedisBackend {
     }
 
     async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {
-        self.queue_registry(keys::CRON_QUEUES).await
+        self.queue_registry(self.inner.space.cron_queues()).await
     }
 
     async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {
         check_name(name)?;
         let route = self.route(queue).await?;
-        let own = Keys::shard(queue, 0, 1);
+        let own = self.inner.space.shard(queue, 0, 1);
         if route.shards <= 1 {
             return self.fire_one_shard(queue, &own, name, f).await;
         }

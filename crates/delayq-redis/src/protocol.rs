@@ -189,7 +189,7 @@ pub(crate) trait Item {
 }
 
 /// Declares an item of an argument tail: a struct whose fields are written in order; the
-/// script reads item i with `TAIL_item(i)`, which returns them in that order.
+/// script reads field F of item i as `TAIL_F[i]`.
 macro_rules! item {
     (
         $(#[$meta:meta])*
@@ -340,26 +340,27 @@ impl Header {
     }
 
     /// The argument tail: items of `fields` (name, how each is read) to the end of `ARGV`.
-    /// The script reads item i (from 1) with `NAME_item(i)`, which returns the fields in order.
+    /// The script reads them as columns: `NAME_FIELD[i]` is field FIELD of item i (from 1),
+    /// `NAME_n` the number of items (one loop here, no function call per item there).
     pub(crate) fn tail(&mut self, name: &str, fields: &[(&str, &str)]) {
         let first = self.argv + 1;
         let width = fields.len();
-        let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
-        let reads: Vec<String> = fields
-            .iter()
-            .enumerate()
-            .map(|(i, (_, lua))| lua.replace('@', &format!("ARGV[a + {i}]")))
-            .collect();
+        let columns: Vec<String> = fields.iter().map(|(f, _)| format!("{name}_{f}")).collect();
         let _ = writeln!(
             self.text,
-            "local {name}_n = (#ARGV - {}) / {width} -- {name}: items of {}",
-            first - 1,
-            names.join(", ")
+            "local {name}_n = (#ARGV - {}) / {width}",
+            first - 1
         );
+        let empty = vec!["{}"; width].join(", ");
+        let _ = writeln!(self.text, "local {} = {empty}", columns.join(", "));
+        let mut fill = String::new();
+        for (i, ((_, lua), column)) in fields.iter().zip(&columns).enumerate() {
+            let read = lua.replace('@', &format!("ARGV[a + {i}]"));
+            let _ = write!(fill, " {column}[i] = {read}");
+        }
         let _ = writeln!(
             self.text,
-            "local function {name}_item(i) local a = {first} + (i - 1) * {width} return {} end",
-            reads.join(", ")
+            "for i = 1, {name}_n do local a = {first} + (i - 1) * {width}{fill} end"
         );
     }
 
@@ -390,7 +391,7 @@ macro_rules! script {
                 pub $ktail: Vec<String>,
             )*)?
             $(
-                #[doc = concat!("The argument tail: `", stringify!($tail), "_item(i)` in Lua.")]
+                #[doc = concat!("The argument tail: columns `", stringify!($tail), "_FIELD` in Lua.")]
                 pub $tail: Vec<$item>,
             )?
         }
@@ -477,7 +478,11 @@ mod tests {
         assert!(text.contains("local ix_at = sweep_at + sweep_n "));
         assert!(text.contains("local max = tonumber(ARGV[3])"));
         assert!(text.contains("local acks_n = (#ARGV - 3) / 2"));
-        assert!(text.contains("return ARGV[a + 0], tonumber(ARGV[a + 1]) end"));
+        assert!(text.contains("local acks_id, acks_token = {}, {}"));
+        assert!(text.contains(
+            "for i = 1, acks_n do local a = 4 + (i - 1) * 2 acks_id[i] = ARGV[a + 0] \
+             acks_token[i] = tonumber(ARGV[a + 1]) end"
+        ));
     }
 
     /// Replies built by the generated Lua functions read back as the declared types, on a

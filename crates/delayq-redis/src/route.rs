@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use delayq::{DeliveryMode, DeliveryRule, QueueName};
 use tokio::sync::watch;
 
-use crate::keys::Keys;
+use crate::keys::{Keys, Space};
 
 /// How long a queue's shard count is trusted before it is read again. A shard change is
 /// refused while the queue holds jobs, so a stale count can only meet an empty queue.
@@ -73,11 +73,17 @@ pub(crate) struct Route {
 }
 
 impl Route {
-    fn new(queue: &QueueName, shards: u32, tx: Arc<watch::Sender<u64>>, now_us: u64) -> Self {
+    fn new(
+        space: &Space,
+        queue: &QueueName,
+        shards: u32,
+        tx: Arc<watch::Sender<u64>>,
+        now_us: u64,
+    ) -> Self {
         let shards = shards.max(1);
         Self {
             shards,
-            keys: (0..shards).map(|i| Keys::shard(queue, i, shards)).collect(),
+            keys: (0..shards).map(|i| space.shard(queue, i, shards)).collect(),
             lane: AtomicBool::new(false),
             delivery: AtomicU8::new(0),
             sweep: AtomicU32::new(0),
@@ -226,6 +232,8 @@ impl Drop for InFlight {
 
 /// Every queue's route in this process.
 pub(crate) struct Routes {
+    /// Where the queues' keys live.
+    space: Space,
     map: Mutex<HashMap<QueueName, Arc<Route>>>,
     /// Queues a consumer of this process waits on (their routes subscribe to wake-ups).
     waited: Mutex<HashSet<QueueName>>,
@@ -233,8 +241,9 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(space: Space) -> Self {
         Self {
+            space,
             map: Mutex::default(),
             waited: Mutex::default(),
             epoch: Instant::now(),
@@ -291,7 +300,7 @@ impl Routes {
             .get(queue)
             .map(|r| r.tx.clone())
             .unwrap_or_else(|| Arc::new(watch::channel(0).0));
-        let route = Arc::new(Route::new(queue, shards, tx, self.now_us()));
+        let route = Arc::new(Route::new(&self.space, queue, shards, tx, self.now_us()));
         route.lane.store(lane, Ordering::Relaxed);
         route.delivery.store(pack(delivery), Ordering::Relaxed);
         // Consumers of the old layout claim again under the new one.
@@ -307,7 +316,7 @@ mod tests {
 
     #[test]
     fn due_shards_come_earliest_first_and_trust_needs_a_subscription() {
-        let routes = Routes::new();
+        let routes = Routes::new(Space::default());
         let q = QueueName::new("q").unwrap();
         let r = routes.loaded(&q, 4, false, DeliveryRule::default());
         r.learnt(0, 1_000, Some(Duration::from_micros(500)), 0); // due at 1500

@@ -363,8 +363,9 @@ mod tests {
             let mut declared: Vec<String> = def.keys.iter().map(|k| k.field().to_owned()).collect();
             let header = (def.header)();
             for line in header.lines() {
+                // A key tail's length: `local NAME_n = tonumber(ARGV[i])`.
                 if let Some(rest) = line.strip_prefix("local ")
-                    && let Some((name, _)) = rest.split_once("_at = ")
+                    && let Some((name, _)) = rest.split_once("_n = tonumber(ARGV[")
                 {
                     declared.push(name.to_owned());
                 }

@@ -53,6 +53,10 @@ pub struct ConnectOptions {
     /// environment variable) so it stays out of the process list; it wins over one in the
     /// URL.
     pub password: Option<String>,
+    /// A namespace: every key and channel under `dq:<namespace>:` instead of `dq:`, so
+    /// several applications (or test runs) share one server without seeing each other's
+    /// queues. 1–64 ASCII letters, digits, `-` or `_`; the ACL rule (`~dq:*`) covers it.
+    pub namespace: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -63,6 +67,7 @@ impl Default for ConnectOptions {
             wait_replicas: 0,
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             password: None,
+            namespace: None,
         }
     }
 }
@@ -104,6 +109,8 @@ pub(crate) struct Target {
     pub shown: String,
     /// See [`ConnectOptions::wait_replicas`].
     pub wait_replicas: u32,
+    /// See [`ConnectOptions::namespace`] (checked).
+    pub namespace: Option<String>,
 }
 
 /// How long connecting may take, and how long a reply may take before the connection is
@@ -160,6 +167,21 @@ pub fn mask(url: &str) -> String {
     format!("{masked}{query}")
 }
 
+/// Refuses a namespace that is not 1–64 ASCII letters, digits, `-` or `_`.
+fn check_namespace(ns: &str) -> Result<(), Error> {
+    let ok = (1..=64).contains(&ns.len())
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Namespace {
+            name: ns.to_owned(),
+        })
+    }
+}
+
 /// Parses `opts` and reads its certificate files; nothing connects.
 pub(crate) fn parse(opts: &ConnectOptions) -> Result<Target, Error> {
     let url = opts.url.trim();
@@ -196,12 +218,16 @@ pub(crate) fn parse(opts: &ConnectOptions) -> Result<Target, Error> {
         }
     };
     let certs = load_certs(&opts.tls, tls)?;
+    if let Some(ns) = &opts.namespace {
+        check_namespace(ns)?;
+    }
     let target = |topology| Target {
         topology,
         tls,
         certs: certs.clone(),
         shown: shown.clone(),
         wait_replicas: opts.wait_replicas,
+        namespace: opts.namespace.clone(),
     };
     if kind == "unix" {
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));

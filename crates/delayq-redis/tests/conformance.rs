@@ -1,18 +1,14 @@
 //! The conformance suite and the model check on the Redis backend (time is the server's `TIME`: it passes by
-//! sleeping).
+//! sleeping). Every test shares the binary's server, each in a namespace of its own.
 
 use delayq::testkit::Time;
+use delayq_test_support::shared;
 
-async fn setup() -> (
-    delayq_test_support::RedisServer,
-    delayq_redis::RedisBackend,
-    Time,
-) {
-    let server = delayq_test_support::RedisServer::start();
-    let b = delayq_redis::RedisBackend::connect(&server.url())
-        .await
-        .unwrap();
-    (server, b, Time::Real)
+async fn setup() -> ((), delayq_redis::RedisBackend, Time) {
+    let mut o = delayq_redis::ConnectOptions::new(shared::redis().url());
+    o.namespace = Some(shared::namespace());
+    let b = delayq_redis::RedisBackend::connect_with(o).await.unwrap();
+    ((), b, Time::Real)
 }
 
 delayq::conformance_tests!(setup);
@@ -26,22 +22,14 @@ delayq::model_tests!(setup);
 mod lane {
     use delayq::{Inspect, QueueName, QueueSettings};
 
-    pub(super) async fn setup() -> (
-        delayq_test_support::RedisServer,
-        delayq_redis::RedisBackend,
-        delayq::testkit::Time,
-    ) {
+    pub(super) async fn setup() -> ((), delayq_redis::RedisBackend, delayq::testkit::Time) {
         with_windows(QueueSettings::default().lane_window_ms).await
     }
 
     /// The suite's queues with the lane and time windows `window_ms` wide.
     pub(super) async fn with_windows(
         window_ms: u32,
-    ) -> (
-        delayq_test_support::RedisServer,
-        delayq_redis::RedisBackend,
-        delayq::testkit::Time,
-    ) {
+    ) -> ((), delayq_redis::RedisBackend, delayq::testkit::Time) {
         let (server, b, time) = super::setup().await;
         let names = [
             "conformance",
@@ -80,11 +68,7 @@ mod lane {
 /// suite's jobs due within a second or two move to the sorted sets while it runs (a claim
 /// moves a window one width before it starts).
 mod windows {
-    async fn setup() -> (
-        delayq_test_support::RedisServer,
-        delayq_redis::RedisBackend,
-        delayq::testkit::Time,
-    ) {
+    async fn setup() -> ((), delayq_redis::RedisBackend, delayq::testkit::Time) {
         super::lane::with_windows(delayq::settings::MIN_LANE_WINDOW_MS).await
     }
 

@@ -229,3 +229,64 @@ async fn binary_payloads_round_trip() {
         Vec::<u8>::new()
     );
 }
+
+/// Two namespaces on one server are two stores: the same queue and job id in each, listed,
+/// counted and claimed apart; every key of a namespace is under `dq:<namespace>:`; a bad
+/// namespace is refused before anything connects.
+#[tokio::test]
+async fn namespaces_on_one_server_never_see_each_other() {
+    let server = RedisServer::start();
+    let connect = |ns: &str| {
+        let mut o = delayq_redis::ConnectOptions::new(server.url());
+        o.namespace = Some(ns.to_owned());
+        delayq_redis::RedisBackend::connect_with(o)
+    };
+    let (a, b) = (
+        connect("shop-a").await.unwrap(),
+        connect("shop_b").await.unwrap(),
+    );
+    let q = delayq::QueueName::new("orders").unwrap();
+    Producer::new(a.clone(), q.clone())
+        .enqueue(job("order-1", 0))
+        .await
+        .unwrap();
+    Producer::new(b.clone(), q.clone())
+        .enqueue(job("order-1", 60_000))
+        .await
+        .unwrap();
+    assert_eq!(a.stats(&q).await.unwrap().due, 1);
+    assert_eq!(b.stats(&q).await.unwrap().due, 0);
+    assert_eq!(b.stats(&q).await.unwrap().scheduled, 1);
+    let got = a.claim(&q, claim_req(10, 30_000)).await.unwrap();
+    assert_eq!(got.jobs.len(), 1);
+    assert!(
+        b.claim(&q, claim_req(10, 30_000))
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
+    assert_eq!(
+        b.get(&q, &id("order-1")).await.unwrap().unwrap().state,
+        JobState::Scheduled
+    );
+    // The default space sees neither.
+    let plain = delayq_redis::RedisBackend::connect(&server.url())
+        .await
+        .unwrap();
+    assert!(plain.queues().await.unwrap().is_empty());
+    assert_eq!(a.queues().await.unwrap(), vec![q.clone()]);
+    let keys = server.command(&["KEYS", "*"]);
+    let names: Vec<&str> = keys.lines().filter(|l| l.starts_with("dq:")).collect();
+    assert!(!names.is_empty());
+    assert!(
+        names
+            .iter()
+            .all(|k| k.starts_with("dq:shop-a:{") || k.starts_with("dq:shop_b:{")),
+        "{names:?}"
+    );
+    for bad in ["", "has space", "a:b", "{x}", &"n".repeat(65)] {
+        let err = connect(bad).await.err().expect("refused").to_string();
+        assert!(err.contains("invalid namespace"), "{bad:?}: {err}");
+    }
+}

@@ -1,13 +1,14 @@
 //! The conformance suite on the other topologies: one server over TLS as an ACL user with
 //! exactly `ACL_RULE`, a 3-master Cluster with an 8-shard queue, Sentinel, and an 8-shard queue
-//! on one plain server. Each test starts its own servers.
+//! on one plain server. The tests of a topology share its servers (started once for this
+//! binary), each test in a namespace of its own.
+
+use std::sync::Once;
 
 use delayq::testkit::Time;
 use delayq::{Inspect, QueueName, QueueSettings};
 use delayq_redis::{ACL_RULE, ConnectOptions, RedisBackend};
-use delayq_test_support::cluster::RedisCluster;
-use delayq_test_support::sentinel::SentinelSet;
-use delayq_test_support::tls::TlsServer;
+use delayq_test_support::shared::{self, ACL_USER};
 
 /// The queue the conformance suite uses, made an 8-shard queue.
 async fn shard(b: &RedisBackend) {
@@ -17,19 +18,25 @@ async fn shard(b: &RedisBackend) {
         .unwrap();
 }
 
+/// A backend with options `o`, in a fresh namespace.
+async fn connect(mut o: ConnectOptions) -> RedisBackend {
+    o.namespace = Some(shared::namespace());
+    RedisBackend::connect_with(o).await.unwrap()
+}
+
 mod tls_acl {
     use super::*;
 
-    async fn setup() -> (TlsServer, RedisBackend, Time) {
-        let s = TlsServer::start();
-        s.server.add_user("delayq", "s3cret", ACL_RULE);
+    async fn setup() -> ((), RedisBackend, Time) {
+        let s = shared::tls();
+        static USER: Once = Once::new();
+        USER.call_once(|| s.server.add_user(ACL_USER.0, ACL_USER.1, ACL_RULE));
         let certs = s.certs();
-        let mut o = ConnectOptions::new(s.url(Some(("delayq", "s3cret"))));
+        let mut o = ConnectOptions::new(s.url(Some(ACL_USER)));
         o.tls.ca = Some(certs.ca);
         o.tls.cert = Some(certs.client_cert);
         o.tls.key = Some(certs.client_key);
-        let b = RedisBackend::connect_with(o).await.unwrap();
-        (s, b, Time::Real)
+        ((), connect(o).await, Time::Real)
     }
 
     delayq::conformance_tests!(setup);
@@ -38,11 +45,10 @@ mod tls_acl {
 mod cluster {
     use super::*;
 
-    async fn setup() -> (RedisCluster, RedisBackend, Time) {
-        let c = RedisCluster::start(3, 0);
-        let b = RedisBackend::connect(&c.url(None)).await.unwrap();
+    async fn setup() -> ((), RedisBackend, Time) {
+        let b = connect(ConnectOptions::new(shared::cluster().url(None))).await;
         shard(&b).await;
-        (c, b, Time::Real)
+        ((), b, Time::Real)
     }
 
     delayq::conformance_tests!(setup);
@@ -51,10 +57,9 @@ mod cluster {
 mod sentinel {
     use super::*;
 
-    async fn setup() -> (SentinelSet, RedisBackend, Time) {
-        let s = SentinelSet::start();
-        let b = RedisBackend::connect(&s.url()).await.unwrap();
-        (s, b, Time::Real)
+    async fn setup() -> ((), RedisBackend, Time) {
+        let b = connect(ConnectOptions::new(shared::sentinel().url())).await;
+        ((), b, Time::Real)
     }
 
     delayq::conformance_tests!(setup);
@@ -63,11 +68,10 @@ mod sentinel {
 mod sharded_single {
     use super::*;
 
-    async fn setup() -> (delayq_test_support::RedisServer, RedisBackend, Time) {
-        let s = delayq_test_support::RedisServer::start();
-        let b = RedisBackend::connect(&s.url()).await.unwrap();
+    async fn setup() -> ((), RedisBackend, Time) {
+        let b = connect(ConnectOptions::new(shared::redis().url())).await;
         shard(&b).await;
-        (s, b, Time::Real)
+        ((), b, Time::Real)
     }
 
     delayq::conformance_tests!(setup);
@@ -80,12 +84,11 @@ mod sharded_single {
 mod cluster_windows {
     use super::*;
 
-    async fn setup() -> (RedisCluster, RedisBackend, Time) {
-        let c = RedisCluster::start(3, 0);
-        c.add_user("delayq", "s3cret", ACL_RULE);
-        let b = RedisBackend::connect(&c.url(Some(("delayq", "s3cret"))))
-            .await
-            .unwrap();
+    async fn setup() -> ((), RedisBackend, Time) {
+        let c = shared::cluster();
+        static USER: Once = Once::new();
+        USER.call_once(|| c.add_user(ACL_USER.0, ACL_USER.1, ACL_RULE));
+        let b = connect(ConnectOptions::new(c.url(Some(ACL_USER)))).await;
         let s = QueueSettings {
             lane: true,
             lane_window_ms: delayq::settings::MIN_LANE_WINDOW_MS,
@@ -94,7 +97,7 @@ mod cluster_windows {
         b.configure(&QueueName::new("conformance").unwrap(), s)
             .await
             .unwrap();
-        (c, b, Time::Real)
+        ((), b, Time::Real)
     }
 
     delayq::conformance_tests!(setup);

@@ -61,7 +61,7 @@ pub struct ConsumerOptions {
     pub prefetch: usize,
 }
 
-/// [`ConsumerOptions::prefetch`] by default (see docs/BENCHMARKS-ISSUE-15.md, "Prefetch").
+/// [`ConsumerOptions::prefetch`] by default (docs/BENCHMARKS.md, W2).
 pub const DEFAULT_PREFETCH: usize = 64;
 
 /// How much work, at the handlers' recent pace, a consumer may hold per handler slot.

@@ -1,6 +1,7 @@
 //! Throwaway `redis-server` processes for tests: each on a free port with its own temporary
-//! directory, ready (answering `PING`) when returned, killed when dropped. Tests never share a
-//! server or touch port 6379.
+//! directory, ready (answering `PING`) when returned, killed when dropped; or shared by the
+//! tests of one binary ([`shared`], each test in a namespace of its own). Tests never touch
+//! port 6379.
 //!
 //! Beyond one plain server: [`tls`] (certificates made at test time, a TLS port beside the
 //! plain one), ACL users ([`RedisServer::add_user`]), [`cluster`] (a local Redis Cluster) and
@@ -11,6 +12,7 @@ pub mod cluster;
 pub mod proxy;
 pub mod receiver;
 pub mod sentinel;
+pub mod shared;
 pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -169,6 +171,11 @@ impl RedisServer {
     /// The server's port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The server's data directory.

@@ -90,6 +90,14 @@ impl SentinelSet {
         }
     }
 
+    /// The sentinel's process id (while it runs) and its directory.
+    pub fn sentinel_leftovers(&self) -> (Vec<u32>, Vec<std::path::PathBuf>) {
+        (
+            self.sentinel.as_ref().map(Child::id).into_iter().collect(),
+            vec![self._dir.path().to_path_buf()],
+        )
+    }
+
     /// `redis+sentinel://127.0.0.1:<sentinel>/mymaster`.
     pub fn url(&self) -> String {
         format!("redis+sentinel://127.0.0.1:{}/{MASTER}", self.sentinel_port)

@@ -164,6 +164,11 @@ impl TlsServer {
         self.tls_port
     }
 
+    /// The directory of the certificate files.
+    pub fn certs_dir(&self) -> &Path {
+        self.certs.path()
+    }
+
     /// The certificate files.
     pub fn certs(&self) -> Certs {
         let d = self.certs.path();
