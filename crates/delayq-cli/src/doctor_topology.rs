@@ -277,7 +277,7 @@ pub(crate) async fn acl_check(b: &RedisBackend, user: Option<&str>, out: &mut Ve
             "acl",
             Verdict::Fail,
             format!(
-                "user {user} lacks: {}; give it the rule in README.md (ACL SETUSER …)",
+                "user {user} lacks: {}; give it the rule in docs/GUIDE.md (ACL SETUSER …)",
                 missing.join("; ")
             ),
         )

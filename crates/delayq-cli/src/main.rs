@@ -13,6 +13,8 @@ mod chaos;
 mod chaos_faults;
 mod connect;
 mod demo;
+#[cfg(test)]
+mod doc_commands;
 mod doctor;
 mod doctor_topology;
 mod enqueue;
@@ -123,6 +125,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 ),
                 password: connect::password(&cli)?,
                 namespace: cli.namespace.clone(),
+                health_check: delayq_redis::HEALTH_EVERY,
             };
             if let Command::Doctor { acl_user } = cli.command {
                 return doctor::run(opts, acl_user).await;

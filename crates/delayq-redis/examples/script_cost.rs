@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use delayq::{Backend, ClaimRequest, JobId, NewJob, Producer, QueueName, Schedule};
 
-/// Job `i`: WORKLOADS.md's 100-byte payload, its order id as the job id, due after `delay_ms`.
+/// Job `i`: docs/BENCHMARKS.md's 100-byte payload, its order id as the job id, due after `delay_ms`.
 fn job(i: usize, delay_ms: u64) -> NewJob {
     let id = format!("1{i:019}");
     let payload = format!(

@@ -12,12 +12,6 @@
 -- record; the client decodes records it receives. The id is not in the record: it is the hash
 -- field and the sorted-set member.
 
---@ now_us
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
 --@ now_ms needs now_us
 local function now_ms()
   return math.floor(now_us() / 1000)

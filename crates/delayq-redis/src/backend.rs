@@ -44,6 +44,9 @@ pub(crate) struct Inner {
     pub routes: Routes,
     /// Where this backend's keys live (its namespace).
     pub space: Space,
+    /// The test clock whose offset the scripts add to `TIME` (tests only).
+    #[cfg(feature = "test-clock")]
+    pub test_clock: std::sync::OnceLock<delayq::TestClock>,
     /// Wake-ups use sharded Pub/Sub (Cluster).
     sharded_pubsub: bool,
     /// Connections to each Cluster master by address (per-node commands: `SCAN`).
@@ -64,6 +67,8 @@ impl RedisBackend {
                 hub,
                 routes: Routes::new(space.clone()),
                 space,
+                #[cfg(feature = "test-clock")]
+                test_clock: std::sync::OnceLock::new(),
                 sharded_pubsub,
                 nodes: Default::default(),
                 push_marked: Default::default(),
@@ -95,7 +100,10 @@ impl RedisBackend {
         args: A,
         wait: bool,
     ) -> Result<R> {
-        let (extra, argv) = args.encode();
+        #[allow(unused_mut)]
+        let (extra, mut argv) = args.encode();
+        #[cfg(feature = "test-clock")]
+        argv.insert(0, self.clock_offset_us().to_string().into_bytes());
         R::from_reply(self.eval(&script.def, k, &extra, argv, wait).await?)
     }
 
@@ -219,14 +227,36 @@ impl RedisBackend {
             .collect())
     }
 
-    /// The server's clock (`TIME`), ms since the Unix epoch.
+    /// The server's clock (`TIME`), ms since the Unix epoch — the scripts' clock.
     pub(crate) async fn server_time_ms(&self) -> Result<u64> {
         let mut conn = self.connection();
         let (secs, micros): (u64, u64) = redis::cmd("TIME")
             .query_async(&mut conn)
             .await
             .map_err(error::map)?;
-        Ok(secs * 1000 + micros / 1000)
+        Ok(secs * 1000 + (micros + self.clock_offset_us()) / 1000)
+    }
+
+    /// This host's clock as the store reads time (with the test clock's offset, in tests).
+    pub(crate) fn host_now_ms(&self) -> u64 {
+        delayq::job::system_now_ms() + self.clock_offset_us() / 1000
+    }
+
+    /// What the scripts add to `TIME`, µs: the test clock's offset, or 0.
+    pub(crate) fn clock_offset_us(&self) -> u64 {
+        #[cfg(feature = "test-clock")]
+        if let Some(c) = self.inner.test_clock.get() {
+            return c.offset().as_micros() as u64;
+        }
+        0
+    }
+
+    /// Tests only (feature `test-clock`): the scripts read `TIME` plus `clock`'s offset, so
+    /// [`delayq::TestClock::advance`] moves this store's time as it moves the test's
+    /// (`delayq::testkit::Time::Driven`). Set once.
+    #[cfg(feature = "test-clock")]
+    pub fn drive_clock(&self, clock: delayq::TestClock) {
+        let _ = self.inner.test_clock.set(clock);
     }
 
     /// Lists `queue` among the push queues (before its first targeted job is written, so a

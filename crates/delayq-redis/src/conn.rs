@@ -481,9 +481,15 @@ mod tests {
     /// A URL naming a master no sentinel watches says so (not "no sentinel answered").
     #[tokio::test]
     async fn a_master_name_no_sentinel_watches_is_reported_as_such() {
-        let set = SentinelSet::start();
+        let set = delayq_test_support::shared::sentinel();
         let url = set.url().replace("/mymaster", "/nosuch");
-        let e = crate::RedisBackend::connect(&url)
+        // One attempt: the default keeps retrying for 30 s (a sentinel may learn the master
+        // later); the message is the same.
+        let once = ConnectOptions {
+            connect_timeout: Some(std::time::Duration::ZERO),
+            ..ConnectOptions::new(url)
+        };
+        let e = crate::RedisBackend::connect_with(once)
             .await
             .err()
             .expect("connected");

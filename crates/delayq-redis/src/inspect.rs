@@ -220,11 +220,7 @@ impl Inspect for RedisBackend {
             totals.add(&t);
             parts.extend(p);
         }
-        Ok(QueueSeries::collect(
-            delayq::job::system_now_ms(),
-            parts,
-            totals,
-        ))
+        Ok(QueueSeries::collect(self.host_now_ms(), parts, totals))
     }
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {

@@ -51,10 +51,11 @@ pub use error::Error;
 pub use lane::{LANE_INDEX_BUCKETS, LANE_WINDOW_ENTRIES, LaneShard};
 pub use nodes::{Master, SentinelAnswer, SentinelView};
 pub use target::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, TlsFiles, mask};
+pub use wake::HEALTH_EVERY;
 
 /// The ACL rule a delayq user needs (after `ACL SETUSER NAME on >PASSWORD`): its keys and
 /// channels (`~dq:*`, `&dq:*` — Redis 7 denies Pub/Sub channels to new users by default) and
-/// the commands delayq and its scripts run. README.md shows it; the test suite runs as a
+/// the commands delayq and its scripts run. docs/GUIDE.md shows it; the test suite runs as a
 /// user with exactly this rule.
 pub const ACL_RULE: &str = "resetkeys ~dq:* resetchannels &dq:* -@all \
 +eval +evalsha +hget +hset +hsetnx +hdel +hmget +hincrby +incrby +set +getrange +setrange +bitfield \
@@ -71,10 +72,10 @@ pub fn acl_commands() -> impl Iterator<Item = &'static str> {
 
 #[cfg(test)]
 mod tests {
-    /// README.md shows exactly [`super::ACL_RULE`] (what the test suite's user gets).
+    /// docs/GUIDE.md shows exactly [`super::ACL_RULE`] (what the test suite's user gets).
     #[test]
     fn readme_shows_the_acl_rule() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../docs/GUIDE.md");
         let start = readme
             .find("ACL SETUSER delayq on >PASSWORD ")
             .expect("README has the ACL SETUSER line");

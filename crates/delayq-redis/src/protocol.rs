@@ -301,14 +301,19 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    /// An empty header for `file`.
+    /// An empty header for `file`. With the test clock the first argument is the offset
+    /// (µs) the scripts add to the server's clock.
     pub(crate) fn new(file: &str) -> Self {
-        Header {
+        let mut h = Header {
             text: format!("-- {file}: header generated from its declaration in Rust\n"),
             keys: 0,
             argv: 0,
             key_tails: Vec::new(),
+        };
+        if cfg!(feature = "test-clock") {
+            h.arg("clock_offset_us", "tonumber(@)");
         }
+        h
     }
 
     /// The next declared key, as a local named `name`.
@@ -473,16 +478,23 @@ mod tests {
         h.arg("max", "tonumber(@)");
         h.tail("acks", &[("id", "@"), ("token", "tonumber(@)")]);
         let text = h.finish();
+        // (The test clock's offset comes first, in this crate's tests.)
+        let o = usize::from(cfg!(feature = "test-clock"));
         assert!(text.contains("local sched = KEYS[1]\nlocal jobs = KEYS[2]\n"));
-        assert!(text.contains("local sweep_n = tonumber(ARGV[1])\nlocal sweep_at = 3 "));
+        let sweep = format!(
+            "local sweep_n = tonumber(ARGV[{}])\nlocal sweep_at = 3 ",
+            1 + o
+        );
+        assert!(text.contains(&sweep));
         assert!(text.contains("local ix_at = sweep_at + sweep_n "));
-        assert!(text.contains("local max = tonumber(ARGV[3])"));
-        assert!(text.contains("local acks_n = (#ARGV - 3) / 2"));
+        assert!(text.contains(&format!("local max = tonumber(ARGV[{}])", 3 + o)));
+        assert!(text.contains(&format!("local acks_n = (#ARGV - {}) / 2", 3 + o)));
         assert!(text.contains("local acks_id, acks_token = {}, {}"));
-        assert!(text.contains(
-            "for i = 1, acks_n do local a = 4 + (i - 1) * 2 acks_id[i] = ARGV[a + 0] \
-             acks_token[i] = tonumber(ARGV[a + 1]) end"
-        ));
+        assert!(text.contains(&format!(
+            "for i = 1, acks_n do local a = {} + (i - 1) * 2 acks_id[i] = ARGV[a + 0] \
+             acks_token[i] = tonumber(ARGV[a + 1]) end",
+            4 + o
+        )));
     }
 
     /// Replies built by the generated Lua functions read back as the declared types, on a

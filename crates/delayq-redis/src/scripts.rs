@@ -307,6 +307,18 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     for (r, name) in Reply::ALL {
         def(name, (r as i64).to_string());
     }
+    // The server's clock in µs — with the test clock, plus the offset every call carries
+    // (`protocol::Header`: `clock_offset_us`, the first argument).
+    let offset = if cfg!(feature = "test-clock") {
+        " + clock_offset_us"
+    } else {
+        ""
+    };
+    let _ = write!(
+        s,
+        "\n--@ now_us\nlocal function now_us()\n  local t = redis.call('TIME')\n  \
+         return tonumber(t[1]) * 1000000 + tonumber(t[2]){offset}\nend\n"
+    );
     // The lateness bucket (1-based) of a delay in ms: comparisons, no table built per call.
     s.push_str("\n--@ late_bucket\nlocal function late_bucket(ms)\n");
     for (i, edge) in delayq::series::LATENESS_EDGES_MS.iter().enumerate() {

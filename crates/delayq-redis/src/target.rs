@@ -57,6 +57,9 @@ pub struct ConnectOptions {
     /// several applications (or test runs) share one server without seeing each other's
     /// queues. 1–64 ASCII letters, digits, `-` or `_`; the ACL rule (`~dq:*`) covers it.
     pub namespace: Option<String>,
+    /// How often the idle wake-up (Pub/Sub) connection is checked with `PING`, so that a
+    /// silently dead socket is noticed and replaced; default [`crate::HEALTH_EVERY`] (10 s).
+    pub health_check: Duration,
 }
 
 impl Default for ConnectOptions {
@@ -68,6 +71,7 @@ impl Default for ConnectOptions {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             password: None,
             namespace: None,
+            health_check: crate::wake::HEALTH_EVERY,
         }
     }
 }
@@ -111,6 +115,8 @@ pub(crate) struct Target {
     pub wait_replicas: u32,
     /// See [`ConnectOptions::namespace`] (checked).
     pub namespace: Option<String>,
+    /// See [`ConnectOptions::health_check`] (at least 10 ms).
+    pub health_check: Duration,
 }
 
 /// How long connecting may take, and how long a reply may take before the connection is
@@ -228,6 +234,7 @@ pub(crate) fn parse(opts: &ConnectOptions) -> Result<Target, Error> {
         shown: shown.clone(),
         wait_replicas: opts.wait_replicas,
         namespace: opts.namespace.clone(),
+        health_check: opts.health_check.max(Duration::from_millis(10)),
     };
     if kind == "unix" {
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));

@@ -3,7 +3,7 @@
 //! the shard's head; this hub calls the channel's [`Notify`] for each message.
 //!
 //! On one server (or the master the sentinels name) it is a RESP2 `SUBSCRIBE` connection,
-//! pinged every [`HEALTH_EVERY`] so that a silently dead socket is noticed and replaced. On a
+//! pinged every [`crate::ConnectOptions::health_check`] so that a silently dead socket is noticed and replaced. On a
 //! Cluster it is a RESP3 cluster connection using sharded Pub/Sub (`SSUBSCRIBE`, Redis ≥ 7.0):
 //! each channel lives on the node of its shard's slot, so a wake-up is not broadcast to every
 //! node, and the redis crate resubscribes after a failover or slot move.
@@ -27,8 +27,9 @@ pub(crate) type Notify = Arc<dyn Fn() + Send + Sync>;
 type Notifiers = Arc<Mutex<HashMap<String, Notify>>>;
 type Request = (String, oneshot::Sender<()>);
 
-/// How often an idle Pub/Sub connection is checked with `PING`.
-const HEALTH_EVERY: Duration = Duration::from_secs(10);
+/// How often an idle Pub/Sub connection is checked with `PING` by default
+/// ([`crate::ConnectOptions::health_check`]).
+pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
 
 /// Owner of the Pub/Sub connection. Dropping it stops its task.
 pub(crate) struct WakeHub {
@@ -140,7 +141,7 @@ async fn run(target: Target, notifiers: Notifiers, mut requests: mpsc::Unbounded
         }
         delay = Duration::from_millis(50);
         notify_all(&notifiers);
-        let mut health = tokio::time::interval(HEALTH_EVERY);
+        let mut health = tokio::time::interval(target.health_check);
         health.tick().await;
         loop {
             tokio::select! {

@@ -67,6 +67,11 @@ impl TestClock {
         self.offset_us
             .fetch_add(by.as_micros() as u64, Ordering::SeqCst);
     }
+
+    /// How far it has been moved ahead of the system clock.
+    pub fn offset(&self) -> Duration {
+        Duration::from_micros(self.offset_us.load(Ordering::SeqCst))
+    }
 }
 
 impl Clock for TestClock {

@@ -1,4 +1,4 @@
-//! The server a bench runs against: started and pinned as WORKLOADS.md says (or given with
+//! The server a bench runs against: started and pinned as docs/BENCHMARKS.md says (or given with
 //! `--redis`), plus what the bench reads from it: `INFO` cost counters, memory, the ceiling.
 
 use std::path::PathBuf;
@@ -110,7 +110,7 @@ fn can_pin() -> Result<(), String> {
 }
 
 impl Env {
-    /// Starts a server with the WORKLOADS.md settings (or a cluster of `cluster` masters, all
+    /// Starts a server with the docs/BENCHMARKS.md settings (or a cluster of `cluster` masters, all
     /// on CPU 0), or connects to `url`; the bench queue gets `shards` shards.
     pub(crate) async fn new(
         url: Option<String>,
@@ -447,7 +447,7 @@ pub(super) fn field(info: &str, name: &str) -> Option<String> {
     })
 }
 
-/// The redis-benchmark figures of WORKLOADS.md, measured in the same run.
+/// The redis-benchmark figures of docs/BENCHMARKS.md, measured in the same run.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub(super) struct Ceiling {
     /// `-n 200000 -t zadd` (50 clients).

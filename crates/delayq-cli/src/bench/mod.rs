@@ -1,4 +1,4 @@
-//! `delayq bench`: the workloads of shared/bench/WORKLOADS.md, run exactly as written there,
+//! `delayq bench`: the workloads of docs/BENCHMARKS.md, run exactly as written there,
 //! with the redis-benchmark ceiling measured in the same run and the server's cost per job.
 //!
 //! Without `--redis` it starts its own `redis-server` (`--save '' --appendonly no`, the rest
@@ -94,7 +94,7 @@ pub(crate) enum Workload {
     All,
 }
 
-/// One workload run, with the field names of WORKLOADS.md.
+/// One workload run, with the field names of docs/BENCHMARKS.md.
 #[derive(Serialize, Default, Debug, Clone)]
 pub(crate) struct Row {
     system: &'static str,

@@ -1,4 +1,4 @@
-//! Pieces every workload uses: the WORKLOADS.md payload and ids, nearest-rank percentiles,
+//! Pieces every workload uses: the docs/BENCHMARKS.md payload and ids, nearest-rank percentiles,
 //! an in-process consumer that records what it ran, and `delayq worker` processes.
 
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ pub(crate) static ONE_DELAY: std::sync::atomic::AtomicBool =
 pub(crate) static PRIORITIES: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// Job `i` of WORKLOADS.md: 100 bytes of compact JSON, its orderId as the job id.
+/// Job `i` of docs/BENCHMARKS.md: 100 bytes of compact JSON, its orderId as the job id.
 pub(crate) fn job(i: usize, schedule: Schedule) -> NewJob {
     let id = order_id(i);
     let payload = format!(

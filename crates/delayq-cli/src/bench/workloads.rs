@@ -1,4 +1,4 @@
-//! W1–W7 of shared/bench/WORKLOADS.md, each as written there.
+//! W1–W7 of docs/BENCHMARKS.md, each as written there.
 
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Result<Vec<Row>> {
     let d = delays(n, 3_600_000, 7_200_000);
     let mut rows = Vec::new();
-    // The third variant is not WORKLOADS.md's: ChasquiMQ's bulk enqueue takes one delay per call,
+    // The third variant is not docs/BENCHMARKS.md's: ChasquiMQ's bulk enqueue takes one delay per call,
     // so its anchor schedules each batch with its first job's delay; the same here measures
     // what per-job due times cost a batch (inserts spread over the whole due index). Nor is the
     // fourth: 50 producers sharing the connection, each awaiting its single enqueues (a web

@@ -5,12 +5,10 @@
 //! left behind. (The conformance suite and the model check run on 100-ms windows too:
 //! conformance.rs, `mod windows`.)
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{
     Backend, Cursor, Error, Inspect, JobId, ListState, NewJob, Producer, QueueName, QueueSettings,
     Schedule,

@@ -1,7 +1,7 @@
 //! The conformance suite on the other topologies: one server over TLS as an ACL user with
 //! exactly `ACL_RULE`, a 3-master Cluster with an 8-shard queue, Sentinel, and an 8-shard queue
 //! on one plain server. The tests of a topology share its servers (started once for this
-//! binary), each test in a namespace of its own.
+//! binary), each test in a namespace of its own, moving time with the test clock.
 
 use std::sync::Once;
 
@@ -18,10 +18,13 @@ async fn shard(b: &RedisBackend) {
         .unwrap();
 }
 
-/// A backend with options `o`, in a fresh namespace.
-async fn connect(mut o: ConnectOptions) -> RedisBackend {
+/// A backend with options `o`, in a fresh namespace, whose scripts read the test clock.
+async fn connect(mut o: ConnectOptions) -> (RedisBackend, Time) {
     o.namespace = Some(shared::namespace());
-    RedisBackend::connect_with(o).await.unwrap()
+    let b = RedisBackend::connect_with(o).await.unwrap();
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
+    (b, Time::Driven(clock))
 }
 
 mod tls_acl {
@@ -36,7 +39,8 @@ mod tls_acl {
         o.tls.ca = Some(certs.ca);
         o.tls.cert = Some(certs.client_cert);
         o.tls.key = Some(certs.client_key);
-        ((), connect(o).await, Time::Real)
+        let (b, time) = connect(o).await;
+        ((), b, time)
     }
 
     delayq::conformance_tests!(setup);
@@ -46,9 +50,9 @@ mod cluster {
     use super::*;
 
     async fn setup() -> ((), RedisBackend, Time) {
-        let b = connect(ConnectOptions::new(shared::cluster().url(None))).await;
+        let (b, time) = connect(ConnectOptions::new(shared::cluster().url(None))).await;
         shard(&b).await;
-        ((), b, Time::Real)
+        ((), b, time)
     }
 
     delayq::conformance_tests!(setup);
@@ -58,8 +62,8 @@ mod sentinel {
     use super::*;
 
     async fn setup() -> ((), RedisBackend, Time) {
-        let b = connect(ConnectOptions::new(shared::sentinel().url())).await;
-        ((), b, Time::Real)
+        let (b, time) = connect(ConnectOptions::new(shared::sentinel().url())).await;
+        ((), b, time)
     }
 
     delayq::conformance_tests!(setup);
@@ -69,9 +73,9 @@ mod sharded_single {
     use super::*;
 
     async fn setup() -> ((), RedisBackend, Time) {
-        let b = connect(ConnectOptions::new(shared::redis().url())).await;
+        let (b, time) = connect(ConnectOptions::new(shared::redis().url())).await;
         shard(&b).await;
-        ((), b, Time::Real)
+        ((), b, time)
     }
 
     delayq::conformance_tests!(setup);
@@ -88,7 +92,7 @@ mod cluster_windows {
         let c = shared::cluster();
         static USER: Once = Once::new();
         USER.call_once(|| c.add_user(ACL_USER.0, ACL_USER.1, ACL_RULE));
-        let b = connect(ConnectOptions::new(c.url(Some(ACL_USER)))).await;
+        let (b, time) = connect(ConnectOptions::new(c.url(Some(ACL_USER)))).await;
         let s = QueueSettings {
             lane: true,
             lane_window_ms: delayq::settings::MIN_LANE_WINDOW_MS,
@@ -97,7 +101,7 @@ mod cluster_windows {
         b.configure(&QueueName::new("conformance").unwrap(), s)
             .await
             .unwrap();
-        ((), b, Time::Real)
+        ((), b, time)
     }
 
     delayq::conformance_tests!(setup);

@@ -3,9 +3,7 @@
 //! index of claimed jobs, that the lane switches only on an empty queue, and that a settings
 //! change keeps a queue's priorities.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use delayq::{Backend, Error, Inspect, Producer, QueueSettings, Schedule};
 
 async fn lane_on(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) {

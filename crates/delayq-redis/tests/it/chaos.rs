@@ -4,12 +4,10 @@
 //! and Redis is SIGKILLed and restarted (`appendfsync always`); after a final drain the history
 //! checker must find nothing lost, unexpected or early and no stale ack accepted.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::connect_retrying;
+use crate::common::connect_retrying;
 use delayq::QueueName;
 use delayq::testkit::chaos::{self, Plan, fault};
 use delayq::testkit::history::Report;

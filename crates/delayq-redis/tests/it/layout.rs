@@ -2,9 +2,7 @@
 //! `delayq::Backoff`, the number of keys does not grow with the number of jobs, and scripts
 //! come back after the server forgets them.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use delayq::{Backend, Backoff, Inspect, Nack, NackOutcome, Producer};
 
 async fn nack_delay(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) -> (u32, u64) {

@@ -2,13 +2,11 @@
 //! consumers recover by themselves and no acknowledged enqueue or ack is lost; a fence counter
 //! rolled back (as by a failover) never repeats a lease token.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{Backend, Consumer, ConsumerOptions, Failure, Inspect, Job, Producer};
 use delayq_redis::RedisBackend;
 use tokio::sync::watch;

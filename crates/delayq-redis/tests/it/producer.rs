@@ -1,11 +1,9 @@
 //! Producer operations against a real Redis: enqueue (single, batch, idempotent), get,
 //! cancel, reschedule, and bad input refused with nothing written.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{
     Backend, Backoff, CancelOutcome, Error, Inspect, InvalidInput, JobState, NewJob, Producer,
     Schedule,

@@ -1,11 +1,9 @@
 //! Dead-letter tools: list with paging, get, requeue one / all, purge; a dead job keeps its
 //! payload, attempts and last error.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{Backend, Error, Inspect, JobState, Nack, Producer, QueueName};
 use delayq_redis::RedisBackend;
 

@@ -17,9 +17,7 @@ use serde_json::{Value, json};
 const ADMIN: &str = "adm1n-token";
 const XSS_ID: &str = "<img src=x onerror=window.__pwned=1>";
 
-mod common;
-
-use common::{Killed, delayq, spawn_serve};
+use crate::common::{Killed, delayq, spawn_serve};
 
 /// One request with the admin token; (status, JSON body).
 fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {

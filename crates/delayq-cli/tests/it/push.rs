@@ -17,9 +17,7 @@ use serde_json::{Value, json};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-mod common;
-
-use common::{Killed, delayq, spawn_serve};
+use crate::common::{Killed, delayq, spawn_serve};
 
 /// `delayq serve --push` on a free port with `store` args; returns it and its `host:port`.
 fn serve(dir: &Path, store: &[&str], extra: &[&str]) -> (Killed, String) {

@@ -7,9 +7,7 @@ use std::process::Command;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-mod common;
-
-use common::{Killed, delayq, spawn_serve};
+use crate::common::{Killed, delayq, spawn_serve};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

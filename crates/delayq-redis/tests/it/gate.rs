@@ -2,11 +2,9 @@
 //! with ids repeated across them, get exactly the answers one call each would give, in fewer
 //! calls; callers that give up midway leave nothing stuck.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{Backend, Inspect, NewJob, Producer, QueueSettings};
 
 /// 200 producers at once, 20 single enqueues each, every id enqueued by two of them (the

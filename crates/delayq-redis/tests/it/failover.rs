@@ -4,13 +4,11 @@
 //! acknowledged enqueue and every start, then checks: nothing acknowledged is lost, nothing
 //! starts early.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::connect_retrying;
+use crate::common::connect_retrying;
 use delayq::{Consumer, ConsumerOptions, Inspect, Job, NewJob, Producer, QueueName, QueueSettings};
 use delayq_redis::{ConnectOptions, RedisBackend};
 use delayq_test_support::RedisServer;

@@ -1,13 +1,11 @@
 //! The consumer engine against a real Redis: acks, retries with backoff, dead letters,
 //! panics, lease extension, fencing, graceful shutdown, crash recovery and the server clock.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{
     Backend, Backoff, Consumer, ConsumerOptions, Error, Failure, Inspect, Job, JobState, NewJob,
     OffsetClock, Producer,

@@ -70,9 +70,10 @@ async fn a_silently_dead_connection_is_replaced() {
 async fn an_idle_live_subscription_is_kept() {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());
-    let b = RedisBackend::connect(&format!("redis://127.0.0.1:{}", proxy.port()))
-        .await
-        .unwrap();
+    // A check every 200 ms instead of 10 s (the interval is a setting): the same checks, sooner.
+    let mut o = delayq_redis::ConnectOptions::new(format!("redis://127.0.0.1:{}", proxy.port()));
+    o.health_check = Duration::from_millis(200);
+    let b = RedisBackend::connect_with(o).await.unwrap();
     let q = QueueName::new("idle").unwrap();
     let mut wake = b.wakeups(&q).await.unwrap();
     b.enqueue(&q, vec![NewJob::new("a").delay(Duration::from_secs(60))])
@@ -83,8 +84,8 @@ async fn an_idle_live_subscription_is_kept() {
         .unwrap()
         .unwrap();
     let connections = proxy.accepted();
-    // Past one health check (every 10 s).
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // Past three health checks (every 200 ms here): real time, the checks are the server's.
+    tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(
         proxy.accepted(),
         connections,

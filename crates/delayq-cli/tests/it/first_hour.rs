@@ -7,9 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{Killed, delayq, spawn_serve, spawn_serve_line};
+use crate::common::{Killed, delayq, spawn_serve, spawn_serve_line};
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     delayq(dir).args(args).output().unwrap()

@@ -1,11 +1,9 @@
 //! Atomic transitions (guarantee 5): concurrent callers racing on the same jobs never both
 //! win. Each test would fail if a transition were a read-then-write over two round trips.
 
-mod common;
-
 use std::collections::HashSet;
 
-use common::*;
+use crate::common::*;
 use delayq::{Backend, CancelOutcome, NewJob, Producer};
 use delayq_redis::RedisBackend;
 

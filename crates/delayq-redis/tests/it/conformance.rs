@@ -1,5 +1,6 @@
-//! The conformance suite and the model check on the Redis backend (time is the server's `TIME`: it passes by
-//! sleeping). Every test shares the binary's server, each in a namespace of its own.
+//! The conformance suite and the model check on the Redis backend. Every test shares the
+//! binary's server, each in a namespace of its own, and moves time instead of waiting for it:
+//! the scripts read the server's `TIME` plus the test clock's offset (feature `test-clock`).
 
 use delayq::testkit::Time;
 use delayq_test_support::shared;
@@ -8,7 +9,9 @@ async fn setup() -> ((), delayq_redis::RedisBackend, Time) {
     let mut o = delayq_redis::ConnectOptions::new(shared::redis().url());
     o.namespace = Some(shared::namespace());
     let b = delayq_redis::RedisBackend::connect_with(o).await.unwrap();
-    ((), b, Time::Real)
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
+    ((), b, Time::Driven(clock))
 }
 
 delayq::conformance_tests!(setup);

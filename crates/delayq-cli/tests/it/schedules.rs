@@ -14,9 +14,7 @@ use delayq::{Consumer, ConsumerOptions, Failure, Job, QueueName};
 use delayq_test_support::RedisServer;
 use serde_json::{Value, json};
 
-mod common;
-
-use common::{Killed, spawn_serve};
+use crate::common::{Killed, spawn_serve};
 
 /// `delayq serve` on a free port over `redis`; returns it and its `host:port`.
 fn serve(redis: &str) -> (Killed, String) {
@@ -84,12 +82,15 @@ async fn two_then_five_servers_fire_each_second_exactly_once() {
             let _ = stopped.wait_for(|s| *s).await;
         },
     ));
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    // Real time: five server processes tick on Redis's clock, which no test can move. Every
+    // second is one race between the tickers; four with two servers, four with five.
+    tokio::time::sleep(Duration::from_secs(4)).await;
     servers.extend((0..3).map(|_| serve(&url)));
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
     let (s, _) = http(&addr, "DELETE", "/v1/queues/beat/schedules/sec", None);
     assert_eq!(s, 200);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The last fire's job is claimed and handled (a claim round trip, not a second).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     drop(servers);
     stop.send(true).unwrap();
     run.await.unwrap().unwrap();
@@ -97,7 +98,7 @@ async fn two_then_five_servers_fire_each_second_exactly_once() {
     let seen = seen.lock().unwrap();
     let mut fires: Vec<u64> = seen.keys().copied().collect();
     fires.sort_unstable();
-    assert!(fires.len() >= 55, "{} fires in a minute", fires.len());
+    assert!(fires.len() >= 6, "{} fires in 8 s", fires.len());
     let twice: Vec<_> = seen.iter().filter(|(_, (n, _))| *n != 1).collect();
     assert!(twice.is_empty(), "fires handled more than once: {twice:?}");
     let gaps: Vec<_> = fires.windows(2).filter(|w| w[1] - w[0] != 1000).collect();
@@ -262,9 +263,10 @@ fn a_skewed_scheduler_neither_skips_nor_doubles_a_fire() {
             Some(json!({"every_ms": 1000, "payload": 1, "catch_up": "none"})),
         );
         assert_eq!(s, 200, "{v}");
-        std::thread::sleep(Duration::from_millis(4500));
+        // Real time: the skewed process reads its faked clock; Redis's cannot be moved.
+        std::thread::sleep(Duration::from_millis(3000));
         let got = fires(&redis, q, "sec");
-        assert!(got.len() >= 3, "{q}: {got:?}");
+        assert!(got.len() >= 2, "{q}: {got:?}");
         let gaps: Vec<_> = got.windows(2).filter(|w| w[1] - w[0] != 1000).collect();
         assert!(
             gaps.is_empty(),

@@ -1,0 +1,15 @@
+//! The `delayq` binary's integration tests, one test binary: each test runs the binary (and
+//! the servers it needs) itself.
+
+mod common;
+
+mod cli;
+mod console;
+mod deadlines;
+mod first_hour;
+mod push;
+mod python;
+mod schedules;
+mod startup;
+mod topologies;
+mod worker_crash;
