@@ -151,6 +151,9 @@ async fn concurrent_replaces_of_one_job_are_each_applied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_calls_keep_server_due_times_and_wake_consumers() {
     let (s, b, q) = setup().await;
+    // The scripts' clock moves with this test clock (feature test-clock): no waiting.
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(job("far", 3_600_000)).await.unwrap();
     let mut w = b.wakeups(&q).await.unwrap();
@@ -190,12 +193,14 @@ async fn shared_calls_keep_server_due_times_and_wake_consumers() {
         "claimed before due: {:?}",
         early.jobs
     );
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    clock.advance(Duration::from_millis(2100));
     let mut got = 0;
     for _ in 0..100 {
         let batch = b.claim(&q, claim_req(100, 30_000)).await.unwrap();
         for j in &batch.jobs {
-            assert!(now_ms() >= j.due_at_ms, "{} started early", j.id);
+            // Early is measured on the store's clock: this host's plus the test clock's offset.
+            let now = delayq::Clock::now_ms(&clock);
+            assert!(now >= j.due_at_ms, "{} started early", j.id);
         }
         got += batch.jobs.len();
         if got == 50 {

@@ -100,7 +100,10 @@ async fn schedules_fire_once_on_a_sharded_queue() {
     let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The first fire falls due: the store's clock (scripts and tickers) moves, nobody waits.
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
+    clock.advance(Duration::from_millis(1100));
     let tickers: Vec<_> = (0..3)
         .map(|_| Ticker::new(b.clone()).queues(vec![q.clone()]))
         .collect();
