@@ -2,8 +2,8 @@
 
 use crate::backend::AnyBackend;
 use delayq::{
-    Backend, CancelOutcome, Inspect, JobId, PeriodicSpec, Producer, QueueName, QueueSettings, Rate,
-    Schedule, Schedules, Timing,
+    Backend, CancelOutcome, Due, Inspect, JobId, Producer, QueueName, QueueSettings, Rate,
+    ScheduleSpec, Schedules, Timing,
 };
 
 use crate::args::{DeadCommand, JobsCommand, QueueCommand, ScheduleCommand};
@@ -36,11 +36,7 @@ pub(crate) async fn cancel(p: &Producer<AnyBackend>, id: &JobId) -> anyhow::Resu
 }
 
 /// `delayq reschedule ID`.
-pub(crate) async fn reschedule(
-    p: &Producer<AnyBackend>,
-    id: &JobId,
-    s: Schedule,
-) -> anyhow::Result<u8> {
+pub(crate) async fn reschedule(p: &Producer<AnyBackend>, id: &JobId, s: Due) -> anyhow::Result<u8> {
     let due = p.reschedule(id, s).await?;
     println!("{id}\tdue {}", format_ms(due));
     Ok(0)
@@ -381,7 +377,7 @@ pub(crate) async fn schedule(
                 },
                 (None, None) => anyhow::bail!("give --cron EXPR or --every DURATION"),
             };
-            let spec = PeriodicSpec {
+            let spec = ScheduleSpec {
                 timing,
                 payload: payload.into_bytes(),
                 catch_up: catch_up.parse()?,
@@ -393,7 +389,7 @@ pub(crate) async fn schedule(
             };
             let now = b.clock_ms().await?;
             let max = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES;
-            let info = delayq::periodic::put(b, q, &name, spec, max, now).await?;
+            let info = delayq::schedule::put(b, q, &name, spec, max, now).await?;
             // Over HTTP the server computes the next fire: show the stored one.
             let info = b.schedule(q, &name).await?.unwrap_or(info);
             println!("{name}\tnext {}", format_ms(info.next_ms));

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, Parser, Subcommand};
-use delayq::{JobId, QueueName, Schedule};
+use delayq::{Due, JobId, QueueName};
 
 /// delayq: jobs that run at a future time.
 #[derive(Parser, Debug)]
@@ -334,12 +334,12 @@ pub(crate) struct When {
 }
 
 impl When {
-    /// The schedule.
-    pub(crate) fn schedule(&self) -> Result<Schedule, delayq::InvalidInput> {
+    /// When the job becomes due.
+    pub(crate) fn due(&self) -> Result<Due, delayq::InvalidInput> {
         match (self.delay, self.at) {
-            (Some(d), _) => Ok(Schedule::Delay(d)),
-            (None, Some(t)) => Schedule::at(t),
-            (None, None) => Ok(Schedule::Now),
+            (Some(d), _) => Ok(Due::Delay(d)),
+            (None, Some(t)) => Due::at(t),
+            (None, None) => Ok(Due::Now),
         }
     }
 }

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Enqueued, Found, Inspect,
-    JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
-    QueueSeries, QueueSettings, QueueStats, Result, Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Found,
+    Inspect, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
+    QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
 };
-use delayq::{Firing, PeriodicInfo, Schedules};
+use delayq::{Firing, ScheduleInfo, Schedules};
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
 
@@ -58,7 +58,7 @@ impl Backend for AnyBackend {
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         delegate!(self, b => b.cancel(queue, id).await)
     }
-    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Schedule) -> Result<u64> {
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Due) -> Result<u64> {
         delegate!(self, b => b.reschedule(queue, id, s).await)
     }
     async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
@@ -121,10 +121,10 @@ impl Inspect for AnyBackend {
 }
 
 impl Schedules for AnyBackend {
-    async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
+    async fn put_schedule(&self, queue: &QueueName, info: ScheduleInfo) -> Result<()> {
         delegate!(self, b => b.put_schedule(queue, info).await)
     }
-    async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<ScheduleInfo>> {
         delegate!(self, b => b.schedules(queue).await)
     }
     async fn delete_schedule(&self, queue: &QueueName, name: &str) -> Result<bool> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::backend::AnyBackend;
 use anyhow::Context;
-use delayq::{Enqueued, Expiry, InvalidInput, JobId, NewJob, Producer, Schedule};
+use delayq::{Due, Enqueued, Expiry, InvalidInput, JobId, NewJob, Producer};
 use serde::Deserialize;
 
 use crate::args::{EnqueueArgs, parse_time};
@@ -41,12 +41,10 @@ impl Line {
             (Some(_), Some(_)) => {
                 return Err(InvalidInput::Delay("give delay_ms or run_at, not both".into()).into());
             }
-            (Some(ms), None) => Schedule::delay_ms(ms)?,
-            (None, Some(RunAt::Ms(ms))) => Schedule::At(ms),
-            (None, Some(RunAt::Text(t))) => {
-                Schedule::at(parse_time(&t).map_err(InvalidInput::Delay)?)?
-            }
-            (None, None) => Schedule::Now,
+            (Some(ms), None) => Due::delay_ms(ms)?,
+            (None, Some(RunAt::Ms(ms))) => Due::At(ms),
+            (None, Some(RunAt::Text(t))) => Due::at(parse_time(&t).map_err(InvalidInput::Delay)?)?,
+            (None, None) => Due::Now,
         };
         // An id before the first try: a retry after an unknown outcome (503) cannot store
         // the job twice.
@@ -54,7 +52,7 @@ impl Line {
             Some(id) => JobId::new(id)?,
             None => JobId::generate(),
         };
-        let mut job = NewJob::new(payload).schedule(schedule).id(id);
+        let mut job = NewJob::new(payload).due(schedule).id(id);
         if let Some(n) = self.max_attempts {
             job = job.max_attempts(n);
         }
@@ -77,7 +75,7 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
         }
     };
     let id = a.id.unwrap_or_else(JobId::generate);
-    let mut job = NewJob::new(payload).schedule(a.when.schedule()?).id(id);
+    let mut job = NewJob::new(payload).due(a.when.due()?).id(id);
     if let Some(n) = a.max_attempts {
         job = job.max_attempts(n);
     }
@@ -85,7 +83,7 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
         job = job.timeout(t);
     }
     if let Some(at) = a.expires_at
-        && let Schedule::At(ms) = Schedule::at(at)?
+        && let Due::At(ms) = Due::at(at)?
     {
         job = job.expires(Expiry::At(ms));
     }

@@ -144,9 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Enqueue(a) => enqueue::run(&producer, a).await.map(|()| 0),
         Command::Get { id, json } => admin::get(&producer, &id, json).await,
         Command::Cancel { id } => admin::cancel(&producer, &id).await,
-        Command::Reschedule { id, when } => {
-            admin::reschedule(&producer, &id, when.schedule()?).await
-        }
+        Command::Reschedule { id, when } => admin::reschedule(&producer, &id, when.due()?).await,
         Command::Stats { json, all } => admin::stats(&producer, json, all).await,
         Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
         Command::Jobs(cmd) => admin::jobs(&backend, &cli.queue, cmd).await,

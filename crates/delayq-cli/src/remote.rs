@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use base64::Engine;
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Cursor, Enqueued, Error,
-    Found, Inspect, InvalidInput, Job, JobId, JobInfo, JobPage, JobState, LeaseRef, ListState,
-    Nack, NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Schedule,
-    Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Cursor, Due, Enqueued,
+    Error, Found, Inspect, InvalidInput, Job, JobId, JobInfo, JobPage, JobState, LeaseRef,
+    ListState, Nack, NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats,
+    Result, Wakeups,
 };
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -354,10 +354,10 @@ fn job_body(j: NewJob) -> Value {
     if let Some(id) = j.id {
         b["id"] = id.to_string().into();
     }
-    match j.schedule {
-        Schedule::Now => {}
-        Schedule::Delay(d) => b["delay_ms"] = (d.as_millis() as u64).into(),
-        Schedule::At(ms) => b["run_at"] = ms.into(),
+    match j.due {
+        Due::Now => {}
+        Due::Delay(d) => b["delay_ms"] = (d.as_millis() as u64).into(),
+        Due::At(ms) => b["run_at"] = ms.into(),
     }
     if let Some(m) = j.max_attempts {
         b["max_attempts"] = m.into();
@@ -567,11 +567,11 @@ impl Backend for RemoteBackend {
         }
     }
 
-    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Schedule) -> Result<u64> {
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Due) -> Result<u64> {
         let body = match s {
-            Schedule::Now => json!({"delay_ms": 0}),
-            Schedule::Delay(d) => json!({"delay_ms": d.as_millis() as u64}),
-            Schedule::At(ms) => json!({"run_at": ms}),
+            Due::Now => json!({"delay_ms": 0}),
+            Due::Delay(d) => json!({"delay_ms": d.as_millis() as u64}),
+            Due::At(ms) => json!({"run_at": ms}),
         };
         let v = self
             .ok("PATCH", &jp(queue, id), Some(body), Some(id))

@@ -10,8 +10,8 @@ use std::time::Duration;
 use delayq::limits::truncate_error;
 use delayq::series::{Ring, lateness_bucket};
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Enqueued, Error, Job,
-    JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSeries, Result, Schedule,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Due, Enqueued, Error,
+    Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSeries, Result,
     SharedClock, SystemClock, Wakeups,
 };
 use rusqlite::{Connection, params};
@@ -615,7 +615,7 @@ impl Backend for EmbeddedBackend {
         .await
     }
 
-    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {
         let (q, idc) = (queue.to_string(), id.clone());
         self.exec_waking(queue, move |c, now| {
             let due = due_from(schedule, now.ms());

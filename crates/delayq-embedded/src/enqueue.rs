@@ -30,7 +30,7 @@ pub(crate) fn insert(
         .map_err(sql)?;
     for job in jobs {
         let id = job.id.clone().unwrap_or_else(JobId::generate);
-        let due = due_from(job.schedule, now);
+        let due = due_from(job.due, now);
         let expires_at = job
             .expiry_ms()
             .map(|(v, rel)| if rel { now + v as i64 } else { v as i64 });

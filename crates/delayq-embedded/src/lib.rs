@@ -19,7 +19,7 @@
 //!
 //! Parts: `store` (the thread that owns the connection), `rows` (state codes, row type,
 //! shared queries), `backend` (the hot path), `limits` (rate and concurrency limits),
-//! `enqueue` (the insert of new jobs), `periodic` (schedules), `inspect` (the admin side), [`error`],
+//! `enqueue` (the insert of new jobs), `schedules` (cron and interval schedules), `inspect` (the admin side), [`error`],
 //! `schema.sql`.
 
 mod backend;
@@ -27,9 +27,9 @@ mod enqueue;
 pub mod error;
 mod inspect;
 mod limits;
-mod periodic;
 mod push;
 mod rows;
+mod schedules;
 mod store;
 
 pub use backend::{EmbeddedBackend, MAX_CLAIM};

@@ -1,7 +1,7 @@
 //! Reading and writing `jobs` rows: the state codes (bound as parameters, never written into
 //! SQL), the column list, the row type and the small queries every operation shares.
 
-use delayq::{Backoff, Error, JobId, JobInfo, JobState, LeaseRef, Result, Schedule};
+use delayq::{Backoff, Due, Error, JobId, JobInfo, JobState, LeaseRef, Result};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::store::sql;
@@ -196,10 +196,10 @@ pub(crate) fn refused(c: &Connection, q: &str, l: &LeaseRef) -> Result<Error> {
 }
 
 /// The due time of a schedule, at `now` on the store's clock (a past time means now).
-pub(crate) fn due_from(s: Schedule, now: i64) -> i64 {
+pub(crate) fn due_from(s: Due, now: i64) -> i64 {
     match s {
-        Schedule::Now => now,
-        Schedule::Delay(d) => now + d.as_millis() as i64,
-        Schedule::At(t) => (t as i64).max(now),
+        Due::Now => now,
+        Due::Delay(d) => now + d.as_millis() as i64,
+        Due::At(t) => (t as i64).max(now),
     }
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use delayq::testkit::{FaultPoint, Faulty, TokioClock};
 use delayq::{
     AckOutcome, Backend, Backoff, CancelOutcome, ClaimBatch, ClaimRequest, Consumer,
-    ConsumerOptions, Enqueued, Failure, Inspect, Job, JobId, JobState, LeaseRef, Nack, NackOutcome,
-    NewJob, Producer, QueueName, RunReport, Schedule, Wakeups,
+    ConsumerOptions, Due, Enqueued, Failure, Inspect, Job, JobId, JobState, LeaseRef, Nack,
+    NackOutcome, NewJob, Producer, QueueName, RunReport, Wakeups,
 };
 use delayq_embedded::EmbeddedBackend;
 use tokio::sync::watch;
@@ -377,7 +377,7 @@ impl Backend for LongPoll {
     async fn cancel(&self, q: &QueueName, id: &JobId) -> delayq::Result<CancelOutcome> {
         self.0.cancel(q, id).await
     }
-    async fn reschedule(&self, q: &QueueName, id: &JobId, s: Schedule) -> delayq::Result<u64> {
+    async fn reschedule(&self, q: &QueueName, id: &JobId, s: Due) -> delayq::Result<u64> {
         self.0.reschedule(q, id, s).await
     }
     async fn wakeups(&self, q: &QueueName) -> delayq::Result<Wakeups> {

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use delayq::{Backend, Cursor, Inspect, ListState, QueueName, Schedule};
+use delayq::{Backend, Cursor, Due, Inspect, ListState, QueueName};
 
 pub use crate::console_model::{Action, CountsView, JobList, ListQuery, SeriesView, StateQuery};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
@@ -116,7 +116,7 @@ pub async fn run<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
-    let due = st.producer(&q).reschedule(&id, Schedule::Now).await?;
+    let due = st.producer(&q).reschedule(&id, Due::Now).await?;
     st.announce(Action::one(&q, "due_now", &id));
     Ok(Json(Outcome {
         due_at: Some(due),

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use delayq::{Backend, CancelOutcome, Inspect, Schedule};
+use delayq::{Backend, CancelOutcome, Due, Inspect};
 use serde_json::value::RawValue;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
@@ -180,7 +180,7 @@ pub async fn reschedule<B: Backend + Inspect>(
     ApiJson(req): ApiJson<RescheduleRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
     let schedule = match (req.delay_ms, req.run_at) {
-        (Some(ms), None) => Schedule::delay_ms(ms)?,
+        (Some(ms), None) => Due::delay_ms(ms)?,
         (None, Some(at)) => run_at(&at)?,
         _ => {
             return Err(ApiError::new(

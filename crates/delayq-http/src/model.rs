@@ -2,7 +2,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use delayq::{Backoff, Job, JobId, JobInfo, NewJob, Schedule};
+use delayq::{Backoff, Due, Job, JobId, JobInfo, NewJob};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
@@ -72,11 +72,11 @@ impl EnqueueRequest {
                     "give delay_ms or run_at, not both",
                 ));
             }
-            (Some(ms), None) => Schedule::delay_ms(ms)?,
+            (Some(ms), None) => Due::delay_ms(ms)?,
             (None, Some(at)) => run_at(&at)?,
-            (None, None) => Schedule::Now,
+            (None, None) => Due::Now,
         };
-        let mut job = NewJob::new(payload).schedule(schedule);
+        let mut job = NewJob::new(payload).due(schedule);
         if let Some(id) = self.id {
             job = job.id(JobId::new(id)?);
         }
@@ -109,7 +109,7 @@ impl EnqueueRequest {
                 ));
             }
             (Some(at), None) => {
-                let Schedule::At(ms) = run_at(&at).map_err(|e| {
+                let Due::At(ms) = run_at(&at).map_err(|e| {
                     ApiError::new(
                         ErrorCode::InvalidDeadline,
                         format!("expires_at: {}", e.message),
@@ -154,15 +154,15 @@ pub fn payload_bytes(
 }
 
 /// `run_at` as ms since the epoch or RFC 3339 text (`Z` or `±HH:MM`).
-pub fn run_at(v: &serde_json::Value) -> Result<Schedule, ApiError> {
+pub fn run_at(v: &serde_json::Value) -> Result<Due, ApiError> {
     let bad = |m: String| ApiError::new(ErrorCode::InvalidDelay, m);
     match v {
         serde_json::Value::Number(n) => match n.as_u64() {
-            Some(ms) => Ok(Schedule::At(ms)),
+            Some(ms) => Ok(Due::At(ms)),
             None => Err(bad(format!("run_at {n} must be a whole number of ms >= 0"))),
         },
         serde_json::Value::String(s) => delayq::rfc3339::parse_ms(s)
-            .map(Schedule::At)
+            .map(Due::At)
             .ok_or_else(|| bad(format!("run_at {s:?} is not RFC 3339"))),
         _ => Err(bad("run_at must be a number of ms or RFC 3339 text".into())),
     }

@@ -1,10 +1,10 @@
 //! Periodic schedules over HTTP: `PUT / GET / DELETE /v1/queues/{q}/schedules/{name}` and
-//! `GET /v1/queues/{q}/schedules` (see `delayq::periodic`). The server's ticker fires them.
+//! `GET /v1/queues/{q}/schedules` (see `delayq::schedule`). The server's ticker fires them.
 
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
-use delayq::periodic::{self, CatchUp, PeriodicInfo, PeriodicSpec, Schedules, Timing};
+use delayq::schedule::{self, CatchUp, ScheduleInfo, ScheduleSpec, Schedules, Timing};
 use delayq::{Backend, Backoff, Inspect, QueueName};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -48,7 +48,7 @@ pub struct ScheduleBody {
 }
 
 impl ScheduleBody {
-    fn into_spec(self) -> Result<PeriodicSpec, ApiError> {
+    fn into_spec(self) -> Result<ScheduleSpec, ApiError> {
         let bad = |m: &str| ApiError::new(ErrorCode::InvalidSchedule, m);
         let timing = match (self.cron, self.every_ms, self.tz) {
             (Some(cron), None, tz) => Timing::Cron {
@@ -65,7 +65,7 @@ impl ScheduleBody {
             None => CatchUp::None,
             Some(c) => c.parse::<CatchUp>()?,
         };
-        Ok(PeriodicSpec {
+        Ok(ScheduleSpec {
             timing,
             payload,
             catch_up,
@@ -117,8 +117,8 @@ pub struct ScheduleView {
     pub payload: PayloadOut,
 }
 
-impl From<PeriodicInfo> for ScheduleView {
-    fn from(i: PeriodicInfo) -> Self {
+impl From<ScheduleInfo> for ScheduleView {
+    fn from(i: ScheduleInfo) -> Self {
         let (cron, tz, every_ms) = match i.spec.timing {
             Timing::Cron { cron, tz } => (Some(cron), Some(tz), None),
             Timing::Every { every_ms } => (None, None, Some(every_ms)),
@@ -163,7 +163,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SchedulePath {
         let mut it = segments.into_iter();
         let q = QueueName::new(it.next().unwrap_or_default())?;
         let name = it.next().unwrap_or_default();
-        periodic::check_name(&name)?;
+        schedule::check_name(&name)?;
         Ok(SchedulePath(q, name))
     }
 }
@@ -190,7 +190,7 @@ pub async fn put<B: Backend + Inspect + Schedules>(
     let spec = body.into_spec()?;
     // The first fire is planned on the store's clock, as the ticker plans the others.
     let now = st.backend().clock_ms().await?;
-    let info = periodic::put(st.backend(), &q, &name, spec, st.config().max_payload, now).await?;
+    let info = schedule::put(st.backend(), &q, &name, spec, st.config().max_payload, now).await?;
     Ok(Json(info.into()))
 }
 

@@ -347,7 +347,7 @@ async fn schedules_with_targets_are_periodic_webhooks() {
     let b = delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap();
     let rx = Receiver::start().await;
     let beat = q("beat");
-    let spec = delayq::PeriodicSpec {
+    let spec = delayq::ScheduleSpec {
         timing: delayq::Timing::Every { every_ms: 1000 },
         payload: b"{\"tick\":true}".to_vec(),
         catch_up: delayq::CatchUp::None,
@@ -358,7 +358,7 @@ async fn schedules_with_targets_are_periodic_webhooks() {
         target: Some(Target::post(rx.url("/ok"))),
     };
     push_queue(&b, &beat).await;
-    delayq::periodic::put(
+    delayq::schedule::put(
         &b,
         &beat,
         "tick",

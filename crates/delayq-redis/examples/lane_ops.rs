@@ -10,7 +10,7 @@
 //! `cargo run --release -p delayq-redis --example lane_ops -- redis://127.0.0.1:PORT lane|sets [N] [cancels]`
 //! (it runs FLUSHALL on that server).
 use delayq::{
-    Backend, ClaimRequest, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings, Schedule,
+    Backend, ClaimRequest, Due, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings,
 };
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,7 @@ fn job_in(i: usize, delay_ms: u64) -> NewJob {
     );
     NewJob::new(payload.into_bytes())
         .id(JobId::new(id).unwrap())
-        .schedule(Schedule::Delay(Duration::from_millis(delay_ms)))
+        .due(Due::Delay(Duration::from_millis(delay_ms)))
 }
 
 async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> f64 {

@@ -11,7 +11,7 @@
 //! awaited|batch|drain [N]` (it runs FLUSHALL on that server).
 use std::time::Duration;
 
-use delayq::{Backend, ClaimRequest, JobId, NewJob, Producer, QueueName, Schedule};
+use delayq::{Backend, ClaimRequest, Due, JobId, NewJob, Producer, QueueName};
 
 /// Job `i`: docs/BENCHMARKS.md's 100-byte payload, its order id as the job id, due after `delay_ms`.
 fn job(i: usize, delay_ms: u64) -> NewJob {
@@ -22,7 +22,7 @@ fn job(i: usize, delay_ms: u64) -> NewJob {
     );
     NewJob::new(payload.into_bytes())
         .id(JobId::new(id).unwrap())
-        .schedule(Schedule::Delay(Duration::from_millis(delay_ms)))
+        .due(Due::Delay(Duration::from_millis(delay_ms)))
 }
 
 /// A delay in 1–2 h from a fixed sequence (the same jobs on every run).

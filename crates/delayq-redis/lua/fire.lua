@@ -1,4 +1,4 @@
--- fire.lua: fires a schedule (delayq::periodic): enqueues its due fires as jobs NAME@<fire ms>
+-- fire.lua: fires a schedule (delayq::schedule): enqueues its due fires as jobs NAME@<fire ms>
 -- and stores its next fire, only while its stored next fire is the one the ticker read.
 -- Keys (declared in transitions/fire.rs, which generates the locals):
 -- sched     ZSET id -> due_ms

@@ -1,4 +1,4 @@
--- fire_shard.lua: one fire of a schedule on a queue of several shards (delayq::periodic):
+-- fire_shard.lua: one fire of a schedule on a queue of several shards (delayq::schedule):
 -- enqueues the job NAME@<fire ms> into the shard its id hashes to, unless that shard already
 -- took this fire or a later one of the schedule. advance.lua then moves the next fire on.
 -- Keys (declared in transitions/fire_shard.rs, which generates the locals):

@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, Job, JobId, LeaseRef,
-    Nack, NackOutcome, NewJob, QueueName, Result, Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, Job, JobId,
+    LeaseRef, Nack, NackOutcome, NewJob, QueueName, Result, Wakeups,
 };
 use futures::future::join_all;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
@@ -502,7 +502,7 @@ impl Backend for RedisBackend {
         self.cancel_job(queue, id).await
     }
 
-    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {
         self.reschedule_job(queue, id, schedule).await
     }
 

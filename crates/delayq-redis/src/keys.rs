@@ -241,7 +241,7 @@ impl Space {
     }
 
     /// The key of a queue's schedule definitions (HASH name → JSON of
-    /// `delayq::PeriodicSpec`); their next fires are the queue's [`Keys::cronnext`].
+    /// `delayq::ScheduleSpec`); their next fires are the queue's [`Keys::cronnext`].
     pub(crate) fn crondef(&self, queue: &QueueName) -> String {
         format!("{}{{{queue}}}:crondef", self.prefix)
     }

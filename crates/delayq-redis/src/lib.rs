@@ -23,7 +23,7 @@
 //! Parts: `target` (the connection string), `conn` (the command connection and how it heals),
 //! `keys` (every key name), `route` (shards of a queue), `protocol` (each script's declared
 //! boundary), `transitions` (one module per script: its declaration and call), `scripts` (how
-//! a script's text is built), `backend`, `inspect` and `periodic` (the trait impls), `nodes` (per-node tools), `wake` (the Pub/Sub hub),
+//! a script's text is built), `backend`, `inspect` and `schedules` (the trait impls), `nodes` (per-node tools), `wake` (the Pub/Sub hub),
 //! `reply` (reply parsing), `lane` (what a lane holds, for the doctor), [`error`].
 
 mod backend;
@@ -35,11 +35,11 @@ mod inspect;
 mod keys;
 mod lane;
 mod nodes;
-mod periodic;
 mod protocol;
 mod record;
 mod reply;
 mod route;
+mod schedules;
 mod scripts;
 mod target;
 mod transitions;

@@ -209,11 +209,11 @@ pub(crate) const SPEC_REPLACE: u8 = 4;
 
 /// How a schedule is written for the scripts: [`SPEC_NOW`], [`SPEC_DELAY`] or [`SPEC_AT`], and
 /// its time (0, a delay or an absolute ms).
-pub(crate) fn when(s: delayq::Schedule) -> (u8, u64) {
+pub(crate) fn when(s: delayq::Due) -> (u8, u64) {
     match s {
-        delayq::Schedule::Now => (SPEC_NOW, 0),
-        delayq::Schedule::Delay(d) => (SPEC_DELAY, d.as_millis().min(u128::from(u64::MAX)) as u64),
-        delayq::Schedule::At(t) => (SPEC_AT, t),
+        delayq::Due::Now => (SPEC_NOW, 0),
+        delayq::Due::Delay(d) => (SPEC_DELAY, d.as_millis().min(u128::from(u64::MAX)) as u64),
+        delayq::Due::At(t) => (SPEC_AT, t),
     }
 }
 
@@ -222,7 +222,7 @@ pub(crate) fn when(s: delayq::Schedule) -> (u8, u64) {
 /// due field and created 0 — the script writes both from its clock, so a job costs it two
 /// arguments.
 pub(crate) fn spec(job: NewJob) -> Vec<u8> {
-    let (when, t) = when(job.schedule);
+    let (when, t) = when(job.due);
     let replace = job.on_conflict == delayq::OnConflict::Replace;
     let mode = when | if replace { SPEC_REPLACE } else { 0 };
     let max = job
@@ -502,7 +502,7 @@ mod tests {
         let (flags, tail) = tail(job);
         assert_eq!((spec[2], &spec[1 + HEADER_LEN..]), (flags, &tail[..]));
         // A time past the u48 field is capped, not wrapped.
-        let far = super::spec(NewJob::new(Vec::new()).schedule(delayq::Schedule::At(u64::MAX)));
+        let far = super::spec(NewJob::new(Vec::new()).due(delayq::Due::At(u64::MAX)));
         assert_eq!(far[0], SPEC_AT);
         assert_eq!(decode(&far[1..]).unwrap().due_ms, (1 << 48) - 1);
     }

@@ -661,17 +661,17 @@ mod tests {
         );
         let now = 1000u64;
         let cases = [
-            (delayq::Schedule::Now, false, now),
+            (delayq::Due::Now, false, now),
             (
-                delayq::Schedule::Delay(std::time::Duration::from_millis(250)),
+                delayq::Due::Delay(std::time::Duration::from_millis(250)),
                 true,
                 now + 250,
             ),
-            (delayq::Schedule::At(5000), false, 5000),
-            (delayq::Schedule::At(10), true, now),
+            (delayq::Due::At(5000), false, 5000),
+            (delayq::Due::At(10), true, now),
         ];
         for (when, replace, due) in cases {
-            let mut job = delayq::NewJob::new(Vec::new()).schedule(when);
+            let mut job = delayq::NewJob::new(Vec::new()).due(when);
             if replace {
                 job = job.replace();
             }

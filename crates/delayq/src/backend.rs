@@ -11,8 +11,8 @@ use tokio::sync::watch;
 
 use crate::error::Result;
 use crate::job::{
-    AckOutcome, CancelOutcome, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
-    QueueStats, Schedule,
+    AckOutcome, CancelOutcome, Due, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
+    QueueStats,
 };
 use crate::listing::{Cursor, Found, JobPage, ListState};
 use crate::name::{JobId, QueueName};
@@ -111,7 +111,7 @@ pub trait Backend: Clone + Send + Sync + 'static {
         &self,
         queue: &QueueName,
         id: &JobId,
-        schedule: Schedule,
+        schedule: Due,
     ) -> impl Future<Output = Result<u64>> + Send;
 
     /// Wake-ups for consumers of `queue`; returns once the notification channel is live.

@@ -11,8 +11,8 @@ use crate::backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::job::{
-    AckOutcome, CancelOutcome, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob, QueueStats,
-    Schedule,
+    AckOutcome, CancelOutcome, Due, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
+    QueueStats,
 };
 use crate::listing::{Cursor, Found, JobPage, ListState};
 use crate::name::{JobId, QueueName};
@@ -141,7 +141,7 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(out)
     }
 
-    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {
         self.inner.reschedule(queue, id, schedule).await
     }
 
@@ -218,12 +218,12 @@ impl<B: Inspect> Inspect for Instrumented<B> {
     }
 }
 
-impl<B: crate::periodic::Schedules> crate::periodic::Schedules for Instrumented<B> {
-    async fn put_schedule(&self, queue: &QueueName, info: crate::PeriodicInfo) -> Result<()> {
+impl<B: crate::schedule::Schedules> crate::schedule::Schedules for Instrumented<B> {
+    async fn put_schedule(&self, queue: &QueueName, info: crate::ScheduleInfo) -> Result<()> {
         self.inner.put_schedule(queue, info).await
     }
 
-    async fn schedules(&self, queue: &QueueName) -> Result<Vec<crate::PeriodicInfo>> {
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<crate::ScheduleInfo>> {
         self.inner.schedules(queue).await
     }
 

@@ -16,9 +16,9 @@ use crate::target::Target;
 /// `max_attempts` of a job that does not set one.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
 
-/// When a job becomes due.
+/// When a job becomes due (a cron schedule is something else: [`crate::schedule`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schedule {
+pub enum Due {
     /// Due now.
     Now,
     /// Due after this delay, measured on the backend's clock (the Redis server's `TIME`).
@@ -28,7 +28,7 @@ pub enum Schedule {
     At(u64),
 }
 
-impl Schedule {
+impl Due {
     /// A delay in milliseconds as received from an untyped source (HTTP, CLI): negative,
     /// not-a-number and over-10-years values are refused.
     pub fn delay_ms(ms: f64) -> Result<Self, InvalidInput> {
@@ -38,7 +38,7 @@ impl Schedule {
             )));
         }
         let d = Duration::from_millis(ms as u64);
-        let s = Schedule::Delay(d);
+        let s = Due::Delay(d);
         s.validate(0)?;
         Ok(s)
     }
@@ -49,19 +49,19 @@ impl Schedule {
             .duration_since(UNIX_EPOCH)
             .map_err(|_| InvalidInput::Delay("run_at is before 1970".into()))?
             .as_millis();
-        Ok(Schedule::At(ms as u64))
+        Ok(Due::At(ms as u64))
     }
 
     /// Checks the 10-year limit; `now_ms` is the caller's clock, only used to bound `At`.
     pub fn validate(&self, now_ms: u64) -> Result<(), InvalidInput> {
         let max = MAX_DELAY.as_millis() as u64;
         match *self {
-            Schedule::Now => Ok(()),
-            Schedule::Delay(d) if d.as_millis() as u64 > max => Err(InvalidInput::Delay(format!(
+            Due::Now => Ok(()),
+            Due::Delay(d) if d.as_millis() as u64 > max => Err(InvalidInput::Delay(format!(
                 "delay of {} ms is over the 10-year limit",
                 d.as_millis()
             ))),
-            Schedule::At(t) if t > now_ms.saturating_add(max) => Err(InvalidInput::Delay(format!(
+            Due::At(t) if t > now_ms.saturating_add(max) => Err(InvalidInput::Delay(format!(
                 "run_at {t} ms is more than 10 years away"
             ))),
             _ => Ok(()),
@@ -77,7 +77,7 @@ pub struct NewJob {
     /// Opaque payload bytes.
     pub payload: Vec<u8>,
     /// When the job becomes due.
-    pub schedule: Schedule,
+    pub due: Due,
     /// Deliveries before the job is dead-lettered; [`DEFAULT_MAX_ATTEMPTS`] when `None`.
     pub max_attempts: Option<u32>,
     /// Retry backoff; [`Backoff::default`] when `None`.
@@ -163,7 +163,7 @@ impl NewJob {
         Self {
             id: None,
             payload: payload.into(),
-            schedule: Schedule::Now,
+            due: Due::Now,
             max_attempts: None,
             backoff: None,
             lease: None,
@@ -191,19 +191,19 @@ impl NewJob {
 
     /// Due after `delay` on the backend's clock.
     pub fn delay(mut self, delay: Duration) -> Self {
-        self.schedule = Schedule::Delay(delay);
+        self.due = Due::Delay(delay);
         self
     }
 
     /// Due at an absolute time.
     pub fn run_at(mut self, at: SystemTime) -> Self {
-        self.schedule = Schedule::at(at).unwrap_or(Schedule::Now);
+        self.due = Due::at(at).unwrap_or(Due::Now);
         self
     }
 
-    /// Sets the schedule.
-    pub fn schedule(mut self, schedule: Schedule) -> Self {
-        self.schedule = schedule;
+    /// Sets when the job becomes due.
+    pub fn due(mut self, due: Due) -> Self {
+        self.due = due;
         self
     }
 
@@ -266,11 +266,11 @@ impl NewJob {
     /// but the store's), absolute ones from the epoch.
     pub fn expiry_ms(&self) -> Option<(u64, bool)> {
         let to_ms = |d: Duration| d.as_millis().min(u128::from(u64::MAX)) as u64;
-        Some(match (self.expires?, self.schedule) {
+        Some(match (self.expires?, self.due) {
             (Expiry::At(t), _) => (t, false),
-            (Expiry::AfterDue(a), Schedule::At(t)) => (t.saturating_add(to_ms(a)), false),
-            (Expiry::AfterDue(a), Schedule::Delay(d)) => (to_ms(d).saturating_add(to_ms(a)), true),
-            (Expiry::AfterDue(a), Schedule::Now) => (to_ms(a), true),
+            (Expiry::AfterDue(a), Due::At(t)) => (t.saturating_add(to_ms(a)), false),
+            (Expiry::AfterDue(a), Due::Delay(d)) => (to_ms(d).saturating_add(to_ms(a)), true),
+            (Expiry::AfterDue(a), Due::Now) => (to_ms(a), true),
         })
     }
 
@@ -282,7 +282,7 @@ impl NewJob {
                 limit: max_payload,
             });
         }
-        self.schedule.validate(now_ms)?;
+        self.due.validate(now_ms)?;
         if let Some(n) = self.max_attempts
             && (n == 0 || n > MAX_ATTEMPTS)
         {
@@ -638,13 +638,13 @@ mod tests {
 
     #[test]
     fn delay_ms_rejects_bad_numbers() {
-        assert!(Schedule::delay_ms(-1.0).is_err());
-        assert!(Schedule::delay_ms(f64::NAN).is_err());
-        assert!(Schedule::delay_ms(f64::INFINITY).is_err());
-        assert!(Schedule::delay_ms(11.0 * 365.0 * 86_400_000.0).is_err());
+        assert!(Due::delay_ms(-1.0).is_err());
+        assert!(Due::delay_ms(f64::NAN).is_err());
+        assert!(Due::delay_ms(f64::INFINITY).is_err());
+        assert!(Due::delay_ms(11.0 * 365.0 * 86_400_000.0).is_err());
         assert_eq!(
-            Schedule::delay_ms(250.0).unwrap(),
-            Schedule::Delay(Duration::from_millis(250))
+            Due::delay_ms(250.0).unwrap(),
+            Due::Delay(Duration::from_millis(250))
         );
     }
 
@@ -663,13 +663,8 @@ mod tests {
                 .validate(10, 0)
                 .is_err()
         );
-        let far = Schedule::At(11 * 365 * 86_400_000);
-        assert!(NewJob::new("x").schedule(far).validate(10, 0).is_err());
-        assert!(
-            NewJob::new("x")
-                .schedule(Schedule::At(1))
-                .validate(10, 0)
-                .is_ok()
-        );
+        let far = Due::At(11 * 365 * 86_400_000);
+        assert!(NewJob::new("x").due(far).validate(10, 0).is_err());
+        assert!(NewJob::new("x").due(Due::At(1)).validate(10, 0).is_ok());
     }
 }

@@ -30,7 +30,7 @@
 //!
 //! Parts: [`name`] (validated names), [`job`] (the model), [`backoff`], [`limits`],
 //! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`wait`], [`clock`],
-//! [`instrumented`] and [`telemetry`] (metrics), [`periodic`] and [`ticker`] (schedules), [`settings`] (per-queue settings),
+//! [`instrumented`] and [`telemetry`] (metrics), [`schedule`] and [`ticker`] (cron and interval schedules; a job's own due time is [`Due`]), [`settings`] (per-queue settings),
 //! [`target`] and [`delivery`] (HTTP push targets and the log of their requests).
 
 pub mod backend;
@@ -45,9 +45,9 @@ pub mod job;
 pub mod limits;
 pub mod listing;
 pub mod name;
-pub mod periodic;
 pub mod producer;
 pub mod rfc3339;
+pub mod schedule;
 pub mod series;
 pub mod settings;
 pub mod target;
@@ -66,14 +66,13 @@ pub use error::{Error, InvalidInput, Result};
 pub use handler::{Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
-    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Enqueued, Expiry, Job,
+    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Due, Enqueued, Expiry, Job,
     JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueStats, Retention,
-    Schedule,
 };
 pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};
-pub use periodic::{CatchUp, Firing, PeriodicInfo, PeriodicSpec, Schedules, Timing};
 pub use producer::Producer;
+pub use schedule::{CatchUp, Firing, ScheduleInfo, ScheduleSpec, Schedules, Timing};
 pub use series::{Counts, QueueSeries};
 pub use settings::{DeliveryMode, DeliveryRule, Limits, QueueSettings, Rate};
 pub use target::Target;

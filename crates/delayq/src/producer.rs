@@ -6,7 +6,7 @@ use crate::backend::{Backend, Inspect};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{InvalidInput, Result};
 use crate::instrumented::Instrumented;
-use crate::job::{CancelOutcome, Enqueued, JobInfo, NewJob, Schedule};
+use crate::job::{CancelOutcome, Due, Enqueued, JobInfo, NewJob};
 use crate::limits::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_BATCH};
 use crate::name::{JobId, QueueName};
 
@@ -93,7 +93,7 @@ impl<B: Backend> Producer<B> {
     }
 
     /// Moves a scheduled job to a new due time; returns the new due time (ms since epoch).
-    pub async fn reschedule(&self, id: &JobId, schedule: Schedule) -> Result<u64> {
+    pub async fn reschedule(&self, id: &JobId, schedule: Due) -> Result<u64> {
         schedule.validate(self.clock.now_ms())?;
         self.backend.reschedule(&self.queue, id, schedule).await
     }

@@ -9,10 +9,10 @@ pub mod faulty;
 pub mod history;
 pub mod limits;
 pub mod model;
-pub mod periodic;
 pub mod priority;
 pub mod push;
 pub mod retention;
+pub mod schedule;
 
 pub use console::{
     dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
@@ -23,21 +23,21 @@ pub use deadlines::{
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
-pub use periodic::{bad_schedules_are_refused, schedules_fire_once};
 pub use priority::{
     due_listing_follows_claim_order, low_priorities_age, priorities_order_due_jobs,
 };
 pub use push::{bad_targets_are_refused, delivery_decides_what_a_queue_takes, push_targets_travel};
 pub use retention::{per_job_retention, retention_and_dedupe};
+pub use schedule::{bad_schedules_are_refused, schedules_fire_once};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::{
-    AckOutcome, Backend, Backoff, CancelOutcome, ClaimRequest, Consumer, ConsumerOptions, Error,
-    Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, ListState, Nack, NackOutcome,
-    NewJob, Producer, QueueName, QueueStats, Schedule, TestClock,
+    AckOutcome, Backend, Backoff, CancelOutcome, ClaimRequest, Consumer, ConsumerOptions, Due,
+    Error, Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, ListState, Nack,
+    NackOutcome, NewJob, Producer, QueueName, QueueStats, TestClock,
 };
 
 /// Every test of the suite, for [`crate::conformance_tests!`].
@@ -420,19 +420,19 @@ pub async fn reschedule<B: Backend + Inspect>(b: B, t: Time) {
     let p = Producer::new(b.clone(), q());
     let e = p.enqueue(job("m", 60_000)).await.unwrap();
     let due = p
-        .reschedule(&id("m"), Schedule::Delay(Duration::from_secs(600)))
+        .reschedule(&id("m"), Due::Delay(Duration::from_secs(600)))
         .await
         .unwrap();
     assert!(due > e.due_at_ms + 500_000);
-    let now = p.reschedule(&id("m"), Schedule::At(1)).await.unwrap();
+    let now = p.reschedule(&id("m"), Due::At(1)).await.unwrap();
     assert!(now <= t.now_ms() && now + 1000 >= t.now_ms());
     assert!(matches!(
-        p.reschedule(&id("zz"), Schedule::Now).await,
+        p.reschedule(&id("zz"), Due::Now).await,
         Err(Error::NotFound { .. })
     ));
     b.claim(&q(), req(1, 30_000)).await.unwrap();
     assert!(matches!(
-        p.reschedule(&id("m"), Schedule::Now).await,
+        p.reschedule(&id("m"), Due::Now).await,
         Err(Error::WrongState {
             state: JobState::Leased,
             ..

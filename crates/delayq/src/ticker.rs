@@ -1,4 +1,4 @@
-//! [`Ticker`]: fires due schedules ([`crate::periodic`]). Run one in every process that should
+//! [`Ticker`]: fires due schedules ([`crate::schedule`]). Run one in every process that should
 //! keep schedules going (`delayq serve` and `delayq worker` do): there is no leader, each fire
 //! is enqueued once whoever gets there first ([`Schedules::fire`] is a compare-and-set).
 
@@ -9,7 +9,7 @@ use tokio::time::sleep;
 
 use crate::error::Result;
 use crate::name::QueueName;
-use crate::periodic::Schedules;
+use crate::schedule::Schedules;
 
 /// Longest sleep between two looks at the schedules: a schedule created or changed by another
 /// process is noticed within it.

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Consumer, ConsumerOptions,
-    Enqueued, Error, Job, JobId, LeaseRef, Nack, NackOutcome, NewJob, QueueName, Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Consumer, ConsumerOptions, Due,
+    Enqueued, Error, Job, JobId, LeaseRef, Nack, NackOutcome, NewJob, QueueName, Wakeups,
 };
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep};
@@ -140,7 +140,7 @@ impl Backend for Memory {
     async fn cancel(&self, _: &QueueName, _: &JobId) -> delayq::Result<CancelOutcome> {
         unsupported()
     }
-    async fn reschedule(&self, _: &QueueName, _: &JobId, _: Schedule) -> delayq::Result<u64> {
+    async fn reschedule(&self, _: &QueueName, _: &JobId, _: Due) -> delayq::Result<u64> {
         unsupported()
     }
     async fn wakeups(&self, _: &QueueName) -> delayq::Result<Wakeups> {

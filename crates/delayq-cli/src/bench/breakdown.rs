@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use delayq::{Backend, Producer, Schedule};
+use delayq::{Backend, Due, Producer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -164,13 +164,13 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
     rows.push(t.row("raw tokio EVALSHA return 1", n, 1));
     // The enqueue script through the backend, one job per call, then in batches of 1,000
     // (W1's batch: an hour or two of delay each).
-    let single: Vec<_> = (0..n).map(|i| vec![job(i, Schedule::Now)]).collect();
+    let single: Vec<_> = (0..n).map(|i| vec![job(i, Due::Now)]).collect();
     let batches = (n / 1000).max(1);
     let d = delays(batches * 1000, 3_600_000, 7_200_000);
     let batched: Vec<Vec<_>> = (0..batches)
         .map(|k| {
             (k * 1000..(k + 1) * 1000)
-                .map(|i| job(i, Schedule::Delay(Duration::from_millis(d[i]))))
+                .map(|i| job(i, Due::Delay(Duration::from_millis(d[i]))))
                 .collect()
         })
         .collect();
@@ -203,7 +203,7 @@ pub(super) async fn breakdown(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row
     env.reset().await?;
     let b = env.backend().await?;
     let p = Producer::new(b, queue());
-    let jobs: Vec<_> = (0..n).map(|i| job(i, Schedule::Now)).collect();
+    let jobs: Vec<_> = (0..n).map(|i| job(i, Due::Now)).collect();
     let t = Clock::start();
     for j in jobs {
         p.enqueue(j).await?;

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayq::{NewJob, Producer, Schedule, Target};
+use delayq::{Due, NewJob, Producer, Target};
 use delayq_push::{HostLimits, Pusher, PusherOptions};
 use delayq_test_support::receiver::{OnRequest, Received, Receiver};
 
@@ -18,10 +18,10 @@ use super::util::{bar, now_ms_f64, percentiles, queue};
 /// and no host limit below it (the receiver is ours).
 const CONCURRENCY: usize = 64;
 
-fn pushed(i: usize, url: &str, schedule: Schedule) -> NewJob {
+fn pushed(i: usize, url: &str, schedule: Due) -> NewJob {
     NewJob::new(format!("{{\"order\":{i}}}"))
         .id(delayq::JobId::new(super::util::order_id(i)).expect("valid id"))
-        .schedule(schedule)
+        .due(schedule)
         .target(Target::post(url))
 }
 
@@ -71,12 +71,8 @@ pub(super) async fn push(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
     let pb = bar(n, "push enqueue");
     for start in (0..n).step_by(1000) {
         let end = (start + 1000).min(n);
-        p.enqueue_batch(
-            (start..end)
-                .map(|i| pushed(i, &url, Schedule::Now))
-                .collect(),
-        )
-        .await?;
+        p.enqueue_batch((start..end).map(|i| pushed(i, &url, Due::Now)).collect())
+            .await?;
         pb.inc((end - start) as u64);
     }
     pb.finish_and_clear();
@@ -128,7 +124,7 @@ pub(super) async fn push(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
     let before = env.cost().await?;
     for i in 0..m {
         let due = first + 20_000.0 * (i as f64 + 0.5) / m as f64;
-        p.enqueue(pushed(i, &url, Schedule::At(due.round() as u64)))
+        p.enqueue(pushed(i, &url, Due::At(due.round() as u64)))
             .await?;
     }
     let deadline = Instant::now() + Duration::from_secs(60);

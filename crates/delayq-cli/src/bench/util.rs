@@ -6,7 +6,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayq::{Consumer, ConsumerOptions, Failure, Job, JobId, NewJob, QueueName, Schedule};
+use delayq::{Consumer, ConsumerOptions, Due, Failure, Job, JobId, NewJob, QueueName};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
@@ -41,7 +41,7 @@ pub(crate) static PRIORITIES: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
 /// Job `i` of docs/BENCHMARKS.md: 100 bytes of compact JSON, its orderId as the job id.
-pub(crate) fn job(i: usize, schedule: Schedule) -> NewJob {
+pub(crate) fn job(i: usize, schedule: Due) -> NewJob {
     let id = order_id(i);
     let payload = format!(
         r#"{{"orderId":"{id}","action":"cancel","pad":"{}"}}"#,
@@ -50,7 +50,7 @@ pub(crate) fn job(i: usize, schedule: Schedule) -> NewJob {
     debug_assert_eq!(payload.len(), 100);
     let job = NewJob::new(payload.into_bytes())
         .id(JobId::new(id).expect("valid id"))
-        .schedule(schedule);
+        .due(schedule);
     if PRIORITIES.load(std::sync::atomic::Ordering::Relaxed) {
         job.priority((i % 10) as u8)
     } else {
@@ -90,7 +90,7 @@ pub(crate) async fn fill(
     b: &AnyBackend,
     range: std::ops::Range<usize>,
     what: &str,
-    schedule: impl Fn(usize) -> Schedule,
+    schedule: impl Fn(usize) -> Due,
 ) -> anyhow::Result<()> {
     let p = delayq::Producer::new(b.clone(), queue());
     let pb = bar(range.len(), what);
@@ -274,8 +274,8 @@ mod tests {
 
     #[test]
     fn payload_is_100_bytes() {
-        assert_eq!(job(0, Schedule::Now).payload.len(), 100);
-        assert_eq!(job(99_999_999, Schedule::Now).payload.len(), 100);
+        assert_eq!(job(0, Due::Now).payload.len(), 100);
+        assert_eq!(job(99_999_999, Due::Now).payload.len(), 100);
         assert_eq!(order_id(7), "10000000000000000007");
         assert_eq!(index_of(&order_id(12345)), Some(12345));
     }

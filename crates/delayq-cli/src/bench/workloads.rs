@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use delayq::{NewJob, Producer, Schedule};
+use delayq::{Due, NewJob, Producer};
 use rand::{Rng, SeedableRng};
 
 use super::Row;
@@ -59,7 +59,7 @@ pub(super) async fn w1(env: &mut Env, ceiling: &Ceiling, n: usize) -> anyhow::Re
             let jobs: Vec<_> = (0..n)
                 .map(|i| {
                     let at = if one_delay { i - i % batch } else { i };
-                    job(i, Schedule::Delay(Duration::from_millis(d[at])))
+                    job(i, Due::Delay(Duration::from_millis(d[at])))
                 })
                 .collect();
             let pb = bar(n, &format!("W1 {variant} rep {}", rep + 1));
@@ -137,7 +137,7 @@ pub(super) async fn w4(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
     let base = env.used_memory().await?;
     let before = env.cost().await?;
     fill(&b, 0..n, "W4 enqueue", |i| {
-        Schedule::Delay(Duration::from_millis(d[i]))
+        Due::Delay(Duration::from_millis(d[i]))
     })
     .await?;
     let (cpu, cmds) = per_job(before, env.cost().await?, n);
@@ -178,7 +178,7 @@ pub(super) async fn drain(
     if backlog > 0 {
         // Far-future jobs (30-60 days), indices after the due ones.
         fill(&b, n..n + backlog, "W6 backlog", |i| {
-            Schedule::Delay(Duration::from_millis(
+            Due::Delay(Duration::from_millis(
                 30 * 86_400_000 + (i as u64 % 1000) * 86_400,
             ))
         })
@@ -187,7 +187,7 @@ pub(super) async fn drain(
     let d = delays(n, 1000, 2000);
     let enq_start = now_ms_f64();
     fill(&b, 0..n, "W2 enqueue", |i| {
-        Schedule::Delay(Duration::from_millis(d[i]))
+        Due::Delay(Duration::from_millis(d[i]))
     })
     .await?;
     // Wait until all are due.
@@ -292,7 +292,7 @@ pub(super) async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Re
     for k in 0..n {
         let i = if scattered { k * 7_919 % n } else { k };
         let due = t_first + 20_000.0 * (i as f64 + 0.5) / n as f64;
-        p.enqueue(job(i, Schedule::At(due.round() as u64))).await?;
+        p.enqueue(job(i, Due::At(due.round() as u64))).await?;
         if consumer.is_none() && now_ms_f64() >= start_at {
             consumer = Some(Recorder::start(env.backend().await?, 1).await?);
         }
@@ -351,7 +351,7 @@ pub(super) async fn w5(env: &mut Env) -> anyhow::Result<Row> {
     let b = env.backend().await?;
     let before = env.cost().await?;
     fill(&b, 0..n, "W5 enqueue", |_| {
-        Schedule::Delay(Duration::from_secs(1))
+        Due::Delay(Duration::from_secs(1))
     })
     .await?;
     // Worker processes own the store from here on (the embedded store has one owner).
@@ -435,7 +435,7 @@ pub(super) async fn w7(env: &mut Env, n: usize) -> anyhow::Result<Row> {
     let before = env.cost().await?;
     let due = (now_ms_f64() + 3000.0).round() as u64;
     let t = Instant::now();
-    fill(&b, 0..n, "W7 enqueue", |_| Schedule::At(due)).await?;
+    fill(&b, 0..n, "W7 enqueue", |_| Due::At(due)).await?;
     let enqueue_s = t.elapsed().as_secs_f64();
     c.wait_for(n, Duration::from_secs(120), "W7 burst").await;
     let recs = c.stop().await?;

@@ -1,13 +1,13 @@
 //! `Schedules` over a running server's API (`…/schedules`), for [`super::RemoteBackend`].
 
 use base64::Engine;
-use delayq::{Error, Firing, PeriodicInfo, PeriodicSpec, QueueName, Result, Schedules, Timing};
+use delayq::{Error, Firing, QueueName, Result, ScheduleInfo, ScheduleSpec, Schedules, Timing};
 use serde_json::{Value, json};
 
 use super::{RemoteBackend, enc, q, shape, target_of, u64_of};
 
 /// A schedule as `GET …/schedules` shows it.
-fn schedule_of(v: &Value) -> Result<PeriodicInfo> {
+fn schedule_of(v: &Value) -> Result<ScheduleInfo> {
     let timing = match (v["cron"].as_str(), v["every_ms"].as_u64()) {
         (Some(cron), _) => Timing::Cron {
             cron: cron.to_owned(),
@@ -23,12 +23,12 @@ fn schedule_of(v: &Value) -> Result<PeriodicInfo> {
         (Value::Null, None) => Vec::new(),
         (p, None) => p.to_string().into_bytes(),
     };
-    Ok(PeriodicInfo {
+    Ok(ScheduleInfo {
         name: v["name"]
             .as_str()
             .ok_or_else(|| shape("schedule: name"))?
             .to_owned(),
-        spec: PeriodicSpec {
+        spec: ScheduleSpec {
             timing,
             payload,
             catch_up: v["catch_up"].as_str().unwrap_or("none").parse()?,
@@ -49,7 +49,7 @@ fn sp(queue: &QueueName, name: &str) -> String {
 /// Over HTTP the server keeps (and fires) the schedules: a stored schedule's next fire is the
 /// one the server computes.
 impl Schedules for RemoteBackend {
-    async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
+    async fn put_schedule(&self, queue: &QueueName, info: ScheduleInfo) -> Result<()> {
         let s = info.spec;
         let mut body = match s.timing {
             Timing::Cron { cron, tz } => json!({"cron": cron, "tz": tz}),
@@ -79,7 +79,7 @@ impl Schedules for RemoteBackend {
             .map(|_| ())
     }
 
-    async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<ScheduleInfo>> {
         let v = self
             .ok("GET", &format!("{}/schedules", q(queue)), None, None)
             .await?;

@@ -1,6 +1,6 @@
 //! Firing a schedule on a queue of one shard: `lua/fire.lua`.
 
-use delayq::periodic::Firing;
+use delayq::schedule::Firing;
 use delayq::{QueueName, Result};
 
 use crate::backend::RedisBackend;
@@ -53,7 +53,7 @@ impl RedisBackend {
         let ids = f
             .fires
             .iter()
-            .map(|&t| delayq::periodic::fire_id(name, t).to_string());
+            .map(|&t| delayq::schedule::fire_id(name, t).to_string());
         let ix = route.buckets(own, ids);
         let (flags, rest) = record::tail(f.job);
         let args = Args {

@@ -1,6 +1,6 @@
 //! Every state change and read of a queue's shard, one module per Lua script: its declaration
 //! (keys, arguments, reply: `crate::protocol::script!`) and the call that encodes the
-//! arguments and decodes the reply. The trait impls (`backend`, `inspect`, `periodic`) route
+//! arguments and decodes the reply. The trait impls (`backend`, `inspect`, `schedules`) route
 //! to shards and call these.
 
 use crate::protocol::reply;

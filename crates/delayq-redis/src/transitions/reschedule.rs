@@ -1,6 +1,6 @@
 //! Moving a scheduled job to a new due time: `lua/reschedule.lua`.
 
-use delayq::{JobId, JobState, QueueName, Result, Schedule};
+use delayq::{Due, JobId, JobState, QueueName, Result};
 
 use crate::backend::RedisBackend;
 use crate::protocol::script;
@@ -31,7 +31,7 @@ impl RedisBackend {
         &self,
         queue: &QueueName,
         id: &JobId,
-        schedule: Schedule,
+        schedule: Due,
     ) -> Result<u64> {
         let (k, ix) = self.keys_and_bucket(queue, id).await?;
         let (mode, t) = record::when(schedule);

@@ -4,7 +4,7 @@
 //! change keeps a queue's priorities.
 
 use crate::common::*;
-use delayq::{Backend, Error, Inspect, Producer, QueueSettings, Schedule};
+use delayq::{Backend, Due, Error, Inspect, Producer, QueueSettings};
 
 async fn lane_on(b: &delayq_redis::RedisBackend, q: &delayq::QueueName) {
     let s = QueueSettings {
@@ -23,7 +23,7 @@ fn w4_job(i: usize, delay_ms: u64) -> delayq::NewJob {
     );
     delayq::NewJob::new(payload.into_bytes())
         .id(delayq::JobId::new(id).unwrap())
-        .schedule(Schedule::Delay(std::time::Duration::from_millis(delay_ms)))
+        .due(Due::Delay(std::time::Duration::from_millis(delay_ms)))
 }
 
 /// A fresh server and a queue with the lane, and a producer for it.
@@ -248,7 +248,7 @@ async fn a_cut_off_cancelled_entry_leaves_no_mark_on_the_place_a_new_job_takes()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fire_finds_a_lane_job_with_its_id() {
     use delayq::Schedules;
-    use delayq::periodic::{self, PeriodicSpec};
+    use delayq::schedule::{self, ScheduleSpec};
     for shards in [1, 4] {
         let (_s, b, q) = setup().await;
         let settings = QueueSettings {
@@ -257,16 +257,16 @@ async fn a_fire_finds_a_lane_job_with_its_id() {
             ..QueueSettings::default()
         };
         b.configure(&q, settings).await.unwrap();
-        let spec = PeriodicSpec::every(60_000, "fire");
+        let spec = ScheduleSpec::every(60_000, "fire");
         let now = delayq::job::system_now_ms();
-        let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
+        let info = schedule::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
             .await
             .unwrap();
-        let id = periodic::fire_id("tick", info.next_ms);
+        let id = schedule::fire_id("tick", info.next_ms);
         let p = Producer::new(b.clone(), q.clone());
         let mine = delayq::NewJob::new(b"mine".to_vec())
             .id(id.clone())
-            .schedule(Schedule::Delay(std::time::Duration::from_secs(3600)));
+            .due(Due::Delay(std::time::Duration::from_secs(3600)));
         assert!(p.enqueue(mine).await.unwrap().created);
         let firing = spec.plan(info.next_ms, info.next_ms).unwrap();
         assert_eq!(firing.fires, [info.next_ms]);
@@ -582,11 +582,11 @@ async fn a_listing_reads_a_lane_of_tombstones_in_bounded_calls() {
     // Before the lane's jobs: due earlier than its last; after them: a priority keeps it out.
     let early = delayq::NewJob::new("e")
         .id(delayq::JobId::new("early").unwrap())
-        .schedule(Schedule::Delay(std::time::Duration::from_secs(10)));
+        .due(Due::Delay(std::time::Duration::from_secs(10)));
     let late = delayq::NewJob::new("l")
         .id(delayq::JobId::new("late").unwrap())
         .priority(3)
-        .schedule(Schedule::Delay(std::time::Duration::from_secs(7200)));
+        .due(Due::Delay(std::time::Duration::from_secs(7200)));
     p.enqueue_batch(vec![early, late]).await.unwrap();
     let mut want = vec!["early".to_owned()];
     want.extend((19_990..20_000).map(|i| w4_id(i).to_string()));

@@ -35,7 +35,7 @@ async fn lua_backoff_matches_the_rust_policy() {
         );
         // Make it due again now.
         b.dead_requeue(&q, &id("e")).await.ok();
-        p.reschedule(&id("e"), delayq::Schedule::Now).await.unwrap();
+        p.reschedule(&id("e"), delayq::Due::Now).await.unwrap();
     }
     // The default policy (exponential with jitter) stays within [raw/2, raw].
     let p2 = Producer::new(b.clone(), q.clone());

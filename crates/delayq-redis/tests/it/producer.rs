@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use delayq::{
-    Backend, Backoff, CancelOutcome, Error, Inspect, InvalidInput, JobState, NewJob, Producer,
-    Schedule,
+    Backend, Backoff, CancelOutcome, Due, Error, Inspect, InvalidInput, JobState, NewJob, Producer,
 };
 
 #[tokio::test]
@@ -131,21 +130,21 @@ async fn reschedule_moves_a_scheduled_job() {
     let p = Producer::new(b.clone(), q.clone());
     let e = p.enqueue(job("r", 60_000)).await.unwrap();
     let due = p
-        .reschedule(&id("r"), Schedule::Delay(Duration::from_secs(600)))
+        .reschedule(&id("r"), Due::Delay(Duration::from_secs(600)))
         .await
         .unwrap();
     assert!(due >= e.due_at_ms + 539_000);
     assert_eq!(p.get(&id("r")).await.unwrap().unwrap().due_at_ms, due);
-    let past = p.reschedule(&id("r"), Schedule::At(1)).await.unwrap();
+    let past = p.reschedule(&id("r"), Due::At(1)).await.unwrap();
     assert!(past >= now_ms() - 1000, "run_at in the past means due now");
     assert_eq!(b.stats(&q).await.unwrap().due, 1);
     assert!(matches!(
-        p.reschedule(&id("missing"), Schedule::Now).await,
+        p.reschedule(&id("missing"), Due::Now).await,
         Err(Error::NotFound { .. })
     ));
     b.claim(&q, claim_req(1, 30_000)).await.unwrap();
     assert!(matches!(
-        p.reschedule(&id("r"), Schedule::Now).await,
+        p.reschedule(&id("r"), Due::Now).await,
         Err(Error::WrongState {
             state: JobState::Leased,
             ..
@@ -166,7 +165,7 @@ async fn bad_input_is_refused_and_nothing_is_written() {
             NewJob::new("x").delay(Duration::from_secs(11 * 365 * 86400)),
             |e| matches!(e, InvalidInput::Delay(_)),
         ),
-        (NewJob::new("x").schedule(Schedule::At(u64::MAX / 2)), |e| {
+        (NewJob::new("x").due(Due::At(u64::MAX / 2)), |e| {
             matches!(e, InvalidInput::Delay(_))
         }),
         (NewJob::new("x").max_attempts(0), |e| {

@@ -87,7 +87,7 @@ async fn a_low_priority_job_ages_ahead_of_fresh_high_ones() {
 /// job ran and was acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedules_fire_once_on_a_sharded_queue() {
-    use delayq::periodic::{self, PeriodicSpec, Schedules};
+    use delayq::schedule::{self, ScheduleSpec, Schedules};
     use delayq::{Backend, ClaimRequest, Inspect, QueueName, QueueSettings, Ticker};
     use std::time::Duration;
     let (_server, b) = backend().await;
@@ -95,9 +95,9 @@ async fn schedules_fire_once_on_a_sharded_queue() {
     b.configure(&q, QueueSettings::with_shards(4))
         .await
         .unwrap();
-    let spec = PeriodicSpec::every(1000, "tick");
+    let spec = ScheduleSpec::every(1000, "tick");
     let now = delayq::job::system_now_ms();
-    let info = periodic::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
+    let info = schedule::put(&b, &q, "tick", spec.clone(), 1 << 20, now)
         .await
         .unwrap();
     // The first fire falls due: the store's clock (scripts and tickers) moves, nobody waits.
@@ -113,7 +113,7 @@ async fn schedules_fire_once_on_a_sharded_queue() {
         .map(|r| r.unwrap().0)
         .sum();
     assert_eq!(fired, 1);
-    let id = periodic::fire_id("tick", info.next_ms);
+    let id = schedule::fire_id("tick", info.next_ms);
     assert!(b.get(&q, &id).await.unwrap().is_some());
     assert_eq!(b.stats(&q).await.unwrap().scheduled, 1);
     // The job runs and is acknowledged (its record is gone) ...

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::common::*;
 use delayq::{
-    Backend, Cursor, Error, Inspect, JobId, ListState, NewJob, Producer, QueueName, QueueSettings,
-    Schedule,
+    Backend, Cursor, Due, Error, Inspect, JobId, ListState, NewJob, Producer, QueueName,
+    QueueSettings,
 };
 use delayq_redis::RedisBackend;
 
@@ -51,7 +51,7 @@ fn w4_job(i: usize, delay_ms: u64) -> NewJob {
     );
     NewJob::new(payload.into_bytes())
         .id(id)
-        .schedule(Schedule::Delay(Duration::from_millis(delay_ms)))
+        .due(Due::Delay(Duration::from_millis(delay_ms)))
 }
 
 /// Delays uniform in `lo..hi` ms, one a job.
@@ -209,7 +209,7 @@ async fn window_jobs_are_found_deduped_rescheduled_and_cancelled_by_id() {
     assert!(p.enqueue(w4_job(17, 120_000)).await.unwrap().created);
     // Reschedule moves a window job to the sorted sets, due then.
     let at = b
-        .reschedule(&q, &w4_id(150), Schedule::Delay(Duration::from_secs(30)))
+        .reschedule(&q, &w4_id(150), Due::Delay(Duration::from_secs(30)))
         .await
         .unwrap();
     let j = b.get(&q, &w4_id(150)).await.unwrap().unwrap();
@@ -287,7 +287,7 @@ async fn a_full_window_sends_its_later_jobs_to_the_sorted_sets() {
             .iter()
             .map(|&i| {
                 let at = start + 59_000 - (i as u64 * 7) % 59_000;
-                w4_job(i, 0).schedule(Schedule::At(at))
+                w4_job(i, 0).due(Due::At(at))
             })
             .collect();
         p.enqueue_batch(jobs).await.unwrap();

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{Time, id, job, q, req};
-use crate::{Backend, Error, Inspect, InvalidInput, JobState, ListState, Nack, Producer, Schedule};
+use crate::{Backend, Due, Error, Inspect, InvalidInput, JobState, ListState, Nack, Producer};
 
 fn ids(jobs: &[crate::JobInfo]) -> Vec<String> {
     jobs.iter().map(|j| j.id.to_string()).collect()
@@ -124,7 +124,7 @@ pub async fn dead_delete_and_cancel_all<B: Backend + Inspect>(b: B, t: Time) {
     ));
     // "Run now" is a reschedule to now: a job far ahead becomes due.
     p.enqueue(job("far", 3_600_000)).await.unwrap();
-    b.reschedule(&q(), &id("far"), Schedule::Now).await.unwrap();
+    b.reschedule(&q(), &id("far"), Due::Now).await.unwrap();
     assert_eq!(b.claim(&q(), req(1, 30_000)).await.unwrap().jobs.len(), 1);
 }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::{Time, id, job, q, req};
 use crate::{
-    Backend, Backoff, Consumer, ConsumerOptions, Expiry, Failure, Inspect, Job, JobState, NewJob,
-    Producer, QueueName, Schedule,
+    Backend, Backoff, Consumer, ConsumerOptions, Due, Expiry, Failure, Inspect, Job, JobState,
+    NewJob, Producer, QueueName,
 };
 
 /// A due job past its expiry is dead-lettered as `expired` by the claim and never handed out;
@@ -92,7 +92,7 @@ pub async fn handlers_past_their_timeout_are_cancelled<B: Backend + Inspect>(b: 
     p.enqueue(
         NewJob::new("stuck")
             .id(id("stuck"))
-            .schedule(Schedule::Now)
+            .due(Due::Now)
             .max_attempts(2)
             .backoff(Backoff::Fixed { delay_ms: 10 })
             .timeout(Duration::from_millis(200)),

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Enqueued, Error, Found,
-    Inspect, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
-    QueueSeries, QueueSettings, QueueStats, Result, Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Error,
+    Found, Inspect, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob,
+    QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
 };
 
 /// Where an injected fault strikes.
@@ -132,7 +132,7 @@ impl<B: Backend> Backend for Faulty<B> {
         self.run("cancel", self.inner.cancel(queue, id)).await
     }
 
-    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Schedule) -> Result<u64> {
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {
         self.run("reschedule", self.inner.reschedule(queue, id, schedule))
             .await
     }

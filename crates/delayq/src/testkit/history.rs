@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Enqueued, JobId, LeaseRef, Nack,
-    NackOutcome, NewJob, QueueName, Result, Schedule, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, JobId, LeaseRef,
+    Nack, NackOutcome, NewJob, QueueName, Result, Wakeups,
 };
 
 /// One recorded event.
@@ -399,7 +399,7 @@ impl<B: Backend> Backend for Recording<B> {
         self.inner.cancel(queue, id).await
     }
 
-    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Schedule) -> Result<u64> {
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Due) -> Result<u64> {
         self.inner.reschedule(queue, id, s).await
     }
 

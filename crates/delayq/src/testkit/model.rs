@@ -19,8 +19,8 @@ use proptest::prelude::*;
 use super::Time;
 use super::faulty::{FaultPoint, Faulty};
 use crate::{
-    AckOutcome, Backend, CancelOutcome, ClaimRequest, Error, Inspect, JobId, JobState, LeaseRef,
-    ListState, Nack, NackOutcome, NewJob, QueueName, Schedule,
+    AckOutcome, Backend, CancelOutcome, ClaimRequest, Due, Error, Inspect, JobId, JobState,
+    LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
 };
 
 /// Ids used by the model: few, so operations collide.
@@ -425,11 +425,7 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                     Some(S::Dead { .. }) => Err(Some(JobState::Dead)),
                     None => Err(None),
                 };
-                let s = if far {
-                    Schedule::Delay(HOUR)
-                } else {
-                    Schedule::Now
-                };
+                let s = if far { Due::Delay(HOUR) } else { Due::Now };
                 let got = match b.reschedule(&q, &jid(i), s).await {
                     Ok(_) => Ok(Seen::Reschedule(Ok(()))),
                     Err(Error::WrongState { state, .. }) => Ok(Seen::Reschedule(Err(Some(state)))),

@@ -74,13 +74,9 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
         b.cancel(&prq(), &id("c")).await.unwrap(),
         crate::CancelOutcome::Cancelled
     );
-    b.reschedule(
-        &prq(),
-        &id("r"),
-        crate::Schedule::Delay(Duration::from_secs(30)),
-    )
-    .await
-    .unwrap();
+    b.reschedule(&prq(), &id("r"), crate::Due::Delay(Duration::from_secs(30)))
+        .await
+        .unwrap();
     assert!(
         b.claim(&prq(), req(10, 60_000))
             .await

@@ -2,8 +2,8 @@
 //! moves the next fire on (only while it is the one the ticker read) and inserts the fires'
 //! jobs.
 
-use delayq::periodic::{Firing, PeriodicInfo, PeriodicSpec, Schedules, check_name, fire_id};
-use delayq::{Counts, QueueName, Result, Schedule};
+use delayq::schedule::{Firing, ScheduleInfo, ScheduleSpec, Schedules, check_name, fire_id};
+use delayq::{Counts, Due, QueueName, Result};
 use rusqlite::params;
 
 use crate::backend::EmbeddedBackend;
@@ -11,7 +11,7 @@ use crate::enqueue::insert;
 use crate::store::sql;
 
 impl Schedules for EmbeddedBackend {
-    async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
+    async fn put_schedule(&self, queue: &QueueName, info: ScheduleInfo) -> Result<()> {
         check_name(&info.name)?;
         let json = info.spec.to_json();
         let q = queue.to_string();
@@ -31,7 +31,7 @@ impl Schedules for EmbeddedBackend {
         .await
     }
 
-    async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<ScheduleInfo>> {
         let q = queue.to_string();
         let rows: Vec<(String, String, i64)> = self
             .exec(move |c, _| {
@@ -47,9 +47,9 @@ impl Schedules for EmbeddedBackend {
             .await?;
         rows.into_iter()
             .map(|(name, spec, next)| {
-                Ok(PeriodicInfo {
+                Ok(ScheduleInfo {
                     name,
-                    spec: PeriodicSpec::from_json(&spec)?,
+                    spec: ScheduleSpec::from_json(&spec)?,
                     next_ms: next as u64,
                 })
             })
@@ -87,12 +87,7 @@ impl Schedules for EmbeddedBackend {
         let jobs: Vec<_> = f
             .fires
             .iter()
-            .map(|&t| {
-                f.job
-                    .clone()
-                    .id(fire_id(&name, t))
-                    .schedule(Schedule::At(t))
-            })
+            .map(|&t| f.job.clone().id(fire_id(&name, t)).due(Due::At(t)))
             .collect();
         let (fired, created, wake) = self
             .exec(move |c, now| {

@@ -5,17 +5,17 @@
 use std::time::Duration;
 
 use super::{Time, req};
-use crate::periodic::{self, PeriodicSpec, Schedules, Timing};
+use crate::schedule::{self, ScheduleSpec, Schedules, Timing};
 use crate::{Backend, Inspect, InvalidInput, QueueName, Ticker};
 
 fn pq() -> QueueName {
     QueueName::new("periodic").unwrap()
 }
 
-fn every(ms: u64, payload: &str) -> PeriodicSpec {
-    PeriodicSpec {
+fn every(ms: u64, payload: &str) -> ScheduleSpec {
+    ScheduleSpec {
         max_attempts: Some(3),
-        ..PeriodicSpec::every(ms, payload)
+        ..ScheduleSpec::every(ms, payload)
     }
 }
 
@@ -29,7 +29,7 @@ fn ticker<B: Schedules>(b: &B, _t: &Time) -> Ticker<B> {
 pub async fn schedules_fire_once<B: Backend + Inspect + Schedules>(b: B, t: Time) {
     let max = crate::limits::DEFAULT_MAX_PAYLOAD_BYTES;
     let now = t.now_ms();
-    let info = periodic::put(&b, &pq(), "tick", every(1000, "v1"), max, now)
+    let info = schedule::put(&b, &pq(), "tick", every(1000, "v1"), max, now)
         .await
         .unwrap();
     assert_eq!(info.next_ms, now + 1000);
@@ -49,7 +49,7 @@ pub async fn schedules_fire_once<B: Backend + Inspect + Schedules>(b: B, t: Time
     assert_eq!(fired, 1, "one fire for four tickers");
     let after = b.schedule(&pq(), "tick").await.unwrap().unwrap();
     assert_eq!(after.next_ms, info.next_ms + 1000);
-    let id = periodic::fire_id("tick", info.next_ms);
+    let id = schedule::fire_id("tick", info.next_ms);
     let job = b.get(&pq(), &id).await.unwrap().expect("the fire's job");
     assert_eq!(job.payload, b"v1");
     assert_eq!(job.max_attempts, 3);
@@ -59,12 +59,12 @@ pub async fn schedules_fire_once<B: Backend + Inspect + Schedules>(b: B, t: Time
     assert!(!b.fire(&pq(), "tick", stale).await.unwrap());
     assert_eq!(b.stats(&pq()).await.unwrap().scheduled, 1);
     // A new payload keeps the next fire; a new timing starts from now.
-    let kept = periodic::put(&b, &pq(), "tick", every(1000, "v2"), max, t.now_ms())
+    let kept = schedule::put(&b, &pq(), "tick", every(1000, "v2"), max, t.now_ms())
         .await
         .unwrap();
     assert_eq!(kept.next_ms, after.next_ms);
     let at = t.now_ms();
-    let moved = periodic::put(&b, &pq(), "tick", every(5000, "v2"), max, at)
+    let moved = schedule::put(&b, &pq(), "tick", every(5000, "v2"), max, at)
         .await
         .unwrap();
     assert_eq!(moved.next_ms, at + 5000);
@@ -72,7 +72,7 @@ pub async fn schedules_fire_once<B: Backend + Inspect + Schedules>(b: B, t: Time
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].id, id);
     // Listing and deleting.
-    periodic::put(
+    schedule::put(
         &b,
         &pq(),
         "nightly",
@@ -100,8 +100,8 @@ pub async fn schedules_fire_once<B: Backend + Inspect + Schedules>(b: B, t: Time
     assert!(!b.fire(&pq(), "tick", gone).await.unwrap());
 }
 
-fn cron(expr: &str, tz: &str) -> PeriodicSpec {
-    PeriodicSpec {
+fn cron(expr: &str, tz: &str) -> ScheduleSpec {
+    ScheduleSpec {
         timing: Timing::Cron {
             cron: expr.into(),
             tz: tz.into(),
@@ -121,7 +121,7 @@ pub async fn bad_schedules_are_refused<B: Backend + Inspect + Schedules>(b: B, t
         ("short", every(10, "x")),
     ];
     for (name, spec) in bad {
-        let e = periodic::put(&b, &pq(), name, spec, max, t.now_ms())
+        let e = schedule::put(&b, &pq(), name, spec, max, t.now_ms())
             .await
             .unwrap_err();
         assert!(
@@ -129,14 +129,14 @@ pub async fn bad_schedules_are_refused<B: Backend + Inspect + Schedules>(b: B, t
             "{name}: {e}"
         );
     }
-    let e = periodic::put(&b, &pq(), "a@b", every(1000, "x"), max, t.now_ms())
+    let e = schedule::put(&b, &pq(), "a@b", every(1000, "x"), max, t.now_ms())
         .await
         .unwrap_err();
     assert!(matches!(
         e,
         crate::Error::Invalid(InvalidInput::Schedule(_))
     ));
-    let e = periodic::put(&b, &pq(), "big", every(1000, "xx"), 1, t.now_ms())
+    let e = schedule::put(&b, &pq(), "big", every(1000, "xx"), 1, t.now_ms())
         .await
         .unwrap_err();
     assert!(matches!(

@@ -1,5 +1,6 @@
-//! Periodic jobs without a leader: a schedule (a cron expression in a time zone, or a fixed
-//! interval) stored per queue, and the [`Schedules`] trait a store implements. Any number of
+//! Schedules without a leader: a schedule (a cron expression in a time zone, or a fixed
+//! interval) stored per queue, and the [`Schedules`] trait a store implements; "schedule" means
+//! only this in delayq (a job's own due time is [`crate::Due`]; a schedule "fires"). Any number of
 //! processes may run a [`crate::Ticker`]: each fire is enqueued exactly once with the id
 //! `NAME@<fire time ms>` and the due time of the fire, because a store's [`Schedules::fire`]
 //! enqueues it only while the schedule's stored next fire is the one the ticker read, and
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Backoff;
 use crate::error::{InvalidInput, Result};
-use crate::job::{NewJob, Schedule};
+use crate::job::{Due, NewJob};
 use crate::name::{JobId, QueueName};
 
 /// Longest schedule name, in bytes (the fire ids `NAME@<ms>` stay well inside the id limit).
@@ -68,9 +69,9 @@ pub enum CatchUp {
     All,
 }
 
-/// A periodic job: when it fires and the job each fire enqueues.
+/// A schedule: when it fires and the job each fire enqueues.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PeriodicSpec {
+pub struct ScheduleSpec {
     /// When it fires.
     #[serde(flatten)]
     pub timing: Timing,
@@ -98,11 +99,11 @@ pub struct PeriodicSpec {
 
 /// A stored schedule.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PeriodicInfo {
+pub struct ScheduleInfo {
     /// Its name (unique in its queue).
     pub name: String,
     /// What it does.
-    pub spec: PeriodicSpec,
+    pub spec: ScheduleSpec,
     /// The next fire, ms since the epoch.
     pub next_ms: u64,
 }
@@ -127,7 +128,7 @@ pub trait Schedules: Clone + Send + Sync + 'static {
     fn put_schedule(
         &self,
         queue: &QueueName,
-        info: PeriodicInfo,
+        info: ScheduleInfo,
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// One schedule (a queue has few: found among [`Schedules::schedules`]).
@@ -135,7 +136,7 @@ pub trait Schedules: Clone + Send + Sync + 'static {
         &self,
         queue: &QueueName,
         name: &str,
-    ) -> impl Future<Output = Result<Option<PeriodicInfo>>> + Send {
+    ) -> impl Future<Output = Result<Option<ScheduleInfo>>> + Send {
         async move {
             Ok(self
                 .schedules(queue)
@@ -149,7 +150,7 @@ pub trait Schedules: Clone + Send + Sync + 'static {
     fn schedules(
         &self,
         queue: &QueueName,
-    ) -> impl Future<Output = Result<Vec<PeriodicInfo>>> + Send;
+    ) -> impl Future<Output = Result<Vec<ScheduleInfo>>> + Send;
 
     /// Deletes a schedule (jobs it already enqueued stay); whether it existed.
     fn delete_schedule(
@@ -270,7 +271,7 @@ impl FromStr for CatchUp {
     }
 }
 
-impl PeriodicSpec {
+impl ScheduleSpec {
     /// A schedule firing every `every_ms` with `payload`, every other field at its default
     /// (missed fires skipped, the queue's attempts, backoff, lease and no timeout or target).
     pub fn every(every_ms: u64, payload: impl Into<Vec<u8>>) -> Self {
@@ -305,7 +306,7 @@ impl PeriodicSpec {
 
     /// The job a fire enqueues (id and due time set by the caller per fire).
     pub fn job(&self, fire_ms: u64) -> NewJob {
-        let mut job = NewJob::new(self.payload.clone()).schedule(Schedule::At(fire_ms));
+        let mut job = NewJob::new(self.payload.clone()).due(Due::At(fire_ms));
         job.max_attempts = self.max_attempts;
         job.backoff = self.backoff;
         job.lease = self.lease_ms.map(Duration::from_millis);
@@ -369,10 +370,10 @@ pub async fn put<S: Schedules>(
     store: &S,
     queue: &QueueName,
     name: &str,
-    spec: PeriodicSpec,
+    spec: ScheduleSpec,
     max_payload: usize,
     now_ms: u64,
-) -> Result<PeriodicInfo> {
+) -> Result<ScheduleInfo> {
     check_name(name)?;
     spec.validate(max_payload)?;
     let next_ms = match store.schedule(queue, name).await? {
@@ -380,7 +381,7 @@ pub async fn put<S: Schedules>(
         Some(old) if old.spec.timing == spec.timing => old.next_ms,
         _ => spec.timing.next_after(now_ms)?,
     };
-    let info = PeriodicInfo {
+    let info = ScheduleInfo {
         name: name.to_owned(),
         spec,
         next_ms,
@@ -466,18 +467,18 @@ mod tests {
 
     #[test]
     fn the_untagged_forms_parse() {
-        let s: PeriodicSpec =
+        let s: ScheduleSpec =
             serde_json::from_str(r#"{"cron":"0 9 * * *","tz":"Europe/Paris","payload":[1]}"#)
                 .unwrap();
         assert_eq!(s.timing, cron("0 9 * * *", "Europe/Paris"));
-        let s: PeriodicSpec =
+        let s: ScheduleSpec =
             serde_json::from_str(r#"{"every_ms":5000,"payload":[],"catch_up":"all"}"#).unwrap();
         assert_eq!(s.timing, Timing::Every { every_ms: 5000 });
         assert_eq!(s.catch_up, CatchUp::All);
     }
 
-    fn every(ms: u64, catch_up: CatchUp) -> PeriodicSpec {
-        PeriodicSpec {
+    fn every(ms: u64, catch_up: CatchUp) -> ScheduleSpec {
+        ScheduleSpec {
             timing: Timing::Every { every_ms: ms },
             payload: vec![],
             catch_up,

@@ -8,7 +8,7 @@
 //! unless that shard already took it or a later fire (a per-shard marker), then `advance.lua`
 //! moves the next fire on — two steps, each atomic, and a fire is still enqueued once.
 
-use delayq::periodic::{Firing, PeriodicInfo, PeriodicSpec, Schedules, check_name};
+use delayq::schedule::{Firing, ScheduleInfo, ScheduleSpec, Schedules, check_name};
 use delayq::{QueueName, Result};
 
 use crate::backend::RedisBackend;
@@ -18,7 +18,7 @@ use crate::record;
 use crate::transitions::fire_shard::ShardFire;
 
 impl Schedules for RedisBackend {
-    async fn put_schedule(&self, queue: &QueueName, info: PeriodicInfo) -> Result<()> {
+    async fn put_schedule(&self, queue: &QueueName, info: ScheduleInfo) -> Result<()> {
         check_name(&info.name)?;
         // The schedule's keys are the queue's own tag (a queue of one shard's keys).
         let k = self.inner.space.shard(queue, 0, 1);
@@ -55,7 +55,7 @@ impl Schedules for RedisBackend {
         Ok(())
     }
 
-    async fn schedules(&self, queue: &QueueName) -> Result<Vec<PeriodicInfo>> {
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<ScheduleInfo>> {
         let k = self.inner.space.shard(queue, 0, 1);
         let mut conn = self.connection();
         let next: Vec<(String, u64)> = redis::cmd("ZRANGE")
@@ -80,9 +80,9 @@ impl Schedules for RedisBackend {
             .zip(defs)
             .filter_map(|((name, next_ms), def)| Some((name, next_ms, def?)))
             .map(|(name, next_ms, def)| {
-                Ok(PeriodicInfo {
+                Ok(ScheduleInfo {
                     name,
-                    spec: PeriodicSpec::from_json(&def)?,
+                    spec: ScheduleSpec::from_json(&def)?,
                     next_ms,
                 })
             })
@@ -129,7 +129,7 @@ impl Schedules for RedisBackend {
         let max_attempts = f.job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS);
         let record = record::tail(f.job);
         for &at in &f.fires {
-            let id = delayq::periodic::fire_id(name, at);
+            let id = delayq::schedule::fire_id(name, at);
             let k = &route.keys[keys::shard_of(id.as_str(), route.shards) as usize];
             let ix = route.buckets(k, [id.as_str()]);
             let fire = ShardFire {
