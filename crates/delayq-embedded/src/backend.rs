@@ -18,12 +18,12 @@ use rusqlite::{Connection, params};
 use tokio::sync::watch;
 
 use crate::enqueue::insert;
-use crate::limits::{self, Bucket, Held};
 use crate::rows::{
     COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, due_from, head, job_id,
     leased_row, refused, row, state, state_of,
 };
 use crate::store::{Store, sql};
+use crate::throttle::{self, Bucket, Held};
 
 /// Most expired leases recovered per claim.
 const REAP_LIMIT: i64 = 100;
@@ -73,7 +73,7 @@ fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef], now: i64) -> Result<Vec
     if leases.is_empty() {
         return Ok(Vec::new());
     }
-    let ret = limits::retention(c, q)?;
+    let ret = throttle::retention(c, q)?;
     let mut keep = c
         .prepare_cached(
             "UPDATE jobs SET state = ?5, token = 0, completed_at = ?4, \
@@ -460,7 +460,7 @@ impl Backend for EmbeddedBackend {
                     Held::No => next_due(c, q.as_str(), now)?,
                 };
                 let freed = counts.completed + counts.retried + counts.dead > 0;
-                let wake = freed && matches!(held, Held::No) && limits::freed(c, q.as_str())?;
+                let wake = freed && matches!(held, Held::No) && throttle::freed(c, q.as_str())?;
                 let batch = ClaimBatch {
                     jobs,
                     acks,
@@ -481,7 +481,7 @@ impl Backend for EmbeddedBackend {
         let out = self
             .exec_waking(queue, move |c, now| {
                 let out = ack_all(c, &q, &leases, now.ms())?;
-                let freed = out.contains(&AckOutcome::Acked) && limits::freed(c, &q)?;
+                let freed = out.contains(&AckOutcome::Acked) && throttle::freed(c, &q)?;
                 Ok((out, freed))
             })
             .await?;
@@ -502,7 +502,7 @@ impl Backend for EmbeddedBackend {
         let out = self
             .exec_waking(queue, move |c, now| {
                 let r = leased_row(c, &q, &lease)?;
-                let freed = limits::freed(c, &q)?;
+                let freed = throttle::freed(c, &q)?;
                 let now = now.ms();
                 let err = truncate_error(&nack.error);
                 if nack.dead || r.attempt >= r.max_attempts {

@@ -14,7 +14,7 @@ use crate::rows::{
     state_of,
 };
 use crate::store::sql;
-use crate::{limits, push};
+use crate::{push, throttle};
 
 /// The error for an operation that needed `expected`: not found, or the state the job is in.
 fn wrong_state(c: &Connection, q: &str, id: JobId, expected: JobState) -> Result<Error> {
@@ -79,7 +79,7 @@ impl Inspect for EmbeddedBackend {
                     .filter(|h| *h <= now)
                     .map_or(0, |h| (now - h) as u64),
                 paused: paused(c, &q)?,
-                waiting_on_limit: limits::waiting(c, &q, due, now_us)?,
+                waiting_on_limit: throttle::waiting(c, &q, due, now_us)?,
                 done: by_state(DONE)?,
             })
         })
@@ -292,7 +292,7 @@ impl Inspect for EmbeddedBackend {
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         let q = queue.to_string();
         let ((rate, max_in_flight, retention), (delivery, target)) = self
-            .exec(move |c, _| Ok((limits::stored(c, &q)?, push::settings(c, &q)?)))
+            .exec(move |c, _| Ok((throttle::stored(c, &q)?, push::settings(c, &q)?)))
             .await?;
         Ok(QueueSettings {
             shards: 1,
@@ -331,7 +331,7 @@ impl Inspect for EmbeddedBackend {
         let q = queue.to_string();
         let stored = s.clone();
         self.exec(move |c, now| {
-            limits::store(c, &q, &stored, now.us())?;
+            throttle::store(c, &q, &stored, now.us())?;
             push::set(c, &q, stored.delivery, stored.target.as_ref())
         })
         .await?;

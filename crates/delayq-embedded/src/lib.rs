@@ -26,11 +26,11 @@ mod backend;
 mod enqueue;
 pub mod error;
 mod inspect;
-mod limits;
 mod push;
 mod rows;
 mod schedules;
 mod store;
+mod throttle;
 
 pub use backend::{EmbeddedBackend, MAX_CLAIM};
 pub use error::Error;

@@ -363,7 +363,7 @@ local function count(stat, now, i, v, c)
   if ok and again then redis.pcall(unpack(args)) end
 end
 
--- Rate and concurrency limits (delayq::QueueSettings::shard_limits): when the byte at S_FLAGS
+-- Rate and concurrency limits (delayq::QueueSettings::shard_throttle): when the byte at S_FLAGS
 -- has L_ON, the S_LIMITS_LEN bytes at S_LIMITS of the `stat` string hold per_s (0: no rate
 -- limit), burst, max_in_flight (0: none), the bucket's tokens and when they were counted (µs).
 -- L_WAITING: a claim was held back by max_in_flight, so the next freed slot wakes consumers.

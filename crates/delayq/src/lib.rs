@@ -74,6 +74,6 @@ pub use name::{JobId, QueueName};
 pub use producer::Producer;
 pub use schedule::{CatchUp, Firing, ScheduleInfo, ScheduleSpec, Schedules, Timing};
 pub use series::{Counts, QueueSeries};
-pub use settings::{DeliveryMode, DeliveryRule, Limits, QueueSettings, Rate};
+pub use settings::{DeliveryMode, DeliveryRule, QueueSettings, Rate, Throttle};
 pub use target::Target;
 pub use ticker::Ticker;

@@ -1,5 +1,5 @@
 //! A queue's stored settings ([`QueueSettings`]): shards, the one-delay lane, limits,
-//! retention and the default push target — and what one shard of a queue enforces ([`Limits`]).
+//! retention and the default push target — and what one shard of a queue enforces ([`Throttle`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -268,9 +268,9 @@ impl QueueSettings {
     /// shards (each shard's claim is atomic on its own; a Cluster cannot share one bucket
     /// between slots). Rates divide exactly; burst and `max_in_flight` round down, so the
     /// shards together never exceed the queue's figures.
-    pub fn shard_limits(&self) -> Limits {
+    pub fn shard_throttle(&self) -> Throttle {
         let n = self.shards.max(1);
-        Limits {
+        Throttle {
             per_s: self.rate.map(|r| r.per_s / f64::from(n)),
             burst: self.rate.map_or(0, |r| r.burst / n),
             max_in_flight: self.max_in_flight.map(|m| m / n),
@@ -278,9 +278,11 @@ impl QueueSettings {
     }
 }
 
-/// What one shard of a queue enforces (see [`QueueSettings::shard_limits`]).
+/// A queue's throttle as one shard enforces it: its share of the rate and in-flight limits
+/// (see [`QueueSettings::shard_throttle`]). (`crate::limits` is something else: the bounds of
+/// every input.)
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Limits {
+pub struct Throttle {
     /// Tokens per second; `None`: no rate limit.
     pub per_s: Option<f64>,
     /// Bucket size (0 without a rate limit).
@@ -343,7 +345,7 @@ mod tests {
             delivery: DeliveryMode::Pull,
         };
         s.validate().unwrap();
-        let l = s.shard_limits();
+        let l = s.shard_throttle();
         assert_eq!(l.per_s, Some(25.0));
         assert_eq!(l.burst, 2, "rounded down: 4 x 2 <= 10");
         assert_eq!(l.max_in_flight, Some(1), "4 x 1 <= 5");
@@ -352,7 +354,10 @@ mod tests {
             ..s
         };
         assert!(narrow.validate().is_err(), "fewer slots than shards");
-        assert_eq!(QueueSettings::default().shard_limits(), Limits::default());
+        assert_eq!(
+            QueueSettings::default().shard_throttle(),
+            Throttle::default()
+        );
         for (w, ok) in [
             (0, true),
             (99, false),

@@ -7,12 +7,12 @@ mod console;
 pub mod deadlines;
 pub mod faulty;
 pub mod history;
-pub mod limits;
 pub mod model;
 pub mod priority;
 pub mod push;
 pub mod retention;
 pub mod schedule;
+pub mod throttle;
 
 pub use console::{
     dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
@@ -22,13 +22,15 @@ pub use deadlines::{
 };
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
-pub use limits::{bad_limits_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim};
 pub use priority::{
     due_listing_follows_claim_order, low_priorities_age, priorities_order_due_jobs,
 };
 pub use push::{bad_targets_are_refused, delivery_decides_what_a_queue_takes, push_targets_travel};
 pub use retention::{per_job_retention, retention_and_dedupe};
 pub use schedule::{bad_schedules_are_refused, schedules_fire_once};
+pub use throttle::{
+    bad_throttles_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim,
+};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -719,7 +721,7 @@ macro_rules! conformance_tests {
             wakeups_for_earlier_jobs, consumer_handles_each_job_once,
             long_errors_are_cut_on_a_character_boundary, listings_page_stably,
             dead_delete_and_cancel_all, pause_stops_leasing, series_count_transitions,
-            rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_limits_are_refused,
+            rate_limit_in_the_claim, max_in_flight_in_the_claim, bad_throttles_are_refused,
             expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
             schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
             per_job_retention, priorities_order_due_jobs, low_priorities_age,

@@ -18,12 +18,12 @@ pub(crate) mod extend;
 pub(crate) mod fire;
 pub(crate) mod fire_shard;
 pub(crate) mod get;
-pub(crate) mod limits;
 pub(crate) mod list;
 pub(crate) mod nack;
 pub(crate) mod pause;
 pub(crate) mod release;
 pub(crate) mod reschedule;
+pub(crate) mod shard_settings;
 pub(crate) mod stats;
 
 /// Jobs per call when requeueing, purging or cancelling in bulk (keeps each call short).
@@ -55,7 +55,7 @@ pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 19] {
         &fire::SCRIPT.def,
         &fire_shard::SCRIPT.def,
         &get::SCRIPT.def,
-        &limits::SCRIPT.def,
+        &shard_settings::SCRIPT.def,
         &list::SCRIPT.def,
         &nack::SCRIPT.def,
         &pause::SCRIPT.def,

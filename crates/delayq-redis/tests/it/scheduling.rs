@@ -12,7 +12,7 @@ async fn backend() -> (delayq_test_support::RedisServer, delayq_redis::RedisBack
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_hold_across_ten_consumers() {
     let (_server, b) = backend().await;
-    delayq::testkit::limits::limits_hold_across_consumers(b, 1).await;
+    delayq::testkit::throttle::throttles_hold_across_consumers(b, 1).await;
 }
 
 /// A queue of 4 shards: each keeps its share of the limits (rate 25/s, burst 2, 1 in flight),
@@ -20,7 +20,7 @@ async fn limits_hold_across_ten_consumers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_limits_hold_across_ten_consumers() {
     let (_server, b) = backend().await;
-    delayq::testkit::limits::limits_hold_across_consumers(b, 4).await;
+    delayq::testkit::throttle::throttles_hold_across_consumers(b, 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,7 +59,7 @@ async fn sigkill_loses_no_acknowledged_enqueue_or_ack() {
     let dir = tempfile::tempdir().unwrap();
     let mut kid = Command::new(std::env::current_exe().unwrap())
         .args([
-            "sigkill_loses_no_acknowledged_enqueue_or_ack",
+            "crash::sigkill_loses_no_acknowledged_enqueue_or_ack",
             "--exact",
             "--nocapture",
         ])

@@ -1,7 +1,7 @@
--- limits.lua: stores one shard's rate and concurrency limits and the queue's retention of
+-- shard_settings.lua: stores one shard's rate and concurrency limits and the queue's retention of
 -- completed jobs, or removes them (claim.lua and ack.lua apply them; layout in common.lua
 -- above limits_read and queue_retention).
--- Keys (declared in transitions/limits.rs, which generates the locals):
+-- Keys (declared in transitions/shard_settings.rs, which generates the locals):
 -- stat      STRING limit flags, limits and retention (and the paused flag and series)
 -- wake      channel of the queue's consumers (woken: the limits they sleep on changed)
 -- Arguments: per_s (tokens per second; 0: no rate limit), burst, mif (max_in_flight; 0:

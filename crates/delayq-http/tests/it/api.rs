@@ -6,9 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-#[macro_use]
-mod api_harness;
-use api_harness::{Store, start_on, start_socket};
+use crate::api_harness::{Store, start_on, start_socket};
 
 on_both_backends!(
     enqueue_get_cancel_reschedule,
@@ -22,7 +20,7 @@ on_both_backends!(
 );
 
 /// Enqueues jobs a, b and c on queue `k` and claims `max` of them; the claim's answer.
-async fn enqueue_abc_and_claim(api: &api_harness::Api, max: usize) -> Value {
+async fn enqueue_abc_and_claim(api: &crate::api_harness::Api, max: usize) -> Value {
     let batch = json!([{"id":"a","payload":1},{"id":"b","payload":2},{"id":"c","payload":3}]);
     assert_eq!(
         api.call("POST", "/v1/queues/k/jobs", Some(batch))

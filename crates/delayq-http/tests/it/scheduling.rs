@@ -10,8 +10,7 @@ use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
 use serde_json::{Value, json};
 
-mod common;
-use common::call;
+use crate::common::call;
 
 async fn limits(r: &Router) {
     let put = |body: Value| call(r, "PUT", "/v1/queues/lim", Some(body));

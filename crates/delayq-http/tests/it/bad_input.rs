@@ -2,9 +2,7 @@
 //! error code, stores nothing, and the server keeps serving; docs/API.md's error table is the
 //! code's.
 
-#[macro_use]
-mod api_harness;
-use api_harness::{Store, start_on};
+use crate::api_harness::{Store, start_on};
 
 on_both_backends!(bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving);
 

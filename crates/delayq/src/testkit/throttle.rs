@@ -1,6 +1,6 @@
-//! Conformance tests of a queue's rate and concurrency limits (issue 13): enforced inside the
-//! claim on the store's clock, held-back consumers told when to come back or woken when a slot
-//! frees, what waits shown in stats, bad settings refused with nothing stored.
+//! Conformance tests of a queue's throttle — its rate and concurrency limits: enforced
+//! inside the claim on the store's clock, held-back consumers told when to come back or woken
+//! when a slot frees, what waits shown in stats, bad settings refused with nothing stored.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// The queue these tests limit: its own, of one shard, whatever the suite's queue is made of
-/// (a sharded queue divides its limits among shards: `limits_hold_across_consumers`).
+/// (a sharded queue divides its limits among shards: `throttles_hold_across_consumers`).
 fn lq() -> QueueName {
     QueueName::new("limited").unwrap()
 }
@@ -102,7 +102,7 @@ pub async fn max_in_flight_in_the_claim<B: Backend + Inspect>(b: B, t: Time) {
 }
 
 /// Out-of-range limits are refused with a typed error and nothing is stored.
-pub async fn bad_limits_are_refused<B: Backend + Inspect>(b: B, _t: Time) {
+pub async fn bad_throttles_are_refused<B: Backend + Inspect>(b: B, _t: Time) {
     let before = b.settings(&lq()).await.unwrap();
     let bad = [
         (Some((-1.0, 10)), None),
@@ -130,7 +130,7 @@ pub async fn bad_limits_are_refused<B: Backend + Inspect>(b: B, _t: Time) {
 /// no 1-second window (store clock) holds more than 110 starts; never more than 5 leased.
 /// With `shards` > 1 each shard keeps its share of the limits, so the queue's figures hold
 /// too. Real time: call it with a store on this host's clock.
-pub async fn limits_hold_across_consumers<B: Backend + Inspect>(b: B, shards: u32) {
+pub async fn throttles_hold_across_consumers<B: Backend + Inspect>(b: B, shards: u32) {
     let rated = QueueName::new("rated").unwrap();
     b.configure(
         &rated,

@@ -10,8 +10,7 @@ use delayq_test_support::RedisServer;
 use serde_json::json;
 use tower::ServiceExt;
 
-mod common;
-use common::call;
+use crate::common::call;
 
 #[tokio::test]
 async fn redis_queues_take_shards_while_empty() {

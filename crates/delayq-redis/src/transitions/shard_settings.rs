@@ -1,4 +1,5 @@
-//! Storing one shard's copy of its queue's limits, retention and lane layout: `lua/limits.lua`.
+//! Storing one shard's copy of its queue's throttle (rate and in-flight), retention and lane
+//! layout: `lua/shard_settings.lua`.
 
 use delayq::{QueueSettings, Result};
 
@@ -7,7 +8,7 @@ use crate::keys::Keys;
 use crate::protocol::script;
 
 script! {
-    file: "limits.lua",
+    file: "shard_settings.lua",
     keys: [Stat, Wake],
     args: {
         /// Tokens per second (0: no rate limit).
@@ -32,7 +33,7 @@ script! {
 impl RedisBackend {
     /// Stores the shard copy of `s` in shard `k`.
     pub(crate) async fn store_limits(&self, k: &Keys, s: &QueueSettings) -> Result<()> {
-        let lim = s.shard_limits();
+        let lim = s.shard_throttle();
         let args = Args {
             per_s: lim.per_s.unwrap_or(0.0),
             burst: lim.burst,

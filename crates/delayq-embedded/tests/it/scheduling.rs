@@ -11,7 +11,7 @@ fn backend() -> (tempfile::TempDir, delayq_embedded::EmbeddedBackend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_hold_across_ten_consumers() {
     let (_dir, b) = backend();
-    delayq::testkit::limits::limits_hold_across_consumers(b, 1).await;
+    delayq::testkit::throttle::throttles_hold_across_consumers(b, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

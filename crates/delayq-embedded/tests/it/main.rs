@@ -1,0 +1,6 @@
+//! The embedded store's integration tests, one binary.
+
+mod conformance;
+mod crash;
+mod engine;
+mod scheduling;
