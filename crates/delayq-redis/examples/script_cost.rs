@@ -4,11 +4,12 @@
 //! program on two builds of the scripts compares them exactly (the VM's speed does not enter).
 //!
 //! Phases (W1 and W2 of docs/BENCHMARKS.md, smaller): `awaited` enqueues N jobs one call each
-//! (delays 1–2 h), `batch` enqueues N in batches of 1,000, `drain` enqueues N due jobs in
+//! (delays 1–2 h), `batch` enqueues N in batches of 1,000 (`batch-one-delay`: all due 1.5 h
+//! ahead, as ChasquiMQ's bulk enqueue), `drain` enqueues N due jobs in
 //! batches and drains them with claims of 64 whose acks travel with the next claim.
 //!
 //! `cargo run --release -p delayq-redis --example script_cost -- redis://127.0.0.1:PORT
-//! awaited|batch|drain [N]` (it runs FLUSHALL on that server).
+//! awaited|batch|batch-one-delay|drain [N]` (it runs FLUSHALL on that server).
 use std::time::Duration;
 
 use delayq::{Backend, ClaimRequest, Due, JobId, NewJob, Producer, QueueName};
@@ -51,6 +52,12 @@ async fn main() {
         "batch" => {
             for start in (0..n).step_by(1000) {
                 let jobs = (start..(start + 1000).min(n)).map(|i| job(i, delay(i)));
+                p.enqueue_batch(jobs.collect()).await.unwrap();
+            }
+        }
+        "batch-one-delay" => {
+            for start in (0..n).step_by(1000) {
+                let jobs = (start..(start + 1000).min(n)).map(|i| job(i, 5_400_000));
                 p.enqueue_batch(jobs.collect()).await.unwrap();
             }
         }

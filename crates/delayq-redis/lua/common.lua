@@ -199,7 +199,8 @@ end
 -- Due time from a schedule: `mode` (its bits SPEC_WHEN) SPEC_NOW now, SPEC_DELAY a delay of
 -- `t` ms, SPEC_AT the absolute ms `t` (past = now).
 local function due_from(mode, t, now)
-  local when = bit.band(mode, SPEC_WHEN)
+  -- (SPEC_REPLACE is the highest bit: the rest of the byte is SPEC_WHEN; arithmetic, no call.)
+  local when = mode % SPEC_REPLACE
   if when == SPEC_DELAY then
     return now + t
   elseif when == SPEC_AT and t > now then

@@ -63,7 +63,7 @@ if ix_n > 0 then
     W = win_width(fw, S_FLAGS)
     L = { lane = lane, meta = lanemeta, gone = lanegone }
     for i = 1, n do
-      if bit.band(string.byte(batch_spec[i], 1), SPEC_REPLACE) ~= 0 then
+      if string.byte(batch_spec[i], 1) >= SPEC_REPLACE then
         L.ix = KEYS[ix_at + i - 1]
         lane_pull(L, jobs, sched, batch_id[i])
       end
@@ -90,7 +90,8 @@ for i = 0, n - 1 do
   local due = fresh[id]
   if due == nil then
     local mode = string.byte(spec, 1)
-    local replace = bit.band(mode, SPEC_REPLACE) ~= 0
+    -- SPEC_REPLACE is the flags byte's highest bit (record.rs).
+    local replace = mode >= SPEC_REPLACE
     due = due_from(mode, struct.unpack('>I6', spec, 1 + AT_DUE), now)
     local rec = string.sub(spec, 2, AT_DUE) .. struct.pack('>I6I6', due, now)
       .. string.sub(spec, 1 + AT_TOKEN)
