@@ -207,7 +207,10 @@ pub(crate) const SPEC_WHEN: u8 = 3;
 /// A spec's first byte: the job replaces a scheduled job of its id. The byte's highest bit:
 /// the scripts read it as `mode >= SPEC_REPLACE` and the rest as `mode % SPEC_REPLACE`.
 pub(crate) const SPEC_REPLACE: u8 = 4;
-const _: () = assert!(SPEC_WHEN + 1 == SPEC_REPLACE, "the scripts read the byte as said above");
+const _: () = assert!(
+    SPEC_WHEN + 1 == SPEC_REPLACE,
+    "the scripts read the byte as said above"
+);
 
 /// How a schedule is written for the scripts: [`SPEC_NOW`], [`SPEC_DELAY`] or [`SPEC_AT`], and
 /// its time (0, a delay or an absolute ms).
