@@ -318,6 +318,7 @@ fn the_worker_logs_one_line_per_job_as_text_or_json() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // Real time: the worker process handles the job on its own clock before it is stopped.
         std::thread::sleep(Duration::from_millis(1500));
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
@@ -349,6 +350,7 @@ fn the_worker_logs_one_line_per_job_as_text_or_json() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Real time: the worker process starts and settles before it is stopped.
     std::thread::sleep(Duration::from_millis(1000));
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

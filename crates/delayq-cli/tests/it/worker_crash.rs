@@ -141,6 +141,8 @@ async fn a_worker_paused_past_its_lease_has_its_late_acks_refused() {
             .success()
     );
     let (other, other_out) = spawn("other");
+    // Real time: the stopped worker's lease expires on Redis's clock while another process
+    // claims; neither process's clock is the test's.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         Command::new("kill")

@@ -100,8 +100,11 @@ async fn sigkill_loses_no_acknowledged_enqueue_or_ack() {
     };
     let (enqueued, acking, acked, leased) = (ids("E "), ids("acking "), ids("A "), ids("L "));
 
-    // Restart: the lock of the dead process is gone; the store opens cleanly.
-    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    // Restart: the lock of the dead process is gone; the store opens cleanly (on a test
+    // clock, so the leases' expiry below moves time instead of waiting for it).
+    let clock = delayq::TestClock::new();
+    let b =
+        EmbeddedBackend::open_with_clock(dir.path(), std::sync::Arc::new(clock.clone())).unwrap();
     for id in &acked {
         let got = b.get(&q(), &JobId::new(id.clone()).unwrap()).await.unwrap();
         assert!(got.is_none(), "acked job {id} came back");
@@ -114,7 +117,7 @@ async fn sigkill_loses_no_acknowledged_enqueue_or_ack() {
         );
     }
     // Every leased job comes back after its lease (1.5 s) and can be claimed again.
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    clock.advance(Duration::from_millis(1600));
     let mut again = HashSet::new();
     loop {
         let req = ClaimRequest {

@@ -194,6 +194,8 @@ async fn long_handlers_keep_their_lease() {
             )),
         ));
     }
+    // Real time: what is tested is the consumer's own timer extending a 500 ms lease over a
+    // 1.6 s handler, against the server's clock.
     tokio::time::sleep(Duration::from_millis(2300)).await;
     for (stop, h) in handles {
         stop.send(true).unwrap();

@@ -91,7 +91,8 @@ async fn producers_and_consumers_survive_a_redis_restart() {
     );
 
     // No acked job comes back: after the leases of the restart window expire the queue is
-    // empty, and nothing handled after that is new.
+    // empty, and nothing handled after that is new. Real time: the consumer's timers and the
+    // restarted server's clock both run on it.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let before = handled.lock().unwrap().len();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -129,7 +130,8 @@ async fn an_idle_consumer_recovers_its_wakeups_after_a_restart() {
     ));
     tokio::time::sleep(Duration::from_millis(300)).await;
     tokio::task::block_in_place(|| server.restart());
-    // Give the consumer's Pub/Sub connection time to notice and come back.
+    // Give the consumer's Pub/Sub connection time to notice and come back (real time: its
+    // reconnection backoff is the client's own).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let p = Producer::new(b.clone(), q.clone());
     let e = loop {
