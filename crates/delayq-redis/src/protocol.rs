@@ -215,6 +215,8 @@ pub(crate) use item;
 ///
 /// - `struct NAME as "lua_fn" { field: Type, … }`: an array of the fields in order; the script
 ///   returns `lua_fn{ field = …, … }`.
+/// - `impl PATH as "lua_fn" { field: Type, … }`: the same, read into a type declared
+///   elsewhere (every field of it, in the reply's order).
 /// - `flat struct NAME as "lua_fn" { … }`: an item of a [`Flat`] list; the script appends one
 ///   with `lua_fn(list, field, …)` (the parameters named as the fields).
 macro_rules! reply {
@@ -226,6 +228,11 @@ macro_rules! reply {
         #[derive(Debug)]
         $vis struct $name { $($(#[$fmeta])* pub $field: $ty),+ }
 
+        $crate::protocol::reply!(impl $name as $lua { $($field: $ty),+ });
+    };
+    // A reply read straight into a type declared elsewhere (a core type whose fields are the
+    // reply's, in order): no copy of the type, no conversion.
+    (impl $name:path as $lua:literal { $($field:ident : $ty:ty),+ $(,)? }) => {
         impl $crate::protocol::FromReply for $name {
             fn from_reply(v: redis::Value) -> delayq::Result<Self> {
                 let what = stringify!($name);
@@ -235,7 +242,7 @@ macro_rules! reply {
                     return Err($crate::error::shape(&format!("{what}: {want} values expected")));
                 }
                 let mut it = all.into_iter();
-                Ok($name { $($field: <$ty as $crate::protocol::FromReply>::from_reply(
+                Ok(Self { $($field: <$ty as $crate::protocol::FromReply>::from_reply(
                     $crate::protocol::next_value(&mut it, what)?)?),+ })
             }
             fn lua(out: &mut String) {

@@ -121,10 +121,11 @@ impl Schedules for RedisBackend {
     async fn fire(&self, queue: &QueueName, name: &str, f: Firing) -> Result<bool> {
         check_name(name)?;
         let route = self.route(queue).await?;
-        let own = self.inner.space.shard(queue, 0, 1);
         if route.shards <= 1 {
-            return self.fire_one_shard(queue, &own, name, f).await;
+            // One shard: its keys are the queue's own (the schedule's) keys.
+            return self.fire_one_shard(&route, name, f).await;
         }
+        let own = self.inner.space.shard(queue, 0, 1);
         // Several shards: each fire into its shard (marked there), then the next fire.
         let max_attempts = f.job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS);
         let record = record::tail(f.job);

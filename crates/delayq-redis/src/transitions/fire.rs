@@ -1,12 +1,12 @@
 //! Firing a schedule on a queue of one shard: `lua/fire.lua`.
 
+use delayq::Result;
 use delayq::schedule::Firing;
-use delayq::{QueueName, Result};
 
 use crate::backend::RedisBackend;
-use crate::keys::Keys;
 use crate::protocol::{item, script};
 use crate::record;
+use crate::route::Route;
 
 script! {
     file: "fire.lua",
@@ -40,15 +40,15 @@ item! {
 }
 
 impl RedisBackend {
-    /// Fires schedule `name` of a queue of one shard (`own`: its keys); whether it fired.
+    /// Fires schedule `name` of a queue of one shard (`route`: its route, whose one shard's
+    /// keys are the schedule's); whether it fired.
     pub(crate) async fn fire_one_shard(
         &self,
-        queue: &QueueName,
-        own: &Keys,
+        route: &Route,
         name: &str,
         f: Firing,
     ) -> Result<bool> {
-        let route = self.route(queue).await?;
+        let own = &route.keys[0];
         let max_attempts = f.job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS);
         let ids = f
             .fires
