@@ -8,8 +8,6 @@ use axum::http::{HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::state::AppState;
@@ -198,20 +196,7 @@ pub async fn require_token<B: Send + Sync + 'static>(
     next.run(req).await
 }
 
-/// What the caller may do (`GET /v1/whoami`): the console shows the actions a token allows
-/// and greys out the others, instead of letting an operator click into a 403.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Whoami {
-    /// The token's scope: `read`, `produce`, `consume`, `admin`, or `all` (a bare token, or a
-    /// server without tokens).
-    #[schema(example = "read")]
-    pub scope: &'static str,
-    /// Every scope whose routes it may call (`read` always).
-    #[schema(example = json!(["read"]))]
-    pub allows: Vec<&'static str>,
-    /// Whether the server requires a token (false: whoever reaches it may do everything).
-    pub tokens_required: bool,
-}
+pub use delayq_wire::Whoami;
 
 /// `GET /v1/whoami`: the caller's scope and what it allows.
 #[utoipa::path(
@@ -225,11 +210,11 @@ pub async fn whoami<B: Send + Sync + 'static>(
     // Without tokens `require_token` lets every request through as it is: every scope.
     let caller = caller.map_or(Caller(None), |Extension(c)| c);
     Json(Whoami {
-        scope: caller.0.map_or("all", Scope::as_str),
+        scope: caller.0.map_or("all", Scope::as_str).to_owned(),
         allows: Scope::ALL
             .into_iter()
             .filter(|&needed| caller.allows(needed))
-            .map(Scope::as_str)
+            .map(|s| s.as_str().to_owned())
             .collect(),
         tokens_required: !st.inner.config.tokens.is_empty(),
     })

@@ -9,7 +9,7 @@ use delayq::{Backend, Cursor, Due, Inspect, ListState, QueueName};
 pub use crate::console_model::{Action, CountsView, JobList, ListQuery, SeriesView, StateQuery};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiQuery, JobPath, QueuePath};
-use crate::model::{JobView, Outcome};
+use crate::model::{JobView, Outcome, OutcomeKind};
 use crate::state::AppState;
 
 fn state_of(s: &str) -> Result<ListState, ApiError> {
@@ -88,21 +88,20 @@ pub async fn cancel_all<B: Backend + Inspect>(
 ) -> Result<Json<Outcome>, ApiError> {
     let state = state_of(&query.state)?;
     let n = st.backend().cancel_all(&q, state).await?;
-    Ok(bulk_done(&st, &q, "cancelled", n))
+    Ok(bulk_done(&st, &q, OutcomeKind::Cancelled, n))
 }
 
 /// Announces a bulk action on the event stream and answers `{"outcome", "count"}`.
 pub(crate) fn bulk_done<B: Backend + Inspect>(
     st: &AppState<B>,
     q: &QueueName,
-    outcome: &str,
+    outcome: OutcomeKind,
     count: u64,
 ) -> Json<Outcome> {
     st.announce(Action::bulk(q, outcome, count));
     Json(Outcome {
-        outcome: outcome.into(),
         count: Some(count),
-        ..Outcome::default()
+        ..Outcome::new(outcome)
     })
 }
 
@@ -117,10 +116,10 @@ pub async fn run<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
     let due = st.producer(&q).reschedule(&id, Due::Now).await?;
-    st.announce(Action::one(&q, "due_now", &id));
+    st.announce(Action::one(&q, OutcomeKind::DueNow, &id));
     Ok(Json(Outcome {
         due_at: Some(due),
-        ..Outcome::of(&id, "due_now")
+        ..Outcome::of(&id, OutcomeKind::DueNow)
     }))
 }
 
@@ -135,8 +134,8 @@ pub async fn dead_delete<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
     st.backend().dead_delete(&q, &id).await?;
-    st.announce(Action::one(&q, "deleted", &id));
-    Ok(Json(Outcome::of(&id, "deleted")))
+    st.announce(Action::one(&q, OutcomeKind::Deleted, &id));
+    Ok(Json(Outcome::of(&id, OutcomeKind::Deleted)))
 }
 
 async fn set_paused<B: Backend + Inspect>(
@@ -146,12 +145,13 @@ async fn set_paused<B: Backend + Inspect>(
 ) -> Result<Json<Outcome>, ApiError> {
     st.note(q);
     st.backend().set_paused(q, paused).await?;
-    let word = if paused { "paused" } else { "resumed" };
+    let word = if paused {
+        OutcomeKind::Paused
+    } else {
+        OutcomeKind::Resumed
+    };
     st.announce(Action::queue(q, word));
-    Ok(Json(Outcome {
-        outcome: word.into(),
-        ..Outcome::default()
-    }))
+    Ok(Json(Outcome::new(word)))
 }
 
 /// Pause a queue: it accepts jobs and leases none (expired leases are still recovered).

@@ -9,8 +9,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use delayq::{Backend, Inspect, QueueName};
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::state::AppState;
 
@@ -19,20 +17,7 @@ pub const EVERY: Duration = Duration::from_secs(10);
 /// Samples kept per queue (one hour).
 const KEEP: usize = 360;
 
-/// A queue's counts at one time.
-#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
-pub struct DepthSample {
-    /// When (ms since the epoch, this server's clock).
-    pub at: u64,
-    /// Jobs due later.
-    pub scheduled: u64,
-    /// Jobs due now, waiting.
-    pub due: u64,
-    /// Jobs under a lease.
-    pub leased: u64,
-    /// Dead jobs.
-    pub dead: u64,
-}
+pub use delayq_wire::DepthSample;
 
 /// The rings of every sampled queue.
 #[derive(Default)]

@@ -4,12 +4,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use delayq::{Backend, CancelOutcome, Due, Inspect};
+use delayq::{Backend, CancelOutcome, Inspect};
 use serde_json::value::RawValue;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, JobPath, QueuePath, parse};
-use crate::model::{EnqueueRequest, EnqueueResponse, JobView, Outcome, RescheduleRequest, run_at};
+use crate::model::{
+    EnqueueRequest, EnqueueResponse, JobView, Outcome, OutcomeKind, RescheduleRequest,
+};
 use crate::state::AppState;
 
 /// Enqueue one job (an object) or a batch (an array of objects, stored atomically). A job
@@ -43,10 +45,9 @@ pub async fn enqueue<B: Backend + Inspect>(
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
-                let job = r.into_job().map_err(|e| ApiError {
-                    message: format!("job {i}: {}", e.message),
-                    ..e
-                })?;
+                let job = r
+                    .into_job()
+                    .map_err(|e| ApiError::new(e.code, format!("job {i}: {}", e.message)))?;
                 keyed(job, key.as_deref(), Some(i))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -106,13 +107,7 @@ fn keyed(
 }
 
 fn view(e: delayq::Enqueued) -> EnqueueResponse {
-    EnqueueResponse {
-        id: e.id.to_string(),
-        due_at: e.due_at_ms,
-        created: e.created,
-        replaced: e.replaced,
-        state: e.existing.map(|s| s.to_string()),
-    }
+    e.into()
 }
 
 /// One job in any state.
@@ -147,8 +142,8 @@ pub async fn cancel<B: Backend + Inspect>(
 ) -> Result<Json<Outcome>, ApiError> {
     match st.producer(&q).cancel(&id).await? {
         CancelOutcome::Cancelled => {
-            st.announce(crate::console::Action::one(&q, "cancelled", &id));
-            Ok(Json(Outcome::of(&id, "cancelled")))
+            st.announce(crate::console::Action::one(&q, OutcomeKind::Cancelled, &id));
+            Ok(Json(Outcome::of(&id, OutcomeKind::Cancelled)))
         }
         CancelOutcome::Leased => Err(ApiError::new(
             ErrorCode::JobLeased,
@@ -179,20 +174,15 @@ pub async fn reschedule<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
     ApiJson(req): ApiJson<RescheduleRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
-    let schedule = match (req.delay_ms, req.run_at) {
-        (Some(ms), None) => Due::delay_ms(ms)?,
-        (None, Some(at)) => run_at(&at)?,
-        _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidDelay,
-                "give exactly one of delay_ms and run_at",
-            ));
-        }
-    };
+    let schedule = req.due()?;
     let due = st.producer(&q).reschedule(&id, schedule).await?;
-    st.announce(crate::console::Action::one(&q, "rescheduled", &id));
+    st.announce(crate::console::Action::one(
+        &q,
+        OutcomeKind::Rescheduled,
+        &id,
+    ));
     Ok(Json(Outcome {
         due_at: Some(due),
-        ..Outcome::of(&id, "rescheduled")
+        ..Outcome::of(&id, OutcomeKind::Rescheduled)
     }))
 }

@@ -12,7 +12,7 @@ use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, JobPath, QueuePath};
 use crate::model::{
     AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
-    ExtendRequest, NackRequest, Outcome, ReleaseRequest,
+    ExtendRequest, NackRequest, Outcome, OutcomeKind, ReleaseRequest,
 };
 use crate::polls::{Waiting, valid_poll_id};
 use crate::state::AppState;
@@ -66,7 +66,7 @@ pub async fn claim<B: Backend + Inspect>(
         .map(|id| st.inner.cuts.watch(&q, id));
     let deadline = Instant::now() + wait;
     let batch = st.backend().claim(&q, Claim { max, lease, acks }).await?;
-    let acks: Vec<&'static str> = batch.acks.iter().map(|a| a.as_str()).collect();
+    let acks = batch.acks.clone();
     let mut shutdown = st.inner.shutdown.clone();
     if !batch.jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
         return Ok(Json(ClaimResponse {
@@ -161,9 +161,7 @@ pub async fn ack_batch<B: Backend + Inspect>(
     }
     let leases = leases_of(req.acks)?;
     let out = st.backend().ack(&q, leases).await?;
-    Ok(Json(AckBatchResponse {
-        acks: out.iter().map(|a| a.as_str()).collect(),
-    }))
+    Ok(Json(AckBatchResponse { acks: out }))
 }
 
 /// Acknowledge a job: it is done and deleted.
@@ -184,7 +182,7 @@ pub async fn ack<B: Backend + Inspect>(
     };
     let out = st.backend().ack(&q, vec![lease]).await?;
     match out.first() {
-        Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, AckOutcome::Acked.as_str()))),
+        Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, OutcomeKind::Acked))),
         Some(AckOutcome::NotFound) => Err(delayq::Error::NotFound { id }.into()),
         _ => Err(delayq::Error::LeaseLost { id }.into()),
     }
@@ -210,7 +208,7 @@ pub async fn release<B: Backend + Inspect>(
     st.backend()
         .release(&q, vec![lease], req.undo_attempt)
         .await?;
-    Ok(Json(Outcome::of(&id, "released")))
+    Ok(Json(Outcome::of(&id, OutcomeKind::Released)))
 }
 
 /// Fail an attempt: retry by the job's backoff, after `retry_in_ms`, or dead-letter.
@@ -246,9 +244,9 @@ pub async fn nack<B: Backend + Inspect>(
     match st.backend().nack(&q, lease, nack).await {
         Ok(NackOutcome::Retrying { due_at_ms }) => Ok(Json(Outcome {
             due_at: Some(due_at_ms),
-            ..Outcome::of(&id, "retrying")
+            ..Outcome::of(&id, OutcomeKind::Retrying)
         })),
-        Ok(NackOutcome::Dead { .. }) => Ok(Json(Outcome::of(&id, "dead"))),
+        Ok(NackOutcome::Dead { .. }) => Ok(Json(Outcome::of(&id, OutcomeKind::Dead))),
         Err(e) => Err(e.into()),
     }
 }
@@ -273,7 +271,7 @@ pub async fn extend<B: Backend + Inspect>(
     match st.backend().extend(&q, lease, len).await {
         Ok(deadline) => Ok(Json(Outcome {
             lease_deadline: Some(deadline),
-            ..Outcome::of(&id, "extended")
+            ..Outcome::of(&id, OutcomeKind::Extended)
         })),
         Err(e) => Err(e.into()),
     }

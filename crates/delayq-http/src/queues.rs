@@ -8,7 +8,7 @@ use crate::console::{Action, bulk_done};
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, ApiQuery, JobPath, QueuePath};
-use crate::model::{JobView, Outcome, Page, QueueView, SettingsPatch};
+use crate::model::{JobView, Outcome, OutcomeKind, Page, QueueView, SettingsPatch};
 use crate::state::AppState;
 
 /// Every queue that holds jobs, with its counts.
@@ -95,8 +95,8 @@ pub async fn requeue_one<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
 ) -> Result<Json<Outcome>, ApiError> {
     st.backend().dead_requeue(&q, &id).await?;
-    st.announce(Action::one(&q, "requeued", &id));
-    Ok(Json(Outcome::of(&id, "requeued")))
+    st.announce(Action::one(&q, OutcomeKind::Requeued, &id));
+    Ok(Json(Outcome::of(&id, OutcomeKind::Requeued)))
 }
 
 /// Put every dead job back.
@@ -110,7 +110,7 @@ pub async fn requeue_all<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<Outcome>, ApiError> {
     let n = st.backend().dead_requeue_all(&q).await?;
-    Ok(bulk_done(&st, &q, "requeued", n))
+    Ok(bulk_done(&st, &q, OutcomeKind::Requeued, n))
 }
 
 /// Delete every dead job.
@@ -124,5 +124,5 @@ pub async fn purge<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
 ) -> Result<Json<Outcome>, ApiError> {
     let n = st.backend().dead_purge(&q).await?;
-    Ok(bulk_done(&st, &q, "purged", n))
+    Ok(bulk_done(&st, &q, OutcomeKind::Purged, n))
 }

@@ -567,7 +567,8 @@ impl Nack {
 }
 
 /// What an ack did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AckOutcome {
     /// The job is done and its record deleted.
     Acked,

@@ -258,6 +258,17 @@ impl Timing {
     }
 }
 
+impl CatchUp {
+    /// Its name on the wire (`none`, `one`, `all`), as [`FromStr`] reads it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::None => "none",
+            CatchUp::One => "one",
+            CatchUp::All => "all",
+        }
+    }
+}
+
 impl FromStr for CatchUp {
     type Err = InvalidInput;
 

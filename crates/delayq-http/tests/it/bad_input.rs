@@ -550,7 +550,7 @@ fn docs_api_md_lists_every_error_code_with_its_status() {
         .collect();
     let want: Vec<String> = delayq_http::ErrorCode::ALL
         .iter()
-        .map(|c| format!("| `{c}` | {} | {} |", c.status().as_u16(), c.meaning()))
+        .map(|c| format!("| `{c}` | {} | {} |", c.status(), c.meaning()))
         .collect();
     assert_eq!(rows, want, "docs/API.md's error table is ErrorCode::ALL");
 }

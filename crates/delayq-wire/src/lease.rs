@@ -1,0 +1,231 @@
+//! Consumers on the wire: a claim (long poll) and the jobs it leases, acks (alone, in a batch
+//! or riding on a claim), nacks, extensions and releases.
+
+use std::time::Duration;
+
+use delayq::{AckOutcome, Job, JobId, LeaseRef, QueueName};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::error::Invalid;
+use crate::jobs::TargetView;
+use crate::payload::{answer_bytes, payload_fields};
+
+/// A job handed to a consumer.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+pub struct ClaimedJob {
+    /// The job's id.
+    pub id: String,
+    /// Fencing token: give it back with ack, nack and extend.
+    pub lease_token: u64,
+    /// This delivery's number (1 for the first).
+    pub attempt: u32,
+    /// Deliveries allowed.
+    pub max_attempts: u32,
+    /// Due time, ms since the epoch.
+    pub due_at: u64,
+    /// Creation time, ms since the epoch.
+    pub created_at: u64,
+    /// When this lease expires, ms since the epoch.
+    pub lease_deadline: u64,
+    /// Error of the previous attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Longest this attempt may run, ms: stop the work and nack with `timeout` after it (and
+    /// stop extending the lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// When the job expires unstarted, ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// Priority among due jobs (0-9, default 5).
+    pub priority: u8,
+    /// Its HTTP push target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetView>,
+    /// The payload when it is valid JSON (byte for byte).
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Box<RawValue>>,
+    /// The payload bytes in base64 when they are not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_b64: Option<String>,
+}
+
+impl From<Job> for ClaimedJob {
+    fn from(j: Job) -> Self {
+        let (payload, payload_b64) = payload_fields(j.payload);
+        Self {
+            id: j.id.to_string(),
+            lease_token: j.lease_token,
+            attempt: j.attempt,
+            max_attempts: j.max_attempts,
+            due_at: j.due_at_ms,
+            created_at: j.created_at_ms,
+            lease_deadline: j.lease_deadline_ms,
+            last_error: j.last_error,
+            timeout_ms: j.timeout.map(|t| t.as_millis() as u64),
+            expires_at: j.expires_at_ms,
+            priority: j.priority,
+            target: j.target.map(Into::into),
+            payload,
+            payload_b64,
+        }
+    }
+}
+
+impl ClaimedJob {
+    /// The core's job, leased from `queue` for `lease`.
+    pub fn into_job(self, queue: &QueueName, lease: Duration) -> Result<Job, Invalid> {
+        Ok(Job {
+            payload: answer_bytes(self.payload.as_deref(), self.payload_b64.as_deref())?,
+            id: JobId::new(self.id)?,
+            queue: queue.clone(),
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            due_at_ms: self.due_at,
+            created_at_ms: self.created_at,
+            lease_token: self.lease_token,
+            lease_deadline_ms: self.lease_deadline,
+            lease,
+            last_error: self.last_error,
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            expires_at_ms: self.expires_at,
+            priority: self.priority,
+            target: self.target.map(Into::into),
+        })
+    }
+}
+
+/// A claim (long poll).
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// Most jobs to lease (1-1000, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<usize>,
+    /// Lease length in ms (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// How long to wait for a due job (0-60000 ms, default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// Finished jobs to acknowledge before leasing (at most 1000), so a worker acks and
+    /// claims in one request; the answer's `acks` says how each went, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acks: Vec<ClaimAck>,
+    /// A name for this long poll (1-64 characters of `[A-Za-z0-9._-]`, unique per client), so
+    /// the client can end it early with `DELETE /v1/queues/{q}/polls/{poll_id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_id: Option<String>,
+}
+
+/// Acks of several jobs at once.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct AckBatchRequest {
+    /// The finished jobs (1-1000).
+    pub acks: Vec<ClaimAck>,
+}
+
+/// How each ack of an [`AckBatchRequest`] went.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+pub struct AckBatchResponse {
+    /// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`.
+    #[schema(value_type = Vec<String>)]
+    pub acks: Vec<AckOutcome>,
+}
+
+/// An ack a claim or an ack batch carries.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimAck {
+    /// The job's id.
+    pub id: String,
+    /// The lease token of its claim.
+    pub lease_token: u64,
+}
+
+impl From<&LeaseRef> for ClaimAck {
+    fn from(l: &LeaseRef) -> Self {
+        Self {
+            id: l.id.to_string(),
+            lease_token: l.token,
+        }
+    }
+}
+
+impl TryFrom<ClaimAck> for LeaseRef {
+    type Error = Invalid;
+
+    fn try_from(a: ClaimAck) -> Result<Self, Invalid> {
+        Ok(Self {
+            id: JobId::new(a.id)?,
+            token: a.lease_token,
+        })
+    }
+}
+
+/// Leased jobs.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+pub struct ClaimResponse {
+    /// The jobs, in due order; empty when none became due within `wait_ms`.
+    pub jobs: Vec<ClaimedJob>,
+    /// Per ack of the request, in order: `acked`, `lease_lost` (another lease, or not leased)
+    /// or `not_found`; absent when the request carried none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>)]
+    pub acks: Vec<AckOutcome>,
+}
+
+/// An ack.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+}
+
+/// A release: give a lease back, the job due again at once.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+    /// Do not count the attempt (the job never started); default true.
+    #[serde(default = "yes")]
+    pub undo_attempt: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A nack.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NackRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+    /// Why the attempt failed (kept as `last_error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Retry after this many ms instead of the job's backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
+    /// Dead-letter now.
+    #[serde(default)]
+    pub dead: bool,
+}
+
+/// An extension.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendRequest {
+    /// The lease token of the claim.
+    pub lease_token: u64,
+    /// New lease length from now, ms (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+}

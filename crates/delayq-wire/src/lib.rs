@@ -1,0 +1,32 @@
+//! The request and response bodies of delayq's HTTP API (`/v1`), written once: the server
+//! (`delayq-http`) answers with them, the Rust client (`delayq-client`) sends and reads them,
+//! and the OpenAPI document (`/openapi.json`) is derived from them. A field changed here is a
+//! compile error in every Rust user of it.
+//!
+//! Each type converts to and from the core's (`delayq`) where one exists: a request body
+//! into what the engine takes (refusing a bad shape with an [`Invalid`] that carries its
+//! [`ErrorCode`]), an engine result into the answer, and the answer back into the core type on
+//! the client's side. Payloads travel as `payload` (raw JSON, byte for byte) or
+//! `payload_b64` ([`payload`]).
+
+pub mod error;
+pub mod jobs;
+pub mod lease;
+pub mod payload;
+pub mod queues;
+pub mod schedules;
+
+pub use error::{ErrorBody, ErrorCode, Invalid};
+pub use jobs::{
+    Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView, ListQuery,
+    Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,
+};
+pub use lease::{
+    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
+    ClaimedJob, ExtendRequest, NackRequest, ReleaseRequest,
+};
+pub use queues::{
+    Action, CountsView, DepthSample, QueueView, RateView, SeriesView, SettingsPatch, SettingsView,
+    Whoami,
+};
+pub use schedules::{ScheduleBody, ScheduleList, ScheduleView};

@@ -1,0 +1,220 @@
+//! Cron and interval schedules on the wire: `PUT / GET / DELETE /v1/queues/{q}/schedules/{name}`
+//! and the list of a queue's schedules (see `delayq::schedule`).
+
+use delayq::Backoff;
+use delayq::schedule::{CatchUp, ScheduleInfo, ScheduleSpec, Timing};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::error::{ErrorCode, Invalid};
+use crate::jobs::TargetView;
+use crate::payload::{answer_bytes, payload_bytes, payload_fields};
+
+/// A schedule to store: `cron` (+ `tz`) or `every_ms`, and the job each fire enqueues.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleBody {
+    /// Cron expression: 5 fields, or 6 with seconds first (e.g. `*/5 * * * *`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// IANA time zone of `cron` (default `UTC`), e.g. `Europe/Paris`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// Instead of `cron`: a fire every so many ms (at least 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<u64>,
+    /// Payload of each fire's job, as JSON.
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Box<RawValue>>,
+    /// Payload as base64 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_b64: Option<String>,
+    /// Fires missed while no process ran (over 60 s late): `none` (default, skip them),
+    /// `one` (run the latest once) or `all` (each, the latest 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<String>,
+    /// `max_attempts` of each job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Retry backoff of each job.
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+    /// Lease length of each job, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// Timeout of each attempt, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// HTTP push target of each fire's job (a periodic webhook: `delayq serve --push` sends
+    /// it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetView>,
+}
+
+impl ScheduleBody {
+    /// Validates the shape and builds the spec (the name and limits are checked on `PUT`).
+    pub fn into_spec(self) -> Result<ScheduleSpec, Invalid> {
+        let bad = |m: &str| Invalid::new(ErrorCode::InvalidSchedule, m);
+        let timing = match (self.cron, self.every_ms, self.tz) {
+            (Some(cron), None, tz) => Timing::Cron {
+                cron,
+                tz: tz.unwrap_or_else(|| "UTC".into()),
+            },
+            (None, Some(every_ms), None) => Timing::Every { every_ms },
+            (None, Some(_), Some(_)) => return Err(bad("tz goes with cron, not every_ms")),
+            (Some(_), Some(_), _) => return Err(bad("give cron or every_ms, not both")),
+            (None, None, _) => return Err(bad("cron or every_ms is required")),
+        };
+        let payload = payload_bytes(self.payload.as_deref(), self.payload_b64.as_deref())?;
+        let catch_up = match self.catch_up.as_deref() {
+            None => CatchUp::None,
+            Some(c) => c.parse::<CatchUp>()?,
+        };
+        Ok(ScheduleSpec {
+            timing,
+            payload,
+            catch_up,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+            lease_ms: self.lease_ms,
+            timeout_ms: self.timeout_ms,
+            target: self.target.map(Into::into),
+        })
+    }
+}
+
+/// A stored schedule.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+pub struct ScheduleView {
+    /// Its name.
+    pub name: String,
+    /// Cron expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// Time zone of `cron`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// Interval in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<u64>,
+    /// `none`, `one` or `all`.
+    pub catch_up: String,
+    /// Next fire, ms since the epoch; its job will have the id `NAME@<this>`.
+    pub next_fire: u64,
+    /// `max_attempts` of each job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Retry backoff of each job.
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+    /// Lease length of each job, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// Timeout of each attempt, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// HTTP push target of each fire's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetView>,
+    /// The payload of each fire's job when it is valid JSON (byte for byte).
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Box<RawValue>>,
+    /// The payload of each fire's job in base64 when it is not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_b64: Option<String>,
+}
+
+impl From<ScheduleInfo> for ScheduleView {
+    fn from(i: ScheduleInfo) -> Self {
+        let (cron, tz, every_ms) = match i.spec.timing {
+            Timing::Cron { cron, tz } => (Some(cron), Some(tz), None),
+            Timing::Every { every_ms } => (None, None, Some(every_ms)),
+        };
+        let (payload, payload_b64) = payload_fields(i.spec.payload);
+        Self {
+            name: i.name,
+            cron,
+            tz,
+            every_ms,
+            catch_up: i.spec.catch_up.as_str().to_owned(),
+            next_fire: i.next_ms,
+            max_attempts: i.spec.max_attempts,
+            backoff: i.spec.backoff,
+            lease_ms: i.spec.lease_ms,
+            timeout_ms: i.spec.timeout_ms,
+            target: i.spec.target.map(Into::into),
+            payload,
+            payload_b64,
+        }
+    }
+}
+
+/// The schedules of a queue.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+pub struct ScheduleList {
+    /// By name.
+    pub schedules: Vec<ScheduleView>,
+}
+
+impl ScheduleBody {
+    /// The body that stores `spec`.
+    pub fn from_spec(spec: ScheduleSpec) -> Self {
+        let (cron, tz, every_ms) = match spec.timing {
+            Timing::Cron { cron, tz } => (Some(cron), Some(tz), None),
+            Timing::Every { every_ms } => (None, None, Some(every_ms)),
+        };
+        let (payload, payload_b64) = payload_fields(spec.payload);
+        Self {
+            cron,
+            tz,
+            every_ms,
+            payload,
+            payload_b64,
+            catch_up: Some(spec.catch_up.as_str().to_owned()),
+            max_attempts: spec.max_attempts,
+            backoff: spec.backoff,
+            lease_ms: spec.lease_ms,
+            timeout_ms: spec.timeout_ms,
+            target: spec.target.map(Into::into),
+        }
+    }
+}
+
+impl TryFrom<ScheduleView> for ScheduleInfo {
+    type Error = Invalid;
+
+    fn try_from(v: ScheduleView) -> Result<Self, Invalid> {
+        let timing = match (v.cron, v.every_ms) {
+            (Some(cron), _) => Timing::Cron {
+                cron,
+                tz: v.tz.unwrap_or_else(|| "UTC".into()),
+            },
+            (None, Some(every_ms)) => Timing::Every { every_ms },
+            (None, None) => {
+                return Err(Invalid::new(
+                    ErrorCode::InvalidSchedule,
+                    "a schedule without cron or every_ms",
+                ));
+            }
+        };
+        Ok(ScheduleInfo {
+            name: v.name,
+            spec: ScheduleSpec {
+                timing,
+                payload: answer_bytes(v.payload.as_deref(), v.payload_b64.as_deref())?,
+                catch_up: v.catch_up.parse::<CatchUp>()?,
+                max_attempts: v.max_attempts,
+                backoff: v.backoff,
+                lease_ms: v.lease_ms,
+                timeout_ms: v.timeout_ms,
+                target: v.target.map(Into::into),
+            },
+            next_ms: v.next_fire,
+        })
+    }
+}
