@@ -54,6 +54,9 @@ async fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
+            if let Some(hint) = remote::hint(&e) {
+                eprintln!("hint: {hint}");
+            }
             if std::env::var_os("DELAYQ_DEBUG").is_some() {
                 eprintln!("{e:?}");
             }
@@ -95,8 +98,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     let (backend, desc) = match (&cli.server, &cli.redis) {
         (Some(url), _) if !matches!(cli.command, Command::Serve(_)) => {
-            let remote = remote::RemoteBackend::new(url, cli.server_token.clone())?;
-            let desc = format!("delayq serve at {}", remote.url());
+            let remote = remote::connect(url, cli.server_token.clone())?;
+            let desc = format!("delayq serve at {}", remote.client().base_url());
             (AnyBackend::Remote(remote), desc)
         }
         (_, None) => {

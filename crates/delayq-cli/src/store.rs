@@ -11,7 +11,6 @@ use delayq_embedded::EmbeddedBackend;
 
 use crate::args::{Cli, Command};
 use crate::backend::AnyBackend;
-use crate::remote::RemoteBackend;
 
 /// The file in a data directory that holds the owning server's URL.
 pub(crate) fn server_file(dir: &Path) -> PathBuf {
@@ -49,7 +48,7 @@ pub(crate) fn embedded_or_server(cli: &Cli) -> anyhow::Result<(AnyBackend, Strin
                     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
                 );
             };
-            let remote = RemoteBackend::new(&url, cli.server_token.clone())?;
+            let remote = crate::remote::connect(&url, cli.server_token.clone())?;
             if std::io::stderr().is_terminal() {
                 eprintln!(
                     "delayq: the store in {} is owned by delayq serve at {url}; going through it",

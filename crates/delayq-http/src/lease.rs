@@ -69,9 +69,16 @@ pub async fn claim<B: Backend + Inspect>(
     let acks = batch.acks.clone();
     let mut shutdown = st.inner.shutdown.clone();
     if !batch.jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
+        let next_due_in_ms = batch
+            .jobs
+            .is_empty()
+            .then_some(batch.next_due_in)
+            .flatten()
+            .map(|d| d.as_millis() as u64);
         return Ok(Json(ClaimResponse {
             jobs: batch.jobs.into_iter().map(Into::into).collect(),
             acks,
+            next_due_in_ms,
         }));
     }
     // Nothing due: wait with the queue's other polls; its one claim loop serves them all.
@@ -85,6 +92,7 @@ pub async fn claim<B: Backend + Inspect>(
     Ok(Json(ClaimResponse {
         jobs: jobs.into_iter().map(Into::into).collect(),
         acks,
+        next_due_in_ms: None,
     }))
 }
 

@@ -169,6 +169,40 @@ impl ErrorCode {
     }
 }
 
+impl ErrorCode {
+    /// The core's input error for this code with the server's `message` — the inverse of
+    /// [`ErrorCode::of_input`] — or `None` for a code that is not about input.
+    pub fn to_input(self, message: &str) -> Option<delayq::InvalidInput> {
+        use delayq::InvalidInput as I;
+        // The server's message starts with the core error's own words; keep the reason only.
+        let reason = |prefix: &str| message.strip_prefix(prefix).unwrap_or(message).to_owned();
+        Some(match self {
+            ErrorCode::InvalidQueueName => I::QueueName(reason("invalid queue name ")),
+            ErrorCode::InvalidJobId => I::JobId(reason("invalid job id: ")),
+            ErrorCode::InvalidDelay => I::Delay(reason("invalid delay: ")),
+            ErrorCode::InvalidBackoff => I::Backoff(reason("invalid backoff: ")),
+            ErrorCode::InvalidLease => I::Lease(reason("invalid lease: ")),
+            ErrorCode::InvalidBatch => I::Batch(reason("invalid batch: ")),
+            ErrorCode::InvalidSettings => I::Settings(reason("invalid queue settings: ")),
+            ErrorCode::InvalidSchedule => I::Schedule(reason("invalid schedule: ")),
+            ErrorCode::InvalidDeadline => I::Deadline(reason("invalid deadline: ")),
+            ErrorCode::InvalidTarget => I::Target(reason("invalid target: ")),
+            ErrorCode::DeliveryMismatch => I::Delivery(message.to_owned()),
+            ErrorCode::InvalidQuery => I::Query(reason("invalid query: ")),
+            ErrorCode::InvalidPayload
+            | ErrorCode::InvalidJson
+            | ErrorCode::InvalidBody
+            | ErrorCode::InvalidMaxAttempts
+            | ErrorCode::InvalidPriority
+            | ErrorCode::InvalidPollId
+            | ErrorCode::PayloadTooLarge
+            | ErrorCode::BodyTooLarge
+            | ErrorCode::UnsupportedMediaType => I::Payload(format!("{self}: {message}")),
+            _ => return None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,6 +177,11 @@ pub struct ClaimResponse {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<String>)]
     pub acks: Vec<AckOutcome>,
+    /// When the answer holds no job and did not wait: in how many ms the queue's next job is
+    /// due (or its rate or in-flight limit lets one start), so a worker that does not long-poll
+    /// knows when to claim again; absent when nothing is scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_due_in_ms: Option<u64>,
 }
 
 /// An ack.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use delayq::QueueName;
 
-use super::{RemoteBackend, enc, q};
+use super::RemoteBackend;
 
 /// Whether the worker is closing, and the long poll it has in flight.
 #[derive(Default)]
@@ -42,17 +42,16 @@ impl Closing {
 impl RemoteBackend {
     /// Stops long-polling: later claims answer at once and the poll in flight, if any, is cut
     /// short. For a worker's shutdown; a failure only means the poll runs out on its own.
-    pub(crate) async fn close(&self) {
+    pub async fn close(&self) {
         let poll = {
             let mut poll = self.closing.poll.lock().expect("poll lock");
             self.closing.closing.store(true, Ordering::SeqCst);
             poll.take()
         };
-        if let Some((queue, id)) = poll {
-            let path = format!("{}/polls/{}", q(&queue), enc(&id));
-            if let Err(e) = self.request("DELETE", &path, None).await {
-                tracing::debug!(error = %e, "cutting the long poll short failed");
-            }
+        if let Some((queue, id)) = poll
+            && let Err(e) = self.client.cut_poll(queue.as_str(), &id).await
+        {
+            tracing::debug!(error = %e, "cutting the long poll short failed");
         }
     }
 }

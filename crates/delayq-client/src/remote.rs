@@ -1,0 +1,444 @@
+//! [`RemoteBackend`]: the core's `Backend`, `Inspect` and `Schedules` traits over a running
+//! `delayq serve`, so that `delayq::Producer` and `delayq::Consumer` run over HTTP unchanged.
+//! A claim is a long poll of up to [`LONG_POLL`] (how a remote consumer is woken) that carries
+//! the finished jobs' acks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq::{
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Error,
+    Found, Inspect, Job, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob,
+    QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
+};
+use delayq_wire::{ClaimAck, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page};
+use tokio::sync::watch;
+
+use crate::Client;
+
+mod polls;
+mod schedules;
+
+/// How long a claim waits on the server for a due job before it answers empty.
+pub const LONG_POLL: Duration = Duration::from_secs(5);
+/// Without a long poll, how soon a claim that found nothing scheduled is tried again.
+const IDLE_POLL: Duration = Duration::from_millis(100);
+/// Most acks one request carries (the server's limit).
+const MAX_ACKS: usize = 1000;
+
+/// A `delayq serve` as a store: every call is a request to its API.
+#[derive(Clone)]
+pub struct RemoteBackend {
+    client: Client,
+    /// Never bumped: the long poll of each claim is the wake-up.
+    wake: Arc<watch::Sender<u64>>,
+    /// Set by [`RemoteBackend::close`] at a worker's shutdown.
+    closing: Arc<polls::Closing>,
+    /// How long a claim waits on the server.
+    long_poll: Duration,
+}
+
+impl RemoteBackend {
+    /// The server `client` talks to, as a store.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            wake: Arc::new(watch::channel(0).0),
+            closing: Arc::default(),
+            long_poll: LONG_POLL,
+        }
+    }
+
+    /// How long a claim waits on the server for a due job (default [`LONG_POLL`]; zero: not
+    /// at all: an empty claim says when the next job is due, as the server answers, or to try
+    /// again in 100 ms when nothing is scheduled).
+    pub fn long_poll(mut self, wait: Duration) -> Self {
+        self.long_poll = wait;
+        self
+    }
+
+    /// The client it calls with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// The core's error for a client error, about job `id`.
+fn core(id: Option<&JobId>) -> impl FnOnce(crate::Error) -> Error + '_ {
+    move |e| e.into_core(id)
+}
+
+fn decoded(e: delayq_wire::Invalid) -> Error {
+    Error::Backend(format!("unexpected answer from the delayq server: {e}"))
+}
+
+fn acks_of(leases: &[LeaseRef]) -> Vec<ClaimAck> {
+    leases.iter().map(ClaimAck::from).collect()
+}
+
+fn infos(jobs: Vec<delayq_wire::JobView>) -> Result<Vec<JobInfo>> {
+    jobs.into_iter()
+        .map(|j| JobInfo::try_from(j).map_err(decoded))
+        .collect()
+}
+
+impl Backend for RemoteBackend {
+    async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        let body = jobs.into_iter().map(EnqueueRequest::from_job).collect();
+        let out = self
+            .client
+            .enqueue_batch(queue.as_str(), body)
+            .await
+            .map_err(core(None))?;
+        out.into_iter()
+            .map(|e| Enqueued::try_from(e).map_err(decoded))
+            .collect()
+    }
+
+    async fn claim(&self, queue: &QueueName, mut req: ClaimRequest) -> Result<ClaimBatch> {
+        if req.max == 0 {
+            return Ok(ClaimBatch {
+                acks: self.ack(queue, req.acks).await?,
+                ..ClaimBatch::default()
+            });
+        }
+        // More acks than a claim carries: the rest go first, in ack batches.
+        let rest = req.acks.split_off(req.acks.len().min(MAX_ACKS));
+        let rest = self.ack(queue, rest).await?;
+        let sent = req.acks.len();
+        let (poll_id, wait_ms) = self.closing.start(queue, self.long_poll.as_millis() as u64);
+        let body = delayq_wire::ClaimRequest {
+            max: Some(req.max.min(1000)),
+            lease_ms: Some(req.lease.as_millis() as u64),
+            wait_ms: Some(wait_ms),
+            acks: acks_of(&req.acks),
+            poll_id,
+        };
+        let r = self.client.claim(queue.as_str(), &body).await;
+        self.closing.done();
+        let r = r.map_err(core(None))?;
+        if r.acks.len() != sent {
+            return Err(decoded(delayq_wire::Invalid::new(
+                delayq_wire::ErrorCode::InvalidBody,
+                "one ack outcome per ack expected",
+            )));
+        }
+        let next_due_in_ms = r.next_due_in_ms;
+        let jobs = r
+            .jobs
+            .into_iter()
+            .map(|j| j.into_job(queue, req.lease).map_err(decoded))
+            .collect::<Result<Vec<Job>>>()?;
+        Ok(ClaimBatch {
+            jobs,
+            acks: r.acks.into_iter().chain(rest).collect(),
+            // A long poll already waited: claim again at once.
+            next_due_in: if wait_ms > 0 {
+                Some(Duration::ZERO)
+            } else {
+                // Nothing scheduled: nothing wakes a remote consumer but its next claim.
+                Some(next_due_in_ms.map_or(IDLE_POLL, Duration::from_millis))
+            },
+        })
+    }
+
+    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
+        let mut out = Vec::with_capacity(leases.len());
+        for chunk in leases.chunks(MAX_ACKS) {
+            let acks = self
+                .client
+                .ack_batch(queue.as_str(), acks_of(chunk))
+                .await
+                .map_err(core(None))?;
+            if acks.len() != chunk.len() {
+                return Err(Error::Backend(
+                    "unexpected answer from the delayq server: one ack outcome per ack".into(),
+                ));
+            }
+            out.extend(acks);
+        }
+        Ok(out)
+    }
+
+    async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
+        let body = NackRequest {
+            lease_token: lease.token,
+            error: Some(nack.error),
+            retry_in_ms: nack.retry_in.map(|d| d.as_millis() as u64),
+            dead: nack.dead,
+        };
+        let o = self
+            .client
+            .nack(queue.as_str(), lease.id.as_str(), &body)
+            .await
+            .map_err(core(Some(&lease.id)))?;
+        match (o.outcome, o.due_at) {
+            (OutcomeKind::Retrying, Some(due_at_ms)) => Ok(NackOutcome::Retrying { due_at_ms }),
+            (OutcomeKind::Dead, _) => Ok(NackOutcome::Dead {
+                failed_at_ms: o.failed_at.unwrap_or_else(delayq::job::system_now_ms),
+            }),
+            (other, _) => Err(Error::Backend(format!(
+                "unexpected answer from the delayq server: nack outcome {other:?}"
+            ))),
+        }
+    }
+
+    async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
+        let o = self
+            .client
+            .extend(
+                queue.as_str(),
+                lease.id.as_str(),
+                lease.token,
+                len.as_millis() as u64,
+            )
+            .await
+            .map_err(core(Some(&lease.id)))?;
+        o.lease_deadline
+            .ok_or_else(|| Error::Backend("extend answered no lease_deadline".into()))
+    }
+
+    async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
+        for l in leases {
+            // A lease that is gone already is as good as given back.
+            match self
+                .client
+                .release(queue.as_str(), l.id.as_str(), l.token, undo)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.status().is_some_and(|s| s < 500) => {}
+                Err(e) => return Err(e.into_core(Some(&l.id))),
+            }
+        }
+        Ok(())
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        self.client
+            .cancel(queue.as_str(), id.as_str())
+            .await
+            .map_err(core(Some(id)))
+    }
+
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, due: Due) -> Result<u64> {
+        let o = self
+            .client
+            .reschedule(queue.as_str(), id.as_str(), due)
+            .await
+            .map_err(core(Some(id)))?;
+        o.due_at
+            .ok_or_else(|| Error::Backend("reschedule answered no due_at".into()))
+    }
+
+    async fn wakeups(&self, _queue: &QueueName) -> Result<Wakeups> {
+        Ok(self.wake.subscribe())
+    }
+}
+
+impl Inspect for RemoteBackend {
+    async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
+        match self
+            .client
+            .get(queue.as_str(), id.as_str())
+            .await
+            .map_err(core(Some(id)))?
+        {
+            Some(j) => JobInfo::try_from(j).map(Some).map_err(decoded),
+            None => Ok(None),
+        }
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        self.client
+            .queues()
+            .await
+            .map_err(core(None))?
+            .into_iter()
+            .map(|q| QueueName::new(q.queue).map_err(Error::from))
+            .collect()
+    }
+
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let v = self
+            .client
+            .queue(queue.as_str())
+            .await
+            .map_err(core(None))?;
+        Ok((&v).into())
+    }
+
+    async fn list(
+        &self,
+        queue: &QueueName,
+        state: ListState,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> Result<JobPage> {
+        let query = ListQuery {
+            state: Some(state.to_string()),
+            limit: Some(limit),
+            cursor: after.map(|c| c.to_string()),
+            id_prefix: None,
+        };
+        let page = self
+            .client
+            .list_jobs(queue.as_str(), &query)
+            .await
+            .map_err(core(None))?;
+        let next = match page.next_cursor {
+            Some(c) => Some(c.parse::<Cursor>()?),
+            None => None,
+        };
+        Ok(JobPage {
+            jobs: infos(page.jobs)?,
+            next,
+        })
+    }
+
+    async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
+        let query = ListQuery {
+            limit: Some(limit),
+            id_prefix: Some(prefix.to_owned()),
+            ..ListQuery::default()
+        };
+        let page = self
+            .client
+            .list_jobs(queue.as_str(), &query)
+            .await
+            .map_err(core(None))?;
+        Ok(Found {
+            by_prefix: page.by_prefix.unwrap_or(false),
+            jobs: infos(page.jobs)?,
+        })
+    }
+
+    async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        self.client
+            .requeue_dead(queue.as_str(), id.as_str())
+            .await
+            .map(drop)
+            .map_err(core(Some(id)))
+    }
+
+    async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
+        let o = self
+            .client
+            .requeue_all_dead(queue.as_str())
+            .await
+            .map_err(core(None))?;
+        Ok(o.count.unwrap_or(0))
+    }
+
+    async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
+        let o = self
+            .client
+            .purge_dead(queue.as_str())
+            .await
+            .map_err(core(None))?;
+        Ok(o.count.unwrap_or(0))
+    }
+
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        self.client
+            .delete_dead(queue.as_str(), id.as_str())
+            .await
+            .map(drop)
+            .map_err(core(Some(id)))
+    }
+
+    async fn cancel_all(&self, queue: &QueueName, state: ListState) -> Result<u64> {
+        let o = self
+            .client
+            .cancel_jobs(queue.as_str(), &state.to_string())
+            .await
+            .map_err(core(None))?;
+        Ok(o.count.unwrap_or(0))
+    }
+
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        let r = if paused {
+            self.client.pause(queue.as_str()).await
+        } else {
+            self.client.resume(queue.as_str()).await
+        };
+        r.map(drop).map_err(core(None))
+    }
+
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        let v = self
+            .client
+            .series(queue.as_str())
+            .await
+            .map_err(core(None))?;
+        let counts = |c: &delayq_wire::CountsView| {
+            let mut out = delayq::series::Counts {
+                enqueued: c.enqueued,
+                started: c.started,
+                completed: c.completed,
+                retried: c.retried,
+                dead: c.dead,
+                ..delayq::series::Counts::default()
+            };
+            for (slot, n) in out.lateness.iter_mut().zip(&c.lateness_histogram) {
+                *slot = *n;
+            }
+            out
+        };
+        let interval = v.interval_ms.max(1);
+        let parts: Vec<_> = v
+            .intervals
+            .iter()
+            .map(|i| (i.start.unwrap_or(0) / interval, counts(i)))
+            .collect();
+        let now = delayq::job::system_now_ms();
+        Ok(QueueSeries::collect(now, parts, counts(&v.totals)))
+    }
+
+    async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        let v = self
+            .client
+            .queue(queue.as_str())
+            .await
+            .map_err(core(None))?;
+        Ok(v.settings.map(Into::into).unwrap_or_default())
+    }
+
+    /// Pushers run next to the store, not through a server's API.
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        Err(Error::Backend(
+            "push queues are read from the store: run the pusher with --store or --redis".into(),
+        ))
+    }
+
+    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+        // Refused here as the stores refuse it (a rate of NaN has no JSON form to send).
+        s.validate()?;
+        self.client
+            .put_queue(queue.as_str(), &(&s).into())
+            .await
+            .map_err(core(None))?;
+        Ok(s)
+    }
+}
+
+impl RemoteBackend {
+    /// A page of dead jobs (`GET …/dead`), oldest failure first.
+    pub async fn dead(
+        &self,
+        queue: &QueueName,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        let page = Page {
+            offset: Some(offset),
+            limit: Some(limit),
+        };
+        infos(
+            self.client
+                .list_dead(queue.as_str(), &page)
+                .await
+                .map_err(core(None))?,
+        )
+    }
+}

@@ -1,0 +1,38 @@
+//! The core's conformance suite with the store behind HTTP: every test drives a
+//! `RemoteBackend` whose calls go through the server's API to an embedded store, the test
+//! clock moving the server's store.
+//!
+//! Left out, because over HTTP they are the server's business, not the client's:
+//! `wakeups_for_earlier_jobs`, `pause_stops_leasing` and `max_in_flight_in_the_claim` (they
+//! wait for an in-process wake-up; a remote consumer is woken by its long poll instead, and
+//! the server's long polls have their own tests in delayq-http), `schedules_fire_once` (the
+//! server plans fires on its own clock, so a stored schedule's next fire is the server's, not
+//! the one the caller computed), `push_targets_travel` and
+//! `delivery_decides_what_a_queue_takes` (they list push queues, which pushers read from the
+//! store itself).
+
+use std::time::Duration;
+
+use delayq::testkit::Time;
+use delayq_client::{Client, RemoteBackend};
+use delayq_http::HttpConfig;
+
+use crate::Server;
+
+async fn setup() -> (Server, RemoteBackend, Time) {
+    let server = Server::start(HttpConfig::default()).await;
+    let remote = RemoteBackend::new(Client::new(&server.url)).long_poll(Duration::ZERO);
+    let time = Time::Driven(server.clock.clone());
+    (server, remote, time)
+}
+
+delayq::conformance_tests!(@each setup;
+    bad_input_writes_nothing, idempotent_enqueue, never_early, one_owner_and_fencing,
+    ack_deletes, nack_retries_then_dead_letters, expired_leases_come_back, cancel_outcomes,
+    reschedule, release_undoes_the_attempt, dead_letter_tools, consumer_handles_each_job_once,
+    long_errors_are_cut_on_a_character_boundary, listings_page_stably,
+    dead_delete_and_cancel_all, series_count_transitions, rate_limit_in_the_claim,
+    bad_throttles_are_refused, expired_jobs_are_never_started,
+    timeouts_travel_with_the_job, replace_on_conflict, bad_schedules_are_refused,
+    retention_and_dedupe, per_job_retention, priorities_order_due_jobs, low_priorities_age,
+    due_listing_follows_claim_order, bad_targets_are_refused);
