@@ -18,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import errors
 from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats
@@ -292,6 +292,17 @@ class Client:
             qs["cursor"] = cursor
         a = self._call("GET", self._q(queue, "/jobs?" + urllib.parse.urlencode(qs)))
         return JobPage([Job.from_json(j) for j in a["jobs"]], a.get("next_cursor"))
+
+    def iter_jobs(self, queue: str, state: str = "scheduled", *,
+                  page_size: int = 100) -> Iterator[Job]:
+        """Every job in ``state``, page after page (``page_size`` per request)."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.list_jobs(queue, state, limit=page_size, cursor=cursor)
+            yield from page.jobs
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     def deliveries(self, queue: str, id: str) -> List[Dict[str, Any]]:
         """The push requests the server sent for a job (its pusher's recent window)."""

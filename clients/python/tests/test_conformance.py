@@ -1,0 +1,182 @@
+"""The shared conformance suite (``clients/conformance``) run by the Python client: every
+scenario against the live server at ``DELAYQ_URL``, and every webhook vector."""
+
+import json
+import os
+import unittest
+import uuid
+
+from _live import URL, needs_server
+
+from delayq import Client, DelayqError, NotFound, verify_webhook
+from delayq.webhooks import WebhookVerificationError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUITE = os.path.join(HERE, "..", "..", "conformance")
+
+
+def load(name):
+    with open(os.path.join(SUITE, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def matches(expect, got):
+    """Deep subset match: every key of an expected object, every item of an expected list."""
+    if isinstance(expect, dict):
+        return isinstance(got, dict) and all(k in got and matches(v, got[k]) for k, v in expect.items())
+    if isinstance(expect, list):
+        return isinstance(got, list) and len(got) == len(expect) and all(
+            matches(e, g) for e, g in zip(expect, got))
+    if isinstance(expect, bool) or isinstance(got, bool):
+        return expect is got
+    if isinstance(expect, (int, float)) and isinstance(got, (int, float)):
+        return expect == got
+    return expect == got
+
+
+def job_of(j):
+    out = {"id": j.id, "state": j.state, "attempt": j.attempt, "max_attempts": j.max_attempts,
+           "payload": j.payload}
+    if j.last_error is not None:
+        out["last_error"] = j.last_error
+    return out
+
+
+def listed(ids):
+    return {"count": len(ids), "ids": sorted(ids)}
+
+
+class Runner:
+    """Runs one scenario's steps with the Python client on a fresh queue."""
+
+    def __init__(self, client):
+        self.c = client
+        self.q = "conf-" + uuid.uuid4().hex[:10]
+        self.leases = {}
+
+    def token(self, a):
+        if "lease_token" in a:
+            return a["lease_token"]
+        t = self.leases[a["id"]]
+        return t + 1_000_000 if a.get("lease") == "stale" else t
+
+    def step(self, op, a):
+        c, q = self.c, self.q
+        fields = {k: a[k] for k in ("id", "delay_ms", "run_at", "max_attempts", "priority",
+                                    "on_conflict") if k in a}
+        if op == "enqueue":
+            e = c.enqueue(q, a.get("payload"), **fields)
+            return {"id": e.id, "created": e.created}
+        if op == "enqueue_batch":
+            return [{"id": e.id, "created": e.created} for e in c.enqueue_many(q, a["jobs"])]
+        if op == "get":
+            try:
+                return job_of(c.get(q, a["id"]))
+            except NotFound:
+                return None
+        if op == "cancel":
+            try:
+                c.cancel(q, a["id"])
+                return "cancelled"
+            except DelayqError as e:
+                return {"not_found": "not_found", "job_leased": "leased", "job_dead": "dead"}.get(
+                    e.code) or self.fail(e)
+        if op == "reschedule":
+            c.reschedule(q, a["id"], delay_ms=a.get("delay_ms"), run_at=a.get("run_at"))
+            return None
+        if op == "claim":
+            jobs = c.claim(q, max=a.get("max", 1), lease_ms=a.get("lease_ms"))
+            for j in jobs:
+                self.leases[j.id] = j.lease_token
+            return listed([j.id for j in jobs])
+        if op == "ack":
+            c.ack(q, a["id"], self.token(a))
+            return "acked"
+        if op == "nack":
+            return c.nack(q, a["id"], self.token(a), error=a.get("error"),
+                          retry_in_ms=a.get("retry_in_ms"), dead=a.get("dead", False))["outcome"]
+        if op == "extend":
+            c.extend(q, a["id"], self.token(a), a.get("lease_ms"))
+            return "extended"
+        if op == "release":
+            c.release(q, a["id"], self.token(a))
+            return None
+        if op == "list":
+            return listed([j.id for j in c.iter_jobs(q, a["state"], page_size=a["page_size"])])
+        if op == "list_dead":
+            return listed([j.id for j in c.dead(q)])
+        if op == "requeue_dead":
+            if "id" in a:
+                c.requeue(q, a["id"])
+                return 1
+            return c.requeue_all(q)
+        if op == "purge_dead":
+            return c.purge_dead(q)
+        if op == "put_schedule":
+            spec = {k: a[k] for k in ("cron", "tz", "every_ms") if k in a}
+            s = c.put_schedule(q, a["name"], a.get("payload"), **spec)
+            return {"name": s["name"]}
+        if op == "list_schedules":
+            return sorted(s["name"] for s in c.schedules(q))
+        if op == "delete_schedule":
+            try:
+                c.delete_schedule(q, a["name"])
+                return True
+            except NotFound:
+                return False
+        if op == "stats":
+            s = c.stats(q)
+            return {"scheduled": s.scheduled, "due": s.due, "leased": s.leased, "dead": s.dead,
+                    "paused": s.paused}
+        if op == "get_queue":
+            s = c.stats(q)
+            return {"paused": s.paused, "settings": s.settings}
+        if op == "put_queue":
+            c.configure(q, **a["settings"])
+            return None
+        if op == "pause":
+            c.pause(q)
+            return None
+        if op == "resume":
+            c.resume(q)
+            return None
+        raise AssertionError(f"unknown operation {op}")
+
+    def fail(self, e):
+        raise e
+
+
+@needs_server
+class Conformance(unittest.TestCase):
+    def test_every_scenario(self):
+        client = Client(URL)
+        for sc in load("scenarios.json")["scenarios"]:
+            with self.subTest(scenario=sc["name"]):
+                r = Runner(client)
+                for i, st in enumerate(sc["steps"]):
+                    where = f"{sc['name']}, step {i + 1} ({st['do']})"
+                    try:
+                        got = r.step(st["do"], st.get("args", {}))
+                    except DelayqError as e:
+                        self.assertEqual(st.get("error"), e.code, f"{where}: {e}")
+                        continue
+                    self.assertNotIn("error", st, f"{where}: succeeded with {got!r}")
+                    if "expect" in st:
+                        self.assertTrue(matches(st["expect"], got),
+                                        f"{where}: expected {st['expect']!r}, got {got!r}")
+
+
+class Webhooks(unittest.TestCase):
+    def test_every_vector(self):
+        for v in load("webhooks.json")["vectors"]:
+            with self.subTest(vector=v["name"]):
+                try:
+                    got = verify_webhook(v["secrets"], v["headers"], v["body"].encode(),
+                                         now=v["now"])
+                    ok = True
+                except WebhookVerificationError:
+                    ok = False
+                self.assertEqual(ok, v["valid"])
+                if ok:
+                    want = {k.lower(): x for k, x in v["headers"].items()}["webhook-id"]
+                    self.assertEqual(got, want)
