@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use delayq::{AckOutcome, CancelOutcome, Due, JobId};
+use delayq::{AckOutcome, CancelOutcome, JobId};
 use delayq_wire::{
     AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
     Deliveries, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, ExtendRequest, JobList,
@@ -225,10 +225,15 @@ impl Client {
         }
     }
 
-    /// Moves a scheduled job to a new due time; the answer's `due_at` is the new one.
-    pub async fn reschedule(&self, queue: &str, id: &str, due: Due) -> Result<Outcome> {
-        let body = RescheduleRequest::new(due);
-        self.json(Method::PATCH, &job(queue, id)?, Some(&body), Repeat::Safe)
+    /// Moves a scheduled job to a new due time (`RescheduleRequest::new(due)`, or the two
+    /// fields as the API takes them); the answer's `due_at` is the new one.
+    pub async fn reschedule(
+        &self,
+        queue: &str,
+        id: &str,
+        body: &RescheduleRequest,
+    ) -> Result<Outcome> {
+        self.json(Method::PATCH, &job(queue, id)?, Some(body), Repeat::Safe)
             .await
     }
 

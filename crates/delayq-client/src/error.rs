@@ -39,6 +39,10 @@ pub enum Error {
     /// A value refused before anything was sent (a bad base URL, queue name or job id).
     #[error("{0}")]
     Invalid(String),
+    /// A push request whose signature, timestamp or headers do not verify (code
+    /// `invalid_signature`).
+    #[error("invalid_signature: {0}")]
+    InvalidSignature(String),
 }
 
 impl Error {
@@ -67,7 +71,7 @@ impl Error {
             Error::Api { code, status, .. } => {
                 ErrorCode::parse(code).is_some_and(ErrorCode::retryable) || *status == 503
             }
-            Error::Decode(_) | Error::Invalid(_) => false,
+            Error::Decode(_) | Error::Invalid(_) | Error::InvalidSignature(_) => false,
         }
     }
 
@@ -87,7 +91,9 @@ impl Error {
             } => (code, status, message, state),
             Error::Transport { .. } => return delayq::Error::Unavailable(self.to_string()),
             Error::Decode(_) => return delayq::Error::Backend(self.to_string()),
-            Error::Invalid(m) => return InvalidInput::Payload(m).into(),
+            Error::Invalid(m) | Error::InvalidSignature(m) => {
+                return InvalidInput::Payload(m).into();
+            }
         };
         let strip = |prefix: &str| message.strip_prefix(prefix).unwrap_or(&message).to_owned();
         let wrong = |state| delayq::Error::WrongState {

@@ -24,8 +24,10 @@
 mod client;
 mod error;
 mod remote;
+mod webhook;
 
 pub use client::{Client, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 pub use delayq_wire as wire;
 pub use error::{Error, Result};
 pub use remote::{LONG_POLL, RemoteBackend};
+pub use webhook::{verify_webhook, verify_webhook_at};

@@ -224,7 +224,11 @@ impl Backend for RemoteBackend {
     async fn reschedule(&self, queue: &QueueName, id: &JobId, due: Due) -> Result<u64> {
         let o = self
             .client
-            .reschedule(queue.as_str(), id.as_str(), due)
+            .reschedule(
+                queue.as_str(),
+                id.as_str(),
+                &delayq_wire::RescheduleRequest::new(due),
+            )
             .await
             .map_err(core(Some(id)))?;
         o.due_at

@@ -7,7 +7,7 @@ use std::time::Duration;
 use delayq::{AckOutcome, CancelOutcome, Due};
 use delayq_client::wire::{
     ClaimAck, ClaimRequest, EnqueueRequest, ErrorCode, ListQuery, NackRequest, OutcomeKind, Page,
-    RateView, ScheduleBody, SettingsPatch,
+    RateView, RescheduleRequest, ScheduleBody, SettingsPatch,
 };
 use delayq_client::{Client, Error};
 use delayq_http::HttpConfig;
@@ -55,7 +55,11 @@ async fn jobs_enqueue_get_cancel_and_reschedule() {
     assert!(c.get("orders", "nope").await.unwrap().is_none());
 
     let o = c
-        .reschedule("orders", "o-1", Due::Delay(Duration::from_secs(120)))
+        .reschedule(
+            "orders",
+            "o-1",
+            &RescheduleRequest::new(Due::Delay(Duration::from_secs(120))),
+        )
         .await
         .unwrap();
     assert_eq!(o.outcome, OutcomeKind::Rescheduled);

@@ -4,6 +4,7 @@
 
 mod calls;
 mod conformance;
+mod scenarios;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,4 +50,32 @@ impl Server {
             _stop: stop,
         }
     }
+}
+
+/// Serves `backend` on a free port for the rest of the test process; its base URL.
+pub async fn serve<B>(backend: B) -> String
+where
+    B: delayq::Backend + delayq::Inspect + delayq::Schedules,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (url, stop) = serve_on(listener, backend, HttpConfig::default());
+    std::mem::forget(stop);
+    url
+}
+
+fn serve_on<B>(
+    listener: tokio::net::TcpListener,
+    backend: B,
+    config: HttpConfig,
+) -> (String, tokio::sync::oneshot::Sender<()>)
+where
+    B: delayq::Backend + delayq::Inspect + delayq::Schedules,
+{
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let state = AppState::new(backend, config, None);
+    tokio::spawn(delayq_http::serve(listener, state, async {
+        let _ = rx.await;
+    }));
+    (format!("http://{addr}"), stop)
 }

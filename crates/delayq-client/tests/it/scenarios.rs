@@ -1,0 +1,325 @@
+//! The shared client conformance suite (`clients/conformance`) run by the Rust client: every
+//! scenario through [`delayq_client::Client`] against a server on the embedded store and one
+//! on Redis, and every Standard Webhooks vector through the pusher's verifier.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use delayq::CancelOutcome;
+use delayq_client::wire::{
+    ClaimRequest, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page, RescheduleRequest,
+    ScheduleBody, SettingsPatch,
+};
+use delayq_client::{Client, Error};
+use serde_json::{Value, json};
+
+fn suite(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../clients/conformance")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Deep subset match (clients/conformance/README.md).
+fn matches(expect: &Value, got: &Value) -> bool {
+    match (expect, got) {
+        (Value::Object(e), Value::Object(g)) => e
+            .iter()
+            .all(|(k, v)| g.get(k).is_some_and(|gv| matches(v, gv))),
+        (Value::Array(e), Value::Array(g)) => {
+            e.len() == g.len() && e.iter().zip(g).all(|(a, b)| matches(a, b))
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => expect == got,
+    }
+}
+
+fn raw(v: &Value) -> Option<Box<serde_json::value::RawValue>> {
+    Some(serde_json::value::to_raw_value(v).unwrap())
+}
+
+fn enqueue_of(a: &Value) -> EnqueueRequest {
+    EnqueueRequest {
+        id: a["id"].as_str().map(Into::into),
+        payload: raw(&a["payload"]),
+        delay_ms: a["delay_ms"].as_f64(),
+        run_at: a.get("run_at").cloned(),
+        max_attempts: a["max_attempts"].as_u64().map(|n| n as u32),
+        priority: a["priority"].as_u64().map(|n| n as u8),
+        on_conflict: a
+            .get("on_conflict")
+            .map(|v| serde_json::from_value(v.clone()).unwrap()),
+        ..EnqueueRequest::default()
+    }
+}
+
+fn listed(mut ids: Vec<String>) -> Value {
+    ids.sort();
+    json!({"count": ids.len(), "ids": ids})
+}
+
+/// One scenario's queue and the lease tokens its claims handed out.
+struct Runner {
+    c: Client,
+    q: String,
+    leases: HashMap<String, u64>,
+}
+
+impl Runner {
+    fn token(&self, a: &Value) -> u64 {
+        if let Some(t) = a["lease_token"].as_u64() {
+            return t;
+        }
+        let t = self.leases[a["id"].as_str().unwrap()];
+        if a["lease"] == "stale" {
+            t + 1_000_000
+        } else {
+            t
+        }
+    }
+
+    async fn step(&mut self, op: &str, a: &Value) -> Result<Value, Error> {
+        let (c, q) = (&self.c, self.q.as_str());
+        let id = a["id"].as_str().unwrap_or_default();
+        Ok(match op {
+            "enqueue" => {
+                let e = c.enqueue(q, enqueue_of(a)).await?;
+                json!({"id": e.id, "created": e.created})
+            }
+            "enqueue_batch" => {
+                let jobs = a["jobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(enqueue_of)
+                    .collect();
+                let out = c.enqueue_batch(q, jobs).await?;
+                out.iter()
+                    .map(|e| json!({"id": e.id, "created": e.created}))
+                    .collect()
+            }
+            "get" => match c.get(q, id).await? {
+                None => Value::Null,
+                Some(j) => {
+                    let mut v = json!({"id": j.id, "state": j.state, "attempt": j.attempt,
+                        "max_attempts": j.max_attempts,
+                        "payload": serde_json::from_str::<Value>(j.payload.unwrap().get()).unwrap()});
+                    if let Some(e) = j.last_error {
+                        v["last_error"] = e.into();
+                    }
+                    v
+                }
+            },
+            "cancel" => json!(match c.cancel(q, id).await? {
+                CancelOutcome::Cancelled => "cancelled",
+                CancelOutcome::NotFound => "not_found",
+                CancelOutcome::Leased => "leased",
+                CancelOutcome::Dead => "dead",
+            }),
+            "reschedule" => {
+                let body = RescheduleRequest {
+                    delay_ms: a["delay_ms"].as_f64(),
+                    run_at: a.get("run_at").cloned(),
+                };
+                c.reschedule(q, id, &body).await?;
+                Value::Null
+            }
+            "claim" => {
+                let req = ClaimRequest {
+                    max: a["max"].as_u64().map(|n| n as usize),
+                    lease_ms: a["lease_ms"].as_u64(),
+                    ..ClaimRequest::default()
+                };
+                let r = c.claim(q, &req).await?;
+                for j in &r.jobs {
+                    self.leases.insert(j.id.clone(), j.lease_token);
+                }
+                listed(r.jobs.into_iter().map(|j| j.id).collect())
+            }
+            "ack" => {
+                c.ack(q, id, self.token(a)).await?;
+                json!("acked")
+            }
+            "nack" => {
+                let body = NackRequest {
+                    lease_token: self.token(a),
+                    error: a["error"].as_str().map(Into::into),
+                    retry_in_ms: a["retry_in_ms"].as_u64(),
+                    dead: a["dead"].as_bool().unwrap_or(false),
+                };
+                json!(match c.nack(q, id, &body).await?.outcome {
+                    OutcomeKind::Retrying => "retrying",
+                    OutcomeKind::Dead => "dead",
+                    other => panic!("nack answered {other:?}"),
+                })
+            }
+            "extend" => {
+                let ms = a["lease_ms"].as_u64().unwrap_or(30_000);
+                c.extend(q, id, self.token(a), ms).await?;
+                json!("extended")
+            }
+            "release" => {
+                c.release(q, id, self.token(a), true).await?;
+                Value::Null
+            }
+            "list" => {
+                let mut ids = Vec::new();
+                let mut cursor = None;
+                loop {
+                    let query = ListQuery {
+                        state: a["state"].as_str().map(Into::into),
+                        limit: a["page_size"].as_u64().map(|n| n as usize),
+                        cursor,
+                        id_prefix: None,
+                    };
+                    let page = c.list_jobs(q, &query).await?;
+                    ids.extend(page.jobs.into_iter().map(|j| j.id));
+                    match page.next_cursor {
+                        Some(n) => cursor = Some(n),
+                        None => break,
+                    }
+                }
+                listed(ids)
+            }
+            "list_dead" => listed(
+                c.list_dead(q, &Page::default())
+                    .await?
+                    .into_iter()
+                    .map(|j| j.id)
+                    .collect(),
+            ),
+            "requeue_dead" if a.get("id").is_some() => {
+                c.requeue_dead(q, id).await?;
+                json!(1)
+            }
+            "requeue_dead" => json!(c.requeue_all_dead(q).await?.count),
+            "purge_dead" => json!(c.purge_dead(q).await?.count),
+            "put_schedule" => {
+                let spec = ScheduleBody {
+                    cron: a["cron"].as_str().map(Into::into),
+                    tz: a["tz"].as_str().map(Into::into),
+                    every_ms: a["every_ms"].as_u64(),
+                    payload: raw(&a["payload"]),
+                    ..ScheduleBody::default()
+                };
+                let s = c
+                    .put_schedule(q, a["name"].as_str().unwrap(), &spec)
+                    .await?;
+                json!({"name": s.name})
+            }
+            "list_schedules" => {
+                let mut names: Vec<String> = c
+                    .list_schedules(q)
+                    .await?
+                    .into_iter()
+                    .map(|s| s.name)
+                    .collect();
+                names.sort();
+                json!(names)
+            }
+            "delete_schedule" => json!(c.delete_schedule(q, a["name"].as_str().unwrap()).await?),
+            "stats" => {
+                let s = c.queue(q).await?;
+                json!({"scheduled": s.scheduled, "due": s.due, "leased": s.leased,
+                    "dead": s.dead, "paused": s.paused})
+            }
+            "get_queue" => {
+                let s = c.queue(q).await?;
+                json!({"paused": s.paused, "settings": s.settings})
+            }
+            "put_queue" => {
+                let patch: SettingsPatch = serde_json::from_value(a["settings"].clone()).unwrap();
+                c.put_queue(q, &patch).await?;
+                Value::Null
+            }
+            "pause" => {
+                c.pause(q).await?;
+                Value::Null
+            }
+            "resume" => {
+                c.resume(q).await?;
+                Value::Null
+            }
+            other => panic!("unknown operation {other}"),
+        })
+    }
+}
+
+async fn run_all(url: &str) {
+    let client = Client::new(url);
+    let mut failures = Vec::new();
+    for sc in suite("scenarios.json")["scenarios"].as_array().unwrap() {
+        let name = sc["name"].as_str().unwrap();
+        let mut r = Runner {
+            c: client.clone(),
+            q: format!("conf-{:08x}", rand::random::<u32>()),
+            leases: HashMap::new(),
+        };
+        for (i, st) in sc["steps"].as_array().unwrap().iter().enumerate() {
+            let op = st["do"].as_str().unwrap();
+            let at = format!("{name}, step {} ({op})", i + 1);
+            match (r.step(op, &st["args"]).await, st.get("error")) {
+                (Err(e), Some(code)) if e.code().map(|c| c.as_str()) == code.as_str() => {}
+                (Err(e), _) => failures.push(format!("{at}: {e}")),
+                (Ok(got), Some(code)) => {
+                    failures.push(format!("{at}: succeeded with {got}, expected {code}"))
+                }
+                (Ok(got), None) => {
+                    if let Some(want) = st.get("expect")
+                        && !matches(want, &got)
+                    {
+                        failures.push(format!("{at}: expected {want}, got {got}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_on_the_embedded_store() {
+    let s = crate::Server::start(delayq_http::HttpConfig::default()).await;
+    run_all(&s.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_on_redis() {
+    let redis = delayq_test_support::shared::redis();
+    let backend = delayq_redis::RedisBackend::connect(&redis.url())
+        .await
+        .unwrap();
+    let url = crate::serve(backend).await;
+    run_all(&url).await;
+}
+
+#[test]
+fn every_webhook_vector() {
+    for v in suite("webhooks.json")["vectors"].as_array().unwrap() {
+        let secrets: Vec<String> = serde_json::from_value(v["secrets"].clone()).unwrap();
+        let headers: Vec<(String, String)> = v["headers"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, x)| (k.clone(), x.as_str().unwrap().to_owned()))
+            .collect();
+        let got = delayq_client::verify_webhook_at(
+            &secrets,
+            headers.iter().map(|(k, x)| (k.as_str(), x.as_str())),
+            v["body"].as_str().unwrap().as_bytes(),
+            v["now"].as_u64().unwrap(),
+        );
+        assert_eq!(
+            got.is_ok(),
+            v["valid"].as_bool().unwrap(),
+            "{}: {got:?}",
+            v["name"]
+        );
+        if let Ok(id) = got {
+            let want = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("webhook-id"));
+            assert_eq!(Some(id.as_str()), want.map(|(_, x)| x.as_str()));
+        }
+    }
+}
