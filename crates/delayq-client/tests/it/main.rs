@@ -52,15 +52,13 @@ impl Server {
     }
 }
 
-/// Serves `backend` on a free port for the rest of the test process; its base URL.
-pub async fn serve<B>(backend: B) -> String
+/// Serves `backend` on a free port until the sender is dropped; its base URL.
+pub async fn serve<B>(backend: B) -> (String, tokio::sync::oneshot::Sender<()>)
 where
     B: delayq::Backend + delayq::Inspect + delayq::Schedules,
 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (url, stop) = serve_on(listener, backend, HttpConfig::default());
-    std::mem::forget(stop);
-    url
+    serve_on(listener, backend, HttpConfig::default())
 }
 
 fn serve_on<B>(

@@ -289,7 +289,7 @@ async fn every_scenario_on_redis() {
     let backend = delayq_redis::RedisBackend::connect(&redis.url())
         .await
         .unwrap();
-    let url = crate::serve(backend).await;
+    let (url, _stop) = crate::serve(backend).await;
     run_all(&url).await;
 }
 
