@@ -1,0 +1,478 @@
+// Client: one method per /v1 operation of a delayq server, over Node's global fetch
+// (keep-alive). Calls that are safe to repeat are retried when no answer comes or the server
+// is unavailable; an enqueue is one of them because every job gets its id here, before the
+// first try.
+
+import { randomUUID } from "node:crypto";
+
+import { DelayqError } from "./errors.js";
+import type {
+  BatchJob,
+  ClaimedJob,
+  Claimed,
+  EnqueueOptions,
+  Enqueued,
+  JobInfo,
+  QueueInfo,
+  QueueSettings,
+  QueueStats,
+  Schedule,
+  ScheduleSpec,
+  SettingsPatch,
+} from "./types.js";
+
+/** How to reach the server. */
+export interface ClientOptions {
+  /** `http://127.0.0.1:7070` */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string;
+  /** Longest one request may take, ms (default 30,000; a claim's wait comes on top). */
+  timeoutMs?: number;
+  /** Times a call that is safe to repeat is sent again (default 3). */
+  retries?: number;
+}
+
+/** An ack a claim may carry. */
+export interface Ack {
+  id: string;
+  leaseToken: number;
+}
+
+type Json = Record<string, unknown>;
+
+const date = (ms: unknown): Date => new Date(Number(ms));
+const optDate = (ms: unknown): Date | undefined => (ms == null ? undefined : date(ms));
+
+function enc(s: string): string {
+  return encodeURIComponent(s);
+}
+
+function timeOf(v: Date | number | string): number | string {
+  return v instanceof Date ? v.getTime() : v;
+}
+
+/** A payload out of an answer: its JSON value, or the bytes when it was not JSON. */
+function payloadOf(j: Json): unknown {
+  if (typeof j.payload_b64 === "string") return new Uint8Array(Buffer.from(j.payload_b64, "base64"));
+  return j.payload;
+}
+
+function payloadFields(payload: unknown): Json {
+  if (payload instanceof Uint8Array) return { payload_b64: Buffer.from(payload).toString("base64") };
+  return { payload: payload === undefined ? null : payload };
+}
+
+function jobBody(payload: unknown, o: EnqueueOptions): Json {
+  const b: Json = { id: o.id ?? randomUUID(), ...payloadFields(payload) };
+  if (o.delayMs !== undefined) b.delay_ms = o.delayMs;
+  if (o.runAt !== undefined) b.run_at = timeOf(o.runAt);
+  if (o.maxAttempts !== undefined) b.max_attempts = o.maxAttempts;
+  if (o.priority !== undefined) b.priority = o.priority;
+  if (o.target !== undefined) b.target = o.target;
+  if (o.onConflict !== undefined) b.on_conflict = o.onConflict;
+  if (o.backoff !== undefined) b.backoff = o.backoff;
+  if (o.leaseMs !== undefined) b.lease_ms = o.leaseMs;
+  if (o.timeoutMs !== undefined) b.timeout_ms = o.timeoutMs;
+  if (o.expiresAt !== undefined) b.expires_at = timeOf(o.expiresAt);
+  if (o.keepDoneMs !== undefined) b.keep_done_ms = o.keepDoneMs;
+  if (o.dedupeMs !== undefined) b.dedupe_ms = o.dedupeMs;
+  return b;
+}
+
+function enqueued(e: Json): Enqueued {
+  return {
+    id: String(e.id),
+    dueAt: date(e.due_at),
+    created: Boolean(e.created),
+    replaced: Boolean(e.replaced),
+    state: e.state as string | undefined,
+  };
+}
+
+function jobInfo(j: Json): JobInfo {
+  return {
+    id: String(j.id),
+    state: String(j.state),
+    attempt: Number(j.attempt),
+    maxAttempts: Number(j.max_attempts),
+    dueAt: date(j.due_at),
+    createdAt: date(j.created_at),
+    payload: payloadOf(j),
+    priority: Number(j.priority ?? 5),
+    leaseDeadline: optDate(j.lease_deadline),
+    failedAt: optDate(j.failed_at),
+    completedAt: optDate(j.completed_at),
+    lastError: j.last_error as string | undefined,
+    timeoutMs: j.timeout_ms as number | undefined,
+    expiresAt: optDate(j.expires_at),
+    target: j.target as JobInfo["target"],
+  };
+}
+
+function claimedJob(j: Json): ClaimedJob {
+  return {
+    id: String(j.id),
+    leaseToken: Number(j.lease_token),
+    attempt: Number(j.attempt),
+    maxAttempts: Number(j.max_attempts),
+    dueAt: date(j.due_at),
+    createdAt: date(j.created_at),
+    leaseDeadline: date(j.lease_deadline),
+    payload: payloadOf(j),
+    priority: Number(j.priority ?? 5),
+    lastError: j.last_error as string | undefined,
+    timeoutMs: j.timeout_ms as number | undefined,
+  };
+}
+
+function queueInfo(q: Json): QueueInfo {
+  const s: QueueStats = {
+    queue: String(q.queue),
+    scheduled: Number(q.scheduled),
+    due: Number(q.due),
+    dueNextMinute: Number(q.due_next_minute),
+    leased: Number(q.leased),
+    dead: Number(q.dead),
+    oldestOverdueMs: Number(q.oldest_overdue_ms),
+    paused: Boolean(q.paused),
+    waitingOnLimit: Number(q.waiting_on_limit ?? 0),
+    done: Number(q.done ?? 0),
+  };
+  return q.settings ? { ...s, settings: q.settings as QueueSettings } : s;
+}
+
+function schedule(s: Json): Schedule {
+  return {
+    name: String(s.name),
+    cron: s.cron as string | undefined,
+    tz: s.tz as string | undefined,
+    everyMs: s.every_ms as number | undefined,
+    catchUp: String(s.catch_up),
+    nextFire: date(s.next_fire),
+    payload: payloadOf(s),
+    maxAttempts: s.max_attempts as number | undefined,
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A signal aborted when either is (AbortSignal.any needs Node 20.3). */
+function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
+  const c = new AbortController();
+  for (const s of [a, b]) {
+    if (s.aborted) c.abort(s.reason);
+    else s.addEventListener("abort", () => c.abort(s.reason), { once: true });
+  }
+  return c.signal;
+}
+
+/** A client of one delayq server. */
+export class Client {
+  readonly baseUrl: string;
+  readonly #token?: string;
+  readonly #timeoutMs: number;
+  readonly #retries: number;
+
+  constructor(opts: ClientOptions) {
+    if (!/^https?:\/\//.test(opts.baseUrl)) {
+      throw new DelayqError("bad_answer", `baseUrl ${JSON.stringify(opts.baseUrl)}: expected http://HOST:PORT`, {
+        retryable: false,
+      });
+    }
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
+    this.#token = opts.token;
+    this.#timeoutMs = opts.timeoutMs ?? 30_000;
+    this.#retries = opts.retries ?? 3;
+  }
+
+  /** One request; the JSON of a 2xx (undefined when empty), else a DelayqError. */
+  async #once(method: string, path: string, body: unknown, extraMs: number, signal?: AbortSignal): Promise<unknown> {
+    const headers: Record<string, string> = {};
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const timeout = AbortSignal.timeout(this.#timeoutMs + extraMs);
+    const both = signal ? anySignal(timeout, signal) : timeout;
+    let resp: Response;
+    try {
+      resp = await fetch(this.baseUrl + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: both,
+      });
+    } catch (e) {
+      if (timeout.aborted) throw new DelayqError("timeout", `${method} ${path}: no answer in time`);
+      if (signal?.aborted) throw new DelayqError("aborted", `${method} ${path}: aborted`, { retryable: false });
+      const cause = (e as { cause?: { message?: string } }).cause?.message ?? String(e);
+      throw new DelayqError("connection_failed", `delayq server ${this.baseUrl}: ${cause}`);
+    }
+    const text = await resp.text();
+    let json: unknown = undefined;
+    if (text) {
+      try {
+        json = JSON.parse(text);
+      } catch {
+        if (resp.ok) throw new DelayqError("bad_answer", `not JSON: ${text.slice(0, 200)}`, { retryable: false });
+      }
+    }
+    if (resp.ok) return json;
+    const b = (json ?? {}) as Json;
+    const retryAfter = resp.headers.get("retry-after");
+    throw new DelayqError(
+      typeof b.code === "string" ? b.code : resp.status === 503 ? "unavailable" : `http_${resp.status}`,
+      typeof b.message === "string" ? b.message : text.slice(0, 200),
+      {
+        status: resp.status,
+        state: b.state as string | undefined,
+        retryAfterS: retryAfter && /^\d+$/.test(retryAfter) ? Number(retryAfter) : undefined,
+      },
+    );
+  }
+
+  async #call(
+    method: string,
+    path: string,
+    body?: unknown,
+    opts: { repeat?: boolean; extraMs?: number; signal?: AbortSignal } = {},
+  ): Promise<unknown> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#once(method, path, body, opts.extraMs ?? 0, opts.signal);
+      } catch (e) {
+        const err = e as DelayqError;
+        if (opts.repeat === false || attempt >= this.#retries || !err.retryable) throw err;
+        await sleep(err.retryAfterS !== undefined ? err.retryAfterS * 1000 : 200 * 2 ** attempt);
+      }
+    }
+  }
+
+  static #q(queue: string): string {
+    return `/v1/queues/${enc(queue)}`;
+  }
+
+  static #job(queue: string, id: string, rest = ""): string {
+    return `${Client.#q(queue)}/jobs/${enc(id)}${rest}`;
+  }
+
+  // --- Jobs ---------------------------------------------------------------------------
+
+  /** Enqueues one job (payload: any JSON value, or a Uint8Array of bytes). */
+  async enqueue(queue: string, payload: unknown, opts: EnqueueOptions = {}): Promise<Enqueued> {
+    return enqueued((await this.#call("POST", `${Client.#q(queue)}/jobs`, jobBody(payload, opts))) as Json);
+  }
+
+  /** Enqueues a batch atomically (1-10,000 jobs); one answer per job, in order. */
+  async enqueueBatch(queue: string, jobs: BatchJob[]): Promise<Enqueued[]> {
+    const body = jobs.map(({ payload, ...o }) => jobBody(payload, o));
+    const out = (await this.#call("POST", `${Client.#q(queue)}/jobs`, body)) as Json[];
+    return out.map(enqueued);
+  }
+
+  /** One job in any state; `null` when there is no such job. */
+  async get(queue: string, id: string): Promise<JobInfo | null> {
+    try {
+      return jobInfo((await this.#call("GET", Client.#job(queue, id))) as Json);
+    } catch (e) {
+      if ((e as DelayqError).code === "not_found") return null;
+      throw e;
+    }
+  }
+
+  /** Cancels a scheduled job: `cancelled`, or why not. */
+  async cancel(queue: string, id: string): Promise<"cancelled" | "not_found" | "leased" | "dead"> {
+    try {
+      await this.#call("DELETE", Client.#job(queue, id));
+      return "cancelled";
+    } catch (e) {
+      const code = (e as DelayqError).code;
+      if (code === "not_found") return "not_found";
+      if (code === "job_leased") return "leased";
+      if (code === "job_dead") return "dead";
+      throw e;
+    }
+  }
+
+  /** Moves a scheduled job to a new due time. */
+  async reschedule(queue: string, id: string, to: { delayMs?: number; runAt?: Date | number | string }): Promise<{ dueAt: Date }> {
+    const body: Json = {};
+    if (to.delayMs !== undefined) body.delay_ms = to.delayMs;
+    if (to.runAt !== undefined) body.run_at = timeOf(to.runAt);
+    const o = (await this.#call("PATCH", Client.#job(queue, id), body)) as Json;
+    return { dueAt: date(o.due_at) };
+  }
+
+  /** Makes a scheduled job due now. */
+  async runNow(queue: string, id: string): Promise<void> {
+    await this.#call("POST", Client.#job(queue, id, "/run"));
+  }
+
+  /** Every job in `state` (`scheduled`, `due`, `leased`, `dead`, `done`), page after page. */
+  async *listJobs(queue: string, opts: { state: string; pageSize?: number }): AsyncGenerator<JobInfo> {
+    let cursor: string | undefined;
+    for (;;) {
+      const qs = new URLSearchParams({ state: opts.state, limit: String(opts.pageSize ?? 100) });
+      if (cursor) qs.set("cursor", cursor);
+      const page = (await this.#call("GET", `${Client.#q(queue)}/jobs?${qs}`)) as Json;
+      for (const j of page.jobs as Json[]) yield jobInfo(j);
+      if (!page.next_cursor) return;
+      cursor = String(page.next_cursor);
+    }
+  }
+
+  // --- Consumers ----------------------------------------------------------------------
+
+  /** Leases due jobs, waiting up to `waitMs` for one; `acks` are applied first. Not retried. */
+  async claim(
+    queue: string,
+    opts: { max?: number; leaseMs?: number; waitMs?: number; acks?: Ack[]; pollId?: string; signal?: AbortSignal } = {},
+  ): Promise<Claimed> {
+    const body: Json = { max: opts.max ?? 1, wait_ms: opts.waitMs ?? 0 };
+    if (opts.leaseMs !== undefined) body.lease_ms = opts.leaseMs;
+    if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ id: a.id, lease_token: a.leaseToken }));
+    if (opts.pollId) body.poll_id = opts.pollId;
+    const r = (await this.#call("POST", `${Client.#q(queue)}/claim`, body, {
+      repeat: false,
+      extraMs: opts.waitMs ?? 0,
+      signal: opts.signal,
+    })) as Json;
+    return {
+      jobs: (r.jobs as Json[]).map(claimedJob),
+      acks: (r.acks as string[] | undefined) ?? [],
+      nextDueInMs: r.next_due_in_ms as number | undefined,
+    };
+  }
+
+  /** Ends the waiting claim named `pollId` now. */
+  async cutPoll(queue: string, pollId: string): Promise<void> {
+    await this.#call("DELETE", `${Client.#q(queue)}/polls/${enc(pollId)}`, undefined, { repeat: false });
+  }
+
+  /** Completes a job (a `lease_lost` error when its lease moved on). */
+  async ack(queue: string, id: string, leaseToken: number): Promise<void> {
+    await this.#call("POST", Client.#job(queue, id, "/ack"), { lease_token: leaseToken });
+  }
+
+  /** Completes up to 1,000 jobs in one request; per ack `acked`, `lease_lost` or `not_found`. */
+  async ackBatch(queue: string, acks: Ack[]): Promise<string[]> {
+    const body = { acks: acks.map((a) => ({ id: a.id, lease_token: a.leaseToken })) };
+    const r = (await this.#call("POST", `${Client.#q(queue)}/acks`, body)) as Json;
+    return r.acks as string[];
+  }
+
+  /** Fails an attempt: retried by backoff (or after `retryInMs`), or dead-lettered. */
+  async nack(
+    queue: string,
+    id: string,
+    leaseToken: number,
+    opts: { error?: string; retryInMs?: number; dead?: boolean } = {},
+  ): Promise<"retrying" | "dead"> {
+    const body: Json = { lease_token: leaseToken, dead: opts.dead ?? false };
+    if (opts.error !== undefined) body.error = opts.error;
+    if (opts.retryInMs !== undefined) body.retry_in_ms = opts.retryInMs;
+    const r = (await this.#call("POST", Client.#job(queue, id, "/nack"), body, { repeat: false })) as Json;
+    return r.outcome as "retrying" | "dead";
+  }
+
+  /** Extends a lease to `leaseMs` from now; answers the new deadline. */
+  async extend(queue: string, id: string, leaseToken: number, leaseMs: number): Promise<Date> {
+    const r = (await this.#call("POST", Client.#job(queue, id, "/extend"), { lease_token: leaseToken, lease_ms: leaseMs })) as Json;
+    return date(r.lease_deadline);
+  }
+
+  /** Gives a lease back: the job is due again at once (the attempt not counted by default). */
+  async release(queue: string, id: string, leaseToken: number, undoAttempt = true): Promise<void> {
+    await this.#call("POST", Client.#job(queue, id, "/release"), { lease_token: leaseToken, undo_attempt: undoAttempt });
+  }
+
+  // --- Queues -------------------------------------------------------------------------
+
+  /** Every queue that holds jobs, with its counts. */
+  async queues(): Promise<QueueStats[]> {
+    return ((await this.#call("GET", "/v1/queues")) as Json[]).map(queueInfo);
+  }
+
+  /** A queue's counts. */
+  async stats(queue: string): Promise<QueueStats> {
+    const { settings: _settings, ...s } = await this.getQueue(queue);
+    return s;
+  }
+
+  /** A queue's counts and settings. */
+  async getQueue(queue: string): Promise<QueueInfo> {
+    return queueInfo((await this.#call("GET", Client.#q(queue))) as Json);
+  }
+
+  /** Changes a queue's settings (the fields given); answers the queue. */
+  async putQueue(queue: string, patch: SettingsPatch): Promise<QueueInfo> {
+    return queueInfo((await this.#call("PUT", Client.#q(queue), patch)) as Json);
+  }
+
+  /** Pauses a queue: it accepts jobs and leases none. */
+  async pause(queue: string): Promise<void> {
+    await this.#call("POST", `${Client.#q(queue)}/pause`);
+  }
+
+  /** Resumes a paused queue. */
+  async resume(queue: string): Promise<void> {
+    await this.#call("POST", `${Client.#q(queue)}/resume`);
+  }
+
+  // --- Dead letters -------------------------------------------------------------------
+
+  /** Dead jobs, oldest failure first. */
+  async listDead(queue: string, opts: { offset?: number; limit?: number } = {}): Promise<JobInfo[]> {
+    const r = (await this.#call("GET", `${Client.#q(queue)}/dead?offset=${opts.offset ?? 0}&limit=${opts.limit ?? 100}`)) as Json[];
+    return r.map(jobInfo);
+  }
+
+  /** Puts one dead job (or, without `id`, every one) back, due now; answers how many. */
+  async requeueDead(queue: string, id?: string): Promise<number> {
+    if (id !== undefined) {
+      await this.#call("POST", `${Client.#q(queue)}/dead/${enc(id)}/requeue`);
+      return 1;
+    }
+    const r = (await this.#call("POST", `${Client.#q(queue)}/dead/requeue`)) as Json;
+    return Number(r.count);
+  }
+
+  /** Deletes every dead job; answers how many. */
+  async purgeDead(queue: string): Promise<number> {
+    const r = (await this.#call("DELETE", `${Client.#q(queue)}/dead`)) as Json;
+    return Number(r.count);
+  }
+
+  // --- Schedules ----------------------------------------------------------------------
+
+  /** Creates or changes a schedule; answers it with its next fire. */
+  async putSchedule(queue: string, name: string, spec: ScheduleSpec): Promise<Schedule> {
+    const b: Json = { ...payloadFields(spec.payload) };
+    if (spec.cron !== undefined) b.cron = spec.cron;
+    if (spec.tz !== undefined) b.tz = spec.tz;
+    if (spec.everyMs !== undefined) b.every_ms = spec.everyMs;
+    if (spec.catchUp !== undefined) b.catch_up = spec.catchUp;
+    if (spec.maxAttempts !== undefined) b.max_attempts = spec.maxAttempts;
+    if (spec.backoff !== undefined) b.backoff = spec.backoff;
+    if (spec.leaseMs !== undefined) b.lease_ms = spec.leaseMs;
+    if (spec.timeoutMs !== undefined) b.timeout_ms = spec.timeoutMs;
+    if (spec.target !== undefined) b.target = spec.target;
+    return schedule((await this.#call("PUT", `${Client.#q(queue)}/schedules/${enc(name)}`, b)) as Json);
+  }
+
+  /** A queue's schedules, by name. */
+  async listSchedules(queue: string): Promise<Schedule[]> {
+    const r = (await this.#call("GET", `${Client.#q(queue)}/schedules`)) as Json;
+    return (r.schedules as Json[]).map(schedule);
+  }
+
+  /** Deletes a schedule; `false` when there was none. */
+  async deleteSchedule(queue: string, name: string): Promise<boolean> {
+    try {
+      await this.#call("DELETE", `${Client.#q(queue)}/schedules/${enc(name)}`);
+      return true;
+    } catch (e) {
+      if ((e as DelayqError).code === "not_found") return false;
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,186 @@
+// The shapes the client answers with: the API's JSON (docs/API.md, crates/delayq-wire) in
+// camelCase, times as Date.
+
+/** A push target: the payload is sent there by HTTP at the due time (`delayq serve --push`). */
+export interface Target {
+  url: string;
+  method?: string;
+  headers?: Record<string, string>;
+}
+
+/** Retry backoff: exponential from `base_ms` to `cap_ms` (with jitter), or fixed. */
+export type Backoff = Record<string, unknown>;
+
+/** Options of one enqueue. */
+export interface EnqueueOptions {
+  /** The job's id: enqueueing the same id again stores nothing (generated when absent). */
+  id?: string;
+  /** Due in this many ms. */
+  delayMs?: number;
+  /** Due at this time (a Date, ms since the epoch, or RFC 3339 text). */
+  runAt?: Date | number | string;
+  /** Deliveries before the job is dead-lettered (default 10). */
+  maxAttempts?: number;
+  /** 0-9, higher first among due jobs (default 5). */
+  priority?: number;
+  /** Deliver by HTTP push instead of a worker. */
+  target?: Target;
+  /** When the id exists: `keep` (default) or `replace` (debounce a scheduled job). */
+  onConflict?: "keep" | "replace";
+  /** Retry backoff. */
+  backoff?: Backoff;
+  /** Lease length for this job, ms. */
+  leaseMs?: number;
+  /** Longest one attempt may run, ms. */
+  timeoutMs?: number;
+  /** Dead-letter the job instead of starting it after this time. */
+  expiresAt?: Date | number | string;
+  /** Keep the job readable as `done` this long after it completes, ms. */
+  keepDoneMs?: number;
+  /** Refuse its id this long after it completes, ms. */
+  dedupeMs?: number;
+}
+
+/** A job of a batch: its payload and options. */
+export interface BatchJob extends EnqueueOptions {
+  payload: unknown;
+}
+
+/** The answer to an enqueue. */
+export interface Enqueued {
+  id: string;
+  /** When it is due (the existing job's due time when the id existed). */
+  dueAt: Date;
+  /** `false` when the id existed and nothing was written. */
+  created: boolean;
+  /** With `onConflict: "replace"`: the scheduled job was replaced. */
+  replaced: boolean;
+  /** With `onConflict: "replace"`, when the existing job was not touched: its state. */
+  state?: string;
+}
+
+/** A stored job. */
+export interface JobInfo {
+  id: string;
+  /** `scheduled`, `leased`, `dead` or `done` (`due` in a listing of due jobs). */
+  state: string;
+  attempt: number;
+  maxAttempts: number;
+  dueAt: Date;
+  createdAt: Date;
+  /** The payload: its JSON value, or the bytes when it is not JSON. */
+  payload: unknown;
+  priority: number;
+  leaseDeadline?: Date;
+  failedAt?: Date;
+  completedAt?: Date;
+  lastError?: string;
+  timeoutMs?: number;
+  expiresAt?: Date;
+  target?: Target;
+}
+
+/** A job leased to a worker. */
+export interface ClaimedJob {
+  id: string;
+  /** Give it back with ack, nack, extend and release. */
+  leaseToken: number;
+  /** This delivery's number, 1 for the first. */
+  attempt: number;
+  maxAttempts: number;
+  dueAt: Date;
+  createdAt: Date;
+  leaseDeadline: Date;
+  payload: unknown;
+  priority: number;
+  lastError?: string;
+  /** Longest this attempt may run, ms. */
+  timeoutMs?: number;
+}
+
+/** What a claim answered. */
+export interface Claimed {
+  jobs: ClaimedJob[];
+  /** Per ack the claim carried, in order: `acked`, `lease_lost` or `not_found`. */
+  acks: string[];
+  /** With no job and no waiting: ms until the next job is due. */
+  nextDueInMs?: number;
+}
+
+/** A start-rate limit. */
+export interface Rate {
+  per_s: number;
+  burst: number;
+}
+
+/** A queue's settings, as the API shows them. */
+export interface QueueSettings {
+  shards: number;
+  lane: boolean;
+  lane_window_ms: number;
+  rate: Rate | null;
+  max_in_flight: number | null;
+  keep_done_ms: number;
+  dedupe_ms: number;
+  target: Target | null;
+  delivery: "pull" | "push";
+}
+
+/** A queue's counts. */
+export interface QueueStats {
+  queue: string;
+  scheduled: number;
+  due: number;
+  dueNextMinute: number;
+  leased: number;
+  dead: number;
+  oldestOverdueMs: number;
+  paused: boolean;
+  waitingOnLimit: number;
+  done: number;
+}
+
+/** A queue's counts and settings. */
+export interface QueueInfo extends QueueStats {
+  settings?: QueueSettings;
+}
+
+/** A settings change: the fields given (`null` removes a limit or the target). */
+export type SettingsPatch = Partial<{
+  shards: number;
+  lane: boolean;
+  lane_window_ms: number;
+  rate: Rate | null;
+  max_in_flight: number | null;
+  keep_done_ms: number;
+  dedupe_ms: number;
+  target: Target | null;
+  delivery: "pull" | "push";
+}>;
+
+/** A schedule to store: `cron` (with `tz`) or `everyMs`, and the payload of each fire's job. */
+export interface ScheduleSpec {
+  cron?: string;
+  tz?: string;
+  everyMs?: number;
+  payload: unknown;
+  catchUp?: "none" | "one" | "all";
+  maxAttempts?: number;
+  backoff?: Backoff;
+  leaseMs?: number;
+  timeoutMs?: number;
+  target?: Target;
+}
+
+/** A stored schedule. */
+export interface Schedule {
+  name: string;
+  cron?: string;
+  tz?: string;
+  everyMs?: number;
+  catchUp: string;
+  /** The next fire; its job's id is `NAME@<ms>`. */
+  nextFire: Date;
+  payload: unknown;
+  maxAttempts?: number;
+}

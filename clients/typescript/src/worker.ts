@@ -1,0 +1,233 @@
+// Worker: runs a handler for each job of a queue. It long-polls for as many jobs as it has free
+// slots, lets the acks of finished jobs ride on its next claim, extends each lease while its
+// handler runs, and on close() stops claiming, cuts its poll short, lets running handlers
+// finish and gives back what it had not started.
+
+import { randomUUID } from "node:crypto";
+
+import type { Client, Ack } from "./client.js";
+import { DelayqError } from "./errors.js";
+import type { ClaimedJob } from "./types.js";
+
+/** Throw from a handler to retry the job after `ms` instead of the queue's backoff. */
+export class RetryIn extends Error {
+  constructor(
+    readonly ms: number,
+    message = `retry in ${ms} ms`,
+  ) {
+    super(message);
+    this.name = "RetryIn";
+  }
+}
+
+/** Throw from a handler to dead-letter the job at once (no more attempts). */
+export class DeadLetter extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = "DeadLetter";
+  }
+}
+
+/** A job as a handler receives it. */
+export interface Job {
+  id: string;
+  payload: unknown;
+  /** This delivery's number, 1 for the first. */
+  attempt: number;
+  maxAttempts: number;
+  dueAt: Date;
+  /** The error of the previous attempt. */
+  lastError?: string;
+  /** Aborted when the job's `timeoutMs` has passed: the attempt is then failed with `timeout`. */
+  signal: AbortSignal;
+}
+
+/** A job's handler: resolving acks the job, throwing fails the attempt. */
+export type Handler = (job: Job) => unknown | Promise<unknown>;
+
+/** How a worker runs. */
+export interface WorkerOptions {
+  /** Jobs run at once (default 4). */
+  concurrency?: number;
+  /** Lease of each job, ms (default 30,000); extended every third of it while the handler runs. */
+  leaseMs?: number;
+  /** How long one claim waits for a due job, ms (default 5,000). */
+  waitMs?: number;
+  /** Aborting it closes the worker, as `close()` does. */
+  signal?: AbortSignal;
+  /** Told of errors the worker handles itself (a failed claim, a lost lease); default: console.error. */
+  onError?: (err: unknown, job?: ClaimedJob) => void;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+
+/** Runs `handler` for the jobs of `queue`. */
+export class Worker {
+  readonly #client: Client;
+  readonly #queue: string;
+  readonly #handler: Handler;
+  readonly #concurrency: number;
+  readonly #leaseMs: number;
+  readonly #waitMs: number;
+  readonly #onError: (err: unknown, job?: ClaimedJob) => void;
+  readonly #stop = new AbortController();
+  readonly #running = new Set<Promise<void>>();
+  #acks: Ack[] = [];
+  #poll?: string;
+  #done?: Promise<void>;
+
+  constructor(client: Client, queue: string, handler: Handler, opts: WorkerOptions = {}) {
+    this.#client = client;
+    this.#queue = queue;
+    this.#handler = handler;
+    this.#concurrency = Math.max(1, opts.concurrency ?? 4);
+    this.#leaseMs = opts.leaseMs ?? 30_000;
+    this.#waitMs = opts.waitMs ?? 5_000;
+    this.#onError = opts.onError ?? ((e) => console.error("delayq worker:", e));
+    if (opts.signal) {
+      if (opts.signal.aborted) this.#stop.abort();
+      else opts.signal.addEventListener("abort", () => void this.close(), { once: true });
+    }
+  }
+
+  /** Claims and runs jobs until `close()` (or the signal); settles once everything is finished or given back. */
+  run(): Promise<void> {
+    this.#done ??= this.#loop();
+    return this.#done;
+  }
+
+  /** Stops claiming, cuts the waiting claim short, lets running handlers finish, gives back unstarted jobs. */
+  async close(): Promise<void> {
+    if (!this.#stop.signal.aborted) {
+      this.#stop.abort();
+      const poll = this.#poll;
+      if (poll) await this.#client.cutPoll(this.#queue, poll).catch(() => undefined);
+    }
+    await this.#done;
+  }
+
+  async #loop(): Promise<void> {
+    const stop = this.#stop.signal;
+    let failures = 0;
+    while (!stop.aborted) {
+      const free = this.#concurrency - this.#running.size;
+      if (free === 0) {
+        await Promise.race(this.#running);
+        continue;
+      }
+      const acks = this.#acks.splice(0, 1000);
+      this.#poll = randomUUID();
+      let jobs: ClaimedJob[];
+      try {
+        const r = await this.#client.claim(this.#queue, {
+          max: free,
+          leaseMs: this.#leaseMs,
+          waitMs: this.#running.size > 0 ? Math.min(this.#waitMs, 1000) : this.#waitMs,
+          acks,
+          pollId: this.#poll,
+        });
+        jobs = r.jobs;
+        failures = 0;
+      } catch (e) {
+        // The acks may not have arrived: they go again (an ack repeated answers not_found).
+        this.#acks.unshift(...acks);
+        this.#onError(e);
+        failures++;
+        await sleep(Math.min(5000, 100 * 2 ** failures), stop);
+        continue;
+      } finally {
+        this.#poll = undefined;
+      }
+      if (stop.aborted) {
+        await this.#giveBack(jobs);
+        break;
+      }
+      for (const j of jobs) this.#start(j);
+    }
+    while (this.#running.size) await Promise.race(this.#running);
+    await this.#flushAcks();
+  }
+
+  async #giveBack(jobs: ClaimedJob[]): Promise<void> {
+    await Promise.all(
+      jobs.map((j) => this.#client.release(this.#queue, j.id, j.leaseToken, true).catch((e) => this.#onError(e, j))),
+    );
+  }
+
+  async #flushAcks(): Promise<void> {
+    while (this.#acks.length) {
+      const batch = this.#acks.splice(0, 1000);
+      try {
+        await this.#client.ackBatch(this.#queue, batch);
+      } catch (e) {
+        this.#onError(e);
+        return;
+      }
+    }
+  }
+
+  #start(c: ClaimedJob): void {
+    const p = this.#run(c).finally(() => this.#running.delete(p));
+    this.#running.add(p);
+  }
+
+  async #run(c: ClaimedJob): Promise<void> {
+    const timeout = new AbortController();
+    const job: Job = {
+      id: c.id,
+      payload: c.payload,
+      attempt: c.attempt,
+      maxAttempts: c.maxAttempts,
+      dueAt: c.dueAt,
+      lastError: c.lastError,
+      signal: timeout.signal,
+    };
+    const every = Math.max(10, Math.floor(this.#leaseMs / 3));
+    const extender = setInterval(() => {
+      this.#client.extend(this.#queue, c.id, c.leaseToken, this.#leaseMs).catch((e) => this.#onError(e, c));
+    }, every);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => {
+      if (c.timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          timeout.abort(new DelayqError("timeout", `the attempt ran over its ${c.timeoutMs} ms`, { retryable: false }));
+          resolve("timeout");
+        }, c.timeoutMs);
+      }
+    });
+    try {
+      const outcome = await Promise.race([Promise.resolve().then(() => this.#handler(job)).then(() => "ok" as const), timedOut]);
+      if (outcome === "timeout") {
+        await this.#nack(c, { error: "timeout" });
+      } else {
+        this.#acks.push({ id: c.id, leaseToken: c.leaseToken });
+      }
+    } catch (e) {
+      if (e instanceof RetryIn) await this.#nack(c, { error: e.message, retryInMs: e.ms });
+      else if (e instanceof DeadLetter) await this.#nack(c, { error: e.message, dead: true });
+      else await this.#nack(c, { error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      clearInterval(extender);
+      if (timer) clearTimeout(timer);
+    }
+  }
+
+  async #nack(c: ClaimedJob, opts: { error: string; retryInMs?: number; dead?: boolean }): Promise<void> {
+    try {
+      await this.#client.nack(this.#queue, c.id, c.leaseToken, opts);
+    } catch (e) {
+      this.#onError(e, c);
+    }
+  }
+}
