@@ -1,0 +1,238 @@
+// Package delayq is the Go client of a delayq server's HTTP API: enqueue jobs that run at a
+// future time, run workers, verify the webhooks `delayq serve --push` sends. Standard library
+// only.
+package delayq
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client calls one delayq server. Safe for concurrent use.
+type Client struct {
+	base    string
+	token   string
+	http    *http.Client
+	retries int
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends Authorization: Bearer <t> with every request.
+func WithToken(t string) Option { return func(c *Client) { c.token = t } }
+
+// WithHTTPClient uses h (its Timeout bounds each request; a claim's wait comes on top of
+// nothing, so give long polls room).
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithRetries sets how many times a call that is safe to repeat is sent again (default 3).
+func WithRetries(n int) Option { return func(c *Client) { c.retries = n } }
+
+// NewClient is a client of the server at baseURL (http://127.0.0.1:7070).
+func NewClient(baseURL string, opts ...Option) *Client {
+	c := &Client{
+		base:    strings.TrimRight(baseURL, "/"),
+		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 50 * time.Second}},
+		retries: 3,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// call sends one request (again, when repeat and the failure is retryable) and decodes a 2xx
+// answer into out (when not nil).
+func (c *Client) call(ctx context.Context, method, path string, body, out any, repeat bool) error {
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return &Error{Code: "bad_request", Message: err.Error()}
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := c.once(ctx, method, path, data, body != nil, out)
+		var e *Error
+		if err == nil || !repeat || attempt >= c.retries || !errors.As(err, &e) || !e.Retryable() {
+			return err
+		}
+		wait := time.Duration(200<<attempt) * time.Millisecond
+		if e.RetryAfter > 0 {
+			wait = time.Duration(e.RetryAfter) * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, data []byte, hasBody bool, out any) error {
+	if !strings.HasPrefix(c.base, "http://") && !strings.HasPrefix(c.base, "https://") {
+		return &Error{Code: "bad_request", Message: fmt.Sprintf("base URL %q: expected http://HOST:PORT", c.base)}
+	}
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return &Error{Code: "bad_request", Message: err.Error()}
+	}
+	if hasBody {
+		req.Header.Set("content-type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &Error{Code: "timeout", Message: fmt.Sprintf("%s %s: %v", method, path, ctx.Err())}
+		}
+		var ne interface{ Timeout() bool }
+		if errors.As(err, &ne) && ne.Timeout() {
+			return &Error{Code: "timeout", Message: err.Error()}
+		}
+		return &Error{Code: "connection_failed", Message: err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return &Error{Code: "connection_failed", Message: err.Error()}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out == nil || len(raw) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return &Error{Code: "bad_answer", Status: resp.StatusCode, Message: err.Error()}
+		}
+		return nil
+	}
+	var b struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		State   string `json:"state"`
+	}
+	e := &Error{Status: resp.StatusCode}
+	if json.Unmarshal(raw, &b) == nil && b.Code != "" {
+		e.Code, e.Message, e.State = b.Code, b.Message, b.State
+	} else {
+		e.Code, e.Message = fmt.Sprintf("http_%d", resp.StatusCode), string(raw)
+		if resp.StatusCode == 503 {
+			e.Code = "unavailable"
+		}
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("retry-after")); err == nil {
+		e.RetryAfter = s
+	}
+	return e
+}
+
+func q(queue string) string { return "/v1/queues/" + url.PathEscape(queue) }
+
+func jobPath(queue, id, rest string) string { return q(queue) + "/jobs/" + url.PathEscape(id) + rest }
+
+func ms(v *int64) time.Time {
+	if v == nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(*v)
+}
+
+// payloadFields is a payload as the API takes it: []byte as payload_b64, json.RawMessage as
+// it is, anything else marshaled to JSON.
+func payloadFields(payload any, into map[string]any) error {
+	switch p := payload.(type) {
+	case []byte:
+		into["payload_b64"] = base64.StdEncoding.EncodeToString(p)
+	case json.RawMessage:
+		into["payload"] = p
+	default:
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return &Error{Code: "invalid_payload", Message: err.Error()}
+		}
+		into["payload"] = json.RawMessage(raw)
+	}
+	return nil
+}
+
+// wireJob is a job object of an answer.
+type wireJob struct {
+	ID            string          `json:"id"`
+	State         string          `json:"state"`
+	LeaseToken    int64           `json:"lease_token"`
+	Attempt       int             `json:"attempt"`
+	MaxAttempts   int             `json:"max_attempts"`
+	DueAt         int64           `json:"due_at"`
+	CreatedAt     int64           `json:"created_at"`
+	LeaseDeadline *int64          `json:"lease_deadline"`
+	FailedAt      *int64          `json:"failed_at"`
+	LastError     string          `json:"last_error"`
+	TimeoutMs     *int64          `json:"timeout_ms"`
+	Priority      int             `json:"priority"`
+	Payload       json.RawMessage `json:"payload"`
+	PayloadB64    *string         `json:"payload_b64"`
+}
+
+func (w wireJob) job() *Job {
+	j := &Job{
+		ID: w.ID, State: w.State, Payload: w.Payload, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
+		DueAt: time.UnixMilli(w.DueAt), CreatedAt: time.UnixMilli(w.CreatedAt), LastError: w.LastError,
+		Priority: w.Priority, LeaseToken: w.LeaseToken, LeaseDeadline: ms(w.LeaseDeadline), FailedAt: ms(w.FailedAt),
+	}
+	if w.TimeoutMs != nil {
+		j.Timeout = time.Duration(*w.TimeoutMs) * time.Millisecond
+	}
+	if w.PayloadB64 != nil {
+		j.Bytes, _ = base64.StdEncoding.DecodeString(*w.PayloadB64)
+		j.Payload = nil
+	}
+	return j
+}
+
+// Job is a job: stored (Get, listings) or leased (Claim, a worker's handler).
+type Job struct {
+	ID string
+	// Payload is the JSON payload as stored, byte for byte (nil when it is not JSON: see Bytes).
+	Payload json.RawMessage
+	// Bytes holds a payload that is not JSON.
+	Bytes       []byte
+	Attempt     int
+	MaxAttempts int
+	DueAt       time.Time
+	CreatedAt   time.Time
+	// State is scheduled, leased, dead or done (due in a listing of due jobs).
+	State     string
+	LastError string
+	Priority  int
+	// LeaseToken is the claim's fencing token (leased jobs): give it back with Ack and Nack.
+	LeaseToken    int64
+	LeaseDeadline time.Time
+	FailedAt      time.Time
+	// Timeout is the longest one attempt may run (0: no limit).
+	Timeout time.Duration
+}

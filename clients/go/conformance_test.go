@@ -1,0 +1,322 @@
+package delayq
+
+// The shared conformance suite (clients/conformance) run by the Go client: every scenario
+// against the live server at DELAYQ_URL, and every webhook vector.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+)
+
+func load(t *testing.T, name string, into any) {
+	raw, err := os.ReadFile("../conformance/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// matches is the suite's deep subset match.
+func matches(expect, got any) bool {
+	switch e := expect.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range e {
+			gv, ok := g[k]
+			if !ok || !matches(v, gv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(e) {
+			return false
+		}
+		for i := range e {
+			if !matches(e[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(expect, got)
+}
+
+// norm turns a result into the JSON shape the suite compares (numbers as float64).
+func norm(v any) any {
+	raw, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
+type runner struct {
+	c      *Client
+	q      string
+	leases map[string]int64
+}
+
+func num(a map[string]any, k string) (float64, bool) {
+	v, ok := a[k].(float64)
+	return v, ok
+}
+
+func (r *runner) token(a map[string]any) int64 {
+	if t, ok := num(a, "lease_token"); ok {
+		return int64(t)
+	}
+	t := r.leases[a["id"].(string)]
+	if a["lease"] == "stale" {
+		return t + 1_000_000
+	}
+	return t
+}
+
+func enqueueOpts(a map[string]any) []EnqueueOption {
+	var o []EnqueueOption
+	if id, ok := a["id"].(string); ok {
+		o = append(o, WithID(id))
+	}
+	if d, ok := num(a, "delay_ms"); ok {
+		o = append(o, WithField("delay_ms", d))
+	}
+	if v, ok := a["run_at"]; ok {
+		o = append(o, WithField("run_at", v))
+	}
+	if n, ok := num(a, "max_attempts"); ok {
+		o = append(o, WithMaxAttempts(int(n)))
+	}
+	if n, ok := num(a, "priority"); ok {
+		o = append(o, WithPriority(int(n)))
+	}
+	if a["on_conflict"] == "replace" {
+		o = append(o, WithReplace())
+	}
+	return o
+}
+
+func listed(ids []string) map[string]any {
+	sort.Strings(ids)
+	if ids == nil {
+		ids = []string{}
+	}
+	return map[string]any{"count": len(ids), "ids": ids}
+}
+
+func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, error) {
+	c, q := r.c, r.q
+	id, _ := a["id"].(string)
+	switch op {
+	case "enqueue":
+		e, err := c.Enqueue(ctx, q, a["payload"], enqueueOpts(a)...)
+		return map[string]any{"id": e.ID, "created": e.Created}, err
+	case "enqueue_batch":
+		var jobs []BatchJob
+		for _, j := range a["jobs"].([]any) {
+			m := j.(map[string]any)
+			jobs = append(jobs, BatchJob{Payload: m["payload"], Options: enqueueOpts(m)})
+		}
+		out, err := c.EnqueueBatch(ctx, q, jobs)
+		res := []any{}
+		for _, e := range out {
+			res = append(res, map[string]any{"id": e.ID, "created": e.Created})
+		}
+		return res, err
+	case "get":
+		j, err := c.Get(ctx, q, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var payload any
+		_ = json.Unmarshal(j.Payload, &payload)
+		m := map[string]any{"id": j.ID, "state": j.State, "attempt": j.Attempt, "max_attempts": j.MaxAttempts, "payload": payload}
+		if j.LastError != "" {
+			m["last_error"] = j.LastError
+		}
+		return m, nil
+	case "cancel":
+		res, err := c.Cancel(ctx, q, id)
+		return string(res), err
+	case "reschedule":
+		due := WithField("delay_ms", a["delay_ms"])
+		if _, ok := a["delay_ms"]; !ok {
+			due = WithField("run_at", a["run_at"])
+		}
+		_, err := c.Reschedule(ctx, q, id, due)
+		return nil, err
+	case "claim":
+		o := ClaimOptions{Max: 1}
+		if n, ok := num(a, "max"); ok {
+			o.Max = int(n)
+		}
+		if n, ok := num(a, "lease_ms"); ok {
+			o.Lease = time.Duration(n) * time.Millisecond
+		}
+		got, err := c.Claim(ctx, q, o)
+		ids := []string{}
+		for _, j := range got.Jobs {
+			r.leases[j.ID] = j.LeaseToken
+			ids = append(ids, j.ID)
+		}
+		return listed(ids), err
+	case "ack":
+		return "acked", c.Ack(ctx, q, id, r.token(a))
+	case "nack":
+		o := NackOptions{}
+		o.Error, _ = a["error"].(string)
+		o.Dead, _ = a["dead"].(bool)
+		if n, ok := num(a, "retry_in_ms"); ok {
+			d := time.Duration(n) * time.Millisecond
+			o.RetryIn = &d
+		}
+		return c.Nack(ctx, q, id, r.token(a), o)
+	case "extend":
+		ms := 30000.0
+		if n, ok := num(a, "lease_ms"); ok {
+			ms = n
+		}
+		_, err := c.Extend(ctx, q, id, r.token(a), time.Duration(ms)*time.Millisecond)
+		return "extended", err
+	case "release":
+		return nil, c.Release(ctx, q, id, r.token(a))
+	case "list":
+		size, _ := num(a, "page_size")
+		var ids []string
+		err := c.ListJobs(ctx, q, a["state"].(string), int(size), func(j *Job) error {
+			ids = append(ids, j.ID)
+			return nil
+		})
+		return listed(ids), err
+	case "list_dead":
+		jobs, err := c.ListDead(ctx, q, 0, 100)
+		var ids []string
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		return listed(ids), err
+	case "requeue_dead":
+		return c.RequeueDead(ctx, q, id)
+	case "purge_dead":
+		return c.PurgeDead(ctx, q)
+	case "put_schedule":
+		s := ScheduleSpec{Payload: a["payload"]}
+		s.Cron, _ = a["cron"].(string)
+		s.TZ, _ = a["tz"].(string)
+		if n, ok := num(a, "every_ms"); ok {
+			s.Every = time.Duration(n) * time.Millisecond
+		}
+		out, err := c.PutSchedule(ctx, q, a["name"].(string), s)
+		return map[string]any{"name": out.Name}, err
+	case "list_schedules":
+		out, err := c.ListSchedules(ctx, q)
+		names := []string{}
+		for _, s := range out {
+			names = append(names, s.Name)
+		}
+		sort.Strings(names)
+		return names, err
+	case "delete_schedule":
+		return c.DeleteSchedule(ctx, q, a["name"].(string))
+	case "stats":
+		s, err := c.Stats(ctx, q)
+		return map[string]any{"scheduled": s.Scheduled, "due": s.Due, "leased": s.Leased, "dead": s.Dead, "paused": s.Paused}, err
+	case "get_queue":
+		s, err := c.GetQueue(ctx, q)
+		return map[string]any{"paused": s.Paused, "settings": s.Settings}, err
+	case "put_queue":
+		_, err := c.PutQueue(ctx, q, a["settings"].(map[string]any))
+		return nil, err
+	case "pause":
+		return nil, c.Pause(ctx, q)
+	case "resume":
+		return nil, c.Resume(ctx, q)
+	}
+	return nil, fmt.Errorf("unknown operation %s", op)
+}
+
+func TestConformanceScenarios(t *testing.T) {
+	url := os.Getenv("DELAYQ_URL")
+	if url == "" {
+		t.Skip("DELAYQ_URL is not set (run through cargo test)")
+	}
+	var suite struct {
+		Scenarios []struct {
+			Name  string
+			Steps []map[string]any
+		}
+	}
+	load(t, "scenarios.json", &suite)
+	c := NewClient(url)
+	for _, sc := range suite.Scenarios {
+		sc := sc
+		t.Run(sc.Name, func(t *testing.T) {
+			ctx := context.Background()
+			r := &runner{c: c, q: "conf-" + newID()[:10], leases: map[string]int64{}}
+			for i, st := range sc.Steps {
+				op := st["do"].(string)
+				args, _ := st["args"].(map[string]any)
+				if args == nil {
+					args = map[string]any{}
+				}
+				where := fmt.Sprintf("step %d (%s)", i+1, op)
+				got, err := r.step(ctx, op, args)
+				if want, ok := st["error"]; ok {
+					if CodeOf(err) != want {
+						t.Fatalf("%s: expected error %v, got %v (%v)", where, want, err, norm(got))
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", where, err)
+				}
+				if want, ok := st["expect"]; ok && !matches(want, norm(got)) {
+					t.Fatalf("%s: expected %v, got %v", where, want, norm(got))
+				}
+			}
+		})
+	}
+}
+
+func TestWebhookVectors(t *testing.T) {
+	var suite struct {
+		Vectors []struct {
+			Name    string
+			Secrets []string
+			Headers map[string]string
+			Body    string
+			Now     int64
+			Valid   bool
+		}
+	}
+	load(t, "webhooks.json", &suite)
+	for _, v := range suite.Vectors {
+		h := http.Header{}
+		for k, x := range v.Headers {
+			h.Set(k, x)
+		}
+		err := VerifyWebhookAt(v.Secrets, h, []byte(v.Body), time.Unix(v.Now, 0))
+		if (err == nil) != v.Valid {
+			t.Errorf("%s: valid=%v, got %v", v.Name, v.Valid, err)
+		}
+		if err != nil && CodeOf(err) != "invalid_signature" {
+			t.Errorf("%s: %v", v.Name, err)
+		}
+	}
+}

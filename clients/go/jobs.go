@@ -1,0 +1,313 @@
+package delayq
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// EnqueueOption sets a field of an enqueue (or, WithDelay and WithRunAt, of a reschedule).
+type EnqueueOption func(map[string]any)
+
+// WithID gives the job its id: enqueueing the same id again stores nothing.
+func WithID(id string) EnqueueOption { return func(b map[string]any) { b["id"] = id } }
+
+// WithDelay makes the job due after d.
+func WithDelay(d time.Duration) EnqueueOption {
+	return func(b map[string]any) { b["delay_ms"] = float64(d) / float64(time.Millisecond) }
+}
+
+// WithRunAt makes the job due at t.
+func WithRunAt(t time.Time) EnqueueOption {
+	return func(b map[string]any) { b["run_at"] = t.UnixMilli() }
+}
+
+// WithMaxAttempts sets the deliveries before the job is dead-lettered (default 10).
+func WithMaxAttempts(n int) EnqueueOption { return func(b map[string]any) { b["max_attempts"] = n } }
+
+// WithPriority sets its priority among due jobs, 0-9 (default 5; higher first).
+func WithPriority(p int) EnqueueOption { return func(b map[string]any) { b["priority"] = p } }
+
+// WithReplace replaces an existing scheduled job of the same id (debounce) instead of keeping it.
+func WithReplace() EnqueueOption { return func(b map[string]any) { b["on_conflict"] = "replace" } }
+
+// WithTimeout sets the longest one attempt may run.
+func WithTimeout(d time.Duration) EnqueueOption {
+	return func(b map[string]any) { b["timeout_ms"] = d.Milliseconds() }
+}
+
+// WithField sets any other field of the API's enqueue body (backoff, target, expires_at, …).
+func WithField(name string, value any) EnqueueOption {
+	return func(b map[string]any) { b[name] = value }
+}
+
+// Enqueued is the answer to an enqueue.
+type Enqueued struct {
+	ID    string
+	DueAt time.Time
+	// Created is false when the id existed and nothing was written.
+	Created bool
+	// Replaced: with WithReplace, the scheduled job was replaced.
+	Replaced bool
+}
+
+type wireEnqueued struct {
+	ID       string `json:"id"`
+	DueAt    int64  `json:"due_at"`
+	Created  bool   `json:"created"`
+	Replaced bool   `json:"replaced"`
+}
+
+func (w wireEnqueued) enqueued() Enqueued {
+	return Enqueued{ID: w.ID, DueAt: time.UnixMilli(w.DueAt), Created: w.Created, Replaced: w.Replaced}
+}
+
+func jobBody(payload any, opts []EnqueueOption) (map[string]any, error) {
+	b := map[string]any{}
+	if err := payloadFields(payload, b); err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(b)
+	}
+	// The id is given here, before the first try, so a retried enqueue stores nothing twice.
+	if _, ok := b["id"]; !ok {
+		b["id"] = newID()
+	}
+	return b, nil
+}
+
+// Enqueue stores one job (payload: any JSON-marshalable value, json.RawMessage as it is, or
+// []byte for bytes). Retried safely on no answer or 503.
+func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ...EnqueueOption) (Enqueued, error) {
+	b, err := jobBody(payload, opts)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	var out wireEnqueued
+	if err := c.call(ctx, "POST", q(queue)+"/jobs", b, &out, true); err != nil {
+		return Enqueued{}, err
+	}
+	return out.enqueued(), nil
+}
+
+// BatchJob is one job of EnqueueBatch.
+type BatchJob struct {
+	Payload any
+	Options []EnqueueOption
+}
+
+// EnqueueBatch stores 1-10,000 jobs atomically; one answer per job, in order.
+func (c *Client) EnqueueBatch(ctx context.Context, queue string, jobs []BatchJob) ([]Enqueued, error) {
+	bodies := make([]map[string]any, 0, len(jobs))
+	for _, j := range jobs {
+		b, err := jobBody(j.Payload, j.Options)
+		if err != nil {
+			return nil, err
+		}
+		bodies = append(bodies, b)
+	}
+	var out []wireEnqueued
+	if err := c.call(ctx, "POST", q(queue)+"/jobs", bodies, &out, true); err != nil {
+		return nil, err
+	}
+	res := make([]Enqueued, len(out))
+	for i, e := range out {
+		res[i] = e.enqueued()
+	}
+	return res, nil
+}
+
+// Get is one job in any state; ErrNotFound when there is none.
+func (c *Client) Get(ctx context.Context, queue, id string) (*Job, error) {
+	var w wireJob
+	if err := c.call(ctx, "GET", jobPath(queue, id, ""), nil, &w, true); err != nil {
+		if CodeOf(err) == "not_found" {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	return w.job(), nil
+}
+
+// CancelResult is what Cancel did.
+type CancelResult string
+
+// What Cancel answers.
+const (
+	Cancelled      CancelResult = "cancelled"
+	CancelNotFound CancelResult = "not_found"
+	CancelLeased   CancelResult = "leased"
+	CancelDead     CancelResult = "dead"
+)
+
+// Cancel removes a scheduled job, or says why not.
+func (c *Client) Cancel(ctx context.Context, queue, id string) (CancelResult, error) {
+	err := c.call(ctx, "DELETE", jobPath(queue, id, ""), nil, nil, true)
+	switch CodeOf(err) {
+	case "":
+		if err != nil {
+			return "", err
+		}
+		return Cancelled, nil
+	case "not_found":
+		return CancelNotFound, nil
+	case "job_leased":
+		return CancelLeased, nil
+	case "job_dead":
+		return CancelDead, nil
+	}
+	return "", err
+}
+
+// Reschedule moves a scheduled job (WithDelay or WithRunAt); answers its new due time.
+func (c *Client) Reschedule(ctx context.Context, queue, id string, due EnqueueOption) (time.Time, error) {
+	b := map[string]any{}
+	due(b)
+	var out struct {
+		DueAt int64 `json:"due_at"`
+	}
+	if err := c.call(ctx, "PATCH", jobPath(queue, id, ""), b, &out, true); err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(out.DueAt), nil
+}
+
+// ListJobs calls fn for every job in state (scheduled, due, leased, dead, done), page after
+// page of pageSize; an error from fn stops it.
+func (c *Client) ListJobs(ctx context.Context, queue, state string, pageSize int, fn func(*Job) error) error {
+	cursor := ""
+	for {
+		v := url.Values{"state": {state}, "limit": {strconv.Itoa(pageSize)}}
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		var page struct {
+			Jobs       []wireJob `json:"jobs"`
+			NextCursor *string   `json:"next_cursor"`
+		}
+		if err := c.call(ctx, "GET", q(queue)+"/jobs?"+v.Encode(), nil, &page, true); err != nil {
+			return err
+		}
+		for _, w := range page.Jobs {
+			if err := fn(w.job()); err != nil {
+				return err
+			}
+		}
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return nil
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// Ack is a finished job to acknowledge.
+type Ack struct {
+	ID         string `json:"id"`
+	LeaseToken int64  `json:"lease_token"`
+}
+
+// ClaimOptions are the options of one claim.
+type ClaimOptions struct {
+	Max    int
+	Lease  time.Duration
+	Wait   time.Duration
+	Acks   []Ack
+	PollID string
+}
+
+// Claimed is what a claim answered.
+type Claimed struct {
+	Jobs []*Job
+	// Acks says per ack the claim carried, in order: acked, lease_lost or not_found.
+	Acks []string
+}
+
+// Claim leases up to Max due jobs, waiting up to Wait for one; its Acks are applied first.
+// Not retried: a lost answer's jobs come back when their leases end.
+func (c *Client) Claim(ctx context.Context, queue string, o ClaimOptions) (Claimed, error) {
+	b := map[string]any{"max": o.Max, "wait_ms": o.Wait.Milliseconds()}
+	if o.Max == 0 {
+		b["max"] = 1
+	}
+	if o.Lease > 0 {
+		b["lease_ms"] = o.Lease.Milliseconds()
+	}
+	if len(o.Acks) > 0 {
+		b["acks"] = o.Acks
+	}
+	if o.PollID != "" {
+		b["poll_id"] = o.PollID
+	}
+	var out struct {
+		Jobs []wireJob `json:"jobs"`
+		Acks []string  `json:"acks"`
+	}
+	if err := c.call(ctx, "POST", q(queue)+"/claim", b, &out, false); err != nil {
+		return Claimed{}, err
+	}
+	res := Claimed{Acks: out.Acks}
+	for _, w := range out.Jobs {
+		res.Jobs = append(res.Jobs, w.job())
+	}
+	return res, nil
+}
+
+// CutPoll ends the waiting claim named pollID now.
+func (c *Client) CutPoll(ctx context.Context, queue, pollID string) error {
+	return c.call(ctx, "DELETE", q(queue)+"/polls/"+url.PathEscape(pollID), nil, nil, false)
+}
+
+// Ack completes a job (lease_lost when its lease moved on).
+func (c *Client) Ack(ctx context.Context, queue, id string, leaseToken int64) error {
+	return c.call(ctx, "POST", jobPath(queue, id, "/ack"), map[string]any{"lease_token": leaseToken}, nil, true)
+}
+
+// AckBatch completes up to 1,000 jobs; per ack acked, lease_lost or not_found.
+func (c *Client) AckBatch(ctx context.Context, queue string, acks []Ack) ([]string, error) {
+	var out struct {
+		Acks []string `json:"acks"`
+	}
+	err := c.call(ctx, "POST", q(queue)+"/acks", map[string]any{"acks": acks}, &out, true)
+	return out.Acks, err
+}
+
+// NackOptions say how an attempt failed.
+type NackOptions struct {
+	Error   string
+	RetryIn *time.Duration
+	Dead    bool
+}
+
+// Nack fails an attempt: answers "retrying" or "dead".
+func (c *Client) Nack(ctx context.Context, queue, id string, leaseToken int64, o NackOptions) (string, error) {
+	b := map[string]any{"lease_token": leaseToken, "dead": o.Dead}
+	if o.Error != "" {
+		b["error"] = o.Error
+	}
+	if o.RetryIn != nil {
+		b["retry_in_ms"] = o.RetryIn.Milliseconds()
+	}
+	var out struct {
+		Outcome string `json:"outcome"`
+	}
+	err := c.call(ctx, "POST", jobPath(queue, id, "/nack"), b, &out, false)
+	return out.Outcome, err
+}
+
+// Extend extends a lease to lease from now; answers the new deadline.
+func (c *Client) Extend(ctx context.Context, queue, id string, leaseToken int64, lease time.Duration) (time.Time, error) {
+	var out struct {
+		LeaseDeadline int64 `json:"lease_deadline"`
+	}
+	b := map[string]any{"lease_token": leaseToken, "lease_ms": lease.Milliseconds()}
+	err := c.call(ctx, "POST", jobPath(queue, id, "/extend"), b, &out, true)
+	return time.UnixMilli(out.LeaseDeadline), err
+}
+
+// Release gives a lease back: the job is due again at once (the attempt not counted).
+func (c *Client) Release(ctx context.Context, queue, id string, leaseToken int64) error {
+	b := map[string]any{"lease_token": leaseToken, "undo_attempt": true}
+	return c.call(ctx, "POST", jobPath(queue, id, "/release"), b, nil, true)
+}

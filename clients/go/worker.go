@@ -1,0 +1,256 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// HandlerFunc handles one job: nil acks it, an error fails the attempt (retried by the queue's
+// backoff; RetryIn or DeadLetter choose otherwise). ctx ends at the job's timeout.
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// RetryError retries the job after Delay instead of the queue's backoff.
+type RetryError struct {
+	Delay time.Duration
+	Err   error
+}
+
+func (e *RetryError) Error() string { return e.Err.Error() }
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// RetryIn is the error a handler returns to retry the job after d.
+func RetryIn(d time.Duration, err error) error { return &RetryError{Delay: d, Err: err} }
+
+// DeadLetterError dead-letters the job at once.
+type DeadLetterError struct{ Reason string }
+
+func (e *DeadLetterError) Error() string { return e.Reason }
+
+// DeadLetter is the error a handler returns to dead-letter the job at once.
+func DeadLetter(reason string) error { return &DeadLetterError{Reason: reason} }
+
+// WorkerOption configures a Worker.
+type WorkerOption func(*Worker)
+
+// WithConcurrency runs n jobs at once (default 4).
+func WithConcurrency(n int) WorkerOption { return func(w *Worker) { w.concurrency = n } }
+
+// WithLease leases each job for d (default 30 s), extended every third of it while its
+// handler runs.
+func WithLease(d time.Duration) WorkerOption { return func(w *Worker) { w.lease = d } }
+
+// WithWait makes each claim wait up to d for a due job (default 5 s).
+func WithWait(d time.Duration) WorkerOption { return func(w *Worker) { w.wait = d } }
+
+// WithErrorLog is told of the errors the worker handles itself (a failed claim, a lost lease).
+func WithErrorLog(f func(error)) WorkerOption { return func(w *Worker) { w.logf = f } }
+
+// Worker runs a handler for the jobs of one queue.
+type Worker struct {
+	c           *Client
+	queue       string
+	h           HandlerFunc
+	concurrency int
+	lease       time.Duration
+	wait        time.Duration
+	logf        func(error)
+
+	mu   sync.Mutex
+	acks []Ack
+}
+
+// NewWorker is a worker of queue.
+func NewWorker(c *Client, queue string, h HandlerFunc, opts ...WorkerOption) *Worker {
+	w := &Worker{c: c, queue: queue, h: h, concurrency: 4, lease: 30 * time.Second, wait: 5 * time.Second, logf: func(error) {}}
+	for _, o := range opts {
+		o(w)
+	}
+	if w.concurrency < 1 {
+		w.concurrency = 1
+	}
+	return w
+}
+
+func (w *Worker) takeAcks() []Ack {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(w.acks)
+	if n > 1000 {
+		n = 1000
+	}
+	out := append([]Ack(nil), w.acks[:n]...)
+	w.acks = w.acks[n:]
+	return out
+}
+
+func (w *Worker) putAcks(a []Ack) {
+	w.mu.Lock()
+	w.acks = append(a, w.acks...)
+	w.mu.Unlock()
+}
+
+// Run claims and runs jobs until ctx is cancelled; it returns once the claim in flight is cut
+// short, the running handlers have finished and their acks are sent.
+func (w *Worker) Run(ctx context.Context) error {
+	slots := make(chan struct{}, w.concurrency)
+	done := make(chan struct{}, w.concurrency)
+	var running sync.WaitGroup
+	failures := 0
+	for ctx.Err() == nil {
+		free := w.concurrency - len(slots)
+		if free == 0 {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		acks := w.takeAcks()
+		poll := newID()
+		// The claim is not tied to ctx: a cancelled ctx cuts it short on the server instead,
+		// so the jobs it was handed come back in its answer and are given back.
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+				cut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = w.c.CutPoll(cut, w.queue, poll)
+				cancel()
+			case <-stop:
+			}
+		}()
+		wait := w.wait
+		if len(slots) > 0 && wait > time.Second {
+			wait = time.Second
+		}
+		claimCtx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
+		got, err := w.c.Claim(claimCtx, w.queue, ClaimOptions{Max: free, Lease: w.lease, Wait: wait, Acks: acks, PollID: poll})
+		cancel()
+		close(stop)
+		if err != nil {
+			w.putAcks(acks)
+			w.logf(err)
+			failures++
+			backoff := time.Duration(100<<minInt(failures, 6)) * time.Millisecond
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		failures = 0
+		if ctx.Err() != nil {
+			w.giveBack(got.Jobs)
+			break
+		}
+		for _, j := range got.Jobs {
+			slots <- struct{}{}
+			running.Add(1)
+			go func(j *Job) {
+				defer func() {
+					<-slots
+					// A wake-up for a loop waiting on a free slot; never blocks.
+					select {
+					case done <- struct{}{}:
+					default:
+					}
+					running.Done()
+				}()
+				w.runOne(j)
+			}(j)
+		}
+	}
+	running.Wait()
+	flush, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		a := w.takeAcks()
+		if len(a) == 0 {
+			return nil
+		}
+		if _, err := w.c.AckBatch(flush, w.queue, a); err != nil {
+			w.logf(err)
+			return nil
+		}
+	}
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func (w *Worker) giveBack(jobs []*Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, j := range jobs {
+		if err := w.c.Release(ctx, w.queue, j.ID, j.LeaseToken); err != nil {
+			w.logf(err)
+		}
+	}
+}
+
+func (w *Worker) runOne(j *Job) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if j.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), j.Timeout)
+	}
+	defer cancel()
+	every := w.lease / 3
+	if every < 10*time.Millisecond {
+		every = 10 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	result := make(chan error, 1)
+	go func() { result <- w.h(ctx, j) }()
+	for {
+		select {
+		case err := <-result:
+			w.finish(j, err)
+			return
+		case <-ctx.Done():
+			// Over its timeout: given up, as the API says (the handler is left to notice ctx).
+			w.nack(j, NackOptions{Error: "timeout"})
+			return
+		case <-tick.C:
+			ext, c := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := w.c.Extend(ext, w.queue, j.ID, j.LeaseToken, w.lease); err != nil {
+				w.logf(err)
+			}
+			c()
+		}
+	}
+}
+
+func (w *Worker) finish(j *Job, err error) {
+	if err == nil {
+		w.mu.Lock()
+		w.acks = append(w.acks, Ack{ID: j.ID, LeaseToken: j.LeaseToken})
+		w.mu.Unlock()
+		return
+	}
+	var retry *RetryError
+	var dead *DeadLetterError
+	switch {
+	case errors.As(err, &retry):
+		d := retry.Delay
+		w.nack(j, NackOptions{Error: err.Error(), RetryIn: &d})
+	case errors.As(err, &dead):
+		w.nack(j, NackOptions{Error: dead.Reason, Dead: true})
+	default:
+		w.nack(j, NackOptions{Error: err.Error()})
+	}
+}
+
+func (w *Worker) nack(j *Job, o NackOptions) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := w.c.Nack(ctx, w.queue, j.ID, j.LeaseToken, o); err != nil {
+		w.logf(err)
+	}
+}
