@@ -4,6 +4,7 @@
 mod common;
 
 mod cli;
+mod clients;
 mod console;
 mod deadlines;
 mod first_hour;
