@@ -59,6 +59,11 @@ type Worker struct {
 
 	mu   sync.Mutex
 	acks []Ack
+	// polling: a claim is waiting on the server, so acks do not wait for the next one (a job
+	// whose lease ran out meanwhile would be handed out again).
+	polling bool
+	// flushing counts the ack batches flushSoon has in flight.
+	flushing sync.WaitGroup
 }
 
 // NewWorker is a worker of queue.
@@ -126,7 +131,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			wait = time.Second
 		}
 		claimCtx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
+		w.setPolling(true)
+		// Acks that came in between taking them and starting the poll go now.
+		w.flushSoon()
 		got, err := w.c.Claim(claimCtx, w.queue, ClaimOptions{Max: free, Lease: w.lease, Wait: wait, Acks: acks, PollID: poll})
+		w.setPolling(false)
 		cancel()
 		close(stop)
 		if err != nil {
@@ -163,6 +172,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	running.Wait()
+	w.flushing.Wait()
 	flush, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
@@ -227,11 +237,43 @@ func (w *Worker) runOne(j *Job) {
 	}
 }
 
+func (w *Worker) setPolling(on bool) {
+	w.mu.Lock()
+	w.polling = on
+	w.mu.Unlock()
+}
+
+// flushSoon sends the pending acks now when a claim is waiting (they would otherwise wait for
+// the next claim, past the leases of their jobs).
+func (w *Worker) flushSoon() {
+	w.mu.Lock()
+	if !w.polling || len(w.acks) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.flushing.Add(1)
+	w.mu.Unlock()
+	go func() {
+		defer w.flushing.Done()
+		acks := w.takeAcks()
+		if len(acks) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := w.c.AckBatch(ctx, w.queue, acks); err != nil {
+			w.putAcks(acks)
+			w.logf(err)
+		}
+	}()
+}
+
 func (w *Worker) finish(j *Job, err error) {
 	if err == nil {
 		w.mu.Lock()
 		w.acks = append(w.acks, Ack{ID: j.ID, LeaseToken: j.LeaseToken})
 		w.mu.Unlock()
+		w.flushSoon()
 		return
 	}
 	var retry *RetryError

@@ -84,7 +84,10 @@ export class Worker {
   readonly #stop = new AbortController();
   readonly #running = new Set<Promise<void>>();
   #acks: Ack[] = [];
+  /** The name of the claim waiting on the server, if one is. */
   #poll?: string;
+  /** Ack batches sent while a claim waited. */
+  readonly #flushing = new Set<Promise<void>>();
   #done?: Promise<void>;
 
   constructor(client: Client, queue: string, handler: Handler, opts: WorkerOptions = {}) {
@@ -128,6 +131,7 @@ export class Worker {
       }
       const acks = this.#acks.splice(0, 1000);
       this.#poll = randomUUID();
+      this.#flushSoon();
       let jobs: ClaimedJob[];
       try {
         const r = await this.#client.claim(this.#queue, {
@@ -156,6 +160,7 @@ export class Worker {
       for (const j of jobs) this.#start(j);
     }
     while (this.#running.size) await Promise.race(this.#running);
+    await Promise.all(this.#flushing);
     await this.#flushAcks();
   }
 
@@ -163,6 +168,24 @@ export class Worker {
     await Promise.all(
       jobs.map((j) => this.#client.release(this.#queue, j.id, j.leaseToken, true).catch((e) => this.#onError(e, j))),
     );
+  }
+
+  /**
+   * While a claim waits on the server, acks do not wait for the next claim (a job whose lease
+   * ran out meanwhile would be handed out again): they go at once.
+   */
+  #flushSoon(): void {
+    if (!this.#poll || this.#acks.length === 0) return;
+    const acks = this.#acks.splice(0, 1000);
+    const p = this.#client
+      .ackBatch(this.#queue, acks)
+      .then(() => undefined)
+      .catch((e) => {
+        this.#acks.unshift(...acks);
+        this.#onError(e);
+      })
+      .finally(() => this.#flushing.delete(p));
+    this.#flushing.add(p);
   }
 
   async #flushAcks(): Promise<void> {
@@ -212,6 +235,7 @@ export class Worker {
         await this.#nack(c, { error: "timeout" });
       } else {
         this.#acks.push({ id: c.id, leaseToken: c.leaseToken });
+        this.#flushSoon();
       }
     } catch (e) {
       if (e instanceof RetryIn) await this.#nack(c, { error: e.message, retryInMs: e.ms });

@@ -1,0 +1,229 @@
+package delayq
+
+// The Worker under faults, against live servers: a server restarted mid-run (this test starts
+// its own with DELAYQ_BIN), a worker stopped mid-job, a handler that runs past its lease, and
+// a job past its timeout.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+)
+
+func liveURL(t *testing.T) string {
+	u := os.Getenv("DELAYQ_URL")
+	if u == "" {
+		t.Skip("DELAYQ_URL is not set (run through cargo test)")
+	}
+	return u
+}
+
+func until(t *testing.T, what string, pred func() bool) {
+	t.Helper()
+	end := time.Now().Add(20 * time.Second)
+	for time.Now().Before(end) {
+		if pred() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// serve starts delayq serve on the embedded store in dir; the process and its address.
+func serve(t *testing.T, dir, listen string) (*exec.Cmd, string) {
+	bin := os.Getenv("DELAYQ_BIN")
+	if bin == "" {
+		t.Skip("DELAYQ_BIN is not set (run through cargo test)")
+	}
+	cmd := exec.Command(bin, "--data", dir, "serve", "--listen", listen)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("delayq serve: %v", err)
+	}
+	m := regexp.MustCompile(`http://([0-9.]+:\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no address in %q", line)
+	}
+	go func() { _, _ = bufio.NewReader(out).WriteTo(discard{}) }()
+	return cmd, m[1]
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+type seenSet struct {
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (s *seenSet) add(id string) {
+	s.mu.Lock()
+	s.ids[id]++
+	s.mu.Unlock()
+}
+
+func (s *seenSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ids)
+}
+
+func TestWorkerCarriesOnAcrossAServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv, addr := serve(t, dir, "127.0.0.1:0")
+	c := NewClient("http://"+addr, WithRetries(0))
+	ctx := context.Background()
+	q := "w-" + newID()[:10]
+	for n := 0; n < 20; n++ {
+		if _, err := c.Enqueue(ctx, q, n, WithID(fmt.Sprintf("now-%d", n))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Enqueue(ctx, q, n, WithID(fmt.Sprintf("later-%d", n)), WithDelay(1500*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := &seenSet{ids: map[string]int{}}
+	run, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	w := NewWorker(c, q, func(ctx context.Context, j *Job) error { seen.add(j.ID); return nil },
+		WithConcurrency(4), WithWait(500*time.Millisecond))
+	go func() { done <- w.Run(run) }()
+	until(t, "the due jobs", func() bool { return seen.len() >= 20 })
+	_ = srv.Process.Kill()
+	_ = srv.Wait()
+	time.Sleep(300 * time.Millisecond) // real time: the worker meets a dead server and keeps trying
+	srv, _ = serve(t, dir, addr)
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	until(t, "every job after the restart", func() bool { return seen.len() == 40 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Stats(ctx, q)
+	if err != nil || s.Scheduled != 0 || s.Leased != 0 || s.Dead != 0 {
+		t.Fatalf("left behind: %+v %v", s, err)
+	}
+}
+
+func TestWorkerStoppedMidJobFinishesAndAcksIt(t *testing.T) {
+	c := NewClient(liveURL(t))
+	ctx := context.Background()
+	q := "w-" + newID()[:10]
+	if _, err := c.Enqueue(ctx, q, "slow", WithID("slow")); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var finished bool
+	run, stop := context.WithCancel(ctx)
+	w := NewWorker(c, q, func(ctx context.Context, j *Job) error {
+		close(started)
+		time.Sleep(300 * time.Millisecond)
+		finished = true
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(run) }()
+	<-started
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !finished {
+		t.Fatal("Run returned before the running handler finished")
+	}
+	if _, err := c.Get(ctx, q, "slow"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the job is not acked: %v", err)
+	}
+}
+
+func TestHandlerPastItsLeaseKeepsTheJob(t *testing.T) {
+	c := NewClient(liveURL(t))
+	ctx := context.Background()
+	q := "w-" + newID()[:10]
+	if _, err := c.Enqueue(ctx, q, "long", WithID("long")); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runs := 0
+	run, stop := context.WithCancel(ctx)
+	w := NewWorker(c, q, func(ctx context.Context, j *Job) error {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		time.Sleep(time.Second) // real time: over three lease lengths
+		return nil
+	}, WithLease(300*time.Millisecond), WithConcurrency(2))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(run) }()
+	until(t, "the handler", func() bool { mu.Lock(); defer mu.Unlock(); return runs == 1 })
+	time.Sleep(600 * time.Millisecond)
+	other, err := c.Claim(ctx, q, ClaimOptions{Max: 5})
+	if err != nil || len(other.Jobs) != 0 {
+		t.Fatalf("another consumer got the job while it ran: %v %v", other, err)
+	}
+	until(t, "the ack", func() bool { _, err := c.Get(ctx, q, "long"); return errors.Is(err, ErrNotFound) })
+	stop()
+	<-done
+	if runs != 1 {
+		t.Fatalf("ran %d times", runs)
+	}
+}
+
+func TestTimeoutRetryInAndDeadLetter(t *testing.T) {
+	c := NewClient(liveURL(t))
+	ctx := context.Background()
+	q := "w-" + newID()[:10]
+	for _, j := range []struct {
+		id   string
+		opts []EnqueueOption
+	}{
+		{"hang", []EnqueueOption{WithTimeout(200 * time.Millisecond), WithMaxAttempts(1)}},
+		{"again", []EnqueueOption{WithMaxAttempts(3)}},
+		{"poison", []EnqueueOption{WithMaxAttempts(5)}},
+	} {
+		if _, err := c.Enqueue(ctx, q, j.id, append(j.opts, WithID(j.id))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, stop := context.WithCancel(ctx)
+	w := NewWorker(c, q, func(ctx context.Context, j *Job) error {
+		switch {
+		case j.ID == "hang":
+			select {} // never returns
+		case j.ID == "again" && j.Attempt == 1:
+			return RetryIn(50*time.Millisecond, errors.New("busy"))
+		case j.ID == "poison":
+			return DeadLetter("cannot parse")
+		}
+		return nil
+	}, WithConcurrency(4), WithWait(200*time.Millisecond))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(run) }()
+	until(t, "the timeout", func() bool { j, err := c.Get(ctx, q, "hang"); return err == nil && j.State == "dead" })
+	if j, _ := c.Get(ctx, q, "hang"); j.LastError != "timeout" {
+		t.Fatalf("last error %q", j.LastError)
+	}
+	until(t, "the retried job", func() bool { _, err := c.Get(ctx, q, "again"); return errors.Is(err, ErrNotFound) })
+	p, err := c.Get(ctx, q, "poison")
+	if err != nil || p.State != "dead" || p.Attempt != 1 {
+		t.Fatalf("poison: %+v %v", p, err)
+	}
+	stop()
+	<-done
+}

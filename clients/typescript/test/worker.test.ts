@@ -1,0 +1,139 @@
+// The Worker under faults, against live servers: a server restarted mid-run (this test starts
+// its own with DELAYQ_BIN), a worker closed mid-job, a handler that runs past its lease, and a
+// job past its timeout_ms.
+
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+
+import { Client, DeadLetter, RetryIn, Worker } from "../src/index.js";
+
+const URL_ = process.env.DELAYQ_URL;
+const BIN = process.env.DELAYQ_BIN;
+const queue = () => "w-" + randomUUID().slice(0, 10);
+
+async function until(what: string, pred: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred()) return;
+    await sleep(20);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** `delayq serve` on the embedded store in `dir`; resolves with it and its address. */
+function serve(dir: string, listen = "127.0.0.1:0"): Promise<{ proc: ChildProcess; addr: string }> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(BIN!, ["--data", dir, "serve", "--listen", listen], { stdio: ["ignore", "pipe", "ignore"] });
+    let out = "";
+    proc.stdout!.on("data", (d) => {
+      out += d;
+      const m = /http:\/\/([0-9.]+:\d+)/.exec(out);
+      if (m) resolve({ proc, addr: m[1] });
+    });
+    proc.on("exit", (code) => reject(new Error(`delayq serve exited (${code}): ${out}`)));
+  });
+}
+
+test("a worker carries on across a server restart and loses nothing", { skip: !BIN && "DELAYQ_BIN is not set" }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "delayq-ts-"));
+  let { proc, addr } = await serve(dir);
+  const client = new Client({ baseUrl: `http://${addr}`, retries: 0 });
+  const q = queue();
+  for (let n = 0; n < 20; n++) await client.enqueue(q, { n }, { id: `now-${n}` });
+  for (let n = 0; n < 20; n++) await client.enqueue(q, { n }, { id: `later-${n}`, delayMs: 1500 });
+  const seen = new Set<string>();
+  const worker = new Worker(client, q, async (job) => void seen.add(job.id), {
+    concurrency: 4,
+    waitMs: 500,
+    onError: () => undefined,
+  });
+  const running = worker.run();
+  await until("the due jobs", () => seen.size >= 20);
+  proc.kill("SIGKILL");
+  await new Promise((r) => proc.once("exit", r));
+  await sleep(300); // real time: the worker meets a dead server and keeps trying
+  ({ proc } = await serve(dir, addr));
+  await until("every job after the restart", () => seen.size === 40);
+  await worker.close();
+  await running;
+  const s = await client.stats(q);
+  assert.deepEqual([s.scheduled, s.leased, s.dead], [0, 0, 0]);
+  proc.kill("SIGTERM");
+});
+
+test("a worker closed mid-job finishes it and acks it", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {
+  const client = new Client({ baseUrl: URL_! });
+  const q = queue();
+  await client.enqueue(q, "slow", { id: "slow" });
+  let started = false;
+  let finished = false;
+  const worker = new Worker(client, q, async () => {
+    started = true;
+    await sleep(300);
+    finished = true;
+  });
+  const running = worker.run();
+  await until("the handler", () => started);
+  await worker.close();
+  await running;
+  assert.ok(finished, "close() waited for the running handler");
+  assert.equal(await client.get(q, "slow"), null, "acked, not left leased");
+});
+
+test("a handler past its lease keeps its job: the lease is extended", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {
+  const client = new Client({ baseUrl: URL_! });
+  const q = queue();
+  await client.enqueue(q, "long", { id: "long" });
+  let runs = 0;
+  const worker = new Worker(
+    client,
+    q,
+    async () => {
+      runs++;
+      await sleep(1000); // real time: over three lease lengths
+    },
+    { leaseMs: 300, concurrency: 2 },
+  );
+  const running = worker.run();
+  await until("the handler", () => runs === 1);
+  await sleep(600);
+  const other = await client.claim(q, { max: 5 });
+  assert.equal(other.jobs.length, 0, "no other consumer got the job while it ran");
+  await until("the ack", async () => (await client.get(q, "long")) === null);
+  await worker.close();
+  await running;
+  assert.equal(runs, 1);
+});
+
+test("a job past its timeout_ms is given up; RetryIn and DeadLetter choose what follows", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {
+  const client = new Client({ baseUrl: URL_! });
+  const q = queue();
+  await client.enqueue(q, "hang", { id: "hang", timeoutMs: 200, maxAttempts: 1 });
+  await client.enqueue(q, "again", { id: "again", maxAttempts: 3 });
+  await client.enqueue(q, "poison", { id: "poison", maxAttempts: 5 });
+  const worker = new Worker(
+    client,
+    q,
+    async (job) => {
+      if (job.id === "hang") await new Promise(() => undefined); // never settles
+      if (job.id === "again" && job.attempt === 1) throw new RetryIn(50, "busy");
+      if (job.id === "poison") throw new DeadLetter("cannot parse");
+    },
+    { concurrency: 4, waitMs: 200 },
+  );
+  const running = worker.run();
+  await until("the timeout", async () => (await client.get(q, "hang"))?.state === "dead");
+  assert.equal((await client.get(q, "hang"))?.lastError, "timeout");
+  await until("the retried job", async () => (await client.get(q, "again")) === null);
+  const poison = await client.get(q, "poison");
+  assert.equal(poison?.state, "dead");
+  assert.equal(poison?.attempt, 1, "dead-lettered at once");
+  await worker.close();
+  await running;
+});
