@@ -168,3 +168,64 @@ class AsyncWorkerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@needs_server
+class FaultTest(unittest.TestCase):
+    """The faults every client is held to: a job past its timeout_ms, a server restarted
+    mid-run (with ``DELAYQ_BIN`` the test starts and kills its own server)."""
+
+    def test_a_job_past_its_timeout_is_given_up(self):
+        c = Client(URL)
+        q = queue("pyt")
+        c.enqueue(q, "hang", id="hang", timeout_ms=200, max_attempts=1)
+        release = threading.Event()
+        w = Worker(c, q, lambda job: release.wait(10), wait_ms=200)
+        t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False})
+        t.start()
+        try:
+            job = wait_for(lambda: (lambda j: j if j.state == "dead" else None)(c.get(q, "hang")))
+            self.assertEqual(job.last_error, "timeout")
+        finally:
+            release.set()
+            w.stop()
+            t.join()
+
+    @unittest.skipUnless(os.environ.get("DELAYQ_BIN"), "DELAYQ_BIN is not set")
+    def test_a_worker_carries_on_across_a_server_restart(self):
+        import re
+        import tempfile
+
+        data = tempfile.mkdtemp()
+
+        def serve(listen):
+            p = subprocess.Popen([os.environ["DELAYQ_BIN"], "--data", data, "serve", "--listen", listen],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            line = p.stdout.readline()
+            threading.Thread(target=p.stdout.read, daemon=True).start()
+            return p, re.search(r"http://([0-9.]+:\d+)", line).group(1)
+
+        server, addr = serve("127.0.0.1:0")
+        c = Client(f"http://{addr}")
+        q = queue("pyr")
+        for n in range(10):
+            c.enqueue(q, n, id=f"now-{n}")
+            c.enqueue(q, n, id=f"later-{n}", delay_ms=1500)
+        seen = set()
+        w = Worker(c, q, lambda job: seen.add(job.id), concurrency=4, wait_ms=500)
+        t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False})
+        t.start()
+        try:
+            wait_for(lambda: len(seen) >= 10)
+            server.kill()
+            server.wait()
+            time.sleep(0.3)  # real time: the worker meets a dead server and keeps trying
+            server, _ = serve(addr)
+            wait_for(lambda: len(seen) == 20, timeout=30)
+        finally:
+            w.stop()
+            t.join()
+            s = c.stats(q)
+            server.terminate()
+            server.wait()
+        self.assertEqual((s.scheduled, s.leased, s.dead), (0, 0, 0))

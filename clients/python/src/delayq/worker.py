@@ -144,13 +144,16 @@ class Worker:
 
     def _run_one(self, job: ClaimedJob) -> None:
         done = threading.Event()
-        extender = threading.Thread(target=self._extend, args=(job, done), daemon=True)
+        timed_out = threading.Event()
+        extender = threading.Thread(target=self._extend, args=(job, done, timed_out), daemon=True)
         extender.start()
         try:
             try:
                 self.handler(job)
             except Exception as e:  # noqa: BLE001 - every failure is the job's
                 done.set()
+                if timed_out.is_set():
+                    return  # already given up as "timeout"
                 self.failed += 1
                 try:
                     self.client.nack(self.queue, job.id, job.lease_token, **failure_of(e))
@@ -158,6 +161,8 @@ class Worker:
                     log.warning("job %s: lease lost before the nack", job.id)
             else:
                 done.set()
+                if timed_out.is_set():
+                    return  # already given up as "timeout"
                 try:
                     self.client.ack(self.queue, job.id, job.lease_token)
                     self.acked += 1
@@ -169,9 +174,21 @@ class Worker:
                 self._running.pop((job.id, job.lease_token), None)
             self._slots.release()
 
-    def _extend(self, job: ClaimedJob, done: threading.Event) -> None:
+    def _extend(self, job: ClaimedJob, done: threading.Event, timed_out: threading.Event) -> None:
+        """Extends the lease while the handler runs; past the job's ``timeout_ms`` gives the
+        attempt up as ``timeout`` instead (the handler's thread cannot be stopped: its result is
+        ignored)."""
         period = max(self.lease_ms / 3000, 0.01)
-        while not done.wait(period):
+        limit = None if job.timeout_ms is None else time.monotonic() + job.timeout_ms / 1000
+        while not done.wait(period if limit is None else max(0.0, min(period, limit - time.monotonic()))):
+            if limit is not None and time.monotonic() >= limit:
+                timed_out.set()
+                self.failed += 1
+                try:
+                    self.client.nack(self.queue, job.id, job.lease_token, error="timeout")
+                except errors.DelayqError as e:
+                    log.warning("job %s: the timeout's nack failed: %s", job.id, e)
+                return
             try:
                 self.client.extend(self.queue, job.id, job.lease_token, self.lease_ms)
             except errors.LeaseLost:
