@@ -166,13 +166,13 @@ func TestHandlerPastItsLeaseKeepsTheJob(t *testing.T) {
 		mu.Lock()
 		runs++
 		mu.Unlock()
-		time.Sleep(time.Second) // real time: over three lease lengths
+		time.Sleep(2500 * time.Millisecond) // real time: over two lease lengths
 		return nil
-	}, WithLease(300*time.Millisecond), WithConcurrency(2))
+	}, WithLease(time.Second), WithConcurrency(2))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(run) }()
 	until(t, "the handler", func() bool { mu.Lock(); defer mu.Unlock(); return runs == 1 })
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	other, err := c.Claim(ctx, q, ClaimOptions{Max: 5})
 	if err != nil || len(other.Jobs) != 0 {
 		t.Fatalf("another consumer got the job while it ran: %v %v", other, err)

@@ -96,13 +96,13 @@ test("a handler past its lease keeps its job: the lease is extended", { skip: !U
     q,
     async () => {
       runs++;
-      await sleep(1000); // real time: over three lease lengths
+      await sleep(2500); // real time: over two lease lengths
     },
-    { leaseMs: 300, concurrency: 2 },
+    { leaseMs: 1000, concurrency: 2 },
   );
   const running = worker.run();
   await until("the handler", () => runs === 1);
-  await sleep(600);
+  await sleep(1500);
   const other = await client.claim(q, { max: 5 });
   assert.equal(other.jobs.length, 0, "no other consumer got the job while it ran");
   await until("the ack", async () => (await client.get(q, "long")) === null);
