@@ -13,10 +13,9 @@ import datetime as _dt
 import http.client
 import json
 import socket
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
@@ -88,42 +87,82 @@ class Client:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        # Keep-alive connections, one per thread.
+        self._local = threading.local()
 
     # ----- transport -----
+
+    def _conn(self, timeout: float) -> http.client.HTTPConnection:
+        """This thread's keep-alive connection to the server (one per thread: a connection
+        carries one request at a time)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            u = urllib.parse.urlsplit(self.base_url)
+            cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+            conn = cls(u.hostname or "127.0.0.1", u.port, timeout=timeout)
+            self._local.conn = conn
+            self._local.prefix = u.path.rstrip("/")
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _send(self, method: str, path: str, data: Optional[bytes], timeout: float) -> Tuple[int, bytes]:
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        for fresh in (False, True):
+            reused = getattr(self._local, "conn", None) is not None and not fresh
+            conn = self._conn(timeout)
+            try:
+                conn.request(method, self._local.prefix + path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                if resp.getheader("connection", "").lower() == "close":
+                    self._drop()
+                return resp.status, raw
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+                self._drop()
+                # A kept-alive connection the server had closed: once more on a new one.
+                if not reused:
+                    raise
+            except BaseException:
+                self._drop()
+                raise
+        raise AssertionError("unreachable")
 
     def _call(self, method: str, path: str, body: Any = None, *, timeout: Optional[float] = None) -> Any:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         delay = self.backoff
         for attempt in range(self.retries + 1):
-            req = urllib.request.Request(self.base_url + path, data=data, method=method)
-            req.add_header("Accept", "application/json")
-            if data is not None:
-                req.add_header("Content-Type", "application/json")
-            if self.token:
-                req.add_header("Authorization", "Bearer " + self.token)
             try:
-                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                    raw = resp.read()
-                    return json.loads(raw) if raw else None
-            except urllib.error.HTTPError as e:
-                raw = e.read()
-                try:
-                    answer = json.loads(raw) if raw else {}
-                except ValueError:
-                    answer = {"code": "unknown", "message": raw[:200].decode(errors="replace")}
-                err = errors.from_answer(e.code, answer if isinstance(answer, dict) else {})
-                if isinstance(err, errors.Unavailable) and attempt < self.retries:
-                    time.sleep(delay)
-                    delay *= 2
-                    continue
-                raise err from None
-            except (urllib.error.URLError, ConnectionError, socket.timeout,
-                    http.client.HTTPException) as e:
+                status, raw = self._send(method, path, data, timeout or self.timeout)
+            except (OSError, socket.timeout, http.client.HTTPException) as e:
                 if attempt < self.retries:
                     time.sleep(delay)
                     delay *= 2
                     continue
                 raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
+            if 200 <= status < 300:
+                return json.loads(raw) if raw else None
+            try:
+                answer = json.loads(raw) if raw else {}
+            except ValueError:
+                answer = {"code": "unknown", "message": raw[:200].decode(errors="replace")}
+            err = errors.from_answer(status, answer if isinstance(answer, dict) else {})
+            if isinstance(err, errors.Unavailable) and attempt < self.retries:
+                time.sleep(delay)
+                delay *= 2
+                continue
+            raise err
         raise AssertionError("unreachable")
 
     @staticmethod
@@ -199,10 +238,16 @@ class Client:
     # ----- consuming -----
 
     def claim(self, queue: str, *, max: int = 1, lease_ms: Optional[int] = None,
-              wait_ms: int = 0, poll_id: Optional[str] = None) -> List[ClaimedJob]:
+              wait_ms: int = 0, poll_id: Optional[str] = None,
+              acks: Iterable[Tuple[str, int]] = ()) -> List[ClaimedJob]:
         """Leases up to ``max`` due jobs, waiting up to ``wait_ms`` for one (a long poll).
-        ``poll_id`` (1-64 of ``[A-Za-z0-9._-]``) names the poll so :meth:`cut_poll` can end it."""
+        ``poll_id`` (1-64 of ``[A-Za-z0-9._-]``) names the poll so :meth:`cut_poll` can end it.
+        ``acks`` (``[(id, lease_token)]``, at most 1,000) are acknowledged first, in the same
+        request (an ack whose lease moved on is skipped)."""
         body: Dict[str, Any] = {"max": max, "wait_ms": wait_ms}
+        acks = [{"id": i, "lease_token": t} for i, t in acks]
+        if acks:
+            body["acks"] = acks
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
         if poll_id is not None:

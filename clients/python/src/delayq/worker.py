@@ -73,6 +73,8 @@ class Worker:
         self._slots = threading.Semaphore(concurrency)
         self._running: dict = {}
         self._lock = threading.Lock()
+        # Finished jobs' acks, sent with the next claim — or at once while a claim waits.
+        self._acks: list = []
         self.acked = 0
         self.failed = 0
 
@@ -96,6 +98,9 @@ class Worker:
             for s in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(s, lambda *_: self.stop())
         last_job = time.monotonic()
+        ended = threading.Event()
+        keeper = threading.Thread(target=self._keep, args=(ended,), daemon=True)
+        keeper.start()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="delayq") as pool:
             while not self._stop.is_set():
                 if not self._slots.acquire(timeout=0.2):
@@ -106,11 +111,15 @@ class Worker:
                 self._poll = uuid.uuid4().hex
                 # Read after naming the poll: a stop() before this sees no poll to cut.
                 wait_ms = 0 if self._stop.is_set() else self.wait_ms
+                acks = self._take_acks()
+                self._flush_acks()  # any that came in since: the claim may wait
                 try:
                     jobs = self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
-                                             wait_ms=wait_ms, poll_id=self._poll)
+                                             wait_ms=wait_ms, poll_id=self._poll, acks=acks)
                 except (errors.ConnectionFailed, errors.Unavailable) as e:
                     log.warning("claim failed: %s", e)
+                    with self._lock:
+                        self._acks[:0] = acks
                     jobs = []
                     self._stop.wait(1.0)
                 finally:
@@ -118,14 +127,36 @@ class Worker:
                 for _ in range(free - len(jobs)):
                     self._slots.release()
                 for job in jobs:
-                    with self._lock:
-                        self._running[(job.id, job.lease_token)] = job
+                    self._running_state(job)
                     pool.submit(self._run_one, job)
                 if jobs:
                     last_job = time.monotonic()
                 elif idle_exit is not None and time.monotonic() - last_job > idle_exit:
                     break
             self._drain()
+        ended.set()
+        keeper.join()
+        self._flush_acks(force=True)
+
+    def _take_acks(self) -> list:
+        with self._lock:
+            acks, self._acks = self._acks[:1000], self._acks[1000:]
+        return acks
+
+    def _flush_acks(self, force: bool = False) -> None:
+        """Sends pending acks now when a claim is waiting on the server (they would otherwise
+        wait for the next claim, past the leases of their jobs), or when ``force``d."""
+        if self._poll is None and not force:
+            return
+        acks = self._take_acks()
+        if not acks:
+            return
+        try:
+            self.client.ack_many(self.queue, acks)
+        except (errors.DelayqError, errors.ConnectionFailed) as e:
+            log.warning("acks failed: %s", e)
+            with self._lock:
+                self._acks[:0] = acks
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.shutdown_grace
@@ -135,7 +166,7 @@ class Worker:
                     return
             time.sleep(0.05)
         with self._lock:
-            left = list(self._running.values())
+            left = [st.job for st in self._running.values()]
         for job in left:
             try:
                 self.client.release(self.queue, job.id, job.lease_token, undo_attempt=False)
@@ -143,16 +174,12 @@ class Worker:
                 log.warning("release of %s failed: %s", job.id, e)
 
     def _run_one(self, job: ClaimedJob) -> None:
-        done = threading.Event()
-        timed_out = threading.Event()
-        extender = threading.Thread(target=self._extend, args=(job, done, timed_out), daemon=True)
-        extender.start()
+        st = self._running_state(job)
         try:
             try:
                 self.handler(job)
             except Exception as e:  # noqa: BLE001 - every failure is the job's
-                done.set()
-                if timed_out.is_set():
+                if not st.finish():
                     return  # already given up as "timeout"
                 self.failed += 1
                 try:
@@ -160,39 +187,73 @@ class Worker:
                 except errors.LeaseLost:
                     log.warning("job %s: lease lost before the nack", job.id)
             else:
-                done.set()
-                if timed_out.is_set():
+                if not st.finish():
                     return  # already given up as "timeout"
-                try:
-                    self.client.ack(self.queue, job.id, job.lease_token)
-                    self.acked += 1
-                except (errors.LeaseLost, errors.NotFound):
-                    log.warning("job %s: lease lost before the ack", job.id)
+                with self._lock:
+                    self._acks.append((job.id, job.lease_token))
+                self.acked += 1
+                self._flush_acks()
         finally:
-            done.set()
             with self._lock:
                 self._running.pop((job.id, job.lease_token), None)
             self._slots.release()
 
-    def _extend(self, job: ClaimedJob, done: threading.Event, timed_out: threading.Event) -> None:
-        """Extends the lease while the handler runs; past the job's ``timeout_ms`` gives the
-        attempt up as ``timeout`` instead (the handler's thread cannot be stopped: its result is
-        ignored)."""
-        period = max(self.lease_ms / 3000, 0.01)
-        limit = None if job.timeout_ms is None else time.monotonic() + job.timeout_ms / 1000
-        while not done.wait(period if limit is None else max(0.0, min(period, limit - time.monotonic()))):
-            if limit is not None and time.monotonic() >= limit:
-                timed_out.set()
-                self.failed += 1
-                try:
-                    self.client.nack(self.queue, job.id, job.lease_token, error="timeout")
-                except errors.DelayqError as e:
-                    log.warning("job %s: the timeout's nack failed: %s", job.id, e)
-                return
-            try:
-                self.client.extend(self.queue, job.id, job.lease_token, self.lease_ms)
-            except errors.LeaseLost:
-                log.warning("job %s: lease lost while it runs", job.id)
-                return
-            except (errors.DelayqError, errors.ConnectionFailed) as e:
-                log.warning("job %s: lease extension failed: %s", job.id, e)
+    def _running_state(self, job: ClaimedJob) -> "_Running":
+        with self._lock:
+            st = self._running.get((job.id, job.lease_token))
+            if st is None:
+                st = self._running[(job.id, job.lease_token)] = _Running(job, self.lease_ms)
+        return st
+
+    def _keep(self, until: threading.Event) -> None:
+        """One thread for every running job: extends each lease every third of ``lease_ms``,
+        and past a job's ``timeout_ms`` gives the attempt up as ``timeout`` (the handler's
+        thread cannot be stopped: its result is ignored)."""
+        tick = min(max(self.lease_ms / 3000, 0.01), 0.05)
+        while not until.wait(tick):
+            now = time.monotonic()
+            with self._lock:
+                states = list(self._running.values())
+            for st in states:
+                if st.deadline is not None and now >= st.deadline:
+                    if st.give_up():
+                        self.failed += 1
+                        try:
+                            self.client.nack(self.queue, st.job.id, st.job.lease_token, error="timeout")
+                        except (errors.DelayqError, errors.ConnectionFailed) as e:
+                            log.warning("job %s: the timeout's nack failed: %s", st.job.id, e)
+                    continue
+                if now >= st.next_extend and not st.done:
+                    st.next_extend = now + st.period
+                    try:
+                        self.client.extend(self.queue, st.job.id, st.job.lease_token, self.lease_ms)
+                    except errors.LeaseLost:
+                        log.warning("job %s: lease lost while it runs", st.job.id)
+                    except (errors.DelayqError, errors.ConnectionFailed) as e:
+                        log.warning("job %s: lease extension failed: %s", st.job.id, e)
+
+
+class _Running:
+    """A job a handler runs: when its lease is next extended, when it times out, and whether
+    it finished or was given up (whichever comes first wins)."""
+
+    def __init__(self, job: ClaimedJob, lease_ms: int):
+        now = time.monotonic()
+        self.job = job
+        self.period = max(lease_ms / 3000, 0.01)
+        self.next_extend = now + self.period
+        self.deadline = None if job.timeout_ms is None else now + job.timeout_ms / 1000
+        self.done = False
+        self._lock = threading.Lock()
+
+    def finish(self) -> bool:
+        """The handler returned: whether its outcome counts (not given up before)."""
+        with self._lock:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+    def give_up(self) -> bool:
+        """Past the timeout: whether this gives the job up (the handler had not finished)."""
+        return self.finish()
