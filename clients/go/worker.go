@@ -62,6 +62,8 @@ type Worker struct {
 	// polling: a claim is waiting on the server, so acks do not wait for the next one (a job
 	// whose lease ran out meanwhile would be handed out again).
 	polling bool
+	// pollSince is when the claim in flight was sent.
+	pollSince time.Time
 	// flushing counts the ack batches flushSoon has in flight.
 	flushing sync.WaitGroup
 }
@@ -132,9 +134,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		claimCtx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
 		w.setPolling(true)
-		// Acks that came in between taking them and starting the poll go now.
-		w.flushSoon()
+		// Acks of jobs that finish while this claim waits on the server go on their own.
+		slow := time.AfterFunc(slowClaim, w.flushSoon)
 		got, err := w.c.Claim(claimCtx, w.queue, ClaimOptions{Max: free, Lease: w.lease, Wait: wait, Acks: acks, PollID: poll})
+		slow.Stop()
 		w.setPolling(false)
 		cancel()
 		close(stop)
@@ -240,14 +243,19 @@ func (w *Worker) runOne(j *Job) {
 func (w *Worker) setPolling(on bool) {
 	w.mu.Lock()
 	w.polling = on
+	w.pollSince = time.Now()
 	w.mu.Unlock()
 }
+
+// slowClaim: a claim in flight longer than this is waiting on the server (a claim that finds
+// jobs answers in a few ms): finished jobs' acks then go on their own.
+const slowClaim = 20 * time.Millisecond
 
 // flushSoon sends the pending acks now when a claim is waiting (they would otherwise wait for
 // the next claim, past the leases of their jobs).
 func (w *Worker) flushSoon() {
 	w.mu.Lock()
-	if !w.polling || len(w.acks) == 0 {
+	if !w.polling || len(w.acks) == 0 || time.Since(w.pollSince) < slowClaim {
 		w.mu.Unlock()
 		return
 	}
