@@ -176,7 +176,7 @@ export class Client {
 
   constructor(opts: ClientOptions) {
     if (!/^https?:\/\//.test(opts.baseUrl)) {
-      throw new DelayqError("bad_answer", `baseUrl ${JSON.stringify(opts.baseUrl)}: expected http://HOST:PORT`, {
+      throw new DelayqError("invalid_argument", `baseUrl ${JSON.stringify(opts.baseUrl)}: expected http://HOST:PORT`, {
         retryable: false,
       });
     }

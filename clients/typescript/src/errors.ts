@@ -2,11 +2,17 @@
 // whether sending the same request again may succeed.
 
 /** Codes the client itself gives (the server's codes are listed in docs/API.md). */
-export type ClientCode = "connection_failed" | "timeout" | "invalid_signature" | "bad_answer";
+export type ClientCode =
+  | "connection_failed"
+  | "timeout"
+  | "aborted"
+  | "invalid_signature"
+  | "invalid_argument"
+  | "bad_answer";
 
 /** A failed call: `code` is the API's error code (`not_found`, `lease_lost`, …) or one of the client's own. */
 export class DelayqError extends Error {
-  /** The API's error code, or `connection_failed`, `timeout`, `invalid_signature`, `bad_answer`. */
+  /** The API's error code, or one of the client's own (`ClientCode`). */
   readonly code: string;
   /** The HTTP status (0 when no answer came). */
   readonly status: number;
