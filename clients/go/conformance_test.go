@@ -106,6 +106,9 @@ func enqueueOpts(a map[string]any) []EnqueueOption {
 	if a["on_conflict"] == "replace" {
 		o = append(o, WithReplace())
 	}
+	if t, ok := a["target"]; ok {
+		o = append(o, WithField("target", t))
+	}
 	return o
 }
 

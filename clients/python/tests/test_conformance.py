@@ -63,7 +63,7 @@ class Runner:
     def step(self, op, a):
         c, q = self.c, self.q
         fields = {k: a[k] for k in ("id", "delay_ms", "run_at", "max_attempts", "priority",
-                                    "on_conflict") if k in a}
+                                    "on_conflict", "target") if k in a}
         if op == "enqueue":
             e = c.enqueue(q, a.get("payload"), **fields)
             return {"id": e.id, "created": e.created}

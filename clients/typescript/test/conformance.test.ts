@@ -35,6 +35,7 @@ function opts(a: J) {
     maxAttempts: a.max_attempts,
     priority: a.priority,
     onConflict: a.on_conflict,
+    target: a.target,
   };
 }
 

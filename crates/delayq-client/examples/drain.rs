@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use delayq::{Backend, Consumer, ConsumerOptions, Failure, Job, JobId, NewJob, Producer, QueueName};
+use delayq::{
+    Backend, Consumer, ConsumerOptions, Failure, Job, JobId, NewJob, Producer, QueueName,
+};
 use delayq_client::{Client, RemoteBackend};
 
 /// Drains the queue; `close` is called once the last job is handled (a remote backend cuts its
@@ -19,7 +21,7 @@ async fn drain<B: Backend>(
     label: &str,
     jobs: usize,
     concurrency: usize,
-    close: impl std::future::Future<Output = ()> + Send,
+    close: impl Future<Output = ()> + Send,
 ) {
     let queue = QueueName::new(format!("drain-rs-{}", std::process::id())).unwrap();
     let producer = Producer::new(backend.clone(), queue.clone());

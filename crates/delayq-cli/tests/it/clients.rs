@@ -87,7 +87,10 @@ fn typescript_passes_the_conformance_suite_and_its_own_tests_on_both_stores() {
                 .current_dir(&pkg),
             &format!("the TypeScript tests against {url}"),
         );
-        assert!(out.contains("# fail 0") && out.contains("# skipped 0"), "{out}");
+        assert!(
+            out.contains("# fail 0") && out.contains("# skipped 0"),
+            "{out}"
+        );
         assert!(!out.contains("# pass 0"), "{out}");
     }
 }
@@ -149,7 +152,8 @@ fn check_story(out: &str) {
 fn the_typescript_example_installs_from_the_repository_and_runs() {
     typescript_built();
     let dir = tempfile::tempdir().unwrap();
-    let (_server, addr) = spawn_serve(delayq(dir.path()).args(["serve", "--listen", "127.0.0.1:0"]));
+    let (_server, addr) =
+        spawn_serve(delayq(dir.path()).args(["serve", "--listen", "127.0.0.1:0"]));
     // A project of the user's own, elsewhere, that installs the package folder.
     let app = dir.path().join("app");
     std::fs::create_dir(&app).unwrap();
@@ -183,7 +187,8 @@ fn the_typescript_example_installs_from_the_repository_and_runs() {
 #[test]
 fn the_go_example_builds_against_the_module_folder_and_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, addr) = spawn_serve(delayq(dir.path()).args(["serve", "--listen", "127.0.0.1:0"]));
+    let (_server, addr) =
+        spawn_serve(delayq(dir.path()).args(["serve", "--listen", "127.0.0.1:0"]));
     // A module of the user's own, elsewhere, that requires the client by a `replace`.
     let app = dir.path().join("app");
     std::fs::create_dir(&app).unwrap();

@@ -49,6 +49,9 @@ fn enqueue_of(a: &Value) -> EnqueueRequest {
         on_conflict: a
             .get("on_conflict")
             .map(|v| serde_json::from_value(v.clone()).unwrap()),
+        target: a
+            .get("target")
+            .map(|v| serde_json::from_value(v.clone()).unwrap()),
         ..EnqueueRequest::default()
     }
 }
