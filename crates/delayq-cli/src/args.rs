@@ -14,34 +14,71 @@ pub(crate) struct Cli {
     /// rediss://… (TLS), unix:///path, redis+cluster://h1:p1,h2:p2,…,
     /// redis+sentinel://h1:p1,h2:p2/MASTER (rediss+… for TLS). Without it (and without DELAYQ_REDIS_URL) delayq uses the
     /// embedded store.
-    #[arg(long, global = true, env = "DELAYQ_REDIS_URL")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_REDIS_URL"
+    )]
     pub redis: Option<String>,
     /// PEM file of a private CA that signed the Redis server's certificate.
-    #[arg(long, global = true, env = "DELAYQ_TLS_CA")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_TLS_CA"
+    )]
     pub tls_ca: Option<PathBuf>,
     /// PEM client certificate for mutual TLS (with --tls-key).
-    #[arg(long, global = true, env = "DELAYQ_TLS_CERT")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_TLS_CERT"
+    )]
     pub tls_cert: Option<PathBuf>,
     /// PEM client key for mutual TLS (with --tls-cert).
-    #[arg(long, global = true, env = "DELAYQ_TLS_KEY")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_TLS_KEY"
+    )]
     pub tls_key: Option<PathBuf>,
     /// Make every enqueue and acknowledgement wait until N replicas have it (Redis WAIT), so
     /// a failover cannot lose it.
-    #[arg(long, global = true, env = "DELAYQ_WAIT_REPLICAS", default_value_t = 0)]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_WAIT_REPLICAS",
+        default_value_t = 0
+    )]
     pub wait_replicas: u32,
     /// Keep every Redis key under dq:NAME: instead of dq: — applications (or staging and
     /// production) sharing one Redis never see each other's queues.
-    #[arg(long, global = true, env = "DELAYQ_NAMESPACE", value_name = "NAME")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_NAMESPACE",
+        value_name = "NAME"
+    )]
     pub namespace: Option<String>,
     /// How long to keep trying to reach Redis when it cannot be reached (starting beside this
     /// process, mid-failover), with backoff, logging why every few seconds; then exit with a
     /// clear message. Default: indefinitely for `serve` and `worker` (serve answers /healthz
     /// meanwhile, /readyz 503), 10s for other commands; 0s tries once.
-    #[arg(long, global = true, env = "DELAYQ_CONNECT_TIMEOUT", value_parser = parse_duration)]
+    #[arg(long, global = true, help_heading = "Store and connection", env = "DELAYQ_CONNECT_TIMEOUT", value_parser = parse_duration)]
     pub connect_timeout: Option<Duration>,
     /// File holding the Redis password (a mounted secret): it stays out of the process list,
     /// where a password in --redis is visible. Wins over a password in the URL.
-    #[arg(long, global = true, env = "DELAYQ_REDIS_PASSWORD_FILE")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_REDIS_PASSWORD_FILE"
+    )]
     pub redis_password_file: Option<PathBuf>,
     /// The Redis password, from the environment only (never a flag: the process list shows
     /// flags).
@@ -49,15 +86,26 @@ pub(crate) struct Cli {
     pub redis_password: Option<String>,
     /// A running `delayq serve` to send every command to (http://HOST:PORT). Without it, a
     /// command on the embedded store goes to the server that owns it, when one runs.
-    #[arg(long, global = true, env = "DELAYQ_SERVER")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_SERVER"
+    )]
     pub server: Option<String>,
     /// Bearer token for that server, when it needs one.
-    #[arg(long, global = true, env = "DELAYQ_SERVER_TOKEN")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_SERVER_TOKEN"
+    )]
     pub server_token: Option<String>,
     /// Directory of the embedded store (used when no Redis URL is configured).
     #[arg(
         long,
         global = true,
+        help_heading = "Store and connection",
         env = "DELAYQ_DATA",
         default_value = "./delayq-data"
     )]
@@ -126,6 +174,9 @@ pub(crate) enum Command {
     Schedule(ScheduleCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
+    /// Print a new random push signing secret (whsec_…) for `serve --push-secret` and the
+    /// receivers that verify pushes.
+    PushSecret,
     /// Check the Redis deployment: topology (Cluster slots, Sentinel quorum, replicas), TLS,
     /// the ACL rule, and on every master version, eviction policy and persistence; latency,
     /// clock.

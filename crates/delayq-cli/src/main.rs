@@ -85,6 +85,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
+    if let Command::PushSecret = cli.command {
+        println!("{}", delayq_push::signing::Secret::generate());
+        return Ok(0);
+    }
     #[cfg(feature = "bench")]
     if let Command::Bench(a) = cli.command {
         return bench::run(cli.redis, cli.wait_replicas, a).await;
@@ -164,5 +168,6 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         #[cfg(feature = "bench")]
         Command::Chaos(_) => unreachable!("handled above"),
         Command::Doctor { .. } => unreachable!("handled above"),
+        Command::PushSecret => unreachable!("handled above"),
     }
 }

@@ -57,20 +57,30 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     /// Parses `whsec_<base64>` (the key is the decoded bytes, at least 16 of them).
     pub fn parse(text: &str) -> Result<Self, SigningError> {
+        const HOW: &str = "a secret is whsec_ followed by the base64 of at least 16 random \
+                           bytes; `delayq push-secret` prints a new one";
         let b64 = text
             .trim()
             .strip_prefix("whsec_")
-            .ok_or_else(|| SigningError::Secret("it must start with whsec_".into()))?;
-        let key = B64
-            .decode(b64)
-            .map_err(|e| SigningError::Secret(format!("not base64: {e}")))?;
+            .ok_or_else(|| SigningError::Secret(format!("it must start with whsec_ ({HOW})")))?;
+        let key = B64.decode(b64).map_err(|e| {
+            SigningError::Secret(format!("the part after whsec_ is not base64: {e} ({HOW})"))
+        })?;
         if key.len() < 16 {
             return Err(SigningError::Secret(format!(
-                "{} bytes: at least 16 are needed",
+                "the part after whsec_ decodes to {} bytes: at least 16 are needed ({HOW})",
                 key.len()
             )));
         }
         Ok(Self::from_bytes(&key))
+    }
+
+    /// A new random secret as text: `whsec_` and the base64 of 32 random bytes.
+    pub fn generate() -> String {
+        let mut key = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+            .expect("the system's random source");
+        format!("whsec_{}", B64.encode(key))
     }
 
     /// A secret of these key bytes.

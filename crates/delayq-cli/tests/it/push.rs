@@ -262,6 +262,33 @@ fn bad_push_options_are_refused() {
     let o = run(&["--push", "--push-host-rate", "0"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("rate"));
+    // A short secret: the error says what a secret is and how to make one.
+    let o = run(&["--push", "--push-secret", "whsec_mysecret"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("at least 16") && err.contains("delayq push-secret"),
+        "{err}"
+    );
+}
+
+#[test]
+fn push_secret_prints_a_new_secret_that_serve_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .arg("push-secret")
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap().trim().to_owned()
+    };
+    let (a, b) = (secret(), secret());
+    assert!(a.starts_with("whsec_") && a.len() > 40, "{a}");
+    assert_ne!(a, b, "random each time");
+    assert!(delayq_push::signing::Secret::parse(&a).is_ok());
+    let (_server, addr) = serve(dir.path(), &[], &["--push-secret", &a]);
+    assert_eq!(http(&addr, "GET", "/healthz", None).0, 200);
 }
 
 /// SIGKILL a pushing server mid-run, start another: every job delivered, duplicates only for
