@@ -14,6 +14,12 @@ pub(crate) async fn get(p: &Producer<AnyBackend>, id: &JobId, json: bool) -> any
     match p.get(id).await? {
         Some(j) if json => println!("{}", job_json(&j)),
         Some(j) => println!("{}", job_text(&j)),
+        None if json => {
+            let e =
+                serde_json::json!({"code": "not_found", "message": format!("job {id} not found")});
+            eprintln!("{e}");
+            return Ok(3);
+        }
         None => {
             eprintln!("job {id} not found");
             return Ok(3);
@@ -139,7 +145,11 @@ pub(crate) async fn dead<B: Backend + Inspect>(
             json,
         } => {
             let dead = delayq::ListState::Dead;
-            for j in delayq::listing::skip_take(b, q, dead, offset, limit).await? {
+            let jobs = delayq::listing::skip_take(b, q, dead, offset, limit).await?;
+            if jobs.is_empty() && !json {
+                eprintln!("no dead jobs in queue {q}{}", from_offset(offset));
+            }
+            for j in jobs {
                 if json {
                     println!("{}", job_json(&j));
                 } else {
@@ -163,6 +173,15 @@ pub(crate) async fn dead<B: Backend + Inspect>(
         DeadCommand::Purge => println!("purged {}", b.dead_purge(q).await?),
     }
     Ok(0)
+}
+
+/// " from offset N" for a listing that skipped some.
+fn from_offset(offset: usize) -> String {
+    if offset == 0 {
+        String::new()
+    } else {
+        format!(" from offset {offset}")
+    }
 }
 
 /// A window width in ms as the settings keep it (saturated: a width past the range is
@@ -319,6 +338,9 @@ pub(crate) async fn jobs<B: Backend + Inspect>(
         json,
     } = cmd;
     let page = b.list(q, state, limit, cursor).await?;
+    if page.jobs.is_empty() && !json {
+        eprintln!("no {state} jobs in queue {q}");
+    }
     for j in &page.jobs {
         if json {
             println!("{}", job_json(j));
@@ -395,7 +417,11 @@ pub(crate) async fn schedule(
             println!("{name}\tnext {}", format_ms(info.next_ms));
         }
         ScheduleCommand::List { json } => {
-            for s in b.schedules(q).await? {
+            let all = b.schedules(q).await?;
+            if all.is_empty() && !json {
+                eprintln!("no schedules in queue {q}");
+            }
+            for s in all {
                 let timing = match &s.spec.timing {
                     Timing::Cron { cron, tz } => format!("cron {cron:?} {tz}"),
                     Timing::Every { every_ms } => format!("every {every_ms} ms"),

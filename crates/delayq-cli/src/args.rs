@@ -370,6 +370,19 @@ impl Command {
                 | Command::Queue(QueueCommand::Show { .. })
         )
     }
+
+    /// Whether the command was asked for JSON (`--json`): its errors are JSON too.
+    pub(crate) fn json(&self) -> bool {
+        matches!(
+            self,
+            Command::Get { json: true, .. }
+                | Command::Stats { json: true, .. }
+                | Command::Dead(DeadCommand::List { json: true, .. })
+                | Command::Jobs(JobsCommand::List { json: true, .. })
+                | Command::Queue(QueueCommand::Show { json: true, .. })
+                | Command::Schedule(ScheduleCommand::List { json: true })
+        )
+    }
 }
 
 /// When a job is due: `--delay` or `--at` (neither: now).

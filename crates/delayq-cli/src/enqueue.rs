@@ -30,7 +30,59 @@ enum RunAt {
     Text(String),
 }
 
+/// A `--jsonl` line that is not a job, and why (exit code 2, as any bad input).
+#[derive(Debug)]
+pub(crate) struct BadLine(String);
+
+impl std::fmt::Display for BadLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadLine {}
+
+/// The fields of a line, with what each must be (for the error that names one).
+const FIELDS: [(&str, &str); 5] = [
+    ("id", "a string"),
+    ("payload", "any JSON value"),
+    ("delay_ms", "a number of ms"),
+    ("run_at", "RFC 3339 text or ms since the epoch"),
+    ("max_attempts", "a whole number 1-10000"),
+];
+
 impl Line {
+    /// One line, or what is wrong with it: not JSON, not an object, an unknown field, or a
+    /// field of the wrong type — naming the field and what it must be.
+    fn parse(text: &str) -> Result<Self, String> {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+        let obj = v.as_object().ok_or_else(|| {
+            format!("expected a JSON object like {{\"id\": \"order-1\", \"payload\": {{}}, \"delay_ms\": 60000}}, got {v}")
+        })?;
+        for (k, value) in obj {
+            let Some((_, what)) = FIELDS.iter().find(|(f, _)| f == k) else {
+                let known: Vec<&str> = FIELDS.iter().map(|(f, _)| *f).collect();
+                return Err(format!(
+                    "unknown field `{k}` (the fields: {})",
+                    known.join(", ")
+                ));
+            };
+            let mut one = serde_json::Map::new();
+            one.insert(k.clone(), value.clone());
+            if *k != "payload" {
+                one.insert("payload".into(), serde_json::Value::Null);
+            }
+            if serde_json::from_value::<Line>(serde_json::Value::Object(one)).is_err() {
+                return Err(format!("field `{k}` must be {what}, got {value}"));
+            }
+        }
+        if !obj.contains_key("payload") {
+            return Err("field `payload` is missing (any JSON value)".into());
+        }
+        serde_json::from_value(v).map_err(|e| format!("invalid job: {e}"))
+    }
+
     fn into_job(self) -> anyhow::Result<NewJob> {
         // A JSON string payload is stored as its text; anything else as compact JSON.
         let payload = match self.payload {
@@ -124,8 +176,7 @@ async fn run_jsonl(p: &Producer<AnyBackend>, batch: usize) -> anyhow::Result<()>
         if line.trim().is_empty() {
             continue;
         }
-        let parsed: Line =
-            serde_json::from_str(&line).with_context(|| format!("line {}: invalid job", i + 1))?;
+        let parsed = Line::parse(&line).map_err(|e| BadLine(format!("line {}: {e}", i + 1)))?;
         let job = parsed
             .into_job()
             .with_context(|| format!("line {}: invalid job", i + 1))?;

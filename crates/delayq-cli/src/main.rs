@@ -50,8 +50,17 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let json = cli.command.json();
     match run(cli).await {
         Ok(code) => ExitCode::from(code),
+        Err(e) if json => {
+            // Asked for JSON: the error is JSON too, on stderr, with the API's code.
+            eprintln!(
+                "{}",
+                serde_json::json!({"code": error_code(&e), "message": format!("{e:#}")})
+            );
+            ExitCode::from(exit_code(&e))
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             if let Some(hint) = remote::hint(&e) {
@@ -63,6 +72,46 @@ async fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// The API's error code of `e` (as `delayq serve` would answer it), or `error`.
+fn error_code(e: &anyhow::Error) -> &'static str {
+    use delayq::{Error as E, JobState};
+    use delayq_http::error::ErrorCode as C;
+    for cause in e.chain() {
+        if let Some(i) = cause.downcast_ref::<delayq::InvalidInput>() {
+            return C::of_input(i).as_str();
+        }
+        if let Some(delayq_redis::Error::Connect { .. }) =
+            cause.downcast_ref::<delayq_redis::Error>()
+        {
+            return "unavailable";
+        }
+        if let Some(de) = cause.downcast_ref::<E>() {
+            return match de {
+                E::Invalid(i) => C::of_input(i).as_str(),
+                E::NotFound { .. } => "not_found",
+                E::LeaseLost { .. } => "lease_lost",
+                E::WrongState {
+                    expected: JobState::Dead,
+                    ..
+                } => "job_not_dead",
+                E::WrongState {
+                    state: JobState::Leased,
+                    ..
+                } => "job_leased",
+                E::WrongState {
+                    state: JobState::Dead,
+                    ..
+                } => "job_dead",
+                E::Unavailable(_) => "unavailable",
+                E::StoreFull(_) => "store_full",
+                E::Conflict(_) => "conflict",
+                _ => "error",
+            };
+        }
+    }
+    "error"
 }
 
 fn exit_code(e: &anyhow::Error) -> u8 {
@@ -77,6 +126,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         }
         if cause.downcast_ref::<delayq::InvalidInput>().is_some()
             || cause.downcast_ref::<serde_json::Error>().is_some()
+            || cause.downcast_ref::<enqueue::BadLine>().is_some()
         {
             return 2;
         }

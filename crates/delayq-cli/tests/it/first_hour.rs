@@ -415,3 +415,86 @@ fn server_names_a_server_explicitly_with_its_token() {
     assert!(!dir.join("delayq-data").exists(), "no local store was made");
     drop(server);
 }
+
+#[test]
+fn empty_listings_say_so_json_commands_fail_in_json_and_bad_lines_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assert!(
+        run(
+            dir,
+            &["enqueue", "--id", "a", "--payload", "x", "--delay", "1h"]
+        )
+        .status
+        .success()
+    );
+    // An empty listing says so on stderr; stdout stays empty for a pipe.
+    for (args, says) in [
+        (&["dead", "list"][..], "no dead jobs in queue default"),
+        (
+            &["jobs", "list", "--state", "due"][..],
+            "no due jobs in queue default",
+        ),
+        (&["schedule", "list"][..], "no schedules in queue default"),
+    ] {
+        let o = run(dir, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(says),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    // Asked for JSON, an error is JSON on stderr, with the API's code.
+    let o = run(dir, &["get", "nope", "--json"]);
+    assert_eq!(o.status.code(), Some(3));
+    let e: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
+    assert_eq!(e["code"], "not_found", "{e}");
+    let o = run(
+        dir,
+        &[
+            "--redis",
+            "redis://127.0.0.1:1",
+            "--connect-timeout",
+            "0s",
+            "stats",
+            "--json",
+        ],
+    );
+    let e: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
+    assert_eq!(e["code"], "unavailable", "{e}");
+    // A bad --jsonl line: its number, the field and what it must be; nothing stored.
+    for (line, says) in [
+        (
+            "{\"id\": 5, \"payload\": 1}",
+            "line 1: field `id` must be a string, got 5",
+        ),
+        (
+            "{\"id\": \"b\", \"payload\": 1, \"delay\": 5}",
+            "unknown field `delay`",
+        ),
+        ("{\"id\": \"b\"}", "field `payload` is missing"),
+        ("[1]", "expected a JSON object"),
+    ] {
+        let mut child = delayq(dir)
+            .args(["enqueue", "--jsonl"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{line}: {}", text(&o));
+        assert!(text(&o).contains(says), "{line}: {}", text(&o));
+    }
+    let o = run(dir, &["get", "b", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "nothing stored");
+}
