@@ -125,6 +125,11 @@ async fn run_on(
         max_streams_total: a.limits.max_streams_total,
         max_long_polls: a.limits.max_long_polls,
         max_long_polls_total: a.limits.max_long_polls_total,
+        // A pushing server refuses at enqueue the targets its pusher would refuse whatever DNS
+        // says, instead of dead-lettering them at their due time.
+        target_check: (a.push.push && !a.push.allow_private_targets).then(|| {
+            std::sync::Arc::new(delayq_push::client::refused_at_enqueue) as delayq_http::TargetCheck
+        }),
         ..HttpConfig::default()
     };
     raise_fd_limit(config.max_connections);

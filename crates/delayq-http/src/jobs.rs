@@ -65,6 +65,7 @@ pub async fn enqueue<B: Backend + Inspect>(
         key.as_deref(),
         None,
     )?;
+    st.config().check_target(job.target.as_ref())?;
     let e = producer.enqueue(job).await?;
     let status = if e.created {
         StatusCode::CREATED

@@ -55,7 +55,11 @@ pub async fn configure<B: Backend + Inspect>(
     ApiJson(body): ApiJson<SettingsPatch>,
 ) -> Result<Json<QueueView>, ApiError> {
     let current = st.backend().settings(&q).await?;
-    let settings = st.backend().configure(&q, body.apply(current)).await?;
+    let wanted = body.apply(current);
+    if body.target.is_some() {
+        st.config().check_target(wanted.target.as_ref())?;
+    }
+    let settings = st.backend().configure(&q, wanted).await?;
     let s = st.backend().stats(&q).await?;
     Ok(Json(QueueView::new(q.as_str(), s).with_settings(&settings)))
 }

@@ -51,6 +51,7 @@ pub async fn put<B: Backend + Inspect + Schedules>(
     ApiJson(body): ApiJson<ScheduleBody>,
 ) -> Result<Json<ScheduleView>, ApiError> {
     let spec = body.into_spec()?;
+    st.config().check_target(spec.target.as_ref())?;
     // The first fire is planned on the store's clock, as the ticker plans the others.
     let now = st.backend().clock_ms().await?;
     let info = schedule::put(st.backend(), &q, &name, spec, st.config().max_payload, now).await?;

@@ -9,8 +9,13 @@ use delayq::{Backend, Inspect, Instrumented, Producer, QueueName};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
+/// A check of a push target at enqueue: `Some(why)` refuses it (`invalid_target`). `serve
+/// --push` without `--allow-private-targets` gives one that refuses the targets its pusher
+/// would refuse whatever DNS says (private, loopback and link-local literals, `localhost`).
+pub type TargetCheck = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// Settings of the HTTP layer.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HttpConfig {
     /// Largest job payload in bytes (default 1 MiB).
     pub max_payload: usize,
@@ -50,6 +55,39 @@ pub struct HttpConfig {
     /// sending headers, idle, or in a short request); more are closed as they arrive, so one
     /// host churning half-sent requests cannot crowd out the others.
     pub max_short_per_address: usize,
+    /// Refuses push targets at enqueue (jobs, schedules, a queue's default target); `None`:
+    /// every valid URL is taken.
+    pub target_check: Option<TargetCheck>,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("max_payload", &self.max_payload)
+            .field("max_body", &self.max_body)
+            .field("tokens", &self.tokens.len())
+            .field("request_timeout", &self.request_timeout)
+            .field("loopback_hosts_only", &self.loopback_hosts_only)
+            .field("max_connections", &self.max_connections)
+            .field("target_check", &self.target_check.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpConfig {
+    /// `Err(invalid_target)` when [`HttpConfig::target_check`] refuses `target`.
+    pub fn check_target(&self, target: Option<&delayq::Target>) -> Result<(), crate::ApiError> {
+        match (&self.target_check, target) {
+            (Some(check), Some(t)) => match check(&t.url) {
+                Some(why) => Err(crate::ApiError::new(
+                    crate::error::ErrorCode::InvalidTarget,
+                    why,
+                )),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Default for HttpConfig {
@@ -69,6 +107,7 @@ impl Default for HttpConfig {
             max_streams_total: 256,
             max_short_per_address: 64,
             depth_every: crate::depth::EVERY,
+            target_check: None,
         }
     }
 }

@@ -92,6 +92,31 @@ pub fn check_literal(url: &reqwest::Url, allow_private: bool) -> Result<(), Refu
     })
 }
 
+/// Whether a pusher that does not allow private targets would refuse `url` whatever DNS says:
+/// an address literal on a refused network, or a `localhost` name. Checked at enqueue, so such
+/// a job is refused then (its resolved names are still checked at delivery). The message names
+/// `--allow-private-targets`.
+pub fn refused_at_enqueue(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed
+        .host_str()?
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let why = if host == "localhost" || host.ends_with(".localhost") {
+        Some(Refused::Loopback.to_string())
+    } else {
+        check_literal(&parsed, false)
+            .err()
+            .map(|r| r.why.to_string())
+    };
+    why.map(|why| {
+        format!(
+            "target host {host} is {why}: this server's pusher refuses it (serve with \
+             --allow-private-targets to deliver to private networks)"
+        )
+    })
+}
+
 /// Builds the client.
 pub(crate) fn build(
     allow_private: bool,

@@ -467,3 +467,65 @@ fn the_cli_sets_targets() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--delivery push"));
 }
+
+/// A pushing server that refuses private targets refuses them at enqueue, naming the flag
+/// that allows them — for a job, a schedule and a queue's default target — and nothing is
+/// written; with `--allow-private-targets` the same job is taken.
+#[test]
+fn private_targets_are_refused_at_enqueue_by_a_server_that_would_not_deliver_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_strict, addr) = spawn_serve(
+        delayq(dir.path())
+            .args(["serve", "--listen", "127.0.0.1:0", "--push"])
+            .args(["--push-secret", SECRET]),
+    );
+    let (s, _) = http(
+        &addr,
+        "PUT",
+        "/v1/queues/hooks",
+        Some(json!({"delivery": "push"})),
+    );
+    assert_eq!(s, 200);
+    for url in [
+        "http://127.0.0.1:9/x",
+        "http://localhost/x",
+        "http://10.1.2.3/x",
+        "http://169.254.169.254/latest",
+        "http://[::1]/x",
+    ] {
+        let job = json!({"id": "j", "payload": 1, "target": {"url": url}});
+        let (s, body) = http(&addr, "POST", "/v1/queues/hooks/jobs", Some(job));
+        assert_eq!(s, 400, "{url}: {body}");
+        let v = json_of(&body);
+        assert_eq!(v["code"], "invalid_target", "{url}: {v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("--allow-private-targets"),
+            "{v}"
+        );
+    }
+    let sched = json!({"every_ms": 60000, "payload": 1, "target": {"url": "http://127.0.0.1/x"}});
+    let (s, body) = http(&addr, "PUT", "/v1/queues/hooks/schedules/s", Some(sched));
+    assert_eq!(s, 400, "{body}");
+    let default = json!({"target": {"url": "http://192.168.1.1/x"}});
+    let (s, body) = http(&addr, "PUT", "/v1/queues/hooks", Some(default));
+    assert_eq!(s, 400, "{body}");
+    let (s, body) = http(&addr, "GET", "/v1/queues/hooks", None);
+    assert_eq!(s, 200);
+    assert_eq!(json_of(&body)["scheduled"], 0, "nothing written");
+    // A public name is taken (its addresses are checked when it is delivered).
+    let job = json!({"id": "ok", "payload": 1, "delay_ms": 600000,
+        "target": {"url": "https://hooks.example.com/x"}});
+    let (s, body) = http(&addr, "POST", "/v1/queues/hooks/jobs", Some(job));
+    assert_eq!(s, 201, "{body}");
+    drop(_strict);
+
+    // The same server allowing private targets takes them.
+    let (_lax, addr) = serve(dir.path(), &[], &[]);
+    let job = json!({"id": "j", "payload": 1, "delay_ms": 600000,
+        "target": {"url": "http://127.0.0.1:9/x"}});
+    let (s, body) = http(&addr, "POST", "/v1/queues/hooks/jobs", Some(job));
+    assert_eq!(s, 201, "{body}");
+}
