@@ -43,8 +43,14 @@ pub enum Error {
     },
 }
 
-/// The innermost cause of a client error, said once (the client's own text repeats it).
+/// The innermost cause of a client error, said once (the client's own text repeats it); for
+/// an answer that is not the Redis protocol, what that means.
 fn root_cause(e: &RedisError) -> String {
+    if e.kind() == redis::ErrorKind::Parse {
+        return "the server there answered with something that is not the Redis protocol \
+                (an HTTP port, or another service?)"
+            .into();
+    }
     let mut cur: &dyn std::error::Error = e;
     while let Some(next) = cur.source() {
         cur = next;
@@ -69,7 +75,11 @@ impl From<Error> for delayq::Error {
 /// a client configuration the server refuses.
 pub(crate) fn worth_retrying(e: &RedisError) -> bool {
     use redis::ErrorKind as K;
-    if matches!(e.kind(), K::AuthenticationFailed | K::InvalidClientConfig) {
+    // Not Redis at all (an HTTP port): waiting will not make it one.
+    if matches!(
+        e.kind(),
+        K::AuthenticationFailed | K::InvalidClientConfig | K::Parse
+    ) {
         return false;
     }
     !matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))

@@ -224,3 +224,28 @@ fn serve_refuses_limits_that_leave_short_requests_no_room() {
         "{text}"
     );
 }
+
+#[test]
+fn a_redis_url_that_reaches_something_else_says_so_and_does_not_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_http, addr) = crate::common::spawn_serve(crate::common::delayq(dir.path()).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+    ]));
+    // `serve` waits for Redis indefinitely by default; a port that answers HTTP is no Redis
+    // starting up, so it stops at once.
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--redis",
+            &format!("redis://{addr}"),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("not the Redis protocol"), "{text}");
+}
