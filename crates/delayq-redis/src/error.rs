@@ -46,7 +46,7 @@ pub enum Error {
 /// The innermost cause of a client error, said once (the client's own text repeats it); for
 /// an answer that is not the Redis protocol, what that means.
 fn root_cause(e: &RedisError) -> String {
-    if e.kind() == redis::ErrorKind::Parse {
+    if e.kind() == ErrorKind::Parse {
         return "the server there answered with something that is not the Redis protocol \
                 (an HTTP port, or another service?)"
             .into();
