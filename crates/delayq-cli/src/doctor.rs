@@ -1,6 +1,7 @@
 //! `delayq doctor`: checks the Redis deployment it is pointed at — one server, a Cluster or
 //! Sentinel — and says in plain words what is wrong. Per-server checks (version, eviction,
-//! persistence) run on every master; topology checks are in `doctor_topology`.
+//! persistence) run on every master; topology checks are in `doctor_topology`; the embedded
+//! store's checks in `doctor_embedded`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -350,7 +351,12 @@ pub(crate) async fn run(opts: ConnectOptions, acl_user: Option<String>) -> anyho
              --redis-password-file FILE or DELAYQ_REDIS_PASSWORD instead",
         ));
     }
-    for c in &checks {
+    Ok(report(&checks))
+}
+
+/// Prints a verdict per check; the exit code: 1 when one fails.
+pub(crate) fn report(checks: &[Check]) -> u8 {
+    for c in checks {
         let v = match c.verdict {
             Verdict::Ok => "ok  ",
             Verdict::Warn => "WARN",
@@ -363,5 +369,5 @@ pub(crate) async fn run(opts: ConnectOptions, acl_user: Option<String>) -> anyho
         .map(|c| c.verdict)
         .max()
         .unwrap_or(Verdict::Ok);
-    Ok(if worst == Verdict::Fail { 1 } else { 0 })
+    if worst == Verdict::Fail { 1 } else { 0 }
 }

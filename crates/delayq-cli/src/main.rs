@@ -16,6 +16,7 @@ mod demo;
 #[cfg(test)]
 mod doc_commands;
 mod doctor;
+mod doctor_embedded;
 mod doctor_topology;
 mod enqueue;
 mod exec;
@@ -158,12 +159,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         (_, None) => {
             if let Command::Doctor { .. } = cli.command {
-                println!(
-                    "ok    backend      embedded store in {} (SQLite, WAL, synchronous=FULL); \
-                     doctor checks Redis servers: give --redis URL",
-                    cli.data.display()
-                );
-                return Ok(0);
+                return doctor_embedded::run(&cli.data);
             }
             store::embedded_or_server(&cli)?
         }

@@ -25,6 +25,7 @@
 mod backend;
 mod enqueue;
 pub mod error;
+mod health;
 mod inspect;
 mod push;
 mod rows;
@@ -34,3 +35,4 @@ mod throttle;
 
 pub use backend::{EmbeddedBackend, MAX_CLAIM};
 pub use error::Error;
+pub use health::{Health, health};

@@ -498,3 +498,49 @@ fn empty_listings_say_so_json_commands_fail_in_json_and_bad_lines_are_named() {
     let o = run(dir, &["get", "b", "--json"]);
     assert_eq!(o.status.code(), Some(3), "nothing stored");
 }
+
+#[test]
+fn doctor_without_redis_checks_the_embedded_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // No store yet: said, exit 1, and nothing created.
+    let o = run(dir, &["doctor"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("no embedded store"), "{}", text(&o));
+    assert!(!dir.join("delayq-data").exists());
+    assert!(
+        run(dir, &["enqueue", "--id", "a", "--payload", "x"])
+            .status
+            .success()
+    );
+    let o = run(dir, &["doctor"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for line in [
+        "ok    integrity    SQLite quick_check: ok",
+        "ok    wal",
+        "    disk ",
+        "ok    owner        no process holds the store",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    // Beside the server that owns it: read-only, and it names the owner.
+    let (_server, addr) = spawn_serve(delayq(dir).args(["serve", "--listen", "127.0.0.1:0"]));
+    let out = text(&run(dir, &["doctor"]));
+    assert!(
+        out.contains("held by delayq serve") && out.contains(&addr),
+        "{out}"
+    );
+    // A damaged database file fails the integrity check.
+    drop(_server);
+    let db = dir.join("delayq-data/delayq.sqlite3");
+    let mut bytes = std::fs::read(&db).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 512] {
+        *b = 0x5a;
+    }
+    std::fs::write(&db, bytes).unwrap();
+    let o = run(dir, &["doctor"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("FAIL"), "{}", text(&o));
+}
