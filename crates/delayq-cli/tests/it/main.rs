@@ -10,6 +10,7 @@ mod deadlines;
 mod first_hour;
 mod push;
 mod python;
+mod readme;
 mod schedules;
 mod startup;
 mod topologies;
