@@ -3,7 +3,7 @@ is still unpaid after a while; a payment cancels that job.
 
     python3 shop.py http://127.0.0.1:7070 --orders 20 --pay 5 --timeout-ms 1800000
 
-Needs the delayq package: pip install ./clients/python
+Needs the delayq package: python3 -m venv .venv && .venv/bin/pip install ./clients/python
 """
 
 import argparse

@@ -3,11 +3,12 @@ fires. Stops on Ctrl-C / SIGTERM after the job in hand (or with --idle-exit SECO
 
     python3 timeouts.py http://127.0.0.1:7070
 
-Needs the delayq package: pip install ./clients/python
+Needs the delayq package: python3 -m venv .venv && .venv/bin/pip install ./clients/python
 """
 
 import argparse
 import json
+import sys
 
 from delayq import Client, Worker
 
@@ -28,9 +29,12 @@ def main() -> None:
         # Real code: cancel the order in the database unless it was paid meanwhile (the
         # payment's cancel can lose the race once the job is running). Raising retries.
         cancelled.append(order_id)
+        print(f"cancelling unpaid {order_id} (attempt {job.attempt})", file=sys.stderr, flush=True)
 
     worker = Worker(Client(a.url, a.token), QUEUE, on_timeout, concurrency=a.concurrency,
                     wait_ms=1000)
+    print(f"waiting for order timeouts on {a.url} (queue {QUEUE}); Ctrl-C stops",
+          file=sys.stderr, flush=True)
     worker.run(idle_exit=a.idle_exit)
     print(json.dumps({"cancelled": sorted(cancelled)}))
 

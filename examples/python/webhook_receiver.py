@@ -7,7 +7,7 @@ due job with a target here; the request is verified before it is trusted.
 Answer 2xx when done; 5xx (or 503 with Retry-After) makes delayq retry. The webhook-id is the
 job id and stays the same on retries: use it to ignore a repeated delivery.
 
-Needs the delayq package: pip install ./clients/python
+Needs the delayq package: python3 -m venv .venv && .venv/bin/pip install ./clients/python
 """
 
 import json
