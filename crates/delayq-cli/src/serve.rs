@@ -174,8 +174,10 @@ async fn run_on(
         println!("  push       delivering push queues by HTTP");
     }
     println!("  API spec   http://{addr}/openapi.json");
+    // The try lines leave nothing behind: the worker runs the job when it is due.
+    println!("  try        delayq enqueue --queue demo --delay 5s --payload hello");
     println!(
-        "  try        curl -X POST http://{addr}/v1/queues/demo/jobs -H 'content-type: application/json' -d '{{\"payload\":{{\"hello\":\"world\"}},\"delay_ms\":5000}}'"
+        "             delayq worker --queue demo --exec cat    (prints hello in 5 s; Ctrl-C stops)"
     );
     let served = delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await;
     let _ = stop_ticker.send(true);
