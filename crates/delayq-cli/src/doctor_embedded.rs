@@ -20,7 +20,18 @@ fn mib(b: u64) -> String {
 /// Runs the checks and prints them; the exit code (1 when one fails).
 pub(crate) fn run(dir: &Path) -> anyhow::Result<u8> {
     let shown = dir.display();
-    let Some(h) = delayq_embedded::health(dir)? else {
+    let health = match delayq_embedded::health(dir) {
+        Ok(h) => h,
+        Err(e) => {
+            let c = Check::new(
+                "integrity",
+                Verdict::Fail,
+                format!("cannot read the store in {shown}: {e} — restore from a backup"),
+            );
+            return Ok(report(&[c]));
+        }
+    };
+    let Some(h) = health else {
         let c = Check::new(
             "store",
             Verdict::Fail,

@@ -515,11 +515,15 @@ fn doctor_without_redis_checks_the_embedded_store() {
     );
     let o = run(dir, &["doctor"]);
     let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    // (Only a nearly full disk under the test's directory may fail it.)
+    assert!(
+        o.status.code() == Some(0) || out.contains("FAIL  disk"),
+        "{out}"
+    );
     for line in [
         "ok    integrity    SQLite quick_check: ok",
         "ok    wal",
-        "    disk ",
+        "  disk ",
         "ok    owner        no process holds the store",
     ] {
         assert!(out.contains(line), "{line:?} in {out}");
@@ -531,15 +535,18 @@ fn doctor_without_redis_checks_the_embedded_store() {
         out.contains("held by delayq serve") && out.contains(&addr),
         "{out}"
     );
-    // A damaged database file fails the integrity check.
+    // A damaged database file (its header overwritten) fails the check.
     drop(_server);
     let db = dir.join("delayq-data/delayq.sqlite3");
     let mut bytes = std::fs::read(&db).unwrap();
-    let mid = bytes.len() / 2;
-    for b in &mut bytes[mid..mid + 512] {
+    for b in &mut bytes[..100] {
         *b = 0x5a;
     }
     std::fs::write(&db, bytes).unwrap();
+    // (Pages in the write-ahead log would stand in for the damaged ones: drop it.)
+    for f in ["delayq.sqlite3-wal", "delayq.sqlite3-shm"] {
+        let _ = std::fs::remove_file(dir.join("delayq-data").join(f));
+    }
     let o = run(dir, &["doctor"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("FAIL"), "{}", text(&o));
