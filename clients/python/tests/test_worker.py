@@ -228,4 +228,4 @@ class FaultTest(unittest.TestCase):
             s = c.stats(q)
             server.terminate()
             server.wait()
-        self.assertEqual((s.scheduled, s.leased, s.dead), (0, 0, 0))
+        self.assertEqual((s.scheduled + s.due, s.leased, s.dead), (0, 0, 0))

@@ -280,7 +280,7 @@ async fn off_lane(
     q: &delayq::QueueName,
     shards: &[delayq_redis::LaneShard],
 ) -> Option<String> {
-    let scheduled = delayq::Inspect::stats(backend, q).await.ok()?.scheduled;
+    let scheduled = delayq::Inspect::stats(backend, q).await.ok()?.waiting();
     let in_lane: u64 = shards.iter().map(|s| s.indexed()).sum();
     if scheduled < 100 || in_lane * 2 >= scheduled {
         return None;

@@ -70,7 +70,8 @@ impl Inspect for EmbeddedBackend {
             let head_due = head(c, &q, SCHEDULED)?;
             let due = between(i64::MIN, now)?;
             Ok(QueueStats {
-                scheduled: by_state(SCHEDULED)?,
+                // Due later (the due ones are `due`), as a listing by state shows them.
+                scheduled: by_state(SCHEDULED)?.saturating_sub(due),
                 due,
                 due_next_minute: between(now, now + 60_000)?,
                 leased: by_state(LEASED)?,

@@ -64,7 +64,7 @@ pub async fn sample<B: Backend + Inspect>(st: AppState<B>) {
             if let Ok(s) = st.backend().stats(&q).await {
                 let sample = DepthSample {
                     at,
-                    scheduled: s.scheduled.saturating_sub(s.due),
+                    scheduled: s.scheduled,
                     due: s.due,
                     leased: s.leased,
                     dead: s.dead,

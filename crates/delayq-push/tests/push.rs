@@ -320,7 +320,7 @@ async fn two_pushers_share_the_work() {
         runs.push(tokio::spawn(pusher.run(stopped(stop_rx.clone()))));
     }
     let until = Instant::now() + Duration::from_secs(30);
-    while b.stats(&hooks).await.unwrap().scheduled + b.stats(&hooks).await.unwrap().leased > 0 {
+    while b.stats(&hooks).await.unwrap().waiting() + b.stats(&hooks).await.unwrap().leased > 0 {
         assert!(Instant::now() < until, "not drained");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

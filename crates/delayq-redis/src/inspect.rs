@@ -85,10 +85,12 @@ impl Inspect for RedisBackend {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let route = self.route(queue).await?;
         let all = try_join_all(route.keys.iter().map(|k| self.shard_stats(k))).await?;
+        // A shard counts every waiting job as scheduled; `scheduled` here is the jobs due
+        // later (`due` the ones due now), as a listing by state shows them.
         Ok(all
             .into_iter()
             .fold(QueueStats::default(), |a, s| QueueStats {
-                scheduled: a.scheduled + s.scheduled,
+                scheduled: a.scheduled + s.scheduled.saturating_sub(s.due),
                 due: a.due + s.due,
                 due_next_minute: a.due_next_minute + s.due_next_minute,
                 leased: a.leased + s.leased,

@@ -14,7 +14,7 @@ use crate::jobs::{OutcomeKind, TargetView};
 pub struct QueueView {
     /// The queue.
     pub queue: String,
-    /// Jobs waiting (due or not).
+    /// Jobs due later (the ones due now are `due`; `jobs?state=scheduled` lists these).
     pub scheduled: u64,
     /// Scheduled jobs due now.
     pub due: u64,

@@ -600,7 +600,8 @@ impl AckOutcome {
 /// Counts of one queue.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {
-    /// Jobs waiting (due or not).
+    /// Jobs waiting for a due time still to come (the due ones are [`QueueStats::due`]): what
+    /// a listing of the `scheduled` state shows.
     pub scheduled: u64,
     /// Scheduled jobs that are due now.
     pub due: u64,
@@ -622,6 +623,14 @@ pub struct QueueStats {
     /// Completed jobs kept (retention).
     #[serde(default)]
     pub done: u64,
+}
+
+impl QueueStats {
+    /// Every job waiting for a consumer, due or not: [`QueueStats::scheduled`] plus
+    /// [`QueueStats::due`].
+    pub fn waiting(&self) -> u64 {
+        self.scheduled + self.due
+    }
 }
 
 fn default_priority() -> u8 {

@@ -15,7 +15,8 @@ pub mod schedule;
 pub mod throttle;
 
 pub use console::{
-    dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing, series_count_transitions,
+    counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,
+    series_count_transitions,
 };
 pub use deadlines::{
     expired_jobs_are_never_started, replace_on_conflict, timeouts_travel_with_the_job,
@@ -58,6 +59,7 @@ pub const ALL: &[&str] = &[
     "wakeups_for_earlier_jobs",
     "consumer_handles_each_job_once",
     "long_errors_are_cut_on_a_character_boundary",
+    "counts_match_listings",
     "listings_page_stably",
     "dead_delete_and_cancel_all",
     "pause_stops_leasing",
@@ -168,7 +170,7 @@ pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B, _t: Time) {
         (info.state, info.payload.as_slice()),
         (JobState::Scheduled, b"a".as_slice())
     );
-    assert_eq!(b.stats(&q()).await.unwrap().scheduled, 2);
+    assert_eq!(b.stats(&q()).await.unwrap().waiting(), 2);
     // A repeat due earlier than its first occurrence: still the first is written, and the
     // answers come in the batch's order.
     let out = p
@@ -200,7 +202,7 @@ pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B, _t: Time) {
     assert_eq!(out[7_777].due_at_ms, first.due_at_ms);
     assert_eq!(out[9_000].due_at_ms, out[2_500].due_at_ms);
     assert_eq!(
-        b.stats(&q()).await.unwrap().scheduled,
+        b.stats(&q()).await.unwrap().waiting(),
         2 + crate::limits::MAX_BATCH as u64 - 2
     );
 }
@@ -316,7 +318,7 @@ pub async fn ack_deletes<B: Backend + Inspect>(b: B, _t: Time) {
         [AckOutcome::Acked]
     );
     let s = b.stats(&q()).await.unwrap();
-    assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
+    assert_eq!((s.waiting(), s.leased, s.dead), (0, 0, 0));
     assert!(b.get(&q(), &id("x")).await.unwrap().is_none());
 }
 
@@ -528,7 +530,7 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B, t: Time) {
     }
     assert_eq!(b.dead_purge(&q()).await.unwrap(), 5);
     let s = b.stats(&q()).await.unwrap();
-    assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
+    assert_eq!((s.waiting(), s.leased, s.dead), (0, 0, 0));
 }
 
 /// Bad input is refused with a typed error and writes nothing.
@@ -672,7 +674,7 @@ pub async fn consumer_handles_each_job_once<B: Backend + Inspect>(b: B, t: Time)
     assert!(seen.values().all(|(c, _)| *c == 1), "each exactly once");
     assert!(seen.values().all(|(_, early)| !early), "none early");
     let s = b.stats(&q()).await.unwrap();
-    assert_eq!((s.scheduled, s.leased, s.dead), (0, 0, 0));
+    assert_eq!((s.waiting(), s.leased, s.dead), (0, 0, 0));
 }
 
 /// `last_error` keeps at most `limits::MAX_ERROR_BYTES` bytes, cut on a character boundary.
@@ -725,7 +727,7 @@ macro_rules! conformance_tests {
             expired_jobs_are_never_started, timeouts_travel_with_the_job, replace_on_conflict,
             schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
             per_job_retention, priorities_order_due_jobs, low_priorities_age,
-            due_listing_follows_claim_order,
+            due_listing_follows_claim_order, counts_match_listings,
             push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {

@@ -346,7 +346,7 @@ async fn sigkill_mid_push_loses_nothing() {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         let st = b.stats(&q).await.unwrap();
-        if st.scheduled + st.leased == 0 {
+        if st.waiting() + st.leased == 0 {
             assert_eq!(st.dead, 0);
             break;
         }

@@ -194,5 +194,5 @@ async fn a_worker_paused_past_its_lease_has_its_late_acks_refused() {
     )
     .await
     .unwrap();
-    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0), "{st:?}");
+    assert_eq!((st.waiting(), st.leased, st.dead), (0, 0, 0), "{st:?}");
 }

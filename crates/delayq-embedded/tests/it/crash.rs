@@ -142,7 +142,7 @@ async fn sigkill_loses_no_acknowledged_enqueue_or_ack() {
     }
     assert!(!leased.is_empty());
     let s = b.stats(&q()).await.unwrap();
-    assert_eq!((s.scheduled, s.leased), (0, 0));
+    assert_eq!((s.waiting(), s.leased), (0, 0));
 }
 
 #[tokio::test]

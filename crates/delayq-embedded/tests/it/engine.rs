@@ -492,14 +492,14 @@ async fn finished_jobs_are_acknowledged_while_held_jobs_wait() {
     let end = tokio::time::Instant::now() + Duration::from_secs(60);
     let left = || async {
         let s = b.stats(&q()).await.unwrap();
-        s.scheduled + s.leased
+        s.waiting() + s.leased
     };
     while left().await > 26 && tokio::time::Instant::now() < end {
         sleep(Duration::from_secs(1)).await;
     }
     let s = b.stats(&q()).await.unwrap();
     assert_eq!(
-        s.scheduled + s.leased,
+        s.waiting() + s.leased,
         26,
         "the 4 finished jobs are acknowledged within 60 s: {s:?}"
     );

@@ -99,7 +99,8 @@ async fn retries_with_an_id_store_each_job_once() {
     let stored: usize = server.command(&["HLEN", "dq:{f6}:jobs"]).parse().unwrap();
     let stats = backend.stats(&QueueName::new("f6").unwrap()).await.unwrap();
     assert_eq!(
-        stats.scheduled as usize, stored,
+        stats.waiting() as usize,
+        stored,
         "each stored job scheduled once"
     );
     let anonymous = stored - ids;

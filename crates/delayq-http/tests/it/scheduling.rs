@@ -207,8 +207,12 @@ async fn retention_and_priorities(r: &Router) {
     );
     let (_, v) = call(r, "GET", "/v1/queues/ret", None).await;
     assert_eq!(
-        (v["done"].as_u64(), v["scheduled"].as_u64()),
-        (Some(1), Some(1)),
+        (
+            v["done"].as_u64(),
+            v["scheduled"].as_u64(),
+            v["due"].as_u64()
+        ),
+        (Some(1), Some(0), Some(1)),
         "{v}"
     );
 }

@@ -74,7 +74,7 @@ async fn handled_jobs_are_acked_and_deleted() {
     let report = h.await.unwrap();
     assert_eq!(report.acked, 20);
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0));
+    assert_eq!((st.waiting(), st.leased, st.dead), (0, 0, 0));
     assert!(p.get(&id("j0")).await.unwrap().is_none());
     assert!(seen.lock().unwrap().iter().all(|j| j.attempt == 1));
 }
@@ -484,7 +484,7 @@ async fn four_consumers_handle_twenty_thousand_jobs_exactly_once_never_early() {
         early.lock().unwrap()
     );
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0));
+    assert_eq!((st.waiting(), st.leased, st.dead), (0, 0, 0));
     // All pending acks were flushed: the records are gone.
     assert_eq!(
         server.command(&["EXISTS", &format!("dq:{{{q}}}:jobs")]),

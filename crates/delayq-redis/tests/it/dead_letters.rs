@@ -96,7 +96,7 @@ async fn requeue_all_and_purge() {
     make_dead(&b, &q, 30).await;
     assert_eq!(b.dead_requeue_all(&q).await.unwrap(), 30);
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.dead, st.scheduled), (0, 30));
+    assert_eq!((st.dead, st.waiting()), (0, 30));
     // Kill them again, then purge: records are deleted too.
     let got = b.claim(&q, claim_req(100, 30_000)).await.unwrap();
     for j in got.jobs {

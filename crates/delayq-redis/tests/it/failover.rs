@@ -218,7 +218,7 @@ async fn cluster_failover_and_slot_migration_mid_run() {
     let starts = c.stop().await;
     assert!(never_early(&starts) >= acked.len());
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0), "{st:?}");
+    assert_eq!((st.waiting(), st.leased, st.dead), (0, 0, 0), "{st:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,7 +254,7 @@ async fn a_sharded_queue_handles_each_job_exactly_once() {
     assert_eq!(never_early(&starts), 20_000, "each job exactly once");
     assert!(starts.values().all(|s| s.len() == 1));
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.scheduled, st.leased, st.dead), (0, 0, 0));
+    assert_eq!((st.waiting(), st.leased, st.dead), (0, 0, 0));
 }
 
 /// `--wait-replicas N`: an enqueue returns once N replicas have it; with fewer, the call is a

@@ -55,7 +55,7 @@ async fn many_producers(shards: u32) {
         );
     }
     assert_eq!(
-        b.stats(&q).await.unwrap().scheduled,
+        b.stats(&q).await.unwrap().waiting(),
         2000,
         "{shards} shards"
     );

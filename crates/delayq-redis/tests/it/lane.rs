@@ -73,7 +73,7 @@ async fn bytes_per_job(lane: bool, n: usize) -> f64 {
         assert!(out.iter().all(|e| e.created));
     }
     let used = s.info_field("memory", "used_memory").unwrap();
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, n as u64 + 1);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), n as u64 + 1);
     (used - base) / n as f64
 }
 
@@ -169,7 +169,7 @@ async fn an_index_entry_left_behind_is_never_trusted() {
         delayq::CancelOutcome::NotFound
     );
     assert!(p.enqueue(job("old", 60_000)).await.unwrap().created);
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 2);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,7 +271,7 @@ async fn a_fire_finds_a_lane_job_with_its_id() {
         let firing = spec.plan(info.next_ms, info.next_ms).unwrap();
         assert_eq!(firing.fires, [info.next_ms]);
         assert!(b.fire(&q, "tick", firing).await.unwrap(), "{shards} shards");
-        assert_eq!(b.stats(&q).await.unwrap().scheduled, 1, "{shards} shards");
+        assert_eq!(b.stats(&q).await.unwrap().waiting(), 1, "{shards} shards");
         let job = b.get(&q, &id).await.unwrap().unwrap();
         assert_eq!(job.payload, b"mine", "{shards} shards");
     }
@@ -301,7 +301,7 @@ async fn a_cancelled_lane_job_gives_its_record_back() {
     let left = per_job - (full - after) / cancelled as f64;
     assert!(left < 45.0, "a cancelled lane job still costs {left:.0} B");
     // The rest are there, in due order; every reader passes the tombstones.
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, (n - cancelled) as u64);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), (n - cancelled) as u64);
     let page = b
         .list(&q, delayq::ListState::Scheduled, 5, None)
         .await
@@ -356,7 +356,7 @@ async fn claims_pass_thousands_of_tombstones_and_the_counts_see_past_them() {
     fill(&p, 0, 3000, 0).await;
     cancel_first(&b, &q, 2990).await;
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.scheduled, st.due), (10, 10));
+    assert_eq!((st.waiting(), st.due), (10, 10));
     let mut got = vec![];
     for call in 1..=4 {
         let batch = b.claim(&q, claim_req(10, 30_000)).await.unwrap();
@@ -373,7 +373,7 @@ async fn claims_pass_thousands_of_tombstones_and_the_counts_see_past_them() {
     let want: Vec<_> = (2990..3000).map(w4_id).collect();
     assert_eq!(got, want);
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.scheduled, st.leased), (0, 10));
+    assert_eq!((st.waiting(), st.leased), (0, 10));
 }
 
 /// The bitmap spans the lane, not its history: once the entries claims have passed since its
@@ -405,7 +405,7 @@ async fn the_bits_of_passed_entries_are_cut_off_the_tombstone_bitmap() {
     assert!(len <= 2, "{len} bytes left of the bitmap");
     b.cancel(&q, &w4_id(n + 3)).await.unwrap();
     let st = b.stats(&q).await.unwrap();
-    assert_eq!(st.scheduled, 2);
+    assert_eq!(st.waiting(), 2);
     let page = b
         .list(&q, delayq::ListState::Scheduled, 10, None)
         .await
@@ -435,11 +435,11 @@ async fn cancel_all_counts_live_jobs_among_tombstones() {
         }
         assert_eq!(b.cancel_all(&q, state).await.unwrap(), 2000, "{state:?}");
         let st = b.stats(&q).await.unwrap();
-        assert_eq!(st.scheduled, 0, "{state:?}");
+        assert_eq!(st.waiting(), 0, "{state:?}");
         fill(&p, 5000, 5006, 0).await;
         let st = b.stats(&q).await.unwrap();
         assert_eq!(
-            (st.scheduled, st.due),
+            (st.waiting(), st.due),
             (6, 6),
             "{state:?}: no new job counts as cancelled"
         );
@@ -457,7 +457,7 @@ async fn stats_find_the_oldest_due_job_past_a_whole_byte_of_tombstones() {
     cancel_first(&b, &q, 8).await;
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let st = b.stats(&q).await.unwrap();
-    assert_eq!((st.scheduled, st.due), (8, 8));
+    assert_eq!((st.waiting(), st.due), (8, 8));
     assert!(st.oldest_overdue_ms >= 50, "{st:?}");
 }
 
@@ -565,7 +565,7 @@ async fn the_counts_follow_a_model_through_random_cancels() {
             count(|s| *s == St::Due),
             count(|s| matches!(s, St::Leased(_))),
         );
-        assert_eq!((st.scheduled, st.due, st.leased), want, "step {step}");
+        assert_eq!((st.waiting(), st.due, st.leased), want, "step {step}");
     }
 }
 

@@ -81,7 +81,7 @@ async fn scripts_are_reloaded_after_script_flush() {
     p.enqueue(job("a", 0)).await.unwrap();
     assert_eq!(s.command(&["SCRIPT", "FLUSH"]), "OK");
     p.enqueue(job("b", 0)).await.unwrap();
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 2);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 2);
 }
 
 #[tokio::test]

@@ -57,7 +57,7 @@ async fn enqueue_with_existing_id_creates_nothing() {
     );
     let info = p.get(&id("a")).await.unwrap().unwrap();
     assert_eq!(info.payload, b"a");
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 1);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 1);
 }
 
 #[tokio::test]
@@ -75,7 +75,7 @@ async fn batch_enqueue_reports_each_job() {
     );
     assert_eq!(out[3].due_at_ms, out[0].due_at_ms);
     let st = b.stats(&q).await.unwrap();
-    assert_eq!(st.scheduled, 3);
+    assert_eq!(st.waiting(), 3);
     assert_eq!(st.due, 1);
     // Generated ids are distinct and reported.
     let gen_ = p
@@ -93,7 +93,7 @@ async fn large_batch_in_one_call() {
     let jobs: Vec<_> = (0..5000).map(|i| job(&format!("j{i}"), 60_000)).collect();
     let out = p.enqueue_batch(jobs).await.unwrap();
     assert_eq!(out.iter().filter(|e| e.created).count(), 5000);
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 5000);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 5000);
 }
 
 #[tokio::test]
@@ -253,7 +253,7 @@ async fn namespaces_on_one_server_never_see_each_other() {
         .unwrap();
     assert_eq!(a.stats(&q).await.unwrap().due, 1);
     assert_eq!(b.stats(&q).await.unwrap().due, 0);
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 1);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 1);
     let got = a.claim(&q, claim_req(10, 30_000)).await.unwrap();
     assert_eq!(got.jobs.len(), 1);
     assert!(

@@ -115,7 +115,7 @@ async fn schedules_fire_once_on_a_sharded_queue() {
     assert_eq!(fired, 1);
     let id = schedule::fire_id("tick", info.next_ms);
     assert!(b.get(&q, &id).await.unwrap().is_some());
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 1);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 1);
     // The job runs and is acknowledged (its record is gone) ...
     let got = b
         .claim(
@@ -135,7 +135,7 @@ async fn schedules_fire_once_on_a_sharded_queue() {
     let again = spec.plan(info.next_ms, info.next_ms).unwrap();
     assert!(!b.fire(&q, "tick", again).await.unwrap());
     assert!(b.get(&q, &id).await.unwrap().is_none());
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 0);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 0);
 }
 
 /// Priorities on a queue of 8 shards: a shard claims its own jobs by priority, a claim that

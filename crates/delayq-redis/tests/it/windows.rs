@@ -128,7 +128,7 @@ async fn bytes_per_job(window_ms: Option<u32>, n: usize) -> f64 {
     let base = s.info_field("memory", "used_memory").unwrap();
     fill(&p, &delays(n, 3_600_000, 7_200_000, 7)).await;
     let used = s.info_field("memory", "used_memory").unwrap();
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, n as u64 + 1);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), n as u64 + 1);
     if window_ms.is_some() {
         let (_, entries) = windows(&s, &q);
         assert!(
@@ -179,7 +179,7 @@ async fn window_jobs_are_found_deduped_rescheduled_and_cancelled_by_id() {
         acks.iter().all(|a| *a == delayq::AckOutcome::LeaseLost),
         "{acks:?}"
     );
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 300);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 300);
     for i in [0usize, 17, 150, 299] {
         let j = b
             .get(&q, &w4_id(i))
@@ -204,7 +204,7 @@ async fn window_jobs_are_found_deduped_rescheduled_and_cancelled_by_id() {
         b.cancel(&q, &w4_id(17)).await.unwrap(),
         delayq::CancelOutcome::NotFound
     );
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 299);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 299);
     // A cancelled id is free again.
     assert!(p.enqueue(w4_job(17, 120_000)).await.unwrap().created);
     // Reschedule moves a window job to the sorted sets, due then.
@@ -215,7 +215,7 @@ async fn window_jobs_are_found_deduped_rescheduled_and_cancelled_by_id() {
     let j = b.get(&q, &w4_id(150)).await.unwrap().unwrap();
     assert_eq!(j.due_at_ms, at);
     assert_eq!(int(&s, &["ZCARD", &format!("dq:{{{q}}}:sched")]), 1);
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 300);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 300);
 }
 
 /// Every page of `state`, `limit` at a time: (due, id) of each job in listing order.
@@ -259,7 +259,7 @@ async fn listings_and_counts_see_into_the_windows() {
     assert_eq!(pages(&b, &q, ListState::Scheduled, 100).await, want);
     assert_eq!(pages(&b, &q, ListState::Scheduled, 7).await, want);
     let st = b.stats(&q).await.unwrap();
-    assert_eq!(st.scheduled, 2_050);
+    assert_eq!(st.waiting(), 2_050);
     assert_eq!(st.due, 0);
     let minute = want.iter().filter(|(d, _)| *d <= now_ms() + 60_000).count() as u64;
     assert!(
@@ -270,7 +270,7 @@ async fn listings_and_counts_see_into_the_windows() {
     assert_eq!(b.cancel_all(&q, ListState::Scheduled).await.unwrap(), 2_050);
     assert_eq!(windows(&s, &q), (0, 0));
     assert_eq!(index_entries(&s, &q), 0);
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 0);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,7 +297,7 @@ async fn a_full_window_sends_its_later_jobs_to_the_sorted_sets() {
     let sched = int(&s, &["ZCARD", &format!("dq:{{{q}}}:sched")]);
     let lane = int(&s, &["LLEN", &format!("dq:{{{q}}}:lane")]);
     assert_eq!(sched + lane, 100);
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, n as u64);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), n as u64);
     for i in [0, 8_191, 8_192, n - 1] {
         assert!(b.get(&q, &w4_id(i)).await.unwrap().is_some(), "job {i}");
     }
@@ -340,7 +340,7 @@ async fn windows_move_before_they_start_and_no_job_starts_early() {
     assert_eq!(windows(&s, &q), (0, 0));
     assert_eq!(index_entries(&s, &q), 0, "promoted jobs leave the index");
     assert_eq!(int(&s, &["HGET", &format!("dq:{{{q}}}:lanemeta"), "wn"]), 0);
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 0);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -426,7 +426,7 @@ async fn the_lanes_sweep_leaves_window_entries_alone() {
     for i in [5_000, 7_777, 10_999] {
         assert!(b.get(&q, &w4_id(i)).await.unwrap().is_some(), "job {i}");
     }
-    assert_eq!(b.stats(&q).await.unwrap().scheduled, 6_001);
+    assert_eq!(b.stats(&q).await.unwrap().waiting(), 6_001);
 }
 
 /// Windows nobody moves (no consumer runs) keep their jobs when they fall due: the counts, the
@@ -456,7 +456,7 @@ async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
     let before = now_ms();
     let st = b.stats(&q).await.unwrap();
     let after = now_ms();
-    assert_eq!(st.scheduled, 400 - cancelled.len() as u64 + 1);
+    assert_eq!(st.waiting(), 400 - cancelled.len() as u64 + 1);
     assert!(
         (live(before)..=live(after)).contains(&st.due),
         "{} due, {}..{} expected",
@@ -485,7 +485,7 @@ async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
     // (Jobs may fall due while the cancels run.)
     assert!(st.due <= live(now_ms()) - live(t0), "{st:?}");
     assert!((live(t0)..=live(t1)).contains(&gone), "{gone} cancelled");
-    assert_eq!(gone + st.scheduled, 400 - cancelled.len() as u64 + 1);
+    assert_eq!(gone + st.waiting(), 400 - cancelled.len() as u64 + 1);
     for (i, d) in due.iter().enumerate() {
         let found = b.get(&q, &w4_id(i)).await.unwrap().is_some();
         if cancelled.contains(&i) {
@@ -497,7 +497,7 @@ async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
         }
     }
     // Every job left but the lane's (9,999) is in a window, with its index entry.
-    assert_eq!(index_entries(&s, &q) as u64, st.scheduled - 1);
+    assert_eq!(index_entries(&s, &q) as u64, st.waiting() - 1);
 }
 
 /// A queue never configured reads the default settings (10-s windows once its lane is on); a

@@ -194,7 +194,7 @@ where
         let r = h.check();
         let empty = matches!(
             inspector.stats(&queue).await,
-            Ok(s) if s.scheduled == 0 && s.leased == 0
+            Ok(s) if s.waiting() == 0 && s.leased == 0
         );
         if (r.lost.len() == r.ack_unknown.len() && empty) || Instant::now() > deadline {
             break;

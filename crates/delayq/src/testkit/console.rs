@@ -117,7 +117,7 @@ pub async fn dead_delete_and_cancel_all<B: Backend + Inspect>(b: B, t: Time) {
     assert!(b.get(&q(), &id("later")).await.unwrap().is_none());
     assert_eq!(b.stats(&q()).await.unwrap().due, 3, "due jobs stay");
     assert_eq!(b.cancel_all(&q(), ListState::Due).await.unwrap(), 3);
-    assert_eq!(b.stats(&q()).await.unwrap().scheduled, 0);
+    assert_eq!(b.stats(&q()).await.unwrap().waiting(), 0);
     assert!(matches!(
         b.cancel_all(&q(), ListState::Dead).await,
         Err(Error::Invalid(InvalidInput::Query(_)))
@@ -192,4 +192,53 @@ pub async fn series_count_transitions<B: Backend + Inspect>(b: B, _t: Time) {
     }
     assert_eq!(&sum, t, "the last hour holds everything counted");
     assert!(t.lateness_quantile(0.99).is_some());
+}
+
+/// One meaning per count: for each state, `stats` counts exactly the jobs a listing of that
+/// state returns — `scheduled` the jobs due later, `due` the ones due now, `leased`, `dead`.
+pub async fn counts_match_listings<B: Backend + Inspect>(b: B, t: Time) {
+    let p = Producer::new(b.clone(), q());
+    for i in 0..3 {
+        p.enqueue(job(&format!("later{i}"), 60_000 + i * 1000))
+            .await
+            .unwrap();
+    }
+    for i in 0..4 {
+        p.enqueue(job(&format!("now{i}"), 0)).await.unwrap();
+    }
+    t.pass(Duration::from_millis(5)).await;
+    let got = b.claim(&q(), req(2, 30_000)).await.unwrap();
+    assert_eq!(got.jobs.len(), 2);
+    let dead = Nack {
+        error: "poison".into(),
+        retry_in: None,
+        dead: true,
+    };
+    b.nack(&q(), got.jobs[0].lease_ref(), dead).await.unwrap();
+    let listed = |state| {
+        let b = b.clone();
+        async move {
+            let mut n = 0u64;
+            let mut next = None;
+            loop {
+                let page = b.list(&q(), state, 2, next).await.unwrap();
+                n += page.jobs.len() as u64;
+                match page.next {
+                    Some(c) => next = Some(c),
+                    None => break n,
+                }
+            }
+        }
+    };
+    let st = b.stats(&q()).await.unwrap();
+    let counts = (st.scheduled, st.due, st.leased, st.dead);
+    let lists = (
+        listed(ListState::Scheduled).await,
+        listed(ListState::Due).await,
+        listed(ListState::Leased).await,
+        listed(ListState::Dead).await,
+    );
+    assert_eq!(counts, (3, 2, 1, 1), "{st:?}");
+    assert_eq!(counts, lists, "stats against the listings");
+    assert_eq!(st.waiting(), 5);
 }

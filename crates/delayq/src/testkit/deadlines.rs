@@ -50,7 +50,7 @@ pub async fn expired_jobs_are_never_started<B: Backend + Inspect>(b: B, t: Time)
         assert_eq!(j.attempt, 0, "{name} never started");
     }
     let s = b.stats(&q()).await.unwrap();
-    assert_eq!((s.scheduled, s.leased, s.dead), (0, 1, 3));
+    assert_eq!((s.waiting(), s.leased, s.dead), (0, 1, 3));
     // A job without an expiry is untouched however late it is.
     p.enqueue(job("late", 0)).await.unwrap();
     t.pass(Duration::from_millis(50)).await;

@@ -118,14 +118,15 @@ impl Model {
         }
     }
 
-    /// What `stats` must count: scheduled (due or not), due, leased (expired leases too,
+    /// What `stats` must count: scheduled (due later), due (due now), leased (expired leases too,
     /// until a claim recovers them), dead.
     fn counts(&self) -> (u64, u64, u64, u64) {
         let mut c = (0, 0, 0, 0);
         for s in self.jobs.values() {
             match s {
+                // `scheduled` counts the jobs due later, `due` the ones due now.
                 S::Scheduled { due, .. } => {
-                    c.0 += 1;
+                    c.0 += u64::from(!*due);
                     c.1 += u64::from(*due);
                 }
                 S::Leased { .. } => c.2 += 1,

@@ -36,7 +36,7 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
     .unwrap();
     t.pass(Duration::from_millis(120)).await;
     let st = b.stats(&prq()).await.unwrap();
-    assert_eq!((st.scheduled, st.due), (1001, 1000), "{st:?}");
+    assert_eq!((st.waiting(), st.due), (1001, 1000), "{st:?}");
     let mut out = Vec::new();
     loop {
         let got = b.claim(&prq(), req(10, 60_000)).await.unwrap().jobs;
@@ -58,7 +58,7 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!(out[0].0, 9);
     assert_eq!(out[999].0, 0);
     let left = b.stats(&prq()).await.unwrap();
-    assert_eq!((left.scheduled, left.due), (1, 0));
+    assert_eq!((left.waiting(), left.due), (1, 0));
     // A due job of a queue with priorities can still be cancelled and rescheduled.
     p.enqueue(NewJob::new("c").id(id("c")).priority(1))
         .await

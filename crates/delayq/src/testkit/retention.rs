@@ -41,7 +41,7 @@ pub async fn retention_and_dedupe<B: Backend + Inspect>(b: B, t: Time) {
     assert!(done.completed_at_ms.unwrap() >= before);
     assert_eq!(done.payload, b"a");
     let st = b.stats(&kq()).await.unwrap();
-    assert_eq!((st.done, st.scheduled, st.leased), (1, 0, 0));
+    assert_eq!((st.done, st.waiting(), st.leased), (1, 0, 0));
     let listed = b.list(&kq(), ListState::Done, 10, None).await.unwrap();
     assert_eq!(listed.jobs.len(), 1);
     assert_eq!(listed.jobs[0].state, JobState::Done);
@@ -49,7 +49,7 @@ pub async fn retention_and_dedupe<B: Backend + Inspect>(b: B, t: Time) {
     let again = p.enqueue(job("a", 0)).await.unwrap();
     assert!(!again.created);
     assert_eq!(again.existing, Some(JobState::Done));
-    assert_eq!(b.stats(&kq()).await.unwrap().scheduled, 0);
+    assert_eq!(b.stats(&kq()).await.unwrap().waiting(), 0);
     // Replace does not touch it either.
     let replaced = p.enqueue(job("a", 0).replace()).await.unwrap();
     assert!(!replaced.replaced && !replaced.created);
@@ -78,7 +78,7 @@ pub async fn retention_and_dedupe<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!(seen, [(true, None), (false, None), (true, None)]);
     let st = b.stats(&kq()).await.unwrap();
     assert_eq!(
-        (st.scheduled, st.done),
+        (st.waiting(), st.done),
         (2, 1),
         "n1 and n2 scheduled, a kept"
     );

@@ -57,7 +57,7 @@ pub async fn schedules_fire_once<B: Backend + Inspect + Schedules>(b: B, t: Time
     // A fire that read the old next time is refused and writes nothing.
     let stale = every(1000, "v1").plan(info.next_ms, info.next_ms).unwrap();
     assert!(!b.fire(&pq(), "tick", stale).await.unwrap());
-    assert_eq!(b.stats(&pq()).await.unwrap().scheduled, 1);
+    assert_eq!(b.stats(&pq()).await.unwrap().waiting(), 1);
     // A new payload keeps the next fire; a new timing starts from now.
     let kept = schedule::put(&b, &pq(), "tick", every(1000, "v2"), max, t.now_ms())
         .await

@@ -185,7 +185,7 @@ pub async fn throttles_hold_across_consumers<B: Backend + Inspect>(b: B, shards:
                     let mut p = peak.lock().unwrap();
                     *p = (*p).max(s.leased as i64);
                 }
-                if s.scheduled + s.leased == 0 {
+                if s.waiting() + s.leased == 0 {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(3)).await;
