@@ -240,7 +240,7 @@ function depthChart(server, seen) {
   const last = server.length ? server[server.length - 1].at : 0;
   const points = server.map((d) => ({ t: d.at, scheduled: d.scheduled, due: d.due, leased: d.leased, dead: d.dead }))
     .concat(seen.filter((d) => d.t > last).map((d) => ({
-      t: d.t, scheduled: d.v.scheduled - d.v.due, due: d.v.due, leased: d.v.leased, dead: d.v.dead,
+      t: d.t, scheduled: d.v.scheduled, due: d.v.due, leased: d.v.leased, dead: d.v.dead,
     })));
   const pick = (k) => points.map((p) => p[k]);
   return lineChart('Depth', points.map((p) => p.t), [
@@ -339,7 +339,7 @@ async function queuesView() {
 function statCards(v) {
   const card = (label, value, cls) => el('div', { class: `stat ${cls || ''}` }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value));
   return [
-    card('Scheduled', fmt(v.scheduled - v.due)),
+    card('Scheduled', fmt(v.scheduled)),
     card('Due now', fmt(v.due), v.due ? 'warn' : ''),
     card('Leased', fmt(v.leased)),
     card('Dead', fmt(v.dead), v.dead ? 'bad' : ''),
