@@ -80,8 +80,12 @@ fn the_readme_flow_works_with_a_server_in_another_terminal() {
     let o = run(dir, &["stats", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
     assert_eq!(
-        (v["scheduled"].as_u64(), v["leased"].as_u64()),
-        (Some(0), Some(0)),
+        (
+            v["scheduled"].as_u64(),
+            v["due"].as_u64(),
+            v["leased"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0)),
         "{}",
         text(&o)
     );
@@ -127,7 +131,12 @@ fn a_remote_worker_acks_with_its_claims() {
     loop {
         let o = run(dir, &["stats", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-        if (v["scheduled"].as_u64(), v["leased"].as_u64()) == (Some(0), Some(0)) {
+        let waiting = (
+            v["scheduled"].as_u64(),
+            v["due"].as_u64(),
+            v["leased"].as_u64(),
+        );
+        if waiting == (Some(0), Some(0), Some(0)) {
             break;
         }
         assert!(Instant::now() < deadline, "not all done: {}", text(&o));

@@ -96,8 +96,12 @@ fn the_quickstart_and_http_sections_run_as_written() {
     let o = sh(dir, "delayq stats --json", &path).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
-        (v["scheduled"].as_u64(), v["dead"].as_u64()),
-        (Some(0), Some(0)),
+        (
+            v["scheduled"].as_u64(),
+            v["due"].as_u64(),
+            v["dead"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0)),
         "{v}"
     );
 
