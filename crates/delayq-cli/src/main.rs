@@ -77,7 +77,6 @@ async fn main() -> ExitCode {
 
 /// The API's error code of `e` (as `delayq serve` would answer it), or `error`.
 fn error_code(e: &anyhow::Error) -> &'static str {
-    use delayq::{Error as E, JobState};
     use delayq_http::error::ErrorCode as C;
     for cause in e.chain() {
         if let Some(i) = cause.downcast_ref::<delayq::InvalidInput>() {
@@ -88,27 +87,10 @@ fn error_code(e: &anyhow::Error) -> &'static str {
         {
             return "unavailable";
         }
-        if let Some(de) = cause.downcast_ref::<E>() {
-            return match de {
-                E::Invalid(i) => C::of_input(i).as_str(),
-                E::NotFound { .. } => "not_found",
-                E::LeaseLost { .. } => "lease_lost",
-                E::WrongState {
-                    expected: JobState::Dead,
-                    ..
-                } => "job_not_dead",
-                E::WrongState {
-                    state: JobState::Leased,
-                    ..
-                } => "job_leased",
-                E::WrongState {
-                    state: JobState::Dead,
-                    ..
-                } => "job_dead",
-                E::Unavailable(_) => "unavailable",
-                E::StoreFull(_) => "store_full",
-                E::Conflict(_) => "conflict",
-                _ => "error",
+        if let Some(de) = cause.downcast_ref::<delayq::Error>() {
+            return match C::of_error(de) {
+                C::Internal => "error",
+                code => code.as_str(),
             };
         }
     }

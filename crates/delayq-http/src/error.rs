@@ -88,26 +88,15 @@ impl From<Invalid> for ApiError {
 
 impl From<delayq::Error> for ApiError {
     fn from(e: delayq::Error) -> Self {
-        use delayq::{Error as E, JobState};
-        match e {
-            E::Invalid(i) => i.into(),
-            E::LeaseLost { .. } => ApiError::new(ErrorCode::LeaseLost, e.to_string()),
-            E::NotFound { .. } => ApiError::new(ErrorCode::NotFound, e.to_string()),
-            E::WrongState {
-                state, expected, ..
-            } => {
-                let code = match (state, expected) {
-                    (_, JobState::Dead) => ErrorCode::JobNotDead,
-                    (JobState::Leased, _) => ErrorCode::JobLeased,
-                    (JobState::Dead, _) => ErrorCode::JobDead,
-                    _ => ErrorCode::NotFound,
-                };
-                ApiError::new(code, e.to_string()).with_state(state)
-            }
-            E::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
-            E::Conflict(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),
-            E::StoreFull(_) => ApiError::new(ErrorCode::StoreFull, e.to_string()),
-            _ => ApiError::new(ErrorCode::Internal, e.to_string()),
+        let code = ErrorCode::of_error(&e);
+        let state = match &e {
+            delayq::Error::WrongState { state, .. } => Some(*state),
+            _ => None,
+        };
+        let err = ApiError::new(code, e.to_string());
+        match state {
+            Some(s) => err.with_state(s),
+            None => err,
         }
     }
 }

@@ -144,6 +144,29 @@ impl From<delayq::InvalidInput> for Invalid {
 }
 
 impl ErrorCode {
+    /// The code a core error is answered with (`internal` for one that is a bug or a backend
+    /// failure the API has no code for).
+    pub fn of_error(e: &delayq::Error) -> Self {
+        use delayq::{Error as E, JobState};
+        match e {
+            E::Invalid(i) => Self::of_input(i),
+            E::LeaseLost { .. } => ErrorCode::LeaseLost,
+            E::NotFound { .. } => ErrorCode::NotFound,
+            E::WrongState {
+                state, expected, ..
+            } => match (state, expected) {
+                (_, JobState::Dead) => ErrorCode::JobNotDead,
+                (JobState::Leased, _) => ErrorCode::JobLeased,
+                (JobState::Dead, _) => ErrorCode::JobDead,
+                _ => ErrorCode::NotFound,
+            },
+            E::Unavailable(_) => ErrorCode::Unavailable,
+            E::Conflict(_) => ErrorCode::Conflict,
+            E::StoreFull(_) => ErrorCode::StoreFull,
+            _ => ErrorCode::Internal,
+        }
+    }
+
     /// The code of an input the core refused.
     pub fn of_input(e: &delayq::InvalidInput) -> Self {
         use delayq::InvalidInput as I;
