@@ -141,9 +141,23 @@ async fn a_worker_paused_past_its_lease_has_its_late_acks_refused() {
             .success()
     );
     let (other, other_out) = spawn("other");
-    // Real time: the stopped worker's lease expires on Redis's clock while another process
-    // claims; neither process's clock is the test's.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Real time: the stopped worker's leases expire on Redis's clock and the other process
+    // takes their jobs back and finishes them; resume the stopped one only then, so every ack
+    // it sends is late (an expired lease nobody took yet still accepts its holder's ack).
+    let admin = RedisBackend::connect(&server.url()).await.unwrap();
+    let queue = QueueName::new("pause").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let st = delayq::Inspect::stats(&admin, &queue).await.unwrap();
+        if st.waiting() == 0 && st.leased == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the other worker finished: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(
         Command::new("kill")
             .args(["-CONT", &pid])
