@@ -7,19 +7,32 @@ use clap::{Args, Parser, Subcommand};
 use delayq::{Due, JobId, QueueName};
 
 /// delayq: jobs that run at a future time.
+///
+/// Every option of the store, of `serve` and of `worker` can also come from the environment
+/// (DELAYQ_ and its name in upper case with `_` for `-`, e.g. DELAYQ_LISTEN) or a TOML file
+/// (--config FILE; the key is the name with `_` for `-`). Flags win over the environment,
+/// which wins over the file.
 #[derive(Parser, Debug)]
-#[command(name = "delayq", version, about)]
+#[command(name = "delayq", version = crate::version::LONG, about)]
 pub(crate) struct Cli {
-    /// Redis connection string: redis://user:pass@host:port/db (user, pass and db optional),
-    /// rediss://… (TLS), unix:///path, redis+cluster://h1:p1,h2:p2,…,
-    /// redis+sentinel://h1:p1,h2:p2/MASTER (rediss+… for TLS). Without it (and without DELAYQ_REDIS_URL) delayq uses the
-    /// embedded store.
+    /// TOML settings file (docs/CONFIG.md; `delayq config reference` lists every key).
     #[arg(
         long,
         global = true,
         help_heading = "Store and connection",
-        env = "DELAYQ_REDIS_URL"
+        env = "DELAYQ_CONFIG"
     )]
+    pub config: Option<PathBuf>,
+    /// Log level of the process's own log on stderr: error, warn, info, debug, trace, or a
+    /// filter such as `delayq=debug,warn` (default: RUST_LOG, else warn). `serve` changes it on
+    /// SIGHUP.
+    #[arg(long, global = true, help_heading = "Store and connection")]
+    pub log_level: Option<String>,
+    /// Redis connection string: redis://user:pass@host:port/db (user, pass and db optional),
+    /// rediss://… (TLS), unix:///path, redis+cluster://h1:p1,h2:p2,…,
+    /// redis+sentinel://h1:p1,h2:p2/MASTER (rediss+… for TLS). Without it delayq uses the
+    /// embedded store.
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub redis: Option<String>,
     /// PEM file of a private CA that signed the Redis server's certificate.
     #[arg(
@@ -174,6 +187,16 @@ pub(crate) enum Command {
     Schedule(ScheduleCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
+    /// Settings files: check one, list every key, print a commented example.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Exit 0 when a `delayq serve` is ready (`/readyz` answers 200), 1 otherwise: a container
+    /// HEALTHCHECK or a probe that needs no curl.
+    Health {
+        /// The server (default: http://127.0.0.1:7070, or `listen` of the --config file).
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Print a new random push signing secret (whsec_…) for `serve --push-secret` and the
     /// receivers that verify pushes.
     PushSecret,
@@ -292,6 +315,27 @@ pub(crate) enum QueueCommand {
     Resume {
         /// The queue.
         name: QueueName,
+    },
+}
+
+/// `delayq config …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum ConfigCommand {
+    /// Check the --config file (and the environment) and print the effective settings,
+    /// secrets masked; exit 2 when something is wrong.
+    Check {
+        /// Check it as the settings of this command (default: the one its keys belong to,
+        /// else serve).
+        #[arg(long = "for", value_parser = ["serve", "worker"])]
+        command: Option<String>,
+    },
+    /// Print docs/CONFIG.md: every key with its flag, environment variable and default.
+    Reference,
+    /// Print a commented settings file with every key at its default.
+    Example {
+        /// For this command.
+        #[arg(value_parser = ["serve", "worker"], default_value = "serve")]
+        command: String,
     },
 }
 
@@ -493,7 +537,7 @@ pub(crate) enum DeadCommand {
 pub(crate) struct WorkerArgs {
     /// Shell command run for each job: payload on stdin; DELAYQ_JOB_ID, DELAYQ_QUEUE,
     /// DELAYQ_ATTEMPT, DELAYQ_DUE_AT_MS in the environment. Exit 0 acks; anything else retries.
-    #[arg(long, required_unless_present = "bench_record")]
+    #[arg(long)]
     pub exec: Option<String>,
     /// Benchmark handler instead of --exec: append `id,completion_ms` to this file per job.
     #[arg(long, hide = true, conflicts_with = "exec")]
@@ -567,15 +611,19 @@ pub(crate) struct ServeArgs {
     /// Accepted bearer token, `SCOPE:TOKEN` with a scope of read (browse and stats), produce
     /// (enqueue, cancel, reschedule), consume (claim, ack, nack, extend, release) or admin
     /// (everything), or a bare TOKEN for every scope (repeatable).
-    #[arg(long = "token", env = "DELAYQ_TOKENS", value_delimiter = ',')]
+    #[arg(long = "token", value_delimiter = ',')]
     pub tokens: Vec<String>,
-    /// File with one accepted bearer token per line (same forms as --token).
+    /// File with one accepted bearer token per line (same forms as --token); re-read on
+    /// SIGHUP.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Token /metrics requires (queue names appear there); without it /metrics is open. Any
     /// API token is accepted there too.
-    #[arg(long, env = "DELAYQ_METRICS_TOKEN")]
+    #[arg(long)]
     pub metrics_token: Option<String>,
+    /// File holding the /metrics token (its first line), instead of --metrics-token.
+    #[arg(long, conflicts_with = "metrics_token")]
+    pub metrics_token_file: Option<PathBuf>,
     /// Allow a non-loopback address without any token.
     #[arg(long)]
     pub insecure: bool,
@@ -631,13 +679,11 @@ pub(crate) struct PushArgs {
     pub push: bool,
     /// Signing secret `whsec_<base64>` (Standard Webhooks; repeatable: requests carry a
     /// signature by each, for rotation).
-    #[arg(
-        long = "push-secret",
-        env = "DELAYQ_PUSH_SECRETS",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
+    #[arg(long = "push-secret", value_delimiter = ',')]
     pub secrets: Vec<String>,
+    /// File with one signing secret per line (same form as --push-secret); re-read on SIGHUP.
+    #[arg(long)]
+    pub push_secret_file: Option<PathBuf>,
     /// Let targets resolve to loopback, private, link-local and cloud-metadata addresses
     /// (refused by default: server-side request forgery).
     #[arg(long)]

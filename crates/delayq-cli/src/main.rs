@@ -11,6 +11,7 @@ mod bench;
 mod chaos;
 #[cfg(feature = "bench")]
 mod chaos_faults;
+mod config;
 mod connect;
 mod demo;
 #[cfg(test)]
@@ -20,17 +21,20 @@ mod doctor_embedded;
 mod doctor_topology;
 mod enqueue;
 mod exec;
+mod health;
+mod logging;
 mod output;
 mod percentiles;
 mod push;
+mod reload;
 mod remote;
 mod serve;
 mod store;
+mod version;
 mod worker;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use delayq::Producer;
 use delayq_redis::RedisBackend;
 
@@ -40,17 +44,12 @@ use crate::args::{Cli, Command};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Colours only on a terminal, and never with NO_COLOR set.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt()
-        .with_ansi(colour)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
+    let cli = config::parse();
+    if let Err(e) = logging::init(cli.log_level.as_deref()) {
+        eprintln!("error: --log-level: {e}");
+        return ExitCode::from(2);
+    }
+    version::register();
     let json = cli.command.json();
     match run(cli).await {
         Ok(code) => ExitCode::from(code),
@@ -110,6 +109,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<delayq::InvalidInput>().is_some()
             || cause.downcast_ref::<serde_json::Error>().is_some()
             || cause.downcast_ref::<enqueue::BadLine>().is_some()
+            || cause.downcast_ref::<config::ConfigError>().is_some()
+            || cause.downcast_ref::<config::LoadError>().is_some()
         {
             return 2;
         }
@@ -118,9 +119,21 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
-    if let Command::PushSecret = cli.command {
-        println!("{}", delayq_push::signing::Secret::generate());
-        return Ok(0);
+    match &cli.command {
+        Command::PushSecret => {
+            println!("{}", delayq_push::signing::Secret::generate());
+            return Ok(0);
+        }
+        Command::Config(c) => return config::run(c),
+        Command::Health { url } => return health::run(url.as_deref()).await,
+        Command::Worker(w) if w.exec.is_none() && w.bench_record.is_none() => {
+            return Err(config::ConfigError::new(
+                "delayq worker needs a command to run: --exec CMD (or `exec` in the --config \
+                 file, or DELAYQ_EXEC)",
+            )
+            .into());
+        }
+        _ => {}
     }
     #[cfg(feature = "bench")]
     if let Command::Bench(a) = cli.command {
@@ -196,6 +209,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         #[cfg(feature = "bench")]
         Command::Chaos(_) => unreachable!("handled above"),
         Command::Doctor { .. } => unreachable!("handled above"),
-        Command::PushSecret => unreachable!("handled above"),
+        Command::PushSecret | Command::Config(_) | Command::Health { .. } => {
+            unreachable!("handled above")
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! `delayq serve --push`: the pusher's options from the command line.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use delayq::{Backend, Inspect, QueueName};
 use delayq_push::{HostLimits, Pusher, PusherOptions, Secret};
 
@@ -9,10 +9,11 @@ use crate::args::PushArgs;
 /// The pusher `serve` runs, or `None` without `--push`. Checks every option first.
 pub(crate) fn pusher<B: Backend + Inspect>(
     a: &PushArgs,
+    secrets: Vec<Secret>,
     backend: B,
 ) -> anyhow::Result<Option<Pusher<B>>> {
     if !a.push {
-        let given = !a.secrets.is_empty()
+        let given = !secrets.is_empty()
             || a.allow_private_targets
             || a.push_ca.is_some()
             || !a.push_queues.is_empty();
@@ -21,14 +22,6 @@ pub(crate) fn pusher<B: Backend + Inspect>(
         }
         return Ok(None);
     }
-    let secrets = a
-        .secrets
-        .iter()
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-        .map(Secret::parse)
-        .collect::<Result<Vec<_>, _>>()
-        .context("--push-secret / DELAYQ_PUSH_SECRETS")?;
     let queues = if a.push_queues.is_empty() {
         None
     } else {

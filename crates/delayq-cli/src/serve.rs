@@ -7,23 +7,38 @@ use delayq_http::{AppState, HttpConfig};
 
 use crate::args::ServeArgs;
 
-/// The accepted tokens; refuses a public address without one. Called before the store is
-/// opened, so a refused `serve` creates nothing.
-pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<Token>> {
+/// The secrets of a running server, from flags, the environment, the config file and the
+/// secret files; a SIGHUP loads them again.
+pub(crate) struct Secrets {
+    /// Accepted bearer tokens.
+    pub tokens: Vec<Token>,
+    /// The token `/metrics` requires.
+    pub metrics_token: Option<String>,
+    /// Push signing secrets.
+    pub push: Vec<delayq_push::Secret>,
+}
+
+fn lines_of(f: &std::path::Path, what: &str) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(f)
+        .with_context(|| format!("reading {what} file {}", f.display()))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect())
+}
+
+/// The accepted tokens and secrets; refuses a public address without a token. Called before
+/// the store is opened, so a refused `serve` creates nothing.
+pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
     let mut tokens: Vec<String> = a.tokens.iter().filter(|t| !t.is_empty()).cloned().collect();
     if let Some(f) = &a.token_file {
-        let text = std::fs::read_to_string(f)
-            .with_context(|| format!("reading token file {}", f.display()))?;
-        tokens.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from),
-        );
+        tokens.extend(lines_of(f, "token")?);
     }
     if tokens.is_empty() && !a.listen.ip().is_loopback() && !a.insecure {
         bail!(
-            "refusing to listen on {} without a token: give --token (or DELAYQ_TOKENS, \
+            "refusing to listen on {} without a token: give --token (or DELAYQ_TOKEN, \
              --token-file), listen on a loopback address, or pass --insecure",
             a.listen
         );
@@ -37,13 +52,34 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Vec<Token>> {
             l.max_connections
         );
     }
-    for s in a.push.secrets.iter().filter(|s| !s.trim().is_empty()) {
-        delayq_push::Secret::parse(s.trim()).context("--push-secret / DELAYQ_PUSH_SECRETS")?;
+    let mut push: Vec<String> = a
+        .push
+        .secrets
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(f) = &a.push.push_secret_file {
+        push.extend(lines_of(f, "push secret")?);
     }
-    tokens
+    let push = push
+        .iter()
+        .map(|s| delayq_push::Secret::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .context("--push-secret / DELAYQ_PUSH_SECRET / --push-secret-file")?;
+    let metrics_token = match &a.metrics_token_file {
+        Some(f) => lines_of(f, "metrics token")?.into_iter().next(),
+        None => a.metrics_token.clone().filter(|t| !t.is_empty()),
+    };
+    let tokens = tokens
         .iter()
         .map(|t| Token::parse(t).map_err(anyhow::Error::msg))
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    Ok(Secrets {
+        tokens,
+        metrics_token,
+        push,
+    })
 }
 
 /// Runs the server on Redis: it listens at once and answers `/healthz` (and `/readyz` 503 with
@@ -111,13 +147,14 @@ async fn run_on(
     owned_store: Option<std::path::PathBuf>,
     a: ServeArgs,
 ) -> anyhow::Result<u8> {
-    let tokens = check(&a)?;
+    let secrets = check(&a)?;
+    let tokens = secrets.tokens;
     let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
     let config = HttpConfig {
         max_payload: a.max_payload,
         loopback_hosts_only: tokens.is_empty() && a.listen.ip().is_loopback(),
         tokens,
-        metrics_token: a.metrics_token.clone().filter(|t| !t.is_empty()),
+        metrics_token: secrets.metrics_token,
         max_connections: a.limits.max_connections,
         max_short_per_address: a.limits.max_connections_per_address,
         header_timeout: a.limits.header_timeout,
@@ -144,11 +181,15 @@ async fn run_on(
     let ticker = tokio::spawn(delayq::Ticker::new(backend.clone()).run(async move {
         let _ = ticker_stopped.wait_for(|s| *s).await;
     }));
-    let pusher = crate::push::pusher(&a.push, backend.clone())?;
+    let pusher = crate::push::pusher(&a.push, secrets.push, backend.clone())?;
     let mut state = AppState::new(backend, config, Some(prometheus));
     if let Some(p) = &pusher {
         state = state.with_deliveries(p.log());
     }
+    let reloads = tokio::spawn(crate::reload::on_hangup(
+        state.clone(),
+        pusher.as_ref().map(|p| p.secrets()),
+    ));
     let (stop_pusher, mut pusher_stopped) = tokio::sync::watch::channel(false);
     let pushing = pusher.map(|p| {
         tokio::spawn(p.run(async move {
@@ -180,6 +221,7 @@ async fn run_on(
         "             delayq worker --queue demo --exec cat    (prints hello in 5 s; Ctrl-C stops)"
     );
     let served = delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await;
+    reloads.abort();
     let _ = stop_ticker.send(true);
     let _ = stop_pusher.send(true);
     let _ = ticker.await;

@@ -411,6 +411,19 @@ impl Client {
         self.get_json(&format!("{}/series", q(queue)?)).await
     }
 
+    /// Whether the server is ready: `Ok` when `/readyz` answers 200 (its store answers), the
+    /// server's error otherwise (`unavailable` while the store is unreachable). Tried once.
+    pub async fn ready(&self) -> Result<()> {
+        self.call(Method::GET, "/readyz", None, Repeat::Once, Duration::ZERO)
+            .await
+            .map(|_| ())
+    }
+
+    /// The server's build: `{"status", "version", "commit", "built"}` from `/healthz`.
+    pub async fn health(&self) -> Result<serde_json::Value> {
+        self.get_json("/healthz").await
+    }
+
     /// What this client's token may do.
     pub async fn whoami(&self) -> Result<Whoami> {
         self.get_json("/v1/whoami").await

@@ -161,7 +161,8 @@ pub async fn require_token<B: Send + Sync + 'static>(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let tokens = &st.inner.config.tokens;
+    let creds = st.credentials();
+    let tokens = &creds.tokens;
     if tokens.is_empty() {
         return next.run(req).await;
     }
@@ -216,7 +217,7 @@ pub async fn whoami<B: Send + Sync + 'static>(
             .filter(|&needed| caller.allows(needed))
             .map(|s| s.as_str().to_owned())
             .collect(),
-        tokens_required: !st.inner.config.tokens.is_empty(),
+        tokens_required: !st.credentials().tokens.is_empty(),
     })
 }
 
@@ -227,7 +228,7 @@ pub async fn require_metrics_token<B: Send + Sync + 'static>(
     req: Request,
     next: Next,
 ) -> Response {
-    let config = &st.inner.config;
+    let config = st.credentials();
     let Some(metrics) = &config.metrics_token else {
         return next.run(req).await;
     };
@@ -267,7 +268,7 @@ pub async fn browser_guard<B: Send + Sync + 'static>(
     req: Request,
     next: Next,
 ) -> Response {
-    if !st.inner.config.tokens.is_empty() {
+    if !st.credentials().tokens.is_empty() {
         return next.run(req).await;
     }
     let host = header(&req, axum::http::header::HOST).unwrap_or_default();

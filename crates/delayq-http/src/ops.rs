@@ -11,9 +11,37 @@ use delayq::{Backend, Inspect, QueueName};
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
-/// Liveness: the process answers.
-pub async fn healthz() -> &'static str {
-    "ok\n"
+/// What `/healthz` reports about the running build.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Build {
+    /// The release, e.g. `0.1.0`.
+    pub version: String,
+    /// The git commit it was built from (`unknown` outside a checkout).
+    pub commit: String,
+    /// The build date, `YYYY-MM-DD` (UTC).
+    pub built: String,
+}
+
+static BUILD: std::sync::OnceLock<Build> = std::sync::OnceLock::new();
+
+/// Sets the build `/healthz` reports (the binary's; the first call wins).
+pub fn set_build(b: Build) {
+    let _ = BUILD.set(b);
+}
+
+/// The `/healthz` answer: `{"status":"ok","version","commit","built"}`.
+pub fn health_body() -> serde_json::Value {
+    let b = BUILD.get_or_init(|| Build {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        commit: "unknown".to_owned(),
+        built: "unknown".to_owned(),
+    });
+    serde_json::json!({"status": "ok", "version": b.version, "commit": b.commit, "built": b.built})
+}
+
+/// Liveness: the process answers, with its version.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(health_body())
 }
 
 /// Readiness: the backend answers.

@@ -55,7 +55,7 @@ pub async fn while_starting<T>(
 
 fn answer(path: &str, reason: &str) -> Response {
     if path == "/healthz" {
-        return "ok\n".into_response();
+        return axum::Json(crate::ops::health_body()).into_response();
     }
     let what = if path == "/readyz" {
         "not ready"

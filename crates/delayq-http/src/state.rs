@@ -117,6 +117,33 @@ pub struct AppState<B> {
     pub(crate) inner: Arc<Inner<B>>,
 }
 
+impl<B> AppState<B> {
+    /// The tokens and the metrics token in force now.
+    pub fn credentials(&self) -> Arc<Credentials> {
+        match self.inner.credentials.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the accepted tokens and the metrics token (a reload): requests already past
+    /// their check finish as they are; every later one is checked against the new ones.
+    pub fn replace_credentials(
+        &self,
+        tokens: Vec<crate::auth::Token>,
+        metrics_token: Option<String>,
+    ) {
+        let new = Arc::new(Credentials {
+            tokens,
+            metrics_token,
+        });
+        match self.inner.credentials.write() {
+            Ok(mut c) => *c = new,
+            Err(poisoned) => *poisoned.into_inner() = new,
+        }
+    }
+}
+
 impl<B> Clone for AppState<B> {
     fn clone(&self) -> Self {
         Self {
@@ -152,6 +179,17 @@ pub(crate) struct Inner<B> {
     pub depths: crate::depth::Depths,
     /// The push delivery log of this process's pusher, when it runs one.
     pub deliveries: std::sync::OnceLock<Arc<delayq::DeliveryLog>>,
+    /// The tokens and the metrics token now (replaced by [`AppState::replace_credentials`]).
+    pub credentials: std::sync::RwLock<Arc<Credentials>>,
+}
+
+/// The secrets a request is checked against; a reload replaces them whole.
+#[derive(Debug, Default)]
+pub struct Credentials {
+    /// Accepted bearer tokens and their scopes; empty = no authentication.
+    pub tokens: Vec<crate::auth::Token>,
+    /// The token `/metrics` requires, if any.
+    pub metrics_token: Option<String>,
 }
 
 impl<B: Backend + Inspect> AppState<B> {
@@ -181,6 +219,10 @@ impl<B: Backend + Inspect> AppState<B> {
                 actions: tokio::sync::broadcast::channel(256).0,
                 depths: crate::depth::Depths::default(),
                 deliveries: std::sync::OnceLock::new(),
+                credentials: std::sync::RwLock::new(Arc::new(Credentials {
+                    tokens: config.tokens.clone(),
+                    metrics_token: config.metrics_token.clone(),
+                })),
             }),
         }
     }

@@ -12,7 +12,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AF
 
 use crate::client::{self, check_literal};
 use crate::hosts::Hosts;
-use crate::signing::{self, Secret};
+use crate::signing;
 
 /// Header: the attempt number (1 for the first request of a job).
 pub const ATTEMPT_HEADER: &str = "delayq-attempt";
@@ -28,7 +28,7 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 /// What every delivery shares.
 pub(crate) struct Shared {
     pub client: reqwest::Client,
-    pub secrets: Vec<Secret>,
+    pub secrets: Arc<signing::SecretSet>,
     pub allow_private: bool,
     pub hosts: Hosts,
     pub log: Arc<DeliveryLog>,
@@ -201,8 +201,9 @@ fn headers(shared: &Shared, job: &Job, target: &Target) -> Result<HeaderMap, Str
     let fact = |s: String| HeaderValue::from_str(&s).map_err(|e| e.to_string());
     h.insert(signing::ID_HEADER, fact(job.id.to_string())?);
     h.insert(signing::TIMESTAMP_HEADER, fact(ts.to_string())?);
-    if !shared.secrets.is_empty() {
-        let sig = signing::sign(&shared.secrets, job.id.as_str(), ts, &job.payload);
+    let secrets = shared.secrets.get();
+    if !secrets.is_empty() {
+        let sig = signing::sign(&secrets, job.id.as_str(), ts, &job.payload);
         h.insert(signing::SIGNATURE_HEADER, fact(sig)?);
     }
     h.insert(ATTEMPT_HEADER, fact(job.attempt.to_string())?);

@@ -93,7 +93,7 @@ impl<B: Backend + Inspect> Pusher<B> {
         )?;
         let shared = Arc::new(Shared {
             client,
-            secrets: opts.secrets.clone(),
+            secrets: Arc::new(crate::signing::SecretSet::new(opts.secrets.clone())),
             allow_private: opts.allow_private,
             hosts: Hosts::new(opts.hosts),
             log: Arc::new(DeliveryLog::new()),
@@ -103,6 +103,11 @@ impl<B: Backend + Inspect> Pusher<B> {
             opts,
             shared,
         })
+    }
+
+    /// The signing secrets this pusher uses, to replace while it runs (a reload).
+    pub fn secrets(&self) -> Arc<crate::signing::SecretSet> {
+        self.shared.secrets.clone()
     }
 
     /// The log of this pusher's requests (serve it with `AppState::with_deliveries`).
@@ -117,7 +122,7 @@ impl<B: Backend + Inspect> Pusher<B> {
         self,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Vec<(QueueName, RunReport)> {
-        if self.shared.secrets.is_empty() {
+        if self.shared.secrets.get().is_empty() {
             tracing::warn!("push requests are not signed: give a secret (--push-secret)");
         }
         let (stop_tx, stop_rx) = watch::channel(false);

@@ -90,7 +90,7 @@ impl Secret {
         }
     }
 
-    /// Secrets from a comma-separated list (`DELAYQ_PUSH_SECRETS`).
+    /// Secrets from a comma-separated list (`DELAYQ_PUSH_SECRET`).
     pub fn parse_list(text: &str) -> Result<Vec<Self>, SigningError> {
         text.split(',')
             .map(str::trim)
@@ -257,5 +257,34 @@ mod tests {
             format!("{:?}", Secret::parse(SECRET).unwrap()),
             "Secret(whsec_…)"
         );
+    }
+}
+
+/// The signing secrets a running pusher uses, replaceable while it runs (a reload rotates
+/// them: list the old and the new one until every receiver knows the new one).
+#[derive(Debug, Default)]
+pub struct SecretSet(std::sync::RwLock<std::sync::Arc<Vec<Secret>>>);
+
+impl SecretSet {
+    /// A set holding `secrets`.
+    pub fn new(secrets: Vec<Secret>) -> Self {
+        Self(std::sync::RwLock::new(std::sync::Arc::new(secrets)))
+    }
+
+    /// The secrets now; a request signs with one snapshot.
+    pub fn get(&self) -> std::sync::Arc<Vec<Secret>> {
+        match self.0.read() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the secrets; requests signed from now on use the new ones.
+    pub fn replace(&self, secrets: Vec<Secret>) {
+        let new = std::sync::Arc::new(secrets);
+        match self.0.write() {
+            Ok(mut s) => *s = new,
+            Err(poisoned) => *poisoned.into_inner() = new,
+        }
     }
 }

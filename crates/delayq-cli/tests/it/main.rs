@@ -5,6 +5,7 @@ mod common;
 
 mod cli;
 mod clients;
+mod config;
 mod console;
 mod deadlines;
 mod first_hour;
@@ -12,6 +13,7 @@ mod push;
 mod python;
 mod readme;
 mod schedules;
+mod ship;
 mod startup;
 mod topologies;
 mod worker_crash;

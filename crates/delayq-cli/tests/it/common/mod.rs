@@ -9,11 +9,12 @@ use std::process::{Child, Command, Stdio};
 #[allow(dead_code)] // not every test file builds its commands here
 pub(crate) fn delayq(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_delayq"));
-    c.current_dir(dir)
-        .env_remove("DELAYQ_REDIS_URL")
-        .env_remove("DELAYQ_DATA")
-        .env_remove("DELAYQ_SERVER")
-        .env_remove("DELAYQ_TOKENS");
+    c.current_dir(dir);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("DELAYQ_") {
+            c.env_remove(k);
+        }
+    }
     c
 }
 

@@ -1,0 +1,43 @@
+//! The process's own log on stderr (tracing) and its level, which `serve` changes on SIGHUP.
+
+use std::sync::OnceLock;
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Registry, reload};
+
+static LEVEL: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
+
+/// The filter of `--log-level` (else `RUST_LOG`, else `warn`).
+fn filter(level: Option<&str>) -> Result<EnvFilter, String> {
+    match level {
+        Some(l) => EnvFilter::try_new(l).map_err(|e| format!("log level {l:?}: {e}")),
+        None => Ok(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into())),
+    }
+}
+
+/// Starts the log; colours only on a terminal, and never with NO_COLOR set.
+pub(crate) fn init(level: Option<&str>) -> Result<(), String> {
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let (layer, handle) = reload::Layer::new(filter(level)?);
+    tracing_subscriber::registry()
+        .with(layer)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(colour)
+                .with_writer(std::io::stderr),
+        )
+        .init();
+    let _ = LEVEL.set(handle);
+    Ok(())
+}
+
+/// Changes the level of the running log.
+pub(crate) fn set(level: Option<&str>) -> Result<(), String> {
+    let f = filter(level)?;
+    match LEVEL.get() {
+        Some(h) => h.reload(f).map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,376 @@
+//! Settings from a TOML file and the environment (`--config`, `DELAYQ_*`), secrets from files,
+//! `delayq config check`, SIGHUP reloads of a running `serve`, and the build it reports.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{Killed, delayq};
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+/// One HTTP/1.1 request with an optional bearer token: (status, body).
+fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, body.to_owned())
+}
+
+/// A free loopback port (bound and released).
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// `delayq serve` with its stderr in `dir/serve.log`, started with `args`; waits for /healthz.
+fn serve(dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Killed {
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let child = delayq(dir)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let server = Killed(child);
+    until("serve answers /healthz", || {
+        TcpStream::connect(addr).is_ok() && http(addr, "GET", "/healthz", None, "").0 == 200
+    });
+    server
+}
+
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
+}
+
+fn hangup(server: &Killed) {
+    let ok = Command::new("kill")
+        .args(["-HUP", &server.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
+
+#[test]
+fn flags_win_over_the_environment_which_wins_over_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = write(
+        dir,
+        "delayq.toml",
+        "# serve settings\nlisten = \"127.0.0.1:7001\"\nmax_payload = 1000\n\
+         token = [\"admin:from-file\"]\nheader_timeout = \"3s\"\n",
+    );
+    let check = |env: &[(&str, &str)], flags: &[&str]| {
+        let o = delayq(dir)
+            .args(["config", "check", "--config", &f])
+            .args(flags)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        text(&o)
+    };
+    let out = check(&[], &[]);
+    assert!(out.contains("listen = \"127.0.0.1:7001\"  # file"), "{out}");
+    assert!(out.contains("max_payload = 1000  # file"), "{out}");
+    assert!(out.contains("max_connections = 2048  # default"), "{out}");
+    // The secret is masked.
+    assert!(out.contains("token = [\"********\"]  # file"), "{out}");
+    assert!(!out.contains("from-file"), "{out}");
+    let out = check(&[("DELAYQ_LISTEN", "127.0.0.1:7002")], &[]);
+    assert!(
+        out.contains("listen = \"127.0.0.1:7002\"  # DELAYQ_LISTEN"),
+        "{out}"
+    );
+
+    // The same file drives a real server; a flag beats both.
+    let addr = free_addr();
+    let _s = serve(
+        dir,
+        &addr,
+        &["--config", &f, "serve", "--listen", &addr],
+        &[("DELAYQ_LISTEN", "127.0.0.1:9")],
+    );
+    let (s, _) = http(&addr, "GET", "/v1/queues", None, "");
+    assert_eq!(s, 401, "the file's token is required");
+    let (s, _) = http(&addr, "GET", "/v1/queues", Some("from-file"), "");
+    assert_eq!(s, 200);
+    let big = format!(r#"{{"payload": "{}"}}"#, "x".repeat(2000));
+    let (s, b) = http(&addr, "POST", "/v1/queues/q/jobs", Some("from-file"), &big);
+    assert_eq!(s, 413, "max_payload from the file: {b}");
+}
+
+#[test]
+fn a_bad_file_is_refused_before_anything_starts_naming_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cases = [
+        (
+            "listen = \"127.0.0.1:0\"\n\nmax_conections = 10\n",
+            "bad.toml:3: unknown key `max_conections` (did you mean `max_connections`?)",
+        ),
+        (
+            "concurrency = \"four\"\n",
+            "bad.toml:1: `concurrency`: invalid value \"four\"",
+        ),
+        ("push = \"yes\"\n", "bad.toml:1: `push` takes true or false"),
+        (
+            "exec = \"cat\"\n",
+            "bad.toml:1: `exec` is a setting of `delayq worker`, not of `delayq serve`",
+        ),
+        (
+            "listen = [\"a\", \"b\"]\n",
+            "`listen` takes one value, not a list",
+        ),
+        ("listen = \n", "bad.toml"),
+    ];
+    for (body, want) in cases {
+        let f = write(dir, "bad.toml", body);
+        let cmd = if body.starts_with("concurrency") {
+            "worker"
+        } else {
+            "serve"
+        };
+        let o = delayq(dir).args(["--config", &f, cmd]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{body}: {}", text(&o));
+        assert!(
+            text(&o).contains(want),
+            "{body}: want {want:?} in {}",
+            text(&o)
+        );
+        let o = delayq(dir)
+            .args(["config", "check", "--for", cmd, "--config", &f])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "check {body}: {}", text(&o));
+        assert!(text(&o).contains(want), "check {body}: {}", text(&o));
+    }
+    assert!(
+        !dir.join("delayq-data").exists(),
+        "a refused start created the store"
+    );
+    // A missing file is named too.
+    let o = delayq(dir)
+        .args(["--config", "nope.toml", "serve"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("reading nope.toml"), "{}", text(&o));
+}
+
+#[test]
+fn secrets_from_files_stay_out_of_the_process_list() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let secret = "admin:s3cret-from-a-file";
+    let tokens = write(dir, "tokens", &format!("# mounted secret\n{secret}\n"));
+    let metrics = write(dir, "metrics", "m3trics-token\n");
+    let addr = free_addr();
+    let s = serve(
+        dir,
+        &addr,
+        &["serve", "--listen", &addr],
+        &[
+            ("DELAYQ_TOKEN_FILE", &tokens),
+            ("DELAYQ_METRICS_TOKEN_FILE", &metrics),
+        ],
+    );
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", s.0.id())).unwrap();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    assert!(!cmdline.contains("s3cret"), "{cmdline}");
+    assert_eq!(http(&addr, "GET", "/v1/queues", None, "").0, 401);
+    assert_eq!(
+        http(&addr, "GET", "/v1/queues", Some("s3cret-from-a-file"), "").0,
+        200
+    );
+    assert_eq!(http(&addr, "GET", "/metrics", None, "").0, 401);
+    assert_eq!(
+        http(&addr, "GET", "/metrics", Some("m3trics-token"), "").0,
+        200
+    );
+}
+
+#[test]
+fn sighup_rotates_tokens_without_dropping_a_long_poll() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let addr = free_addr();
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "old-token\n").unwrap();
+    let f = write(
+        dir,
+        "delayq.toml",
+        &format!(
+            "listen = \"{addr}\"\ntoken_file = \"{}\"\n",
+            tokens.display()
+        ),
+    );
+    let server = serve(dir, &addr, &["--config", &f, "serve"], &[]);
+    let reloads = |n: usize| log(dir).matches("delayq serve: reloaded").count() >= n;
+
+    // Rotation: both tokens, while a long poll by the old one waits.
+    let poll = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let body = r#"{"max": 1, "lease_ms": 30000, "wait_ms": 3000}"#;
+            http(&addr, "POST", "/v1/queues/q/claim", Some("old-token"), body)
+        })
+    };
+    std::fs::write(&tokens, "old-token\nnew-token\n").unwrap();
+    hangup(&server);
+    until("the first reload", || reloads(1));
+    assert_eq!(
+        http(&addr, "GET", "/v1/queues", Some("new-token"), "").0,
+        200
+    );
+    let (s, b) = poll.join().unwrap();
+    assert_eq!(s, 200, "the long poll across the reload: {b}");
+
+    // The old token goes.
+    std::fs::write(&tokens, "new-token\n").unwrap();
+    hangup(&server);
+    until("the second reload", || reloads(2));
+    assert_eq!(
+        http(&addr, "GET", "/v1/queues", Some("old-token"), "").0,
+        401
+    );
+    assert_eq!(
+        http(&addr, "GET", "/v1/queues", Some("new-token"), "").0,
+        200
+    );
+
+    // A broken file keeps what runs and says why; a setting that cannot change live is named.
+    std::fs::write(
+        &f,
+        format!(
+            "listen = \"{addr}\"\ntoken_file = \"{}\"\nmax_conections = 1\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    hangup(&server);
+    until("the refusal", || log(dir).contains("reload refused"));
+    assert!(
+        log(dir).contains("unknown key `max_conections`"),
+        "{}",
+        log(dir)
+    );
+    assert_eq!(
+        http(&addr, "GET", "/v1/queues", Some("new-token"), "").0,
+        200
+    );
+    std::fs::write(
+        &f,
+        format!(
+            "listen = \"{addr}\"\ntoken_file = \"{}\"\nmax_payload = 10\nlog_level = \"info\"\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    hangup(&server);
+    until("the third reload", || reloads(3));
+    assert!(
+        log(dir).contains("needs a restart: max_payload"),
+        "{}",
+        log(dir)
+    );
+}
+
+#[test]
+fn a_worker_reads_its_file_and_refuses_to_start_without_a_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = delayq(dir)
+        .args(["enqueue", "--queue", "mail", "--payload", "hi"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = delayq(dir).args(["worker"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("needs a command to run"), "{}", text(&o));
+    let out = dir.join("out.txt");
+    let f = write(
+        dir,
+        "worker-mail.toml",
+        &format!(
+            "queue = \"mail\"\nexec = \"cat >> {}; kill -TERM $PPID\"\nconcurrency = 1\n",
+            out.display()
+        ),
+    );
+    let o = delayq(dir)
+        .args(["worker", "--config", &f])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "hi");
+    let o = delayq(dir)
+        .args(["config", "check", "--config", &f])
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("valid for delayq worker"), "{}", text(&o));
+}
+
+#[test]
+fn the_version_names_the_commit_and_health_probes_readiness() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = delayq(dir).arg("--version").output().unwrap();
+    let v = text(&o);
+    assert!(
+        v.starts_with(&format!("delayq {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    assert!(v.contains(", built 20"), "{v}");
+    let addr = free_addr();
+    let o = delayq(dir)
+        .args(["health", "--url", &format!("http://{addr}")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "nothing listens: {}", text(&o));
+    let _s = serve(dir, &addr, &["serve", "--listen", &addr], &[]);
+    let (s, b) = http(&addr, "GET", "/healthz", None, "");
+    assert_eq!(s, 200);
+    let h: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(h["version"], env!("CARGO_PKG_VERSION"), "{h}");
+    assert!(v.contains(h["commit"].as_str().unwrap()), "{h} vs {v}");
+    let o = delayq(dir)
+        .args(["health"])
+        .env("DELAYQ_LISTEN", &addr)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
