@@ -197,6 +197,9 @@ pub(crate) enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Print the man page (roff), generated from this definition, for packages.
+    #[command(hide = true)]
+    Manpage,
     /// Print a new random push signing secret (whsec_…) for `serve --push-secret` and the
     /// receivers that verify pushes.
     PushSecret,

@@ -125,6 +125,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             return Ok(0);
         }
         Command::Config(c) => return config::run(c),
+        Command::Manpage => {
+            clap_mangen::Man::new(config::command()).render(&mut std::io::stdout())?;
+            return Ok(0);
+        }
         Command::Health { url } => return health::run(url.as_deref()).await,
         Command::Worker(w) if w.exec.is_none() && w.bench_record.is_none() => {
             return Err(config::ConfigError::new(
@@ -209,7 +213,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         #[cfg(feature = "bench")]
         Command::Chaos(_) => unreachable!("handled above"),
         Command::Doctor { .. } => unreachable!("handled above"),
-        Command::PushSecret | Command::Config(_) | Command::Health { .. } => {
+        Command::PushSecret | Command::Config(_) | Command::Health { .. } | Command::Manpage => {
             unreachable!("handled above")
         }
     }

@@ -213,3 +213,258 @@ fn the_image_runs_as_its_user_with_its_store_in_the_volume() {
     let log = std::fs::read_to_string(fs.join("tmp/serve.log")).unwrap();
     assert!(log.contains("delayq serve: stopped"), "{log}");
 }
+
+/// Purges the package when dropped (a failed test leaves the machine as it found it).
+struct Installed;
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = Command::new("dpkg").args(["--purge", "delayq"]).output();
+        let _ = std::fs::remove_dir_all("/var/lib/delayq");
+    }
+}
+
+/// `KEY=VALUE` lines of a unit's `[Service]` section.
+fn unit_values(unit: &str, key: &str) -> Vec<String> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{key}=")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_package_installs_runs_as_its_user_and_purges_to_its_data() {
+    assert!(
+        !Path::new("/var/lib/delayq").exists() && !Path::new("/usr/bin/delayq").exists(),
+        "a delayq is installed on this machine already: this test installs and purges its own"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let deb = run(Command::new(root().join("scripts/package"))
+        .args([env!("CARGO_BIN_EXE_delayq")])
+        .arg(out.path()));
+    let _installed = Installed;
+    run(Command::new("dpkg").args(["-i", &deb]));
+    let conffiles = std::fs::read_to_string("/var/lib/dpkg/info/delayq.conffiles").unwrap();
+    assert_eq!(conffiles.trim(), "/etc/delayq/delayq.toml");
+    for unit in ["delayq.service", "delayq-worker@.service"] {
+        let o = Command::new("systemd-analyze")
+            .args(["verify", &format!("/lib/systemd/system/{unit}")])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.success() && said.trim().is_empty(),
+            "{unit}: {said}"
+        );
+    }
+    let o = run(Command::new("/usr/bin/delayq").args([
+        "config",
+        "check",
+        "--config",
+        "/etc/delayq/delayq.toml",
+    ]));
+    assert!(o.contains("valid for delayq serve"), "{o}");
+    let man = run(Command::new("sh").args(["-c", "zcat /usr/share/man/man1/delayq.1.gz"]));
+    assert!(man.contains(".TH delayq 1"), "{man}");
+
+    // The service's command, as its user, with its environment and working directory.
+    let unit = std::fs::read_to_string("/lib/systemd/system/delayq.service").unwrap();
+    let exec = unit_values(&unit, "ExecStart").remove(0);
+    let user = unit_values(&unit, "User").remove(0);
+    assert_eq!(user, "delayq");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    // setpriv execs the command (as systemd does: SIGTERM reaches delayq itself).
+    let mut cmd = Command::new("/usr/bin/setpriv");
+    cmd.args(["--reuid", &user, "--regid", &user, "--init-groups", "--"])
+        .args(exec.split_whitespace())
+        .current_dir(unit_values(&unit, "WorkingDirectory").remove(0))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        // An operator's drop-in: the port (7070 may be taken here).
+        .env("DELAYQ_LISTEN", &addr)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for kv in unit_values(&unit, "Environment") {
+        let (k, v) = kv.split_once('=').unwrap();
+        cmd.env(k, v);
+    }
+    let mut server = cmd.spawn().unwrap();
+    until("the service answers", || TcpStream::connect(&addr).is_ok());
+    round_trip(&addr, "");
+    let ps = run(Command::new("ps").args(["-o", "user=", "-C", "delayq"]));
+    assert!(ps.lines().any(|u| u.trim() == "delayq"), "{ps}");
+    assert_eq!(terminate(&mut server, Duration::from_secs(30)), Some(0));
+    let store: Vec<_> = std::fs::read_dir("/var/lib/delayq")
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(!store.is_empty(), "the store is in the state directory");
+
+    run(Command::new("dpkg").args(["--purge", "delayq"]));
+    for gone in [
+        "/usr/bin/delayq",
+        "/etc/delayq",
+        "/lib/systemd/system/delayq.service",
+        "/lib/systemd/system/delayq-worker@.service",
+        "/usr/share/man/man1/delayq.1.gz",
+    ] {
+        assert!(!Path::new(gone).exists(), "{gone} is left after purge");
+    }
+    let o = Command::new("getent")
+        .args(["passwd", "delayq"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the delayq user is left after purge");
+    assert!(
+        Path::new("/var/lib/delayq")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_some(),
+        "purge keeps the data directory"
+    );
+}
+
+/// Runs `delayq config check --for CMD` with `env` (secret file paths pointed at a temporary
+/// file) and asserts every variable is taken as a setting.
+fn env_is_understood(cmd: &str, env: &[(String, String)]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "admin:x\n").unwrap();
+    let mut c = crate::common::delayq(tmp.path());
+    c.args(["config", "check", "--for", cmd]);
+    for (k, v) in env {
+        let v = if k.ends_with("_FILE") {
+            secret.display().to_string()
+        } else {
+            v.clone()
+        };
+        c.env(k, v);
+    }
+    let out = run(&mut c);
+    for (k, _) in env {
+        assert!(
+            out.contains(&format!("# {k}\n")),
+            "{cmd}: {k} is not a setting:\n{out}"
+        );
+    }
+}
+
+fn yaml_env(container: &serde_yaml_ng::Value) -> Vec<(String, String)> {
+    match &container["env"] {
+        serde_yaml_ng::Value::Mapping(m) => m
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().unwrap().to_owned(),
+                    v.as_str().unwrap().to_owned(),
+                )
+            })
+            .collect(),
+        serde_yaml_ng::Value::Sequence(s) => s
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["value"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn the_deploy_files_agree_with_the_binary_and_the_image() {
+    let deploy = root().join("deploy");
+    // Compose: every variable is a setting; Redis keeps jobs and lets delayq in by its rule.
+    let compose: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(deploy.join("compose.yaml")).unwrap())
+            .unwrap();
+    let services = &compose["services"];
+    let mut compose_env = yaml_env(&services["delayq"]["environment"].clone().into_env());
+    env_is_understood("serve", &compose_env);
+    compose_env = yaml_env(&services["worker"]["environment"].clone().into_env());
+    env_is_understood("worker", &compose_env);
+    let redis: Vec<&str> = services["redis"]["command"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (flag, value) in [
+        ("--appendonly", "yes"),
+        ("--maxmemory-policy", "noeviction"),
+    ] {
+        let at = redis.iter().position(|a| *a == flag).expect(flag);
+        assert_eq!(redis[at + 1], value);
+    }
+    let acl = std::fs::read_to_string(deploy.join("redis/users.acl")).unwrap();
+    let user = acl.lines().find(|l| l.starts_with("user delayq ")).unwrap();
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        squash(user).ends_with(&squash(delayq_redis::ACL_RULE)),
+        "users.acl's rule is not delayq_redis::ACL_RULE: {user}"
+    );
+
+    // Kubernetes: parsed, the image's user, port and probes; every variable a setting.
+    let text = std::fs::read_to_string(deploy.join("k8s/delayq.yaml")).unwrap();
+    let docs: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Secret", "Deployment", "Deployment", "Service"]);
+    let serve = &docs[1]["spec"]["template"]["spec"];
+    assert_eq!(serve["securityContext"]["runAsUser"].as_u64(), Some(10001));
+    let c = &serve["containers"][0];
+    assert_eq!(c["ports"][0]["containerPort"].as_u64(), Some(7070));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    env_is_understood("serve", &yaml_env(c));
+    let worker = &docs[2]["spec"]["template"]["spec"]["containers"][0];
+    env_is_understood("worker", &yaml_env(worker));
+
+    // The Dockerfile's runtime stage says what scripts/image builds.
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let image = std::fs::read_to_string(root().join("scripts/image")).unwrap();
+    for (docker, buildah) in [
+        ("USER 10001:10001", "--user 10001:10001"),
+        ("EXPOSE 7070", "--port 7070"),
+        ("VOLUME /var/lib/delayq", "--volume /var/lib/delayq"),
+        ("STOPSIGNAL SIGTERM", "--stop-signal SIGTERM"),
+        (
+            "DELAYQ_DATA=/var/lib/delayq",
+            "--env DELAYQ_DATA=/var/lib/delayq",
+        ),
+        (
+            "DELAYQ_LISTEN=0.0.0.0:7070",
+            "--env DELAYQ_LISTEN=0.0.0.0:7070",
+        ),
+        (
+            r#"CMD ["/usr/bin/delayq", "health"]"#,
+            "'CMD /usr/bin/delayq health'",
+        ),
+        (
+            r#"ENTRYPOINT ["/usr/bin/delayq"]"#,
+            r#"--entrypoint '["/usr/bin/delayq"]'"#,
+        ),
+        (r#"CMD ["serve"]"#, "--cmd serve"),
+    ] {
+        assert!(dockerfile.contains(docker), "Dockerfile: {docker}");
+        assert!(image.contains(buildah), "scripts/image: {buildah}");
+    }
+}
+
+/// Compose's `environment` as a mapping (it may be a list of `K=V`).
+trait IntoEnv {
+    fn into_env(self) -> serde_yaml_ng::Value;
+}
+
+impl IntoEnv for serde_yaml_ng::Value {
+    fn into_env(self) -> serde_yaml_ng::Value {
+        let mut m = serde_yaml_ng::Mapping::new();
+        m.insert("env".into(), self);
+        serde_yaml_ng::Value::Mapping(m)
+    }
+}
