@@ -11,7 +11,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 URL = os.environ.get("DELAYQ_URL")
-SECRET = os.environ.get("DELAYQ_PUSH_SECRET")
+SECRET = os.environ.get("DELAYQ_TEST_PUSH_SECRET")
 
 needs_server = unittest.skipUnless(URL, "DELAYQ_URL is not set (run through cargo test)")
 

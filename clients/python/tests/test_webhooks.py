@@ -41,7 +41,7 @@ class VerifyTest(unittest.TestCase):
 
 
 @needs_server
-@unittest.skipUnless(SECRET, "DELAYQ_PUSH_SECRET is not set")
+@unittest.skipUnless(SECRET, "DELAYQ_TEST_PUSH_SECRET is not set")
 class RealPushTest(unittest.TestCase):
     def test_a_push_from_the_server_verifies(self):
         got = []

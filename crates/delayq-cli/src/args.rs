@@ -197,6 +197,12 @@ pub(crate) enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Copy the embedded store to a new directory while it serves (a consistent snapshot;
+    /// restore by pointing --data at it). On Redis, use Redis's own persistence instead.
+    Backup {
+        /// The directory to create the copy in (it must not hold a store).
+        dest: PathBuf,
+    },
     /// Print the man page (roff), generated from this definition, for packages.
     #[command(hide = true)]
     Manpage,

@@ -561,10 +561,12 @@ pub(crate) fn reference() -> String {
          `metrics_token_file`, `redis_password_file`; the environment's `DELAYQ_…_FILE`), \
          which keeps them out of the process list. `delayq config check --config FILE` \
          validates a file and prints the effective settings with secrets masked.\n\n\
-         `delayq serve` re-reads the file and the secret files on SIGHUP: tokens, push \
-         secrets, the metrics token and the log level change at once, without dropping a \
-         request; a file that no longer checks keeps the running settings (the log says \
-         why); any other change is logged as needing a restart.\n\n\
+         `delayq serve` re-reads the file and the secret files on SIGHUP \
+         (`systemctl reload delayq`): tokens, push secrets, the metrics token, the log level \
+         and the push CA file (read again) change at once, without dropping a request or a \
+         long poll; a file that no longer checks keeps the running settings (the log says \
+         why); any other change — the listen address, the store, the Redis TLS files — is \
+         logged as needing a restart.\n\n\
          Earlier releases' environment names `DELAYQ_REDIS_URL`, `DELAYQ_TOKENS` and \
          `DELAYQ_PUSH_SECRETS` are still read when the new one is unset.\n",
     );

@@ -9,7 +9,7 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 static LEVEL: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
 
 /// The filter of `--log-level` (else `RUST_LOG`, else `warn`).
-fn filter(level: Option<&str>) -> Result<EnvFilter, String> {
+pub(crate) fn filter(level: Option<&str>) -> Result<EnvFilter, String> {
     match level {
         Some(l) => EnvFilter::try_new(l).map_err(|e| format!("log level {l:?}: {e}")),
         None => Ok(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into())),
@@ -33,9 +33,8 @@ pub(crate) fn init(level: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-/// Changes the level of the running log.
-pub(crate) fn set(level: Option<&str>) -> Result<(), String> {
-    let f = filter(level)?;
+/// Changes the filter of the running log (from [`filter`]).
+pub(crate) fn set(f: EnvFilter) -> Result<(), String> {
     match LEVEL.get() {
         Some(h) => h.reload(f).map_err(|e| e.to_string()),
         None => Ok(()),

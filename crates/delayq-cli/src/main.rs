@@ -130,6 +130,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             return Ok(0);
         }
         Command::Health { url } => return health::run(url.as_deref()).await,
+        Command::Backup { dest } => return store::backup(&cli, dest),
         Command::Worker(w) if w.exec.is_none() && w.bench_record.is_none() => {
             return Err(config::ConfigError::new(
                 "delayq worker needs a command to run: --exec CMD (or `exec` in the --config \
@@ -213,7 +214,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         #[cfg(feature = "bench")]
         Command::Chaos(_) => unreachable!("handled above"),
         Command::Doctor { .. } => unreachable!("handled above"),
-        Command::PushSecret | Command::Config(_) | Command::Health { .. } | Command::Manpage => {
+        Command::PushSecret
+        | Command::Config(_)
+        | Command::Health { .. }
+        | Command::Manpage
+        | Command::Backup { .. } => {
             unreachable!("handled above")
         }
     }

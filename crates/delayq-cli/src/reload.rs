@@ -1,18 +1,16 @@
 //! SIGHUP in `delayq serve`: the config file and the secret files are read again; tokens, push
-//! secrets, the metrics token and the log level are replaced at once, without dropping a
+//! secrets, the metrics token, the log level and the pusher's CA file are replaced at once, without dropping a
 //! request or a long poll. A file that no longer checks keeps the running settings; any other
 //! changed setting is logged as needing a restart.
 
-use std::sync::Arc;
-
 use delayq_http::AppState;
-use delayq_push::signing::SecretSet;
+use delayq_push::Reloads;
 
 use crate::args::Command;
 use crate::config::Settings;
 
 /// The keys a reload applies.
-pub(crate) const LIVE: [&str; 7] = [
+pub(crate) const LIVE: [&str; 8] = [
     "token",
     "token_file",
     "metrics_token",
@@ -20,20 +18,18 @@ pub(crate) const LIVE: [&str; 7] = [
     "push_secret",
     "push_secret_file",
     "log_level",
+    "push_ca",
 ];
 
 /// Reloads on every SIGHUP until the task is aborted.
-pub(crate) async fn on_hangup<B: Send + Sync + 'static>(
-    state: AppState<B>,
-    push: Option<Arc<SecretSet>>,
-) {
+pub(crate) async fn on_hangup<B: Send + Sync + 'static>(state: AppState<B>, push: Option<Reloads>) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         return;
     };
     let mut running = crate::config::started().cloned().unwrap_or_default();
     while hup.recv().await.is_some() {
-        match reload(&state, push.as_deref(), &running) {
+        match reload(&state, push.as_ref(), &running) {
             Ok(now) => running = now,
             Err(e) => {
                 eprintln!("delayq serve: reload refused, the running settings stay: {e:#}");
@@ -45,7 +41,7 @@ pub(crate) async fn on_hangup<B: Send + Sync + 'static>(
 /// One reload: everything is checked before anything is replaced.
 fn reload<B>(
     state: &AppState<B>,
-    push: Option<&SecretSet>,
+    push: Option<&Reloads>,
     running: &Settings,
 ) -> anyhow::Result<Settings> {
     let (cli, now) = crate::config::load().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -53,7 +49,12 @@ fn reload<B>(
         anyhow::bail!("the command line no longer names serve");
     };
     let secrets = crate::serve::check(a)?;
-    crate::logging::set(cli.log_level.as_deref()).map_err(anyhow::Error::msg)?;
+    let level = crate::logging::filter(cli.log_level.as_deref()).map_err(anyhow::Error::msg)?;
+    if let Some(p) = push {
+        // The last check: a CA file that cannot be read keeps every running setting.
+        p.replace_ca(a.push.push_ca.as_ref())?;
+    }
+    crate::logging::set(level).map_err(anyhow::Error::msg)?;
     let counts = format!(
         "{} token(s), {} push secret(s), metrics token {}",
         secrets.tokens.len(),
@@ -66,7 +67,7 @@ fn reload<B>(
     );
     state.replace_credentials(secrets.tokens, secrets.metrics_token);
     if let Some(p) = push {
-        p.replace(secrets.push);
+        p.replace_secrets(secrets.push);
     }
     let restart: Vec<&str> = now
         .iter()

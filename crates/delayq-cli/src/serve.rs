@@ -188,7 +188,7 @@ async fn run_on(
     }
     let reloads = tokio::spawn(crate::reload::on_hangup(
         state.clone(),
-        pusher.as_ref().map(|p| p.secrets()),
+        pusher.as_ref().map(|p| p.reloads()),
     ));
     let (stop_pusher, mut pusher_stopped) = tokio::sync::watch::channel(false);
     let pushing = pusher.map(|p| {

@@ -89,3 +89,24 @@ fn shown(dir: &Path) -> String {
         .display()
         .to_string()
 }
+
+/// `delayq backup DEST`: a consistent copy of the embedded store, taken beside whichever
+/// process serves it.
+pub(crate) fn backup(cli: &Cli, dest: &Path) -> anyhow::Result<u8> {
+    if cli.redis.is_some() {
+        return Err(crate::config::ConfigError::new(
+            "delayq backup copies the embedded store; Redis keeps its own: use its persistence \
+             (appendonly yes, or BGSAVE and copy dump.rdb; docs/DEPLOY.md, \"Backups\")",
+        )
+        .into());
+    }
+    let done = delayq_embedded::backup(&cli.data, dest)?;
+    println!(
+        "backed up {} job(s), {} bytes, to {} (restore: delayq --data {} serve)",
+        done.jobs,
+        done.bytes,
+        dest.display(),
+        dest.display()
+    );
+    Ok(0)
+}

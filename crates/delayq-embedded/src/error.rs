@@ -31,14 +31,29 @@ pub enum Error {
     /// The store thread is gone.
     #[error("embedded store stopped")]
     Stopped,
+    /// The store was written by a later delayq whose layout this one does not know.
+    #[error(
+        "the embedded store in {dir} has layout version {found}, written by a newer delayq; \
+         this one reads up to version {known}: run the newer delayq, or restore a backup taken \
+         before the upgrade (docs/DEPLOY.md, \"Upgrades and rollback\")"
+    )]
+    NewerLayout {
+        /// The directory.
+        dir: PathBuf,
+        /// The store's layout version.
+        found: i64,
+        /// The newest this build reads.
+        known: i64,
+    },
 }
 
 impl From<Error> for delayq::Error {
     fn from(e: Error) -> Self {
         match e {
-            Error::Locked { .. } | Error::Io { .. } | Error::Stopped => {
-                delayq::Error::Unavailable(e.to_string())
-            }
+            Error::Locked { .. }
+            | Error::Io { .. }
+            | Error::Stopped
+            | Error::NewerLayout { .. } => delayq::Error::Unavailable(e.to_string()),
             Error::Sqlite(_) => delayq::Error::Backend(e.to_string()),
         }
     }

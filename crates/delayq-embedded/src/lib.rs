@@ -23,6 +23,7 @@
 //! `schema.sql`.
 
 mod backend;
+mod backup;
 mod enqueue;
 pub mod error;
 mod health;
@@ -34,5 +35,7 @@ mod store;
 mod throttle;
 
 pub use backend::{EmbeddedBackend, MAX_CLAIM};
+pub use backup::{Backup, backup};
 pub use error::Error;
 pub use health::{Health, health};
+pub use store::LAYOUT;

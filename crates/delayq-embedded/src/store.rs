@@ -56,8 +56,17 @@ impl Store {
         let _ = write!(lock, "{}", std::process::id());
         let path: PathBuf = dir.join("delayq.sqlite3");
         let mut conn = Connection::open(&path)?;
+        let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if found > LAYOUT {
+            return Err(Error::NewerLayout {
+                dir: dir.to_owned(),
+                found,
+                known: LAYOUT,
+            });
+        }
         conn.execute_batch(include_str!("schema.sql"))?;
         migrate(&conn)?;
+        conn.pragma_update(None, "user_version", LAYOUT)?;
         conn.pragma_update(None, "busy_timeout", 5000)?;
         let (tx, rx) = mpsc::channel::<Op>();
         std::thread::Builder::new()
@@ -142,6 +151,12 @@ fn run(conn: &mut Connection, rx: mpsc::Receiver<Op>) {
         }
     }
 }
+
+/// The layout version of the store this build writes (SQLite's `user_version`). A store of an
+/// earlier layout (0: before versions were recorded) is migrated on open; a later one is
+/// refused. Raise it with every change to `schema.sql` that [`migrate`] must bring older
+/// stores to, and commit a fixture of the old layout (tests/fixtures).
+pub const LAYOUT: i64 = 1;
 
 /// Columns added after the first release, added to a store made before them.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {

@@ -27,7 +27,8 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// What every delivery shares.
 pub(crate) struct Shared {
-    pub client: reqwest::Client,
+    /// The HTTP client; a reload with another CA file replaces it.
+    pub client: std::sync::RwLock<reqwest::Client>,
     pub secrets: Arc<signing::SecretSet>,
     pub allow_private: bool,
     pub hosts: Hosts,
@@ -121,8 +122,11 @@ async fn send(shared: &Shared, job: &Job, target: &Target, url: reqwest::Url, ho
     };
     let deadline = dispatch_deadline(job);
     let _slot = shared.hosts.acquire(host).await;
-    let sent = shared
-        .client
+    let client = match shared.client.read() {
+        Ok(c) => c.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    let sent = client
         .request(method, url)
         .headers(headers)
         .timeout(deadline)

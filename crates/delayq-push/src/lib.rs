@@ -22,5 +22,5 @@ pub mod ssrf;
 
 pub use client::PushError;
 pub use hosts::HostLimits;
-pub use pusher::{Pusher, PusherOptions};
+pub use pusher::{Pusher, PusherOptions, Reloads};
 pub use signing::Secret;

@@ -22,6 +22,36 @@ use crate::deliver::{Shared, deliver};
 use crate::hosts::{HostLimits, Hosts};
 use crate::signing::Secret;
 
+/// The settings of a running [`Pusher`] that a reload replaces (`delayq serve` on SIGHUP).
+pub struct Reloads {
+    shared: Arc<Shared>,
+    connect_timeout: Duration,
+    per_host: usize,
+}
+
+impl Reloads {
+    /// Signs every later request with `secrets`.
+    pub fn replace_secrets(&self, secrets: Vec<Secret>) {
+        self.shared.secrets.replace(secrets);
+    }
+
+    /// Trusts the CA certificates of `ca` (read again now) besides the system's for every
+    /// later request; on an error the running client stays.
+    pub fn replace_ca(&self, ca: Option<&PathBuf>) -> Result<(), PushError> {
+        let client = client::build(
+            self.shared.allow_private,
+            ca,
+            self.connect_timeout,
+            self.per_host,
+        )?;
+        match self.shared.client.write() {
+            Ok(mut c) => *c = client,
+            Err(poisoned) => *poisoned.into_inner() = client,
+        }
+        Ok(())
+    }
+}
+
 /// How a [`Pusher`] runs.
 #[derive(Clone, Debug)]
 pub struct PusherOptions {
@@ -92,7 +122,7 @@ impl<B: Backend + Inspect> Pusher<B> {
             opts.hosts.concurrency,
         )?;
         let shared = Arc::new(Shared {
-            client,
+            client: std::sync::RwLock::new(client),
             secrets: Arc::new(crate::signing::SecretSet::new(opts.secrets.clone())),
             allow_private: opts.allow_private,
             hosts: Hosts::new(opts.hosts),
@@ -105,9 +135,13 @@ impl<B: Backend + Inspect> Pusher<B> {
         })
     }
 
-    /// The signing secrets this pusher uses, to replace while it runs (a reload).
-    pub fn secrets(&self) -> Arc<crate::signing::SecretSet> {
-        self.shared.secrets.clone()
+    /// What a reload may replace while this pusher runs: its signing secrets and CA file.
+    pub fn reloads(&self) -> Reloads {
+        Reloads {
+            shared: self.shared.clone(),
+            connect_timeout: self.opts.connect_timeout,
+            per_host: self.opts.hosts.concurrency,
+        }
     }
 
     /// The log of this pusher's requests (serve it with `AppState::with_deliveries`).

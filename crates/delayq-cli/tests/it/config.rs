@@ -374,3 +374,86 @@ fn the_version_names_the_commit_and_health_probes_readiness() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_rotates_push_secrets() {
+    use delayq_push::Secret;
+    use delayq_push::signing::{SIGNATURE_HEADER, TIMESTAMP_HEADER, verify};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let rx = delayq_test_support::receiver::Receiver::start().await;
+    let (old, new) = (
+        Secret::generate().to_string(),
+        Secret::generate().to_string(),
+    );
+    let secrets = dir.join("push-secrets");
+    std::fs::write(&secrets, format!("{old}\n")).unwrap();
+    let addr = free_addr();
+    let s = secrets.display().to_string();
+    let args = [
+        "serve",
+        "--listen",
+        &addr,
+        "--push",
+        "--allow-private-targets",
+        "--push-secret-file",
+        &s,
+    ];
+    let server = tokio::task::block_in_place(|| serve(dir, &addr, &args, &[]));
+    let (st, b) = http(
+        &addr,
+        "PUT",
+        "/v1/queues/hooks",
+        None,
+        r#"{"delivery": "push"}"#,
+    );
+    assert_eq!(st, 200, "{b}");
+    let parse = |s: &str| Secret::parse(s).unwrap();
+    // Pushes job `id` and answers which of (old, new) its signature verifies with.
+    let push = |id: &str| {
+        let body = serde_json::json!({"id": id, "payload": id, "target": {"url": rx.url("/ok")}});
+        let (st, b) = http(
+            &addr,
+            "POST",
+            "/v1/queues/hooks/jobs",
+            None,
+            &body.to_string(),
+        );
+        assert_eq!(st, 201, "{b}");
+        until("the push arrives", || {
+            rx.requests()
+                .iter()
+                .any(|r| r.header("webhook-id") == Some(id))
+        });
+        let r = rx
+            .requests()
+            .into_iter()
+            .find(|r| r.header("webhook-id") == Some(id))
+            .unwrap();
+        let check = |secret: &str| {
+            verify(
+                &[parse(secret)],
+                id,
+                r.header(TIMESTAMP_HEADER).unwrap(),
+                r.header(SIGNATURE_HEADER).unwrap(),
+                &r.body,
+                delayq::job::system_now_ms() / 1000,
+                300,
+            )
+            .is_ok()
+        };
+        (check(&old), check(&new))
+    };
+    let reloads = |n: usize| log(dir).matches("delayq serve: reloaded").count() >= n;
+    tokio::task::block_in_place(|| {
+        assert_eq!(push("p1"), (true, false));
+        std::fs::write(&secrets, format!("{old}\n{new}\n")).unwrap();
+        hangup(&server);
+        until("the first reload", || reloads(1));
+        assert_eq!(push("p2"), (true, true), "both sign during the rotation");
+        std::fs::write(&secrets, format!("{new}\n")).unwrap();
+        hangup(&server);
+        until("the second reload", || reloads(2));
+        assert_eq!(push("p3"), (false, true));
+    });
+}

@@ -38,7 +38,7 @@ fn python(dir: &Path, args: &[&str], url: &str) -> std::process::Output {
         .env("DELAYQ_URL", url)
         .env("DELAYQ_BIN", env!("CARGO_BIN_EXE_delayq"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("DELAYQ_PUSH_SECRET", SECRET)
+        .env("DELAYQ_TEST_PUSH_SECRET", SECRET)
         .args(args)
         .output()
         .expect("python3")

@@ -468,3 +468,35 @@ impl IntoEnv for serde_yaml_ng::Value {
         serde_yaml_ng::Value::Mapping(m)
     }
 }
+
+#[test]
+fn delayq_backup_copies_a_serving_store_and_the_copy_serves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let delayq = || crate::common::delayq(dir);
+    for i in 0..3 {
+        let id = format!("b{i}");
+        run(delayq().args(["enqueue", "--id", &id, "--delay", "1h", "--payload", "x"]));
+    }
+    let (_server, _addr) =
+        crate::common::spawn_serve(delayq().args(["serve", "--listen", "127.0.0.1:0"]));
+    let out = run(delayq().args(["backup", "snap"]));
+    assert!(out.contains("backed up 3 job(s)"), "{out}");
+    let o = delayq().args(["backup", "snap"]).output().unwrap();
+    assert!(
+        !o.status.success(),
+        "a second backup into the same directory"
+    );
+    let got = run(delayq().args(["--data", "snap", "get", "b2", "--json"]));
+    assert!(got.contains("\"state\":\"scheduled\""), "{got}");
+    let o = delayq()
+        .args(["--redis", "redis://127.0.0.1:1", "backup", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("persistence"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

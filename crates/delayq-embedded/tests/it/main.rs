@@ -4,3 +4,4 @@ mod conformance;
 mod crash;
 mod engine;
 mod scheduling;
+mod upgrade;

@@ -1,0 +1,141 @@
+//! Upgrades: a store written by an earlier build opens in this one (its layout migrated) with
+//! every job, setting and schedule as it was; a store of a later layout is refused untouched.
+//!
+//! `tests/fixtures/layout-0` was written by delayq 0.1.0 at commit 8a7281b, the last build
+//! before layout versions were recorded (`user_version` 0): jobs scheduled, due, dead and done,
+//! queue limits and retention, a cron schedule. Each later layout adds its own fixture.
+
+use std::path::Path;
+use std::time::Duration;
+
+use delayq::{
+    Backend, ClaimRequest, Inspect, JobId, JobState, LeaseRef, ListState, QueueName, Schedules,
+};
+use delayq_embedded::{EmbeddedBackend, Error, LAYOUT};
+
+fn fixture(name: &str) -> tempfile::TempDir {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(src).unwrap().flatten() {
+        std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
+    }
+    dir
+}
+
+fn layout(dir: &Path) -> i64 {
+    let c = rusqlite::Connection::open(dir.join("delayq.sqlite3")).unwrap();
+    c.pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_store_of_the_first_layout_opens_with_everything_in_it() {
+    let dir = fixture("layout-0");
+    assert_eq!(layout(dir.path()), 0);
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let orders = QueueName::new("orders").unwrap();
+    let mail = QueueName::new("mail").unwrap();
+    let get = |q: &QueueName, id: &str| {
+        let b = b.clone();
+        let q = q.clone();
+        let id = JobId::new(id).unwrap();
+        async move { b.get(&q, &id).await.unwrap().expect("the job is there") }
+    };
+    let later = get(&orders, "later-2").await;
+    assert_eq!(
+        (later.state, later.max_attempts, later.priority),
+        (JobState::Scheduled, 3, 7)
+    );
+    assert_eq!(later.due_at_ms, 2_051_222_400_000, "2035-01-01T00:00:00Z");
+    assert_eq!(get(&mail, "dead-1").await.state, JobState::Dead);
+    assert_eq!(get(&mail, "done-1").await.state, JobState::Done);
+    let due2 = get(&orders, "due-2").await;
+    assert_eq!(due2.timeout_ms, Some(30_000));
+    assert!(due2.expires_at_ms.is_some());
+    let settings = b.settings(&orders).await.unwrap();
+    assert_eq!(settings.max_in_flight, Some(100), "{settings:?}");
+    assert!(settings.rate.is_some(), "{settings:?}");
+    let schedules = b.schedules(&orders).await.unwrap();
+    assert_eq!(schedules.len(), 1);
+    assert_eq!(schedules[0].name, "nightly");
+    let dead = b.list(&mail, ListState::Dead, 10, None).await.unwrap();
+    assert_eq!(dead.jobs.len(), 1);
+
+    // The due jobs are claimed and acknowledged by this build.
+    let batch = b
+        .claim(
+            &orders,
+            ClaimRequest {
+                max: 10,
+                lease: Duration::from_secs(30),
+                acks: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = batch.jobs.iter().map(|j| j.id.to_string()).collect();
+    ids.sort();
+    assert_eq!(ids, ["due-1", "due-2"]);
+    let acks: Vec<LeaseRef> = batch
+        .jobs
+        .iter()
+        .map(|j| LeaseRef {
+            id: j.id.clone(),
+            token: j.lease_token,
+        })
+        .collect();
+    let outcomes = b.ack(&orders, acks).await.unwrap();
+    assert!(
+        outcomes.iter().all(|o| *o == delayq::AckOutcome::Acked),
+        "{outcomes:?}"
+    );
+    drop(b);
+    assert_eq!(
+        layout(dir.path()),
+        LAYOUT,
+        "the layout is recorded once migrated"
+    );
+}
+
+#[tokio::test]
+async fn a_store_of_a_later_layout_is_refused_and_left_as_it_is() {
+    let dir = fixture("layout-0");
+    let c = rusqlite::Connection::open(dir.path().join("delayq.sqlite3")).unwrap();
+    c.pragma_update(None, "user_version", LAYOUT + 1).unwrap();
+    drop(c);
+    let before = std::fs::read(dir.path().join("delayq.sqlite3")).unwrap();
+    match EmbeddedBackend::open(dir.path()) {
+        Err(e @ Error::NewerLayout { .. }) => {
+            assert!(e.to_string().contains("newer delayq"), "{e}");
+        }
+        other => panic!("opened a later layout: {:?}", other.map(|_| ())),
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("delayq.sqlite3")).unwrap(),
+        before
+    );
+}
+
+#[tokio::test]
+async fn a_backup_taken_while_the_store_serves_restores_every_job() {
+    let dir = fixture("layout-0");
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let dest = copy.path().join("backup");
+    let done = delayq_embedded::backup(dir.path(), &dest).unwrap();
+    assert_eq!(done.jobs, 6, "{done:?}");
+    assert!(
+        delayq_embedded::backup(dir.path(), &dest).is_err(),
+        "a second backup into the same directory is refused"
+    );
+    drop(b);
+    let restored = EmbeddedBackend::open(&dest).unwrap();
+    let mail = QueueName::new("mail").unwrap();
+    let id = JobId::new("dead-1").unwrap();
+    assert_eq!(
+        restored.get(&mail, &id).await.unwrap().map(|j| j.state),
+        Some(JobState::Dead)
+    );
+}
