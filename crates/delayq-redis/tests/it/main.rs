@@ -17,4 +17,5 @@ mod races;
 mod restart;
 mod scheduling;
 mod topologies;
+mod upgrade;
 mod windows;
