@@ -5,7 +5,7 @@
 //! environment variable (`DELAYQ_` + the key in upper case). Precedence: flags, then the
 //! environment, then the file, then the flag's default — the file's values become the
 //! arguments' defaults, so clap applies the rest. `docs/CONFIG.md` and the example file of
-//! the package are generated from the same definition ([`reference`], [`example`]).
+//! the package are generated from the same definition ([`reference()`], [`example()`]).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

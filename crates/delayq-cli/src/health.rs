@@ -26,7 +26,7 @@ pub(crate) async fn run(url: Option<&str>) -> anyhow::Result<u8> {
     }
 }
 
-/// A listen address as an address to call: an unspecified host (0.0.0.0, [::]) is this host.
+/// A listen address as an address to call: an unspecified host (`0.0.0.0`, `[::]`) is this host.
 fn local(listen: &str) -> String {
     match listen.parse::<std::net::SocketAddr>() {
         Ok(a) if a.ip().is_unspecified() => format!("127.0.0.1:{}", a.port()),

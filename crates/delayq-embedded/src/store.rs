@@ -154,7 +154,7 @@ fn run(conn: &mut Connection, rx: mpsc::Receiver<Op>) {
 
 /// The layout version of the store this build writes (SQLite's `user_version`). A store of an
 /// earlier layout (0: before versions were recorded) is migrated on open; a later one is
-/// refused. Raise it with every change to `schema.sql` that [`migrate`] must bring older
+/// refused. Raise it with every change to `schema.sql` that the store must migrate older
 /// stores to, and commit a fixture of the old layout (tests/fixtures).
 pub const LAYOUT: i64 = 1;
 
