@@ -408,6 +408,7 @@ pub(crate) async fn schedule(
                 lease_ms: None,
                 timeout_ms: None,
                 target: target.target()?,
+                trace: crate::enqueue::env_trace(),
             };
             let now = b.clock_ms().await?;
             let max = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES;

@@ -108,6 +108,7 @@ impl Line {
         if let Some(n) = self.max_attempts {
             job = job.max_attempts(n);
         }
+        job.trace = env_trace();
         Ok(job)
     }
 }
@@ -153,8 +154,18 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
         });
     }
     job.target = a.target.target()?;
+    job.trace = env_trace();
     print(&p.enqueue(job).await?);
     Ok(())
+}
+
+/// The trace context of the environment (`TRACEPARENT`, `TRACESTATE`: the OpenTelemetry
+/// environment carrier a traced script or `delayq worker --exec` hands on); an invalid one is
+/// ignored, as propagators do.
+pub(crate) fn env_trace() -> Option<delayq::TraceContext> {
+    let tp = std::env::var("TRACEPARENT").ok();
+    let ts = std::env::var("TRACESTATE").ok();
+    delayq::TraceContext::from_headers(tp.as_deref(), ts.as_deref())
 }
 
 fn print(e: &Enqueued) {

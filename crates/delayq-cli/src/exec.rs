@@ -128,7 +128,14 @@ pub(crate) struct ExecHandler {
 }
 
 impl ExecHandler {
-    fn log(&self, job: &Job, outcome: &str, started: Instant, detail: Option<&str>) {
+    fn log(
+        &self,
+        job: &Job,
+        process: Option<&delayq::TraceContext>,
+        outcome: &str,
+        started: Instant,
+        detail: Option<&str>,
+    ) {
         if self.quiet {
             return;
         }
@@ -143,6 +150,10 @@ impl ExecHandler {
                 });
                 if let Some(d) = detail {
                     v["error"] = d.into();
+                }
+                if let Some(p) = process {
+                    v["trace_id"] = p.trace_id().into();
+                    v["span_id"] = p.span_id().into();
                 }
                 eprintln!("{v}");
             }
@@ -161,13 +172,25 @@ impl ExecHandler {
 impl Handler for ExecHandler {
     async fn handle(&self, job: Job) -> Result<(), Failure> {
         let started = Instant::now();
-        let mut child = tokio::process::Command::new("sh")
-            .arg("-c")
+        // This attempt's span in the job's trace: the program continues the trace under it
+        // (TRACEPARENT / TRACESTATE, the OpenTelemetry environment carrier).
+        let process = job.trace.as_ref().map(delayq::TraceContext::child);
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
             .arg(&self.cmd)
             .env("DELAYQ_JOB_ID", job.id.as_str())
             .env("DELAYQ_QUEUE", job.queue.as_str())
             .env("DELAYQ_ATTEMPT", job.attempt.to_string())
             .env("DELAYQ_DUE_AT_MS", job.due_at_ms.to_string())
+            .env_remove("TRACEPARENT")
+            .env_remove("TRACESTATE");
+        if let Some(p) = &process {
+            cmd.env("TRACEPARENT", p.traceparent());
+            if let Some(s) = p.tracestate() {
+                cmd.env("TRACESTATE", s);
+            }
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::inherit())
             .stderr(Stdio::piped())
@@ -200,7 +223,7 @@ impl Handler for ExecHandler {
             eprint!("{}", String::from_utf8_lossy(&out.stderr));
         }
         if out.status.success() {
-            self.log(&job, "acked", started, None);
+            self.log(&job, process.as_ref(), "acked", started, None);
             return Ok(());
         }
         let err = String::from_utf8_lossy(&out.stderr);
@@ -213,7 +236,13 @@ impl Handler for ExecHandler {
         let message = format!("{}: {tail}", out.status);
         if matches!(out.status.code(), Some(126 | 127)) {
             // The shell could not run the program: not this job's failure.
-            self.log(&job, "given back", started, Some(&message));
+            self.log(
+                &job,
+                process.as_ref(),
+                "given back",
+                started,
+                Some(&message),
+            );
             self.broken.notify_one();
             return Err(Failure::give_back(message));
         }
@@ -222,7 +251,7 @@ impl Handler for ExecHandler {
         } else {
             "failed, retry by backoff"
         };
-        self.log(&job, outcome, started, Some(&message));
+        self.log(&job, process.as_ref(), outcome, started, Some(&message));
         Err(Failure::retry(message))
     }
 }

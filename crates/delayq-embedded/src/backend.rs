@@ -234,6 +234,7 @@ fn lease(
         }
         token += 1;
         let target = r.target_value()?;
+        let trace = r.trace_value();
         let lease_ms = r.lease_ms.unwrap_or(default.as_millis() as i64);
         let deadline = now + lease_ms;
         upd.execute(params![qs, r.id, deadline, token, LEASED])
@@ -254,6 +255,7 @@ fn lease(
             expires_at_ms: r.expires_at.map(|t| t as u64),
             priority: r.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
             target,
+            trace,
         });
     }
     Ok(jobs)

@@ -22,9 +22,9 @@ pub(crate) fn insert(
         .prepare_cached(
             "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
          max_attempts, backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
-         payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms, target) \
+         payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms, target, trace) \
          VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?12, ?13, ?14, ?15, \
-         ?16, ?17) \
+         ?16, ?17, ?18) \
          ON CONFLICT (queue, id) DO NOTHING",
         )
         .map_err(sql)?;
@@ -43,6 +43,10 @@ pub(crate) fn insert(
             .then(|| (job.payload.clone(), job.max_attempts, job.lease));
         let retention = job.retention;
         let target = job.target.as_ref().map(delayq::Target::to_json);
+        let trace = job
+            .trace
+            .as_ref()
+            .map(|t| String::from_utf8_lossy(&t.to_bytes()).into_owned());
         let mut insert_it = || {
             insert
                 .execute(params![
@@ -63,6 +67,7 @@ pub(crate) fn insert(
                     retention.map(|r| r.keep_done_ms as i64),
                     retention.map(|r| r.dedupe_ms as i64),
                     target,
+                    trace,
                 ])
                 .map_err(sql)
         };
@@ -95,7 +100,7 @@ pub(crate) fn insert(
                      max_attempts = ?5, backoff_kind = ?6, backoff_base = ?7, \
                      backoff_cap = ?8, lease_ms = ?9, payload = ?10, \
                      timeout_ms = ?11, expires_at = ?12, target = ?14, priority = ?15, \
-                     keep_done_ms = ?16, dedupe_ms = ?17 \
+                     keep_done_ms = ?16, dedupe_ms = ?17, trace = ?18 \
                      WHERE queue = ?1 AND id = ?2 AND state = ?13",
                 )
                 .map_err(sql)?
@@ -117,6 +122,7 @@ pub(crate) fn insert(
                     job.priority,
                     retention.map(|r| r.keep_done_ms as i64),
                     retention.map(|r| r.dedupe_ms as i64),
+                    trace,
                 ])
                 .map_err(sql)?;
             if replaced == 1 {

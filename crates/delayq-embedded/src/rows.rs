@@ -23,7 +23,7 @@ pub(crate) fn claim_order_sql(p: usize) -> String {
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
                                last_error, payload, timeout_ms, expires_at, priority, \
-                               completed_at, target";
+                               completed_at, target, trace";
 
 /// One row of `jobs`.
 pub(crate) struct RowData {
@@ -44,6 +44,7 @@ pub(crate) struct RowData {
     pub priority: Option<i64>,
     pub completed_at: Option<i64>,
     pub target: Option<String>,
+    pub trace: Option<String>,
 }
 
 /// Reads a row selected with [`COLS`].
@@ -72,6 +73,7 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         priority: r.get(16)?,
         completed_at: r.get(17)?,
         target: r.get(18)?,
+        trace: r.get(19)?,
     })
 }
 
@@ -110,9 +112,18 @@ impl RowData {
             .transpose()
     }
 
+    /// The trace context, parsed (one that no longer parses is dropped: tracing must never
+    /// fail a job).
+    pub(crate) fn trace_value(&self) -> Option<delayq::TraceContext> {
+        self.trace
+            .as_deref()
+            .and_then(|t| delayq::TraceContext::from_bytes(t.as_bytes()).ok())
+    }
+
     pub(crate) fn info(self) -> Result<JobInfo> {
         let state = state(self.state)?;
         let target = self.target_value()?;
+        let trace = self.trace_value();
         Ok(JobInfo {
             id: job_id(self.id)?,
             state,
@@ -128,6 +139,7 @@ impl RowData {
             expires_at_ms: self.expires_at.map(|t| t as u64),
             priority: self.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
             target,
+            trace,
             payload: self.payload,
         })
     }

@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   completed_at INTEGER,                   -- state 3 (done, kept): when it completed, and
   dedupe_until INTEGER,                   -- until when its id is refused
   target       TEXT,                      -- HTTP push target (delayq::Target as JSON)
+  trace        TEXT,                      -- W3C trace context (delayq::TraceContext::to_bytes)
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);

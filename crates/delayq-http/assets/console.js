@@ -589,7 +589,8 @@ async function jobView(name, id) {
     j.priority !== undefined && j.priority !== 5 ? row('Priority', String(j.priority)) : [],
     j.timeout_ms ? row('Timeout', duration(j.timeout_ms)) : [],
     j.expires_at ? row('Expires', when(j.expires_at), ` — ${local(j.expires_at)}`) : [],
-    j.target ? row('Push target', el('span', { class: 'mono', id: 'job-target' }, `${j.target.method || 'POST'} ${j.target.url}`)) : []);
+    j.target ? row('Push target', el('span', { class: 'mono', id: 'job-target' }, `${j.target.method || 'POST'} ${j.target.url}`)) : [],
+    j.traceparent ? row('Trace', traceId(j.traceparent)) : []);
   const back = () => { location.hash = `#/q/${encodeURIComponent(name)}/${j.state === 'dead' ? 'dead' : 'scheduled'}`; };
   const act = (scope, label, confirmText, method, path, body, cls, after) => needs(scope, el('button', {
     type: 'button', class: cls || '', onclick: async () => {
@@ -689,3 +690,16 @@ document.addEventListener('DOMContentLoaded', () => {
   window.addEventListener('hashchange', route);
   route();
 });
+
+// A job's trace id (from its W3C traceparent), with a button that copies it: paste it into the
+// tracing backend's search.
+function traceId(traceparent) {
+  const id = traceparent.split('-')[1] || traceparent;
+  const copy = el('button', {
+    type: 'button', class: 'small', title: 'Copy the trace id',
+    onclick: async () => {
+      try { await navigator.clipboard.writeText(id); toast('Trace id copied'); } catch (e) { toast(`Copy failed: ${id}`); }
+    },
+  }, 'Copy');
+  return el('span', {}, el('span', { class: 'mono', id: 'job-trace' }, id), ' ', copy);
+}

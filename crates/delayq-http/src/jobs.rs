@@ -37,6 +37,13 @@ pub async fn enqueue<B: Backend + Inspect>(
     ApiJson(body): ApiJson<Box<RawValue>>,
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(&headers)?;
+    let trace = header_trace(&headers);
+    let with_trace = |mut job: delayq::NewJob| {
+        if job.trace.is_none() {
+            job.trace.clone_from(&trace);
+        }
+        job
+    };
     let producer = st.producer(&q);
     let text = body.get();
     if text.starts_with('[') {
@@ -48,7 +55,7 @@ pub async fn enqueue<B: Backend + Inspect>(
                 let job = r
                     .into_job()
                     .map_err(|e| ApiError::new(e.code, format!("job {i}: {}", e.message)))?;
-                keyed(job, key.as_deref(), Some(i))
+                keyed(with_trace(job), key.as_deref(), Some(i))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let out = producer.enqueue_batch(jobs).await?;
@@ -61,7 +68,7 @@ pub async fn enqueue<B: Backend + Inspect>(
         return Ok((status, Json(body)).into_response());
     }
     let job = keyed(
-        parse::<EnqueueRequest>(text)?.into_job()?,
+        with_trace(parse::<EnqueueRequest>(text)?.into_job()?),
         key.as_deref(),
         None,
     )?;
@@ -73,6 +80,13 @@ pub async fn enqueue<B: Backend + Inspect>(
         StatusCode::OK
     };
     Ok((status, Json(view(e))).into_response())
+}
+
+/// The request's W3C trace context (`traceparent`, `tracestate`), as a propagator reads it: an
+/// invalid one is ignored.
+pub(crate) fn header_trace(headers: &axum::http::HeaderMap) -> Option<delayq::TraceContext> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    delayq::TraceContext::from_headers(get("traceparent"), get("tracestate"))
 }
 
 /// The request's `Idempotency-Key`, checked.

@@ -47,10 +47,14 @@ fn missing(q: &QueueName, name: &str) -> ApiError {
 )]
 pub async fn put<B: Backend + Inspect + Schedules>(
     State(st): State<AppState<B>>,
+    headers: axum::http::HeaderMap,
     SchedulePath(q, name): SchedulePath,
     ApiJson(body): ApiJson<ScheduleBody>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let spec = body.into_spec()?;
+    let mut spec = body.into_spec()?;
+    if spec.trace.is_none() {
+        spec.trace = crate::jobs::header_trace(&headers);
+    }
     st.config().check_target(spec.target.as_ref())?;
     // The first fire is planned on the store's clock, as the ticker plans the others.
     let now = st.backend().clock_ms().await?;

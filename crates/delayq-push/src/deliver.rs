@@ -179,8 +179,8 @@ fn dispatch_deadline(job: &Job) -> Duration {
         .min(delayq::target::MAX_DISPATCH_DEADLINE)
 }
 
-/// The target's headers, a content type when it sets none, the delivery facts and the
-/// signature.
+/// The target's headers, a content type when it sets none, the delivery facts, the signature
+/// and the job's trace context (`traceparent`, `tracestate`) when it carries one.
 fn headers(shared: &Shared, job: &Job, target: &Target) -> Result<HeaderMap, String> {
     let mut h = HeaderMap::new();
     for (k, v) in &target.headers {
@@ -216,6 +216,14 @@ fn headers(shared: &Shared, job: &Job, target: &Target) -> Result<HeaderMap, Str
         fact(delayq::rfc3339::format_ms(job.due_at_ms))?,
     );
     h.insert(QUEUE_HEADER, fact(job.queue.to_string())?);
+    if let Some(trace) = &job.trace {
+        // The job's trace continues at the target, under a span of this request.
+        let request = trace.child();
+        h.insert("traceparent", fact(request.traceparent().to_owned())?);
+        if let Some(state) = request.tracestate() {
+            h.insert("tracestate", fact(state.to_owned())?);
+        }
+    }
     Ok(h)
 }
 

@@ -161,7 +161,7 @@ impl<B: Backend + Inspect> Pusher<B> {
         }
         let (stop_tx, stop_rx) = watch::channel(false);
         // Each queue's own stop: a queue set back to pull stops being pushed.
-        let mut running: HashMap<QueueName, watch::Sender<bool>> = HashMap::new();
+        let mut running: HashMap<QueueName, Arc<watch::Sender<bool>>> = HashMap::new();
         let mut tasks: JoinSet<(QueueName, RunReport)> = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
@@ -169,6 +169,9 @@ impl<B: Backend + Inspect> Pusher<B> {
                 .queues()
                 .await
                 .unwrap_or_else(|| running.keys().cloned().collect());
+            // A consumer that found its queue set back to pull stopped itself: forget it, so
+            // the queue is pushed again if it becomes a push queue again.
+            running.retain(|_, stop| !*stop.borrow());
             if self.opts.queues.is_none() {
                 running.retain(|q, stop| {
                     let keep = listed.contains(q);
@@ -182,9 +185,9 @@ impl<B: Backend + Inspect> Pusher<B> {
             for q in listed {
                 if let std::collections::hash_map::Entry::Vacant(e) = running.entry(q.clone()) {
                     tracing::info!(queue = %q, "pushing queue");
-                    let (own_tx, own_rx) = watch::channel(false);
-                    e.insert(own_tx);
-                    self.spawn(&mut tasks, q, stop_rx.clone(), own_rx);
+                    let own = Arc::new(watch::channel(false).0);
+                    e.insert(own.clone());
+                    self.spawn(&mut tasks, q, stop_rx.clone(), own);
                 }
             }
             tokio::select! {
@@ -223,7 +226,7 @@ impl<B: Backend + Inspect> Pusher<B> {
         tasks: &mut JoinSet<(QueueName, RunReport)>,
         q: QueueName,
         mut stop: watch::Receiver<bool>,
-        mut own_stop: watch::Receiver<bool>,
+        own: Arc<watch::Sender<bool>>,
     ) {
         let opts = ConsumerOptions {
             concurrency: self.opts.concurrency,
@@ -244,7 +247,9 @@ impl<B: Backend + Inspect> Pusher<B> {
             queue: q.clone(),
             shared: self.shared.clone(),
             default: Mutex::new(None),
+            own: own.clone(),
         };
+        let mut own_stop = own.subscribe();
         tasks.spawn(async move {
             let stopped = async move {
                 tokio::select! {
@@ -277,6 +282,8 @@ struct Deliver<B> {
     shared: Arc<Shared>,
     /// The queue's default target and when it was read.
     default: Mutex<CachedTarget>,
+    /// Stops this queue's consumer (set when the queue turns out to be a pull queue now).
+    own: Arc<watch::Sender<bool>>,
 }
 
 impl<B: Backend + Inspect> Deliver<B> {
@@ -292,8 +299,10 @@ impl<B: Backend + Inspect> Deliver<B> {
             .await
             .map_err(|e| Failure::give_back(format!("reading the queue's target: {e}")))?;
         if s.delivery != delayq::DeliveryMode::Push {
-            // Set back to pull since this pusher found it: its jobs are the workers' now (the
-            // pusher stops pushing it at its next look at the push queues).
+            // Set back to pull since this pusher found it: its jobs are the workers' now. This
+            // one is given back and the queue's consumer stops at once (claiming more only to
+            // give them back would keep them from the workers).
+            let _ = self.own.send(true);
             return Err(Failure::give_back(format!(
                 "queue {} is a pull queue now: left for its workers",
                 self.queue

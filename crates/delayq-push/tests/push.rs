@@ -356,6 +356,7 @@ async fn schedules_with_targets_are_periodic_webhooks() {
         lease_ms: None,
         timeout_ms: None,
         target: Some(Target::post(rx.url("/ok"))),
+        trace: None,
     };
     push_queue(&b, &beat).await;
     delayq::schedule::put(

@@ -2,7 +2,7 @@
 -- CAPITALS are constants of the prelude `scripts.rs` generates from Rust, written into the
 -- text as their values when a script is built: the record layout (HEADER, HEADER_LEN,
 -- AT_ATTEMPT, AT_DUE, AT_CREATED, AT_TOKEN, F_LEASE, F_BACKOFF, F_TIMEOUT, F_EXPIRES, F_EXPIRES_REL,
--- F_EXTRA and its X_* tags, F_DONE, F_ERROR, RECORD_VERSION), MAX_ERROR,
+-- F_EXTRA and its X_* tags (X_SIZED: the first tag whose value has a u16 length), F_DONE, F_ERROR, RECORD_VERSION), MAX_ERROR,
 -- the default backoff (DEFAULT_BKIND, DEFAULT_BBASE, DEFAULT_BCAP), state codes (ST_*),
 -- reply codes (R_*), the series layout (SERIES_*, S_*), the limit flags (L_*), and PUBLISH: the command that
 -- publishes wake-ups ('PUBLISH' on one server, 'SPUBLISH' on a Cluster).
@@ -94,6 +94,17 @@ local function decode(s)
         n, pos = struct.unpack('>H', s, pos)
         r.target = string.sub(s, pos, pos + n - 1)
         pos = pos + n
+      elseif tag >= X_SIZED then
+        -- X_TRACE, or a later build's sized extra: kept as read, written back by encode.
+        local n
+        n, pos = struct.unpack('>H', s, pos)
+        if tag == X_TRACE then
+          r.trace = string.sub(s, pos, pos + n - 1)
+        else
+          r.sized = r.sized or {}
+          r.sized[#r.sized + 1] = string.sub(s, pos - 3, pos + n - 1)
+        end
+        pos = pos + n
       else
         error('delayq: unknown record extra ' .. tostring(tag))
       end
@@ -138,6 +149,10 @@ local function encode(r)
   if r.keep then extras[#extras + 1] = struct.pack('>BI6', X_KEEP, r.keep) end
   if r.dedupe then extras[#extras + 1] = struct.pack('>BI6', X_DEDUPE, r.dedupe) end
   if r.target then extras[#extras + 1] = struct.pack('>BH', X_TARGET, #r.target) .. r.target end
+  if r.trace then extras[#extras + 1] = struct.pack('>BH', X_TRACE, #r.trace) .. r.trace end
+  if r.sized then
+    for i = 1, #r.sized do extras[#extras + 1] = r.sized[i] end
+  end
   if #extras > 0 then
     flags = flags + F_EXTRA
     parts[#parts + 1] = struct.pack('>B', #extras) .. table.concat(extras)

@@ -39,6 +39,11 @@ pub(crate) const X_KEEP: u8 = 2;
 pub(crate) const X_DEDUPE: u8 = 3;
 /// Extra: the job's HTTP push target, as its JSON text (`delayq::Target::to_json`).
 pub(crate) const X_TARGET: u8 = 4;
+/// Extras from this tag on carry a `u16` length before their value: a build that does not
+/// know one skips it when it reads and keeps it when it rewrites the record.
+pub(crate) const X_SIZED: u8 = 16;
+/// Extra (sized): the job's W3C trace context (`delayq::TraceContext::to_bytes`).
+pub(crate) const X_TRACE: u8 = 16;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -80,6 +85,8 @@ pub(crate) struct Record {
     pub retention: Option<Retention>,
     /// The push target's JSON text.
     pub target: Option<Vec<u8>>,
+    /// The trace context's stored form.
+    pub trace: Option<Vec<u8>>,
     /// `(completed ms, dedupe until ms)` of a done job.
     pub done: Option<(u64, u64)>,
     pub last_error: Option<String>,
@@ -93,6 +100,14 @@ impl Record {
             .as_deref()
             .map(|t| delayq::Target::from_json(t).map_err(|e| shape(&e.to_string())))
             .transpose()
+    }
+
+    /// The trace context, parsed (a stored one that no longer parses is dropped: tracing must
+    /// never fail a job).
+    pub(crate) fn trace_value(&self) -> Option<delayq::TraceContext> {
+        self.trace
+            .as_deref()
+            .and_then(|t| delayq::TraceContext::from_bytes(t).ok())
     }
 
     /// The absolute expiry, ms since the epoch.
@@ -112,6 +127,7 @@ pub(crate) struct Sections<'a> {
     pub priority: Option<u8>,
     pub retention: Option<Retention>,
     pub target: Option<&'a [u8]>,
+    pub trace: Option<&'a [u8]>,
     pub done: Option<(u64, u64)>,
     pub error: Option<&'a str>,
 }
@@ -128,6 +144,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         priority,
         retention,
         target,
+        trace,
         done,
         error,
     } = s;
@@ -166,6 +183,11 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         let mut v = (t.len() as u16).to_be_bytes().to_vec();
         v.extend_from_slice(t);
         extras.push((X_TARGET, v));
+    }
+    if let Some(t) = trace {
+        let mut v = (t.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(t);
+        extras.push((X_TRACE, v));
     }
     if !extras.is_empty() {
         flags |= F_EXTRA;
@@ -262,6 +284,7 @@ fn write_header(
 /// Appends a new job's optional sections and payload to `out`; returns their flags.
 fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
     let target = job.target.as_ref().map(|t| t.to_json());
+    let trace = job.trace.as_ref().map(delayq::TraceContext::to_bytes);
     let lease_ms = job
         .lease
         .map(|l| l.as_millis().min(u32::MAX as u128) as u32);
@@ -277,6 +300,7 @@ fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
             priority: job.priority,
             retention: job.retention,
             target: target.as_deref().map(str::as_bytes),
+            trace: trace.as_deref(),
             done: None,
             error: None,
         },
@@ -309,6 +333,7 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
             priority: r.priority,
             retention: r.retention,
             target: r.target.as_deref(),
+            trace: r.trace.as_deref(),
             done: r.done,
             error: r.last_error.as_deref(),
         },
@@ -364,7 +389,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
     } else {
         None
     };
-    let (mut priority, mut retention, mut target) = (None, None, None);
+    let (mut priority, mut retention, mut target, mut trace) = (None, None, None, None);
     if flags & F_EXTRA != 0 {
         let n = take(1)?[0];
         for _ in 0..n {
@@ -377,6 +402,15 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
                 X_TARGET => {
                     let n = u48(take(2)?) as usize;
                     target = Some(take(n)?.to_vec());
+                }
+                X_TRACE => {
+                    let n = u48(take(2)?) as usize;
+                    trace = Some(take(n)?.to_vec());
+                }
+                // A later build's sized extra: skipped.
+                t if t >= X_SIZED => {
+                    let n = u48(take(2)?) as usize;
+                    take(n)?;
                 }
                 t => return Err(shape(&format!("unknown record extra {t}"))),
             }
@@ -407,6 +441,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         priority,
         retention,
         target,
+        trace,
         done,
         last_error,
         payload: b[pos..].to_vec(),
@@ -596,6 +631,10 @@ mod tests {
                 dedupe_ms: 60_000,
             }),
             target: Some(br#"{"url":"https://example.com/h","method":"POST"}"#.to_vec()),
+            trace: Some(
+                b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\ncongo=t61rcWkgMzE"
+                    .to_vec(),
+            ),
             done: Some((1_764_000_000_500, 1_764_000_060_500)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),
@@ -615,7 +654,8 @@ mod tests {
             "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
              bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, prio = 7, \
-             keep = 3600000, dedupe = 60000, target = ARGV[3], done_at = 1764000000500, \
+             keep = 3600000, dedupe = 60000, target = ARGV[3], trace = ARGV[4], \
+             done_at = 1764000000500, \
              dedupe_until = 1764000060500, err = ARGV[1], payload = ARGV[2] })",
             false,
         );
@@ -624,6 +664,7 @@ mod tests {
             .arg(r.last_error.as_deref().unwrap())
             .arg(&r.payload)
             .arg(r.target.as_deref().unwrap())
+            .arg(r.trace.as_deref().unwrap())
             .invoke_async(&mut conn)
             .await
             .unwrap();
@@ -649,10 +690,11 @@ mod tests {
                 priority: None,
                 retention: None,
                 target: None,
+                trace: None,
                 done: None,
                 last_error: None,
                 token: 0,
-                ..r
+                ..r.clone()
             },
         ] {
             let bytes = encode(&rec);
@@ -663,5 +705,25 @@ mod tests {
                 .unwrap();
             assert_eq!(back, bytes);
         }
+        // A later build's sized extra (tag 17): Rust skips it, the scripts keep it.
+        let mut later = encode(&Record {
+            priority: None,
+            retention: None,
+            target: None,
+            trace: None,
+            ..r.clone()
+        });
+        let extra_at = HEADER_LEN + 4 + 9 + 4 + 6;
+        assert_eq!(later[1] & F_EXTRA, 0);
+        later[1] |= F_EXTRA;
+        later.splice(extra_at..extra_at, [1, 17, 0, 3, b'x', b'y', b'z']);
+        let read = decode(&later).unwrap();
+        assert_eq!((read.trace, read.payload), (None, r.payload.clone()));
+        let back: Vec<u8> = redis::Script::new(&again)
+            .arg(&later)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(back, later);
     }
 }

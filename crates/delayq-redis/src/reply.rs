@@ -135,6 +135,7 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
     let extra = (extra >= 0).then_some(extra as u64);
     let expires_at_ms = r.expires_at_ms();
     let target = r.target_value()?;
+    let trace = r.trace_value();
     Ok(JobInfo {
         id,
         state,
@@ -154,6 +155,7 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
         expires_at_ms,
         priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
         target,
+        trace,
         payload: r.payload,
     })
 }

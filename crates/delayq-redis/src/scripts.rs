@@ -232,6 +232,8 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("X_KEEP", record::X_KEEP.to_string());
     def("X_DEDUPE", record::X_DEDUPE.to_string());
     def("X_TARGET", record::X_TARGET.to_string());
+    def("X_SIZED", record::X_SIZED.to_string());
+    def("X_TRACE", record::X_TRACE.to_string());
     for (name, v) in [
         ("SPEC_NOW", record::SPEC_NOW),
         ("SPEC_DELAY", record::SPEC_DELAY),

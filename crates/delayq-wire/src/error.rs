@@ -60,6 +60,7 @@ error_codes! {
     InvalidPriority = "invalid_priority", 400, "priority over 9";
     InvalidSchedule = "invalid_schedule", 400, "a schedule name outside [A-Za-z0-9._-]{1,128}, a cron expression that does not parse, an unknown time zone, every_ms under 1,000, both or neither of cron and every_ms, or catch_up other than none, one, all";
     InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h (30 min for a job with a push target), expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
+    InvalidTrace = "invalid_trace", 400, "a job's traceparent is not a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>, lower case, ids not all zero), or its tracestate is over 512 bytes or not printable ASCII (invalid traceparent and tracestate headers are ignored instead, as W3C propagators do)";
     InvalidPollId = "invalid_poll_id", 400, "a long poll's poll_id outside [A-Za-z0-9._-]{1,64}";
     InvalidTarget = "invalid_target", 400, "a push target's url is not an absolute http(s) URL with a host (no credentials, no fragment), its method is not POST, PUT, PATCH, DELETE, GET, HEAD or OPTIONS, or a header is invalid or reserved (host, content-length, webhook-*, delayq-*, ...)";
     DeliveryMismatch = "delivery_mismatch", 400, "a job with a target on a pull queue, or a job without one on a push queue without a default target (the queue's `delivery` setting decides; nothing was written)";
@@ -187,6 +188,7 @@ impl ErrorCode {
             I::Schedule(_) => ErrorCode::InvalidSchedule,
             I::Priority(_) => ErrorCode::InvalidPriority,
             I::Query(_) => ErrorCode::InvalidQuery,
+            I::Trace(_) => ErrorCode::InvalidTrace,
             _ => ErrorCode::InvalidBody,
         }
     }
@@ -212,6 +214,7 @@ impl ErrorCode {
             ErrorCode::InvalidTarget => I::Target(reason("invalid target: ")),
             ErrorCode::DeliveryMismatch => I::Delivery(message.to_owned()),
             ErrorCode::InvalidQuery => I::Query(reason("invalid query: ")),
+            ErrorCode::InvalidTrace => I::Trace(reason("invalid trace context: ")),
             ErrorCode::InvalidPayload
             | ErrorCode::InvalidJson
             | ErrorCode::InvalidBody

@@ -77,6 +77,13 @@ pub struct EnqueueRequest {
     /// the due time (`timeout_ms` is then the dispatch deadline: default 30 s, at most 30 min).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetView>,
+    /// W3C trace context of the code that enqueued the job, carried to every attempt (wins
+    /// over the request's `traceparent` header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// W3C `tracestate` that goes with `traceparent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 impl EnqueueRequest {
@@ -102,6 +109,14 @@ impl EnqueueRequest {
         job.on_conflict = self.on_conflict.unwrap_or_default();
         job.priority = self.priority;
         job.target = self.target.map(Into::into);
+        if let Some(tp) = &self.traceparent {
+            job.trace = Some(delayq::TraceContext::new(tp, self.tracestate.as_deref())?);
+        } else if self.tracestate.is_some() {
+            return Err(Invalid::new(
+                ErrorCode::InvalidTrace,
+                "tracestate without traceparent",
+            ));
+        }
         if self.keep_done_ms.is_some() || self.dedupe_ms.is_some() {
             job.retention = Some(delayq::Retention {
                 keep_done_ms: self.keep_done_ms.unwrap_or(0),
@@ -163,6 +178,11 @@ impl EnqueueRequest {
             keep_done_ms: job.retention.map(|r| r.keep_done_ms),
             dedupe_ms: job.retention.map(|r| r.dedupe_ms),
             target: job.target.map(Into::into),
+            traceparent: job.trace.as_ref().map(|t| t.traceparent().to_owned()),
+            tracestate: job
+                .trace
+                .as_ref()
+                .and_then(|t| t.tracestate().map(str::to_owned)),
         }
     }
 }
@@ -251,6 +271,12 @@ pub struct JobView {
     /// Its HTTP push target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetView>,
+    /// The W3C trace context it was enqueued with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The `tracestate` that goes with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// The payload when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -278,6 +304,11 @@ impl From<JobInfo> for JobView {
             expires_at: j.expires_at_ms,
             priority: j.priority,
             target: j.target.map(Into::into),
+            traceparent: j.trace.as_ref().map(|t| t.traceparent().to_owned()),
+            tracestate: j
+                .trace
+                .as_ref()
+                .and_then(|t| t.tracestate().map(str::to_owned)),
             payload,
             payload_b64,
         }
@@ -316,6 +347,7 @@ impl TryFrom<JobView> for JobInfo {
             expires_at_ms: j.expires_at,
             priority: j.priority,
             target: j.target.map(Into::into),
+            trace: trace_of(j.traceparent.as_deref(), j.tracestate.as_deref()),
         })
     }
 }
@@ -549,4 +581,13 @@ pub struct Deliveries {
     pub deliveries: Vec<DeliveryView>,
     /// Whether this server runs a pusher (without one the list is always empty).
     pub pusher: bool,
+}
+
+/// The trace context of an answer's `traceparent` and `tracestate` (an invalid one is dropped:
+/// tracing never fails a job).
+pub(crate) fn trace_of(
+    traceparent: Option<&str>,
+    tracestate: Option<&str>,
+) -> Option<delayq::TraceContext> {
+    delayq::TraceContext::from_headers(traceparent, tracestate)
 }

@@ -44,6 +44,12 @@ pub struct ClaimedJob {
     /// Its HTTP push target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetView>,
+    /// The W3C trace context the job was enqueued with: continue the trace from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The `tracestate` that goes with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// The payload when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +75,11 @@ impl From<Job> for ClaimedJob {
             expires_at: j.expires_at_ms,
             priority: j.priority,
             target: j.target.map(Into::into),
+            traceparent: j.trace.as_ref().map(|t| t.traceparent().to_owned()),
+            tracestate: j
+                .trace
+                .as_ref()
+                .and_then(|t| t.tracestate().map(str::to_owned)),
             payload,
             payload_b64,
         }
@@ -94,6 +105,7 @@ impl ClaimedJob {
             expires_at_ms: self.expires_at,
             priority: self.priority,
             target: self.target.map(Into::into),
+            trace: crate::jobs::trace_of(self.traceparent.as_deref(), self.tracestate.as_deref()),
         })
     }
 }

@@ -52,6 +52,13 @@ pub struct ScheduleBody {
     /// it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetView>,
+    /// W3C trace context every fire's job carries (wins over the request's `traceparent`
+    /// header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The `tracestate` that goes with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 impl ScheduleBody {
@@ -73,6 +80,16 @@ impl ScheduleBody {
             None => CatchUp::None,
             Some(c) => c.parse::<CatchUp>()?,
         };
+        let trace = match (&self.traceparent, &self.tracestate) {
+            (Some(tp), ts) => Some(delayq::TraceContext::new(tp, ts.as_deref())?),
+            (None, Some(_)) => {
+                return Err(Invalid::new(
+                    ErrorCode::InvalidTrace,
+                    "tracestate without traceparent",
+                ));
+            }
+            (None, None) => None,
+        };
         Ok(ScheduleSpec {
             timing,
             payload,
@@ -82,6 +99,7 @@ impl ScheduleBody {
             lease_ms: self.lease_ms,
             timeout_ms: self.timeout_ms,
             target: self.target.map(Into::into),
+            trace,
         })
     }
 }
@@ -120,6 +138,12 @@ pub struct ScheduleView {
     /// HTTP push target of each fire's job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetView>,
+    /// W3C trace context every fire's job carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The `tracestate` that goes with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// The payload of each fire's job when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +172,12 @@ impl From<ScheduleInfo> for ScheduleView {
             lease_ms: i.spec.lease_ms,
             timeout_ms: i.spec.timeout_ms,
             target: i.spec.target.map(Into::into),
+            traceparent: i.spec.trace.as_ref().map(|t| t.traceparent().to_owned()),
+            tracestate: i
+                .spec
+                .trace
+                .as_ref()
+                .and_then(|t| t.tracestate().map(str::to_owned)),
             payload,
             payload_b64,
         }
@@ -181,6 +211,11 @@ impl ScheduleBody {
             lease_ms: spec.lease_ms,
             timeout_ms: spec.timeout_ms,
             target: spec.target.map(Into::into),
+            traceparent: spec.trace.as_ref().map(|t| t.traceparent().to_owned()),
+            tracestate: spec
+                .trace
+                .as_ref()
+                .and_then(|t| t.tracestate().map(str::to_owned)),
         }
     }
 }
@@ -213,6 +248,7 @@ impl TryFrom<ScheduleView> for ScheduleInfo {
                 lease_ms: v.lease_ms,
                 timeout_ms: v.timeout_ms,
                 target: v.target.map(Into::into),
+                trace: crate::jobs::trace_of(v.traceparent.as_deref(), v.tracestate.as_deref()),
             },
             next_ms: v.next_fire,
         })

@@ -63,6 +63,9 @@ pub enum InvalidInput {
     /// A listing or search parameter (state, cursor, limit, prefix) is out of range.
     #[error("invalid query: {0}")]
     Query(String),
+    /// A W3C trace context (`traceparent`, `tracestate`) is malformed.
+    #[error("invalid trace context: {0}")]
+    Trace(String),
 }
 
 /// Errors of the core library and of every backend.

@@ -98,6 +98,8 @@ pub struct NewJob {
     pub priority: Option<u8>,
     /// Deliver by HTTP to this target (a pusher runs the job; see [`crate::target`]).
     pub target: Option<Target>,
+    /// The trace context of the code that enqueued it, carried to every attempt.
+    pub trace: Option<crate::TraceContext>,
 }
 
 /// `priority` of a job that does not set one.
@@ -173,6 +175,7 @@ impl NewJob {
             retention: None,
             priority: None,
             target: None,
+            trace: None,
         }
     }
 
@@ -252,6 +255,12 @@ impl NewJob {
     /// Delivers the job by HTTP to `target` (see [`crate::target`]).
     pub fn target(mut self, target: Target) -> Self {
         self.target = Some(target);
+        self
+    }
+
+    /// Carries the trace context `trace` (the enqueuing request's) to every attempt.
+    pub fn trace(mut self, trace: crate::TraceContext) -> Self {
+        self.trace = Some(trace);
         self
     }
 
@@ -405,6 +414,8 @@ pub struct Job {
     pub priority: u8,
     /// Its HTTP push target, if it carries one.
     pub target: Option<Target>,
+    /// The trace context it was enqueued with, if any.
+    pub trace: Option<crate::TraceContext>,
 }
 
 impl Job {
@@ -509,6 +520,9 @@ pub struct JobInfo {
     /// Its HTTP push target, if it carries one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
+    /// The trace context it was enqueued with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::TraceContext>,
     /// The payload bytes.
     #[serde(skip)]
     pub payload: Vec<u8>,

@@ -31,7 +31,8 @@
 //! Parts: [`name`] (validated names), [`job`] (the model), [`backoff`], [`limits`],
 //! [`backend`] (the traits), [`producer`], [`handler`], [`consumer`], [`wait`], [`clock`],
 //! [`instrumented`] and [`telemetry`] (metrics), [`schedule`] and [`ticker`] (cron and interval schedules; a job's own due time is [`Due`]), [`settings`] (per-queue settings),
-//! [`target`] and [`delivery`] (HTTP push targets and the log of their requests).
+//! [`target`] and [`delivery`] (HTTP push targets and the log of their requests), [`trace`]
+//! (the W3C trace context a job carries).
 
 pub mod backend;
 pub mod backoff;
@@ -55,6 +56,7 @@ pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod ticker;
+pub mod trace;
 pub mod wait;
 
 pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
@@ -77,3 +79,4 @@ pub use series::{Counts, QueueSeries};
 pub use settings::{DeliveryMode, DeliveryRule, QueueSettings, Rate, Throttle};
 pub use target::Target;
 pub use ticker::Ticker;
+pub use trace::TraceContext;

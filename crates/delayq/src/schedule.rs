@@ -95,6 +95,9 @@ pub struct ScheduleSpec {
     /// HTTP push target of each job (a periodic webhook).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<crate::Target>,
+    /// Trace context every fire's job carries (the one the schedule was set under).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::TraceContext>,
 }
 
 /// A stored schedule.
@@ -295,6 +298,7 @@ impl ScheduleSpec {
             lease_ms: None,
             timeout_ms: None,
             target: None,
+            trace: None,
         }
     }
 
@@ -323,6 +327,7 @@ impl ScheduleSpec {
         job.lease = self.lease_ms.map(Duration::from_millis);
         job.timeout = self.timeout_ms.map(Duration::from_millis);
         job.target = self.target.clone();
+        job.trace = self.trace.clone();
         job
     }
 
@@ -498,6 +503,7 @@ mod tests {
             lease_ms: None,
             timeout_ms: None,
             target: None,
+            trace: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod push;
 pub mod retention;
 pub mod schedule;
 pub mod throttle;
+pub mod trace;
 
 pub use console::{
     counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,
@@ -32,6 +33,7 @@ pub use schedule::{bad_schedules_are_refused, schedules_fire_once};
 pub use throttle::{
     bad_throttles_are_refused, max_in_flight_in_the_claim, rate_limit_in_the_claim,
 };
+pub use trace::traces_travel_with_the_job;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -728,7 +730,8 @@ macro_rules! conformance_tests {
             schedules_fire_once, bad_schedules_are_refused, retention_and_dedupe,
             per_job_retention, priorities_order_due_jobs, low_priorities_age,
             due_listing_follows_claim_order, counts_match_listings,
-            push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes);
+            push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes,
+            traces_travel_with_the_job);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

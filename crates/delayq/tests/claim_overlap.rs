@@ -106,6 +106,7 @@ impl Backend for Memory {
                     expires_at_ms: None,
                     priority: 5,
                     target: None,
+                    trace: None,
                 });
             }
         }

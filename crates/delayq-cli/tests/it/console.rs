@@ -368,6 +368,20 @@ async fn the_console_in_a_real_browser() {
     );
     shot(&c, "job").await;
     click(&c, Locator::XPath("//button[text()='Requeue']")).await;
+    // The queue was a push queue a moment ago: the server's pusher may take the requeued job
+    // once before it sees the queue is pull again (it gives the job back and stops pushing the
+    // queue at once); the page shows the state it read, so read it again until scheduled.
+    let started = Instant::now();
+    while !text_of(&c, "#job-state")
+        .await
+        .to_lowercase()
+        .contains("scheduled")
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        c.refresh().await.unwrap();
+        wait_text(&c, "#job-state", "").await;
+    }
     wait_text(&c, "#job-state", "scheduled").await;
     c.goto(&format!("{base}/#/q/orders/dead")).await.unwrap();
     wait_text(&c, "#panel", "bold").await;

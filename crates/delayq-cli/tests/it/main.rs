@@ -16,4 +16,5 @@ mod schedules;
 mod ship;
 mod startup;
 mod topologies;
+mod trace;
 mod worker_crash;

@@ -89,6 +89,7 @@ impl RedisBackend {
             let r = record::decode(&l.rec)?;
             let expires_at_ms = r.expires_at_ms();
             let target = r.target_value()?;
+            let trace = r.trace_value();
             jobs.push(Job {
                 id: l.id,
                 queue: queue.clone(),
@@ -105,6 +106,7 @@ impl RedisBackend {
                 expires_at_ms,
                 priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
                 target,
+                trace,
             });
         }
         Ok(ClaimBatch {
