@@ -26,6 +26,7 @@ type Client struct {
 	token   string
 	http    *http.Client
 	retries int
+	trace   func(ctx context.Context) (traceparent, tracestate string)
 }
 
 // Option configures a Client.
@@ -37,6 +38,19 @@ func WithToken(t string) Option { return func(c *Client) { c.token = t } }
 // WithHTTPClient uses h (its Timeout bounds each request; a claim's wait comes on top of
 // nothing, so give long polls room).
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithTraceContext reads the W3C trace context of a call's ctx (traceparent, tracestate) so
+// that enqueued jobs carry the caller's trace. With OpenTelemetry (not a dependency of this
+// module), for example:
+//
+//	delayq.WithTraceContext(func(ctx context.Context) (string, string) {
+//		c := propagation.MapCarrier{}
+//		otel.GetTextMapPropagator().Inject(ctx, c)
+//		return c["traceparent"], c["tracestate"]
+//	})
+func WithTraceContext(f func(ctx context.Context) (traceparent, tracestate string)) Option {
+	return func(c *Client) { c.trace = f }
+}
 
 // WithRetries sets how many times a call that is safe to repeat is sent again (default 3).
 func WithRetries(n int) Option { return func(c *Client) { c.retries = n } }
@@ -105,6 +119,14 @@ func (c *Client) once(ctx context.Context, method, path string, data []byte, has
 	}
 	if c.token != "" {
 		req.Header.Set("authorization", "Bearer "+c.token)
+	}
+	if c.trace != nil {
+		if tp, ts := c.trace(ctx); tp != "" {
+			req.Header.Set("traceparent", tp)
+			if ts != "" {
+				req.Header.Set("tracestate", ts)
+			}
+		}
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -196,6 +218,8 @@ type wireJob struct {
 	Priority      int             `json:"priority"`
 	Payload       json.RawMessage `json:"payload"`
 	PayloadB64    *string         `json:"payload_b64"`
+	Traceparent   string          `json:"traceparent"`
+	Tracestate    string          `json:"tracestate"`
 }
 
 func (w wireJob) job() *Job {
@@ -203,6 +227,7 @@ func (w wireJob) job() *Job {
 		ID: w.ID, State: w.State, Payload: w.Payload, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
 		DueAt: time.UnixMilli(w.DueAt), CreatedAt: time.UnixMilli(w.CreatedAt), LastError: w.LastError,
 		Priority: w.Priority, LeaseToken: w.LeaseToken, LeaseDeadline: ms(w.LeaseDeadline), FailedAt: ms(w.FailedAt),
+		Traceparent: w.Traceparent, Tracestate: w.Tracestate,
 	}
 	if w.TimeoutMs != nil {
 		j.Timeout = time.Duration(*w.TimeoutMs) * time.Millisecond
@@ -235,4 +260,8 @@ type Job struct {
 	FailedAt      time.Time
 	// Timeout is the longest one attempt may run (0: no limit).
 	Timeout time.Duration
+	// Traceparent and Tracestate are the W3C trace context the job was enqueued with (empty
+	// without one): continue its trace from them.
+	Traceparent string
+	Tracestate  string
 }

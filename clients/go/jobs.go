@@ -37,6 +37,17 @@ func WithTimeout(d time.Duration) EnqueueOption {
 	return func(b map[string]any) { b["timeout_ms"] = d.Milliseconds() }
 }
 
+// WithTraceparent carries this W3C trace context (and tracestate, may be empty) with the job,
+// instead of the one WithTraceContext reads from the call's context.
+func WithTraceparent(traceparent, tracestate string) EnqueueOption {
+	return func(b map[string]any) {
+		b["traceparent"] = traceparent
+		if tracestate != "" {
+			b["tracestate"] = tracestate
+		}
+	}
+}
+
 // WithField sets any other field of the API's enqueue body (backoff, target, expires_at, …).
 func WithField(name string, value any) EnqueueOption {
 	return func(b map[string]any) { b[name] = value }

@@ -227,3 +227,49 @@ func TestTimeoutRetryInAndDeadLetter(t *testing.T) {
 	stop()
 	<-done
 }
+
+func TestEnqueuesCarryTheCallersTraceAndHandlersSeeIt(t *testing.T) {
+	url := liveURL(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	type key struct{}
+	// What an OpenTelemetry propagator reads from a context with an active span.
+	traced := NewClient(url, WithTraceContext(func(ctx context.Context) (string, string) {
+		if ctx.Value(key{}) == nil {
+			return "", ""
+		}
+		return tp, "congo=t61rcWkgMzE"
+	}))
+	ctx := context.Background()
+	q := "go-trace-" + newID()[:10]
+	if _, err := traced.Enqueue(context.WithValue(ctx, key{}, true), q, 1, WithID("traced")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := traced.Enqueue(ctx, q, 2, WithID("plain")); err != nil {
+		t.Fatal(err)
+	}
+	own := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if _, err := traced.Enqueue(ctx, q, 3, WithID("own"), WithTraceparent(own, "")); err != nil {
+		t.Fatal(err)
+	}
+	j, err := traced.Get(ctx, q, "traced")
+	if err != nil || j.Traceparent != tp || j.Tracestate != "congo=t61rcWkgMzE" {
+		t.Fatalf("get: %+v %v", j, err)
+	}
+	var mu sync.Mutex
+	seen := map[string]string{}
+	w := NewWorker(traced, q, func(_ context.Context, job *Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[job.ID] = job.Traceparent
+		return nil
+	})
+	run, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(run) }()
+	until(t, "three jobs handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 3 })
+	stop()
+	<-done
+	if seen["traced"] != tp || seen["own"] != own || seen["plain"] != "" {
+		t.Fatalf("handlers saw %v", seen)
+	}
+}

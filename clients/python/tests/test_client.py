@@ -29,6 +29,36 @@ class ClientTest(unittest.TestCase):
             self.c.get(self.q, "order-42")
         self.assertEqual(ctx.exception.code, "not_found")
 
+    def test_traces_are_forwarded_when_opentelemetry_is_installed(self):
+        import delayq.client as dc
+
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+        class Propagate:  # what opentelemetry.propagate.inject does with an active span
+            @staticmethod
+            def inject(carrier):
+                carrier["traceparent"] = tp
+                carrier["tracestate"] = "congo=t61rcWkgMzE"
+
+        saved = dc._otel_propagate
+        try:
+            dc._otel_propagate = None
+            self.c.enqueue(self.q, 1, id="untraced")
+            dc._otel_propagate = Propagate
+            self.c.enqueue(self.q, 2, id="traced")
+        finally:
+            dc._otel_propagate = saved
+        self.assertIsNone(self.c.get(self.q, "untraced").traceparent)
+        j = self.c.get(self.q, "traced")
+        self.assertEqual((j.traceparent, j.tracestate), (tp, "congo=t61rcWkgMzE"))
+        # An explicit context wins; a claimed job carries its context.
+        own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        self.c.enqueue(self.q, 3, id="own", traceparent=own)
+        claimed = {j.id: j for j in self.c.claim(self.q, max=10)}
+        self.assertEqual(claimed["traced"].traceparent, tp)
+        self.assertEqual(claimed["own"].traceparent, own)
+        self.assertIsNone(claimed["untraced"].traceparent)
+
     def test_ids_are_made_by_the_client(self):
         e = self.c.enqueue(self.q, "x")
         self.assertEqual(len(e.id), 32)

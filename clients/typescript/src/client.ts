@@ -31,6 +31,27 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Times a call that is safe to repeat is sent again (default 3). */
   retries?: number;
+  /**
+   * Writes the active trace context into a request's headers (`traceparent`, `tracestate`),
+   * so enqueued jobs carry it. Default: OpenTelemetry's propagator when `@opentelemetry/api`
+   * is installed, else nothing.
+   */
+  propagate?: (headers: Record<string, string>) => void;
+}
+
+/** `@opentelemetry/api` when the application has it (an optional peer: never required). */
+let otel: Promise<{ propagation: any; context: any } | null> | undefined;
+const otelName = "@opentelemetry/api";
+
+async function otelPropagate(headers: Record<string, string>): Promise<void> {
+  otel ??= import(otelName).catch(() => null);
+  const api = await otel;
+  if (!api) return;
+  try {
+    api.propagation.inject(api.context.active(), headers);
+  } catch {
+    // Tracing must never fail a call.
+  }
 }
 
 /** An ack a claim may carry. */
@@ -77,6 +98,8 @@ function jobBody(payload: unknown, o: EnqueueOptions): Json {
   if (o.expiresAt !== undefined) b.expires_at = timeOf(o.expiresAt);
   if (o.keepDoneMs !== undefined) b.keep_done_ms = o.keepDoneMs;
   if (o.dedupeMs !== undefined) b.dedupe_ms = o.dedupeMs;
+  if (o.traceparent !== undefined) b.traceparent = o.traceparent;
+  if (o.tracestate !== undefined) b.tracestate = o.tracestate;
   return b;
 }
 
@@ -107,6 +130,8 @@ function jobInfo(j: Json): JobInfo {
     timeoutMs: j.timeout_ms as number | undefined,
     expiresAt: optDate(j.expires_at),
     target: j.target as JobInfo["target"],
+    traceparent: j.traceparent as string | undefined,
+    tracestate: j.tracestate as string | undefined,
   };
 }
 
@@ -123,6 +148,8 @@ function claimedJob(j: Json): ClaimedJob {
     priority: Number(j.priority ?? 5),
     lastError: j.last_error as string | undefined,
     timeoutMs: j.timeout_ms as number | undefined,
+    traceparent: j.traceparent as string | undefined,
+    tracestate: j.tracestate as string | undefined,
   };
 }
 
@@ -171,6 +198,7 @@ function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
 export class Client {
   readonly baseUrl: string;
   readonly #token?: string;
+  readonly #propagate?: (headers: Record<string, string>) => void;
   readonly #timeoutMs: number;
   readonly #retries: number;
 
@@ -182,6 +210,7 @@ export class Client {
     }
     this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
     this.#token = opts.token;
+    this.#propagate = opts.propagate;
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
     this.#retries = opts.retries ?? 3;
   }
@@ -191,6 +220,15 @@ export class Client {
     const headers: Record<string, string> = {};
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) headers["content-type"] = "application/json";
+    if (this.#propagate) {
+      try {
+        this.#propagate(headers);
+      } catch {
+        // Tracing must never fail a call.
+      }
+    } else {
+      await otelPropagate(headers);
+    }
     const timeout = AbortSignal.timeout(this.#timeoutMs + extraMs);
     const both = signal ? anySignal(timeout, signal) : timeout;
     let resp: Response;

@@ -39,6 +39,10 @@ export interface EnqueueOptions {
   keepDoneMs?: number;
   /** Refuse its id this long after it completes, ms. */
   dedupeMs?: number;
+  /** W3C trace context to carry (default: the active OpenTelemetry context, if any). */
+  traceparent?: string;
+  /** The `tracestate` that goes with `traceparent`. */
+  tracestate?: string;
 }
 
 /** A job of a batch: its payload and options. */
@@ -78,6 +82,9 @@ export interface JobInfo {
   timeoutMs?: number;
   expiresAt?: Date;
   target?: Target;
+  /** The W3C trace context it was enqueued with. */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 /** A job leased to a worker. */
@@ -96,6 +103,9 @@ export interface ClaimedJob {
   lastError?: string;
   /** Longest this attempt may run, ms. */
   timeoutMs?: number;
+  /** The W3C trace context it was enqueued with: continue its trace from it. */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 /** What a claim answered. */

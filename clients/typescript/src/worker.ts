@@ -40,6 +40,9 @@ export interface Job {
   lastError?: string;
   /** Aborted when the job's `timeoutMs` has passed: the attempt is then failed with `timeout`. */
   signal: AbortSignal;
+  /** The W3C trace context the job was enqueued with: continue its trace from it. */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 /** A job's handler: resolving acks the job, throwing fails the attempt. */
@@ -226,6 +229,8 @@ export class Worker {
       dueAt: c.dueAt,
       lastError: c.lastError,
       signal: timeout.signal,
+      traceparent: c.traceparent,
+      tracestate: c.tracestate,
     };
     const every = Math.max(10, Math.floor(this.#leaseMs / 3));
     const extender = setInterval(() => {

@@ -137,3 +137,35 @@ test("a job past its timeout_ms is given up; RetryIn and DeadLetter choose what 
   await worker.close();
   await running;
 });
+
+test("enqueues carry the active trace context and handlers see it", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {
+  const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  // What OpenTelemetry's propagator writes while a span is active.
+  const traced = new Client({
+    baseUrl: URL_!,
+    propagate: (h) => {
+      h.traceparent = tp;
+      h.tracestate = "congo=t61rcWkgMzE";
+    },
+  });
+  const plain = new Client({ baseUrl: URL_! });
+  const q = queue();
+  await traced.enqueue(q, 1, { id: "traced" });
+  await plain.enqueue(q, 2, { id: "plain" });
+  const own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  await plain.enqueue(q, 3, { id: "own", traceparent: own });
+  assert.equal((await plain.get(q, "traced"))?.traceparent, tp);
+  assert.equal((await plain.get(q, "traced"))?.tracestate, "congo=t61rcWkgMzE");
+  assert.equal((await plain.get(q, "plain"))?.traceparent, undefined);
+  const seen = new Map<string, string | undefined>();
+  const w = new Worker(plain, q, (job) => {
+    seen.set(job.id, job.traceparent);
+  });
+  const running = w.run();
+  await until("three jobs handled", () => seen.size === 3);
+  await w.close();
+  await running;
+  assert.equal(seen.get("traced"), tp);
+  assert.equal(seen.get("own"), own);
+  assert.equal(seen.get("plain"), undefined);
+});

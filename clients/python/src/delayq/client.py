@@ -22,6 +22,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 from . import errors
 from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats
 
+try:  # OpenTelemetry is optional: with it, enqueues carry the application's active trace.
+    from opentelemetry import propagate as _otel_propagate
+except ImportError:  # pragma: no cover - depends on the environment
+    _otel_propagate = None
+
 API_VERSION = "v1"
 
 Time = Union[int, float, str, _dt.datetime]
@@ -30,7 +35,21 @@ Time = Union[int, float, str, _dt.datetime]
 _ENQUEUE_FIELDS = (
     "delay_ms", "run_at", "max_attempts", "backoff", "lease_ms", "timeout_ms", "expires_at",
     "expire_after_ms", "priority", "keep_done_ms", "dedupe_ms", "on_conflict", "target",
+    "traceparent", "tracestate",
 )
+
+
+def trace_headers() -> Dict[str, str]:
+    """The active OpenTelemetry context as W3C headers (``traceparent``, ``tracestate``), or
+    nothing when OpenTelemetry is not installed or no trace is active."""
+    if _otel_propagate is None:
+        return {}
+    carrier: Dict[str, str] = {}
+    try:
+        _otel_propagate.inject(carrier)
+    except Exception:  # tracing must never fail a call
+        return {}
+    return {k: v for k, v in carrier.items() if k in ("traceparent", "tracestate")}
 
 
 def _time(v: Time) -> Union[int, str]:
@@ -119,6 +138,7 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
+        headers.update(trace_headers())
         for fresh in (False, True):
             reused = getattr(self._local, "conn", None) is not None and not fresh
             conn = self._conn(timeout)
@@ -193,16 +213,21 @@ class Client:
         dedupe_ms: Optional[int] = None,
         on_conflict: Optional[str] = None,
         target: Optional[Dict[str, Any]] = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Enqueued:
         """Enqueues one job (payload: any JSON value, or ``bytes``). Without ``id`` the
         client makes one before the first try, so a retried enqueue never stores two jobs.
         ``target`` (``{"url", "method"?, "headers"?}``) has it pushed by HTTP at the due time.
+        The job carries the active OpenTelemetry trace when OpenTelemetry is installed, or the
+        W3C ``traceparent`` / ``tracestate`` given here.
         """
         body = job_body(
             payload, id=id, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts,
             backoff=backoff, lease_ms=lease_ms, timeout_ms=timeout_ms, expires_at=expires_at,
             expire_after_ms=expire_after_ms, priority=priority, keep_done_ms=keep_done_ms,
             dedupe_ms=dedupe_ms, on_conflict=on_conflict, target=target,
+            traceparent=traceparent, tracestate=tracestate,
         )
         return Enqueued.from_json(self._call("POST", self._q(queue, "/jobs"), body))
 

@@ -52,6 +52,8 @@ class Job:
     timeout_ms: Optional[int] = None
     expires_at: Optional[int] = None
     target: Optional[Dict[str, Any]] = None
+    traceparent: Optional[str] = None
+    tracestate: Optional[str] = None
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":
@@ -62,6 +64,7 @@ class Job:
             failed_at=d.get("failed_at"), completed_at=d.get("completed_at"),
             last_error=d.get("last_error"), timeout_ms=d.get("timeout_ms"),
             expires_at=d.get("expires_at"), target=d.get("target"),
+            traceparent=d.get("traceparent"), tracestate=d.get("tracestate"),
         )
 
 
@@ -82,6 +85,9 @@ class ClaimedJob:
     last_error: Optional[str] = None
     timeout_ms: Optional[int] = None
     expires_at: Optional[int] = None
+    traceparent: Optional[str] = None
+    """The W3C trace context the job was enqueued with: continue its trace from it."""
+    tracestate: Optional[str] = None
 
     @classmethod
     def from_json(cls, queue: str, d: dict) -> "ClaimedJob":
@@ -91,6 +97,7 @@ class ClaimedJob:
             lease_deadline=d["lease_deadline"], payload=payload_of(d),
             priority=d.get("priority", 5), last_error=d.get("last_error"),
             timeout_ms=d.get("timeout_ms"), expires_at=d.get("expires_at"),
+            traceparent=d.get("traceparent"), tracestate=d.get("tracestate"),
         )
 
     def json(self) -> Any:
