@@ -97,7 +97,11 @@ fn seed(addr: SocketAddr) {
             "<b onmouseover=window.__pwned=1>bold</b>",
         ),
     ] {
-        let body = json!({"id": id, "payload": payload});
+        let mut body = json!({"id": id, "payload": payload});
+        if id == "dead-order-7" {
+            // A job enqueued under a trace: its page shows the trace id.
+            body["traceparent"] = json!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        }
         assert_eq!(
             http(addr, "POST", "/v1/queues/orders/jobs", Some(body)).0,
             201
@@ -361,6 +365,7 @@ async fn the_console_in_a_real_browser() {
     click(&c, Locator::Css(".results a")).await;
     wait_text(&c, "#job-state", "dead").await;
     wait_text(&c, "#last-error", "payment gateway said 402").await;
+    wait_text(&c, "#job-trace", "4bf92f3577b34da6a3ce929d0e0e4736").await;
     assert!(
         text_of(&c, "#payload")
             .await
@@ -372,15 +377,19 @@ async fn the_console_in_a_real_browser() {
     // once before it sees the queue is pull again (it gives the job back and stops pushing the
     // queue at once); the page shows the state it read, so read it again until scheduled.
     let started = Instant::now();
-    while !text_of(&c, "#job-state")
-        .await
-        .to_lowercase()
-        .contains("scheduled")
-        && started.elapsed() < Duration::from_secs(10)
-    {
+    loop {
+        // The page re-renders after the action: an element may go stale while it is read.
+        let state = match c.find(Locator::Css("#job-state")).await {
+            Ok(e) => e.text().await.unwrap_or_default().to_lowercase(),
+            Err(_) => String::new(),
+        };
+        if state.contains("scheduled") || started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        c.refresh().await.unwrap();
-        wait_text(&c, "#job-state", "").await;
+        if state.contains("leased") {
+            c.refresh().await.unwrap();
+        }
     }
     wait_text(&c, "#job-state", "scheduled").await;
     c.goto(&format!("{base}/#/q/orders/dead")).await.unwrap();
