@@ -130,8 +130,16 @@ async fn a_worker_paused_past_its_lease_has_its_late_acks_refused() {
         (child, out)
     };
     let (paused, paused_out) = spawn("paused");
-    // Let it take jobs, then stop it mid-handler for three leases.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Let it take jobs (it has finished a few, so it holds leases on the next ones), then stop
+    // it mid-handler until its leases have expired and its jobs are done by the other.
+    let started = Instant::now();
+    while lines(&paused_out).len() < 8 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the first worker took no job"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let pid = paused.id().to_string();
     assert!(
         Command::new("kill")
