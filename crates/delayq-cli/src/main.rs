@@ -12,6 +12,7 @@ mod chaos;
 #[cfg(feature = "bench")]
 mod chaos_faults;
 mod config;
+mod config_docs;
 mod connect;
 mod demo;
 #[cfg(test)]

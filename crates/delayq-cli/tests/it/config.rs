@@ -1,13 +1,11 @@
 //! Settings from a TOML file and the environment (`--config`, `DELAYQ_*`), secrets from files,
 //! `delayq config check`, SIGHUP reloads of a running `serve`, and the build it reports.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::common::{Killed, delayq};
+use crate::common::{Killed, delayq, free_port, request, until};
 
 fn text(o: &Output) -> String {
     format!(
@@ -25,25 +23,14 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
 
 /// One HTTP/1.1 request with an optional bearer token: (status, body).
 fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_owned())
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    request(addr, method, path, &headers, body)
 }
 
-/// A free loopback port (bound and released).
+/// A free loopback address.
 fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
+    format!("127.0.0.1:{}", free_port())
 }
 
 /// `delayq serve` with its stderr in `dir/serve.log`, started with `args`; waits for /healthz.
@@ -61,14 +48,6 @@ fn serve(dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Killed 
         TcpStream::connect(addr).is_ok() && http(addr, "GET", "/healthz", None, "").0 == 200
     });
     server
-}
-
-fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn log(dir: &Path) -> String {

@@ -3,14 +3,11 @@
 //! a `delayq worker --exec` program as `TRACEPARENT` (same trace, the attempt's own span) and
 //! to a push target as the `traceparent` header.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Killed, delayq, spawn_serve};
+use crate::common::{Killed, delayq, request, spawn_serve, until};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -22,30 +19,8 @@ fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, Value) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let extra: String = headers
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
-        .collect();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{extra}content-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
-fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (status, body) = request(addr, method, path, headers, body);
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 #[test]
