@@ -4,4 +4,5 @@ mod conformance;
 mod crash;
 mod engine;
 mod scheduling;
+mod spans;
 mod upgrade;
