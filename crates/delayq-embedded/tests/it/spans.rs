@@ -47,9 +47,19 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
 
 #[tokio::test(flavor = "current_thread")]
 async fn each_attempt_runs_in_a_process_span() {
-    let spans = Spans::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    // A global subscriber: a thread's own (`set_default`) misses spans whose callsites other
+    // tests' threads registered first (tracing caches each callsite's interest globally).
+    static SPANS: std::sync::OnceLock<Spans> = std::sync::OnceLock::new();
+    let spans = SPANS
+        .get_or_init(|| {
+            let spans = Spans::default();
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(spans.clone()),
+            )
+            .expect("no other global subscriber in this test binary");
+            spans
+        })
+        .clone();
     let dir = tempfile::tempdir().unwrap();
     let b = EmbeddedBackend::open(dir.path()).unwrap();
     let q = QueueName::new("spanq").unwrap();
@@ -94,7 +104,10 @@ async fn each_attempt_runs_in_a_process_span() {
     let all: Vec<Fields> = spans.0.lock().unwrap().values().cloned().collect();
     let by = |id: &str| {
         all.iter()
-            .find(|f| f.get("messaging.message.id").map(String::as_str) == Some(id))
+            .find(|f| {
+                f.get("messaging.destination.name").map(String::as_str) == Some("spanq")
+                    && f.get("messaging.message.id").map(String::as_str) == Some(id)
+            })
             .unwrap_or_else(|| panic!("no process span of {id}: {all:?}"))
             .clone()
     };
