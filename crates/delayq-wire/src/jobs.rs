@@ -109,14 +109,7 @@ impl EnqueueRequest {
         job.on_conflict = self.on_conflict.unwrap_or_default();
         job.priority = self.priority;
         job.target = self.target.map(Into::into);
-        if let Some(tp) = &self.traceparent {
-            job.trace = Some(delayq::TraceContext::new(tp, self.tracestate.as_deref())?);
-        } else if self.tracestate.is_some() {
-            return Err(Invalid::new(
-                ErrorCode::InvalidTrace,
-                "tracestate without traceparent",
-            ));
-        }
+        job.trace = trace_request(self.traceparent.as_deref(), self.tracestate.as_deref())?;
         if self.keep_done_ms.is_some() || self.dedupe_ms.is_some() {
             job.retention = Some(delayq::Retention {
                 keep_done_ms: self.keep_done_ms.unwrap_or(0),
@@ -178,11 +171,8 @@ impl EnqueueRequest {
             keep_done_ms: job.retention.map(|r| r.keep_done_ms),
             dedupe_ms: job.retention.map(|r| r.dedupe_ms),
             target: job.target.map(Into::into),
-            traceparent: job.trace.as_ref().map(|t| t.traceparent().to_owned()),
-            tracestate: job
-                .trace
-                .as_ref()
-                .and_then(|t| t.tracestate().map(str::to_owned)),
+            traceparent: traceparent_of(job.trace.as_ref()),
+            tracestate: tracestate_of(job.trace.as_ref()),
         }
     }
 }
@@ -304,11 +294,8 @@ impl From<JobInfo> for JobView {
             expires_at: j.expires_at_ms,
             priority: j.priority,
             target: j.target.map(Into::into),
-            traceparent: j.trace.as_ref().map(|t| t.traceparent().to_owned()),
-            tracestate: j
-                .trace
-                .as_ref()
-                .and_then(|t| t.tracestate().map(str::to_owned)),
+            traceparent: traceparent_of(j.trace.as_ref()),
+            tracestate: tracestate_of(j.trace.as_ref()),
             payload,
             payload_b64,
         }
@@ -347,7 +334,10 @@ impl TryFrom<JobView> for JobInfo {
             expires_at_ms: j.expires_at,
             priority: j.priority,
             target: j.target.map(Into::into),
-            trace: trace_of(j.traceparent.as_deref(), j.tracestate.as_deref()),
+            trace: delayq::TraceContext::from_headers(
+                j.traceparent.as_deref(),
+                j.tracestate.as_deref(),
+            ),
         })
     }
 }
@@ -583,11 +573,28 @@ pub struct Deliveries {
     pub pusher: bool,
 }
 
-/// The trace context of an answer's `traceparent` and `tracestate` (an invalid one is dropped:
-/// tracing never fails a job).
-pub(crate) fn trace_of(
+/// A context's `traceparent` field.
+pub(crate) fn traceparent_of(t: Option<&delayq::TraceContext>) -> Option<String> {
+    t.map(|t| t.traceparent().to_owned())
+}
+
+/// A context's `tracestate` field.
+pub(crate) fn tracestate_of(t: Option<&delayq::TraceContext>) -> Option<String> {
+    t.and_then(|t| t.tracestate().map(str::to_owned))
+}
+
+/// A request's `traceparent` / `tracestate` fields as a context; malformed (or a tracestate
+/// alone) is `invalid_trace`.
+pub(crate) fn trace_request(
     traceparent: Option<&str>,
     tracestate: Option<&str>,
-) -> Option<delayq::TraceContext> {
-    delayq::TraceContext::from_headers(traceparent, tracestate)
+) -> Result<Option<delayq::TraceContext>, Invalid> {
+    match (traceparent, tracestate) {
+        (Some(tp), ts) => Ok(Some(delayq::TraceContext::new(tp, ts)?)),
+        (None, Some(_)) => Err(Invalid::new(
+            ErrorCode::InvalidTrace,
+            "tracestate without traceparent",
+        )),
+        (None, None) => Ok(None),
+    }
 }

@@ -75,11 +75,8 @@ impl From<Job> for ClaimedJob {
             expires_at: j.expires_at_ms,
             priority: j.priority,
             target: j.target.map(Into::into),
-            traceparent: j.trace.as_ref().map(|t| t.traceparent().to_owned()),
-            tracestate: j
-                .trace
-                .as_ref()
-                .and_then(|t| t.tracestate().map(str::to_owned)),
+            traceparent: crate::jobs::traceparent_of(j.trace.as_ref()),
+            tracestate: crate::jobs::tracestate_of(j.trace.as_ref()),
             payload,
             payload_b64,
         }
@@ -105,7 +102,10 @@ impl ClaimedJob {
             expires_at_ms: self.expires_at,
             priority: self.priority,
             target: self.target.map(Into::into),
-            trace: crate::jobs::trace_of(self.traceparent.as_deref(), self.tracestate.as_deref()),
+            trace: delayq::TraceContext::from_headers(
+                self.traceparent.as_deref(),
+                self.tracestate.as_deref(),
+            ),
         })
     }
 }

@@ -80,16 +80,8 @@ impl ScheduleBody {
             None => CatchUp::None,
             Some(c) => c.parse::<CatchUp>()?,
         };
-        let trace = match (&self.traceparent, &self.tracestate) {
-            (Some(tp), ts) => Some(delayq::TraceContext::new(tp, ts.as_deref())?),
-            (None, Some(_)) => {
-                return Err(Invalid::new(
-                    ErrorCode::InvalidTrace,
-                    "tracestate without traceparent",
-                ));
-            }
-            (None, None) => None,
-        };
+        let trace =
+            crate::jobs::trace_request(self.traceparent.as_deref(), self.tracestate.as_deref())?;
         Ok(ScheduleSpec {
             timing,
             payload,
@@ -172,12 +164,8 @@ impl From<ScheduleInfo> for ScheduleView {
             lease_ms: i.spec.lease_ms,
             timeout_ms: i.spec.timeout_ms,
             target: i.spec.target.map(Into::into),
-            traceparent: i.spec.trace.as_ref().map(|t| t.traceparent().to_owned()),
-            tracestate: i
-                .spec
-                .trace
-                .as_ref()
-                .and_then(|t| t.tracestate().map(str::to_owned)),
+            traceparent: crate::jobs::traceparent_of(i.spec.trace.as_ref()),
+            tracestate: crate::jobs::tracestate_of(i.spec.trace.as_ref()),
             payload,
             payload_b64,
         }
@@ -211,11 +199,8 @@ impl ScheduleBody {
             lease_ms: spec.lease_ms,
             timeout_ms: spec.timeout_ms,
             target: spec.target.map(Into::into),
-            traceparent: spec.trace.as_ref().map(|t| t.traceparent().to_owned()),
-            tracestate: spec
-                .trace
-                .as_ref()
-                .and_then(|t| t.tracestate().map(str::to_owned)),
+            traceparent: crate::jobs::traceparent_of(spec.trace.as_ref()),
+            tracestate: crate::jobs::tracestate_of(spec.trace.as_ref()),
         }
     }
 }
@@ -248,7 +233,10 @@ impl TryFrom<ScheduleView> for ScheduleInfo {
                 lease_ms: v.lease_ms,
                 timeout_ms: v.timeout_ms,
                 target: v.target.map(Into::into),
-                trace: crate::jobs::trace_of(v.traceparent.as_deref(), v.tracestate.as_deref()),
+                trace: delayq::TraceContext::from_headers(
+                    v.traceparent.as_deref(),
+                    v.tracestate.as_deref(),
+                ),
             },
             next_ms: v.next_fire,
         })
