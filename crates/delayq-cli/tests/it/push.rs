@@ -4,8 +4,6 @@
 //! (a second server delivers the rest; duplicates only for jobs in flight at the kill).
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,7 +15,7 @@ use serde_json::{Value, json};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-use crate::common::{Killed, delayq, spawn_serve};
+use crate::common::{Killed, delayq, request, spawn_serve};
 
 /// `delayq serve --push` on a free port with `store` args; returns it and its `host:port`.
 fn serve(dir: &Path, store: &[&str], extra: &[&str]) -> (Killed, String) {
@@ -31,19 +29,8 @@ fn serve(dir: &Path, store: &[&str], extra: &[&str]) -> (Killed, String) {
 }
 
 fn http(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
     let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_owned())
+    request(addr, method, path, &[], &body)
 }
 
 fn json_of(s: &str) -> Value {

@@ -4,8 +4,6 @@
 //! `delayq schedule set|list|rm` and the HTTP endpoints' bad input.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +12,7 @@ use delayq::{Consumer, ConsumerOptions, Failure, Job, QueueName};
 use delayq_test_support::RedisServer;
 use serde_json::{Value, json};
 
-use crate::common::{Killed, spawn_serve};
+use crate::common::{Killed, request, spawn_serve};
 
 /// `delayq serve` on a free port over `redis`; returns it and its `host:port`.
 fn serve(redis: &str) -> (Killed, String) {
@@ -28,22 +26,9 @@ fn serve(redis: &str) -> (Killed, String) {
 }
 
 fn http(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut s = TcpStream::connect(addr).unwrap();
     let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let json = out
-        .split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(Value::Null);
-    (status, json)
+    let (status, text) = request(addr, method, path, &[], &body);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
