@@ -200,6 +200,12 @@ impl Inspect for RedisBackend {
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         let route = self.route(queue).await?;
         try_join_all(route.keys.iter().map(|k| self.pause_shard(k, paused))).await?;
+        if !paused {
+            // This process's consumers take the resumed shards at once; other processes hear
+            // each shard's wake-up (and until a shard's arrives, a claim here would skip it as
+            // "nothing due", which it learnt while paused).
+            (0..route.keys.len()).for_each(|i| route.woken(i));
+        }
         Ok(())
     }
 
