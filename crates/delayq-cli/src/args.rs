@@ -28,6 +28,24 @@ pub(crate) struct Cli {
     /// SIGHUP.
     #[arg(long, global = true, help_heading = "Store and connection")]
     pub log_level: Option<String>,
+    /// OpenTelemetry collector to export spans to over OTLP/HTTP (protobuf), as its base URL
+    /// (spans go to URL/v1/traces), for `serve`, `worker` and `demo`. Without it the standard
+    /// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turn export on; with
+    /// neither, nothing is exported. OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+    /// OTEL_EXPORTER_OTLP_HEADERS and OTEL_TRACES_SAMPLER apply as usual.
+    #[arg(long, global = true, value_name = "URL", help_heading = "Tracing")]
+    pub otlp_endpoint: Option<String>,
+    /// How an attempt's `process` span relates to the context its job was enqueued in: `child`
+    /// (one trace from the enqueue through every attempt) or `link` (each attempt its own
+    /// trace, linked to the enqueue's).
+    #[arg(
+        long,
+        global = true,
+        default_value = "child",
+        value_name = "MODE",
+        help_heading = "Tracing"
+    )]
+    pub trace_mode: delayq::TraceMode,
     /// Redis connection string: redis://user:pass@host:port/db (user, pass and db optional),
     /// rediss://… (TLS), unix:///path, redis+cluster://h1:p1,h2:p2,…,
     /// redis+sentinel://h1:p1,h2:p2/MASTER (rediss+… for TLS). Without it delayq uses the
@@ -421,6 +439,15 @@ impl Command {
                 | Command::Dead(DeadCommand::List { .. })
                 | Command::Jobs(JobsCommand::List { .. })
                 | Command::Queue(QueueCommand::Show { .. })
+        )
+    }
+
+    /// Whether the command runs jobs or serves requests, so exports its spans when
+    /// `--otlp-endpoint` (or the OTEL_EXPORTER_OTLP_* variables) say where.
+    pub(crate) fn exports_spans(&self) -> bool {
+        matches!(
+            self,
+            Command::Serve(_) | Command::Worker(_) | Command::Demo { .. }
         )
     }
 

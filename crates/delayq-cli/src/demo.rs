@@ -39,6 +39,7 @@ pub(crate) async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8
         let opts = ConsumerOptions {
             concurrency: 8,
             lease: Duration::from_secs(10),
+            trace_mode: crate::otlp::trace_mode(),
             ..ConsumerOptions::default()
         };
         let c = Consumer::new(backend.clone(), queue.clone(), opts)?;

@@ -172,9 +172,11 @@ impl ExecHandler {
 impl Handler for ExecHandler {
     async fn handle(&self, job: Job) -> Result<(), Failure> {
         let started = Instant::now();
-        // This attempt's span in the job's trace: the program continues the trace under it
-        // (TRACEPARENT / TRACESTATE, the OpenTelemetry environment carrier).
-        let process = job.trace.as_ref().map(delayq::TraceContext::child);
+        // This attempt's process span: the program continues the trace under it (TRACEPARENT
+        // / TRACESTATE, the OpenTelemetry environment carrier). Without an exporter the span
+        // has no id of its own, so a new one stands for it in the job's trace.
+        let process =
+            delayq::otel::current().or_else(|| job.trace.as_ref().map(delayq::TraceContext::child));
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
             .arg(&self.cmd)

@@ -16,18 +16,36 @@ pub(crate) fn filter(level: Option<&str>) -> Result<EnvFilter, String> {
     }
 }
 
-/// Starts the log; colours only on a terminal, and never with NO_COLOR set.
-pub(crate) fn init(level: Option<&str>) -> Result<(), String> {
+/// Starts the log; colours only on a terminal, and never with NO_COLOR set. With a `tracer`
+/// (OTLP export configured) the spans of delayq's own crates at INFO go to it too, whatever
+/// the log level: the log's filter is the log layer's alone.
+pub(crate) fn init(
+    level: Option<&str>,
+    tracer: Option<opentelemetry_sdk::trace::Tracer>,
+) -> Result<(), String> {
+    use tracing_subscriber::Layer;
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let (layer, handle) = reload::Layer::new(filter(level)?);
+    let (level, handle) = reload::Layer::new(filter(level)?);
+    let spans = tracer.map(|t| {
+        let ours = tracing_subscriber::filter::Targets::new()
+            .with_target("delayq", tracing::Level::INFO)
+            .with_target("delayq_http", tracing::Level::INFO)
+            .with_target("delayq_push", tracing::Level::INFO)
+            .with_target("delayq_cli", tracing::Level::INFO);
+        tracing_opentelemetry::layer()
+            .with_tracer(t)
+            .with_error_records_to_exceptions(true)
+            .with_filter(ours)
+    });
     tracing_subscriber::registry()
-        .with(layer)
         .with(
             tracing_subscriber::fmt::layer()
                 .with_ansi(colour)
-                .with_writer(std::io::stderr),
+                .with_writer(std::io::stderr)
+                .with_filter(level),
         )
+        .with(spans)
         .init();
     let _ = LEVEL.set(handle);
     Ok(())

@@ -24,6 +24,7 @@ mod enqueue;
 mod exec;
 mod health;
 mod logging;
+mod otlp;
 mod output;
 mod percentiles;
 mod push;
@@ -46,13 +47,25 @@ use crate::args::{Cli, Command};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = config::parse();
-    if let Err(e) = logging::init(cli.log_level.as_deref()) {
+    otlp::set_trace_mode(cli.trace_mode);
+    let tracer = match cli.command.exports_spans() {
+        true => otlp::tracer(cli.otlp_endpoint.as_deref()),
+        false => Ok(None),
+    };
+    let tracer = match tracer {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: --otlp-endpoint: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = logging::init(cli.log_level.as_deref(), tracer) {
         eprintln!("error: --log-level: {e}");
         return ExitCode::from(2);
     }
     version::register();
     let json = cli.command.json();
-    match run(cli).await {
+    let code = match run(cli).await {
         Ok(code) => ExitCode::from(code),
         Err(e) if json => {
             // Asked for JSON: the error is JSON too, on stderr, with the API's code.
@@ -72,7 +85,9 @@ async fn main() -> ExitCode {
             }
             ExitCode::from(exit_code(&e))
         }
-    }
+    };
+    otlp::flush();
+    code
 }
 
 /// The API's error code of `e` (as `delayq serve` would answer it), or `error`.

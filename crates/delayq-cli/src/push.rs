@@ -43,6 +43,7 @@ pub(crate) fn pusher<B: Backend + Inspect>(
         concurrency: a.push_concurrency,
         ca: a.push_ca.clone(),
         queues,
+        trace_mode: crate::otlp::trace_mode(),
         ..PusherOptions::default()
     };
     Ok(Some(Pusher::new(backend, opts)?))

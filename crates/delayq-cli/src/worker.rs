@@ -43,6 +43,7 @@ pub(crate) async fn run(
         lease: a.lease,
         shutdown_grace: a.grace,
         prefetch: a.prefetch,
+        trace_mode: crate::otlp::trace_mode(),
         ..ConsumerOptions::default()
     };
     // The worker fires its queue's due schedules too (unless a `delayq serve` owns the store:

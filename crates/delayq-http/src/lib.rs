@@ -249,14 +249,38 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// Each request's latency histogram and its SERVER span (OpenTelemetry HTTP server
+/// conventions: named by the method and route template, never the raw path; the parent is the
+/// request's `traceparent`, so an enqueue's `send` span and its jobs join the caller's trace).
 async fn record_latency(req: Request, next: Next) -> Response {
+    use tracing::Instrument;
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().to_string();
     let started = Instant::now();
-    let resp = next.run(req).await;
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        delayq::otel::relate(
+            &span,
+            jobs::header_trace(req.headers()).as_ref(),
+            delayq::TraceMode::Child,
+        );
+    }
+    let resp = next.run(req).instrument(span.clone()).await;
+    span.record("http.response.status_code", resp.status().as_u16());
+    if resp.status().is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
     let labels = [
         ("method", method),
         ("route", route),

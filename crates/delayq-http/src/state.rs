@@ -315,7 +315,9 @@ impl<B: Backend + Inspect> AppState<B> {
 
     pub(crate) fn producer(&self, q: &QueueName) -> Producer<B> {
         self.note(q);
+        // A job posted without a trace context keeps none (the request span is the server's).
         Producer::metered(self.inner.backend.clone(), q.clone())
+            .with_ambient_trace(false)
             .with_max_payload(self.inner.config.max_payload)
     }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq::{Delivery, DeliveryLog, Failure, Job, Target, telemetry};
+use delayq::{Delivery, DeliveryLog, Failure, Job, Target, TraceContext, telemetry};
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
@@ -65,7 +65,21 @@ pub(crate) async fn deliver(shared: &Shared, job: &Job, target: &Target) -> Resu
         .unwrap_or_default()
         .to_ascii_lowercase();
     let ended = match url {
-        Ok(url) => send(shared, job, target, url, &host).await,
+        Ok(url) => {
+            use tracing::Instrument;
+            let span = client_span(target, &url, &host);
+            let ended = send(shared, job, target, url, &host)
+                .instrument(span.clone())
+                .await;
+            if let Some(s) = ended.status {
+                span.record("http.response.status_code", s.as_u16());
+            }
+            if ended.result.is_err() {
+                span.record("error.type", ended.outcome);
+                span.record("otel.status_code", "ERROR");
+            }
+            ended
+        }
         Err(e) => Ended::failed(
             "invalid",
             None,
@@ -216,15 +230,44 @@ fn headers(shared: &Shared, job: &Job, target: &Target) -> Result<HeaderMap, Str
         fact(delayq::rfc3339::format_ms(job.due_at_ms))?,
     );
     h.insert(QUEUE_HEADER, fact(job.queue.to_string())?);
-    if let Some(trace) = &job.trace {
-        // The job's trace continues at the target, under a span of this request.
-        let request = trace.child();
+    // The job's trace continues at the target under this request's span (a new span id in
+    // the job's trace when no OpenTelemetry layer records the span).
+    if let Some(request) =
+        delayq::otel::current().or_else(|| job.trace.as_ref().map(TraceContext::child))
+    {
         h.insert("traceparent", fact(request.traceparent().to_owned())?);
         if let Some(state) = request.tracestate() {
             h.insert("tracestate", fact(state.to_owned())?);
         }
     }
     Ok(h)
+}
+
+/// The CLIENT span of one delivery, by the OpenTelemetry HTTP client conventions: named by
+/// the method, `url.full` without credentials and with query values redacted (a target's
+/// query may hold a secret).
+fn client_span(target: &Target, url: &reqwest::Url, host: &str) -> tracing::Span {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    if shown.query().is_some() {
+        let keys: Vec<String> = shown.query_pairs().map(|(k, _)| k.into_owned()).collect();
+        shown
+            .query_pairs_mut()
+            .clear()
+            .extend_pairs(keys.iter().map(|k| (k.as_str(), "REDACTED")));
+    }
+    tracing::info_span!(
+        "push request",
+        otel.name = %target.method,
+        otel.kind = "client",
+        http.request.method = %target.method,
+        url.full = %shown,
+        server.address = %host,
+        http.response.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
 }
 
 /// A request that got no response: refused by the SSRF rules (dead), timed out or failed to

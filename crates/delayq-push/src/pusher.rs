@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use delayq::{
     Backend, Consumer, ConsumerOptions, DeliveryLog, Failure, Handler, Inspect, Job, QueueName,
-    RunReport, Target,
+    RunReport, Target, TraceMode,
 };
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -77,6 +77,8 @@ pub struct PusherOptions {
     pub discover_every: Duration,
     /// On shutdown, how long requests in flight may take before their leases are released.
     pub shutdown_grace: Duration,
+    /// How a delivery's `process` span relates to its job's creation context.
+    pub trace_mode: TraceMode,
 }
 
 impl Default for PusherOptions {
@@ -92,6 +94,7 @@ impl Default for PusherOptions {
             queues: None,
             discover_every: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(30),
+            trace_mode: TraceMode::Child,
         }
     }
 }
@@ -233,6 +236,7 @@ impl<B: Backend + Inspect> Pusher<B> {
             lease: self.opts.lease,
             batch: self.opts.concurrency.min(100),
             shutdown_grace: self.opts.shutdown_grace,
+            trace_mode: self.opts.trace_mode,
             ..ConsumerOptions::default()
         };
         let consumer = match Consumer::new(self.backend.clone(), q.clone(), opts) {

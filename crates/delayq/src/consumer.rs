@@ -27,6 +27,7 @@ use crate::handler::{Failure, Handler};
 use crate::instrumented::Instrumented;
 use crate::job::{AckOutcome, Job, LeaseRef, Nack, NackOutcome, validate_lease};
 use crate::name::QueueName;
+use crate::otel::TraceMode;
 use crate::telemetry;
 use crate::wait;
 
@@ -59,6 +60,9 @@ pub struct ConsumerOptions {
     /// attempt not counted), and shutdown gives every held job back at once. 0: lease only
     /// what can start now.
     pub prefetch: usize,
+    /// Whether an attempt's `process` span is a child of the job's creation context or
+    /// links to it (takes effect with an OpenTelemetry layer, feature `otel`).
+    pub trace_mode: TraceMode,
 }
 
 /// [`ConsumerOptions::prefetch`] by default (docs/BENCHMARKS.md, W2).
@@ -77,6 +81,7 @@ impl Default for ConsumerOptions {
             max_idle: Duration::from_secs(30),
             clock: Arc::new(SystemClock),
             prefetch: DEFAULT_PREFETCH,
+            trace_mode: TraceMode::Child,
         }
     }
 }
@@ -314,13 +319,17 @@ impl<B: Backend, H: Handler> Run<B, H> {
     fn spawn(&mut self, job: Job) {
         use tracing::Instrument;
         let lease = job.lease_ref();
-        let span = process_span(&job);
+        let span = process_span(&job, self.c.opts.trace_mode);
         let task =
             run_job(self.handler.clone(), self.c.backend.clone(), job).instrument(span.clone());
         let handle = self.tasks.spawn(async move {
             let started = Instant::now();
             let outcome = task.await;
             span.record("delayq.outcome", outcome.name());
+            if !matches!(outcome, Outcome::Ack(_)) {
+                span.record("error.type", outcome.name());
+                span.record("otel.status_code", "ERROR");
+            }
             (outcome, started.elapsed())
         });
         self.running.insert(handle.id(), lease);
@@ -632,7 +641,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
 /// time and lateness (start − due, ms), the job's trace (`trace_id`, `traceparent`: a handler
 /// with an OpenTelemetry layer can make it the span's parent) and, once settled, its outcome.
 /// Built only when a subscriber wants INFO spans of this crate; free otherwise.
-fn process_span(job: &Job) -> tracing::Span {
+fn process_span(job: &Job, mode: TraceMode) -> tracing::Span {
     let span = tracing::info_span!(
         "process",
         otel.name = %format_args!("process {}", job.queue),
@@ -648,7 +657,10 @@ fn process_span(job: &Job) -> tracing::Span {
         trace_id = tracing::field::Empty,
         traceparent = tracing::field::Empty,
         delayq.outcome = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
     );
+    crate::otel::relate(&span, job.trace.as_ref(), mode);
     if let Some(t) = &job.trace {
         span.record("trace_id", t.trace_id());
         span.record("traceparent", t.traceparent());

@@ -46,6 +46,7 @@ pub mod job;
 pub mod limits;
 pub mod listing;
 pub mod name;
+pub mod otel;
 pub mod producer;
 pub mod rfc3339;
 pub mod schedule;
@@ -73,6 +74,7 @@ pub use job::{
 };
 pub use listing::{Cursor, Found, JobPage, ListState};
 pub use name::{JobId, QueueName};
+pub use otel::TraceMode;
 pub use producer::Producer;
 pub use schedule::{CatchUp, Firing, ScheduleInfo, ScheduleSpec, Schedules, Timing};
 pub use series::{Counts, QueueSeries};

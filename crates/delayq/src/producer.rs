@@ -17,6 +17,7 @@ pub struct Producer<B> {
     queue: QueueName,
     max_payload: usize,
     clock: SharedClock,
+    adopt_trace: bool,
 }
 
 impl<B: Backend> Producer<B> {
@@ -33,6 +34,7 @@ impl<B: Backend> Producer<B> {
             queue,
             max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
             clock: Arc::new(SystemClock),
+            adopt_trace: true,
         }
     }
 
@@ -45,6 +47,14 @@ impl<B: Backend> Producer<B> {
     /// Sets the local clock (used only to bound `run_at` to 10 years ahead).
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Whether a job enqueued without a trace context takes the current span's (feature
+    /// `otel`: the application's request it is enqueued in); on by default. A server turns it
+    /// off: its own request span is no context its caller gave.
+    pub fn with_ambient_trace(mut self, adopt: bool) -> Self {
+        self.adopt_trace = adopt;
         self
     }
 
@@ -83,7 +93,12 @@ impl<B: Backend> Producer<B> {
                 job.id = Some(JobId::generate());
             }
         }
-        self.backend.enqueue(&self.queue, jobs).await
+        use tracing::Instrument;
+        let span = crate::otel::send(&self.queue, &mut jobs, self.adopt_trace);
+        self.backend
+            .enqueue(&self.queue, jobs)
+            .instrument(span)
+            .await
     }
 
     /// Cancels a scheduled job. [`CancelOutcome::Cancelled`] means this call removed it; any

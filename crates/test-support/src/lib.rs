@@ -9,6 +9,7 @@
 //! deliveries are sent to.
 
 pub mod cluster;
+pub mod otlp;
 pub mod proxy;
 pub mod receiver;
 pub mod sentinel;

@@ -17,4 +17,5 @@ mod ship;
 mod startup;
 mod topologies;
 mod trace;
+mod trace_export;
 mod worker_crash;
