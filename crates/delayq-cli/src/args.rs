@@ -444,7 +444,12 @@ impl Command {
 
     /// Whether the command runs jobs or serves requests, so exports its spans when
     /// `--otlp-endpoint` (or the OTEL_EXPORTER_OTLP_* variables) say where.
+    /// (The bench too, to measure what export costs per job.)
     pub(crate) fn exports_spans(&self) -> bool {
+        #[cfg(feature = "bench")]
+        if matches!(self, Command::Bench(_)) {
+            return true;
+        }
         matches!(
             self,
             Command::Serve(_) | Command::Worker(_) | Command::Demo { .. }
