@@ -9,8 +9,13 @@ use delayq::{
     Consumer, ConsumerOptions, Failure, Job, JobId, NewJob, Producer, QueueName, TraceContext,
 };
 use delayq_embedded::EmbeddedBackend;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use tracing::Instrument;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
 type Fields = BTreeMap<String, String>;
@@ -45,21 +50,42 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
     }
 }
 
+/// OpenTelemetry spans as they end.
+#[derive(Clone, Debug, Default)]
+struct Ended(Arc<Mutex<Vec<SpanData>>>);
+
+impl SpanExporter for Ended {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        self.0.lock().unwrap().extend(batch);
+        Ok(())
+    }
+}
+
+/// The test binary's one global subscriber: the capturing layer and an OpenTelemetry layer.
+/// Global: a thread's own (`set_default`) misses spans whose callsites other tests' threads
+/// registered first (tracing caches each callsite's interest globally).
+fn global() -> &'static (Spans, Ended) {
+    static GLOBAL: std::sync::OnceLock<(Spans, Ended)> = std::sync::OnceLock::new();
+    GLOBAL.get_or_init(|| {
+        let spans = Spans::default();
+        let ended = Ended::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(ended.clone())
+            .build();
+        let otel = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry()
+                .with(spans.clone())
+                .with(otel),
+        )
+        .expect("no other global subscriber in this test binary");
+        (spans, ended)
+    })
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn each_attempt_runs_in_a_process_span() {
-    // A global subscriber: a thread's own (`set_default`) misses spans whose callsites other
-    // tests' threads registered first (tracing caches each callsite's interest globally).
-    static SPANS: std::sync::OnceLock<Spans> = std::sync::OnceLock::new();
-    let spans = SPANS
-        .get_or_init(|| {
-            let spans = Spans::default();
-            tracing::subscriber::set_global_default(
-                tracing_subscriber::registry().with(spans.clone()),
-            )
-            .expect("no other global subscriber in this test binary");
-            spans
-        })
-        .clone();
+    let spans = global().0.clone();
     let dir = tempfile::tempdir().unwrap();
     let b = EmbeddedBackend::open(dir.path()).unwrap();
     let q = QueueName::new("spanq").unwrap();
@@ -126,4 +152,81 @@ async fn each_attempt_runs_in_a_process_span() {
     let plain = by("plain");
     assert!(!plain.contains_key("trace_id"), "{plain:?}");
     assert_eq!(plain["delayq.outcome"], "dead");
+}
+
+/// The Rust library with an OpenTelemetry layer (feature `otel`): a job enqueued inside the
+/// application's span is created in a `send` span of that trace and stores its context; its
+/// attempt's `process` span is the send span's child. A job enqueued outside any span stores
+/// none and its attempt starts a trace of its own.
+#[tokio::test(flavor = "current_thread")]
+async fn an_enqueue_in_an_application_span_joins_its_trace() {
+    let ended = global().1.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let q = QueueName::new("otelq").unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    let app = tracing::info_span!("checkout");
+    let app_trace = app.context().span().span_context().trace_id();
+    p.enqueue(NewJob::new(b"1".to_vec()).id(JobId::new("in-app").unwrap()))
+        .instrument(app.clone())
+        .await
+        .unwrap();
+    p.enqueue(NewJob::new(b"2".to_vec()).id(JobId::new("outside").unwrap()))
+        .await
+        .unwrap();
+    let stored = p
+        .get(&JobId::new("in-app").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let t = stored.trace.expect("the job keeps the application's trace");
+    assert_eq!(t.trace_id(), app_trace.to_string());
+    let outside = p
+        .get(&JobId::new("outside").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outside.trace, None, "no trace, no context stored");
+
+    let c = Consumer::new(b, q, ConsumerOptions::default()).unwrap();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let handler = move |_job: Job| {
+        let done = done_tx.clone();
+        async move {
+            let _ = done.send(());
+            Ok::<(), Failure>(())
+        }
+    };
+    c.run(handler, async move {
+        for _ in 0..2 {
+            done_rx.recv().await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    })
+    .await
+    .unwrap();
+    drop(app);
+    let spans = ended.0.lock().unwrap().clone();
+    let named = |name: &str, id: &str| {
+        spans
+            .iter()
+            .find(|s| {
+                s.name == name
+                    && s.attributes.iter().any(|kv| {
+                        kv.key.as_str() == "messaging.message.id" && kv.value.as_str() == id
+                    })
+            })
+            .unwrap_or_else(|| panic!("no {name} span of {id}"))
+    };
+    let send = named("send otelq", "in-app");
+    assert_eq!(send.span_context.trace_id(), app_trace);
+    assert_eq!(send.span_kind, opentelemetry::trace::SpanKind::Producer);
+    assert_eq!(t.span_id(), send.span_context.span_id().to_string());
+    let process = named("process otelq", "in-app");
+    assert_eq!(process.span_context.trace_id(), app_trace);
+    assert_eq!(process.parent_span_id, send.span_context.span_id());
+    assert_eq!(process.span_kind, opentelemetry::trace::SpanKind::Consumer);
+    let other = named("process otelq", "outside");
+    assert_ne!(other.span_context.trace_id(), app_trace);
+    assert_eq!(other.parent_span_id, opentelemetry::trace::SpanId::INVALID);
 }
