@@ -83,14 +83,21 @@ pub(crate) fn tracer(flag: Option<&str>) -> Result<Option<Tracer>, String> {
             said: Mutex::new(None),
         })
         .build();
-    metrics::describe_counter!(
-        DROPPED,
-        "Spans dropped because their export to the OpenTelemetry collector failed."
-    );
-    metrics::counter!(DROPPED).increment(0);
     let tracer = provider.tracer("delayq");
     let _ = PROVIDER.set(provider);
     Ok(Some(tracer))
+}
+
+/// Describes the drop counter to the metrics recorder (installed after the tracer) and shows
+/// it at 0 while export is on.
+pub(crate) fn describe_metrics() {
+    if PROVIDER.get().is_some() {
+        metrics::describe_counter!(
+            DROPPED,
+            "Spans dropped because their export to the OpenTelemetry collector failed."
+        );
+        metrics::counter!(DROPPED).increment(0);
+    }
 }
 
 /// Exports what is still queued (bounded by the exporter's timeout) before the process exits.

@@ -150,6 +150,7 @@ async fn run_on(
     let secrets = check(&a)?;
     let tokens = secrets.tokens;
     let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
+    crate::otlp::describe_metrics();
     let config = HttpConfig {
         max_payload: a.max_payload,
         loopback_hosts_only: tokens.is_empty() && a.listen.ip().is_loopback(),

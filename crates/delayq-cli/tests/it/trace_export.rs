@@ -245,6 +245,13 @@ async fn a_trace_is_exported_from_the_enqueue_through_each_attempt_and_the_push(
     let header = rx.requests()[0].header("traceparent").unwrap().to_owned();
     assert_eq!(header, format!("00-{TRACE}-{}-01", client.span_id));
 
+    // The collector took everything: the drop counter is there, at 0.
+    let (_, m) = tokio::task::block_in_place(|| request(&addr, "GET", "/metrics", &[], ""));
+    assert!(
+        m.lines().any(|l| l == "delayq_trace_spans_dropped_total 0"),
+        "{m}"
+    );
+
     stop(&worker_a);
     stop(&worker_l);
     drop((serve, addr));
