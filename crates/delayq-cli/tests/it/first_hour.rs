@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Killed, delayq, spawn_serve, spawn_serve_line};
+use crate::common::{Killed, delayq, spawn_serve, spawn_serve_line, until};
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     delayq(dir).args(args).output().unwrap()
@@ -321,19 +321,37 @@ fn the_worker_logs_one_line_per_job_as_text_or_json() {
         ),
         ("json", vec![r#""id":"ok-1""#, r#""outcome":"acked""#]),
     ] {
-        let child = delayq(dir)
+        let mut child = delayq(dir)
             .args(["worker", "--log-format", format, "--exec", handler])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Real time: the worker process handles the job on its own clock before it is stopped.
-        std::thread::sleep(Duration::from_millis(1500));
+        // The log as it comes: the worker is stopped once the lines looked for are there.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let reader = {
+            use std::io::BufRead;
+            let stderr = child.stderr.take().unwrap();
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    log.lock().unwrap().push_str(&(line + "\n"));
+                }
+            })
+        };
+        until("the worker logged what the format shows", || {
+            let l = log.lock().unwrap();
+            want.iter().all(|w| l.contains(w))
+        });
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
-        let o = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
+        child.wait().unwrap();
+        reader.join().unwrap();
+        let err = log.lock().unwrap().clone();
         for w in &want {
             assert!(err.contains(w), "{format}: {w} missing in {err}");
         }
@@ -353,14 +371,15 @@ fn the_worker_logs_one_line_per_job_as_text_or_json() {
                 .success()
         );
     }
+    let handled = dir.join("handled");
     let child = delayq(dir)
-        .args(["worker", "--quiet", "--exec", "true"])
+        .args(["worker", "--quiet", "--exec"])
+        .arg(format!("touch {}", handled.display()))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Real time: the worker process starts and settles before it is stopped.
-    std::thread::sleep(Duration::from_millis(1000));
+    until("the quiet worker handled ok-1", || handled.exists());
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
