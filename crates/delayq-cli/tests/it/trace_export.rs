@@ -291,3 +291,39 @@ fn a_collector_that_is_down_costs_jobs_nothing_and_counts_the_dropped_spans() {
         })
     });
 }
+
+#[test]
+fn a_collector_that_does_not_answer_fills_the_bounded_queue_and_the_rest_is_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Connections are taken (the listen backlog) and never answered: the first export hangs
+    // for its 30 s timeout while the spans pile up against a queue of 16.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let (_serve, addr) = spawn_serve(
+        exporting(dir, &endpoint, "api")
+            .env("OTEL_BSP_MAX_QUEUE_SIZE", "16")
+            .env("OTEL_EXPORTER_OTLP_TIMEOUT", "30000")
+            .args(["serve", "--listen", "127.0.0.1:0"]),
+    );
+    for i in 0..40 {
+        let job = json!({"id": format!("q{i}"), "payload": i});
+        http(
+            &addr,
+            "POST",
+            "/v1/queues/full/jobs",
+            &[("traceparent", TP)],
+            &job.to_string(),
+        );
+    }
+    // Each request made a server span and a send span: far more than 16 fit.
+    until("the spans the full queue turned away are counted", || {
+        let (_, m) = request(&addr, "GET", "/metrics", &[], "");
+        m.lines().any(|l| {
+            l.strip_prefix("delayq_trace_spans_dropped_total ")
+                .and_then(|v| v.parse::<f64>().ok())
+                .is_some_and(|v| v >= 40.0)
+        })
+    });
+    drop(silent);
+}
