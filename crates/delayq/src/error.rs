@@ -54,6 +54,9 @@ pub enum InvalidInput {
     /// A batch is empty or too large.
     #[error("invalid batch: {0}")]
     Batch(String),
+    /// A consumer's list of queues is empty, names a queue twice or has a weight out of range.
+    #[error("invalid queue list: {0}")]
+    Queues(String),
     /// A payload could not be serialized or deserialized.
     #[error("invalid payload: {0}")]
     Payload(String),

@@ -63,7 +63,7 @@ pub mod wait;
 pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
 pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
-pub use consumer::{Consumer, ConsumerOptions, RunReport};
+pub use consumer::{Consumer, ConsumerOptions, QueueOrder, RunReport};
 pub use delivery::{Delivery, DeliveryLog};
 pub use error::{Error, InvalidInput, Result};
 pub use handler::{Failure, Handler};

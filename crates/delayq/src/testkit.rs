@@ -10,6 +10,7 @@ pub mod history;
 pub mod model;
 pub mod priority;
 pub mod push;
+pub mod queues;
 pub mod retention;
 pub mod schedule;
 pub mod throttle;
@@ -28,6 +29,10 @@ pub use priority::{
     due_listing_follows_claim_order, low_priorities_age, priorities_order_due_jobs,
 };
 pub use push::{bad_targets_are_refused, delivery_decides_what_a_queue_takes, push_targets_travel};
+pub use queues::{
+    several_queues_in_strict_order, several_queues_share_claims_by_weight,
+    several_queues_wake_and_pause_each,
+};
 pub use retention::{per_job_retention, retention_and_dedupe};
 pub use schedule::{bad_schedules_are_refused, schedules_fire_once};
 pub use throttle::{
@@ -731,7 +736,8 @@ macro_rules! conformance_tests {
             per_job_retention, priorities_order_due_jobs, low_priorities_age,
             due_listing_follows_claim_order, counts_match_listings,
             push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes,
-            traces_travel_with_the_job);
+            traces_travel_with_the_job, several_queues_share_claims_by_weight,
+            several_queues_in_strict_order, several_queues_wake_and_pause_each);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

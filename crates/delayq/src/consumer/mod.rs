@@ -20,7 +20,7 @@ use futures::FutureExt;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::backend::{Backend, ClaimRequest, Wakeups};
+use crate::backend::{Backend, ClaimRequest};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::handler::{Failure, Handler};
@@ -29,7 +29,11 @@ use crate::job::{AckOutcome, Job, LeaseRef, Nack, NackOutcome, validate_lease};
 use crate::name::QueueName;
 use crate::otel::TraceMode;
 use crate::telemetry;
-use crate::wait;
+
+mod sources;
+
+pub use sources::QueueOrder;
+use sources::Sources;
 
 /// How a [`Consumer`] runs.
 #[derive(Clone)]
@@ -109,10 +113,13 @@ pub struct RunReport {
     pub released: u64,
 }
 
-/// Runs a handler over the due jobs of one queue.
+/// Runs a handler over the due jobs of one queue, or of several shared by weight or in strict
+/// order ([`Consumer::over`]).
 pub struct Consumer<B> {
     backend: Instrumented<B>,
-    queue: QueueName,
+    /// The queues with their weights, in the order given (at least one).
+    queues: Vec<(QueueName, u32)>,
+    order: QueueOrder,
     opts: ConsumerOptions,
 }
 
@@ -142,15 +149,43 @@ impl Outcome {
 impl<B: Backend> Consumer<B> {
     /// A consumer of `queue`; checks the options.
     pub fn new(backend: B, queue: QueueName, opts: ConsumerOptions) -> Result<Self> {
+        Self::over(backend, vec![(queue, 1)], QueueOrder::Weighted, opts)
+    }
+
+    /// A consumer of several queues sharing its slots: among the queues with due jobs, claims
+    /// go by weight ([`QueueOrder::Weighted`]: each queue its weight's share over many claims)
+    /// or in the order given ([`QueueOrder::Strict`]: a queue is served only while every one
+    /// before it has nothing due). A wake-up of any queue wakes the consumer; each queue's
+    /// pause, rate and in-flight limits hold as they do for a consumer of it alone. Refuses
+    /// an empty list, a weight of 0 and a queue named twice.
+    pub fn over(
+        backend: B,
+        queues: Vec<(QueueName, u32)>,
+        order: QueueOrder,
+        opts: ConsumerOptions,
+    ) -> Result<Self> {
         validate_lease(opts.lease)?;
         if opts.concurrency == 0 || opts.batch == 0 {
             return Err(
                 crate::InvalidInput::Batch("concurrency and batch must be >= 1".into()).into(),
             );
         }
+        let bad = |m: String| Err(crate::InvalidInput::Queues(m).into());
+        if queues.is_empty() {
+            return bad("a consumer serves at least one queue".into());
+        }
+        for (i, (q, w)) in queues.iter().enumerate() {
+            if *w == 0 || *w > MAX_WEIGHT {
+                return bad(format!("queue {q}: weight {w} is outside 1-{MAX_WEIGHT}"));
+            }
+            if queues[..i].iter().any(|(other, _)| other == q) {
+                return bad(format!("queue {q} is named twice"));
+            }
+        }
         Ok(Self {
             backend: Instrumented::with_clock(backend, opts.clock.clone()),
-            queue,
+            queues,
+            order,
             opts,
         })
     }
@@ -179,7 +214,7 @@ impl<B: Backend> Consumer<B> {
             }
             // Acks of jobs that finished while the claim was in flight go out before any wait:
             // they may be what frees the slots (max_in_flight) every consumer waits for.
-            if run.must_claim() || run.must_flush() {
+            if run.must_claim() || run.must_flush().is_some() {
                 continue;
             }
             tokio::select! {
@@ -190,6 +225,9 @@ impl<B: Backend> Consumer<B> {
         Ok(run.drain().await)
     }
 }
+
+/// The largest weight a queue of [`Consumer::over`] may have.
+pub const MAX_WEIGHT: u32 = 1000;
 
 /// The state of one [`Consumer::run`], and its steps: settle finished jobs, subscribe to
 /// wake-ups, claim (acknowledging finished jobs on the way), wait, drain.
@@ -207,21 +245,16 @@ struct Run<B, H> {
     /// Held jobs went stale (handlers slower than a third of a lease): prefetch nothing more
     /// until a running job finishes.
     prefetch_paused: bool,
-    running: HashMap<tokio::task::Id, LeaseRef>,
-    /// Leases of finished jobs, acknowledged by the next claim — or on their own once the
-    /// first of them has waited [`ACK_WITHIN`].
-    acks: Vec<LeaseRef>,
-    /// When the oldest pending ack was added (`None`: none pending).
-    acks_since: Option<Instant>,
-    wake: Option<Wakeups>,
-    /// Whether the next claim should lease jobs (false while sleeping towards `sleep_until`).
-    claim_now: bool,
-    sleep_until: Instant,
+    /// Each running job's queue (index in `src`) and lease.
+    running: HashMap<tokio::task::Id, (usize, LeaseRef)>,
+    /// The served queues: pending acks, wake-ups, which may have due jobs.
+    src: Sources,
     retry_delay: Duration,
 }
 
-/// An ack call beside a slow claim: it answers with the leases it sent.
-type AckCall = futures::future::BoxFuture<'static, (Vec<LeaseRef>, Result<Vec<AckOutcome>>)>;
+/// An ack call beside a slow claim: it answers with the queue and the leases it sent.
+type AckCall =
+    futures::future::BoxFuture<'static, (usize, Vec<LeaseRef>, Result<Vec<AckOutcome>>)>;
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
@@ -236,6 +269,7 @@ pub const ACK_WITHIN: Duration = Duration::from_millis(20);
 impl<B: Backend, H: Handler> Run<B, H> {
     fn new(c: Consumer<B>, handler: Arc<H>) -> Self {
         Self {
+            src: Sources::new(&c.queues, c.order),
             c,
             handler,
             report: RunReport::default(),
@@ -244,11 +278,6 @@ impl<B: Backend, H: Handler> Run<B, H> {
             held: VecDeque::new(),
             prefetch_paused: false,
             running: HashMap::new(),
-            acks: Vec::new(),
-            acks_since: None,
-            wake: None,
-            claim_now: true,
-            sleep_until: Instant::now(),
             retry_delay: FIRST_RETRY,
         }
     }
@@ -280,30 +309,25 @@ impl<B: Backend, H: Handler> Run<B, H> {
         }
     }
 
-    /// Whether pending acks go out on their own: nothing held is left to start (about to
-    /// wait) or many are pending; otherwise they ride on the next claim that leases.
-    fn must_flush(&self) -> bool {
-        !self.acks.is_empty()
-            && (self.held.is_empty()
-                || self.acks.len() >= self.c.opts.batch
-                || self.acks_due().is_some_and(|t| t <= Instant::now()))
+    /// The queue whose pending acks go out on their own now: nothing held is left to start
+    /// (about to wait), many are pending, or the oldest has waited [`ACK_WITHIN`]; otherwise
+    /// they ride on the next claim of their queue that leases.
+    fn must_flush(&self) -> Option<usize> {
+        self.src
+            .must_flush(self.held.is_empty(), self.c.opts.batch)
     }
 
-    /// When the pending acks must go out on their own at the latest.
-    fn acks_due(&self) -> Option<Instant> {
-        self.acks_since.map(|t| t + ACK_WITHIN)
-    }
-
-    /// Takes the pending acks (for a call that carries them).
-    fn take_acks(&mut self) -> Vec<LeaseRef> {
-        self.acks_since = None;
-        std::mem::take(&mut self.acks)
+    /// Takes queue `i`'s pending acks (for a call that carries them).
+    fn take_acks(&mut self, i: usize) -> Vec<LeaseRef> {
+        let s = &mut self.src.list[i];
+        s.acks_since = None;
+        std::mem::take(&mut s.acks)
     }
 
     /// Whether due jobs may be waiting and this consumer wants some: a free slot with nothing
     /// held, or held jobs down to half the prefetch. Claim again at once.
     fn must_claim(&self) -> bool {
-        self.claim_now && self.want() > 0 && self.held.len() <= self.prefetch() / 2
+        self.src.any_due() && self.want() > 0 && self.held.len() <= self.prefetch() / 2
     }
 
     /// Starts held jobs while slots are free.
@@ -319,6 +343,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
     fn spawn(&mut self, job: Job) {
         use tracing::Instrument;
         let lease = job.lease_ref();
+        let i = self.src.index(&job.queue);
         let span = process_span(&job, self.c.opts.trace_mode);
         let task =
             run_job(self.handler.clone(), self.c.backend.clone(), job).instrument(span.clone());
@@ -332,7 +357,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
             }
             (outcome, started.elapsed())
         });
-        self.running.insert(handle.id(), lease);
+        self.running.insert(handle.id(), (i, lease));
     }
 
     /// When the first held job will have waited a third of its lease.
@@ -355,11 +380,20 @@ impl<B: Backend, H: Handler> Run<B, H> {
         if stale.is_empty() {
             return;
         }
-        let leases: Vec<LeaseRef> = stale.iter().map(|(j, _)| j.lease_ref()).collect();
-        self.report.released += leases.len() as u64;
+        self.report.released += stale.len() as u64;
         self.prefetch_paused = true;
-        if let Err(e) = self.c.backend.release(&self.c.queue, leases, true).await {
-            tracing::warn!(queue = %self.c.queue, error = %e, "releasing held jobs failed; their leases will expire");
+        for s in &self.src.list {
+            let leases: Vec<LeaseRef> = stale
+                .iter()
+                .filter(|(j, _)| self.src.list.len() == 1 || j.queue == s.queue)
+                .map(|(j, _)| j.lease_ref())
+                .collect();
+            if leases.is_empty() {
+                continue;
+            }
+            if let Err(e) = self.c.backend.release(&s.queue, leases, true).await {
+                tracing::warn!(queue = %s.queue, error = %e, "releasing held jobs failed; their leases will expire");
+            }
         }
     }
 
@@ -372,11 +406,13 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     /// Subscribes to wake-ups when not subscribed (after a start or a lost channel).
     async fn subscribe(&mut self) {
-        if self.wake.is_none() {
-            match self.c.backend.wakeups(&self.c.queue).await {
-                Ok(w) => self.wake = Some(w),
-                Err(e) => {
-                    tracing::warn!(queue = %self.c.queue, error = %e, "wake-up channel unavailable")
+        for s in &mut self.src.list {
+            if s.wake.is_none() {
+                match self.c.backend.wakeups(&s.queue).await {
+                    Ok(w) => s.wake = Some(w),
+                    Err(e) => {
+                        tracing::warn!(queue = %s.queue, error = %e, "wake-up channel unavailable")
+                    }
                 }
             }
         }
@@ -386,12 +422,18 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// slots, starting a task for each. `Err(retry_in)` when the backend failed (the acks are
     /// kept for the next try).
     async fn claim(&mut self) -> std::result::Result<(), Duration> {
-        let lease_jobs = self.must_claim();
-        let flush = self.must_flush();
-        if !lease_jobs && !flush {
+        // The queue asked: one that may have due jobs (by weight or order) when this consumer
+        // wants jobs, else one whose acks must go out.
+        let picked = if self.must_claim() {
+            self.src.pick()
+        } else {
+            None
+        };
+        let lease_jobs = picked.is_some();
+        let Some(i) = picked.or_else(|| self.must_flush()) else {
             return Ok(());
-        }
-        if let Some(w) = self.wake.as_mut() {
+        };
+        if let Some(w) = self.src.list[i].wake.as_mut() {
             w.borrow_and_update();
         }
         let max = if lease_jobs {
@@ -402,10 +444,10 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let req = ClaimRequest {
             max,
             lease: self.c.opts.lease,
-            acks: self.take_acks(),
+            acks: self.take_acks(i),
         };
         let sent = req.acks.clone();
-        let (backend, queue) = (self.c.backend.clone(), self.c.queue.clone());
+        let (backend, queue) = (self.c.backend.clone(), self.src.list[i].queue.clone());
         let call = async move { backend.claim(&queue, req).await };
         let mut call = std::pin::pin!(call);
         // A claim in flight does not idle the slots: finished jobs settle and held ones start
@@ -433,15 +475,15 @@ impl<B: Backend, H: Handler> Run<B, H> {
                         acking = self.ack_alone();
                     }
                 }
-                (leases, r) = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
-                    ack_failed = !self.acked_alone(leases, r);
+                (j, leases, r) = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
+                    ack_failed = !self.acked_alone(j, leases, r);
                     acking = if ack_failed { None } else { self.ack_alone() };
                 }
             }
         };
         if let Some(call) = acking {
-            let (leases, r) = call.await;
-            self.acked_alone(leases, r);
+            let (j, leases, r) = call.await;
+            self.acked_alone(j, leases, r);
         }
         match result {
             Ok(batch) => {
@@ -462,17 +504,15 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 }
                 if lease_jobs {
                     // A full batch means more may be due; otherwise sleep towards the next.
-                    self.claim_now = got == max;
-                    let idle = self.c.opts.max_idle;
-                    let next = batch.next_due_in.unwrap_or(idle).min(idle);
-                    self.sleep_until = Instant::now() + next;
+                    self.src
+                        .claimed(i, max, got, batch.next_due_in, self.c.opts.max_idle);
                 }
                 Ok(())
             }
             Err(e) => {
-                self.ack_again(sent);
+                self.ack_again(i, sent);
                 let retry_in = self.retry_delay;
-                tracing::warn!(queue = %self.c.queue, error = %e, ?retry_in, "claim failed");
+                tracing::warn!(queue = %self.src.list[i].queue, error = %e, ?retry_in, "claim failed");
                 self.retry_delay = (retry_in * 2).min(LAST_RETRY);
                 Err(retry_in)
             }
@@ -482,28 +522,31 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// An ack call of the pending acks on their own, beside a slow claim (`None` when there
     /// are none).
     fn ack_alone(&mut self) -> Option<AckCall> {
-        if self.acks.is_empty() {
-            return None;
-        }
-        let leases = self.take_acks();
-        let (backend, queue) = (self.c.backend.clone(), self.c.queue.clone());
+        let i = self.src.list.iter().position(|s| !s.acks.is_empty())?;
+        let leases = self.take_acks(i);
+        let (backend, queue) = (self.c.backend.clone(), self.src.list[i].queue.clone());
         Some(Box::pin(async move {
             let r = backend.ack(&queue, leases.clone()).await;
-            (leases, r)
+            (i, leases, r)
         }))
     }
 
     /// Counts what an ack call beside a claim answered; a failed one's leases go again with
     /// the next call. Whether it succeeded.
-    fn acked_alone(&mut self, leases: Vec<LeaseRef>, r: Result<Vec<AckOutcome>>) -> bool {
+    fn acked_alone(
+        &mut self,
+        i: usize,
+        leases: Vec<LeaseRef>,
+        r: Result<Vec<AckOutcome>>,
+    ) -> bool {
         match r {
             Ok(out) => {
                 self.count_acks(&out);
                 true
             }
             Err(e) => {
-                tracing::warn!(queue = %self.c.queue, error = %e, "ack failed; retried with the next call");
-                self.ack_again(leases);
+                tracing::warn!(queue = %self.src.list[i].queue, error = %e, "ack failed; retried with the next call");
+                self.ack_again(i, leases);
                 false
             }
         }
@@ -511,12 +554,13 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     /// The acks of a failed call (a claim's or an ack call's) go again with the next call,
     /// before those of jobs that finished meanwhile.
-    fn ack_again(&mut self, leases: Vec<LeaseRef>) {
-        let meanwhile = std::mem::replace(&mut self.acks, leases);
-        self.acks.extend(meanwhile);
-        if !self.acks.is_empty() {
+    fn ack_again(&mut self, i: usize, leases: Vec<LeaseRef>) {
+        let s = &mut self.src.list[i];
+        let meanwhile = std::mem::replace(&mut s.acks, leases);
+        s.acks.extend(meanwhile);
+        if !s.acks.is_empty() {
             // (Not due at once: a failed call is retried with the next claim, not in a loop.)
-            self.acks_since.get_or_insert_with(Instant::now);
+            s.acks_since.get_or_insert_with(Instant::now);
         }
     }
 
@@ -524,25 +568,26 @@ impl<B: Backend, H: Handler> Run<B, H> {
     async fn wait(&mut self) {
         // No free slot (claim_now): only a finished job or a wake-up matters, so no timer is
         // set — at concurrency 1 that is every job.
-        let deadline = (!self.claim_now).then_some(self.sleep_until);
+        let deadline = self.src.deadline();
         let stale = self.next_stale();
-        let acks_due = self.acks_due();
+        let acks_due = self.src.acks_due();
         tokio::select! {
             // A finished job frees a slot: claim for it (with its ack) unless held jobs are
             // there to fill it — a queue drained by a partial claim is not asked again for
             // each held job that finishes; the next due time or a wake-up asks.
             Some(res) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
-                self.settle(res);
+                let i = self.settle(res);
                 if self.held.is_empty() {
-                    self.claim_now = true;
+                    // The finished job's queue may have more (the one that freed the slot).
+                    if let Some(i) = i {
+                        self.src.list[i].claim_now = true;
+                    }
                 }
             }
             _ = sleep_until(stale.unwrap_or_else(Instant::now)), if stale.is_some() => {}
             // Finished jobs' acks waited long enough for a claim: the loop sends them.
             _ = sleep_until(acks_due.unwrap_or_else(Instant::now)), if acks_due.is_some() => {}
-            _ = wait::until_due_or_woken(deadline, &mut self.wake) => {
-                self.claim_now = true;
-            }
+            () = self.src.wait(deadline) => {}
         }
     }
 
@@ -554,7 +599,9 @@ impl<B: Backend, H: Handler> Run<B, H> {
         loop {
             tokio::select! {
                 res = self.tasks.join_next_with_id() => match res {
-                    Some(res) => self.settle(res),
+                    Some(res) => {
+                        self.settle(res);
+                    }
                     None => break,
                 },
                 _ = sleep_until(deadline) => break,
@@ -564,47 +611,61 @@ impl<B: Backend, H: Handler> Run<B, H> {
         while let Some(res) = self.tasks.join_next_with_id().await {
             self.settle(res);
         }
-        for attempt in 0..5 {
-            if self.acks.is_empty() {
-                break;
-            }
-            match self.c.backend.ack(&self.c.queue, self.acks.clone()).await {
-                Ok(out) => {
-                    self.count_acks(&out);
-                    self.acks.clear();
+        for i in 0..self.src.list.len() {
+            for attempt in 0..5 {
+                let s = &self.src.list[i];
+                if s.acks.is_empty() {
+                    break;
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, attempt, "final ack failed");
-                    sleep(Duration::from_millis(100 << attempt)).await;
+                match self.c.backend.ack(&s.queue, s.acks.clone()).await {
+                    Ok(out) => {
+                        self.count_acks(&out);
+                        self.src.list[i].acks.clear();
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, attempt, "final ack failed");
+                        sleep(Duration::from_millis(100 << attempt)).await;
+                    }
                 }
             }
         }
-        let aborted: Vec<LeaseRef> = std::mem::take(&mut self.running).into_values().collect();
-        if !aborted.is_empty() {
-            self.report.aborted += aborted.len() as u64;
-            if let Err(e) = self.c.backend.release(&self.c.queue, aborted, false).await {
-                tracing::warn!(error = %e, "releasing aborted jobs failed; their leases will expire");
+        let aborted: Vec<(usize, LeaseRef)> =
+            std::mem::take(&mut self.running).into_values().collect();
+        self.report.aborted += aborted.len() as u64;
+        for (i, s) in self.src.list.iter().enumerate() {
+            let leases: Vec<LeaseRef> = aborted
+                .iter()
+                .filter(|(q, _)| *q == i)
+                .map(|(_, l)| l.clone())
+                .collect();
+            if leases.is_empty() {
+                continue;
+            }
+            if let Err(e) = self.c.backend.release(&s.queue, leases, false).await {
+                tracing::warn!(queue = %s.queue, error = %e, "releasing aborted jobs failed; their leases will expire");
             }
         }
         self.report
     }
 
+    /// Counts a finished job task; answers its queue (index), `None` for an aborted task.
     fn settle(
         &mut self,
         res: std::result::Result<(tokio::task::Id, (Outcome, Duration)), JoinError>,
-    ) {
+    ) -> Option<usize> {
         match res {
             Ok((id, (outcome, took))) => {
-                self.running.remove(&id);
+                let i = self.running.remove(&id).map_or(0, |(i, _)| i);
                 self.prefetch_paused = false;
                 // Smoothed over roughly the last 8 jobs.
                 self.pace = Some(self.pace.map_or(took, |p| (p * 7 + took) / 8));
                 match outcome {
                     Outcome::Ack(lease) => {
-                        if self.acks.is_empty() {
-                            self.acks_since = Some(Instant::now());
+                        let s = &mut self.src.list[i];
+                        if s.acks.is_empty() {
+                            s.acks_since = Some(Instant::now());
                         }
-                        self.acks.push(lease);
+                        s.acks.push(lease);
                     }
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,
                     Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,
@@ -612,15 +673,17 @@ impl<B: Backend, H: Handler> Run<B, H> {
                     Outcome::GivenBack => self.report.given_back += 1,
                     Outcome::Unresolved => {}
                 }
+                Some(i)
             }
             // Aborted at the end of the grace period: the lease stays in `running` and is
             // released by `drain`.
-            Err(e) if e.is_cancelled() => {}
+            Err(e) if e.is_cancelled() => None,
             Err(e) => {
                 // run_job catches handler panics; reaching here is a bug in the engine. The
                 // lease expires and the job is delivered again.
-                self.running.remove(&e.id());
+                let i = self.running.remove(&e.id()).map(|(i, _)| i);
                 tracing::error!(error = %e, "job task failed");
+                i
             }
         }
     }
@@ -631,7 +694,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
         self.report.acked += acked;
         self.report.lease_lost += lost;
         if lost > 0 {
-            tracing::warn!(queue = %self.c.queue, lost, "acks refused: lease lost");
+            tracing::warn!(lost, "acks refused: lease lost");
         }
     }
 }
