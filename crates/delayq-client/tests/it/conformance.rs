@@ -3,7 +3,8 @@
 //! clock moving the server's store.
 //!
 //! Left out, because over HTTP they are the server's business, not the client's:
-//! `wakeups_for_earlier_jobs`, `pause_stops_leasing` and `max_in_flight_in_the_claim` (they
+//! `wakeups_for_earlier_jobs`, `pause_stops_leasing`, `max_in_flight_in_the_claim`,
+//! `several_queues_in_strict_order` and `several_queues_wake_and_pause_each` (they
 //! wait for an in-process wake-up; a remote consumer is woken by its long poll instead, and
 //! the server's long polls have their own tests in delayq-http), `schedules_fire_once` (the
 //! server plans fires on its own clock, so a stored schedule's next fire is the server's, not
@@ -36,4 +37,4 @@ delayq::conformance_tests!(@each setup;
     timeouts_travel_with_the_job, replace_on_conflict, bad_schedules_are_refused,
     retention_and_dedupe, per_job_retention, priorities_order_due_jobs, low_priorities_age,
     due_listing_follows_claim_order, bad_targets_are_refused, counts_match_listings,
-    traces_travel_with_the_job);
+    traces_travel_with_the_job, several_queues_share_claims_by_weight);

@@ -12,25 +12,25 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::backend::{Backend, ClaimRequest};
 use crate::clock::{SharedClock, SystemClock};
-use crate::error::{Error, Result};
-use crate::handler::{Failure, Handler};
+use crate::error::Result;
+use crate::handler::Handler;
 use crate::instrumented::Instrumented;
-use crate::job::{AckOutcome, Job, LeaseRef, Nack, NackOutcome, validate_lease};
+use crate::job::{AckOutcome, Job, LeaseRef, NackOutcome, validate_lease};
 use crate::name::QueueName;
 use crate::otel::TraceMode;
-use crate::telemetry;
 
+mod attempt;
 mod sources;
+
+use attempt::{Outcome, process_span, run_job};
 
 pub use sources::QueueOrder;
 use sources::Sources;
@@ -121,29 +121,6 @@ pub struct Consumer<B> {
     queues: Vec<(QueueName, u32)>,
     order: QueueOrder,
     opts: ConsumerOptions,
-}
-
-/// What a job task reports back to the loop.
-enum Outcome {
-    Ack(LeaseRef),
-    Nacked(NackOutcome),
-    LeaseLost,
-    GivenBack,
-    Unresolved,
-}
-
-impl Outcome {
-    /// How the attempt settled, as its span records it.
-    fn name(&self) -> &'static str {
-        match self {
-            Outcome::Ack(_) => "acked",
-            Outcome::Nacked(NackOutcome::Retrying { .. }) => "retrying",
-            Outcome::Nacked(NackOutcome::Dead { .. }) => "dead",
-            Outcome::LeaseLost => "lease_lost",
-            Outcome::GivenBack => "given_back",
-            Outcome::Unresolved => "unresolved",
-        }
-    }
 }
 
 impl<B: Backend> Consumer<B> {
@@ -253,8 +230,7 @@ struct Run<B, H> {
 }
 
 /// An ack call beside a slow claim: it answers with the queue and the leases it sent.
-type AckCall =
-    futures::future::BoxFuture<'static, (usize, Vec<LeaseRef>, Result<Vec<AckOutcome>>)>;
+type AckCall = futures::future::BoxFuture<'static, (usize, Vec<LeaseRef>, Result<Vec<AckOutcome>>)>;
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
@@ -313,8 +289,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// (about to wait), many are pending, or the oldest has waited [`ACK_WITHIN`]; otherwise
     /// they ride on the next claim of their queue that leases.
     fn must_flush(&self) -> Option<usize> {
-        self.src
-            .must_flush(self.held.is_empty(), self.c.opts.batch)
+        self.src.must_flush(self.held.is_empty(), self.c.opts.batch)
     }
 
     /// Takes queue `i`'s pending acks (for a call that carries them).
@@ -533,12 +508,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     /// Counts what an ack call beside a claim answered; a failed one's leases go again with
     /// the next call. Whether it succeeded.
-    fn acked_alone(
-        &mut self,
-        i: usize,
-        leases: Vec<LeaseRef>,
-        r: Result<Vec<AckOutcome>>,
-    ) -> bool {
+    fn acked_alone(&mut self, i: usize, leases: Vec<LeaseRef>, r: Result<Vec<AckOutcome>>) -> bool {
         match r {
             Ok(out) => {
                 self.count_acks(&out);
@@ -696,134 +666,5 @@ impl<B: Backend, H: Handler> Run<B, H> {
         if lost > 0 {
             tracing::warn!(lost, "acks refused: lease lost");
         }
-    }
-}
-
-/// The span one attempt runs in, named and attributed by the OpenTelemetry messaging
-/// conventions (`process {queue}`, kind consumer): the queue, the job id, the attempt, its due
-/// time and lateness (start − due, ms), the job's trace (`trace_id`, `traceparent`: a handler
-/// with an OpenTelemetry layer can make it the span's parent) and, once settled, its outcome.
-/// Built only when a subscriber wants INFO spans of this crate; free otherwise.
-fn process_span(job: &Job, mode: TraceMode) -> tracing::Span {
-    let span = tracing::info_span!(
-        "process",
-        otel.name = %format_args!("process {}", job.queue),
-        otel.kind = "consumer",
-        messaging.system = "delayq",
-        messaging.operation.name = "process",
-        messaging.operation.type = "process",
-        messaging.destination.name = %job.queue,
-        messaging.message.id = %job.id,
-        delayq.attempt = job.attempt,
-        delayq.due_at = job.due_at_ms,
-        delayq.lateness_ms = crate::job::system_now_ms().saturating_sub(job.due_at_ms),
-        trace_id = tracing::field::Empty,
-        traceparent = tracing::field::Empty,
-        delayq.outcome = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    );
-    crate::otel::relate(&span, job.trace.as_ref(), mode);
-    if let Some(t) = &job.trace {
-        span.record("trace_id", t.trace_id());
-        span.record("traceparent", t.traceparent());
-    }
-    span
-}
-
-/// Runs one job: the handler (panics caught), lease extension while it runs, and the nack of a
-/// failure. Acks are returned to the loop, which batches them onto the next claim.
-async fn run_job<B: Backend, H: Handler>(handler: Arc<H>, backend: B, job: Job) -> Outcome {
-    let queue = job.queue.clone();
-    let lease = job.lease_ref();
-    let lease_len = job.lease;
-    let started = Instant::now();
-    // The job's timeout: the handler's future is dropped there, and leases are not extended
-    // past it.
-    let timeout_at = job.timeout.map(|t| started + t);
-    let mut fut = std::pin::pin!(AssertUnwindSafe(handler.handle(job)).catch_unwind());
-    let period = (lease_len / 3).max(Duration::from_millis(5));
-    let mut next_extend = Instant::now() + period;
-    let mut lost = false;
-    let result = loop {
-        let extend_at = match timeout_at {
-            Some(t) if next_extend >= t => None,
-            _ => Some(next_extend),
-        };
-        tokio::select! {
-            r = &mut fut => break r,
-            _ = sleep_until(timeout_at.unwrap_or(started)), if timeout_at.is_some() => {
-                let ms = job_timeout_ms(timeout_at, started);
-                tracing::warn!(queue = %queue, id = %lease.id, timeout_ms = ms, "handler timed out");
-                break Ok(Err(Failure::retry(format!("timeout: the handler ran past {ms} ms"))));
-            }
-            _ = sleep_until(extend_at.unwrap_or(started)), if extend_at.is_some() => {
-                next_extend = Instant::now() + period;
-                match backend.extend(&queue, lease.clone(), lease_len).await {
-                    Ok(_) => {}
-                    Err(Error::LeaseLost { .. }) => {
-                        if !lost {
-                            tracing::warn!(queue = %queue, id = %lease.id, "lease lost while the handler runs");
-                        }
-                        lost = true;
-                    }
-                    Err(e) => tracing::warn!(queue = %queue, id = %lease.id, error = %e, "lease extension failed"),
-                }
-            }
-        }
-    };
-    metrics::histogram!(telemetry::HANDLER, "queue" => queue.to_string())
-        .record(started.elapsed().as_secs_f64());
-    let failure = match result {
-        Ok(Ok(())) => return Outcome::Ack(lease),
-        Ok(Err(f)) => f,
-        Err(panic) => Failure::retry(format!("handler panicked: {}", panic_message(&panic))),
-    };
-    if failure.is_give_back() {
-        tracing::warn!(queue = %queue, id = %lease.id, error = failure.message(), "job given back");
-        return match backend.release(&queue, vec![lease.clone()], true).await {
-            Ok(()) => Outcome::GivenBack,
-            Err(e) => {
-                tracing::warn!(queue = %queue, id = %lease.id, error = %e, "give back failed");
-                Outcome::Unresolved
-            }
-        };
-    }
-    let nack = Nack {
-        error: failure.message().to_owned(),
-        retry_in: failure.retry_delay(),
-        dead: failure.is_dead(),
-    };
-    let mut delay = Duration::from_millis(50);
-    for _ in 0..6 {
-        match backend.nack(&queue, lease.clone(), nack.clone()).await {
-            Ok(o) => return Outcome::Nacked(o),
-            Err(Error::LeaseLost { .. }) => return Outcome::LeaseLost,
-            Err(e) if e.is_retryable() => {
-                tracing::warn!(queue = %queue, id = %lease.id, error = %e, "nack failed, retrying");
-                sleep(delay).await;
-                delay *= 2;
-            }
-            Err(e) => {
-                tracing::error!(queue = %queue, id = %lease.id, error = %e, "nack failed");
-                break;
-            }
-        }
-    }
-    // The lease will expire and the job be delivered again.
-    Outcome::Unresolved
-}
-
-fn job_timeout_ms(timeout_at: Option<Instant>, started: Instant) -> u128 {
-    timeout_at.map_or(0, |t| (t - started).as_millis())
-}
-
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }

@@ -94,7 +94,9 @@ impl Sources {
         for s in &mut self.list {
             if !s.claim_now
                 && (s.sleep_until <= now
-                    || s.wake.as_ref().is_some_and(|w| w.has_changed().unwrap_or(true)))
+                    || s.wake
+                        .as_ref()
+                        .is_some_and(|w| w.has_changed().unwrap_or(true)))
             {
                 s.claim_now = true;
             }
@@ -218,7 +220,14 @@ impl Sources {
 
     /// What a claim on queue `i` that asked for `max` and got `got` says: a full batch means
     /// more may be due; otherwise the queue sleeps towards its next due time (at most `idle`).
-    pub(super) fn claimed(&mut self, i: usize, max: usize, got: usize, next: Option<Duration>, idle: Duration) {
+    pub(super) fn claimed(
+        &mut self,
+        i: usize,
+        max: usize,
+        got: usize,
+        next: Option<Duration>,
+        idle: Duration,
+    ) {
         let s = &mut self.list[i];
         s.claim_now = got == max;
         s.sleep_until = Instant::now() + next.unwrap_or(idle).min(idle);

@@ -73,9 +73,8 @@ async fn handled<B: Backend>(
 /// a bad list of queues is refused.
 pub async fn several_queues_share_claims_by_weight<B: Backend + Inspect>(b: B, _t: Time) {
     let (a, o) = (q(), other());
-    let refused = |r: crate::Result<Consumer<B>>| {
-        matches!(r, Err(Error::Invalid(InvalidInput::Queues(_))))
-    };
+    let refused =
+        |r: crate::Result<Consumer<B>>| matches!(r, Err(Error::Invalid(InvalidInput::Queues(_))));
     let opts = one_at_a_time;
     let order = QueueOrder::Weighted;
     assert!(refused(Consumer::over(b.clone(), vec![], order, opts())));
@@ -93,7 +92,14 @@ pub async fn several_queues_share_claims_by_weight<B: Backend + Inspect>(b: B, _
     )));
     fill(&b, &a, "a", 300).await;
     fill(&b, &o, "b", 300).await;
-    let seen = handled(&b, vec![(a.clone(), 3), (o.clone(), 1)], order, 200, |_, _| {}).await;
+    let seen = handled(
+        &b,
+        vec![(a.clone(), 3), (o.clone(), 1)],
+        order,
+        200,
+        |_, _| {},
+    )
+    .await;
     let first: Vec<&String> = seen.iter().take(200).collect();
     let from_a = first.iter().filter(|s| s.as_str() == a.as_str()).count();
     let from_b = first.len() - from_a;
@@ -151,7 +157,19 @@ pub async fn several_queues_in_strict_order<B: Backend + Inspect>(b: B, _t: Time
         .map(|p| p + 10)
         .unwrap_or_else(|| panic!("the late job of the first queue never ran: {names:?}"));
     // It ran within a few jobs of its arrival (the enqueue and a claim in flight).
-    assert!(late_at <= 14, "the first queue's late job ran {late_at}th: {names:?}");
+    assert!(
+        late_at <= 14,
+        "the first queue's late job ran {late_at}th: {names:?}"
+    );
+}
+
+/// Waits (up to 10 s) until job `id` is among those handled, else fails with `what`.
+async fn handled_by(seen: &Mutex<Vec<String>>, id: &str, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !seen.lock().unwrap().iter().any(|s| s == id) {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// A consumer idle on two queues wakes for a job on either; a paused queue is held while the
@@ -178,25 +196,12 @@ pub async fn several_queues_wake_and_pause_each<B: Backend + Inspect>(b: B, _t: 
             let _ = stopped.wait_for(|s| *s).await;
         },
     ));
-    let until = |what: &'static str, f: Box<dyn Fn(&[String]) -> bool + Send>| {
-        let seen = seen.clone();
-        async move {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            loop {
-                if f(&seen.lock().unwrap()) {
-                    return;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{what}");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    };
     // Idle on both (its first claims found nothing): a job on either wakes it.
     Producer::new(b.clone(), a.clone())
         .enqueue(job("a1", 0))
         .await
         .unwrap();
-    until("woken by the first queue", Box::new(|s| s.contains(&"a1".to_owned()))).await;
+    handled_by(&seen, "a1", "woken by the first queue").await;
     Producer::new(b.clone(), o.clone())
         .enqueue(job("b1", 0))
         .await
@@ -205,13 +210,13 @@ pub async fn several_queues_wake_and_pause_each<B: Backend + Inspect>(b: B, _t: 
         .enqueue(job("a2", 0))
         .await
         .unwrap();
-    until("the unpaused queue served", Box::new(|s| s.contains(&"a2".to_owned()))).await;
+    handled_by(&seen, "a2", "the unpaused queue served").await;
     assert!(
         !seen.lock().unwrap().contains(&"b1".to_owned()),
         "a paused queue is held"
     );
     b.set_paused(&o, false).await.unwrap();
-    until("resuming wakes the consumer", Box::new(|s| s.contains(&"b1".to_owned()))).await;
+    handled_by(&seen, "b1", "resuming wakes the consumer").await;
     stop.send(true).unwrap();
     run.await.unwrap().unwrap();
 }
