@@ -141,15 +141,21 @@ pub(crate) struct Cli {
         default_value = "./delayq-data"
     )]
     pub data: PathBuf,
-    /// Queue name: 1-128 characters of [A-Za-z0-9._-].
+    /// Queue name: 1-128 characters of [A-Za-z0-9._-]. `delayq worker` serves several:
+    /// repeat it (or separate them with commas) with an optional weight each, `NAME:WEIGHT`
+    /// (1-1000, default 1): among the queues with due jobs, claims are shared by weight (or,
+    /// with `--strict`, taken in the order given).
     #[arg(
         long,
         short,
         global = true,
         env = "DELAYQ_QUEUE",
-        default_value = "default"
+        default_value = "default",
+        value_delimiter = ',',
+        action = clap::ArgAction::Append,
+        value_name = "NAME[:WEIGHT]"
     )]
-    pub queue: QueueName,
+    pub queue: Vec<QueueSpec>,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -586,6 +592,10 @@ pub(crate) struct WorkerArgs {
     /// With --bench-record: sleep this long in each job first.
     #[arg(long, hide = true, default_value_t = 0)]
     pub bench_sleep_ms: u64,
+    /// With several --queue: serve them in the order given, a queue only while every one
+    /// before it has nothing due (default: share claims by weight).
+    #[arg(long)]
+    pub strict: bool,
     /// Jobs run at once.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
@@ -747,6 +757,61 @@ pub(crate) struct PushArgs {
     /// Push only this queue (repeatable; default: every push queue of the store).
     #[arg(long = "push-queue")]
     pub push_queues: Vec<String>,
+}
+
+/// A queue named on the command line, with the weight a worker gives it: `NAME[:WEIGHT]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct QueueSpec {
+    /// The queue.
+    pub name: QueueName,
+    /// Its weight, when given.
+    pub weight: Option<u32>,
+}
+
+impl std::str::FromStr for QueueSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let max = delayq::consumer::MAX_WEIGHT;
+        let (name, weight) = match s.split_once(':') {
+            Some((n, w)) => match w.parse::<u32>() {
+                Ok(w) if (1..=max).contains(&w) => (n, Some(w)),
+                _ => return Err(format!("weight {w:?} of queue {n}: expected 1-{max}")),
+            },
+            None => (s, None),
+        };
+        let name = QueueName::new(name).map_err(|e| e.to_string())?;
+        Ok(Self { name, weight })
+    }
+}
+
+impl Cli {
+    /// Checks the queues before anything is opened: `worker` takes several, each once; any
+    /// other command exactly one, without a weight.
+    pub(crate) fn check_queues(&self) -> Result<(), crate::config::ConfigError> {
+        if !matches!(self.command, Command::Worker(_)) {
+            return self.one_queue().map(|_| ());
+        }
+        for (i, q) in self.queue.iter().enumerate() {
+            if self.queue[..i].iter().any(|o| o.name == q.name) {
+                return Err(crate::config::ConfigError::new(format!(
+                    "--queue {} is named twice",
+                    q.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The queue of a command other than `worker`: exactly one, without a weight.
+    pub(crate) fn one_queue(&self) -> Result<QueueName, crate::config::ConfigError> {
+        match &self.queue[..] {
+            [one] if one.weight.is_none() => Ok(one.name.clone()),
+            _ => Err(crate::config::ConfigError::new(
+                "only `delayq worker` serves several queues or takes a weight (NAME:WEIGHT); \
+                 this command takes one --queue",
+            )),
+        }
+    }
 }
 
 /// Parses `250ms`, `30s`, `30m`, `7d`, `1h 30m`.

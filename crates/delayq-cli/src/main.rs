@@ -156,6 +156,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         _ => {}
     }
+    cli.check_queues()?;
     #[cfg(feature = "bench")]
     if let Command::Bench(a) = cli.command {
         return bench::run(cli.redis, cli.wait_replicas, a).await;
@@ -208,18 +209,22 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             (AnyBackend::Redis(backend), desc)
         }
     };
-    let producer = Producer::new(backend.clone(), cli.queue.clone());
+    if let Command::Worker(a) = cli.command {
+        return worker::run(backend, cli.queue, a).await;
+    }
+    let queue = cli.one_queue()?;
+    let producer = Producer::new(backend.clone(), queue.clone());
     match cli.command {
         Command::Enqueue(a) => enqueue::run(&producer, a).await.map(|()| 0),
         Command::Get { id, json } => admin::get(&producer, &id, json).await,
         Command::Cancel { id } => admin::cancel(&producer, &id).await,
         Command::Reschedule { id, when } => admin::reschedule(&producer, &id, when.due()?).await,
         Command::Stats { json, all } => admin::stats(&producer, json, all).await,
-        Command::Dead(cmd) => admin::dead(&backend, &cli.queue, cmd).await,
-        Command::Jobs(cmd) => admin::jobs(&backend, &cli.queue, cmd).await,
+        Command::Dead(cmd) => admin::dead(&backend, &queue, cmd).await,
+        Command::Jobs(cmd) => admin::jobs(&backend, &queue, cmd).await,
         Command::Queue(cmd) => admin::queue(&backend, cmd).await,
-        Command::Schedule(cmd) => admin::schedule(&backend, &cli.queue, cmd).await,
-        Command::Worker(a) => worker::run(backend, cli.queue, a).await,
+        Command::Schedule(cmd) => admin::schedule(&backend, &queue, cmd).await,
+        Command::Worker(_) => unreachable!("handled above"),
         Command::Serve(a) => {
             let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());
             serve::run(backend, &desc, owned, a).await

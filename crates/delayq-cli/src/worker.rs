@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use crate::backend::AnyBackend;
 use crate::remote::RemoteBackend;
-use delayq::{Consumer, ConsumerOptions, Failure, Handler, Job, QueueName};
+use delayq::{Consumer, ConsumerOptions, Failure, Handler, Job, QueueName, QueueOrder};
 use tokio::sync::Notify;
 
-use crate::args::WorkerArgs;
+use crate::args::{QueueSpec, WorkerArgs};
 use crate::exec::{ExecHandler, missing_program};
 
 /// The benchmark handler: optionally sleeps, then appends `id,completion_ms` to a file with
@@ -35,9 +35,39 @@ impl Handler for RecordHandler {
 /// Runs the worker until SIGTERM or SIGINT, then drains.
 pub(crate) async fn run(
     backend: AnyBackend,
-    queue: QueueName,
+    queues: Vec<QueueSpec>,
     a: WorkerArgs,
 ) -> anyhow::Result<u8> {
+    let served: Vec<(QueueName, u32)> = queues
+        .iter()
+        .map(|q| (q.name.clone(), q.weight.unwrap_or(1)))
+        .collect();
+    let names: Vec<QueueName> = served.iter().map(|(q, _)| q.clone()).collect();
+    if names.len() > 1 && matches!(backend, AnyBackend::Remote(_)) {
+        // A remote consumer is woken by its claim's long poll, which waits on one queue.
+        return Err(crate::config::ConfigError::new(
+            "several --queue through a `delayq serve` (it owns the store) need the server's \
+             claim over several queues, which this version does not have: run one worker per \
+             queue, or point the worker at the store itself (Redis)",
+        )
+        .into());
+    }
+    let shown = match &queues[..] {
+        [one] => format!("queue {}", one.name),
+        several => format!(
+            "queues {} ({})",
+            several
+                .iter()
+                .map(|q| format!("{}:{}", q.name, q.weight.unwrap_or(1)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if a.strict {
+                "strict order"
+            } else {
+                "by weight"
+            }
+        ),
+    };
     let opts = ConsumerOptions {
         concurrency: a.concurrency,
         lease: a.lease,
@@ -50,7 +80,7 @@ pub(crate) async fn run(
     // the server does).
     let (stop_ticker, mut ticker_stopped) = tokio::sync::watch::channel(false);
     let ticker = (!matches!(backend, AnyBackend::Remote(_))).then(|| {
-        let t = delayq::Ticker::new(backend.clone()).queues(vec![queue.clone()]);
+        let t = delayq::Ticker::new(backend.clone()).queues(names.clone());
         tokio::spawn(t.run(async move {
             let _ = ticker_stopped.wait_for(|s| *s).await;
         }))
@@ -59,7 +89,13 @@ pub(crate) async fn run(
         AnyBackend::Remote(r) => Some(r.clone()),
         _ => None,
     };
-    let consumer = Consumer::new(backend, queue.clone(), opts)?;
+    let order = if a.strict {
+        QueueOrder::Strict
+    } else {
+        QueueOrder::Weighted
+    };
+    let consumer = Consumer::over(backend, served, order, opts)
+        .map_err(|e| crate::config::ConfigError::new(format!("--queue: {e}")))?;
     let report = match (a.exec, a.bench_record) {
         (Some(cmd), _) => {
             if let Some(why) = missing_program(&cmd) {
@@ -67,7 +103,7 @@ pub(crate) async fn run(
                 return Ok(2);
             }
             eprintln!(
-                "delayq worker: queue {queue}, concurrency {}, running: {cmd}",
+                "delayq worker: {shown}, concurrency {}, running: {cmd}",
                 a.concurrency
             );
             let signal = shutdown_signal();

@@ -11,6 +11,7 @@ mod deadlines;
 mod first_hour;
 mod push;
 mod python;
+mod queues;
 mod readme;
 mod schedules;
 mod ship;
