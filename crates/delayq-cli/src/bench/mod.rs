@@ -7,6 +7,7 @@
 mod breakdown;
 mod env;
 mod push;
+mod queues;
 pub(crate) mod util;
 mod workloads;
 
@@ -88,6 +89,9 @@ pub(crate) enum Workload {
     W7,
     /// HTTP push to a local receiver: drain and lateness (not part of `all`).
     Push,
+    /// One consumer over two backlogged queues, weights 3:1: drain rate and the heavy
+    /// queue's share (not part of `all`).
+    Multi,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -223,7 +227,10 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
         None => None,
     };
     let want =
-        |w: Workload| a.workload == w || (a.workload == Workload::All && w != Workload::Push);
+        |w: Workload| {
+            a.workload == w
+                || (a.workload == Workload::All && !matches!(w, Workload::Push | Workload::Multi))
+        };
     let mut rows: Vec<Row> = Vec::new();
     let mut emit = |mut batch: Vec<Row>, env: &Env| -> anyhow::Result<()> {
         for r in &mut batch {
@@ -303,6 +310,11 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
     }
     if want(Workload::W7) && redis_only {
         emit(vec![workloads::w7(&mut env, a.n).await?], &env)?;
+    }
+    if want(Workload::Multi) {
+        for c in [1, 50] {
+            emit(vec![queues::weighted(&mut env, a.n, c).await?], &env)?;
+        }
     }
     if want(Workload::Push) {
         emit(push::push(&mut env, a.n).await?, &env)?;
