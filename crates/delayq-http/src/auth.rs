@@ -54,7 +54,7 @@ impl Scope {
             ("POST", "/v1/queues/{q}/jobs") | ("DELETE" | "PATCH", "/v1/queues/{q}/jobs/{id}") => {
                 Scope::Produce
             }
-            ("POST", "/v1/queues/{q}/claim" | "/v1/queues/{q}/acks")
+            ("POST", "/v1/queues/{q}/claim" | "/v1/queues/{q}/acks" | "/v1/claim")
             | ("DELETE", "/v1/queues/{q}/polls/{poll_id}")
             | (
                 "POST",

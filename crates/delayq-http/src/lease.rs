@@ -19,7 +19,7 @@ use crate::state::AppState;
 
 /// Longest long poll.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
-const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Lease up to `max` due jobs, waiting up to `wait_ms` for one to become due.
 #[utoipa::path(
@@ -127,7 +127,7 @@ fn checked_poll_id(id: String) -> Result<String, ApiError> {
 }
 
 /// Most acks one claim or ack batch carries.
-const MAX_ACKS: usize = 1000;
+pub(crate) const MAX_ACKS: usize = 1000;
 
 /// The leases of a request's acks; more than [`MAX_ACKS`] or a bad id refuses the request.
 fn leases_of(acks: Vec<ClaimAck>) -> Result<Vec<LeaseRef>, ApiError> {

@@ -11,6 +11,7 @@
 
 pub mod auth;
 pub mod budget;
+pub mod claims;
 pub mod console;
 mod console_model;
 pub mod depth;
@@ -64,7 +65,7 @@ pub const REFUSED_CONNECTIONS: &str = "delayq_http_connections_refused_total";
     info(title = "delayq", description = "Jobs that run at a future time: HTTP/JSON API v1."),
     paths(
         jobs::enqueue, jobs::get, jobs::cancel, jobs::reschedule,
-        lease::claim, lease::cut_poll, lease::ack, lease::ack_batch, lease::nack, lease::extend, lease::release,
+        lease::claim, claims::claim_many, lease::cut_poll, lease::ack, lease::ack_batch, lease::nack, lease::extend, lease::release,
         queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, events::events,
@@ -170,6 +171,7 @@ pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
                 .delete(schedules::delete::<B>),
         )
         .route("/v1/queues/{q}/claim", post(lease::claim::<B>))
+        .route("/v1/claim", post(claims::claim_many::<B>))
         .route("/v1/queues/{q}/acks", post(lease::ack_batch::<B>))
         .route(
             "/v1/queues/{q}/polls/{poll_id}",

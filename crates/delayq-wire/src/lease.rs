@@ -57,6 +57,9 @@ pub struct ClaimedJob {
     /// The payload bytes in base64 when they are not JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_b64: Option<String>,
+    /// The job's queue, in the answer of a claim over several queues (`POST /v1/claim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 impl From<Job> for ClaimedJob {
@@ -79,6 +82,7 @@ impl From<Job> for ClaimedJob {
             tracestate: crate::jobs::tracestate_of(j.trace.as_ref()),
             payload,
             payload_b64,
+            queue: None,
         }
     }
 }
@@ -131,6 +135,55 @@ pub struct ClaimRequest {
     /// the client can end it early with `DELETE /v1/queues/{q}/polls/{poll_id}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_id: Option<String>,
+}
+
+/// One queue of a claim over several, with its weight.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct QueueClaim {
+    /// The queue.
+    pub name: String,
+    /// Its share among the queues with due jobs (1-1000, default 1); ignored with `strict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+}
+
+/// A finished job of a claim over several queues, named with its queue.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct QueueAck {
+    /// The job's queue.
+    pub queue: String,
+    /// The job's id.
+    pub id: String,
+    /// The lease token of its claim.
+    pub lease_token: u64,
+}
+
+/// `POST /v1/claim`: lease due jobs from several queues — by weight among those with due jobs,
+/// or in the order given with `strict` — waiting up to `wait_ms` on all of them at once.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimManyRequest {
+    /// The queues (1-32, each once).
+    pub queues: Vec<QueueClaim>,
+    /// Serve the queues in the order given: a queue only while every one before it has
+    /// nothing due.
+    #[serde(default)]
+    pub strict: bool,
+    /// Most jobs to lease (1-1000, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<usize>,
+    /// Lease length in ms (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// How long to wait for a due job in any of the queues (0-60000 ms, default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// Finished jobs to acknowledge first, each with its queue (at most 1000); the answer's
+    /// `acks` says how each went, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acks: Vec<QueueAck>,
 }
 
 /// Acks of several jobs at once.

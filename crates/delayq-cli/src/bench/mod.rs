@@ -226,11 +226,10 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
         Some(p) => Some(std::fs::File::create(p)?),
         None => None,
     };
-    let want =
-        |w: Workload| {
-            a.workload == w
-                || (a.workload == Workload::All && !matches!(w, Workload::Push | Workload::Multi))
-        };
+    let want = |w: Workload| {
+        a.workload == w
+            || (a.workload == Workload::All && !matches!(w, Workload::Push | Workload::Multi))
+    };
     let mut rows: Vec<Row> = Vec::new();
     let mut emit = |mut batch: Vec<Row>, env: &Env| -> anyhow::Result<()> {
         for r in &mut batch {

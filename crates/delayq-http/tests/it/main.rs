@@ -9,6 +9,7 @@ mod common;
 mod api;
 mod bad_input;
 mod budgets;
+mod claims;
 mod console;
 mod fuzz;
 mod guard;

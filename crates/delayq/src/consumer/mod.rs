@@ -105,7 +105,7 @@ pub struct RunReport {
     pub lease_lost: u64,
     /// Handlers aborted at the end of the shutdown grace period.
     pub aborted: u64,
-    /// Jobs given back without counting the attempt ([`Failure::give_back`]).
+    /// Jobs given back without counting the attempt ([`crate::Failure::give_back`]).
     pub given_back: u64,
     /// Claims that leased jobs (round trips for new work).
     pub claims: u64,

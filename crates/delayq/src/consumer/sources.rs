@@ -15,8 +15,8 @@ use crate::wait::{self, RESUBSCRIBE};
 /// How a consumer over several queues shares its claims among those with due jobs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum QueueOrder {
-    /// By weight: over many claims each queue with due jobs gets its weight's share (smooth
-    /// weighted round robin, so shares interleave rather than come in runs).
+    /// By weight: over many claims each queue with due jobs gets its weight's share of the
+    /// jobs (fair queuing on the jobs claimed, so shares interleave rather than come in runs).
     #[default]
     Weighted,
     /// In the order given: a queue is asked only while every queue before it has nothing due.
@@ -27,8 +27,9 @@ pub enum QueueOrder {
 pub(super) struct Source {
     pub(super) queue: QueueName,
     weight: u32,
-    /// Smooth weighted round robin: the queue's standing for the next claim.
-    credit: i64,
+    /// Fair queuing: the jobs claimed from this queue divided by its weight (its virtual time);
+    /// the queue that may have due jobs and is furthest behind is asked next.
+    served: f64,
     /// Leases of finished jobs, acknowledged by the next call on this queue — or on their own
     /// once the first of them has waited [`super::ACK_WITHIN`].
     pub(super) acks: Vec<LeaseRef>,
@@ -44,6 +45,9 @@ pub(super) struct Source {
 pub(super) struct Sources {
     pub(super) list: Vec<Source>,
     order: QueueOrder,
+    /// The virtual time of the last queue asked: a queue that comes back after a while
+    /// without due jobs starts here, not with the credit of the time it had nothing.
+    now: f64,
 }
 
 impl Sources {
@@ -55,7 +59,7 @@ impl Sources {
             .map(|(queue, weight)| Source {
                 queue: queue.clone(),
                 weight: *weight,
-                credit: 0,
+                served: 0.0,
                 acks: Vec::new(),
                 acks_since: None,
                 wake: None,
@@ -63,7 +67,11 @@ impl Sources {
                 sleep_until: now,
             })
             .collect();
-        Self { list, order }
+        Self {
+            list,
+            order,
+            now: 0.0,
+        }
     }
 
     /// The index of `queue` (a job's queue is always one of them).
@@ -104,22 +112,21 @@ impl Sources {
         match self.order {
             QueueOrder::Strict => self.list.iter().position(|s| s.claim_now),
             QueueOrder::Weighted => {
-                let mut total = 0i64;
+                let now = self.now;
                 let mut best: Option<usize> = None;
                 for i in 0..self.list.len() {
                     if !self.list[i].claim_now {
                         continue;
                     }
-                    let w = i64::from(self.list[i].weight);
-                    self.list[i].credit += w;
-                    total += w;
-                    // The highest credit; the first in the order given on a tie.
-                    if best.is_none_or(|b| self.list[i].credit > self.list[b].credit) {
+                    let served = self.list[i].served.max(now);
+                    self.list[i].served = served;
+                    // The furthest behind; the first in the order given on a tie.
+                    if best.is_none_or(|b| served < self.list[b].served) {
                         best = Some(i);
                     }
                 }
                 let b = best?;
-                self.list[b].credit -= total;
+                self.now = self.list[b].served;
                 Some(b)
             }
         }
@@ -229,6 +236,7 @@ impl Sources {
         idle: Duration,
     ) {
         let s = &mut self.list[i];
+        s.served += got as f64 / f64::from(s.weight);
         s.claim_now = got == max;
         s.sleep_until = Instant::now() + next.unwrap_or(idle).min(idle);
     }

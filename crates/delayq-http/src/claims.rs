@@ -1,0 +1,223 @@
+//! `POST /v1/claim`: one claim over several queues. The acks of any of them go first (each
+//! names its queue); then due jobs come from the queues that have some — in an order drawn by
+//! weight, or the order given with `strict` — and when none has any, one long poll waits on all
+//! of them: each queue's claim loop serves it like any other poll, the first to hand over jobs
+//! answers and the others give theirs back unstarted.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use delayq::{AckOutcome, Backend, ClaimRequest as Claim, Inspect, JobId, LeaseRef, QueueName};
+use delayq_wire::lease::{ClaimManyRequest, ClaimResponse, ClaimedJob};
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::extract::ApiJson;
+use crate::lease::{DEFAULT_LEASE, MAX_ACKS, MAX_WAIT};
+use crate::polls::Waiting;
+use crate::state::AppState;
+
+/// Most queues one claim names.
+pub const MAX_QUEUES: usize = 32;
+
+/// Lease up to `max` due jobs from several queues, waiting up to `wait_ms` on all of them.
+#[utoipa::path(
+    post, path = "/v1/claim", tag = "consumers",
+    request_body = ClaimManyRequest,
+    responses((status = 200, body = ClaimResponse), (status = "4XX", body = ErrorBody))
+)]
+pub async fn claim_many<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    ext: axum::http::Extensions,
+    ApiJson(req): ApiJson<ClaimManyRequest>,
+) -> Result<Json<ClaimResponse>, ApiError> {
+    let bad = |m: String| ApiError::new(ErrorCode::InvalidBatch, m);
+    if req.queues.is_empty() || req.queues.len() > MAX_QUEUES {
+        return Err(bad(format!(
+            "{} queues: a claim names 1-{MAX_QUEUES}",
+            req.queues.len()
+        )));
+    }
+    let max_weight = delayq::consumer::MAX_WEIGHT;
+    let mut queues: Vec<(QueueName, u32)> = Vec::with_capacity(req.queues.len());
+    for q in &req.queues {
+        let name = QueueName::new(q.name.clone())?;
+        let w = q.weight.unwrap_or(1);
+        if !(1..=max_weight).contains(&w) {
+            return Err(bad(format!(
+                "queue {name}: weight {w} is outside 1-{max_weight}"
+            )));
+        }
+        if queues.iter().any(|(n, _)| *n == name) {
+            return Err(bad(format!("queue {name} is named twice")));
+        }
+        queues.push((name, w));
+    }
+    let max = req.max.unwrap_or(1);
+    if !(1..=1000).contains(&max) {
+        return Err(bad(format!("max {max} is outside 1-1000")));
+    }
+    let lease = req.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
+    delayq::job::validate_lease(lease)?;
+    let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
+    if wait > MAX_WAIT {
+        return Err(bad("wait_ms is over 60000".into()));
+    }
+    if req.acks.len() > MAX_ACKS {
+        return Err(bad(format!("{} acks is over {MAX_ACKS}", req.acks.len())));
+    }
+    // Every ack checked before any is applied.
+    let mut acks: Vec<(QueueName, LeaseRef)> = Vec::with_capacity(req.acks.len());
+    for a in req.acks {
+        acks.push((
+            QueueName::new(a.queue)?,
+            LeaseRef {
+                id: JobId::new(a.id)?,
+                token: a.lease_token,
+            },
+        ));
+    }
+    for (q, _) in &queues {
+        st.note(q);
+    }
+    let _slot = if wait.is_zero() {
+        None
+    } else {
+        Some(st.long_lived(crate::budget::Kind::LongPoll, &ext)?)
+    };
+    let deadline = Instant::now() + wait;
+    let outcomes = ack_each(&st, acks).await?;
+
+    let mut jobs = Vec::new();
+    let mut next_due: Option<Duration> = None;
+    for i in order(&queues, req.strict) {
+        let want = max - jobs.len();
+        if want == 0 {
+            break;
+        }
+        let q = &queues[i].0;
+        let batch = st
+            .backend()
+            .claim(
+                q,
+                Claim {
+                    max: want,
+                    lease,
+                    acks: Vec::new(),
+                },
+            )
+            .await?;
+        next_due = match (next_due, batch.next_due_in) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        jobs.extend(batch.jobs);
+    }
+    let mut shutdown = st.inner.shutdown.clone();
+    if !jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
+        let next_due_in_ms = jobs
+            .is_empty()
+            .then_some(next_due)
+            .flatten()
+            .map(|d| d.as_millis() as u64);
+        return Ok(Json(answer(jobs, outcomes, next_due_in_ms)));
+    }
+    // Nothing due anywhere: wait with each queue's other polls.
+    let mut waiting: Vec<Waiting<B>> = queues
+        .iter()
+        .map(|(q, _)| Waiting::join(&st, q, max, lease, deadline))
+        .collect();
+    let jobs = loop {
+        if waiting.is_empty() {
+            break Vec::new();
+        }
+        let first = {
+            let each: Vec<_> = waiting.iter_mut().map(|w| Box::pin(w.jobs())).collect();
+            tokio::select! {
+                (jobs, i, _) = futures_util::future::select_all(each) => Some((jobs, i)),
+                () = tokio::time::sleep_until(deadline) => None,
+                _ = shutdown.changed() => None,
+            }
+        };
+        match first {
+            Some((jobs, _)) if !jobs.is_empty() => break jobs,
+            // That queue's loop ended without serving this poll: wait on the others.
+            Some((_, i)) => {
+                waiting.remove(i);
+            }
+            None => break Vec::new(),
+        }
+    };
+    // The other polls stop here; whatever their loops handed them goes back unstarted.
+    drop(waiting);
+    Ok(Json(answer(jobs, outcomes, None)))
+}
+
+/// The queues in the order this claim asks them: as given with `strict`, else drawn by weight
+/// (each next queue picked with a chance proportional to its weight among those left), so
+/// over many claims the backlogged queues are first in proportion to their weights.
+fn order(queues: &[(QueueName, u32)], strict: bool) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..queues.len()).collect();
+    if strict || queues.len() == 1 {
+        return idx;
+    }
+    let mut rng = rand::rng();
+    // Weighted random order: sort by u^(1/w) descending (Efraimidis-Spirakis).
+    let keys: Vec<f64> = queues
+        .iter()
+        .map(|(_, w)| rng.random::<f64>().powf(1.0 / f64::from(*w)))
+        .collect();
+    idx.sort_by(|a, b| keys[*b].total_cmp(&keys[*a]));
+    idx
+}
+
+/// Acknowledges each finished job in its queue (one call per queue); the outcomes in the
+/// request's order.
+async fn ack_each<B: Backend + Inspect>(
+    st: &AppState<B>,
+    acks: Vec<(QueueName, LeaseRef)>,
+) -> Result<Vec<AckOutcome>, ApiError> {
+    let mut outcomes = vec![AckOutcome::NotFound; acks.len()];
+    let mut queues: Vec<&QueueName> = Vec::new();
+    for (q, _) in &acks {
+        if !queues.contains(&q) {
+            queues.push(q);
+        }
+    }
+    for q in queues {
+        let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = acks
+            .iter()
+            .enumerate()
+            .filter(|(_, (aq, _))| aq == q)
+            .map(|(i, (_, l))| (i, l.clone()))
+            .unzip();
+        let out = st.backend().ack(q, leases).await?;
+        for (p, o) in pos.into_iter().zip(out) {
+            outcomes[p] = o;
+        }
+    }
+    Ok(outcomes)
+}
+
+fn answer(
+    jobs: Vec<delayq::Job>,
+    acks: Vec<AckOutcome>,
+    next_due_in_ms: Option<u64>,
+) -> ClaimResponse {
+    ClaimResponse {
+        jobs: jobs
+            .into_iter()
+            .map(|j| {
+                let queue = j.queue.to_string();
+                ClaimedJob {
+                    queue: Some(queue),
+                    ..j.into()
+                }
+            })
+            .collect(),
+        acks,
+        next_due_in_ms,
+    }
+}
