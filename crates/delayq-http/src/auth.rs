@@ -350,6 +350,7 @@ mod tests {
         let needed = |m: Method, r: &str| Scope::needed(&m, r);
         assert_eq!(needed(Method::GET, "/v1/queues/{q}/jobs"), Scope::Read);
         assert_eq!(needed(Method::POST, "/v1/queues/{q}/jobs"), Scope::Produce);
+        assert_eq!(needed(Method::POST, "/v1/claim"), Scope::Consume);
         assert_eq!(needed(Method::DELETE, "/v1/queues/{q}/jobs"), Scope::Admin);
         assert_eq!(
             needed(Method::POST, "/v1/queues/{q}/jobs/{id}/ack"),
