@@ -37,6 +37,26 @@ class WorkerTest(unittest.TestCase):
         with self.assertRaises(NotFound):
             self.c.get(self.q, "flaky")
 
+    def test_several_queues_in_strict_order_and_by_weight(self):
+        first, second = queue("pyw-first"), queue("pyw-second")
+        for q in (first, second):
+            self.c.enqueue_many(q, [{"id": f"j{i}", "payload": i} for i in range(20)])
+        seen = []
+        w = Worker(self.c, [first, second], lambda job: seen.append(job.queue), concurrency=1,
+                   wait_ms=200, strict=True)
+        w.run(install_signal_handlers=False, idle_exit=0.5)
+        self.assertEqual(seen, [first] * 20 + [second] * 20)
+        self.assertEqual(w.acked, 40)
+        for q in (first, second):
+            with self.assertRaises(NotFound):
+                self.c.get(q, "j0")
+        # A claim over several queues shares by weight: 3:1 over 400 one-job claims.
+        heavy, light = queue("pyw-heavy"), queue("pyw-light")
+        for q in (heavy, light):
+            self.c.enqueue_many(q, [{"id": f"j{i}", "payload": i} for i in range(400)])
+        got = [self.c.claim_many([(heavy, 3), (light, 1)])[0].queue for _ in range(400)]
+        self.assertTrue(255 <= got.count(heavy) <= 345, got.count(heavy))
+
     def test_dead_and_errors_are_stored(self):
         self.c.enqueue(self.q, 1, id="poison")
 

@@ -281,6 +281,29 @@ class Client:
                             timeout=self.timeout + wait_ms / 1000)
         return [ClaimedJob.from_json(queue, j) for j in answer["jobs"]]
 
+    def claim_many(self, queues: Iterable[Union[str, Tuple[str, int]]], *, max: int = 1,
+                   lease_ms: Optional[int] = None, wait_ms: int = 0, strict: bool = False,
+                   acks: Iterable[Tuple[str, str, int]] = ()) -> List[ClaimedJob]:
+        """Leases up to ``max`` due jobs from several queues (``POST /v1/claim``): ``queues``
+        are names or ``(name, weight)``; among those with due jobs the claim goes by weight, or
+        in the order given with ``strict``; with ``wait_ms`` one long poll waits on all of
+        them. ``acks`` (``[(queue, id, lease_token)]``) are acknowledged first. Each job names
+        its queue."""
+        qs = []
+        for q in queues:
+            name, weight = (q, None) if isinstance(q, str) else q
+            qs.append({"name": name} if weight is None else {"name": name, "weight": weight})
+        body: Dict[str, Any] = {"queues": qs, "max": max, "wait_ms": wait_ms}
+        if strict:
+            body["strict"] = True
+        acks = [{"queue": q, "id": i, "lease_token": t} for q, i, t in acks]
+        if acks:
+            body["acks"] = acks
+        if lease_ms is not None:
+            body["lease_ms"] = lease_ms
+        answer = self._call("POST", "/v1/claim", body, timeout=self.timeout + wait_ms / 1000)
+        return [ClaimedJob.from_json(j["queue"], j) for j in answer["jobs"]]
+
     def cut_poll(self, queue: str, poll_id: str) -> None:
         """Ends the long poll named ``poll_id`` now: it answers with what it holds (usually no
         job). A cut that arrives before its poll ends that poll as soon as it comes."""

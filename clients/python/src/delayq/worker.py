@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 from . import errors
 from .client import Client
@@ -45,23 +45,33 @@ def failure_of(e: BaseException) -> dict:
 
 
 class Worker:
-    """Runs ``handler(job)`` for each due job of ``queue``; returning acks, raising nacks."""
+    """Runs ``handler(job)`` for each due job of ``queue``; returning acks, raising nacks.
+
+    ``queue`` may also be a list of queues — names or ``(name, weight)`` — served together:
+    among those with due jobs the claims go by weight, or in the order given with
+    ``strict=True`` (``POST /v1/claim``, one long poll over all of them)."""
 
     def __init__(
         self,
         client: Client,
-        queue: str,
+        queue: Union[str, Sequence[Union[str, Tuple[str, int]]]],
         handler: Callable[[ClaimedJob], Any],
         *,
         concurrency: int = 1,
         lease_ms: int = 30_000,
         wait_ms: int = 5_000,
         shutdown_grace: float = 30.0,
+        strict: bool = False,
     ):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.client = client
-        self.queue = queue
+        self.queues = [queue] if isinstance(queue, str) else list(queue)
+        if not self.queues:
+            raise ValueError("a worker serves at least one queue")
+        first = self.queues[0]
+        self.queue = first if isinstance(first, str) else first[0]
+        self.strict = strict
         self.handler = handler
         self.concurrency = concurrency
         self.lease_ms = lease_ms
@@ -79,10 +89,11 @@ class Worker:
         self.failed = 0
 
     def stop(self) -> None:
-        """Asks the worker to stop (what SIGTERM does); a long poll in flight is cut short."""
+        """Asks the worker to stop (what SIGTERM does); a long poll in flight is cut short
+        (one over several queues runs out its ``wait_ms``)."""
         self._stop.set()
         poll = self._poll
-        if poll is not None:
+        if poll is not None and len(self.queues) == 1:
             threading.Thread(target=self._cut, args=(poll,), daemon=True).start()
 
     def _cut(self, poll: str) -> None:
@@ -114,8 +125,14 @@ class Worker:
                 acks = self._take_acks()
                 self._flush_acks()  # any that came in since: the claim may wait
                 try:
-                    jobs = self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
-                                             wait_ms=wait_ms, poll_id=self._poll, acks=acks)
+                    if len(self.queues) == 1:
+                        jobs = self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
+                                                 wait_ms=wait_ms, poll_id=self._poll,
+                                                 acks=[(i, t) for _, i, t in acks])
+                    else:
+                        jobs = self.client.claim_many(self.queues, max=free,
+                                                      lease_ms=self.lease_ms, wait_ms=wait_ms,
+                                                      strict=self.strict, acks=acks)
                 except (errors.ConnectionFailed, errors.Unavailable) as e:
                     log.warning("claim failed: %s", e)
                     with self._lock:
@@ -152,7 +169,8 @@ class Worker:
         if not acks:
             return
         try:
-            self.client.ack_many(self.queue, acks)
+            for q in dict.fromkeys(q for q, _, _ in acks):
+                self.client.ack_many(q, [(i, t) for aq, i, t in acks if aq == q])
         except (errors.DelayqError, errors.ConnectionFailed) as e:
             log.warning("acks failed: %s", e)
             with self._lock:
@@ -169,7 +187,7 @@ class Worker:
             left = [st.job for st in self._running.values()]
         for job in left:
             try:
-                self.client.release(self.queue, job.id, job.lease_token, undo_attempt=False)
+                self.client.release(job.queue, job.id, job.lease_token, undo_attempt=False)
             except errors.DelayqError as e:
                 log.warning("release of %s failed: %s", job.id, e)
 
@@ -183,14 +201,14 @@ class Worker:
                     return  # already given up as "timeout"
                 self.failed += 1
                 try:
-                    self.client.nack(self.queue, job.id, job.lease_token, **failure_of(e))
+                    self.client.nack(job.queue, job.id, job.lease_token, **failure_of(e))
                 except errors.LeaseLost:
                     log.warning("job %s: lease lost before the nack", job.id)
             else:
                 if not st.finish():
                     return  # already given up as "timeout"
                 with self._lock:
-                    self._acks.append((job.id, job.lease_token))
+                    self._acks.append((job.queue, job.id, job.lease_token))
                 self.acked += 1
                 self._flush_acks()
         finally:
@@ -219,14 +237,14 @@ class Worker:
                     if st.give_up():
                         self.failed += 1
                         try:
-                            self.client.nack(self.queue, st.job.id, st.job.lease_token, error="timeout")
+                            self.client.nack(st.job.queue, st.job.id, st.job.lease_token, error="timeout")
                         except (errors.DelayqError, errors.ConnectionFailed) as e:
                             log.warning("job %s: the timeout's nack failed: %s", st.job.id, e)
                     continue
                 if now >= st.next_extend and not st.done:
                     st.next_extend = now + st.period
                     try:
-                        self.client.extend(self.queue, st.job.id, st.job.lease_token, self.lease_ms)
+                        self.client.extend(st.job.queue, st.job.id, st.job.lease_token, self.lease_ms)
                     except errors.LeaseLost:
                         log.warning("job %s: lease lost while it runs", st.job.id)
                     except (errors.DelayqError, errors.ConnectionFailed) as e:
