@@ -13,6 +13,7 @@ import type {
   EnqueueOptions,
   Enqueued,
   JobInfo,
+  QueueChoice,
   QueueInfo,
   QueueSettings,
   QueueStats,
@@ -150,6 +151,7 @@ function claimedJob(j: Json): ClaimedJob {
     timeoutMs: j.timeout_ms as number | undefined,
     traceparent: j.traceparent as string | undefined,
     tracestate: j.tracestate as string | undefined,
+    queue: j.queue as string | undefined,
   };
 }
 
@@ -374,6 +376,31 @@ export class Client {
       extraMs: opts.waitMs ?? 0,
       signal: opts.signal,
     })) as Json;
+    return {
+      jobs: (r.jobs as Json[]).map(claimedJob),
+      acks: (r.acks as string[] | undefined) ?? [],
+      nextDueInMs: r.next_due_in_ms as number | undefined,
+    };
+  }
+
+  /**
+   * Leases due jobs from several queues (`POST /v1/claim`): by weight among those with due
+   * jobs, or in the order given with `strict`; with `waitMs`, one long poll over all of them.
+   * `acks` name their queues. Each job names its `queue`. Not retried.
+   */
+  async claimMany(
+    queues: QueueChoice[],
+    opts: { max?: number; leaseMs?: number; waitMs?: number; strict?: boolean; acks?: (Ack & { queue: string })[]; signal?: AbortSignal } = {},
+  ): Promise<Claimed> {
+    const body: Json = {
+      queues: queues.map((q) => (typeof q === "string" ? { name: q } : q.weight === undefined ? { name: q.name } : { name: q.name, weight: q.weight })),
+      max: opts.max ?? 1,
+      wait_ms: opts.waitMs ?? 0,
+    };
+    if (opts.strict) body.strict = true;
+    if (opts.leaseMs !== undefined) body.lease_ms = opts.leaseMs;
+    if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ queue: a.queue, id: a.id, lease_token: a.leaseToken }));
+    const r = (await this.#call("POST", "/v1/claim", body, { repeat: false, extraMs: opts.waitMs ?? 0, signal: opts.signal })) as Json;
     return {
       jobs: (r.jobs as Json[]).map(claimedJob),
       acks: (r.acks as string[] | undefined) ?? [],

@@ -106,7 +106,12 @@ export interface ClaimedJob {
   /** The W3C trace context it was enqueued with: continue its trace from it. */
   traceparent?: string;
   tracestate?: string;
+  /** Its queue, in the answer of a claim over several queues (`claimMany`). */
+  queue?: string;
 }
+
+/** A queue of a claim over several, with its share among those with due jobs. */
+export type QueueChoice = string | { name: string; weight?: number };
 
 /** What a claim answered. */
 export interface Claimed {

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 
 import type { Client, Ack } from "./client.js";
 import { DelayqError } from "./errors.js";
-import type { ClaimedJob } from "./types.js";
+import type { ClaimedJob, QueueChoice } from "./types.js";
 
 /** Throw from a handler to retry the job after `ms` instead of the queue's backoff. */
 export class RetryIn extends Error {
@@ -31,6 +31,8 @@ export class DeadLetter extends Error {
 /** A job as a handler receives it. */
 export interface Job {
   id: string;
+  /** Its queue (one of the worker's). */
+  queue: string;
   payload: unknown;
   /** This delivery's number, 1 for the first. */
   attempt: number;
@@ -50,6 +52,8 @@ export type Handler = (job: Job) => unknown | Promise<unknown>;
 
 /** How a worker runs. */
 export interface WorkerOptions {
+  /** With several queues: serve them in the order given (default: share claims by weight). */
+  strict?: boolean;
   /** Jobs run at once (default 4). */
   concurrency?: number;
   /** Lease of each job, ms (default 30,000); extended every third of it while the handler runs. */
@@ -81,10 +85,16 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     );
   });
 
-/** Runs `handler` for the jobs of `queue`. */
+/**
+ * Runs `handler` for the jobs of `queue` — or of several queues (names or `{name, weight}`),
+ * by weight among those with due jobs or, with `strict`, in the order given, through one long
+ * poll over all of them (`POST /v1/claim`).
+ */
 export class Worker {
   readonly #client: Client;
   readonly #queue: string;
+  readonly #queues: QueueChoice[];
+  readonly #strict: boolean;
   readonly #handler: Handler;
   readonly #concurrency: number;
   readonly #leaseMs: number;
@@ -92,7 +102,7 @@ export class Worker {
   readonly #onError: (err: unknown, job?: ClaimedJob) => void;
   readonly #stop = new AbortController();
   readonly #running = new Set<Promise<void>>();
-  #acks: Ack[] = [];
+  #acks: (Ack & { queue: string })[] = [];
   /** The name of the claim waiting on the server, if one is. */
   #poll?: string;
   /** When the claim in flight was sent. */
@@ -101,9 +111,13 @@ export class Worker {
   readonly #flushing = new Set<Promise<void>>();
   #done?: Promise<void>;
 
-  constructor(client: Client, queue: string, handler: Handler, opts: WorkerOptions = {}) {
+  constructor(client: Client, queue: string | QueueChoice[], handler: Handler, opts: WorkerOptions = {}) {
     this.#client = client;
-    this.#queue = queue;
+    this.#queues = typeof queue === "string" ? [queue] : [...queue];
+    if (this.#queues.length === 0) throw new DelayqError("invalid_body", "a worker serves at least one queue", { retryable: false });
+    const first = this.#queues[0];
+    this.#queue = typeof first === "string" ? first : first.name;
+    this.#strict = opts.strict ?? false;
     this.#handler = handler;
     this.#concurrency = Math.max(1, opts.concurrency ?? 4);
     this.#leaseMs = opts.leaseMs ?? 30_000;
@@ -126,7 +140,8 @@ export class Worker {
     if (!this.#stop.signal.aborted) {
       this.#stop.abort();
       const poll = this.#poll;
-      if (poll) await this.#client.cutPoll(this.#queue, poll).catch(() => undefined);
+      // (A claim over several queues has no name: it runs out its wait.)
+      if (poll && this.#queues.length === 1) await this.#client.cutPoll(this.#queue, poll).catch(() => undefined);
     }
     await this.#done;
   }
@@ -147,13 +162,11 @@ export class Worker {
       const slow = setTimeout(() => this.#flushSoon(), SLOW_CLAIM_MS);
       let jobs: ClaimedJob[];
       try {
-        const r = await this.#client.claim(this.#queue, {
-          max: free,
-          leaseMs: this.#leaseMs,
-          waitMs: this.#running.size > 0 ? Math.min(this.#waitMs, 1000) : this.#waitMs,
-          acks,
-          pollId: this.#poll,
-        });
+        const waitMs = this.#running.size > 0 ? Math.min(this.#waitMs, 1000) : this.#waitMs;
+        const r =
+          this.#queues.length === 1
+            ? await this.#client.claim(this.#queue, { max: free, leaseMs: this.#leaseMs, waitMs, acks, pollId: this.#poll })
+            : await this.#client.claimMany(this.#queues, { max: free, leaseMs: this.#leaseMs, waitMs, strict: this.#strict, acks });
         jobs = r.jobs;
         failures = 0;
       } catch (e) {
@@ -180,7 +193,7 @@ export class Worker {
 
   async #giveBack(jobs: ClaimedJob[]): Promise<void> {
     await Promise.all(
-      jobs.map((j) => this.#client.release(this.#queue, j.id, j.leaseToken, true).catch((e) => this.#onError(e, j))),
+      jobs.map((j) => this.#client.release(j.queue ?? this.#queue, j.id, j.leaseToken, true).catch((e) => this.#onError(e, j))),
     );
   }
 
@@ -191,8 +204,7 @@ export class Worker {
   #flushSoon(): void {
     if (!this.#poll || this.#acks.length === 0 || Date.now() - this.#pollSince < SLOW_CLAIM_MS) return;
     const acks = this.#acks.splice(0, 1000);
-    const p = this.#client
-      .ackBatch(this.#queue, acks)
+    const p = this.#ackEach(acks)
       .then(() => undefined)
       .catch((e) => {
         this.#acks.unshift(...acks);
@@ -206,11 +218,21 @@ export class Worker {
     while (this.#acks.length) {
       const batch = this.#acks.splice(0, 1000);
       try {
-        await this.#client.ackBatch(this.#queue, batch);
+        await this.#ackEach(batch);
       } catch (e) {
         this.#onError(e);
         return;
       }
+    }
+  }
+
+  /** Acks each job in its own queue (one request per queue). */
+  async #ackEach(acks: (Ack & { queue: string })[]): Promise<void> {
+    for (const q of new Set(acks.map((a) => a.queue))) {
+      await this.#client.ackBatch(
+        q,
+        acks.filter((a) => a.queue === q),
+      );
     }
   }
 
@@ -223,6 +245,7 @@ export class Worker {
     const timeout = new AbortController();
     const job: Job = {
       id: c.id,
+      queue: c.queue ?? this.#queue,
       payload: c.payload,
       attempt: c.attempt,
       maxAttempts: c.maxAttempts,
@@ -234,7 +257,7 @@ export class Worker {
     };
     const every = Math.max(10, Math.floor(this.#leaseMs / 3));
     const extender = setInterval(() => {
-      this.#client.extend(this.#queue, c.id, c.leaseToken, this.#leaseMs).catch((e) => this.#onError(e, c));
+      this.#client.extend(c.queue ?? this.#queue, c.id, c.leaseToken, this.#leaseMs).catch((e) => this.#onError(e, c));
     }, every);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = new Promise<"timeout">((resolve) => {
@@ -250,7 +273,7 @@ export class Worker {
       if (outcome === "timeout") {
         await this.#nack(c, { error: "timeout" });
       } else {
-        this.#acks.push({ id: c.id, leaseToken: c.leaseToken });
+        this.#acks.push({ queue: c.queue ?? this.#queue, id: c.id, leaseToken: c.leaseToken });
         this.#flushSoon();
       }
     } catch (e) {
@@ -265,7 +288,7 @@ export class Worker {
 
   async #nack(c: ClaimedJob, opts: { error: string; retryInMs?: number; dead?: boolean }): Promise<void> {
     try {
-      await this.#client.nack(this.#queue, c.id, c.leaseToken, opts);
+      await this.#client.nack(c.queue ?? this.#queue, c.id, c.leaseToken, opts);
     } catch (e) {
       this.#onError(e, c);
     }

@@ -86,6 +86,33 @@ test("a worker closed mid-job finishes it and acks it", { skip: !URL_ && "DELAYQ
   assert.equal(await client.get(q, "slow"), null, "acked, not left leased");
 });
 
+test("a worker over several queues serves them in order; a claim over several shares by weight", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {
+  const client = new Client({ baseUrl: URL_! });
+  const [first, second] = [queue(), queue()];
+  for (const q of [first, second]) {
+    await client.enqueueBatch(q, Array.from({ length: 20 }, (_, n) => ({ payload: n, id: `j${n}` })));
+  }
+  const seen: string[] = [];
+  const worker = new Worker(client, [first, second], async (job) => void seen.push(job.queue), { concurrency: 1, strict: true, waitMs: 200 });
+  const running = worker.run();
+  await until("all 40 jobs", () => seen.length >= 40);
+  await worker.close();
+  await running;
+  assert.deepEqual(seen, [...Array(20).fill(first), ...Array(20).fill(second)], "strict: the first queue first");
+  assert.equal(await client.get(first, "j0"), null, "acked in its own queue");
+  assert.equal(await client.get(second, "j0"), null, "acked in its own queue");
+  const [heavy, light] = [queue(), queue()];
+  for (const q of [heavy, light]) {
+    await client.enqueueBatch(q, Array.from({ length: 400 }, (_, n) => ({ payload: n, id: `j${n}` })));
+  }
+  let fromHeavy = 0;
+  for (let n = 0; n < 400; n++) {
+    const r = await client.claimMany([{ name: heavy, weight: 3 }, light]);
+    if (r.jobs[0].queue === heavy) fromHeavy++;
+  }
+  assert.ok(fromHeavy >= 255 && fromHeavy <= 345, `${fromHeavy} of 400 from the weight-3 queue`);
+});
+
 test("a handler past its lease keeps its job: the lease is extended", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {
   const client = new Client({ baseUrl: URL_! });
   const q = queue();
