@@ -220,6 +220,7 @@ type wireJob struct {
 	PayloadB64    *string         `json:"payload_b64"`
 	Traceparent   string          `json:"traceparent"`
 	Tracestate    string          `json:"tracestate"`
+	Queue         string          `json:"queue"`
 }
 
 func (w wireJob) job() *Job {
@@ -227,7 +228,7 @@ func (w wireJob) job() *Job {
 		ID: w.ID, State: w.State, Payload: w.Payload, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
 		DueAt: time.UnixMilli(w.DueAt), CreatedAt: time.UnixMilli(w.CreatedAt), LastError: w.LastError,
 		Priority: w.Priority, LeaseToken: w.LeaseToken, LeaseDeadline: ms(w.LeaseDeadline), FailedAt: ms(w.FailedAt),
-		Traceparent: w.Traceparent, Tracestate: w.Tracestate,
+		Traceparent: w.Traceparent, Tracestate: w.Tracestate, Queue: w.Queue,
 	}
 	if w.TimeoutMs != nil {
 		j.Timeout = time.Duration(*w.TimeoutMs) * time.Millisecond
@@ -264,4 +265,6 @@ type Job struct {
 	// without one): continue its trace from them.
 	Traceparent string
 	Tracestate  string
+	// Queue is the job's queue (a claimed job: the queue it was claimed from).
+	Queue string
 }

@@ -219,6 +219,61 @@ type Ack struct {
 	LeaseToken int64  `json:"lease_token"`
 }
 
+// QueueAck is a finished job of a claim over several queues, with its queue.
+type QueueAck struct {
+	Queue      string `json:"queue"`
+	ID         string `json:"id"`
+	LeaseToken int64  `json:"lease_token"`
+}
+
+// QueueWeight is one queue of a claim over several, with its share among the queues with due
+// jobs (0: 1).
+type QueueWeight struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight,omitempty"`
+}
+
+// ClaimManyOptions are the options of one claim over several queues.
+type ClaimManyOptions struct {
+	Max   int
+	Lease time.Duration
+	Wait  time.Duration
+	// Strict serves the queues in the order given instead of by weight.
+	Strict bool
+	Acks   []QueueAck
+}
+
+// ClaimMany leases up to Max due jobs from several queues (POST /v1/claim): by weight among
+// those with due jobs, or in the order given with Strict; with Wait, one long poll over all of
+// them. Each job's Queue names its queue. Not retried.
+func (c *Client) ClaimMany(ctx context.Context, queues []QueueWeight, o ClaimManyOptions) (Claimed, error) {
+	b := map[string]any{"queues": queues, "max": o.Max, "wait_ms": o.Wait.Milliseconds()}
+	if o.Max == 0 {
+		b["max"] = 1
+	}
+	if o.Strict {
+		b["strict"] = true
+	}
+	if o.Lease > 0 {
+		b["lease_ms"] = o.Lease.Milliseconds()
+	}
+	if len(o.Acks) > 0 {
+		b["acks"] = o.Acks
+	}
+	var out struct {
+		Jobs []wireJob `json:"jobs"`
+		Acks []string  `json:"acks"`
+	}
+	if err := c.call(ctx, "POST", "/v1/claim", b, &out, false); err != nil {
+		return Claimed{}, err
+	}
+	res := Claimed{Acks: out.Acks}
+	for _, w := range out.Jobs {
+		res.Jobs = append(res.Jobs, w.job())
+	}
+	return res, nil
+}
+
 // ClaimOptions are the options of one claim.
 type ClaimOptions struct {
 	Max    int
@@ -260,7 +315,9 @@ func (c *Client) Claim(ctx context.Context, queue string, o ClaimOptions) (Claim
 	}
 	res := Claimed{Acks: out.Acks}
 	for _, w := range out.Jobs {
-		res.Jobs = append(res.Jobs, w.job())
+		j := w.job()
+		j.Queue = queue
+		res.Jobs = append(res.Jobs, j)
 	}
 	return res, nil
 }

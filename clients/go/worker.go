@@ -44,13 +44,19 @@ func WithLease(d time.Duration) WorkerOption { return func(w *Worker) { w.lease 
 // WithWait makes each claim wait up to d for a due job (default 5 s).
 func WithWait(d time.Duration) WorkerOption { return func(w *Worker) { w.wait = d } }
 
+// WithStrict makes a worker of several queues serve them in the order given (a queue only
+// while every one before it has nothing due) instead of by weight.
+func WithStrict() WorkerOption { return func(w *Worker) { w.strict = true } }
+
 // WithErrorLog is told of the errors the worker handles itself (a failed claim, a lost lease).
 func WithErrorLog(f func(error)) WorkerOption { return func(w *Worker) { w.logf = f } }
 
-// Worker runs a handler for the jobs of one queue.
+// Worker runs a handler for the jobs of one queue, or of several (NewQueuesWorker).
 type Worker struct {
 	c           *Client
 	queue       string
+	queues      []QueueWeight
+	strict      bool
 	h           HandlerFunc
 	concurrency int
 	lease       time.Duration
@@ -58,7 +64,7 @@ type Worker struct {
 	logf        func(error)
 
 	mu   sync.Mutex
-	acks []Ack
+	acks []QueueAck
 	// polling: a claim is waiting on the server, so acks do not wait for the next one (a job
 	// whose lease ran out meanwhile would be handed out again).
 	polling bool
@@ -70,7 +76,18 @@ type Worker struct {
 
 // NewWorker is a worker of queue.
 func NewWorker(c *Client, queue string, h HandlerFunc, opts ...WorkerOption) *Worker {
-	w := &Worker{c: c, queue: queue, h: h, concurrency: 4, lease: 30 * time.Second, wait: 5 * time.Second, logf: func(error) {}}
+	return NewQueuesWorker(c, []QueueWeight{{Name: queue}}, h, opts...)
+}
+
+// NewQueuesWorker is a worker of several queues: among those with due jobs it claims by
+// weight (or, WithStrict, in the order given), with one long poll over all of them
+// (POST /v1/claim). A job's Queue says which.
+func NewQueuesWorker(c *Client, queues []QueueWeight, h HandlerFunc, opts ...WorkerOption) *Worker {
+	first := ""
+	if len(queues) > 0 {
+		first = queues[0].Name
+	}
+	w := &Worker{c: c, queue: first, queues: queues, h: h, concurrency: 4, lease: 30 * time.Second, wait: 5 * time.Second, logf: func(error) {}}
 	for _, o := range opts {
 		o(w)
 	}
@@ -80,19 +97,37 @@ func NewWorker(c *Client, queue string, h HandlerFunc, opts ...WorkerOption) *Wo
 	return w
 }
 
-func (w *Worker) takeAcks() []Ack {
+func (w *Worker) takeAcks() []QueueAck {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(w.acks)
 	if n > 1000 {
 		n = 1000
 	}
-	out := append([]Ack(nil), w.acks[:n]...)
+	out := append([]QueueAck(nil), w.acks[:n]...)
 	w.acks = w.acks[n:]
 	return out
 }
 
-func (w *Worker) putAcks(a []Ack) {
+// ackEach acknowledges each finished job in its own queue (one request per queue).
+func (w *Worker) ackEach(ctx context.Context, acks []QueueAck) error {
+	var order []string
+	by := map[string][]Ack{}
+	for _, a := range acks {
+		if _, ok := by[a.Queue]; !ok {
+			order = append(order, a.Queue)
+		}
+		by[a.Queue] = append(by[a.Queue], Ack{ID: a.ID, LeaseToken: a.LeaseToken})
+	}
+	for _, q := range order {
+		if _, err := w.c.AckBatch(ctx, q, by[q]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Worker) putAcks(a []QueueAck) {
 	w.mu.Lock()
 	w.acks = append(a, w.acks...)
 	w.mu.Unlock()
@@ -122,9 +157,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			select {
 			case <-ctx.Done():
-				cut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = w.c.CutPoll(cut, w.queue, poll)
-				cancel()
+				// (A claim over several queues has no name: it runs out its wait.)
+				if len(w.queues) == 1 {
+					cut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_ = w.c.CutPoll(cut, w.queue, poll)
+					cancel()
+				}
 			case <-stop:
 			}
 		}()
@@ -136,7 +174,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.setPolling(true)
 		// Acks of jobs that finish while this claim waits on the server go on their own.
 		slow := time.AfterFunc(slowClaim, w.flushSoon)
-		got, err := w.c.Claim(claimCtx, w.queue, ClaimOptions{Max: free, Lease: w.lease, Wait: wait, Acks: acks, PollID: poll})
+		var got Claimed
+		var err error
+		if len(w.queues) == 1 {
+			plain := make([]Ack, len(acks))
+			for i, a := range acks {
+				plain[i] = Ack{ID: a.ID, LeaseToken: a.LeaseToken}
+			}
+			got, err = w.c.Claim(claimCtx, w.queue, ClaimOptions{Max: free, Lease: w.lease, Wait: wait, Acks: plain, PollID: poll})
+		} else {
+			got, err = w.c.ClaimMany(claimCtx, w.queues, ClaimManyOptions{Max: free, Lease: w.lease, Wait: wait, Strict: w.strict, Acks: acks})
+		}
 		slow.Stop()
 		w.setPolling(false)
 		cancel()
@@ -183,7 +231,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if len(a) == 0 {
 			return nil
 		}
-		if _, err := w.c.AckBatch(flush, w.queue, a); err != nil {
+		if err := w.ackEach(flush, a); err != nil {
 			w.logf(err)
 			return nil
 		}
@@ -201,7 +249,7 @@ func (w *Worker) giveBack(jobs []*Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, j := range jobs {
-		if err := w.c.Release(ctx, w.queue, j.ID, j.LeaseToken); err != nil {
+		if err := w.c.Release(ctx, j.Queue, j.ID, j.LeaseToken); err != nil {
 			w.logf(err)
 		}
 	}
@@ -232,7 +280,7 @@ func (w *Worker) runOne(j *Job) {
 			return
 		case <-tick.C:
 			ext, c := context.WithTimeout(context.Background(), 10*time.Second)
-			if _, err := w.c.Extend(ext, w.queue, j.ID, j.LeaseToken, w.lease); err != nil {
+			if _, err := w.c.Extend(ext, j.Queue, j.ID, j.LeaseToken, w.lease); err != nil {
 				w.logf(err)
 			}
 			c()
@@ -269,7 +317,7 @@ func (w *Worker) flushSoon() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := w.c.AckBatch(ctx, w.queue, acks); err != nil {
+		if err := w.ackEach(ctx, acks); err != nil {
 			w.putAcks(acks)
 			w.logf(err)
 		}
@@ -279,7 +327,7 @@ func (w *Worker) flushSoon() {
 func (w *Worker) finish(j *Job, err error) {
 	if err == nil {
 		w.mu.Lock()
-		w.acks = append(w.acks, Ack{ID: j.ID, LeaseToken: j.LeaseToken})
+		w.acks = append(w.acks, QueueAck{Queue: j.Queue, ID: j.ID, LeaseToken: j.LeaseToken})
 		w.mu.Unlock()
 		w.flushSoon()
 		return
@@ -300,7 +348,7 @@ func (w *Worker) finish(j *Job, err error) {
 func (w *Worker) nack(j *Job, o NackOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := w.c.Nack(ctx, w.queue, j.ID, j.LeaseToken, o); err != nil {
+	if _, err := w.c.Nack(ctx, j.Queue, j.ID, j.LeaseToken, o); err != nil {
 		w.logf(err)
 	}
 }

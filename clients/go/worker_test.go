@@ -273,3 +273,66 @@ func TestEnqueuesCarryTheCallersTraceAndHandlersSeeIt(t *testing.T) {
 		t.Fatalf("handlers saw %v", seen)
 	}
 }
+
+func TestAWorkerOverSeveralQueuesServesThemInOrderAndAClaimSharesByWeight(t *testing.T) {
+	c := NewClient(liveURL(t))
+	ctx := context.Background()
+	fill := func(q string, n int) {
+		jobs := make([]BatchJob, n)
+		for i := range jobs {
+			jobs[i] = BatchJob{Payload: i, Options: []EnqueueOption{WithID(fmt.Sprintf("j%d", i))}}
+		}
+		if _, err := c.EnqueueBatch(ctx, q, jobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := "wq-"+newID()[:10], "wq-"+newID()[:10]
+	fill(first, 20)
+	fill(second, 20)
+	var mu sync.Mutex
+	var seen []string
+	run, stop := context.WithCancel(ctx)
+	w := NewQueuesWorker(c, []QueueWeight{{Name: first}, {Name: second}}, func(ctx context.Context, j *Job) error {
+		mu.Lock()
+		seen = append(seen, j.Queue)
+		n := len(seen)
+		mu.Unlock()
+		if n == 40 {
+			stop()
+		}
+		return nil
+	}, WithConcurrency(1), WithStrict(), WithWait(200*time.Millisecond))
+	if err := w.Run(run); err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range seen {
+		want := first
+		if i >= 20 {
+			want = second
+		}
+		if q != want {
+			t.Fatalf("strict order broken at %d: %v", i, seen)
+		}
+	}
+	for _, q := range []string{first, second} {
+		if _, err := c.Get(ctx, q, "j0"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s/j0 is not acked: %v", q, err)
+		}
+	}
+	heavy, light := "wq-"+newID()[:10], "wq-"+newID()[:10]
+	fill(heavy, 400)
+	fill(light, 400)
+	fromHeavy := 0
+	for i := 0; i < 400; i++ {
+		got, err := c.ClaimMany(ctx, []QueueWeight{{Name: heavy, Weight: 3}, {Name: light}}, ClaimManyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Jobs[0].Queue == heavy {
+			fromHeavy++
+		}
+	}
+	if fromHeavy < 255 || fromHeavy > 345 {
+		t.Fatalf("%d of 400 claims from the weight-3 queue", fromHeavy)
+	}
+}
