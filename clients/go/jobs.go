@@ -241,6 +241,8 @@ type ClaimManyOptions struct {
 	// Strict serves the queues in the order given instead of by weight.
 	Strict bool
 	Acks   []QueueAck
+	// PollID names the long poll: CutPoll on the first queue ends it.
+	PollID string
 }
 
 // ClaimMany leases up to Max due jobs from several queues (POST /v1/claim): by weight among
@@ -259,6 +261,9 @@ func (c *Client) ClaimMany(ctx context.Context, queues []QueueWeight, o ClaimMan
 	}
 	if len(o.Acks) > 0 {
 		b["acks"] = o.Acks
+	}
+	if o.PollID != "" {
+		b["poll_id"] = o.PollID
 	}
 	var out struct {
 		Jobs []wireJob `json:"jobs"`

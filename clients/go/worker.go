@@ -157,12 +157,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			select {
 			case <-ctx.Done():
-				// (A claim over several queues has no name: it runs out its wait.)
-				if len(w.queues) == 1 {
-					cut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_ = w.c.CutPoll(cut, w.queue, poll)
-					cancel()
-				}
+				// (A claim over several queues is cut through the first of them.)
+				cut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = w.c.CutPoll(cut, w.queue, poll)
+				cancel()
 			case <-stop:
 			}
 		}()
@@ -183,7 +181,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			got, err = w.c.Claim(claimCtx, w.queue, ClaimOptions{Max: free, Lease: w.lease, Wait: wait, Acks: plain, PollID: poll})
 		} else {
-			got, err = w.c.ClaimMany(claimCtx, w.queues, ClaimManyOptions{Max: free, Lease: w.lease, Wait: wait, Strict: w.strict, Acks: acks})
+			got, err = w.c.ClaimMany(claimCtx, w.queues, ClaimManyOptions{Max: free, Lease: w.lease, Wait: wait, Strict: w.strict, Acks: acks, PollID: poll})
 		}
 		slow.Stop()
 		w.setPolling(false)

@@ -385,12 +385,13 @@ export class Client {
 
   /**
    * Leases due jobs from several queues (`POST /v1/claim`): by weight among those with due
-   * jobs, or in the order given with `strict`; with `waitMs`, one long poll over all of them.
+   * jobs, or in the order given with `strict`; with `waitMs`, one long poll over all of them
+   * (`pollId` names it: `cutPoll` on the first queue ends it).
    * `acks` name their queues. Each job names its `queue`. Not retried.
    */
   async claimMany(
     queues: QueueChoice[],
-    opts: { max?: number; leaseMs?: number; waitMs?: number; strict?: boolean; acks?: (Ack & { queue: string })[]; signal?: AbortSignal } = {},
+    opts: { max?: number; leaseMs?: number; waitMs?: number; strict?: boolean; acks?: (Ack & { queue: string })[]; pollId?: string; signal?: AbortSignal } = {},
   ): Promise<Claimed> {
     const body: Json = {
       queues: queues.map((q) => (typeof q === "string" ? { name: q } : q.weight === undefined ? { name: q.name } : { name: q.name, weight: q.weight })),
@@ -400,6 +401,7 @@ export class Client {
     if (opts.strict) body.strict = true;
     if (opts.leaseMs !== undefined) body.lease_ms = opts.leaseMs;
     if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ queue: a.queue, id: a.id, lease_token: a.leaseToken }));
+    if (opts.pollId) body.poll_id = opts.pollId;
     const r = (await this.#call("POST", "/v1/claim", body, { repeat: false, extraMs: opts.waitMs ?? 0, signal: opts.signal })) as Json;
     return {
       jobs: (r.jobs as Json[]).map(claimedJob),

@@ -140,8 +140,8 @@ export class Worker {
     if (!this.#stop.signal.aborted) {
       this.#stop.abort();
       const poll = this.#poll;
-      // (A claim over several queues has no name: it runs out its wait.)
-      if (poll && this.#queues.length === 1) await this.#client.cutPoll(this.#queue, poll).catch(() => undefined);
+      // (A claim over several queues is cut through the first of them.)
+      if (poll) await this.#client.cutPoll(this.#queue, poll).catch(() => undefined);
     }
     await this.#done;
   }
@@ -166,7 +166,7 @@ export class Worker {
         const r =
           this.#queues.length === 1
             ? await this.#client.claim(this.#queue, { max: free, leaseMs: this.#leaseMs, waitMs, acks, pollId: this.#poll })
-            : await this.#client.claimMany(this.#queues, { max: free, leaseMs: this.#leaseMs, waitMs, strict: this.#strict, acks });
+            : await this.#client.claimMany(this.#queues, { max: free, leaseMs: this.#leaseMs, waitMs, strict: this.#strict, acks, pollId: this.#poll });
         jobs = r.jobs;
         failures = 0;
       } catch (e) {

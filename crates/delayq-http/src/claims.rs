@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::ApiJson;
-use crate::lease::{DEFAULT_LEASE, MAX_ACKS, MAX_WAIT};
+use crate::lease::{DEFAULT_LEASE, MAX_ACKS, MAX_WAIT, checked_poll_id};
 use crate::polls::Waiting;
 use crate::state::AppState;
 
@@ -79,6 +79,7 @@ pub async fn claim_many<B: Backend + Inspect>(
             },
         ));
     }
+    let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
     for (q, _) in &queues {
         st.note(q);
     }
@@ -87,6 +88,12 @@ pub async fn claim_many<B: Backend + Inspect>(
     } else {
         Some(st.long_lived(crate::budget::Kind::LongPoll, &ext)?)
     };
+    // Registered before the first claim (a cut that overtakes it still ends the poll), under
+    // the first queue: the client cuts it there.
+    let cut = poll_id
+        .as_deref()
+        .filter(|_| !wait.is_zero())
+        .map(|id| st.inner.cuts.watch(&queues[0].0, id));
     let deadline = Instant::now() + wait;
     let outcomes = ack_each(&st, acks).await?;
 
@@ -139,6 +146,7 @@ pub async fn claim_many<B: Backend + Inspect>(
                 (jobs, i, _) = futures_util::future::select_all(each) => Some((jobs, i)),
                 () = tokio::time::sleep_until(deadline) => None,
                 _ = shutdown.changed() => None,
+                () = async { cut.as_ref().expect("guarded").cut().await }, if cut.is_some() => None,
             }
         };
         match first {

@@ -115,7 +115,7 @@ pub async fn cut_poll<B: Backend + Inspect>(
 }
 
 /// `id` if it is a valid `poll_id`, else `invalid_poll_id`.
-fn checked_poll_id(id: String) -> Result<String, ApiError> {
+pub(crate) fn checked_poll_id(id: String) -> Result<String, ApiError> {
     if valid_poll_id(&id) {
         Ok(id)
     } else {

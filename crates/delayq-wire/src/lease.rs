@@ -184,6 +184,11 @@ pub struct ClaimManyRequest {
     /// `acks` says how each went, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acks: Vec<QueueAck>,
+    /// A name for this long poll (1-64 characters of `[A-Za-z0-9._-]`, unique per client), so
+    /// the client can end it early with `DELETE /v1/queues/{q}/polls/{poll_id}` on the first
+    /// of its queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_id: Option<String>,
 }
 
 /// Acks of several jobs at once.

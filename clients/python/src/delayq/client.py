@@ -283,12 +283,13 @@ class Client:
 
     def claim_many(self, queues: Iterable[Union[str, Tuple[str, int]]], *, max: int = 1,
                    lease_ms: Optional[int] = None, wait_ms: int = 0, strict: bool = False,
+                   poll_id: Optional[str] = None,
                    acks: Iterable[Tuple[str, str, int]] = ()) -> List[ClaimedJob]:
         """Leases up to ``max`` due jobs from several queues (``POST /v1/claim``): ``queues``
         are names or ``(name, weight)``; among those with due jobs the claim goes by weight, or
         in the order given with ``strict``; with ``wait_ms`` one long poll waits on all of
-        them. ``acks`` (``[(queue, id, lease_token)]``) are acknowledged first. Each job names
-        its queue."""
+        them (``poll_id`` names it: :meth:`cut_poll` on the first queue ends it). ``acks``
+        (``[(queue, id, lease_token)]``) are acknowledged first. Each job names its queue."""
         qs = []
         for q in queues:
             name, weight = (q, None) if isinstance(q, str) else q
@@ -301,6 +302,8 @@ class Client:
             body["acks"] = acks
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
+        if poll_id is not None:
+            body["poll_id"] = poll_id
         answer = self._call("POST", "/v1/claim", body, timeout=self.timeout + wait_ms / 1000)
         return [ClaimedJob.from_json(j["queue"], j) for j in answer["jobs"]]
 

@@ -89,11 +89,10 @@ class Worker:
         self.failed = 0
 
     def stop(self) -> None:
-        """Asks the worker to stop (what SIGTERM does); a long poll in flight is cut short
-        (one over several queues runs out its ``wait_ms``)."""
+        """Asks the worker to stop (what SIGTERM does); a long poll in flight is cut short."""
         self._stop.set()
         poll = self._poll
-        if poll is not None and len(self.queues) == 1:
+        if poll is not None:
             threading.Thread(target=self._cut, args=(poll,), daemon=True).start()
 
     def _cut(self, poll: str) -> None:
@@ -132,7 +131,8 @@ class Worker:
                     else:
                         jobs = self.client.claim_many(self.queues, max=free,
                                                       lease_ms=self.lease_ms, wait_ms=wait_ms,
-                                                      strict=self.strict, acks=acks)
+                                                      strict=self.strict, poll_id=self._poll,
+                                                      acks=acks)
                 except (errors.ConnectionFailed, errors.Unavailable) as e:
                     log.warning("claim failed: %s", e)
                     with self._lock:

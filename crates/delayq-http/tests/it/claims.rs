@@ -125,6 +125,24 @@ async fn one_long_poll_waits_on_every_queue(store: Store) {
     // Nothing was left leased elsewhere.
     let a = api.call("GET", "/v1/queues/idle-a", None).await.json();
     assert_eq!(a["leased"].as_u64(), Some(0), "{a}");
+    // A named poll is cut through its first queue: it answers at once, with nothing.
+    let body = json!({"queues": both, "wait_ms": 30_000, "poll_id": "stop-me"});
+    let started = Instant::now();
+    let poll = {
+        let api = api.client.clone();
+        tokio::spawn(async move { api.call("POST", "/v1/claim", Some(body)).await })
+    };
+    let cut = api
+        .call("DELETE", "/v1/queues/idle-a/polls/stop-me", None)
+        .await;
+    assert_eq!(cut.status, 204, "{}", cut.body);
+    let r = poll.await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json()["jobs"].as_array().unwrap().is_empty());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "cut, not run out"
+    );
 }
 
 async fn bad_claims_over_several_queues_are_refused(store: Store) {
@@ -161,6 +179,10 @@ async fn bad_claims_over_several_queues_are_refused(store: Store) {
         (
             json!({"queues": [{"name": "kept"}], "poll": 1}),
             "invalid_body",
+        ),
+        (
+            json!({"queues": [{"name": "kept"}], "poll_id": "a b"}),
+            "invalid_poll_id",
         ),
     ] {
         let r = api.call("POST", "/v1/claim", Some(body.clone())).await;
