@@ -265,16 +265,26 @@ func (c *Client) ClaimMany(ctx context.Context, queues []QueueWeight, o ClaimMan
 	if o.PollID != "" {
 		b["poll_id"] = o.PollID
 	}
+	return c.claimAt(ctx, "/v1/claim", b, "")
+}
+
+// claimAt sends a claim body to path and decodes the answer; each job's Queue is queue when
+// given (a one-queue claim), else what the answer names.
+func (c *Client) claimAt(ctx context.Context, path string, b map[string]any, queue string) (Claimed, error) {
 	var out struct {
 		Jobs []wireJob `json:"jobs"`
 		Acks []string  `json:"acks"`
 	}
-	if err := c.call(ctx, "POST", "/v1/claim", b, &out, false); err != nil {
+	if err := c.call(ctx, "POST", path, b, &out, false); err != nil {
 		return Claimed{}, err
 	}
 	res := Claimed{Acks: out.Acks}
 	for _, w := range out.Jobs {
-		res.Jobs = append(res.Jobs, w.job())
+		j := w.job()
+		if queue != "" {
+			j.Queue = queue
+		}
+		res.Jobs = append(res.Jobs, j)
 	}
 	return res, nil
 }
@@ -311,20 +321,7 @@ func (c *Client) Claim(ctx context.Context, queue string, o ClaimOptions) (Claim
 	if o.PollID != "" {
 		b["poll_id"] = o.PollID
 	}
-	var out struct {
-		Jobs []wireJob `json:"jobs"`
-		Acks []string  `json:"acks"`
-	}
-	if err := c.call(ctx, "POST", q(queue)+"/claim", b, &out, false); err != nil {
-		return Claimed{}, err
-	}
-	res := Claimed{Acks: out.Acks}
-	for _, w := range out.Jobs {
-		j := w.job()
-		j.Queue = queue
-		res.Jobs = append(res.Jobs, j)
-	}
-	return res, nil
+	return c.claimAt(ctx, q(queue)+"/claim", b, queue)
 }
 
 // CutPoll ends the waiting claim named pollID now.

@@ -155,6 +155,15 @@ function claimedJob(j: Json): ClaimedJob {
   };
 }
 
+/** A claim's answer (one queue's or several's). */
+function claimed(r: Json): Claimed {
+  return {
+    jobs: (r.jobs as Json[]).map(claimedJob),
+    acks: (r.acks as string[] | undefined) ?? [],
+    nextDueInMs: r.next_due_in_ms as number | undefined,
+  };
+}
+
 function queueInfo(q: Json): QueueInfo {
   const s: QueueStats = {
     queue: String(q.queue),
@@ -376,11 +385,7 @@ export class Client {
       extraMs: opts.waitMs ?? 0,
       signal: opts.signal,
     })) as Json;
-    return {
-      jobs: (r.jobs as Json[]).map(claimedJob),
-      acks: (r.acks as string[] | undefined) ?? [],
-      nextDueInMs: r.next_due_in_ms as number | undefined,
-    };
+    return claimed(r);
   }
 
   /**
@@ -403,11 +408,7 @@ export class Client {
     if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ queue: a.queue, id: a.id, lease_token: a.leaseToken }));
     if (opts.pollId) body.poll_id = opts.pollId;
     const r = (await this.#call("POST", "/v1/claim", body, { repeat: false, extraMs: opts.waitMs ?? 0, signal: opts.signal })) as Json;
-    return {
-      jobs: (r.jobs as Json[]).map(claimedJob),
-      acks: (r.acks as string[] | undefined) ?? [],
-      nextDueInMs: r.next_due_in_ms as number | undefined,
-    };
+    return claimed(r);
   }
 
   /** Ends the waiting claim named `pollId` now. */

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::ApiJson;
-use crate::lease::{DEFAULT_LEASE, MAX_ACKS, MAX_WAIT, checked_poll_id};
+use crate::lease::{MAX_ACKS, checked_poll_id, claim_shape};
 use crate::polls::Waiting;
 use crate::state::AppState;
 
@@ -55,16 +55,7 @@ pub async fn claim_many<B: Backend + Inspect>(
         }
         queues.push((name, w));
     }
-    let max = req.max.unwrap_or(1);
-    if !(1..=1000).contains(&max) {
-        return Err(bad(format!("max {max} is outside 1-1000")));
-    }
-    let lease = req.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
-    delayq::job::validate_lease(lease)?;
-    let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
-    if wait > MAX_WAIT {
-        return Err(bad("wait_ms is over 60000".into()));
-    }
+    let (max, lease, wait) = claim_shape(req.max, req.lease_ms, req.wait_ms)?;
     if req.acks.len() > MAX_ACKS {
         return Err(bad(format!("{} acks is over {MAX_ACKS}", req.acks.len())));
     }

@@ -19,7 +19,7 @@ use crate::state::AppState;
 
 /// Longest long poll.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
-pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Lease up to `max` due jobs, waiting up to `wait_ms` for one to become due.
 #[utoipa::path(
@@ -34,23 +34,8 @@ pub async fn claim<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    let max = req.max.unwrap_or(1);
-    if !(1..=1000).contains(&max) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBatch,
-            format!("max {max} is outside 1-1000"),
-        ));
-    }
+    let (max, lease, wait) = claim_shape(req.max, req.lease_ms, req.wait_ms)?;
     let acks = leases_of(req.acks)?;
-    let lease = req.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
-    delayq::job::validate_lease(lease)?;
-    let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
-    if wait > MAX_WAIT {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBatch,
-            "wait_ms is over 60000",
-        ));
-    }
     let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
     st.note(&q);
     // Each caller may keep only so many polls waiting (they hold a connection and a task).
@@ -112,6 +97,32 @@ pub async fn cut_poll<B: Backend + Inspect>(
     let id = checked_poll_id(id)?;
     st.inner.cuts.cut(&q, &id);
     Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+/// A claim's `max` (1-1000, default 1), lease (default 30 s, checked) and wait (0-60 s), or
+/// the error that refuses it: the same rules for one queue's claim and a claim over several.
+pub(crate) fn claim_shape(
+    max: Option<usize>,
+    lease_ms: Option<u64>,
+    wait_ms: Option<u64>,
+) -> Result<(usize, Duration, Duration), ApiError> {
+    let max = max.unwrap_or(1);
+    if !(1..=1000).contains(&max) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBatch,
+            format!("max {max} is outside 1-1000"),
+        ));
+    }
+    let lease = lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
+    delayq::job::validate_lease(lease)?;
+    let wait = Duration::from_millis(wait_ms.unwrap_or(0));
+    if wait > MAX_WAIT {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBatch,
+            "wait_ms is over 60000",
+        ));
+    }
+    Ok((max, lease, wait))
 }
 
 /// `id` if it is a valid `poll_id`, else `invalid_poll_id`.

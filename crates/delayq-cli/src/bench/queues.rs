@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use delayq::{Consumer, ConsumerOptions, Due, Failure, Job, Producer, QueueName, QueueOrder};
+use delayq::{Consumer, ConsumerOptions, Due, Failure, Job, QueueName, QueueOrder};
 
 use super::Row;
 use super::env::{Env, per_job};
-use super::util::{PREFETCH, bar, job, now_ms_f64};
+use super::util::{PREFETCH, bar, fill_in, now_ms_f64};
 
 /// Drains `n` jobs, half in each queue, at `concurrency`.
 pub(super) async fn weighted(env: &mut Env, n: usize, concurrency: usize) -> anyhow::Result<Row> {
@@ -19,19 +19,11 @@ pub(super) async fn weighted(env: &mut Env, n: usize, concurrency: usize) -> any
     let before = env.cost().await?;
     let (heavy, light) = (QueueName::new("bench-a")?, QueueName::new("bench-b")?);
     let half = n / 2;
-    let pb = bar(2 * half, "multi-queue enqueue");
-    for (q, range) in [(&heavy, 0..half), (&light, half..2 * half)] {
-        let p = Producer::new(b.clone(), q.clone());
-        let mut i = range.start;
-        while i < range.end {
-            let end = (i + 1000).min(range.end);
-            p.enqueue_batch((i..end).map(|k| job(k, Due::Now)).collect())
-                .await?;
-            pb.inc((end - i) as u64);
-            i = end;
-        }
-    }
-    pb.finish_and_clear();
+    fill_in(&b, &heavy, 0..half, "multi-queue enqueue", |_| Due::Now).await?;
+    fill_in(&b, &light, half..2 * half, "multi-queue enqueue", |_| {
+        Due::Now
+    })
+    .await?;
     let seen: Arc<Mutex<Vec<(bool, f64)>>> = Arc::default();
     let opts = ConsumerOptions {
         concurrency,

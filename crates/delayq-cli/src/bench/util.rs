@@ -92,7 +92,18 @@ pub(crate) async fn fill(
     what: &str,
     schedule: impl Fn(usize) -> Due,
 ) -> anyhow::Result<()> {
-    let p = delayq::Producer::new(b.clone(), queue());
+    fill_in(b, &queue(), range, what, schedule).await
+}
+
+/// [`fill`] into queue `q`.
+pub(crate) async fn fill_in(
+    b: &AnyBackend,
+    q: &QueueName,
+    range: std::ops::Range<usize>,
+    what: &str,
+    schedule: impl Fn(usize) -> Due,
+) -> anyhow::Result<()> {
+    let p = delayq::Producer::new(b.clone(), q.clone());
     let pb = bar(range.len(), what);
     let mut i = range.start;
     while i < range.end {
