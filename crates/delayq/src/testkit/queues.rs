@@ -115,6 +115,12 @@ pub async fn several_queues_share_claims_by_weight<B: Backend + Inspect>(b: B, _
         .max()
         .unwrap_or(0);
     assert!(longest <= 4, "a run of {longest} from one queue");
+    // Every handled job was acked in its own queue, and what was leased but not started went
+    // back to its own queue: nothing is left leased in either.
+    for queue in [&a, &o] {
+        let s = b.stats(queue).await.unwrap();
+        assert_eq!(s.leased, 0, "{queue}: {s:?}");
+    }
 }
 
 /// Strict: the first queue is served while it has due jobs; a job arriving in it is taken
