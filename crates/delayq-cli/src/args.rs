@@ -616,6 +616,11 @@ pub(crate) struct WorkerArgs {
     /// Per-job lines as text or JSON lines (on stderr).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::exec::LogFormat,
+    /// Keep each successful command's standard output (at most 65,535 bytes; more fails the
+    /// job as dead) as the job's result, shown by `delayq get` while the queue keeps done jobs
+    /// (`queue set --keep-done`).
+    #[arg(long, requires = "exec")]
+    pub keep_output: bool,
 }
 
 /// An HTTP push target on the command line.

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use delayq::{Failure, Handler, Job};
+use delayq::{Completion, Failure, Handler, Job};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
@@ -125,6 +125,26 @@ pub(crate) struct ExecHandler {
     pub format: LogFormat,
     /// Notified when the command cannot be started at all (exit 126/127): the worker stops.
     pub broken: Arc<Notify>,
+    /// Keep the command's standard output as the job's result (`--keep-output`).
+    pub keep_output: bool,
+}
+
+/// Reads `out` to its end, keeping at most `MAX_RESULT_BYTES + 1` bytes (enough to tell an
+/// output over the limit) and discarding the rest, so a chatty command never blocks on a
+/// full pipe nor fills the worker's memory.
+async fn read_bounded(out: &mut tokio::process::ChildStdout, kept: &mut Vec<u8>) -> usize {
+    let limit = delayq::limits::MAX_RESULT_BYTES + 1;
+    let mut total = 0;
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = out.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        total += n;
+        let room = limit.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+    total
 }
 
 impl ExecHandler {
@@ -170,7 +190,7 @@ impl ExecHandler {
 }
 
 impl Handler for ExecHandler {
-    async fn handle(&self, job: Job) -> Result<(), Failure> {
+    async fn handle(&self, job: Job) -> Result<Completion, Failure> {
         let started = Instant::now();
         // This attempt's process span: the program continues the trace under it (TRACEPARENT
         // / TRACESTATE, the OpenTelemetry environment carrier). Without an exporter the span
@@ -194,7 +214,11 @@ impl Handler for ExecHandler {
         }
         let mut child = cmd
             .stdin(Stdio::piped())
-            .stdout(Stdio::inherit())
+            .stdout(if self.keep_output {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .stderr(Stdio::piped())
             .process_group(0)
             .spawn()
@@ -207,6 +231,7 @@ impl Handler for ExecHandler {
             });
         }
         let mut stderr = child.stderr.take();
+        let mut stdout = child.stdout.take();
         let mut child = Running(Some(child));
         let mut err_bytes = Vec::new();
         let read_err = async {
@@ -214,19 +239,45 @@ impl Handler for ExecHandler {
                 let _ = e.read_to_end(&mut err_bytes).await;
             }
         };
-        let (status, ()) = tokio::join!(child.wait(), read_err);
+        let mut out_bytes = Vec::new();
+        let read_out = async {
+            match stdout.as_mut() {
+                Some(o) => read_bounded(o, &mut out_bytes).await,
+                None => 0,
+            }
+        };
+        let (status, (), out_len) = tokio::join!(child.wait(), read_err, read_out);
         let status = status.map_err(|e| Failure::retry(format!("waiting for the command: {e}")))?;
         let out = std::process::Output {
             status,
-            stdout: Vec::new(),
+            stdout: out_bytes,
             stderr: err_bytes,
         };
         if !out.stderr.is_empty() {
             eprint!("{}", String::from_utf8_lossy(&out.stderr));
         }
         if out.status.success() {
+            if !self.keep_output {
+                self.log(&job, process.as_ref(), "acked", started, None);
+                return Ok(Completion::default());
+            }
+            if out_len > delayq::limits::MAX_RESULT_BYTES {
+                let message = format!(
+                    "--keep-output: the command printed {out_len} bytes, over the result limit \
+                     of {} bytes",
+                    delayq::limits::MAX_RESULT_BYTES
+                );
+                self.log(
+                    &job,
+                    process.as_ref(),
+                    "dead-lettered",
+                    started,
+                    Some(&message),
+                );
+                return Err(Failure::dead(message));
+            }
             self.log(&job, process.as_ref(), "acked", started, None);
-            return Ok(());
+            return Ok(Completion::result(out.stdout));
         }
         let err = String::from_utf8_lossy(&out.stderr);
         // The last ERROR_TAIL bytes, starting on a character boundary.

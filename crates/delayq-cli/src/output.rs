@@ -26,8 +26,14 @@ pub(crate) fn job_text(j: &JobInfo) -> String {
     if let Some(d) = j.failed_at_ms {
         s += &format!("failed_at: {}\n", format_ms(d));
     }
+    if let Some(d) = j.completed_at_ms {
+        s += &format!("completed_at: {}\n", format_ms(d));
+    }
     if let Some(e) = &j.last_error {
         s += &format!("last_error: {e}\n");
+    }
+    if let Some(r) = &j.result {
+        s += &format!("result: {}\n", String::from_utf8_lossy(r).trim_end());
     }
     s += &format!("payload: {}", String::from_utf8_lossy(&j.payload));
     s

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::backend::AnyBackend;
 use crate::remote::RemoteBackend;
-use delayq::{Consumer, ConsumerOptions, Failure, Handler, Job, QueueName, QueueOrder};
+use delayq::{Completion, Consumer, ConsumerOptions, Failure, Handler, Job, QueueName, QueueOrder};
 use tokio::sync::Notify;
 
 use crate::args::{QueueSpec, WorkerArgs};
@@ -18,7 +18,7 @@ struct RecordHandler {
 }
 
 impl Handler for RecordHandler {
-    async fn handle(&self, job: Job) -> Result<(), Failure> {
+    async fn handle(&self, job: Job) -> Result<Completion, Failure> {
         use std::io::Write;
         if !self.sleep.is_zero() {
             tokio::time::sleep(self.sleep).await;
@@ -28,7 +28,8 @@ impl Handler for RecordHandler {
             .lock()
             .map_err(|_| Failure::retry("record file lock poisoned"))?
             .write_all(line.as_bytes())
-            .map_err(Failure::retry)
+            .map_err(Failure::retry)?;
+        Ok(Completion::default())
     }
 }
 
@@ -113,6 +114,7 @@ pub(crate) async fn run(
                 quiet: a.quiet,
                 format: a.log_format,
                 broken: broken.clone(),
+                keep_output: a.keep_output,
             };
             let stop = closing(remote, async move {
                 tokio::select! {

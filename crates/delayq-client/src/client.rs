@@ -311,7 +311,35 @@ impl Client {
         self.json(
             Method::POST,
             &path,
-            Some(&AckRequest { lease_token }),
+            Some(&AckRequest {
+                lease_token,
+                ..AckRequest::default()
+            }),
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// Acknowledges a finished job with its handler's result (at most 65,535 bytes; sent as
+    /// JSON when the bytes are JSON), kept with the job while its queue or the job keeps done
+    /// jobs (`keep_done_ms`) and answered by [`Client::get`].
+    pub async fn ack_result(
+        &self,
+        queue: &str,
+        id: &str,
+        lease_token: u64,
+        result: Vec<u8>,
+    ) -> Result<Outcome> {
+        let path = format!("{}/ack", job(queue, id)?);
+        let (result, result_b64) = delayq_wire::payload::payload_fields(result);
+        self.json(
+            Method::POST,
+            &path,
+            Some(&AckRequest {
+                lease_token,
+                result,
+                result_b64,
+            }),
             Repeat::Safe,
         )
         .await

@@ -160,6 +160,22 @@ impl Backend for RemoteBackend {
         Ok(out)
     }
 
+    async fn ack_result(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        result: Vec<u8>,
+    ) -> Result<AckOutcome> {
+        let acks = self
+            .client
+            .ack_batch(queue.as_str(), vec![ClaimAck::with_result(&lease, result)])
+            .await
+            .map_err(core(Some(&lease.id)))?;
+        acks.into_iter().next().ok_or_else(|| {
+            Error::Backend("unexpected answer from the delayq server: no ack outcome".into())
+        })
+    }
+
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         let body = NackRequest {
             lease_token: lease.token,

@@ -68,15 +68,21 @@ impl Now {
 /// Deletes the records of valid leases — or keeps them as done when the job's retention (its
 /// own, else the queue's) says so, then trims kept jobs whose time is up; one outcome per
 /// lease. An expired lease that no claim recovered yet is still the job's current lease (as on
-/// Redis).
-fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef], now: i64) -> Result<Vec<AckOutcome>> {
+/// Redis). `results[i]`, when there, is lease i's handler result, kept with a job kept as done.
+fn ack_all(
+    c: &Connection,
+    q: &str,
+    leases: &[LeaseRef],
+    results: &[Vec<u8>],
+    now: i64,
+) -> Result<Vec<AckOutcome>> {
     if leases.is_empty() {
         return Ok(Vec::new());
     }
     let ret = throttle::retention(c, q)?;
     let mut keep = c
         .prepare_cached(
-            "UPDATE jobs SET state = ?5, token = 0, completed_at = ?4, \
+            "UPDATE jobs SET state = ?5, token = 0, completed_at = ?4, result = ?9, \
              dedupe_until = ?4 + COALESCE(dedupe_ms, ?7), \
              score = ?4 + MAX(COALESCE(keep_done_ms, ?6), COALESCE(dedupe_ms, ?7)) \
              WHERE queue = ?1 AND id = ?2 AND state = ?8 AND token = ?3 AND token != 0 \
@@ -94,15 +100,19 @@ fn ack_all(c: &Connection, q: &str, leases: &[LeaseRef], now: i64) -> Result<Vec
     let mut kept = 0;
     let out = leases
         .iter()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
             let (id, token) = (l.id.as_str(), l.token as i64);
+            let result = results.get(i).filter(|r| !r.is_empty());
             let (keep_ms, dedupe_ms) = (ret.keep_done_ms as i64, ret.dedupe_ms as i64);
             let mut n = del
                 .execute(params![q, id, token, LEASED, keep_ms, dedupe_ms])
                 .map_err(sql)?;
             if n == 0 {
                 n = keep
-                    .execute(params![q, id, token, now, DONE, keep_ms, dedupe_ms, LEASED])
+                    .execute(params![
+                        q, id, token, now, DONE, keep_ms, dedupe_ms, LEASED, result
+                    ])
                     .map_err(sql)?;
                 kept += n;
             }
@@ -398,6 +408,34 @@ impl EmbeddedBackend {
     }
 }
 
+impl EmbeddedBackend {
+    /// Acknowledges `leases`, lease i with `results[i]` when there (see [`ack_all`]).
+    async fn ack_with(
+        &self,
+        queue: &QueueName,
+        leases: Vec<LeaseRef>,
+        results: Vec<Vec<u8>>,
+    ) -> Result<Vec<AckOutcome>> {
+        let q = queue.to_string();
+        let out = self
+            .exec_waking(queue, move |c, now| {
+                let out = ack_all(c, &q, &leases, &results, now.ms())?;
+                let freed = out.contains(&AckOutcome::Acked) && throttle::freed(c, &q)?;
+                Ok((out, freed))
+            })
+            .await?;
+        let completed = out.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
+        self.count(
+            queue,
+            &Counts {
+                completed,
+                ..Counts::default()
+            },
+        );
+        Ok(out)
+    }
+}
+
 impl Backend for EmbeddedBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         let delivery = self.delivery(queue).await?;
@@ -424,7 +462,7 @@ impl Backend for EmbeddedBackend {
         let (batch, counts, wake) = self
             .exec(move |c, now| {
                 let mut counts = Counts::default();
-                let acks = ack_all(c, q.as_str(), &req.acks, now.ms())?;
+                let acks = ack_all(c, q.as_str(), &req.acks, &[], now.ms())?;
                 counts.completed = acks.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
                 recover(c, q.as_str(), now.ms(), &mut counts)?;
                 let want = req.max.min(MAX_CLAIM) as i64;
@@ -479,23 +517,20 @@ impl Backend for EmbeddedBackend {
     }
 
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        let q = queue.to_string();
-        let out = self
-            .exec_waking(queue, move |c, now| {
-                let out = ack_all(c, &q, &leases, now.ms())?;
-                let freed = out.contains(&AckOutcome::Acked) && throttle::freed(c, &q)?;
-                Ok((out, freed))
-            })
-            .await?;
-        let completed = out.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
-        self.count(
-            queue,
-            &Counts {
-                completed,
-                ..Counts::default()
-            },
-        );
-        Ok(out)
+        self.ack_with(queue, leases, Vec::new()).await
+    }
+
+    async fn ack_result(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        result: Vec<u8>,
+    ) -> Result<AckOutcome> {
+        if result.len() > delayq::limits::MAX_RESULT_BYTES {
+            return Err(delayq::InvalidInput::ResultTooLarge(result.len()).into());
+        }
+        let out = self.ack_with(queue, vec![lease], vec![result]).await?;
+        Ok(out[0])
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

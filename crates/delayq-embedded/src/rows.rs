@@ -23,7 +23,7 @@ pub(crate) fn claim_order_sql(p: usize) -> String {
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
                                last_error, payload, timeout_ms, expires_at, priority, \
-                               completed_at, target, trace";
+                               completed_at, target, trace, result";
 
 /// One row of `jobs`.
 pub(crate) struct RowData {
@@ -45,6 +45,7 @@ pub(crate) struct RowData {
     pub completed_at: Option<i64>,
     pub target: Option<String>,
     pub trace: Option<String>,
+    pub result: Option<Vec<u8>>,
 }
 
 /// Reads a row selected with [`COLS`].
@@ -74,6 +75,7 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         completed_at: r.get(17)?,
         target: r.get(18)?,
         trace: r.get(19)?,
+        result: r.get(20)?,
     })
 }
 
@@ -141,6 +143,7 @@ impl RowData {
             target,
             trace,
             payload: self.payload,
+            result: self.result,
         })
     }
 }

@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   dedupe_until INTEGER,                   -- until when its id is refused
   target       TEXT,                      -- HTTP push target (delayq::Target as JSON)
   trace        TEXT,                      -- W3C trace context (delayq::TraceContext::to_bytes)
+  result       BLOB,                      -- state 3: the handler's result (delayq::Completion)
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);

@@ -566,6 +566,17 @@ function payloadView(j) {
   return [el('h2', {}, 'Payload (bytes, base64)'), el('pre', { class: 'payload', id: 'payload' }, j.payload_b64 || '')];
 }
 
+// A done job's result, as its handler acked it (JSON, or bytes in base64).
+function resultView(j) {
+  if (j.result !== undefined) {
+    return [el('h2', {}, 'Result (JSON)'), el('pre', { class: 'payload', id: 'result' }, JSON.stringify(j.result, null, 2))];
+  }
+  if (j.result_b64 !== undefined) {
+    return [el('h2', {}, 'Result (bytes, base64)'), el('pre', { class: 'payload', id: 'result' }, j.result_b64)];
+  }
+  return [];
+}
+
 async function jobView(name, id) {
   crumbs({ text: 'Queues', href: '#/' }, { text: name, href: `#/q/${encodeURIComponent(name)}` }, { text: id });
   let j;
@@ -625,6 +636,8 @@ async function jobView(name, id) {
     actions.append(
       act('admin', 'Requeue', null, 'POST', `${q(name)}/dead/${encodeURIComponent(id)}/requeue`, undefined, 'primary'),
       act('admin', 'Delete', `Delete dead job ${id}? This cannot be undone.`, 'DELETE', `${q(name)}/dead/${encodeURIComponent(id)}`, undefined, 'danger', back));
+  } else if (j.state === 'done') {
+    actions.append(el('p', { class: 'muted' }, 'Completed; kept while the queue keeps done jobs.'));
   } else {
     actions.append(el('p', { class: 'muted' }, 'A consumer holds this job; it can be acted on once its lease ends.'));
   }
@@ -634,6 +647,7 @@ async function jobView(name, id) {
     el('div', { class: 'card' }, dl),
     j.last_error ? [el('h2', {}, 'Last error'), el('pre', { class: 'err-box', id: 'last-error' }, j.last_error)] : [],
     await deliveriesView(name, id, j),
+    resultView(j),
     payloadView(j));
 }
 

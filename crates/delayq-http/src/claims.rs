@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::ApiJson;
-use crate::lease::{MAX_ACKS, checked_poll_id, claim_shape};
+use crate::lease::{Finished, MAX_ACKS, SplitAcks, checked_poll_id, claim_shape};
 use crate::polls::Waiting;
 use crate::state::AppState;
 
@@ -60,14 +60,17 @@ pub async fn claim_many<B: Backend + Inspect>(
         return Err(bad(format!("{} acks is over {MAX_ACKS}", req.acks.len())));
     }
     // Every ack checked before any is applied.
-    let mut acks: Vec<(QueueName, LeaseRef)> = Vec::with_capacity(req.acks.len());
+    let mut acks: Vec<(QueueName, LeaseRef, Option<Vec<u8>>)> = Vec::with_capacity(req.acks.len());
     for a in req.acks {
+        let result =
+            delayq_wire::payload::result_bytes(a.result.as_deref(), a.result_b64.as_deref())?;
         acks.push((
             QueueName::new(a.queue)?,
             LeaseRef {
                 id: JobId::new(a.id)?,
                 token: a.lease_token,
             },
+            result,
         ));
     }
     let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
@@ -172,28 +175,33 @@ fn order(queues: &[(QueueName, u32)], strict: bool) -> Vec<usize> {
     idx
 }
 
-/// Acknowledges each finished job in its queue (one call per queue); the outcomes in the
-/// request's order.
+/// Acknowledges each finished job in its queue (one call per queue, and one per ack with a
+/// result); the outcomes in the request's order.
 async fn ack_each<B: Backend + Inspect>(
     st: &AppState<B>,
-    acks: Vec<(QueueName, LeaseRef)>,
+    acks: Vec<(QueueName, LeaseRef, Option<Vec<u8>>)>,
 ) -> Result<Vec<AckOutcome>, ApiError> {
     let mut outcomes = vec![AckOutcome::NotFound; acks.len()];
     let mut queues: Vec<&QueueName> = Vec::new();
-    for (q, _) in &acks {
+    for (q, _, _) in &acks {
         if !queues.contains(&q) {
             queues.push(q);
         }
     }
     for q in queues {
-        let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = acks
+        let mine: Vec<Finished> = acks
             .iter()
-            .enumerate()
-            .filter(|(_, (aq, _))| aq == q)
-            .map(|(i, (_, l))| (i, l.clone()))
-            .unzip();
-        let out = st.backend().ack(q, leases).await?;
-        for (p, o) in pos.into_iter().zip(out) {
+            .filter(|(aq, _, _)| aq == q)
+            .map(|(_, l, r)| (l.clone(), r.clone()))
+            .collect();
+        let pos: Vec<usize> = (0..acks.len()).filter(|i| acks[*i].0 == *q).collect();
+        let split = SplitAcks::apply(st, q, mine).await?;
+        let plain = if split.plain.is_empty() {
+            Vec::new()
+        } else {
+            st.backend().ack(q, split.plain.clone()).await?
+        };
+        for (p, o) in pos.into_iter().zip(split.merge(plain)) {
             outcomes[p] = o;
         }
     }

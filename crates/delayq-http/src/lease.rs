@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use delayq::{AckOutcome, Backend, ClaimRequest as Claim, Inspect, LeaseRef, Nack, NackOutcome};
+use delayq::{
+    AckOutcome, Backend, ClaimRequest as Claim, Inspect, LeaseRef, Nack, NackOutcome, QueueName,
+};
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
@@ -50,8 +52,10 @@ pub async fn claim<B: Backend + Inspect>(
         .filter(|_| !wait.is_zero())
         .map(|id| st.inner.cuts.watch(&q, id));
     let deadline = Instant::now() + wait;
+    let split = SplitAcks::apply(&st, &q, acks).await?;
+    let acks = split.plain.clone();
     let batch = st.backend().claim(&q, Claim { max, lease, acks }).await?;
-    let acks = batch.acks.clone();
+    let acks = split.merge(batch.acks.clone());
     let mut shutdown = st.inner.shutdown.clone();
     if !batch.jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
         let next_due_in_ms = batch
@@ -93,7 +97,7 @@ pub async fn cut_poll<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     axum::extract::Path((q, id)): axum::extract::Path<(String, String)>,
 ) -> Result<axum::http::StatusCode, ApiError> {
-    let q = delayq::QueueName::new(q)?;
+    let q = QueueName::new(q)?;
     let id = checked_poll_id(id)?;
     st.inner.cuts.cut(&q, &id);
     Ok(axum::http::StatusCode::NO_CONTENT)
@@ -140,23 +144,73 @@ pub(crate) fn checked_poll_id(id: String) -> Result<String, ApiError> {
 /// Most acks one claim or ack batch carries.
 pub(crate) const MAX_ACKS: usize = 1000;
 
-/// The leases of a request's acks; more than [`MAX_ACKS`] or a bad id refuses the request.
-fn leases_of(acks: Vec<ClaimAck>) -> Result<Vec<LeaseRef>, ApiError> {
+/// A lease to acknowledge, with the result its ack carries.
+pub(crate) type Finished = (LeaseRef, Option<Vec<u8>>);
+
+/// The leases of a request's acks, each with its result; more than [`MAX_ACKS`], a bad id or
+/// a bad result refuses the request (before any ack is applied).
+fn leases_of(acks: Vec<ClaimAck>) -> Result<Vec<Finished>, ApiError> {
     if acks.len() > MAX_ACKS {
         return Err(ApiError::new(
             ErrorCode::InvalidBatch,
             format!("{} acks is over {MAX_ACKS}", acks.len()),
         ));
     }
-    Ok(acks
-        .into_iter()
+    acks.into_iter()
         .map(|a| {
-            Ok(LeaseRef {
+            let result = a.result_bytes()?;
+            let lease = LeaseRef {
                 id: delayq::JobId::new(a.id)?,
                 token: a.lease_token,
-            })
+            };
+            Ok((lease, result))
         })
-        .collect::<Result<Vec<_>, delayq::Error>>()?)
+        .collect()
+}
+
+/// Acks with a result, applied one by one (results never ride on a claim); the others, to
+/// ride on the claim or one ack call, and where their outcomes go.
+pub(crate) struct SplitAcks {
+    /// The outcome of each ack of the request, in order; `None` for one in `plain`.
+    outcomes: Vec<Option<AckOutcome>>,
+    /// The acks without a result.
+    pub(crate) plain: Vec<LeaseRef>,
+}
+
+impl SplitAcks {
+    /// Applies the acks of `acks` that carry a result, in `queue`; keeps the others.
+    pub(crate) async fn apply<B: Backend + Inspect>(
+        st: &AppState<B>,
+        queue: &QueueName,
+        acks: Vec<Finished>,
+    ) -> Result<Self, ApiError> {
+        let mut split = SplitAcks {
+            outcomes: Vec::with_capacity(acks.len()),
+            plain: Vec::new(),
+        };
+        for (lease, result) in acks {
+            match result {
+                Some(r) => {
+                    let o = st.backend().ack_result(queue, lease, r).await?;
+                    split.outcomes.push(Some(o));
+                }
+                None => {
+                    split.outcomes.push(None);
+                    split.plain.push(lease);
+                }
+            }
+        }
+        Ok(split)
+    }
+
+    /// Every ack's outcome in the request's order, given the outcomes of `plain`.
+    pub(crate) fn merge(self, plain: Vec<AckOutcome>) -> Vec<AckOutcome> {
+        let mut rest = plain.into_iter();
+        self.outcomes
+            .into_iter()
+            .map(|o| o.or_else(|| rest.next()).unwrap_or(AckOutcome::NotFound))
+            .collect()
+    }
 }
 
 /// Acknowledge several jobs in one request (a worker's finished jobs when it has no claim to
@@ -178,12 +232,19 @@ pub async fn ack_batch<B: Backend + Inspect>(
             "acks is empty (1-1000)",
         ));
     }
-    let leases = leases_of(req.acks)?;
-    let out = st.backend().ack(&q, leases).await?;
-    Ok(Json(AckBatchResponse { acks: out }))
+    let split = SplitAcks::apply(&st, &q, leases_of(req.acks)?).await?;
+    let out = if split.plain.is_empty() {
+        Vec::new()
+    } else {
+        st.backend().ack(&q, split.plain.clone()).await?
+    };
+    Ok(Json(AckBatchResponse {
+        acks: split.merge(out),
+    }))
 }
 
-/// Acknowledge a job: it is done and deleted.
+/// Acknowledge a job: it is done and deleted — or kept as done, with the `result` it carries,
+/// when its queue or the job says to keep done jobs (`keep_done_ms`).
 #[utoipa::path(
     post, path = "/v1/queues/{q}/jobs/{id}/ack", tag = "consumers",
     params(("q" = String, Path), ("id" = String, Path)),
@@ -195,11 +256,16 @@ pub async fn ack<B: Backend + Inspect>(
     JobPath(q, id): JobPath,
     ApiJson(req): ApiJson<AckRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
+    let result =
+        delayq_wire::payload::result_bytes(req.result.as_deref(), req.result_b64.as_deref())?;
     let lease = LeaseRef {
         id: id.clone(),
         token: req.lease_token,
     };
-    let out = st.backend().ack(&q, vec![lease]).await?;
+    let out = match result {
+        Some(r) => vec![st.backend().ack_result(&q, lease, r).await?],
+        None => st.backend().ack(&q, vec![lease]).await?,
+    };
     match out.first() {
         Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, OutcomeKind::Acked))),
         Some(AckOutcome::NotFound) => Err(delayq::Error::NotFound { id }.into()),

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::{
-    Backend, Consumer, ConsumerOptions, DeliveryLog, Failure, Handler, Inspect, Job, QueueName,
-    RunReport, Target, TraceMode,
+    Backend, Completion, Consumer, ConsumerOptions, DeliveryLog, Failure, Handler, Inspect, Job,
+    QueueName, RunReport, Target, TraceMode,
 };
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -318,7 +318,7 @@ impl<B: Backend + Inspect> Deliver<B> {
 }
 
 impl<B: Backend + Inspect> Handler for Deliver<B> {
-    async fn handle(&self, job: Job) -> Result<(), Failure> {
+    async fn handle(&self, job: Job) -> Result<Completion, Failure> {
         let target = match &job.target {
             Some(t) => t.clone(),
             None => match self.default_target().await? {
@@ -330,6 +330,7 @@ impl<B: Backend + Inspect> Handler for Deliver<B> {
                 }
             },
         };
-        deliver(&self.shared, &job, &target).await
+        deliver(&self.shared, &job, &target).await?;
+        Ok(Completion::default())
     }
 }

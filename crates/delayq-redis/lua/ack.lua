@@ -9,7 +9,8 @@
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
--- Arguments: the tail `acks` of (id, token).
+-- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
+-- a job kept as done (delayq::Completion; empty: none).
 -- Returns one code per pair: R_OK (acked), R_LOST (the job exists under another lease or
 -- none), R_MISSING (no such job); refused pairs change nothing.
 -- Safe to run twice: a second run finds the records gone (or done, with no token) and answers
@@ -22,7 +23,8 @@ end
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local now = now_ms()
 local ret = queue_retention(stat, lflags)
-local out, kept = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of)
+local out, kept =
+  ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of, acks_result)
 local acked = 0
 for i = 1, #out do
   if out[i] == R_OK then acked = acked + 1 end

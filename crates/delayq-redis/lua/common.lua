@@ -95,11 +95,14 @@ local function decode(s)
         r.target = string.sub(s, pos, pos + n - 1)
         pos = pos + n
       elseif tag >= X_SIZED then
-        -- X_TRACE, or a later build's sized extra: kept as read, written back by encode.
+        -- X_TRACE, X_RESULT, or a later build's sized extra: kept as read, written back by
+        -- encode.
         local n
         n, pos = struct.unpack('>H', s, pos)
         if tag == X_TRACE then
           r.trace = string.sub(s, pos, pos + n - 1)
+        elseif tag == X_RESULT then
+          r.result = string.sub(s, pos, pos + n - 1)
         else
           r.sized = r.sized or {}
           r.sized[#r.sized + 1] = string.sub(s, pos - 3, pos + n - 1)
@@ -150,6 +153,9 @@ local function encode(r)
   if r.dedupe then extras[#extras + 1] = struct.pack('>BI6', X_DEDUPE, r.dedupe) end
   if r.target then extras[#extras + 1] = struct.pack('>BH', X_TARGET, #r.target) .. r.target end
   if r.trace then extras[#extras + 1] = struct.pack('>BH', X_TRACE, #r.trace) .. r.trace end
+  if r.result then
+    extras[#extras + 1] = struct.pack('>BH', X_RESULT, #r.result) .. r.result
+  end
   if r.sized then
     for i = 1, #r.sized do extras[#extras + 1] = r.sized[i] end
   end
@@ -266,9 +272,10 @@ end
 
 --@ keep_done needs decode encode
 -- A completed job: deleted, or kept as done when its retention (its own, else the queue's
--- `ret`) says so — marked F_DONE with its completion time and the end of its dedupe window,
+-- `ret`) says so — marked F_DONE with its completion time and the end of its dedupe window
+-- (and `result`, when given, stored as its X_RESULT extra),
 -- indexed in `done` by when it may go. Returns whether it was kept.
-local function keep_done(jobs, lease, done, id, raw, ret, now)
+local function keep_done(jobs, lease, done, id, raw, ret, now, result)
   local r = decode(raw)
   local keep = r.keep or (ret and ret.keep) or 0
   local dedupe = r.dedupe or (ret and ret.dedupe) or 0
@@ -278,6 +285,7 @@ local function keep_done(jobs, lease, done, id, raw, ret, now)
     return false
   end
   r.token = 0
+  if result then r.result = result end
   r.done_at = now
   r.dedupe_until = now + dedupe
   redis.call('HSET', jobs, id, encode(r))

@@ -400,8 +400,10 @@ end
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
 -- R_MISSING (nothing changed), and how many were kept. `lane_of(i)`, when given: the lane of
--- pair i (lane_find), asked only about an id `jobs` does not hold.
-local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_of)
+-- pair i (lane_find), asked only about an id `jobs` does not hold. `results`, when given
+-- (ack.lua; never a claim's acks): pair i's handler result, kept with a job kept as done
+-- (an empty string: none).
+local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_of, results)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
     return out, 0
@@ -430,7 +432,8 @@ local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_o
   end
   local n = 0
   for _, i in ipairs(kept) do
-    if keep_done(jobs, lease, done_key, ids[i], raws[i], ret, now) then n = n + 1 end
+    local result = results and results[i] ~= '' and results[i] or nil
+    if keep_done(jobs, lease, done_key, ids[i], raws[i], ret, now, result) then n = n + 1 end
   end
   return out, n
 end

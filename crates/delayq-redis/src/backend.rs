@@ -342,6 +342,7 @@ impl RedisBackend {
                             .await
                             .map(|b| (b, true))
                     } else {
+                        let leases = leases.into_iter().map(|l| (l, Vec::new())).collect();
                         self.ack_shard(route, k, leases).await.map(|acks| {
                             let b = ClaimBatch {
                                 acks,
@@ -475,6 +476,7 @@ impl Backend for RedisBackend {
             .filter(|(_, (p, _))| !p.is_empty())
             .map(|(s, (pos, leases))| {
                 let route = &route;
+                let leases = leases.into_iter().map(|l| (l, Vec::new())).collect();
                 async move { (pos, self.ack_shard(route, &route.keys[s], leases).await) }
             });
         let mut out = vec![AckOutcome::NotFound; count];
@@ -484,6 +486,23 @@ impl Backend for RedisBackend {
             }
         }
         Ok(out)
+    }
+
+    async fn ack_result(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        result: Vec<u8>,
+    ) -> Result<AckOutcome> {
+        if result.len() > delayq::limits::MAX_RESULT_BYTES {
+            return Err(delayq::InvalidInput::ResultTooLarge(result.len()).into());
+        }
+        let route = self.route(queue).await?;
+        let k = &route.keys[shard_of(lease.id.as_str(), route.shards) as usize];
+        let out = self.ack_shard(&route, k, vec![(lease, result)]).await?;
+        out.into_iter()
+            .next()
+            .ok_or_else(|| error::shape("ack: no outcome"))
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

@@ -44,6 +44,9 @@ pub(crate) const X_TARGET: u8 = 4;
 pub(crate) const X_SIZED: u8 = 16;
 /// Extra (sized): the job's W3C trace context (`delayq::TraceContext::to_bytes`).
 pub(crate) const X_TRACE: u8 = 16;
+/// Extra (sized): the result its handler returned with the ack (`delayq::Completion`), on a
+/// job kept as done; at most `delayq::limits::MAX_RESULT_BYTES`, which the `u16` length holds.
+pub(crate) const X_RESULT: u8 = 17;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -87,6 +90,8 @@ pub(crate) struct Record {
     pub target: Option<Vec<u8>>,
     /// The trace context's stored form.
     pub trace: Option<Vec<u8>>,
+    /// The handler's result (a done job only).
+    pub result: Option<Vec<u8>>,
     /// `(completed ms, dedupe until ms)` of a done job.
     pub done: Option<(u64, u64)>,
     pub last_error: Option<String>,
@@ -128,6 +133,7 @@ pub(crate) struct Sections<'a> {
     pub retention: Option<Retention>,
     pub target: Option<&'a [u8]>,
     pub trace: Option<&'a [u8]>,
+    pub result: Option<&'a [u8]>,
     pub done: Option<(u64, u64)>,
     pub error: Option<&'a str>,
 }
@@ -145,6 +151,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         retention,
         target,
         trace,
+        result,
         done,
         error,
     } = s;
@@ -188,6 +195,11 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         let mut v = (t.len() as u16).to_be_bytes().to_vec();
         v.extend_from_slice(t);
         extras.push((X_TRACE, v));
+    }
+    if let Some(t) = result {
+        let mut v = (t.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(t);
+        extras.push((X_RESULT, v));
     }
     if !extras.is_empty() {
         flags |= F_EXTRA;
@@ -301,6 +313,7 @@ fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
             retention: job.retention,
             target: target.as_deref().map(str::as_bytes),
             trace: trace.as_deref(),
+            result: None,
             done: None,
             error: None,
         },
@@ -334,6 +347,7 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
             retention: r.retention,
             target: r.target.as_deref(),
             trace: r.trace.as_deref(),
+            result: r.result.as_deref(),
             done: r.done,
             error: r.last_error.as_deref(),
         },
@@ -390,6 +404,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         None
     };
     let (mut priority, mut retention, mut target, mut trace) = (None, None, None, None);
+    let mut result = None;
     if flags & F_EXTRA != 0 {
         let n = take(1)?[0];
         for _ in 0..n {
@@ -406,6 +421,10 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
                 X_TRACE => {
                     let n = u48(take(2)?) as usize;
                     trace = Some(take(n)?.to_vec());
+                }
+                X_RESULT => {
+                    let n = u48(take(2)?) as usize;
+                    result = Some(take(n)?.to_vec());
                 }
                 // A later build's sized extra: skipped.
                 t if t >= X_SIZED => {
@@ -442,6 +461,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         retention,
         target,
         trace,
+        result,
         done,
         last_error,
         payload: b[pos..].to_vec(),
@@ -635,6 +655,7 @@ mod tests {
                 b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\ncongo=t61rcWkgMzE"
                     .to_vec(),
             ),
+            result: Some(b"{\"sent\":true}".to_vec()),
             done: Some((1_764_000_000_500, 1_764_000_060_500)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),
@@ -655,7 +676,7 @@ mod tests {
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
              bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, prio = 7, \
              keep = 3600000, dedupe = 60000, target = ARGV[3], trace = ARGV[4], \
-             done_at = 1764000000500, \
+             result = ARGV[5], done_at = 1764000000500, \
              dedupe_until = 1764000060500, err = ARGV[1], payload = ARGV[2] })",
             false,
         );
@@ -665,6 +686,7 @@ mod tests {
             .arg(&r.payload)
             .arg(r.target.as_deref().unwrap())
             .arg(r.trace.as_deref().unwrap())
+            .arg(r.result.as_deref().unwrap())
             .invoke_async(&mut conn)
             .await
             .unwrap();
@@ -691,6 +713,7 @@ mod tests {
                 retention: None,
                 target: None,
                 trace: None,
+                result: None,
                 done: None,
                 last_error: None,
                 token: 0,
@@ -705,18 +728,19 @@ mod tests {
                 .unwrap();
             assert_eq!(back, bytes);
         }
-        // A later build's sized extra (tag 17): Rust skips it, the scripts keep it.
+        // A later build's sized extra (tag 18): Rust skips it, the scripts keep it.
         let mut later = encode(&Record {
             priority: None,
             retention: None,
             target: None,
             trace: None,
+            result: None,
             ..r.clone()
         });
         let extra_at = HEADER_LEN + 4 + 9 + 4 + 6;
         assert_eq!(later[1] & F_EXTRA, 0);
         later[1] |= F_EXTRA;
-        later.splice(extra_at..extra_at, [1, 17, 0, 3, b'x', b'y', b'z']);
+        later.splice(extra_at..extra_at, [1, 18, 0, 3, b'x', b'y', b'z']);
         let read = decode(&later).unwrap();
         assert_eq!((read.trace, read.payload), (None, r.payload.clone()));
         let back: Vec<u8> = redis::Script::new(&again)

@@ -157,6 +157,7 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
         target,
         trace,
         payload: r.payload,
+        result: r.result,
     })
 }
 

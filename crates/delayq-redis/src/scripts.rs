@@ -234,6 +234,7 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("X_TARGET", record::X_TARGET.to_string());
     def("X_SIZED", record::X_SIZED.to_string());
     def("X_TRACE", record::X_TRACE.to_string());
+    def("X_RESULT", record::X_RESULT.to_string());
     for (name, v) in [
         ("SPEC_NOW", record::SPEC_NOW),
         ("SPEC_DELAY", record::SPEC_DELAY),

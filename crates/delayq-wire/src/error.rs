@@ -75,6 +75,7 @@ error_codes! {
     JobNotDead = "job_not_dead", 409, "requeue or delete of a dead job that is not dead (the body's `state` says where it is)";
     Conflict = "conflict", 409, "the change conflicts with the queue's state (e.g. a shard count change while it holds jobs); nothing changed";
     PayloadTooLarge = "payload_too_large", 413, "a job payload over the configured limit";
+    ResultTooLarge = "result_too_large", 413, "an ack's result over 65,535 bytes";
     BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
     UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
     TooManyLongPolls = "too_many_long_polls", 429, "this caller (its token; its address without tokens) or the whole server already has the maximum of long polls waiting; `Retry-After` says when to try again";
@@ -175,6 +176,7 @@ impl ErrorCode {
             I::QueueName(_) => ErrorCode::InvalidQueueName,
             I::JobId(_) => ErrorCode::InvalidJobId,
             I::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            I::ResultTooLarge(_) => ErrorCode::ResultTooLarge,
             I::Delay(_) => ErrorCode::InvalidDelay,
             I::MaxAttempts(_) => ErrorCode::InvalidMaxAttempts,
             I::Backoff(_) => ErrorCode::InvalidBackoff,
@@ -215,6 +217,13 @@ impl ErrorCode {
             ErrorCode::DeliveryMismatch => I::Delivery(message.to_owned()),
             ErrorCode::InvalidQuery => I::Query(reason("invalid query: ")),
             ErrorCode::InvalidTrace => I::Trace(reason("invalid trace context: ")),
+            ErrorCode::ResultTooLarge => I::ResultTooLarge(
+                message
+                    .split_whitespace()
+                    .nth(2)
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0),
+            ),
             ErrorCode::InvalidPayload
             | ErrorCode::InvalidJson
             | ErrorCode::InvalidBody

@@ -10,7 +10,9 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::error::{ErrorCode, Invalid};
-use crate::payload::{answer_bytes, due_fields, due_of, payload_bytes, payload_fields, run_at};
+use crate::payload::{
+    answer_bytes, due_fields, due_of, payload_bytes, payload_fields, result_bytes, run_at,
+};
 
 /// A job to enqueue. Give `payload` (any JSON value, stored byte for byte as sent) or
 /// `payload_b64` (bytes, base64); `delay_ms` or `run_at` (neither: due now).
@@ -274,11 +276,19 @@ pub struct JobView {
     /// The payload bytes in base64 when they are not JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_b64: Option<String>,
+    /// A done job's result, as its handler acked it, when it is valid JSON (byte for byte).
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
+    /// The result bytes in base64 when they are not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_b64: Option<String>,
 }
 
 impl From<JobInfo> for JobView {
     fn from(j: JobInfo) -> Self {
         let (payload, payload_b64) = payload_fields(j.payload);
+        let (result, result_b64) = j.result.map_or((None, None), payload_fields);
         Self {
             id: j.id.to_string(),
             state: j.state.to_string(),
@@ -298,6 +308,8 @@ impl From<JobInfo> for JobView {
             tracestate: tracestate_of(j.trace.as_ref()),
             payload,
             payload_b64,
+            result,
+            result_b64,
         }
     }
 }
@@ -320,6 +332,7 @@ impl TryFrom<JobView> for JobInfo {
         };
         Ok(Self {
             payload: answer_bytes(j.payload.as_deref(), j.payload_b64.as_deref())?,
+            result: result_bytes(j.result.as_deref(), j.result_b64.as_deref())?,
             id: JobId::new(j.id)?,
             state,
             attempt: j.attempt,

@@ -158,6 +158,15 @@ pub struct QueueAck {
     pub id: String,
     /// The lease token of its claim.
     pub lease_token: u64,
+    /// The handler's result, kept with the job while it is retained as done (its queue's or its
+    /// own `keep_done_ms`) and answered by `GET …/jobs/{id}`: any JSON value, kept byte for
+    /// byte (at most 65,535 bytes).
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
+    /// The result as base64 bytes, instead of `result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_b64: Option<String>,
 }
 
 /// `POST /v1/claim`: lease due jobs from several queues — by weight among those with due jobs,
@@ -208,13 +217,22 @@ pub struct AckBatchResponse {
 }
 
 /// An ack a claim or an ack batch carries.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimAck {
     /// The job's id.
     pub id: String,
     /// The lease token of its claim.
     pub lease_token: u64,
+    /// The handler's result, kept with the job while it is retained as done (its queue's or its
+    /// own `keep_done_ms`) and answered by `GET …/jobs/{id}`: any JSON value, kept byte for
+    /// byte (at most 65,535 bytes).
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
+    /// The result as base64 bytes, instead of `result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_b64: Option<String>,
 }
 
 impl From<&LeaseRef> for ClaimAck {
@@ -222,7 +240,27 @@ impl From<&LeaseRef> for ClaimAck {
         Self {
             id: l.id.to_string(),
             lease_token: l.token,
+            result: None,
+            result_b64: None,
         }
+    }
+}
+
+impl ClaimAck {
+    /// The ack of `lease` with `result` (as `result` when the bytes are JSON, else
+    /// `result_b64`).
+    pub fn with_result(lease: &LeaseRef, result: Vec<u8>) -> Self {
+        let (result, result_b64) = payload_fields(result);
+        Self {
+            result,
+            result_b64,
+            ..Self::from(lease)
+        }
+    }
+
+    /// The result it carries, checked (see [`crate::payload::result_bytes`]).
+    pub fn result_bytes(&self) -> Result<Option<Vec<u8>>, Invalid> {
+        crate::payload::result_bytes(self.result.as_deref(), self.result_b64.as_deref())
     }
 }
 
@@ -255,11 +293,20 @@ pub struct ClaimResponse {
 }
 
 /// An ack.
-#[derive(Serialize, Deserialize, ToSchema, Debug)]
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
     /// The lease token of the claim.
     pub lease_token: u64,
+    /// The handler's result, kept with the job while it is retained as done (its queue's or its
+    /// own `keep_done_ms`) and answered by `GET …/jobs/{id}`: any JSON value, kept byte for
+    /// byte (at most 65,535 bytes).
+    #[schema(value_type = Object)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
+    /// The result as base64 bytes, instead of `result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_b64: Option<String>,
 }
 
 /// A release: give a lease back, the job due again at once.

@@ -30,6 +30,31 @@ pub fn payload_bytes(
     }
 }
 
+/// The result an ack carries (`result`: raw JSON, kept byte for byte; `result_b64`: any
+/// bytes; neither: none), at most [`delayq::limits::MAX_RESULT_BYTES`].
+pub fn result_bytes(
+    result: Option<&RawValue>,
+    result_b64: Option<&str>,
+) -> Result<Option<Vec<u8>>, Invalid> {
+    let bytes = match (result, result_b64) {
+        (None, None) => return Ok(None),
+        (Some(raw), None) => raw.get().as_bytes().to_vec(),
+        (None, Some(b)) => B64
+            .decode(b.as_bytes())
+            .map_err(|e| Invalid::new(ErrorCode::InvalidBody, format!("result_b64: {e}")))?,
+        (Some(_), Some(_)) => {
+            return Err(Invalid::new(
+                ErrorCode::InvalidBody,
+                "give result or result_b64, not both",
+            ));
+        }
+    };
+    if bytes.len() > delayq::limits::MAX_RESULT_BYTES {
+        return Err(delayq::InvalidInput::ResultTooLarge(bytes.len()).into());
+    }
+    Ok(Some(bytes))
+}
+
 /// The bytes of an answer's payload fields (neither: empty).
 pub fn answer_bytes(
     payload: Option<&RawValue>,

@@ -66,6 +66,9 @@ pub enum InvalidInput {
     /// A listing or search parameter (state, cursor, limit, prefix) is out of range.
     #[error("invalid query: {0}")]
     Query(String),
+    /// A handler's result is over [`crate::limits::MAX_RESULT_BYTES`].
+    #[error("result of {0} bytes is over the limit of {max} bytes", max = crate::limits::MAX_RESULT_BYTES)]
+    ResultTooLarge(usize),
     /// A W3C trace context (`traceparent`, `tracestate`) is malformed.
     #[error("invalid trace context: {0}")]
     Trace(String),

@@ -1,5 +1,6 @@
-//! What a consumer runs for each job: the [`Handler`] trait and the [`Failure`] a handler
-//! returns to say how the attempt failed.
+//! What a consumer runs for each job: the [`Handler`] trait, the [`Completion`] a handler
+//! returns when the job is done (optionally with a result kept with the job) and the
+//! [`Failure`] it returns to say how the attempt failed.
 
 use std::fmt;
 use std::future::Future;
@@ -85,22 +86,66 @@ impl<E: fmt::Display> From<E> for Failure {
     }
 }
 
-/// Runs one job. `Ok` acknowledges it; `Err` fails the attempt. A panic counts as a failure.
-///
-/// Any `Fn(Job) -> impl Future<Output = Result<(), E>>` with `E: Into<Failure>` is a handler.
-pub trait Handler: Send + Sync + 'static {
-    /// Handles one delivery of `job`.
-    fn handle(&self, job: Job) -> impl Future<Output = Result<(), Failure>> + Send;
+/// A finished job, as a handler reports it: `Ok(())` converts into one without a result;
+/// [`Completion::result`] keeps bytes with the job (at most
+/// [`crate::limits::MAX_RESULT_BYTES`]) for as long as the job is kept as done (its queue's or
+/// its own `keep_done_ms`), where [`crate::Inspect::get`] and `GET …/jobs/{id}` return them.
+/// A job without a retention is deleted on its ack, and its result with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Completion {
+    result: Option<Vec<u8>>,
 }
 
-impl<F, Fut, E> Handler for F
+impl Completion {
+    /// Done, with `result` kept with the job.
+    pub fn result(result: impl Into<Vec<u8>>) -> Self {
+        Self {
+            result: Some(result.into()),
+        }
+    }
+
+    /// Done, with `value` as JSON kept with the job.
+    pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Self, Failure> {
+        serde_json::to_vec(value)
+            .map(Self::result)
+            .map_err(|e| Failure::retry(format!("result not serializable: {e}")))
+    }
+
+    /// The result, if the handler gave one.
+    pub fn result_bytes(&self) -> Option<&[u8]> {
+        self.result.as_deref()
+    }
+
+    /// The result, taken.
+    pub fn into_result(self) -> Option<Vec<u8>> {
+        self.result
+    }
+}
+
+impl From<()> for Completion {
+    fn from((): ()) -> Self {
+        Self::default()
+    }
+}
+
+/// Runs one job. `Ok` acknowledges it; `Err` fails the attempt. A panic counts as a failure.
+///
+/// Any `Fn(Job) -> impl Future<Output = Result<R, E>>` with `R: Into<Completion>` (`()` or a
+/// [`Completion`]) and `E: Into<Failure>` is a handler.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one delivery of `job`.
+    fn handle(&self, job: Job) -> impl Future<Output = Result<Completion, Failure>> + Send;
+}
+
+impl<F, Fut, R, E> Handler for F
 where
     F: Fn(Job) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), E>> + Send,
+    Fut: Future<Output = Result<R, E>> + Send,
+    R: Into<Completion>,
     E: Into<Failure>,
 {
-    fn handle(&self, job: Job) -> impl Future<Output = Result<(), Failure>> + Send {
+    fn handle(&self, job: Job) -> impl Future<Output = Result<Completion, Failure>> + Send {
         let fut = self(job);
-        async move { fut.await.map_err(Into::into) }
+        async move { fut.await.map(Into::into).map_err(Into::into) }
     }
 }

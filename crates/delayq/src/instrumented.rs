@@ -111,6 +111,17 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(out)
     }
 
+    async fn ack_result(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        result: Vec<u8>,
+    ) -> Result<AckOutcome> {
+        let out = self.inner.ack_result(queue, lease, result).await?;
+        count_acks(&self.of(queue), std::slice::from_ref(&out));
+        Ok(out)
+    }
+
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         let out = self.inner.nack(queue, lease, nack).await;
         let c = self.of(queue);

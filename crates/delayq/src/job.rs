@@ -526,6 +526,10 @@ pub struct JobInfo {
     /// The payload bytes.
     #[serde(skip)]
     pub payload: Vec<u8>,
+    /// The result its handler returned with the ack ([`crate::Completion::result`]): only on a
+    /// job kept as done.
+    #[serde(skip)]
+    pub result: Option<Vec<u8>>,
 }
 
 /// What a cancel found.

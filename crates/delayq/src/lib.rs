@@ -66,7 +66,7 @@ pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, QueueOrder, RunReport};
 pub use delivery::{Delivery, DeliveryLog};
 pub use error::{Error, InvalidInput, Result};
-pub use handler::{Failure, Handler};
+pub use handler::{Completion, Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
     AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Due, Enqueued, Expiry, Job,

@@ -52,6 +52,9 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MAX_ERROR_BYTES: usize = 1024;
 /// Most jobs in one batch enqueue or claim.
 pub const MAX_BATCH: usize = 10_000;
+/// Largest result a handler may return with its ack, in bytes (64 KiB less one byte: a
+/// result is a record extra on Redis, whose length field is 16 bits).
+pub const MAX_RESULT_BYTES: usize = 65_535;
 
 /// `error` cut to at most [`MAX_ERROR_BYTES`] bytes on a character boundary: the one rule every
 /// store applies to `last_error`.

@@ -11,6 +11,7 @@ pub mod model;
 pub mod priority;
 pub mod push;
 pub mod queues;
+pub mod results;
 pub mod retention;
 pub mod schedule;
 pub mod throttle;
@@ -33,6 +34,7 @@ pub use queues::{
     several_queues_in_strict_order, several_queues_share_claims_by_weight,
     several_queues_wake_and_pause_each,
 };
+pub use results::{handlers_return_results, results_stay_with_done_jobs};
 pub use retention::{per_job_retention, retention_and_dedupe};
 pub use schedule::{bad_schedules_are_refused, schedules_fire_once};
 pub use throttle::{
@@ -737,7 +739,8 @@ macro_rules! conformance_tests {
             due_listing_follows_claim_order, counts_match_listings,
             push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes,
             traces_travel_with_the_job, several_queues_share_claims_by_weight,
-            several_queues_in_strict_order, several_queues_wake_and_pause_each);
+            several_queues_in_strict_order, several_queues_wake_and_pause_each,
+            results_stay_with_done_jobs, handlers_return_results);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

@@ -129,6 +129,14 @@ impl Backend for Memory {
         }
         Ok(self.ack_all(&leases))
     }
+    async fn ack_result(
+        &self,
+        _: &QueueName,
+        _: LeaseRef,
+        _: Vec<u8>,
+    ) -> delayq::Result<AckOutcome> {
+        unsupported()
+    }
     async fn nack(&self, _: &QueueName, _: LeaseRef, _: Nack) -> delayq::Result<NackOutcome> {
         unsupported()
     }

@@ -85,6 +85,22 @@ fn seed(addr: SocketAddr) {
             );
         }
     }
+    // A job kept as done (its own keep_done_ms) with the result its handler acked.
+    let body = json!({"id": "receipt-1", "payload": {"order": 1}, "keep_done_ms": 600_000});
+    assert_eq!(
+        http(addr, "POST", "/v1/queues/receipts/jobs", Some(body)).0,
+        201
+    );
+    let (_, v) = http(addr, "POST", "/v1/queues/receipts/claim", Some(json!({})));
+    let ack = json!({"lease_token": v["jobs"][0]["lease_token"],
+                     "result": {"receipt": "R-1001", "emailed": true}});
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/receipts/jobs/receipt-1/ack",
+        Some(ack),
+    );
+    assert_eq!(s, 200, "{v}");
     for (id, payload, error) in [
         (
             "dead-order-7",
@@ -439,6 +455,14 @@ async fn the_console_in_a_real_browser() {
         .unwrap();
     assert_eq!(injected, json!(0), "no element was made from stored text");
     assert!(!pwned(&c).await, "an injected script ran");
+
+    // A done job's page shows the result its handler acked.
+    c.goto(&format!("{base}/#/q/receipts/job/receipt-1"))
+        .await
+        .unwrap();
+    wait_text(&c, "#job-state", "done").await;
+    wait_text(&c, "#result", "\"receipt\": \"R-1001\"").await;
+    shot(&c, "job-result").await;
 
     // A pushed job's page lists its delivery attempts.
     let rx = delayq_test_support::receiver::Receiver::start().await;

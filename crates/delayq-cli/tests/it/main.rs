@@ -13,6 +13,7 @@ mod push;
 mod python;
 mod queues;
 mod readme;
+mod results;
 mod schedules;
 mod ship;
 mod startup;

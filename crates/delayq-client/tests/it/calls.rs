@@ -142,6 +142,8 @@ async fn consumers_claim_ack_nack_extend_and_are_fenced() {
                 acks: vec![ClaimAck {
                     id: a.id.clone(),
                     lease_token: a.lease_token,
+                    result: None,
+                    result_b64: None,
                 }],
                 ..claim(10)
             },
@@ -177,10 +179,14 @@ async fn consumers_claim_ack_nack_extend_and_are_fenced() {
                 ClaimAck {
                     id: other.id.clone(),
                     lease_token: other.lease_token,
+                    result: None,
+                    result_b64: None,
                 },
                 ClaimAck {
                     id: "never".into(),
                     lease_token: 1,
+                    result: None,
+                    result_b64: None,
                 },
             ],
         )

@@ -37,4 +37,5 @@ delayq::conformance_tests!(@each setup;
     timeouts_travel_with_the_job, replace_on_conflict, bad_schedules_are_refused,
     retention_and_dedupe, per_job_retention, priorities_order_due_jobs, low_priorities_age,
     due_listing_follows_claim_order, bad_targets_are_refused, counts_match_listings,
-    traces_travel_with_the_job, several_queues_share_claims_by_weight);
+    traces_travel_with_the_job, several_queues_share_claims_by_weight,
+    results_stay_with_done_jobs, handlers_return_results);

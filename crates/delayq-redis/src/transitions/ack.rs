@@ -15,7 +15,7 @@ script! {
     keys: [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta],
     key_tails: [ix],
     args: {},
-    tail: acks: Ack,
+    tail: acks: Finish,
     helpers: [now_ms, queue_retention, trim_done, count, limit_freed, ack_pairs],
     reply: Vec<AckOutcome>,
 }
@@ -27,6 +27,18 @@ item! {
         id: delayq::JobId,
         /// Its lease's token.
         token: u64,
+    }
+}
+
+item! {
+    /// One ack of `ack.lua`: a lease to finish, with the handler's result (empty: none).
+    pub(crate) struct Finish {
+        /// The job.
+        id: delayq::JobId,
+        /// Its lease's token.
+        token: u64,
+        /// The result kept with a job kept as done.
+        result: Vec<u8>,
     }
 }
 
@@ -56,16 +68,23 @@ impl FromReply for AckOutcome {
 }
 
 impl RedisBackend {
-    /// Acknowledges leases of one shard.
+    /// Acknowledges leases of one shard, each with its result (empty: none).
     pub(crate) async fn ack_shard(
         &self,
         route: &Route,
         k: &Keys,
-        leases: Vec<LeaseRef>,
+        leases: Vec<(LeaseRef, Vec<u8>)>,
     ) -> Result<Vec<AckOutcome>> {
         let args = Args {
-            ix: route.buckets(k, leases.iter().map(|l| l.id.as_str())),
-            acks: Ack::of(leases),
+            ix: route.buckets(k, leases.iter().map(|(l, _)| l.id.as_str())),
+            acks: leases
+                .into_iter()
+                .map(|(l, result)| Finish {
+                    id: l.id,
+                    token: l.token,
+                    result,
+                })
+                .collect(),
         };
         self.run(&SCRIPT, k, args, true).await
     }

@@ -12,13 +12,16 @@ use tokio::time::{Instant, sleep, sleep_until};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::handler::{Failure, Handler};
-use crate::job::{Job, LeaseRef, Nack, NackOutcome};
+use crate::job::{AckOutcome, Job, LeaseRef, Nack, NackOutcome};
 use crate::otel::TraceMode;
 use crate::telemetry;
 
 /// What a job task reports back to the loop.
 pub(super) enum Outcome {
+    /// Done: the lease rides on the queue's next claim.
     Ack(LeaseRef),
+    /// Done and acknowledged already, with the handler's result.
+    AckedWithResult,
     Nacked(NackOutcome),
     LeaseLost,
     GivenBack,
@@ -29,7 +32,7 @@ impl Outcome {
     /// How the attempt settled, as its span records it.
     pub(super) fn name(&self) -> &'static str {
         match self {
-            Outcome::Ack(_) => "acked",
+            Outcome::Ack(_) | Outcome::AckedWithResult => "acked",
             Outcome::Nacked(NackOutcome::Retrying { .. }) => "retrying",
             Outcome::Nacked(NackOutcome::Dead { .. }) => "dead",
             Outcome::LeaseLost => "lease_lost",
@@ -119,7 +122,13 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
     metrics::histogram!(telemetry::HANDLER, "queue" => queue.to_string())
         .record(started.elapsed().as_secs_f64());
     let failure = match result {
-        Ok(Ok(())) => return Outcome::Ack(lease),
+        Ok(Ok(done)) => match done.into_result() {
+            None => return Outcome::Ack(lease),
+            Some(r) if r.len() > crate::limits::MAX_RESULT_BYTES => {
+                Failure::dead(crate::InvalidInput::ResultTooLarge(r.len()))
+            }
+            Some(r) => return ack_result(&backend, &queue, lease, r).await,
+        },
         Ok(Err(f)) => f,
         Err(panic) => Failure::retry(format!("handler panicked: {}", panic_message(&panic))),
     };
@@ -155,6 +164,36 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
         }
     }
     // The lease will expire and the job be delivered again.
+    Outcome::Unresolved
+}
+
+/// Acknowledges a job with its result at once (results never ride on claims), retrying what
+/// may succeed again as a nack does.
+async fn ack_result<B: Backend>(
+    backend: &B,
+    queue: &crate::QueueName,
+    lease: LeaseRef,
+    result: Vec<u8>,
+) -> Outcome {
+    let mut delay = Duration::from_millis(50);
+    for _ in 0..6 {
+        match backend
+            .ack_result(queue, lease.clone(), result.clone())
+            .await
+        {
+            Ok(AckOutcome::Acked) => return Outcome::AckedWithResult,
+            Ok(_) | Err(Error::LeaseLost { .. }) => return Outcome::LeaseLost,
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(queue = %queue, id = %lease.id, error = %e, "ack failed, retrying");
+                sleep(delay).await;
+                delay *= 2;
+            }
+            Err(e) => {
+                tracing::error!(queue = %queue, id = %lease.id, error = %e, "ack failed");
+                break;
+            }
+        }
+    }
     Outcome::Unresolved
 }
 

@@ -326,7 +326,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
             let started = Instant::now();
             let outcome = task.await;
             span.record("delayq.outcome", outcome.name());
-            if !matches!(outcome, Outcome::Ack(_)) {
+            if !matches!(outcome, Outcome::Ack(_) | Outcome::AckedWithResult) {
                 span.record("error.type", outcome.name());
                 span.record("otel.status_code", "ERROR");
             }
@@ -637,6 +637,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
                         }
                         s.acks.push(lease);
                     }
+                    Outcome::AckedWithResult => self.report.acked += 1,
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,
                     Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,
                     Outcome::LeaseLost => self.report.lease_lost += 1,

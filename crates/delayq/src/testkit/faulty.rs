@@ -114,6 +114,16 @@ impl<B: Backend> Backend for Faulty<B> {
         self.run("ack", self.inner.ack(queue, leases)).await
     }
 
+    async fn ack_result(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        result: Vec<u8>,
+    ) -> Result<AckOutcome> {
+        self.run("ack", self.inner.ack_result(queue, lease, result))
+            .await
+    }
+
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         self.run("nack", self.inner.nack(queue, lease, nack)).await
     }

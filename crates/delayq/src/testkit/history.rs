@@ -383,6 +383,18 @@ impl<B: Backend> Backend for Recording<B> {
         Ok(out)
     }
 
+    async fn ack_result(
+        &self,
+        queue: &QueueName,
+        lease: LeaseRef,
+        result: Vec<u8>,
+    ) -> Result<AckOutcome> {
+        self.unknown(std::slice::from_ref(&lease));
+        let out = self.inner.ack_result(queue, lease.clone(), result).await?;
+        self.acks(std::slice::from_ref(&lease), std::slice::from_ref(&out));
+        Ok(out)
+    }
+
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         self.inner.nack(queue, lease, nack).await
     }
