@@ -218,6 +218,8 @@ type wireJob struct {
 	Priority      int             `json:"priority"`
 	Payload       json.RawMessage `json:"payload"`
 	PayloadB64    *string         `json:"payload_b64"`
+	Result        json.RawMessage `json:"result"`
+	ResultB64     *string         `json:"result_b64"`
 	Traceparent   string          `json:"traceparent"`
 	Tracestate    string          `json:"tracestate"`
 	Queue         string          `json:"queue"`
@@ -237,7 +239,48 @@ func (w wireJob) job() *Job {
 		j.Bytes, _ = base64.StdEncoding.DecodeString(*w.PayloadB64)
 		j.Payload = nil
 	}
+	if len(w.Result) > 0 && string(w.Result) != "null" {
+		j.Result = w.Result
+	}
+	if w.ResultB64 != nil {
+		j.ResultBytes, _ = base64.StdEncoding.DecodeString(*w.ResultB64)
+	}
 	return j
+}
+
+// SetResult keeps v (any value encoding/json can marshal, or a []byte kept as bytes; at most
+// MaxResultBytes) as the job's result when the handler returns nil: it stays with the job
+// while its queue keeps done jobs (keep_done_ms), and Get answers it.
+func (j *Job) SetResult(v any) error {
+	raw, b64, err := resultFields(v)
+	if err != nil {
+		return err
+	}
+	j.Result, j.ResultBytes = raw, nil
+	if b64 != "" {
+		j.ResultBytes, _ = base64.StdEncoding.DecodeString(b64)
+		if j.ResultBytes == nil {
+			j.ResultBytes = []byte{}
+		}
+	}
+	return nil
+}
+
+// ack is how the job is acknowledged in queue: with its result, when it has one.
+func (j *Job) ack() QueueAck {
+	a := QueueAck{Queue: j.Queue, ID: j.ID, LeaseToken: j.LeaseToken, Result: j.Result}
+	if j.ResultBytes != nil {
+		a.ResultB64 = base64.StdEncoding.EncodeToString(j.ResultBytes)
+	}
+	return a
+}
+
+// resultSize is the size of the job's result as sent (0: none).
+func (j *Job) resultSize() int {
+	if j.ResultBytes != nil {
+		return len(j.ResultBytes)
+	}
+	return len(j.Result)
 }
 
 // Job is a job: stored (Get, listings) or leased (Claim, a worker's handler).
@@ -267,4 +310,9 @@ type Job struct {
 	Tracestate  string
 	// Queue is the job's queue (a claimed job: the queue it was claimed from).
 	Queue string
+	// Result is a done job's result as JSON, byte for byte (nil when it has none, or when it
+	// is not JSON: see ResultBytes); in a handler, what SetResult set.
+	Result json.RawMessage
+	// ResultBytes holds a result that is not JSON.
+	ResultBytes []byte
 }

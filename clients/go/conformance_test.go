@@ -12,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -153,6 +154,12 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 		if j.LastError != "" {
 			m["last_error"] = j.LastError
 		}
+		m["result"] = nil
+		if j.Result != nil {
+			var result any
+			_ = json.Unmarshal(j.Result, &result)
+			m["result"] = result
+		}
 		return m, nil
 	case "cancel":
 		res, err := c.Cancel(ctx, q, id)
@@ -180,7 +187,14 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 		}
 		return listed(ids), err
 	case "ack":
-		return "acked", c.Ack(ctx, q, id, r.token(a))
+		result, ok := a["result"]
+		if !ok {
+			return "acked", c.Ack(ctx, q, id, r.token(a))
+		}
+		if n, ok := num(a, "result_repeat"); ok {
+			result = strings.Repeat(result.(string), int(n))
+		}
+		return "acked", c.AckWithResult(ctx, q, id, r.token(a), result)
 	case "nack":
 		o := NackOptions{}
 		o.Error, _ = a["error"].(string)

@@ -2,6 +2,8 @@ package delayq
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net/url"
 	"strconv"
 	"time"
@@ -213,18 +215,26 @@ func (c *Client) ListJobs(ctx context.Context, queue, state string, pageSize int
 	}
 }
 
-// Ack is a finished job to acknowledge.
+// Ack is a finished job to acknowledge, with its handler's result (Result: JSON; ResultB64:
+// other bytes in base64; neither: none).
 type Ack struct {
-	ID         string `json:"id"`
-	LeaseToken int64  `json:"lease_token"`
+	ID         string          `json:"id"`
+	LeaseToken int64           `json:"lease_token"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	ResultB64  string          `json:"result_b64,omitempty"`
 }
 
 // QueueAck is a finished job of a claim over several queues, with its queue.
 type QueueAck struct {
-	Queue      string `json:"queue"`
-	ID         string `json:"id"`
-	LeaseToken int64  `json:"lease_token"`
+	Queue      string          `json:"queue"`
+	ID         string          `json:"id"`
+	LeaseToken int64           `json:"lease_token"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	ResultB64  string          `json:"result_b64,omitempty"`
 }
+
+// MaxResultBytes is the largest result a job keeps, in bytes (JSON text, or the bytes).
+const MaxResultBytes = 65535
 
 // QueueWeight is one queue of a claim over several, with its share among the queues with due
 // jobs (0: 1).
@@ -332,6 +342,39 @@ func (c *Client) CutPoll(ctx context.Context, queue, pollID string) error {
 // Ack completes a job (lease_lost when its lease moved on).
 func (c *Client) Ack(ctx context.Context, queue, id string, leaseToken int64) error {
 	return c.call(ctx, "POST", jobPath(queue, id, "/ack"), map[string]any{"lease_token": leaseToken}, nil, true)
+}
+
+// AckWithResult completes a job and keeps result with it (any value encoding/json can
+// marshal, or a []byte kept as bytes; at most MaxResultBytes) while its queue keeps done jobs
+// (keep_done_ms); Get answers it as Job.Result (or Job.ResultBytes).
+func (c *Client) AckWithResult(ctx context.Context, queue, id string, leaseToken int64, result any) error {
+	b := map[string]any{"lease_token": leaseToken}
+	raw, b64, err := resultFields(result)
+	if err != nil {
+		return err
+	}
+	if raw != nil {
+		b["result"] = raw
+	}
+	if b64 != "" {
+		b["result_b64"] = b64
+	}
+	return c.call(ctx, "POST", jobPath(queue, id, "/ack"), b, nil, true)
+}
+
+// resultFields is how a result goes out: JSON as result, []byte as result_b64.
+func resultFields(result any) (json.RawMessage, string, error) {
+	switch r := result.(type) {
+	case nil:
+		return nil, "", nil
+	case []byte:
+		return nil, base64.StdEncoding.EncodeToString(r), nil
+	case json.RawMessage:
+		return r, "", nil
+	default:
+		raw, err := json.Marshal(r)
+		return raw, "", err
+	}
 }
 
 // AckBatch completes up to 1,000 jobs; per ack acked, lease_lost or not_found.

@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -117,7 +118,7 @@ func (w *Worker) ackEach(ctx context.Context, acks []QueueAck) error {
 		if _, ok := by[a.Queue]; !ok {
 			order = append(order, a.Queue)
 		}
-		by[a.Queue] = append(by[a.Queue], Ack{ID: a.ID, LeaseToken: a.LeaseToken})
+		by[a.Queue] = append(by[a.Queue], Ack{ID: a.ID, LeaseToken: a.LeaseToken, Result: a.Result, ResultB64: a.ResultB64})
 	}
 	for _, q := range order {
 		if _, err := w.c.AckBatch(ctx, q, by[q]); err != nil {
@@ -177,7 +178,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if len(w.queues) == 1 {
 			plain := make([]Ack, len(acks))
 			for i, a := range acks {
-				plain[i] = Ack{ID: a.ID, LeaseToken: a.LeaseToken}
+				plain[i] = Ack{ID: a.ID, LeaseToken: a.LeaseToken, Result: a.Result, ResultB64: a.ResultB64}
 			}
 			got, err = w.c.Claim(claimCtx, w.queue, ClaimOptions{Max: free, Lease: w.lease, Wait: wait, Acks: plain, PollID: poll})
 		} else {
@@ -323,9 +324,16 @@ func (w *Worker) flushSoon() {
 }
 
 func (w *Worker) finish(j *Job, err error) {
+	if err == nil && j.resultSize() > MaxResultBytes {
+		// The work is done: running it again is the operator's call (the server would refuse
+		// the ack, and the acks riding with it).
+		msg := fmt.Sprintf("result of %d bytes is over the limit of %d bytes", j.resultSize(), MaxResultBytes)
+		w.nack(j, NackOptions{Error: msg, Dead: true})
+		return
+	}
 	if err == nil {
 		w.mu.Lock()
-		w.acks = append(w.acks, QueueAck{Queue: j.Queue, ID: j.ID, LeaseToken: j.LeaseToken})
+		w.acks = append(w.acks, j.ack())
 		w.mu.Unlock()
 		w.flushSoon()
 		return

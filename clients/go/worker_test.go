@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -334,5 +336,56 @@ func TestAWorkerOverSeveralQueuesServesThemInOrderAndAClaimSharesByWeight(t *tes
 	}
 	if fromHeavy < 255 || fromHeavy > 345 {
 		t.Fatalf("%d of 400 claims from the weight-3 queue", fromHeavy)
+	}
+}
+
+func TestAHandlersResultIsKeptWithTheDoneJob(t *testing.T) {
+	c := NewClient(liveURL(t))
+	ctx := context.Background()
+	q := "w-" + newID()[:10]
+	if _, err := c.PutQueue(ctx, q, map[string]any{"keep_done_ms": 600000}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"mail", "bytes", "nothing", "huge"} {
+		if _, err := c.Enqueue(ctx, q, id, WithID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, stop := context.WithCancel(ctx)
+	w := NewWorker(c, q, func(ctx context.Context, j *Job) error {
+		switch j.ID {
+		case "mail":
+			return j.SetResult(map[string]any{"sent": true, "id": j.ID})
+		case "bytes":
+			return j.SetResult([]byte{0, 255, 7})
+		case "huge":
+			return j.SetResult(strings.Repeat("x", 70000))
+		}
+		return nil
+	}, WithWait(200*time.Millisecond))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(run) }()
+	until(t, "every job settled", func() bool {
+		s, err := c.Stats(ctx, q)
+		return err == nil && s.Done+s.Dead == 4
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mail, err := c.Get(ctx, q, "mail")
+	if err != nil || string(mail.Result) != `{"id":"mail","sent":true}` {
+		t.Fatalf("mail: %+v %v", mail, err)
+	}
+	b, _ := c.Get(ctx, q, "bytes")
+	if !reflect.DeepEqual(b.ResultBytes, []byte{0, 255, 7}) || b.Result != nil {
+		t.Fatalf("bytes: %+v", b)
+	}
+	if n, _ := c.Get(ctx, q, "nothing"); n.State != "done" || n.Result != nil || n.ResultBytes != nil {
+		t.Fatalf("nothing: %+v", n)
+	}
+	h, _ := c.Get(ctx, q, "huge")
+	if h.State != "dead" || !strings.Contains(h.LastError, "over the limit of 65535 bytes") {
+		t.Fatalf("huge: %+v", h)
 	}
 }

@@ -39,6 +39,7 @@ def job_of(j):
            "payload": j.payload}
     if j.last_error is not None:
         out["last_error"] = j.last_error
+    out["result"] = j.result
     return out
 
 
@@ -90,7 +91,10 @@ class Runner:
                 self.leases[j.id] = j.lease_token
             return listed([j.id for j in jobs])
         if op == "ack":
-            c.ack(q, a["id"], self.token(a))
+            result = a.get("result")
+            if "result_repeat" in a:
+                result = result * a["result_repeat"]
+            c.ack(q, a["id"], self.token(a), result=result)
             return "acked"
         if op == "nack":
             return c.nack(q, a["id"], self.token(a), error=a.get("error"),

@@ -57,6 +57,22 @@ class WorkerTest(unittest.TestCase):
         got = [self.c.claim_many([(heavy, 3), (light, 1)])[0].queue for _ in range(400)]
         self.assertTrue(255 <= got.count(heavy) <= 345, got.count(heavy))
 
+    def test_a_handlers_return_value_is_the_jobs_result(self):
+        self.c.configure(self.q, keep_done_ms=600_000)
+        for id in ("mail", "bytes", "nothing", "huge"):
+            self.c.enqueue(self.q, {"to": "a@example.com"}, id=id)
+        results = {"mail": {"sent": True, "to": "a@example.com"}, "bytes": b"\x00\xff\x07",
+                   "nothing": None, "huge": "x" * 70_000}
+        w = Worker(self.c, self.q, lambda job: results[job.id], wait_ms=200)
+        w.run(install_signal_handlers=False, idle_exit=0.5)
+        self.assertEqual(self.c.get(self.q, "mail").result, {"sent": True, "to": "a@example.com"})
+        self.assertEqual(self.c.get(self.q, "bytes").result, b"\x00\xff\x07")
+        nothing = self.c.get(self.q, "nothing")
+        self.assertEqual((nothing.state, nothing.result), ("done", None))
+        huge = self.c.get(self.q, "huge")
+        self.assertEqual(huge.state, "dead")
+        self.assertIn("over the limit of 65535 bytes", huge.last_error)
+
     def test_dead_and_errors_are_stored(self):
         self.c.enqueue(self.q, 1, id="poison")
 

@@ -59,6 +59,8 @@ async function otelPropagate(headers: Record<string, string>): Promise<void> {
 export interface Ack {
   id: string;
   leaseToken: number;
+  /** The handler's result, kept with the done job (see `ack`). */
+  result?: unknown;
 }
 
 type Json = Record<string, unknown>;
@@ -78,6 +80,19 @@ function timeOf(v: Date | number | string): number | string {
 function payloadOf(j: Json): unknown {
   if (typeof j.payload_b64 === "string") return new Uint8Array(Buffer.from(j.payload_b64, "base64"));
   return j.payload;
+}
+
+/** A done job's result out of an answer (`undefined` when it has none). */
+function resultOf(j: Json): unknown {
+  if (typeof j.result_b64 === "string") return new Uint8Array(Buffer.from(j.result_b64, "base64"));
+  return j.result;
+}
+
+/** An ack's result fields (none for `undefined`). */
+function resultFields(result: unknown): Json {
+  if (result === undefined) return {};
+  if (result instanceof Uint8Array) return { result_b64: Buffer.from(result).toString("base64") };
+  return { result };
 }
 
 function payloadFields(payload: unknown): Json {
@@ -128,6 +143,7 @@ function jobInfo(j: Json): JobInfo {
     failedAt: optDate(j.failed_at),
     completedAt: optDate(j.completed_at),
     lastError: j.last_error as string | undefined,
+    result: resultOf(j),
     timeoutMs: j.timeout_ms as number | undefined,
     expiresAt: optDate(j.expires_at),
     target: j.target as JobInfo["target"],
@@ -378,7 +394,7 @@ export class Client {
   ): Promise<Claimed> {
     const body: Json = { max: opts.max ?? 1, wait_ms: opts.waitMs ?? 0 };
     if (opts.leaseMs !== undefined) body.lease_ms = opts.leaseMs;
-    if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ id: a.id, lease_token: a.leaseToken }));
+    if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ id: a.id, lease_token: a.leaseToken, ...resultFields(a.result) }));
     if (opts.pollId) body.poll_id = opts.pollId;
     const r = (await this.#call("POST", `${Client.#q(queue)}/claim`, body, {
       repeat: false,
@@ -405,7 +421,7 @@ export class Client {
     };
     if (opts.strict) body.strict = true;
     if (opts.leaseMs !== undefined) body.lease_ms = opts.leaseMs;
-    if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ queue: a.queue, id: a.id, lease_token: a.leaseToken }));
+    if (opts.acks?.length) body.acks = opts.acks.map((a) => ({ queue: a.queue, id: a.id, lease_token: a.leaseToken, ...resultFields(a.result) }));
     if (opts.pollId) body.poll_id = opts.pollId;
     const r = (await this.#call("POST", "/v1/claim", body, { repeat: false, extraMs: opts.waitMs ?? 0, signal: opts.signal })) as Json;
     return claimed(r);
@@ -416,14 +432,18 @@ export class Client {
     await this.#call("DELETE", `${Client.#q(queue)}/polls/${enc(pollId)}`, undefined, { repeat: false });
   }
 
-  /** Completes a job (a `lease_lost` error when its lease moved on). */
-  async ack(queue: string, id: string, leaseToken: number): Promise<void> {
-    await this.#call("POST", Client.#job(queue, id, "/ack"), { lease_token: leaseToken });
+  /**
+   * Completes a job (a `lease_lost` error when its lease moved on). `result` (any JSON value,
+   * or bytes as a `Uint8Array`; at most 65,535 bytes) is kept with the job while its queue
+   * keeps done jobs (`keep_done_ms`), and `get` answers it.
+   */
+  async ack(queue: string, id: string, leaseToken: number, opts: { result?: unknown } = {}): Promise<void> {
+    await this.#call("POST", Client.#job(queue, id, "/ack"), { lease_token: leaseToken, ...resultFields(opts.result) });
   }
 
   /** Completes up to 1,000 jobs in one request; per ack `acked`, `lease_lost` or `not_found`. */
   async ackBatch(queue: string, acks: Ack[]): Promise<string[]> {
-    const body = { acks: acks.map((a) => ({ id: a.id, lease_token: a.leaseToken })) };
+    const body = { acks: acks.map((a) => ({ id: a.id, lease_token: a.leaseToken, ...resultFields(a.result) })) };
     const r = (await this.#call("POST", `${Client.#q(queue)}/acks`, body)) as Json;
     return r.acks as string[];
   }

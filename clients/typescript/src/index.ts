@@ -6,6 +6,6 @@ export { DelayqError } from "./errors.js";
 export type { ClientCode } from "./errors.js";
 export { DEFAULT_TOLERANCE_S, signWebhook, verifyWebhook } from "./webhooks.js";
 export type { HeaderBag, VerifyOptions } from "./webhooks.js";
-export { DeadLetter, RetryIn, Worker } from "./worker.js";
+export { DeadLetter, MAX_RESULT_BYTES, RetryIn, Worker } from "./worker.js";
 export type { Handler, Job, WorkerOptions } from "./worker.js";
 export type * from "./types.js";

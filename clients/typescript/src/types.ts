@@ -79,6 +79,8 @@ export interface JobInfo {
   failedAt?: Date;
   completedAt?: Date;
   lastError?: string;
+  /** A done job's result, as its handler returned it (JSON value, or bytes). */
+  result?: unknown;
   timeoutMs?: number;
   expiresAt?: Date;
   target?: Target;

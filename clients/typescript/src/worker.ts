@@ -47,8 +47,22 @@ export interface Job {
   tracestate?: string;
 }
 
-/** A job's handler: resolving acks the job, throwing fails the attempt. */
+/**
+ * A job's handler: resolving acks the job — with the resolved value, unless `undefined`, as
+ * its result (kept while the queue keeps done jobs) — and throwing fails the attempt.
+ */
 export type Handler = (job: Job) => unknown | Promise<unknown>;
+
+/** Largest result a handler may return, in bytes (as JSON text, or the bytes themselves). */
+export const MAX_RESULT_BYTES = 65_535;
+
+/** The size of `result` as sent; -1 for none (`undefined`, or nothing JSON can write). */
+function resultSize(result: unknown): number {
+  if (result === undefined) return -1;
+  if (result instanceof Uint8Array) return result.length;
+  const text = JSON.stringify(result) as string | undefined;
+  return text === undefined ? -1 : Buffer.byteLength(text);
+}
 
 /** How a worker runs. */
 export interface WorkerOptions {
@@ -269,11 +283,26 @@ export class Worker {
       }
     });
     try {
-      const outcome = await Promise.race([Promise.resolve().then(() => this.#handler(job)).then(() => "ok" as const), timedOut]);
+      let result: unknown;
+      const outcome = await Promise.race([
+        Promise.resolve()
+          .then(() => this.#handler(job))
+          .then((r) => {
+            result = r;
+            return "ok" as const;
+          }),
+        timedOut,
+      ]);
+      const size = resultSize(result);
       if (outcome === "timeout") {
         await this.#nack(c, { error: "timeout" });
+      } else if (size > MAX_RESULT_BYTES) {
+        // The work is done: running it again is the operator's call (the server would refuse
+        // the ack, and the acks riding with it).
+        await this.#nack(c, { error: `result of ${size} bytes is over the limit of ${MAX_RESULT_BYTES} bytes`, dead: true });
       } else {
-        this.#acks.push({ queue: c.queue ?? this.#queue, id: c.id, leaseToken: c.leaseToken });
+        if (size < 0) result = undefined;
+        this.#acks.push({ queue: c.queue ?? this.#queue, id: c.id, leaseToken: c.leaseToken, result });
         this.#flushSoon();
       }
     } catch (e) {

@@ -67,6 +67,7 @@ class Runner {
         if (!j) return null;
         const out: J = { id: j.id, state: j.state, attempt: j.attempt, max_attempts: j.maxAttempts, payload: j.payload };
         if (j.lastError !== undefined) out.last_error = j.lastError;
+        out.result = j.result === undefined ? null : j.result;
         return out;
       }
       case "cancel":
@@ -80,7 +81,7 @@ class Runner {
         return listed(r.jobs.map((j) => j.id));
       }
       case "ack":
-        await c.ack(q, a.id, this.token(a));
+        await c.ack(q, a.id, this.token(a), { result: a.result_repeat ? String(a.result).repeat(a.result_repeat) : a.result });
         return "acked";
       case "nack":
         return c.nack(q, a.id, this.token(a), { error: a.error, retryInMs: a.retry_in_ms, dead: a.dead });

@@ -196,3 +196,34 @@ test("enqueues carry the active trace context and handlers see it", { skip: !URL
   assert.equal(seen.get("own"), own);
   assert.equal(seen.get("plain"), undefined);
 });
+
+test("a handler's return value is the job's result; one over the limit dead-letters it", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {
+  const client = new Client({ baseUrl: URL_! });
+  const q = queue();
+  await client.putQueue(q, { keep_done_ms: 600_000 });
+  await client.enqueue(q, { to: "a@example.com" }, { id: "mail" });
+  await client.enqueue(q, {}, { id: "bytes" });
+  await client.enqueue(q, {}, { id: "nothing" });
+  await client.enqueue(q, {}, { id: "huge" });
+  const worker = new Worker(client, q, async (job) => {
+    if (job.id === "mail") return { sent: true, to: (job.payload as { to: string }).to };
+    if (job.id === "bytes") return new Uint8Array([0, 255, 7]);
+    if (job.id === "huge") return "x".repeat(70_000);
+    return undefined;
+  }, { waitMs: 200 });
+  const running = worker.run();
+  await until("every job settled", async () => {
+    const s = await client.stats(q);
+    return s.done + s.dead === 4;
+  });
+  await worker.close();
+  await running;
+  assert.deepEqual((await client.get(q, "mail"))?.result, { sent: true, to: "a@example.com" });
+  assert.deepEqual((await client.get(q, "bytes"))?.result, new Uint8Array([0, 255, 7]));
+  const nothing = await client.get(q, "nothing");
+  assert.equal(nothing?.state, "done");
+  assert.equal(nothing?.result, undefined);
+  const huge = await client.get(q, "huge");
+  assert.equal(huge?.state, "dead");
+  assert.match(huge?.lastError ?? "", /over the limit of 65535 bytes/);
+});

@@ -43,6 +43,12 @@ impl Backend for AnyBackend {
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
         delegate!(self, b => b.claim(queue, req).await)
     }
+    fn claims_over_queues(&self) -> bool {
+        delegate!(self, b => b.claims_over_queues())
+    }
+    async fn claim_over(&self, req: delayq::ClaimOverRequest) -> Result<ClaimBatch> {
+        delegate!(self, b => b.claim_over(req).await)
+    }
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
         delegate!(self, b => b.ack(queue, leases).await)
     }

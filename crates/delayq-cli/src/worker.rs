@@ -44,15 +44,6 @@ pub(crate) async fn run(
         .map(|q| (q.name.clone(), q.weight.unwrap_or(1)))
         .collect();
     let names: Vec<QueueName> = served.iter().map(|(q, _)| q.clone()).collect();
-    if names.len() > 1 && matches!(backend, AnyBackend::Remote(_)) {
-        // A remote consumer is woken by its claim's long poll, which waits on one queue.
-        return Err(crate::config::ConfigError::new(
-            "several --queue through a `delayq serve` (it owns the store) need the server's \
-             claim over several queues, which this version does not have: run one worker per \
-             queue, or point the worker at the store itself (Redis)",
-        )
-        .into());
-    }
     let shown = match &queues[..] {
         [one] => format!("queue {}", one.name),
         several => format!(

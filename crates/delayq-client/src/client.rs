@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use delayq::{AckOutcome, CancelOutcome, JobId};
 use delayq_wire::{
-    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
-    Deliveries, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, ExtendRequest, JobList,
-    JobView, ListQuery, NackRequest, Outcome, Page, QueueView, ReleaseRequest, RescheduleRequest,
-    ScheduleBody, ScheduleList, ScheduleView, SeriesView, SettingsPatch, Whoami,
+    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimManyRequest, ClaimRequest,
+    ClaimResponse, Deliveries, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode,
+    ExtendRequest, JobList, JobView, ListQuery, NackRequest, Outcome, Page, QueueView,
+    ReleaseRequest, RescheduleRequest, ScheduleBody, ScheduleList, ScheduleView, SeriesView,
+    SettingsPatch, Whoami,
 };
 use reqwest::Method;
 use serde::Serialize;
@@ -293,6 +294,19 @@ impl Client {
                 Repeat::Once,
                 wait,
             )
+            .await?;
+        decode(&bytes)
+    }
+
+    /// Leases due jobs from several queues (`POST /v1/claim`): by weight among those with due
+    /// jobs, or in the order given with `strict`, waiting up to `wait_ms` on all of them at
+    /// once; each job names its `queue`, the acks (each naming its queue) are applied first and
+    /// answered in order. Not retried, as [`Client::claim`].
+    pub async fn claim_many(&self, req: &ClaimManyRequest) -> Result<ClaimResponse> {
+        let body = serde_json::to_vec(req).expect("a claim serializes");
+        let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
+        let bytes = self
+            .call(Method::POST, "/v1/claim", Some(body), Repeat::Once, wait)
             .await?;
         decode(&bytes)
     }

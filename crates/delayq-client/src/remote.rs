@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Error,
-    Found, Inspect, Job, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob,
-    QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimOverRequest, ClaimRequest, Cursor, Due,
+    Enqueued, Error, Found, Inspect, Job, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack,
+    NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
 };
 use delayq_wire::{ClaimAck, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page};
 use tokio::sync::watch;
@@ -76,6 +76,32 @@ fn acks_of(leases: &[LeaseRef]) -> Vec<ClaimAck> {
     leases.iter().map(ClaimAck::from).collect()
 }
 
+impl RemoteBackend {
+    /// Acknowledges leases of several queues (one ack batch per queue and chunk); the
+    /// outcomes in the order given.
+    async fn ack_each(&self, acks: Vec<(QueueName, LeaseRef)>) -> Result<Vec<AckOutcome>> {
+        let mut out = vec![AckOutcome::NotFound; acks.len()];
+        let mut queues: Vec<&QueueName> = Vec::new();
+        for (q, _) in &acks {
+            if !queues.contains(&q) {
+                queues.push(q);
+            }
+        }
+        for q in queues {
+            let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = acks
+                .iter()
+                .enumerate()
+                .filter(|(_, (aq, _))| aq == q)
+                .map(|(i, (_, l))| (i, l.clone()))
+                .unzip();
+            for (p, o) in pos.into_iter().zip(self.ack(q, leases).await?) {
+                out[p] = o;
+            }
+        }
+        Ok(out)
+    }
+}
+
 fn infos(jobs: Vec<delayq_wire::JobView>) -> Result<Vec<JobInfo>> {
     jobs.into_iter()
         .map(|j| JobInfo::try_from(j).map_err(decoded))
@@ -137,6 +163,84 @@ impl Backend for RemoteBackend {
                 Some(Duration::ZERO)
             } else {
                 // Nothing scheduled: nothing wakes a remote consumer but its next claim.
+                Some(next_due_in_ms.map_or(IDLE_POLL, Duration::from_millis))
+            },
+        })
+    }
+
+    fn claims_over_queues(&self) -> bool {
+        true
+    }
+
+    async fn claim_over(&self, mut req: ClaimOverRequest) -> Result<ClaimBatch> {
+        let Some((first, _)) = req.queues.first().cloned() else {
+            return Err(delayq::InvalidInput::Queues("no queue to claim from".into()).into());
+        };
+        if req.max == 0 {
+            // Only acknowledging: one ack batch per queue, the outcomes in order.
+            return Ok(ClaimBatch {
+                acks: self.ack_each(req.acks).await?,
+                ..ClaimBatch::default()
+            });
+        }
+        // More acks than a claim carries: the rest go first, in ack batches per queue.
+        let rest = req.acks.split_off(req.acks.len().min(MAX_ACKS));
+        let rest_out = self.ack_each(rest).await?;
+        let sent = req.acks.len();
+        // The poll is named under the first queue: that is where `close` cuts it.
+        let (poll_id, wait_ms) = self
+            .closing
+            .start(&first, self.long_poll.as_millis() as u64);
+        let body = delayq_wire::ClaimManyRequest {
+            queues: req
+                .queues
+                .iter()
+                .map(|(q, w)| delayq_wire::QueueClaim {
+                    name: q.to_string(),
+                    weight: Some(*w),
+                })
+                .collect(),
+            strict: req.order == delayq::QueueOrder::Strict,
+            max: Some(req.max.min(1000)),
+            lease_ms: Some(req.lease.as_millis() as u64),
+            wait_ms: Some(wait_ms),
+            acks: req
+                .acks
+                .iter()
+                .map(|(q, l)| delayq_wire::QueueAck {
+                    queue: q.to_string(),
+                    id: l.id.to_string(),
+                    lease_token: l.token,
+                    result: None,
+                    result_b64: None,
+                })
+                .collect(),
+            poll_id,
+        };
+        let r = self.client.claim_many(&body).await;
+        self.closing.done();
+        let r = r.map_err(core(None))?;
+        if r.acks.len() != sent {
+            return Err(decoded(delayq_wire::Invalid::new(
+                delayq_wire::ErrorCode::InvalidBody,
+                "one ack outcome per ack expected",
+            )));
+        }
+        let next_due_in_ms = r.next_due_in_ms;
+        let mut jobs = Vec::with_capacity(r.jobs.len());
+        for j in r.jobs {
+            let queue = match j.queue.as_deref() {
+                Some(q) => QueueName::new(q)?,
+                None => first.clone(),
+            };
+            jobs.push(j.into_job(&queue, req.lease).map_err(decoded)?);
+        }
+        Ok(ClaimBatch {
+            jobs,
+            acks: r.acks.into_iter().chain(rest_out).collect(),
+            next_due_in: if wait_ms > 0 {
+                Some(Duration::ZERO)
+            } else {
                 Some(next_due_in_ms.map_or(IDLE_POLL, Duration::from_millis))
             },
         })

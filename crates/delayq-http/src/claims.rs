@@ -1,6 +1,7 @@
 //! `POST /v1/claim`: one claim over several queues. The acks of any of them go first (each
-//! names its queue); then due jobs come from the queues that have some — in an order drawn by
-//! weight, or the order given with `strict` — and when none has any, one long poll waits on all
+//! names its queue); then due jobs come from the queues that have some — the queue furthest
+//! behind its weight's share first (`fair.rs`), or in the order given with `strict` — and when
+//! none has any, one long poll waits on all
 //! of them: each queue's claim loop serves it like any other poll, the first to hand over jobs
 //! answers and the others give theirs back unstarted.
 
@@ -10,7 +11,6 @@ use axum::Json;
 use axum::extract::State;
 use delayq::{AckOutcome, Backend, ClaimRequest as Claim, Inspect, JobId, LeaseRef, QueueName};
 use delayq_wire::lease::{ClaimManyRequest, ClaimResponse, ClaimedJob};
-use rand::Rng;
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
@@ -93,11 +93,20 @@ pub async fn claim_many<B: Backend + Inspect>(
 
     let mut jobs = Vec::new();
     let mut next_due: Option<Duration> = None;
-    for i in order(&queues, req.strict) {
+    let weighted = !req.strict && queues.len() > 1;
+    let mut asked = vec![false; queues.len()];
+    let mut got = vec![0; queues.len()];
+    let order = if weighted {
+        st.inner.fair.order(&queues)
+    } else {
+        (0..queues.len()).collect()
+    };
+    for i in order {
         let want = max - jobs.len();
         if want == 0 {
             break;
         }
+        asked[i] = true;
         let q = &queues[i].0;
         let batch = st
             .backend()
@@ -114,7 +123,11 @@ pub async fn claim_many<B: Backend + Inspect>(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        got[i] = batch.jobs.len();
         jobs.extend(batch.jobs);
+    }
+    if weighted {
+        st.inner.fair.claimed(&queues, &asked, &got);
     }
     let mut shutdown = st.inner.shutdown.clone();
     if !jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
@@ -154,25 +167,16 @@ pub async fn claim_many<B: Backend + Inspect>(
     };
     // The other polls stop here; whatever their loops handed them goes back unstarted.
     drop(waiting);
-    Ok(Json(answer(jobs, outcomes, None)))
-}
-
-/// The queues in the order this claim asks them: as given with `strict`, else drawn by weight
-/// (each next queue picked with a chance proportional to its weight among those left), so
-/// over many claims the backlogged queues are first in proportion to their weights.
-fn order(queues: &[(QueueName, u32)], strict: bool) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..queues.len()).collect();
-    if strict || queues.len() == 1 {
-        return idx;
+    if weighted && !jobs.is_empty() {
+        let got: Vec<usize> = queues
+            .iter()
+            .map(|(q, _)| jobs.iter().filter(|j| j.queue == *q).count())
+            .collect();
+        st.inner
+            .fair
+            .claimed(&queues, &vec![false; queues.len()], &got);
     }
-    let mut rng = rand::rng();
-    // Weighted random order: sort by u^(1/w) descending (Efraimidis-Spirakis).
-    let keys: Vec<f64> = queues
-        .iter()
-        .map(|(_, w)| rng.random::<f64>().powf(1.0 / f64::from(*w)))
-        .collect();
-    idx.sort_by(|a, b| keys[*b].total_cmp(&keys[*a]));
-    idx
+    Ok(Json(answer(jobs, outcomes, None)))
 }
 
 /// Acknowledges each finished job in its queue (one call per queue, and one per ack with a

@@ -18,6 +18,7 @@ pub mod depth;
 pub mod error;
 pub mod events;
 pub mod extract;
+mod fair;
 pub mod jobs;
 pub mod lease;
 pub mod model;

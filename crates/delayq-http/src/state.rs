@@ -173,6 +173,8 @@ pub(crate) struct Inner<B> {
     pub polls: crate::polls::Polls,
     /// Long polls their clients may cut short (`poll_id`).
     pub cuts: crate::polls::Cuts,
+    /// Fair shares of claims over several queues (`POST /v1/claim`).
+    pub fair: crate::fair::FairShares,
     /// Actions taken through this server, for the console's event streams.
     pub actions: tokio::sync::broadcast::Sender<crate::console::Action>,
     /// Depth samples per queue (`depth.rs`).
@@ -216,6 +218,7 @@ impl<B: Backend + Inspect> AppState<B> {
                 stats_hub: crate::events::StatsHub::default(),
                 polls: crate::polls::Polls::default(),
                 cuts: crate::polls::Cuts::default(),
+                fair: crate::fair::FairShares::default(),
                 actions: tokio::sync::broadcast::channel(256).0,
                 depths: crate::depth::Depths::default(),
                 deliveries: std::sync::OnceLock::new(),

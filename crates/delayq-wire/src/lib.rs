@@ -22,8 +22,8 @@ pub use jobs::{
     Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,
 };
 pub use lease::{
-    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
-    ClaimedJob, ExtendRequest, NackRequest, ReleaseRequest,
+    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimManyRequest, ClaimRequest,
+    ClaimResponse, ClaimedJob, ExtendRequest, NackRequest, QueueAck, QueueClaim, ReleaseRequest,
 };
 pub use queues::{
     Action, CountsView, DepthSample, QueueView, RateView, SeriesView, SettingsPatch, SettingsView,

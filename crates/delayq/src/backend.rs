@@ -42,6 +42,23 @@ pub struct ClaimBatch {
     pub next_due_in: Option<Duration>,
 }
 
+/// A claim over several queues in one call ([`Backend::claim_over`]): acknowledge `acks`, each
+/// in its queue, then lease up to `max` due jobs from `queues` — shared by weight among those
+/// with due jobs, or in the order given — waiting on all of them at once when none has any.
+#[derive(Clone, Debug)]
+pub struct ClaimOverRequest {
+    /// The queues with their weights, in the order given.
+    pub queues: Vec<(QueueName, u32)>,
+    /// By weight, or strictly in order.
+    pub order: crate::QueueOrder,
+    /// Most jobs to lease (0 only acknowledges).
+    pub max: usize,
+    /// Lease length for jobs that do not carry their own.
+    pub lease: Duration,
+    /// Leases to acknowledge first, each with its queue.
+    pub acks: Vec<(QueueName, LeaseRef)>,
+}
+
 /// A counter that a backend bumps whenever a queue may have gained an earlier due job (an
 /// enqueue, retry or reschedule ahead of the head) or after it lost and regained its
 /// notification channel. Consumers wait on `changed()` instead of polling.
@@ -65,6 +82,26 @@ pub trait Backend: Clone + Send + Sync + 'static {
         queue: &QueueName,
         req: ClaimRequest,
     ) -> impl Future<Output = Result<ClaimBatch>> + Send;
+
+    /// Whether [`Backend::claim_over`] claims over several queues in one call. A `delayq
+    /// serve` does (`POST /v1/claim`: one long poll over all the queues), and a consumer of
+    /// several queues then makes one call for all of them; a store whose consumers are woken
+    /// by [`Backend::wakeups`] claims queue by queue and answers `false` (the default).
+    fn claims_over_queues(&self) -> bool {
+        false
+    }
+
+    /// One claim over several queues (see [`ClaimOverRequest`]): each job names its queue,
+    /// the acks' outcomes come in order. Called only when [`Backend::claims_over_queues`]
+    /// says so; the default refuses.
+    fn claim_over(&self, req: ClaimOverRequest) -> impl Future<Output = Result<ClaimBatch>> + Send {
+        let _ = req;
+        async {
+            Err(crate::Error::Backend(
+                "this store claims one queue at a time".into(),
+            ))
+        }
+    }
 
     /// Acknowledges leases; stale tokens come back as [`AckOutcome::LeaseLost`].
     fn ack(

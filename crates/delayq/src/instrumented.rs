@@ -91,6 +91,25 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(out)
     }
 
+    fn claims_over_queues(&self) -> bool {
+        self.inner.claims_over_queues()
+    }
+
+    async fn claim_over(&self, req: crate::ClaimOverRequest) -> Result<ClaimBatch> {
+        let queues: Vec<QueueName> = req.acks.iter().map(|(q, _)| q.clone()).collect();
+        let batch = self.inner.claim_over(req).await?;
+        for (q, o) in queues.iter().zip(&batch.acks) {
+            count_acks(&self.of(q), std::slice::from_ref(o));
+        }
+        let now = self.clock.now_ms();
+        for j in &batch.jobs {
+            let c = self.of(&j.queue);
+            c.claimed.increment(1);
+            c.record_lateness(j.due_at_ms, now);
+        }
+        Ok(batch)
+    }
+
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
         let batch = self.inner.claim(queue, req).await?;
         let c = self.of(queue);

@@ -60,7 +60,7 @@ pub mod ticker;
 pub mod trace;
 pub mod wait;
 
-pub use backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
+pub use backend::{Backend, ClaimBatch, ClaimOverRequest, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
 pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, QueueOrder, RunReport};

@@ -14,8 +14,8 @@ from typing import Any, Awaitable, Callable, Optional
 
 from . import errors
 from .client import Client
-from .models import ClaimedJob
-from .worker import failure_of
+from .models import MAX_RESULT_BYTES, ClaimedJob, result_size
+from .worker import Dead, failure_of
 
 log = logging.getLogger("delayq.aio")
 
@@ -118,7 +118,10 @@ class AsyncWorker:
     async def _run_one(self, job: ClaimedJob, slots: asyncio.Semaphore) -> None:
         extender = asyncio.create_task(self._extend(job))
         try:
-            await self.handler(job)
+            result = await self.handler(job)
+            size = result_size(result)
+            if size > MAX_RESULT_BYTES:
+                raise Dead(f"result of {size} bytes is over the limit of {MAX_RESULT_BYTES} bytes")
         except asyncio.CancelledError:
             await self.client.release(self.queue, job.id, job.lease_token, undo_attempt=False)
             raise
@@ -130,7 +133,7 @@ class AsyncWorker:
                 log.warning("job %s: lease lost before the nack", job.id)
         else:
             try:
-                await self.client.ack(self.queue, job.id, job.lease_token)
+                await self.client.ack(self.queue, job.id, job.lease_token, result=result)
                 self.acked += 1
             except (errors.LeaseLost, errors.NotFound):
                 log.warning("job %s: lease lost before the ack", job.id)

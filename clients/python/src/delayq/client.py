@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import errors
-from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats
+from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats, result_fields
 
 try:  # OpenTelemetry is optional: with it, enqueues carry the application's active trace.
     from opentelemetry import propagate as _otel_propagate
@@ -267,10 +267,10 @@ class Client:
               acks: Iterable[Tuple[str, int]] = ()) -> List[ClaimedJob]:
         """Leases up to ``max`` due jobs, waiting up to ``wait_ms`` for one (a long poll).
         ``poll_id`` (1-64 of ``[A-Za-z0-9._-]``) names the poll so :meth:`cut_poll` can end it.
-        ``acks`` (``[(id, lease_token)]``, at most 1,000) are acknowledged first, in the same
-        request (an ack whose lease moved on is skipped)."""
+        ``acks`` (``[(id, lease_token)]`` or ``(id, lease_token, result)``, at most 1,000) are
+        acknowledged first, in the same request (an ack whose lease moved on is skipped)."""
         body: Dict[str, Any] = {"max": max, "wait_ms": wait_ms}
-        acks = [{"id": i, "lease_token": t} for i, t in acks]
+        acks = [_ack(*a) for a in acks]
         if acks:
             body["acks"] = acks
         if lease_ms is not None:
@@ -289,7 +289,8 @@ class Client:
         are names or ``(name, weight)``; among those with due jobs the claim goes by weight, or
         in the order given with ``strict``; with ``wait_ms`` one long poll waits on all of
         them (``poll_id`` names it: :meth:`cut_poll` on the first queue ends it). ``acks``
-        (``[(queue, id, lease_token)]``) are acknowledged first. Each job names its queue."""
+        (``[(queue, id, lease_token)]`` or ``(queue, id, lease_token, result)``) are
+        acknowledged first. Each job names its queue."""
         qs = []
         for q in queues:
             name, weight = (q, None) if isinstance(q, str) else q
@@ -297,7 +298,7 @@ class Client:
         body: Dict[str, Any] = {"queues": qs, "max": max, "wait_ms": wait_ms}
         if strict:
             body["strict"] = True
-        acks = [{"queue": q, "id": i, "lease_token": t} for q, i, t in acks]
+        acks = [{"queue": a[0], **_ack(*a[1:])} for a in acks]
         if acks:
             body["acks"] = acks
         if lease_ms is not None:
@@ -312,15 +313,19 @@ class Client:
         job). A cut that arrives before its poll ends that poll as soon as it comes."""
         self._call("DELETE", self._q(queue, "/polls/" + urllib.parse.quote(poll_id, safe="")))
 
-    def ack(self, queue: str, id: str, lease_token: int) -> None:
-        """Completes a job (``LeaseLost`` when the lease moved on)."""
-        self._call("POST", self._job(queue, id, "/ack"), {"lease_token": lease_token})
+    def ack(self, queue: str, id: str, lease_token: int, *, result: Any = None) -> None:
+        """Completes a job (``LeaseLost`` when the lease moved on). ``result`` (any JSON
+        value, or ``bytes``; at most 65,535 bytes) is kept with the job while its queue keeps
+        done jobs (``keep_done_ms``); :meth:`get` answers it as ``Job.result``."""
+        self._call("POST", self._job(queue, id, "/ack"),
+                   {"lease_token": lease_token, **result_fields(result)})
 
-    def ack_many(self, queue: str, acks: Iterable[Tuple[str, int]]) -> List[str]:
-        """Completes up to 1,000 jobs in one request, ``[(id, lease_token), ...]``; answers
-        per job, in order, ``"acked"``, ``"lease_lost"`` or ``"not_found"`` (a request retried
-        after a lost answer reports the jobs it had acked as ``"not_found"``)."""
-        body = {"acks": [{"id": i, "lease_token": t} for i, t in acks]}
+    def ack_many(self, queue: str, acks: Iterable[Tuple[Any, ...]]) -> List[str]:
+        """Completes up to 1,000 jobs in one request, ``[(id, lease_token), ...]`` (or
+        ``(id, lease_token, result)``); answers per job, in order, ``"acked"``,
+        ``"lease_lost"`` or ``"not_found"`` (a request retried after a lost answer reports the
+        jobs it had acked as ``"not_found"``)."""
+        body = {"acks": [_ack(*a) for a in acks]}
         return self._call("POST", self._q(queue, "/acks"), body)["acks"]
 
     def nack(self, queue: str, id: str, lease_token: int, *, error: Optional[str] = None,
@@ -451,3 +456,8 @@ class Client:
     def delete_schedule(self, queue: str, name: str) -> None:
         """Deletes a schedule (jobs it enqueued stay)."""
         self._call("DELETE", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"))
+
+
+def _ack(id: str, lease_token: int, result: Any = None) -> Dict[str, Any]:
+    """One ack of a claim or an ack batch, with its result when it has one."""
+    return {"id": id, "lease_token": lease_token, **result_fields(result)}

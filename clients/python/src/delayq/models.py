@@ -8,6 +8,37 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 
+MAX_RESULT_BYTES = 65_535
+"""The largest result a job keeps, in bytes (its JSON text, or the bytes)."""
+
+
+def result_of(d: dict) -> Any:
+    """A done job's result: the JSON value, ``bytes`` when it is not JSON, ``None`` when it
+    has none."""
+    if "result_b64" in d:
+        return base64.b64decode(d["result_b64"])
+    return d.get("result")
+
+
+def result_fields(result: Any) -> Dict[str, Any]:
+    """An ack's result fields: ``bytes`` as ``result_b64``, anything else JSON (``None``:
+    no result)."""
+    if result is None:
+        return {}
+    if isinstance(result, (bytes, bytearray)):
+        return {"result_b64": base64.b64encode(bytes(result)).decode()}
+    return {"result": result}
+
+
+def result_size(result: Any) -> int:
+    """The size of ``result`` as an ack sends it (0 for none)."""
+    if result is None:
+        return 0
+    if isinstance(result, (bytes, bytearray)):
+        return len(result)
+    return len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 def payload_of(d: dict) -> Any:
     """A job's payload: the JSON value, or ``bytes`` when it was stored as bytes."""
     if "payload_b64" in d:
@@ -54,6 +85,8 @@ class Job:
     target: Optional[Dict[str, Any]] = None
     traceparent: Optional[str] = None
     tracestate: Optional[str] = None
+    result: Any = None
+    """A done job's result as its handler returned it (JSON value, or ``bytes``)."""
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":
@@ -65,6 +98,7 @@ class Job:
             last_error=d.get("last_error"), timeout_ms=d.get("timeout_ms"),
             expires_at=d.get("expires_at"), target=d.get("target"),
             traceparent=d.get("traceparent"), tracestate=d.get("tracestate"),
+            result=result_of(d),
         )
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 from . import errors
 from .client import Client
-from .models import ClaimedJob
+from .models import MAX_RESULT_BYTES, ClaimedJob, result_size
 
 log = logging.getLogger("delayq.worker")
 
@@ -45,7 +45,9 @@ def failure_of(e: BaseException) -> dict:
 
 
 class Worker:
-    """Runs ``handler(job)`` for each due job of ``queue``; returning acks, raising nacks.
+    """Runs ``handler(job)`` for each due job of ``queue``; returning acks (a value other
+    than ``None`` is the job's result: JSON, or ``bytes``; at most 65,535 bytes, more
+    dead-letters the job), raising nacks.
 
     ``queue`` may also be a list of queues — names or ``(name, weight)`` — served together:
     among those with due jobs the claims go by weight, or in the order given with
@@ -127,7 +129,7 @@ class Worker:
                     if len(self.queues) == 1:
                         jobs = self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
                                                  wait_ms=wait_ms, poll_id=self._poll,
-                                                 acks=[(i, t) for _, i, t in acks])
+                                                 acks=[a[1:] for a in acks])
                     else:
                         jobs = self.client.claim_many(self.queues, max=free,
                                                       lease_ms=self.lease_ms, wait_ms=wait_ms,
@@ -169,8 +171,8 @@ class Worker:
         if not acks:
             return
         try:
-            for q in dict.fromkeys(q for q, _, _ in acks):
-                self.client.ack_many(q, [(i, t) for aq, i, t in acks if aq == q])
+            for q in dict.fromkeys(a[0] for a in acks):
+                self.client.ack_many(q, [a[1:] for a in acks if a[0] == q])
         except (errors.DelayqError, errors.ConnectionFailed) as e:
             log.warning("acks failed: %s", e)
             with self._lock:
@@ -195,7 +197,13 @@ class Worker:
         st = self._running_state(job)
         try:
             try:
-                self.handler(job)
+                result = self.handler(job)
+                size = result_size(result)
+                if size > MAX_RESULT_BYTES:
+                    # The work is done: running it again is the operator's call (the server
+                    # would refuse the ack, and the acks riding with it).
+                    raise Dead(f"result of {size} bytes is over the limit of "
+                                     f"{MAX_RESULT_BYTES} bytes")
             except Exception as e:  # noqa: BLE001 - every failure is the job's
                 if not st.finish():
                     return  # already given up as "timeout"
@@ -208,7 +216,7 @@ class Worker:
                 if not st.finish():
                     return  # already given up as "timeout"
                 with self._lock:
-                    self._acks.append((job.queue, job.id, job.lease_token))
+                    self._acks.append((job.queue, job.id, job.lease_token, result))
                 self.acked += 1
                 self._flush_acks()
         finally:

@@ -1,11 +1,12 @@
-//! `delayq worker` over several queues on the embedded store it owns: `--queue a:3 --queue
+//! `delayq worker` over several queues, on the embedded store it owns and through a `delayq
+//! serve` (one claim over all of them): `--queue a:3 --queue
 //! b:1` shares its claims by weight, `--strict` serves them in the order given; bad lists are
 //! refused before anything runs, and other commands take one queue.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{Killed, delayq};
+use crate::common::{Killed, delayq, spawn_serve};
 
 fn fill(dir: &Path, queue: &str, n: usize) {
     let lines: String = (0..n)
@@ -102,6 +103,35 @@ fn a_strict_worker_serves_its_queues_in_order() {
     fill(dir, "bulk", 5);
     let seen = drain(dir, &["--queue", "bulk", "--queue", "urgent"], true, 10);
     assert!(seen[..5].iter().all(|q| q == "bulk"), "{seen:?}");
+}
+
+/// Through a `delayq serve` that owns the store, the worker claims over all its queues in one
+/// call (`POST /v1/claim`): the server shares by weight (its fair-share account of the list) or
+/// keeps the order strict, as the worker does on a store it reaches itself.
+#[test]
+fn through_a_server_a_worker_shares_and_orders_its_queues_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_server, _) = spawn_serve(delayq(dir).args(["serve", "--listen", "127.0.0.1:0"]));
+    fill(dir, "mails", 100);
+    fill(dir, "reports", 100);
+    let seen = drain(
+        dir,
+        &["--queue", "mails:3", "--queue", "reports:1"],
+        false,
+        80,
+    );
+    let mails = seen.iter().filter(|q| *q == "mails").count();
+    assert!(
+        (54..=66).contains(&mails),
+        "{mails} mails and {} reports of 80 (weights 3:1)",
+        seen.len() - mails
+    );
+    fill(dir, "urgent", 10);
+    fill(dir, "bulk", 10);
+    let seen = drain(dir, &["--queue", "bulk", "--queue", "urgent"], true, 20);
+    assert!(seen[..10].iter().all(|q| q == "bulk"), "{seen:?}");
+    assert!(seen[10..].iter().all(|q| q == "urgent"), "{seen:?}");
 }
 
 #[test]

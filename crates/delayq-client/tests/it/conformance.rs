@@ -38,4 +38,5 @@ delayq::conformance_tests!(@each setup;
     retention_and_dedupe, per_job_retention, priorities_order_due_jobs, low_priorities_age,
     due_listing_follows_claim_order, bad_targets_are_refused, counts_match_listings,
     traces_travel_with_the_job, several_queues_share_claims_by_weight,
+    several_queues_in_strict_order, several_queues_wake_and_pause_each,
     results_stay_with_done_jobs, handlers_return_results);

@@ -110,6 +110,11 @@ impl Runner {
                     if let Some(e) = j.last_error {
                         v["last_error"] = e.into();
                     }
+                    v["result"] = match (j.result, j.result_b64) {
+                        (Some(r), _) => serde_json::from_str(r.get()).unwrap(),
+                        (None, Some(b)) => b.into(),
+                        (None, None) => Value::Null,
+                    };
                     v
                 }
             },
@@ -140,7 +145,18 @@ impl Runner {
                 listed(r.jobs.into_iter().map(|j| j.id).collect())
             }
             "ack" => {
-                c.ack(q, id, self.token(a)).await?;
+                let result = match (&a["result"], a["result_repeat"].as_u64()) {
+                    (Value::Null, _) => None,
+                    (Value::String(s), Some(n)) => Some(json!(s.repeat(n as usize))),
+                    (v, _) => Some(v.clone()),
+                };
+                match result {
+                    None => c.ack(q, id, self.token(a)).await?,
+                    Some(r) => {
+                        let bytes = serde_json::to_vec(&r).expect("JSON");
+                        c.ack_result(q, id, self.token(a), bytes).await?
+                    }
+                };
                 json!("acked")
             }
             "nack" => {

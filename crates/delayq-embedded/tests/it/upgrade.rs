@@ -3,7 +3,8 @@
 //!
 //! `tests/fixtures/layout-0` was written by delayq 0.1.0 at commit 8a7281b, the last build
 //! before layout versions were recorded (`user_version` 0): jobs scheduled, due, dead and done,
-//! queue limits and retention, a cron schedule. Each later layout adds its own fixture.
+//! queue limits and retention, a cron schedule. Each later layout adds its own fixture
+//! (`layout-2`: before results).
 
 use std::path::Path;
 use std::time::Duration;
@@ -138,4 +139,58 @@ async fn a_backup_taken_while_the_store_serves_restores_every_job() {
         restored.get(&mail, &id).await.unwrap().map(|j| j.state),
         Some(JobState::Dead)
     );
+}
+
+/// `tests/fixtures/layout-2` was written by commit d715064 (layout 2, before results): a done
+/// job kept with its trace context, a scheduled one, a dead one. This build adds the result
+/// column; the old jobs read as before (no result) and a job acked now keeps its result.
+#[tokio::test]
+async fn a_store_of_layout_2_gains_results() {
+    let dir = fixture("layout-2");
+    assert_eq!(layout(dir.path()), 2);
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let q = QueueName::new("mail").unwrap();
+    let get = |id: &str| {
+        let b = b.clone();
+        let q = q.clone();
+        let id = JobId::new(id).unwrap();
+        async move { b.get(&q, &id).await.unwrap().expect("the job is there") }
+    };
+    let done = get("done-1").await;
+    assert_eq!((done.state, done.result), (JobState::Done, None));
+    assert!(done.trace.is_some(), "its trace context is kept");
+    assert_eq!(get("dead-1").await.state, JobState::Dead);
+    assert_eq!(get("later-1").await.state, JobState::Scheduled);
+    let keep = delayq::QueueSettings {
+        retention: delayq::Retention {
+            keep_done_ms: 60_000,
+            dedupe_ms: 0,
+        },
+        ..delayq::QueueSettings::default()
+    };
+    b.configure(&q, keep).await.unwrap();
+    b.dead_requeue(&q, &JobId::new("dead-1").unwrap())
+        .await
+        .unwrap();
+    let batch = b
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 10,
+                lease: Duration::from_secs(30),
+                acks: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(batch.jobs.len(), 1);
+    let lease = batch.jobs[0].lease_ref();
+    let o = b.ack_result(&q, lease, b"{\"ok\":1}".to_vec()).await;
+    assert_eq!(o.unwrap(), delayq::AckOutcome::Acked);
+    assert_eq!(
+        get("dead-1").await.result.as_deref(),
+        Some(&b"{\"ok\":1}"[..])
+    );
+    drop(b);
+    assert_eq!(layout(dir.path()), LAYOUT);
 }

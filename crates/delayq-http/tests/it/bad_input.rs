@@ -24,7 +24,7 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store:
         vec![r#"{"id":"a","lease_token":1}"#; 1001].join(",")
     );
     let big = "x".repeat(1001);
-    let huge = "y".repeat(70 * 1024);
+    let huge = "y".repeat(200 * 1024);
     let p = "/v1/queues/bad/jobs".to_owned();
     let cases: Vec<Case> = vec![
         (

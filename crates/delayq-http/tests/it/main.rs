@@ -14,6 +14,7 @@ mod console;
 mod fuzz;
 mod guard;
 mod long_polls;
+mod results;
 mod retries;
 mod scheduling;
 mod settings;

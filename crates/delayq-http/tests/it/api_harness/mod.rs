@@ -89,7 +89,7 @@ impl Resp {
 pub(crate) fn config(tokens: &[String]) -> HttpConfig {
     HttpConfig {
         max_payload: 1000,
-        max_body: 64 * 1024,
+        max_body: 128 * 1024,
         tokens: tokens
             .iter()
             .map(|t| delayq_http::auth::Token::parse(t).unwrap())
