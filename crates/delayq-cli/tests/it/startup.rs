@@ -78,15 +78,14 @@ fn serve_started_before_redis_answers_health_then_serves() {
     let job = r#"{"id":"early","payload":1}"#;
     let (s, body) = http(&addr, "POST", "/v1/queues/q/jobs", job).unwrap();
     assert_eq!(s, 503, "refused while starting, not hung: {body}");
-    // Two seconds without Redis (past several connection attempts): still alive, saying why
-    // it waits. Real time: the process under test retries on its own clock.
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(serve.0.try_wait().unwrap().is_none(), "serve exited");
-    assert!(
-        err.lock().unwrap().contains("waiting for Redis"),
-        "{}",
-        err.lock().unwrap()
+    // Past its first connection attempts (the client's own retries come first): still alive,
+    // saying why it waits.
+    until(
+        "serve says it waits for Redis",
+        Duration::from_secs(10),
+        || err.lock().unwrap().contains("waiting for Redis"),
     );
+    assert!(serve.0.try_wait().unwrap().is_none(), "serve exited");
     redis.restart();
     until("/readyz 200", Duration::from_secs(15), || {
         http(&addr, "GET", "/readyz", "").is_some_and(|(s, _)| s == 200)
@@ -125,14 +124,13 @@ fn worker_started_before_redis_waits_then_works_and_the_timeout_bounds_it() {
 
     // Without one it waits as long as it takes.
     let (mut worker, err) = spawn(&["--redis", &url, "--queue", "w", "worker", "--exec", "true"]);
-    // Real time, as above: past several attempts, the worker still waits.
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(worker.0.try_wait().unwrap().is_none(), "worker exited");
-    assert!(
-        err.lock().unwrap().contains("waiting for Redis"),
-        "{}",
-        err.lock().unwrap()
+    // As above: past its first attempts, the worker says it waits, and still runs.
+    until(
+        "the worker says it waits for Redis",
+        Duration::from_secs(10),
+        || err.lock().unwrap().contains("waiting for Redis"),
     );
+    assert!(worker.0.try_wait().unwrap().is_none(), "worker exited");
     redis.restart();
     let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
         .args([
