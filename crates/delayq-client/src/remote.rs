@@ -102,6 +102,28 @@ impl RemoteBackend {
     }
 }
 
+/// A claim's answer carries one outcome per ack it sent.
+fn one_outcome_per_ack(r: &delayq_wire::ClaimResponse, sent: usize) -> Result<()> {
+    if r.acks.len() == sent {
+        return Ok(());
+    }
+    Err(decoded(delayq_wire::Invalid::new(
+        delayq_wire::ErrorCode::InvalidBody,
+        "one ack outcome per ack expected",
+    )))
+}
+
+/// When a remote consumer claims again: at once after a long poll (it already waited), else
+/// when the server says the next job is due — or soon, with nothing scheduled (nothing wakes a
+/// remote consumer but its next claim).
+fn next_claim_in(wait_ms: u64, next_due_in_ms: Option<u64>) -> Option<Duration> {
+    if wait_ms > 0 {
+        Some(Duration::ZERO)
+    } else {
+        Some(next_due_in_ms.map_or(IDLE_POLL, Duration::from_millis))
+    }
+}
+
 fn infos(jobs: Vec<delayq_wire::JobView>) -> Result<Vec<JobInfo>> {
     jobs.into_iter()
         .map(|j| JobInfo::try_from(j).map_err(decoded))
@@ -143,12 +165,7 @@ impl Backend for RemoteBackend {
         let r = self.client.claim(queue.as_str(), &body).await;
         self.closing.done();
         let r = r.map_err(core(None))?;
-        if r.acks.len() != sent {
-            return Err(decoded(delayq_wire::Invalid::new(
-                delayq_wire::ErrorCode::InvalidBody,
-                "one ack outcome per ack expected",
-            )));
-        }
+        one_outcome_per_ack(&r, sent)?;
         let next_due_in_ms = r.next_due_in_ms;
         let jobs = r
             .jobs
@@ -158,13 +175,7 @@ impl Backend for RemoteBackend {
         Ok(ClaimBatch {
             jobs,
             acks: r.acks.into_iter().chain(rest).collect(),
-            // A long poll already waited: claim again at once.
-            next_due_in: if wait_ms > 0 {
-                Some(Duration::ZERO)
-            } else {
-                // Nothing scheduled: nothing wakes a remote consumer but its next claim.
-                Some(next_due_in_ms.map_or(IDLE_POLL, Duration::from_millis))
-            },
+            next_due_in: next_claim_in(wait_ms, next_due_in_ms),
         })
     }
 
@@ -220,12 +231,7 @@ impl Backend for RemoteBackend {
         let r = self.client.claim_many(&body).await;
         self.closing.done();
         let r = r.map_err(core(None))?;
-        if r.acks.len() != sent {
-            return Err(decoded(delayq_wire::Invalid::new(
-                delayq_wire::ErrorCode::InvalidBody,
-                "one ack outcome per ack expected",
-            )));
-        }
+        one_outcome_per_ack(&r, sent)?;
         let next_due_in_ms = r.next_due_in_ms;
         let mut jobs = Vec::with_capacity(r.jobs.len());
         for j in r.jobs {
@@ -238,11 +244,7 @@ impl Backend for RemoteBackend {
         Ok(ClaimBatch {
             jobs,
             acks: r.acks.into_iter().chain(rest_out).collect(),
-            next_due_in: if wait_ms > 0 {
-                Some(Duration::ZERO)
-            } else {
-                Some(next_due_in_ms.map_or(IDLE_POLL, Duration::from_millis))
-            },
+            next_due_in: next_claim_in(wait_ms, next_due_in_ms),
         })
     }
 

@@ -526,9 +526,7 @@ impl Backend for EmbeddedBackend {
         lease: LeaseRef,
         result: Vec<u8>,
     ) -> Result<AckOutcome> {
-        if result.len() > delayq::limits::MAX_RESULT_BYTES {
-            return Err(delayq::InvalidInput::ResultTooLarge(result.len()).into());
-        }
+        delayq::limits::check_result(&result)?;
         let out = self.ack_with(queue, vec![lease], vec![result]).await?;
         Ok(out[0])
     }

@@ -494,9 +494,7 @@ impl Backend for RedisBackend {
         lease: LeaseRef,
         result: Vec<u8>,
     ) -> Result<AckOutcome> {
-        if result.len() > delayq::limits::MAX_RESULT_BYTES {
-            return Err(delayq::InvalidInput::ResultTooLarge(result.len()).into());
-        }
+        delayq::limits::check_result(&result)?;
         let route = self.route(queue).await?;
         let k = &route.keys[shard_of(lease.id.as_str(), route.shards) as usize];
         let out = self.ack_shard(&route, k, vec![(lease, result)]).await?;

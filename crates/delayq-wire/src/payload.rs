@@ -49,9 +49,7 @@ pub fn result_bytes(
             ));
         }
     };
-    if bytes.len() > delayq::limits::MAX_RESULT_BYTES {
-        return Err(delayq::InvalidInput::ResultTooLarge(bytes.len()).into());
-    }
+    delayq::limits::check_result(&bytes)?;
     Ok(Some(bytes))
 }
 

@@ -56,6 +56,14 @@ pub const MAX_BATCH: usize = 10_000;
 /// result is a record extra on Redis, whose length field is 16 bits).
 pub const MAX_RESULT_BYTES: usize = 65_535;
 
+/// `result` if it is at most [`MAX_RESULT_BYTES`], else the error every store answers.
+pub fn check_result(result: &[u8]) -> Result<(), crate::InvalidInput> {
+    if result.len() > MAX_RESULT_BYTES {
+        return Err(crate::InvalidInput::ResultTooLarge(result.len()));
+    }
+    Ok(())
+}
+
 /// `error` cut to at most [`MAX_ERROR_BYTES`] bytes on a character boundary: the one rule every
 /// store applies to `last_error`.
 pub fn truncate_error(error: &str) -> &str {

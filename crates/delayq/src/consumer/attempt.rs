@@ -124,10 +124,10 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
     let failure = match result {
         Ok(Ok(done)) => match done.into_result() {
             None => return Outcome::Ack(lease),
-            Some(r) if r.len() > crate::limits::MAX_RESULT_BYTES => {
-                Failure::dead(crate::InvalidInput::ResultTooLarge(r.len()))
-            }
-            Some(r) => return ack_result(&backend, &queue, lease, r).await,
+            Some(r) => match crate::limits::check_result(&r) {
+                Ok(()) => return ack_result(&backend, &queue, lease, r).await,
+                Err(too_large) => Failure::dead(too_large),
+            },
         },
         Ok(Err(f)) => f,
         Err(panic) => Failure::retry(format!("handler panicked: {}", panic_message(&panic))),

@@ -11,9 +11,8 @@ use crate::{
     JobState, Producer, QueueName, QueueSettings, Retention,
 };
 
-/// Results on a queue that keeps done jobs, and on one that does not.
-pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
-    let q = QueueName::new("results").unwrap();
+/// Makes `q` keep its done jobs for a minute, without a dedupe window.
+async fn keeps_done_jobs<B: Backend + Inspect>(b: &B, q: &QueueName) {
     let keep = QueueSettings {
         retention: Retention {
             keep_done_ms: 60_000,
@@ -21,7 +20,13 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
         },
         ..QueueSettings::default()
     };
-    b.configure(&q, keep).await.unwrap();
+    b.configure(q, keep).await.unwrap();
+}
+
+/// Results on a queue that keeps done jobs, and on one that does not.
+pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
+    let q = QueueName::new("results").unwrap();
+    keeps_done_jobs(&b, &q).await;
     let p = Producer::new(b.clone(), q.clone());
     for name in ["json", "bytes", "stale", "big", "plain"] {
         p.enqueue(job(name, 0)).await.unwrap();
@@ -111,14 +116,7 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
 /// call).
 pub async fn handlers_return_results<B: Backend + Inspect>(b: B, t: Time) {
     let q = QueueName::new("results-consumer").unwrap();
-    let keep = QueueSettings {
-        retention: Retention {
-            keep_done_ms: 60_000,
-            dedupe_ms: 0,
-        },
-        ..QueueSettings::default()
-    };
-    b.configure(&q, keep).await.unwrap();
+    keeps_done_jobs(&b, &q).await;
     let p = Producer::new(b.clone(), q.clone());
     for name in ["r1", "r2", "none", "huge"] {
         p.enqueue(job(name, 0)).await.unwrap();
