@@ -188,6 +188,30 @@ class AsyncWorkerTest(unittest.TestCase):
         self.assertEqual(sorted(seen), [("a1", 1), ("a2", 1), ("a2", 2)])
         self.assertEqual((w.acked, w.failed), (2, 1))
 
+    def test_async_worker_over_several_queues_keeps_results(self):
+        first, second = queue("pya-first"), queue("pya-second")
+        c = Client(URL)
+        for q in (first, second):
+            c.configure(q, keep_done_ms=600_000)
+            c.enqueue_many(q, [{"id": f"j{i}", "payload": i} for i in range(5)])
+
+        async def main():
+            seen = []
+
+            async def handler(job):
+                seen.append(job.queue)
+                return {"queue": job.queue, "n": job.payload}
+
+            w = AsyncWorker(AsyncClient(URL), [first, second], handler, concurrency=1,
+                            wait_ms=200, strict=True)
+            await w.run(install_signal_handlers=False, idle_exit=0.5)
+            return w, seen
+
+        w, seen = asyncio.run(main())
+        self.assertEqual(seen, [first] * 5 + [second] * 5)
+        self.assertEqual(w.acked, 10)
+        self.assertEqual(c.get(second, "j3").result, {"queue": second, "n": 3})
+
     def test_stop_cuts_the_async_long_poll_short(self):
         q = queue("pyc")
 

@@ -10,7 +10,7 @@ import functools
 import logging
 import signal
 import uuid
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, Sequence, Tuple, Union
 
 from . import errors
 from .client import Client
@@ -40,12 +40,20 @@ class AsyncClient:
 
 class AsyncWorker:
     """Runs ``await handler(job)`` for each due job, ``concurrency`` at once, extending leases
-    while they run; stops on SIGTERM/SIGINT or ``stop()``."""
+    while they run; stops on SIGTERM/SIGINT or ``stop()``. What the handler returns (other than
+    ``None``) is the job's result, as with :class:`Worker`; ``queue`` may be a list of queues —
+    names or ``(name, weight)`` — served together by weight, or in order with ``strict=True``."""
 
-    def __init__(self, client: AsyncClient, queue: str,
+    def __init__(self, client: AsyncClient, queue: Union[str, Sequence[Union[str, Tuple[str, int]]]],
                  handler: Callable[[ClaimedJob], Awaitable[Any]], *, concurrency: int = 10,
-                 lease_ms: int = 30_000, wait_ms: int = 5_000, shutdown_grace: float = 30.0):
-        self.client, self.queue, self.handler = client, queue, handler
+                 lease_ms: int = 30_000, wait_ms: int = 5_000, shutdown_grace: float = 30.0,
+                 strict: bool = False):
+        self.queues = [queue] if isinstance(queue, str) else list(queue)
+        if not self.queues:
+            raise ValueError("a worker serves at least one queue")
+        first = self.queues[0]
+        self.strict = strict
+        self.client, self.queue, self.handler = client, first if isinstance(first, str) else first[0], handler
         self.concurrency, self.lease_ms, self.wait_ms = concurrency, lease_ms, wait_ms
         self.shutdown_grace = shutdown_grace
         self._stop = asyncio.Event()
@@ -92,8 +100,13 @@ class AsyncWorker:
             self._poll = uuid.uuid4().hex
             wait_ms = 0 if self._stop.is_set() else self.wait_ms
             try:
-                jobs = await self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
-                                               wait_ms=wait_ms, poll_id=self._poll)
+                if len(self.queues) == 1:
+                    jobs = await self.client.claim(self.queue, max=free, lease_ms=self.lease_ms,
+                                                   wait_ms=wait_ms, poll_id=self._poll)
+                else:
+                    jobs = await self.client.claim_many(self.queues, max=free,
+                                                        lease_ms=self.lease_ms, wait_ms=wait_ms,
+                                                        strict=self.strict, poll_id=self._poll)
             except (errors.ConnectionFailed, errors.Unavailable) as e:
                 log.warning("claim failed: %s", e)
                 jobs = []
@@ -123,17 +136,17 @@ class AsyncWorker:
             if size > MAX_RESULT_BYTES:
                 raise Dead(f"result of {size} bytes is over the limit of {MAX_RESULT_BYTES} bytes")
         except asyncio.CancelledError:
-            await self.client.release(self.queue, job.id, job.lease_token, undo_attempt=False)
+            await self.client.release(job.queue, job.id, job.lease_token, undo_attempt=False)
             raise
         except Exception as e:  # noqa: BLE001 - every failure is the job's
             self.failed += 1
             try:
-                await self.client.nack(self.queue, job.id, job.lease_token, **failure_of(e))
+                await self.client.nack(job.queue, job.id, job.lease_token, **failure_of(e))
             except errors.LeaseLost:
                 log.warning("job %s: lease lost before the nack", job.id)
         else:
             try:
-                await self.client.ack(self.queue, job.id, job.lease_token, result=result)
+                await self.client.ack(job.queue, job.id, job.lease_token, result=result)
                 self.acked += 1
             except (errors.LeaseLost, errors.NotFound):
                 log.warning("job %s: lease lost before the ack", job.id)
@@ -145,7 +158,7 @@ class AsyncWorker:
         while True:
             await asyncio.sleep(max(self.lease_ms / 3000, 0.01))
             try:
-                await self.client.extend(self.queue, job.id, job.lease_token, self.lease_ms)
+                await self.client.extend(job.queue, job.id, job.lease_token, self.lease_ms)
             except errors.LeaseLost:
                 return
             except (errors.DelayqError, errors.ConnectionFailed) as e:
