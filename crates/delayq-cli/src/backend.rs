@@ -52,13 +52,12 @@ impl Backend for AnyBackend {
     async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
         delegate!(self, b => b.ack(queue, leases).await)
     }
-    async fn ack_result(
+    async fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> Result<AckOutcome> {
-        delegate!(self, b => b.ack_result(queue, lease, result).await)
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> Result<Vec<AckOutcome>> {
+        delegate!(self, b => b.ack_results(queue, acks).await)
     }
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         delegate!(self, b => b.nack(queue, lease, nack).await)

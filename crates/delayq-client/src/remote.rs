@@ -266,20 +266,30 @@ impl Backend for RemoteBackend {
         Ok(out)
     }
 
-    async fn ack_result(
+    async fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> Result<AckOutcome> {
-        let acks = self
-            .client
-            .ack_batch(queue.as_str(), vec![ClaimAck::with_result(&lease, result)])
-            .await
-            .map_err(core(Some(&lease.id)))?;
-        acks.into_iter().next().ok_or_else(|| {
-            Error::Backend("unexpected answer from the delayq server: no ack outcome".into())
-        })
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> Result<Vec<AckOutcome>> {
+        let mut out = Vec::with_capacity(acks.len());
+        for chunk in acks.chunks(MAX_ACKS) {
+            let sent: Vec<ClaimAck> = chunk
+                .iter()
+                .map(|(l, r)| ClaimAck::with_result(l, r.clone()))
+                .collect();
+            let got = self
+                .client
+                .ack_batch(queue.as_str(), sent)
+                .await
+                .map_err(core(None))?;
+            if got.len() != chunk.len() {
+                return Err(Error::Backend(
+                    "unexpected answer from the delayq server: one ack outcome per ack".into(),
+                ));
+            }
+            out.extend(got);
+        }
+        Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

@@ -520,15 +520,16 @@ impl Backend for EmbeddedBackend {
         self.ack_with(queue, leases, Vec::new()).await
     }
 
-    async fn ack_result(
+    async fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> Result<AckOutcome> {
-        delayq::limits::check_result(&result)?;
-        let out = self.ack_with(queue, vec![lease], vec![result]).await?;
-        Ok(out[0])
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> Result<Vec<AckOutcome>> {
+        for (_, r) in &acks {
+            delayq::limits::check_result(r)?;
+        }
+        let (leases, results) = acks.into_iter().unzip();
+        self.ack_with(queue, leases, results).await
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

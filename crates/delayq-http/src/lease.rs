@@ -168,8 +168,8 @@ fn leases_of(acks: Vec<ClaimAck>) -> Result<Vec<Finished>, ApiError> {
         .collect()
 }
 
-/// Acks with a result, applied one by one (results never ride on a claim); the others, to
-/// ride on the claim or one ack call, and where their outcomes go.
+/// Acks with a result, applied in one call of their own (results never ride on a claim); the
+/// others, to ride on the claim or one ack call, and where their outcomes go.
 pub(crate) struct SplitAcks {
     /// The outcome of each ack of the request, in order; `None` for one in `plain`.
     outcomes: Vec<Option<AckOutcome>>,
@@ -184,23 +184,27 @@ impl SplitAcks {
         queue: &QueueName,
         acks: Vec<Finished>,
     ) -> Result<Self, ApiError> {
-        let mut split = SplitAcks {
-            outcomes: Vec::with_capacity(acks.len()),
-            plain: Vec::new(),
-        };
+        let mut plain = Vec::new();
+        let mut with_results = Vec::new();
+        let mut at = Vec::with_capacity(acks.len());
         for (lease, result) in acks {
+            at.push(result.is_some());
             match result {
-                Some(r) => {
-                    let o = st.backend().ack_result(queue, lease, r).await?;
-                    split.outcomes.push(Some(o));
-                }
-                None => {
-                    split.outcomes.push(None);
-                    split.plain.push(lease);
-                }
+                Some(r) => with_results.push((lease, r)),
+                None => plain.push(lease),
             }
         }
-        Ok(split)
+        let mut done = if with_results.is_empty() {
+            Vec::new()
+        } else {
+            st.backend().ack_results(queue, with_results).await?
+        }
+        .into_iter();
+        let outcomes = at
+            .into_iter()
+            .map(|has| if has { done.next() } else { None })
+            .collect();
+        Ok(SplitAcks { outcomes, plain })
     }
 
     /// Every ack's outcome in the request's order, given the outcomes of `plain`.
@@ -263,7 +267,7 @@ pub async fn ack<B: Backend + Inspect>(
         token: req.lease_token,
     };
     let out = match result {
-        Some(r) => vec![st.backend().ack_result(&q, lease, r).await?],
+        Some(r) => st.backend().ack_results(&q, vec![(lease, r)]).await?,
         None => st.backend().ack(&q, vec![lease]).await?,
     };
     match out.first() {

@@ -488,19 +488,35 @@ impl Backend for RedisBackend {
         Ok(out)
     }
 
-    async fn ack_result(
+    async fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> Result<AckOutcome> {
-        delayq::limits::check_result(&result)?;
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> Result<Vec<AckOutcome>> {
+        for (_, r) in &acks {
+            delayq::limits::check_result(r)?;
+        }
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
         let route = self.route(queue).await?;
-        let k = &route.keys[shard_of(lease.id.as_str(), route.shards) as usize];
-        let out = self.ack_shard(&route, k, vec![(lease, result)]).await?;
-        out.into_iter()
-            .next()
-            .ok_or_else(|| error::shape("ack: no outcome"))
+        let count = acks.len();
+        let by = group(acks, route.shards, |(l, _)| l.id.as_str());
+        let calls = by
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
+            .map(|(s, (pos, acks))| {
+                let route = &route;
+                async move { (pos, self.ack_shard(route, &route.keys[s], acks).await) }
+            });
+        let mut out = vec![AckOutcome::NotFound; count];
+        for (pos, r) in join_all(calls).await {
+            for (p, o) in pos.into_iter().zip(r?) {
+                out[p] = o;
+            }
+        }
+        Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

@@ -110,16 +110,16 @@ pub trait Backend: Clone + Send + Sync + 'static {
         leases: Vec<LeaseRef>,
     ) -> impl Future<Output = Result<Vec<AckOutcome>>> + Send;
 
-    /// Acknowledges one lease and keeps `result` (at most
-    /// [`crate::limits::MAX_RESULT_BYTES`], checked by the caller) with the job while it is
-    /// retained as done; a job without a retention is deleted as by [`Backend::ack`]. Never
-    /// rides on a claim: a queue whose handlers return no result pays nothing for results.
-    fn ack_result(
+    /// Acknowledges leases, each keeping its result (at most
+    /// [`crate::limits::MAX_RESULT_BYTES`]; more refuses the call, nothing changed) with the
+    /// job while it is retained as done; a job without a retention is deleted as by
+    /// [`Backend::ack`]. One outcome per lease, in order. Never rides on a claim: a queue whose
+    /// handlers return no result pays nothing for results.
+    fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> impl Future<Output = Result<AckOutcome>> + Send;
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> impl Future<Output = Result<Vec<AckOutcome>>> + Send;
 
     /// Fails one attempt: retry by backoff (or `retry_in`), or dead-letter when attempts are
     /// used up or `dead` is set. A stale token gives [`crate::Error::LeaseLost`].

@@ -130,14 +130,13 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(out)
     }
 
-    async fn ack_result(
+    async fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> Result<AckOutcome> {
-        let out = self.inner.ack_result(queue, lease, result).await?;
-        count_acks(&self.of(queue), std::slice::from_ref(&out));
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> Result<Vec<AckOutcome>> {
+        let out = self.inner.ack_results(queue, acks).await?;
+        count_acks(&self.of(queue), &out);
         Ok(out)
     }
 

@@ -129,12 +129,11 @@ impl Backend for Memory {
         }
         Ok(self.ack_all(&leases))
     }
-    async fn ack_result(
+    async fn ack_results(
         &self,
         _: &QueueName,
-        _: LeaseRef,
-        _: Vec<u8>,
-    ) -> delayq::Result<AckOutcome> {
+        _: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> delayq::Result<Vec<AckOutcome>> {
         unsupported()
     }
     async fn nack(&self, _: &QueueName, _: LeaseRef, _: Nack) -> delayq::Result<NackOutcome> {

@@ -14,6 +14,9 @@ use redis::aio::ConnectionManager;
 
 use crate::backend::AnyBackend;
 
+/// How long the bench queue keeps done jobs with `--keep-done` / `--result-bytes`.
+const KEEP_DONE_MS: u64 = 600_000;
+
 /// The store a bench runs against — a Redis server, or embedded stores in a temporary
 /// directory — and how the bench is placed on the machine.
 pub(crate) struct Env {
@@ -35,6 +38,8 @@ pub(crate) struct Env {
     pub lane_window_ms: Option<u32>,
     /// `--wait-replicas` of the bench's backends.
     pub wait_replicas: u32,
+    /// The bench queue keeps done jobs (`--keep-done`, `--result-bytes`).
+    pub keep_done: bool,
     /// Share of Redis CPU per master between the last two cost readings (several masters).
     pub spread: Option<Vec<f64>>,
     last_cost: Option<Cost>,
@@ -220,6 +225,7 @@ impl Env {
             lane: false,
             lane_window_ms: None,
             wait_replicas: 0,
+            keep_done: false,
             spread: None,
             last_cost: None,
             placement,
@@ -247,6 +253,7 @@ impl Env {
             lane: false,
             lane_window_ms: None,
             wait_replicas: 0,
+            keep_done: false,
             spread: None,
             last_cost: None,
             placement: "embedded store (SQLite, WAL, synchronous=FULL) on local disk; unpinned"
@@ -297,7 +304,13 @@ impl Env {
         match self.embedded.as_mut() {
             Some(e) => {
                 if e.current.is_none() {
-                    e.current = Some(EmbeddedBackend::open(e.dir())?);
+                    let b = EmbeddedBackend::open(e.dir())?;
+                    if self.keep_done {
+                        let mut settings = QueueSettings::default();
+                        settings.retention.keep_done_ms = KEEP_DONE_MS;
+                        b.configure(&super::util::queue(), settings).await?;
+                    }
+                    e.current = Some(b);
                 }
                 Ok(AnyBackend::Embedded(e.current.clone().expect("opened")))
             }
@@ -305,9 +318,12 @@ impl Env {
                 let mut opts = delayq_redis::ConnectOptions::new(self.url.clone());
                 opts.wait_replicas = self.wait_replicas;
                 let b = RedisBackend::connect_with(opts).await?;
-                if self.shards > 1 || self.lane {
+                if self.shards > 1 || self.lane || self.keep_done {
                     let mut settings = QueueSettings::with_shards(self.shards);
                     settings.set_lane(Some(self.lane), self.lane_window_ms);
+                    if self.keep_done {
+                        settings.retention.keep_done_ms = KEEP_DONE_MS;
+                    }
                     b.configure(&super::util::queue(), settings).await?;
                 }
                 Ok(AnyBackend::Redis(b))

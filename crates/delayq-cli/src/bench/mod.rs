@@ -68,6 +68,14 @@ pub(crate) struct BenchArgs {
     /// The consumers' prefetch.
     #[arg(long, default_value_t = delayq::consumer::DEFAULT_PREFETCH)]
     pub prefetch: usize,
+    /// In-process consumers return a result of this many bytes per job, kept by a queue that
+    /// keeps done jobs for 10 minutes (what results cost a queue that uses them); with 0 and
+    /// --keep-done, what the retention alone costs.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=65_535))]
+    pub result_bytes: u32,
+    /// The bench queue keeps done jobs for 10 minutes (implied by --result-bytes).
+    #[arg(long)]
+    pub keep_done: bool,
 }
 
 /// The workloads.
@@ -175,6 +183,10 @@ pub(crate) async fn run(
     util::PRIORITIES.store(a.priorities, std::sync::atomic::Ordering::Relaxed);
     util::PREFETCH.store(a.prefetch, std::sync::atomic::Ordering::Relaxed);
     util::ONE_DELAY.store(a.one_delay, std::sync::atomic::Ordering::Relaxed);
+    util::RESULT_BYTES.store(
+        a.result_bytes as usize,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if redis.is_some() && !a.flush_ok {
         bail!("every workload runs FLUSHALL: pass --flush-ok to allow it on the given server");
     }
@@ -193,6 +205,13 @@ pub(crate) async fn run(
             env.placement = format!("{}; queue with the one-delay lane", env.placement);
         }
         env.wait_replicas = wait_replicas;
+        if a.keep_done || a.result_bytes > 0 {
+            env.keep_done = true;
+            env.placement = format!(
+                "{}; queue keeps done jobs 10 min, result {} B",
+                env.placement, a.result_bytes
+            );
+        }
         if wait_replicas > 0 {
             env.placement = format!("{}; --wait-replicas {wait_replicas}", env.placement);
         }

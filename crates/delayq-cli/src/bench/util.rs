@@ -36,6 +36,10 @@ pub(crate) fn prefetch() -> usize {
 pub(crate) static ONE_DELAY: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// `--result-bytes`: in-process consumers return a result of this many bytes per job.
+pub(crate) static RESULT_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 /// `--priorities`: job `i` gets the priority `i % 10`.
 pub(crate) static PRIORITIES: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
@@ -143,13 +147,19 @@ impl Recorder {
         let r = records.clone();
         let (stop, rx) = watch::channel(false);
         let started_ms = now_ms_f64();
+        let result_bytes = RESULT_BYTES.load(std::sync::atomic::Ordering::Relaxed);
         let task = tokio::spawn(c.run(
             move |job: Job| {
                 let at = now_ms_f64();
                 if let Some(i) = index_of(job.id.as_str()) {
                     r.lock().expect("records").push((i, at, job.due_at_ms));
                 }
-                std::future::ready(Ok::<(), Failure>(()))
+                let done = if result_bytes == 0 {
+                    delayq::Completion::default()
+                } else {
+                    delayq::Completion::result(vec![b'7'; result_bytes])
+                };
+                std::future::ready(Ok::<delayq::Completion, Failure>(done))
             },
             async move {
                 let mut rx = rx;

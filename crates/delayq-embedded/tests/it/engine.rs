@@ -365,13 +365,12 @@ impl Backend for LongPoll {
     async fn ack(&self, q: &QueueName, l: Vec<LeaseRef>) -> delayq::Result<Vec<AckOutcome>> {
         self.0.ack(q, l).await
     }
-    async fn ack_result(
+    async fn ack_results(
         &self,
         q: &QueueName,
-        l: LeaseRef,
-        r: Vec<u8>,
-    ) -> delayq::Result<AckOutcome> {
-        self.0.ack_result(q, l, r).await
+        a: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> delayq::Result<Vec<AckOutcome>> {
+        self.0.ack_results(q, a).await
     }
     async fn nack(&self, q: &QueueName, l: LeaseRef, n: Nack) -> delayq::Result<NackOutcome> {
         self.0.nack(q, l, n).await

@@ -185,7 +185,10 @@ async fn a_store_of_layout_2_gains_results() {
         .unwrap();
     assert_eq!(batch.jobs.len(), 1);
     let lease = batch.jobs[0].lease_ref();
-    let o = b.ack_result(&q, lease, b"{\"ok\":1}".to_vec()).await;
+    let o = b
+        .ack_results(&q, vec![(lease, b"{\"ok\":1}".to_vec())])
+        .await
+        .map(|o| o[0]);
     assert_eq!(o.unwrap(), delayq::AckOutcome::Acked);
     assert_eq!(
         get("dead-1").await.result.as_deref(),

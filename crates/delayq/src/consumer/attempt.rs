@@ -12,16 +12,14 @@ use tokio::time::{Instant, sleep, sleep_until};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::handler::{Failure, Handler};
-use crate::job::{AckOutcome, Job, LeaseRef, Nack, NackOutcome};
+use crate::job::{Job, LeaseRef, Nack, NackOutcome};
 use crate::otel::TraceMode;
 use crate::telemetry;
 
 /// What a job task reports back to the loop.
 pub(super) enum Outcome {
-    /// Done: the lease rides on the queue's next claim.
-    Ack(LeaseRef),
-    /// Done and acknowledged already, with the handler's result.
-    AckedWithResult,
+    /// Done: the lease, with the handler's result if any, goes with the queue's next call.
+    Ack(LeaseRef, Option<Vec<u8>>),
     Nacked(NackOutcome),
     LeaseLost,
     GivenBack,
@@ -32,7 +30,7 @@ impl Outcome {
     /// How the attempt settled, as its span records it.
     pub(super) fn name(&self) -> &'static str {
         match self {
-            Outcome::Ack(_) | Outcome::AckedWithResult => "acked",
+            Outcome::Ack(..) => "acked",
             Outcome::Nacked(NackOutcome::Retrying { .. }) => "retrying",
             Outcome::Nacked(NackOutcome::Dead { .. }) => "dead",
             Outcome::LeaseLost => "lease_lost",
@@ -75,7 +73,8 @@ pub(super) fn process_span(job: &Job, mode: TraceMode) -> tracing::Span {
 }
 
 /// Runs one job: the handler (panics caught), lease extension while it runs, and the nack of a
-/// failure. Acks are returned to the loop, which batches them onto the next claim.
+/// failure. Acks (with the handler's result) are returned to the loop, which batches them onto
+/// the next call of the job's queue.
 pub(super) async fn run_job<B: Backend, H: Handler>(
     handler: Arc<H>,
     backend: B,
@@ -123,9 +122,9 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
         .record(started.elapsed().as_secs_f64());
     let failure = match result {
         Ok(Ok(done)) => match done.into_result() {
-            None => return Outcome::Ack(lease),
+            None => return Outcome::Ack(lease, None),
             Some(r) => match crate::limits::check_result(&r) {
-                Ok(()) => return ack_result(&backend, &queue, lease, r).await,
+                Ok(()) => return Outcome::Ack(lease, Some(r)),
                 Err(too_large) => Failure::dead(too_large),
             },
         },
@@ -164,36 +163,6 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
         }
     }
     // The lease will expire and the job be delivered again.
-    Outcome::Unresolved
-}
-
-/// Acknowledges a job with its result at once (results never ride on claims), retrying what
-/// may succeed again as a nack does.
-async fn ack_result<B: Backend>(
-    backend: &B,
-    queue: &crate::QueueName,
-    lease: LeaseRef,
-    result: Vec<u8>,
-) -> Outcome {
-    let mut delay = Duration::from_millis(50);
-    for _ in 0..6 {
-        match backend
-            .ack_result(queue, lease.clone(), result.clone())
-            .await
-        {
-            Ok(AckOutcome::Acked) => return Outcome::AckedWithResult,
-            Ok(_) | Err(Error::LeaseLost { .. }) => return Outcome::LeaseLost,
-            Err(e) if e.is_retryable() => {
-                tracing::warn!(queue = %queue, id = %lease.id, error = %e, "ack failed, retrying");
-                sleep(delay).await;
-                delay *= 2;
-            }
-            Err(e) => {
-                tracing::error!(queue = %queue, id = %lease.id, error = %e, "ack failed");
-                break;
-            }
-        }
-    }
     Outcome::Unresolved
 }
 

@@ -229,8 +229,68 @@ struct Run<B, H> {
     retry_delay: Duration,
 }
 
-/// An ack call beside a slow claim: it answers with the queue and the leases it sent.
-type AckCall = futures::future::BoxFuture<'static, (usize, Vec<LeaseRef>, Result<Vec<AckOutcome>>)>;
+/// An ack call beside a slow claim: it answers with the queue, what was acknowledged and what
+/// must go again (see [`ack_finished`]).
+type AckCall = futures::future::BoxFuture<'static, (usize, Acked)>;
+
+/// A finished job's lease, with its handler's result if it gave one.
+pub(super) type Finished = (LeaseRef, Option<Vec<u8>>);
+
+/// What an ack call of finished jobs did: the outcomes of the acks that went through, the
+/// finished jobs whose call failed (to go again), and that failure.
+struct Acked {
+    outcomes: Vec<AckOutcome>,
+    again: Vec<Finished>,
+    error: Option<crate::Error>,
+}
+
+/// Splits finished jobs into plain acks (which ride on claims) and acks with results.
+fn split_finished(finished: Vec<Finished>) -> (Vec<LeaseRef>, Vec<(LeaseRef, Vec<u8>)>) {
+    let mut plain = Vec::new();
+    let mut results = Vec::new();
+    for (lease, result) in finished {
+        match result {
+            Some(r) => results.push((lease, r)),
+            None => plain.push(lease),
+        }
+    }
+    (plain, results)
+}
+
+/// Acknowledges finished jobs of `queue` without a claim: the plain ones in one ack call, those
+/// with results in one [`Backend::ack_results`] call.
+async fn ack_finished<B: Backend>(
+    backend: &B,
+    queue: &QueueName,
+    finished: Vec<Finished>,
+) -> Acked {
+    let (plain, results) = split_finished(finished);
+    let mut done = Acked {
+        outcomes: Vec::new(),
+        again: Vec::new(),
+        error: None,
+    };
+    if !results.is_empty() {
+        match backend.ack_results(queue, results.clone()).await {
+            Ok(out) => done.outcomes.extend(out),
+            Err(e) => {
+                done.again
+                    .extend(results.into_iter().map(|(l, r)| (l, Some(r))));
+                done.error = Some(e);
+            }
+        }
+    }
+    if !plain.is_empty() {
+        match backend.ack(queue, plain.clone()).await {
+            Ok(out) => done.outcomes.extend(out),
+            Err(e) => {
+                done.again.extend(plain.into_iter().map(|l| (l, None)));
+                done.error = Some(e);
+            }
+        }
+    }
+    done
+}
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
@@ -293,7 +353,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
     }
 
     /// Takes queue `i`'s pending acks (for a call that carries them).
-    fn take_acks(&mut self, i: usize) -> Vec<LeaseRef> {
+    fn take_acks(&mut self, i: usize) -> Vec<Finished> {
         let s = &mut self.src.list[i];
         s.acks_since = None;
         std::mem::take(&mut s.acks)
@@ -326,7 +386,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
             let started = Instant::now();
             let outcome = task.await;
             span.record("delayq.outcome", outcome.name());
-            if !matches!(outcome, Outcome::Ack(_) | Outcome::AckedWithResult) {
+            if !matches!(outcome, Outcome::Ack(..)) {
                 span.record("error.type", outcome.name());
                 span.record("otel.status_code", "ERROR");
             }
@@ -419,16 +479,29 @@ impl<B: Backend, H: Handler> Run<B, H> {
         } else {
             0
         };
+        // Plain acks ride on the claim; those with results go in one call just before it.
+        let (plain, results) = split_finished(self.take_acks(i));
         let req = ClaimRequest {
             max,
             lease: self.c.opts.lease,
-            acks: self.take_acks(i),
+            acks: plain,
         };
-        let sent = req.acks.clone();
+        let sent: Vec<Finished> = req.acks.iter().map(|l| (l.clone(), None)).collect();
         let (backend, queue) = (self.c.backend.clone(), self.src.list[i].queue.clone());
-        let result = self
-            .beside(async move { backend.claim(&queue, req).await })
+        let (acked, result) = self
+            .beside(async move {
+                let acked = if results.is_empty() {
+                    None
+                } else {
+                    let finished = results.into_iter().map(|(l, r)| (l, Some(r))).collect();
+                    Some(ack_finished(&backend, &queue, finished).await)
+                };
+                (acked, backend.claim(&queue, req).await)
+            })
             .await;
+        if let Some(a) = acked {
+            self.acked_alone(i, a);
+        }
         match result {
             Ok(batch) => {
                 self.claimed(&batch, max);
@@ -467,9 +540,15 @@ impl<B: Backend, H: Handler> Run<B, H> {
             0
         };
         let mut acks = Vec::new();
+        let mut results = Vec::new();
         for i in 0..self.src.list.len() {
             let q = self.src.list[i].queue.clone();
-            acks.extend(self.take_acks(i).into_iter().map(|l| (q.clone(), l)));
+            let (plain, with) = split_finished(self.take_acks(i));
+            acks.extend(plain.into_iter().map(|l| (q.clone(), l)));
+            if !with.is_empty() {
+                let with: Vec<Finished> = with.into_iter().map(|(l, r)| (l, Some(r))).collect();
+                results.push((i, q, with));
+            }
         }
         let req = crate::ClaimOverRequest {
             queues: self.c.queues.clone(),
@@ -479,9 +558,18 @@ impl<B: Backend, H: Handler> Run<B, H> {
             acks: acks.clone(),
         };
         let backend = self.c.backend.clone();
-        let result = self
-            .beside(async move { backend.claim_over(req).await })
+        let (acked, result) = self
+            .beside(async move {
+                let mut acked = Vec::with_capacity(results.len());
+                for (i, q, with) in results {
+                    acked.push((i, ack_finished(&backend, &q, with).await));
+                }
+                (acked, backend.claim_over(req).await)
+            })
             .await;
+        for (i, a) in acked {
+            self.acked_alone(i, a);
+        }
         match result {
             Ok(batch) => {
                 self.claimed(&batch, max);
@@ -499,7 +587,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
             Err(e) => {
                 for (q, l) in acks {
                     let i = self.src.index(&q);
-                    self.ack_again(i, vec![l]);
+                    self.ack_again(i, vec![(l, None)]);
                 }
                 Err(self.claim_failed("(several)", &e))
             }
@@ -565,15 +653,15 @@ impl<B: Backend, H: Handler> Run<B, H> {
                         acking = self.ack_alone();
                     }
                 }
-                (j, leases, r) = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
-                    ack_failed = !self.acked_alone(j, leases, r);
+                (j, acked) = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
+                    ack_failed = !self.acked_alone(j, acked);
                     acking = if ack_failed { None } else { self.ack_alone() };
                 }
             }
         };
         if let Some(call) = acking {
-            let (j, leases, r) = call.await;
-            self.acked_alone(j, leases, r);
+            let (j, acked) = call.await;
+            self.acked_alone(j, acked);
         }
         result
     }
@@ -582,25 +670,22 @@ impl<B: Backend, H: Handler> Run<B, H> {
     /// are none).
     fn ack_alone(&mut self) -> Option<AckCall> {
         let i = self.src.list.iter().position(|s| !s.acks.is_empty())?;
-        let leases = self.take_acks(i);
+        let finished = self.take_acks(i);
         let (backend, queue) = (self.c.backend.clone(), self.src.list[i].queue.clone());
         Some(Box::pin(async move {
-            let r = backend.ack(&queue, leases.clone()).await;
-            (i, leases, r)
+            (i, ack_finished(&backend, &queue, finished).await)
         }))
     }
 
-    /// Counts what an ack call beside a claim answered; a failed one's leases go again with
-    /// the next call. Whether it succeeded.
-    fn acked_alone(&mut self, i: usize, leases: Vec<LeaseRef>, r: Result<Vec<AckOutcome>>) -> bool {
-        match r {
-            Ok(out) => {
-                self.count_acks(&out);
-                true
-            }
-            Err(e) => {
+    /// Counts what an ack call of queue `i` answered; what failed goes again with the next
+    /// call. Whether it all went through.
+    fn acked_alone(&mut self, i: usize, acked: Acked) -> bool {
+        self.count_acks(&acked.outcomes);
+        match acked.error {
+            None => true,
+            Some(e) => {
                 tracing::warn!(queue = %self.src.list[i].queue, error = %e, "ack failed; retried with the next call");
-                self.ack_again(i, leases);
+                self.ack_again(i, acked.again);
                 false
             }
         }
@@ -608,7 +693,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     /// The acks of a failed call (a claim's or an ack call's) go again with the next call,
     /// before those of jobs that finished meanwhile.
-    fn ack_again(&mut self, i: usize, leases: Vec<LeaseRef>) {
+    fn ack_again(&mut self, i: usize, leases: Vec<Finished>) {
         let s = &mut self.src.list[i];
         let meanwhile = std::mem::replace(&mut s.acks, leases);
         s.acks.extend(meanwhile);
@@ -667,19 +752,17 @@ impl<B: Backend, H: Handler> Run<B, H> {
         }
         for i in 0..self.src.list.len() {
             for attempt in 0..5 {
-                let s = &self.src.list[i];
+                let s = &mut self.src.list[i];
                 if s.acks.is_empty() {
                     break;
                 }
-                match self.c.backend.ack(&s.queue, s.acks.clone()).await {
-                    Ok(out) => {
-                        self.count_acks(&out);
-                        self.src.list[i].acks.clear();
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, attempt, "final ack failed");
-                        sleep(Duration::from_millis(100 << attempt)).await;
-                    }
+                let finished = std::mem::take(&mut s.acks);
+                let acked = ack_finished(&self.c.backend, &s.queue, finished).await;
+                self.count_acks(&acked.outcomes);
+                self.src.list[i].acks = acked.again;
+                if let Some(e) = acked.error {
+                    tracing::warn!(error = %e, attempt, "final ack failed");
+                    sleep(Duration::from_millis(100 << attempt)).await;
                 }
             }
         }
@@ -714,14 +797,13 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 // Smoothed over roughly the last 8 jobs.
                 self.pace = Some(self.pace.map_or(took, |p| (p * 7 + took) / 8));
                 match outcome {
-                    Outcome::Ack(lease) => {
+                    Outcome::Ack(lease, result) => {
                         let s = &mut self.src.list[i];
                         if s.acks.is_empty() {
                             s.acks_since = Some(Instant::now());
                         }
-                        s.acks.push(lease);
+                        s.acks.push((lease, result));
                     }
-                    Outcome::AckedWithResult => self.report.acked += 1,
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,
                     Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,
                     Outcome::LeaseLost => self.report.lease_lost += 1,

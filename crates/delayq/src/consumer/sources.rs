@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::Wakeups;
-use crate::job::LeaseRef;
 use crate::name::QueueName;
 use crate::wait::{self, RESUBSCRIBE};
 
@@ -32,7 +31,7 @@ pub(super) struct Source {
     served: f64,
     /// Leases of finished jobs, acknowledged by the next call on this queue — or on their own
     /// once the first of them has waited [`super::ACK_WITHIN`].
-    pub(super) acks: Vec<LeaseRef>,
+    pub(super) acks: Vec<super::Finished>,
     /// When the oldest pending ack was added (`None`: none pending).
     pub(super) acks_since: Option<Instant>,
     pub(super) wake: Option<Wakeups>,

@@ -114,14 +114,12 @@ impl<B: Backend> Backend for Faulty<B> {
         self.run("ack", self.inner.ack(queue, leases)).await
     }
 
-    async fn ack_result(
+    async fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> Result<AckOutcome> {
-        self.run("ack", self.inner.ack_result(queue, lease, result))
-            .await
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> Result<Vec<AckOutcome>> {
+        self.run("ack", self.inner.ack_results(queue, acks)).await
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

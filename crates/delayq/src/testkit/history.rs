@@ -383,15 +383,15 @@ impl<B: Backend> Backend for Recording<B> {
         Ok(out)
     }
 
-    async fn ack_result(
+    async fn ack_results(
         &self,
         queue: &QueueName,
-        lease: LeaseRef,
-        result: Vec<u8>,
-    ) -> Result<AckOutcome> {
-        self.unknown(std::slice::from_ref(&lease));
-        let out = self.inner.ack_result(queue, lease.clone(), result).await?;
-        self.acks(std::slice::from_ref(&lease), std::slice::from_ref(&out));
+        acks: Vec<(LeaseRef, Vec<u8>)>,
+    ) -> Result<Vec<AckOutcome>> {
+        let leases: Vec<LeaseRef> = acks.iter().map(|(l, _)| l.clone()).collect();
+        self.unknown(&leases);
+        let out = self.inner.ack_results(queue, acks).await?;
+        self.acks(&leases, &out);
         Ok(out)
     }
 

@@ -48,24 +48,38 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
 
     // JSON and arbitrary bytes come back byte for byte.
     let json = br#"{"sent": 3, "to": ["a@example.com"]}"#.to_vec();
-    let o = b.ack_result(&q, lease("json"), json.clone()).await.unwrap();
+    let o = b
+        .ack_results(&q, vec![(lease("json"), json.clone())])
+        .await
+        .map(|o| o[0])
+        .unwrap();
     assert_eq!(o, AckOutcome::Acked);
     let done = get("json").await.expect("kept as done");
     assert_eq!((done.state, done.result), (JobState::Done, Some(json)));
     let bytes = vec![0u8, 255, 1, b'"', 0xC3];
-    let o = b.ack_result(&q, lease("bytes"), bytes.clone()).await;
+    let o = b
+        .ack_results(&q, vec![(lease("bytes"), bytes.clone())])
+        .await
+        .map(|o| o[0]);
     assert_eq!(o.unwrap(), AckOutcome::Acked);
     assert_eq!(get("bytes").await.unwrap().result, Some(bytes));
 
     // Another lease's token: refused, nothing kept; the job is still leased.
     let mut stale = lease("stale");
     stale.token += 1_000_000;
-    let o = b.ack_result(&q, stale, b"no".to_vec()).await.unwrap();
+    let o = b
+        .ack_results(&q, vec![(stale, b"no".to_vec())])
+        .await
+        .map(|o| o[0])
+        .unwrap();
     assert_eq!(o, AckOutcome::LeaseLost);
     let still = get("stale").await.unwrap();
     assert_eq!((still.state, still.result), (JobState::Leased, None));
     // The same ack again after it went through (a resend after a lost reply): not acked twice.
-    let o = b.ack_result(&q, lease("json"), b"again".to_vec()).await;
+    let o = b
+        .ack_results(&q, vec![(lease("json"), b"again".to_vec())])
+        .await
+        .map(|o| o[0]);
     assert_ne!(o.unwrap(), AckOutcome::Acked);
     assert_eq!(
         get("json").await.unwrap().result.as_deref(),
@@ -74,7 +88,11 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
 
     // Over the limit: a typed error, the job untouched.
     let big = vec![b'x'; crate::limits::MAX_RESULT_BYTES + 1];
-    match b.ack_result(&q, lease("big"), big).await {
+    match b
+        .ack_results(&q, vec![(lease("big"), big)])
+        .await
+        .map(|o| o[0])
+    {
         Err(Error::Invalid(InvalidInput::ResultTooLarge(n))) => {
             assert_eq!(n, crate::limits::MAX_RESULT_BYTES + 1)
         }
@@ -83,7 +101,11 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!(get("big").await.unwrap().state, JobState::Leased);
     // At the limit exactly: kept.
     let most = vec![b'y'; crate::limits::MAX_RESULT_BYTES];
-    let o = b.ack_result(&q, lease("big"), most.clone()).await.unwrap();
+    let o = b
+        .ack_results(&q, vec![(lease("big"), most.clone())])
+        .await
+        .map(|o| o[0])
+        .unwrap();
     assert_eq!(o, AckOutcome::Acked);
     assert_eq!(get("big").await.unwrap().result, Some(most));
 
@@ -98,6 +120,33 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     let again = get("json").await.unwrap();
     assert_eq!((again.state, again.result), (JobState::Scheduled, None));
 
+    // Several in one call, on any shard: outcomes in order, each result with its job.
+    for name in ["m1", "m2"] {
+        p.enqueue(job(name, 0)).await.unwrap();
+    }
+    t.pass(Duration::from_millis(2)).await;
+    let more = b.claim(&q, req(10, 30_000)).await.unwrap().jobs;
+    let m = |name: &str| {
+        more.iter()
+            .find(|j| j.id.as_str() == name)
+            .unwrap()
+            .lease_ref()
+    };
+    let mut stale = m("m2");
+    stale.token += 1_000_000;
+    let acks = vec![
+        (m("m1"), b"1".to_vec()),
+        (stale, b"x".to_vec()),
+        (m("m2"), b"2".to_vec()),
+    ];
+    let out = b.ack_results(&q, acks).await.unwrap();
+    assert_eq!(
+        out,
+        [AckOutcome::Acked, AckOutcome::LeaseLost, AckOutcome::Acked]
+    );
+    assert_eq!(get("m1").await.unwrap().result.as_deref(), Some(&b"1"[..]));
+    assert_eq!(get("m2").await.unwrap().result.as_deref(), Some(&b"2"[..]));
+
     // A queue without retention: acked and deleted, result and all.
     let gone = QueueName::new("results-gone").unwrap();
     Producer::new(b.clone(), gone.clone())
@@ -106,7 +155,10 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
         .unwrap();
     t.pass(Duration::from_millis(2)).await;
     let g = b.claim(&gone, req(1, 30_000)).await.unwrap().jobs;
-    let o = b.ack_result(&gone, g[0].lease_ref(), b"1".to_vec()).await;
+    let o = b
+        .ack_results(&gone, vec![(g[0].lease_ref(), b"1".to_vec())])
+        .await
+        .map(|o| o[0]);
     assert_eq!(o.unwrap(), AckOutcome::Acked);
     assert_eq!(b.get(&gone, &id("g")).await.unwrap(), None);
 }
