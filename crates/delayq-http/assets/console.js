@@ -507,10 +507,18 @@ async function find(name, id, out) {
   } catch (e) { toast(e.message, true); }
 }
 
+// The first characters of a done job's result, for a table cell.
+function resultSnippet(j) {
+  if (j.result !== undefined) return JSON.stringify(j.result).slice(0, 120);
+  if (j.result_b64 !== undefined) return `(bytes) ${j.result_b64.slice(0, 100)}`;
+  return '';
+}
+
 function jobTable(name, jobs, state) {
   const timeCol = state === 'leased' ? 'Lease until' : state === 'dead' ? 'Failed' : state === 'done' ? 'Completed' : 'Due';
+  const lastCol = state === 'done' ? 'Result' : 'Last error';
   return el('table', { class: 'grid-table jobs' },
-    el('thead', {}, el('tr', {}, ['Job', 'State', timeCol, 'Attempts', 'Last error'].map((h) => el('th', { scope: 'col' }, h)))),
+    el('thead', {}, el('tr', {}, ['Job', 'State', timeCol, 'Attempts', lastCol].map((h) => el('th', { scope: 'col' }, h)))),
     el('tbody', {}, jobs.map((j) => {
       const t = state === 'leased' ? j.lease_deadline : state === 'dead' ? j.failed_at : state === 'done' ? j.completed_at : j.due_at;
       return el('tr', {},
@@ -518,7 +526,9 @@ function jobTable(name, jobs, state) {
         el('td', {}, el('span', { class: `badge st-${j.state}` }, j.state)),
         el('td', {}, t ? when(t) : '–'),
         el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
-        el('td', { class: 'err' }, j.last_error ? j.last_error.slice(0, 120) : ''));
+        state === 'done'
+          ? el('td', { class: 'mono result' }, resultSnippet(j))
+          : el('td', { class: 'err' }, j.last_error ? j.last_error.slice(0, 120) : ''));
     })));
 }
 

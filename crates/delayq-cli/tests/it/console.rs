@@ -463,6 +463,12 @@ async fn the_console_in_a_real_browser() {
     wait_text(&c, "#job-state", "done").await;
     wait_text(&c, "#result", "\"receipt\": \"R-1001\"").await;
     shot(&c, "job-result").await;
+    // The queue's done tab lists it with the start of its result.
+    c.goto(&format!("{base}/#/q/receipts/done")).await.unwrap();
+    wait_text(&c, "#panel td.result", "R-1001").await;
+    let head = text_of(&c, "#panel thead").await.to_lowercase();
+    assert!(head.contains("result"), "{head}");
+    shot(&c, "done-results").await;
 
     // A pushed job's page lists its delivery attempts.
     let rx = delayq_test_support::receiver::Receiver::start().await;
