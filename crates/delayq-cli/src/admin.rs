@@ -358,14 +358,25 @@ pub(crate) async fn jobs<B: Backend + Inspect>(
                         j.failed_at_ms.map(format_ms).unwrap_or_default()
                     )
                 }
+                delayq::ListState::Done => {
+                    format!(
+                        "completed {}",
+                        j.completed_at_ms.map(format_ms).unwrap_or_default()
+                    )
+                }
                 _ => format!("due {}", format_ms(j.due_at_ms)),
+            };
+            // A done job's last column is its result (as text); the others' their last error.
+            let last = match (&j.result, state) {
+                (Some(r), delayq::ListState::Done) => String::from_utf8_lossy(r).into_owned(),
+                _ => j.last_error.clone().unwrap_or_default(),
             };
             println!(
                 "{}\t{when}\tattempts {}/{}\t{}",
                 j.id,
                 j.attempt,
                 j.max_attempts,
-                j.last_error.as_deref().unwrap_or("")
+                last.trim_end()
             );
         }
     }

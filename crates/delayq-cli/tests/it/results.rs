@@ -72,6 +72,11 @@ fn keep_output_stores_each_commands_output_as_its_result() {
         text.contains(r#"result: {"sent":true,"job":"m1"}"#),
         "{text}"
     );
+    let listed = ok(delayq(d).args(["--queue", "mail", "jobs", "list", "--state", "done"]));
+    assert!(
+        listed.contains("m1\tcompleted ") && listed.contains(r#"{"sent":true,"job":"m1"}"#),
+        "{listed}"
+    );
     let big = job(d, "big");
     let err = big["last_error"].as_str().unwrap_or_default();
     assert!(
