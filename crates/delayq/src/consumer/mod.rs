@@ -27,9 +27,11 @@ use crate::job::{AckOutcome, Job, LeaseRef, NackOutcome, validate_lease};
 use crate::name::QueueName;
 use crate::otel::TraceMode;
 
+mod acks;
 mod attempt;
 mod sources;
 
+use acks::{Acked, Finished, ack_finished, split_finished};
 use attempt::{Outcome, process_span, run_job};
 
 pub use sources::QueueOrder;
@@ -232,65 +234,6 @@ struct Run<B, H> {
 /// An ack call beside a slow claim: it answers with the queue, what was acknowledged and what
 /// must go again (see [`ack_finished`]).
 type AckCall = futures::future::BoxFuture<'static, (usize, Acked)>;
-
-/// A finished job's lease, with its handler's result if it gave one.
-pub(super) type Finished = (LeaseRef, Option<Vec<u8>>);
-
-/// What an ack call of finished jobs did: the outcomes of the acks that went through, the
-/// finished jobs whose call failed (to go again), and that failure.
-struct Acked {
-    outcomes: Vec<AckOutcome>,
-    again: Vec<Finished>,
-    error: Option<crate::Error>,
-}
-
-/// Splits finished jobs into plain acks (which ride on claims) and acks with results.
-fn split_finished(finished: Vec<Finished>) -> (Vec<LeaseRef>, Vec<(LeaseRef, Vec<u8>)>) {
-    let mut plain = Vec::new();
-    let mut results = Vec::new();
-    for (lease, result) in finished {
-        match result {
-            Some(r) => results.push((lease, r)),
-            None => plain.push(lease),
-        }
-    }
-    (plain, results)
-}
-
-/// Acknowledges finished jobs of `queue` without a claim: the plain ones in one ack call, those
-/// with results in one [`Backend::ack_results`] call.
-async fn ack_finished<B: Backend>(
-    backend: &B,
-    queue: &QueueName,
-    finished: Vec<Finished>,
-) -> Acked {
-    let (plain, results) = split_finished(finished);
-    let mut done = Acked {
-        outcomes: Vec::new(),
-        again: Vec::new(),
-        error: None,
-    };
-    if !results.is_empty() {
-        match backend.ack_results(queue, results.clone()).await {
-            Ok(out) => done.outcomes.extend(out),
-            Err(e) => {
-                done.again
-                    .extend(results.into_iter().map(|(l, r)| (l, Some(r))));
-                done.error = Some(e);
-            }
-        }
-    }
-    if !plain.is_empty() {
-        match backend.ack(queue, plain.clone()).await {
-            Ok(out) => done.outcomes.extend(out),
-            Err(e) => {
-                done.again.extend(plain.into_iter().map(|l| (l, None)));
-                done.error = Some(e);
-            }
-        }
-    }
-    done
-}
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
