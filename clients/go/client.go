@@ -223,6 +223,7 @@ type wireJob struct {
 	Traceparent   string          `json:"traceparent"`
 	Tracestate    string          `json:"tracestate"`
 	Queue         string          `json:"queue"`
+	Key           string          `json:"key"`
 }
 
 func (w wireJob) job() *Job {
@@ -230,7 +231,7 @@ func (w wireJob) job() *Job {
 		ID: w.ID, State: w.State, Payload: w.Payload, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
 		DueAt: time.UnixMilli(w.DueAt), CreatedAt: time.UnixMilli(w.CreatedAt), LastError: w.LastError,
 		Priority: w.Priority, LeaseToken: w.LeaseToken, LeaseDeadline: ms(w.LeaseDeadline), FailedAt: ms(w.FailedAt),
-		Traceparent: w.Traceparent, Tracestate: w.Tracestate, Queue: w.Queue,
+		Traceparent: w.Traceparent, Tracestate: w.Tracestate, Queue: w.Queue, Key: w.Key,
 	}
 	if w.TimeoutMs != nil {
 		j.Timeout = time.Duration(*w.TimeoutMs) * time.Millisecond
@@ -310,6 +311,8 @@ type Job struct {
 	Tracestate  string
 	// Queue is the job's queue (a claimed job: the queue it was claimed from).
 	Queue string
+	// Key is the job's key (empty without one).
+	Key string
 	// Result is a done job's result as JSON, byte for byte (nil when it has none, or when it
 	// is not JSON: see ResultBytes); in a handler, what SetResult set.
 	Result json.RawMessage

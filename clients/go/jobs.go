@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -30,6 +31,11 @@ func WithMaxAttempts(n int) EnqueueOption { return func(b map[string]any) { b["m
 
 // WithPriority sets its priority among due jobs, 0-9 (default 5; higher first).
 func WithPriority(p int) EnqueueOption { return func(b map[string]any) { b["priority"] = p } }
+
+// WithKey gives the job a key (a tenant, a customer, an upstream host: 1-128 bytes): the queue
+// shares its claims among the keys with due jobs, and its key_max_in_flight and key_rate bound
+// each key.
+func WithKey(key string) EnqueueOption { return func(b map[string]any) { b["key"] = key } }
 
 // WithReplace replaces an existing scheduled job of the same id (debounce) instead of keeping it.
 func WithReplace() EnqueueOption { return func(b map[string]any) { b["on_conflict"] = "replace" } }
@@ -87,6 +93,11 @@ func jobBody(payload any, opts []EnqueueOption) (map[string]any, error) {
 	// The id is given here, before the first try, so a retried enqueue stores nothing twice.
 	if _, ok := b["id"]; !ok {
 		b["id"] = newID()
+		// A keyed job's id ends with "~k" and the key's hash: a sharded Redis store keeps every
+		// job of the key in the key's shard, as the server's own ids do.
+		if k, ok := b["key"].(string); ok && k != "" {
+			b["id"] = newID() + "~k" + fnv1a64(k)
+		}
 	}
 	return b, nil
 }
@@ -423,4 +434,14 @@ func (c *Client) Extend(ctx context.Context, queue, id string, leaseToken int64,
 func (c *Client) Release(ctx context.Context, queue, id string, leaseToken int64) error {
 	b := map[string]any{"lease_token": leaseToken, "undo_attempt": true}
 	return c.call(ctx, "POST", jobPath(queue, id, "/release"), b, nil, true)
+}
+
+// fnv1a64 is FNV-1a (64-bit) of s's bytes, as 16 hex digits.
+func fnv1a64(s string) string {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001b3
+	}
+	return fmt.Sprintf("%016x", h)
 }

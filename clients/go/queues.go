@@ -53,6 +53,57 @@ func (c *Client) Resume(ctx context.Context, queue string) error {
 	return c.call(ctx, "POST", q(queue)+"/resume", nil, nil, true)
 }
 
+// KeyHold is one key's hold after PauseKey or ResumeKey.
+type KeyHold struct {
+	Queue string `json:"queue"`
+	Key   string `json:"key"`
+	// PausedUntil is when the hold ends (ms since the epoch); nil: not held.
+	PausedUntil *int64 `json:"paused_until"`
+}
+
+// KeyStats is one key of a queue: its jobs in flight and due, and its hold.
+type KeyStats struct {
+	Key      string `json:"key"`
+	InFlight int64  `json:"in_flight"`
+	Due      int64  `json:"due"`
+	// PausedUntil is when its hold ends (ms since the epoch); nil: not held.
+	PausedUntil *int64 `json:"paused_until"`
+}
+
+// PauseKey holds one key's due jobs for d (an upstream's Retry-After): the queue's other keys
+// are claimed meanwhile.
+func (c *Client) PauseKey(ctx context.Context, queue, key string, d time.Duration) (KeyHold, error) {
+	var h KeyHold
+	err := c.call(ctx, "POST", q(queue)+"/keys/"+url.PathEscape(key)+"/pause",
+		map[string]any{"for_ms": d.Milliseconds()}, &h, true)
+	return h, err
+}
+
+// PauseKeyUntil holds one key's due jobs until t.
+func (c *Client) PauseKeyUntil(ctx context.Context, queue, key string, t time.Time) (KeyHold, error) {
+	var h KeyHold
+	err := c.call(ctx, "POST", q(queue)+"/keys/"+url.PathEscape(key)+"/pause",
+		map[string]any{"until": t.UnixMilli()}, &h, true)
+	return h, err
+}
+
+// ResumeKey lifts a key's hold: its due jobs are claimed again at once.
+func (c *Client) ResumeKey(ctx context.Context, queue, key string) (KeyHold, error) {
+	var h KeyHold
+	err := c.call(ctx, "POST", q(queue)+"/keys/"+url.PathEscape(key)+"/resume", nil, &h, true)
+	return h, err
+}
+
+// Keys are the busiest keys of a queue (most jobs in flight and due first, then held ones),
+// at most limit.
+func (c *Client) Keys(ctx context.Context, queue string, limit int) ([]KeyStats, error) {
+	var out struct {
+		Keys []KeyStats `json:"keys"`
+	}
+	err := c.call(ctx, "GET", fmt.Sprintf("%s/keys?limit=%d", q(queue), limit), nil, &out, true)
+	return out.Keys, err
+}
+
 // ListDead is a page of dead jobs, oldest failure first.
 func (c *Client) ListDead(ctx context.Context, queue string, offset, limit int) ([]*Job, error) {
 	var out []wireJob

@@ -40,6 +40,8 @@ def job_of(j):
     if j.last_error is not None:
         out["last_error"] = j.last_error
     out["result"] = j.result
+    if j.key is not None:
+        out["key"] = j.key
     return out
 
 
@@ -64,7 +66,7 @@ class Runner:
     def step(self, op, a):
         c, q = self.c, self.q
         fields = {k: a[k] for k in ("id", "delay_ms", "run_at", "max_attempts", "priority",
-                                    "on_conflict", "target") if k in a}
+                                    "key", "on_conflict", "target") if k in a}
         if op == "enqueue":
             e = c.enqueue(q, a.get("payload"), **fields)
             return {"id": e.id, "created": e.created}
@@ -89,7 +91,8 @@ class Runner:
             jobs = c.claim(q, max=a.get("max", 1), lease_ms=a.get("lease_ms"))
             for j in jobs:
                 self.leases[j.id] = j.lease_token
-            return listed([j.id for j in jobs])
+            jobs = sorted(jobs, key=lambda j: j.id)
+            return dict(listed([j.id for j in jobs]), keys=[j.key for j in jobs])
         if op == "ack":
             result = a.get("result")
             if "result_repeat" in a:
@@ -144,6 +147,15 @@ class Runner:
         if op == "resume":
             c.resume(q)
             return None
+        if op == "pause_key":
+            until = c.pause_key(q, a["key"], for_ms=a.get("for_ms"))
+            return {"key": a["key"], "paused": until is not None}
+        if op == "resume_key":
+            c.resume_key(q, a["key"])
+            return {"key": a["key"], "paused": False}
+        if op == "keys":
+            return [{"key": k.key, "in_flight": k.in_flight, "due": k.due,
+                     "paused": k.paused_until is not None} for k in c.keys(q)]
         raise AssertionError(f"unknown operation {op}")
 
     def fail(self, e):

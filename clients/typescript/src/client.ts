@@ -13,6 +13,8 @@ import type {
   EnqueueOptions,
   Enqueued,
   JobInfo,
+  KeyHold,
+  KeyStats,
   QueueChoice,
   QueueInfo,
   QueueSettings,
@@ -100,12 +102,31 @@ function payloadFields(payload: unknown): Json {
   return { payload: payload === undefined ? null : payload };
 }
 
+/** FNV-1a (64-bit) of `text`'s UTF-8 bytes, as 16 hex digits. */
+function fnv1a64(text: string): string {
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(text, "utf8")) {
+    h ^= BigInt(b);
+    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return h.toString(16).padStart(16, "0");
+}
+
+/**
+ * A fresh id for a job: one for a job with a key ends with `~k` and the key's hash, so a
+ * sharded Redis store keeps the key's jobs in the key's shard (as the server's own ids).
+ */
+function newId(key: string | undefined): string {
+  return key ? `${randomUUID()}~k${fnv1a64(key)}` : randomUUID();
+}
+
 function jobBody(payload: unknown, o: EnqueueOptions): Json {
-  const b: Json = { id: o.id ?? randomUUID(), ...payloadFields(payload) };
+  const b: Json = { id: o.id ?? newId(o.key), ...payloadFields(payload) };
   if (o.delayMs !== undefined) b.delay_ms = o.delayMs;
   if (o.runAt !== undefined) b.run_at = timeOf(o.runAt);
   if (o.maxAttempts !== undefined) b.max_attempts = o.maxAttempts;
   if (o.priority !== undefined) b.priority = o.priority;
+  if (o.key !== undefined) b.key = o.key;
   if (o.target !== undefined) b.target = o.target;
   if (o.onConflict !== undefined) b.on_conflict = o.onConflict;
   if (o.backoff !== undefined) b.backoff = o.backoff;
@@ -149,6 +170,7 @@ function jobInfo(j: Json): JobInfo {
     target: j.target as JobInfo["target"],
     traceparent: j.traceparent as string | undefined,
     tracestate: j.tracestate as string | undefined,
+    key: j.key as string | undefined,
   };
 }
 
@@ -168,7 +190,12 @@ function claimedJob(j: Json): ClaimedJob {
     traceparent: j.traceparent as string | undefined,
     tracestate: j.tracestate as string | undefined,
     queue: j.queue as string | undefined,
+    key: j.key as string | undefined,
   };
+}
+
+function keyHold(v: Json): KeyHold {
+  return { queue: String(v.queue), key: String(v.key), pausedUntil: optDate(v.paused_until) };
 }
 
 /** A claim's answer (one queue's or several's). */
@@ -504,6 +531,33 @@ export class Client {
   /** Resumes a paused queue. */
   async resume(queue: string): Promise<void> {
     await this.#call("POST", `${Client.#q(queue)}/resume`);
+  }
+
+  /**
+   * Holds one key's due jobs until `until` or for `forMs` (an upstream's `Retry-After`): the
+   * queue's other keys are claimed meanwhile.
+   */
+  async pauseKey(queue: string, key: string, hold: { forMs?: number; until?: Date | number | string }): Promise<KeyHold> {
+    const body: Json = {};
+    if (hold.forMs !== undefined) body.for_ms = hold.forMs;
+    if (hold.until !== undefined) body.until = timeOf(hold.until);
+    return keyHold((await this.#call("POST", `${Client.#q(queue)}/keys/${encodeURIComponent(key)}/pause`, body)) as Json);
+  }
+
+  /** Lifts a key's hold: its due jobs are claimed again at once. */
+  async resumeKey(queue: string, key: string): Promise<KeyHold> {
+    return keyHold((await this.#call("POST", `${Client.#q(queue)}/keys/${encodeURIComponent(key)}/resume`)) as Json);
+  }
+
+  /** The busiest keys of a queue: most jobs in flight and due first, then held ones. */
+  async keys(queue: string, opts: { limit?: number } = {}): Promise<KeyStats[]> {
+    const r = (await this.#call("GET", `${Client.#q(queue)}/keys?limit=${opts.limit ?? 20}`)) as Json;
+    return (r.keys as Json[]).map((k) => ({
+      key: String(k.key),
+      inFlight: Number(k.in_flight),
+      due: Number(k.due),
+      pausedUntil: optDate(k.paused_until),
+    }));
   }
 
   // --- Dead letters -------------------------------------------------------------------

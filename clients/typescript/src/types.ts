@@ -23,6 +23,11 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   /** 0-9, higher first among due jobs (default 5). */
   priority?: number;
+  /**
+   * Its key (a tenant, a customer, an upstream host: 1-128 bytes): the queue shares its claims
+   * among the keys with due jobs, and its `key_max_in_flight` and `key_rate` bound each key.
+   */
+  key?: string;
   /** Deliver by HTTP push instead of a worker. */
   target?: Target;
   /** When the id exists: `keep` (default) or `replace` (debounce a scheduled job). */
@@ -87,6 +92,8 @@ export interface JobInfo {
   /** The W3C trace context it was enqueued with. */
   traceparent?: string;
   tracestate?: string;
+  /** Its key, if it carries one. */
+  key?: string;
 }
 
 /** A job leased to a worker. */
@@ -110,6 +117,25 @@ export interface ClaimedJob {
   tracestate?: string;
   /** Its queue, in the answer of a claim over several queues (`claimMany`). */
   queue?: string;
+  /** Its key, if it carries one. */
+  key?: string;
+}
+
+/** One key's hold, after `pauseKey` or `resumeKey`. */
+export interface KeyHold {
+  queue: string;
+  key: string;
+  /** When the hold ends; absent: not held. */
+  pausedUntil?: Date;
+}
+
+/** One key of a queue (`keys`): its jobs in flight and due, and its hold. */
+export interface KeyStats {
+  key: string;
+  inFlight: number;
+  due: number;
+  /** When its hold ends; absent: not held. */
+  pausedUntil?: Date;
 }
 
 /** A queue of a claim over several, with its share among those with due jobs. */
@@ -141,6 +167,9 @@ export interface QueueSettings {
   dedupe_ms: number;
   target: Target | null;
   delivery: "pull" | "push";
+  key_max_in_flight: number | null;
+  key_rate: Rate | null;
+  pause_key_on_429: boolean;
 }
 
 /** A queue's counts. */
@@ -173,6 +202,9 @@ export type SettingsPatch = Partial<{
   dedupe_ms: number;
   target: Target | null;
   delivery: "pull" | "push";
+  key_max_in_flight: number | null;
+  key_rate: Rate | null;
+  pause_key_on_429: boolean;
 }>;
 
 /** A schedule to store: `cron` (with `tz`) or `everyMs`, and the payload of each fire's job. */

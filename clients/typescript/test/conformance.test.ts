@@ -34,6 +34,7 @@ function opts(a: J) {
     runAt: a.run_at,
     maxAttempts: a.max_attempts,
     priority: a.priority,
+    key: a.key,
     onConflict: a.on_conflict,
     target: a.target,
   };
@@ -68,6 +69,7 @@ class Runner {
         const out: J = { id: j.id, state: j.state, attempt: j.attempt, max_attempts: j.maxAttempts, payload: j.payload };
         if (j.lastError !== undefined) out.last_error = j.lastError;
         out.result = j.result === undefined ? null : j.result;
+        if (j.key !== undefined) out.key = j.key;
         return out;
       }
       case "cancel":
@@ -78,7 +80,8 @@ class Runner {
       case "claim": {
         const r = await c.claim(q, { max: a.max, leaseMs: a.lease_ms });
         for (const j of r.jobs) this.leases.set(j.id, j.leaseToken);
-        return listed(r.jobs.map((j) => j.id));
+        const jobs = [...r.jobs].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+        return { ...listed(jobs.map((j) => j.id)), keys: jobs.map((j) => j.key ?? null) };
       }
       case "ack":
         await c.ack(q, a.id, this.token(a), { result: a.result_repeat ? String(a.result).repeat(a.result_repeat) : a.result });
@@ -127,6 +130,16 @@ class Runner {
       case "resume":
         await c.resume(q);
         return null;
+      case "pause_key": {
+        const h = await c.pauseKey(q, a.key, { forMs: a.for_ms });
+        return { key: h.key, paused: h.pausedUntil !== undefined };
+      }
+      case "resume_key": {
+        const h = await c.resumeKey(q, a.key);
+        return { key: h.key, paused: h.pausedUntil !== undefined };
+      }
+      case "keys":
+        return (await c.keys(q)).map((k) => ({ key: k.key, in_flight: k.inFlight, due: k.due, paused: k.pausedUntil !== undefined }));
       default:
         throw new Error(`unknown operation ${op}`);
     }

@@ -214,6 +214,15 @@ fn settings_line(s: &QueueSettings) -> String {
     if let Some(t) = &s.target {
         out.push_str(&format!("\ttarget {} {}", t.method, t.url));
     }
+    if let Some(m) = s.key_max_in_flight {
+        out.push_str(&format!("\tkey max in flight {m}"));
+    }
+    if let Some(r) = s.key_rate {
+        out.push_str(&format!("\tkey rate {}/s burst {}", r.per_s, r.burst));
+    }
+    if s.pause_key_on_429 {
+        out.push_str("\tpause key on 429");
+    }
     out
 }
 
@@ -249,8 +258,10 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             target,
             no_target,
             delivery,
+            keys,
         } => {
             let mut s = b.settings(&name).await?;
+            keys.apply(&mut s);
             if let Some(t) = target.target()? {
                 s.set_target(Some(t));
             }
@@ -312,6 +323,48 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
                     if stats.paused { "\tpaused" } else { "" }
                 );
             }
+        }
+        QueueCommand::Keys { name, limit, json } => {
+            let keys = b.keys(&name, limit.clamp(1, 1000)).await?;
+            if json {
+                let rows: Vec<delayq_http::model::KeyView> = keys
+                    .into_iter()
+                    .map(delayq_http::model::KeyView::from)
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else if keys.is_empty() {
+                println!("(no key of {name} has jobs in flight, due or held)");
+            } else {
+                println!("key\tin flight\tdue\tpaused until");
+                for k in keys {
+                    let until = k.paused_until_ms.map_or("-".into(), format_ms);
+                    println!("{}\t{}\t{}\t{until}", k.key, k.in_flight, k.due);
+                }
+            }
+        }
+        QueueCommand::PauseKey {
+            name,
+            key,
+            for_,
+            until,
+        } => {
+            let hold = match (for_, until) {
+                (Some(d), _) => delayq::KeyHold::For(d),
+                (None, Some(t)) => delayq::KeyHold::Until(
+                    t.duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_millis() as u64,
+                ),
+                (None, None) => anyhow::bail!("give --for or --until"),
+            };
+            match b.pause_key(&name, &key, hold).await? {
+                Some(end) => println!("{name}\t{key}\tpaused until {}", format_ms(end)),
+                None => println!("{name}\t{key}\tnot paused (the time is past)"),
+            }
+        }
+        QueueCommand::ResumeKey { name, key } => {
+            b.pause_key(&name, &key, delayq::KeyHold::Lifted).await?;
+            println!("{name}\t{key}\tresumed");
         }
         QueueCommand::Pause { name } => {
             b.set_paused(&name, true).await?;

@@ -333,6 +333,42 @@ pub(crate) enum QueueCommand {
         /// queue makes it push unless this says otherwise.
         #[arg(long, value_parser = ["pull", "push"])]
         delivery: Option<String>,
+        /// Limits per key.
+        #[command(flatten)]
+        keys: KeyLimitArgs,
+    },
+    /// The busiest keys of a queue: jobs in flight and due per key, and held keys.
+    Keys {
+        /// The queue.
+        name: QueueName,
+        /// Most keys.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hold one key's due jobs until a time or for a while (an upstream's Retry-After): the
+    /// queue's other keys are claimed meanwhile.
+    PauseKey {
+        /// The queue.
+        name: QueueName,
+        /// The key.
+        key: delayq::JobKey,
+        /// How long, e.g. 30s.
+        #[arg(long = "for", value_parser = parse_duration, conflicts_with = "until",
+              required_unless_present = "until")]
+        for_: Option<Duration>,
+        /// Until this time (RFC 3339).
+        #[arg(long, value_parser = parse_time)]
+        until: Option<SystemTime>,
+    },
+    /// Lift a key's hold: its due jobs are claimed again at once.
+    ResumeKey {
+        /// The queue.
+        name: QueueName,
+        /// The key.
+        key: delayq::JobKey,
     },
     /// Show a queue's settings and counts.
     Show {
@@ -352,6 +388,55 @@ pub(crate) enum QueueCommand {
         /// The queue.
         name: QueueName,
     },
+}
+
+/// A queue's limits per key (`delayq queue set`).
+#[derive(Args, Debug)]
+pub(crate) struct KeyLimitArgs {
+    /// Most jobs of one key leased at once.
+    #[arg(long, conflicts_with = "no_key_max_in_flight")]
+    pub key_max_in_flight: Option<u32>,
+    /// Remove the limit on each key's jobs leased at once.
+    #[arg(long)]
+    pub no_key_max_in_flight: bool,
+    /// Most jobs of one key started per second (e.g. 5, or 0.5 for one every 2 s).
+    #[arg(long, conflicts_with = "no_key_rate")]
+    pub key_rate: Option<f64>,
+    /// Most jobs of one key started at once after a quiet spell (with --key-rate; default:
+    /// the rate rounded up).
+    #[arg(long, requires = "key_rate")]
+    pub key_burst: Option<u32>,
+    /// Remove the rate limit of each key.
+    #[arg(long)]
+    pub no_key_rate: bool,
+    /// Pause a push job's key when its target answers 429 with Retry-After (`true` |
+    /// `false`).
+    #[arg(long)]
+    pub pause_key_on_429: Option<bool>,
+}
+
+impl KeyLimitArgs {
+    /// Applies the flags given to `s`.
+    pub(crate) fn apply(&self, s: &mut delayq::QueueSettings) {
+        if self.key_max_in_flight.is_some() {
+            s.key_max_in_flight = self.key_max_in_flight;
+        }
+        if self.no_key_max_in_flight {
+            s.key_max_in_flight = None;
+        }
+        if let Some(per_s) = self.key_rate {
+            let burst = self
+                .key_burst
+                .unwrap_or_else(|| per_s.ceil().max(1.0) as u32);
+            s.key_rate = Some(delayq::Rate { per_s, burst });
+        }
+        if self.no_key_rate {
+            s.key_rate = None;
+        }
+        if let Some(p) = self.pause_key_on_429 {
+            s.pause_key_on_429 = p;
+        }
+    }
 }
 
 /// `delayq config …`.
@@ -530,6 +615,10 @@ pub(crate) struct EnqueueArgs {
     /// Priority among due jobs, 0-9 (default 5; higher first).
     #[arg(long)]
     pub priority: Option<u8>,
+    /// Its key (a tenant, a customer, an upstream host: 1-128 bytes): the queue shares its
+    /// claims among the keys with due jobs, and its key limits bound each key.
+    #[arg(long)]
+    pub key: Option<delayq::JobKey>,
     /// Keep the job readable as done this long after it completes, e.g. 1h.
     #[arg(long, value_parser = parse_duration)]
     pub keep_done: Option<Duration>,

@@ -131,6 +131,17 @@ impl Inspect for AnyBackend {
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         delegate!(self, b => b.configure(queue, s.clone()).await)
     }
+    async fn pause_key(
+        &self,
+        queue: &QueueName,
+        key: &delayq::JobKey,
+        hold: delayq::KeyHold,
+    ) -> Result<Option<u64>> {
+        delegate!(self, b => b.pause_key(queue, key, hold).await)
+    }
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
+        delegate!(self, b => b.keys(queue, limit).await)
+    }
 }
 
 impl Schedules for AnyBackend {

@@ -147,6 +147,7 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
         job = job.replace();
     }
     job.priority = a.priority;
+    job.key = a.key.clone();
     if a.keep_done.is_some() || a.dedupe.is_some() {
         job.retention = Some(delayq::Retention {
             keep_done_ms: a.keep_done.map_or(0, |d| d.as_millis() as u64),

@@ -29,6 +29,9 @@ pub(crate) fn job_text(j: &JobInfo) -> String {
     if let Some(d) = j.completed_at_ms {
         s += &format!("completed_at: {}\n", format_ms(d));
     }
+    if let Some(k) = &j.key {
+        s += &format!("key: {k}\n");
+    }
     if let Some(e) = &j.last_error {
         s += &format!("last_error: {e}\n");
     }

@@ -9,9 +9,9 @@ use delayq::{AckOutcome, CancelOutcome, JobId};
 use delayq_wire::{
     AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimManyRequest, ClaimRequest,
     ClaimResponse, Deliveries, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode,
-    ExtendRequest, JobList, JobView, ListQuery, NackRequest, Outcome, Page, QueueView,
-    ReleaseRequest, RescheduleRequest, ScheduleBody, ScheduleList, ScheduleView, SeriesView,
-    SettingsPatch, Whoami,
+    ExtendRequest, JobList, JobView, KeyHoldView, KeyList, KeyPauseRequest, ListQuery, NackRequest,
+    Outcome, Page, QueueView, ReleaseRequest, RescheduleRequest, ScheduleBody, ScheduleList,
+    ScheduleView, SeriesView, SettingsPatch, Whoami,
 };
 use reqwest::Method;
 use serde::Serialize;
@@ -182,7 +182,7 @@ impl Client {
     /// Enqueues one job. A job without an id gets one here, before the first try, so a retry
     /// after a lost answer cannot store it twice.
     pub async fn enqueue(&self, queue: &str, mut job: EnqueueRequest) -> Result<EnqueueResponse> {
-        job.id.get_or_insert_with(|| JobId::generate().to_string());
+        job.id.get_or_insert_with(|| new_id(job.key.as_deref()));
         self.json(Method::POST, &jobs(queue)?, Some(&job), Repeat::Safe)
             .await
     }
@@ -195,7 +195,9 @@ impl Client {
         mut jobs_: Vec<EnqueueRequest>,
     ) -> Result<Vec<EnqueueResponse>> {
         for j in &mut jobs_ {
-            j.id.get_or_insert_with(|| JobId::generate().to_string());
+            if j.id.is_none() {
+                j.id = Some(new_id(j.key.as_deref()));
+            }
         }
         self.json(Method::POST, &jobs(queue)?, Some(&jobs_), Repeat::Safe)
             .await
@@ -441,6 +443,36 @@ impl Client {
             .await
     }
 
+    /// Holds one key's due jobs in `queue` until `hold` ends (`until` or `for_ms`): the other
+    /// keys' jobs are claimed meanwhile (an upstream's `Retry-After`).
+    pub async fn pause_key(
+        &self,
+        queue: &str,
+        key: &str,
+        hold: &KeyPauseRequest,
+    ) -> Result<KeyHoldView> {
+        let path = format!("{}/keys/{}/pause", q(queue)?, enc(key));
+        self.json(Method::POST, &path, Some(hold), Repeat::Safe)
+            .await
+    }
+
+    /// Lifts a key's hold: its due jobs are claimed again.
+    pub async fn resume_key(&self, queue: &str, key: &str) -> Result<KeyHoldView> {
+        let path = format!("{}/keys/{}/resume", q(queue)?, enc(key));
+        self.json(Method::POST, &path, None::<&()>, Repeat::Safe)
+            .await
+    }
+
+    /// The busiest keys of `queue` (most in flight and due, then held), at most `limit`
+    /// (default 20).
+    pub async fn keys(&self, queue: &str, limit: Option<usize>) -> Result<KeyList> {
+        let mut path = format!("{}/keys", q(queue)?);
+        if let Some(n) = limit {
+            path.push_str(&format!("?limit={n}"));
+        }
+        self.get_json(&path).await
+    }
+
     /// Resumes a paused queue.
     pub async fn resume(&self, queue: &str) -> Result<Outcome> {
         let path = format!("{}/resume", q(queue)?);
@@ -592,6 +624,15 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
 }
 
 /// `/v1/queues/{queue}`, the name checked.
+/// A fresh id for a job of `key`: one that a sharded store keeps on the key's shard
+/// (`JobId::generate_for`) when the key is valid (an invalid one is refused by the server).
+fn new_id(key: Option<&str>) -> String {
+    match key.map(delayq::JobKey::new) {
+        Some(Ok(k)) => JobId::generate_for(&k).to_string(),
+        _ => JobId::generate().to_string(),
+    }
+}
+
 fn q(queue: &str) -> Result<String> {
     delayq::QueueName::new(queue).map_err(|e| Error::Invalid(e.to_string()))?;
     Ok(format!("/v1/queues/{queue}"))

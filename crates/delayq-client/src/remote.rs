@@ -556,6 +556,48 @@ impl Inspect for RemoteBackend {
             .map_err(core(None))?;
         Ok(s)
     }
+
+    async fn pause_key(
+        &self,
+        queue: &QueueName,
+        key: &delayq::JobKey,
+        hold: delayq::KeyHold,
+    ) -> Result<Option<u64>> {
+        let v = match hold {
+            delayq::KeyHold::Lifted => self.client.resume_key(queue.as_str(), key.as_str()).await,
+            delayq::KeyHold::Until(t) => {
+                let body = delayq_wire::KeyPauseRequest {
+                    until: Some(t.into()),
+                    for_ms: None,
+                };
+                self.client
+                    .pause_key(queue.as_str(), key.as_str(), &body)
+                    .await
+            }
+            delayq::KeyHold::For(d) => {
+                let body = delayq_wire::KeyPauseRequest {
+                    until: None,
+                    for_ms: Some(d.as_millis() as u64),
+                };
+                self.client
+                    .pause_key(queue.as_str(), key.as_str(), &body)
+                    .await
+            }
+        };
+        Ok(v.map_err(core(None))?.paused_until)
+    }
+
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
+        let v = self
+            .client
+            .keys(queue.as_str(), Some(limit))
+            .await
+            .map_err(core(None))?;
+        v.keys
+            .into_iter()
+            .map(|k| delayq::KeyStats::try_from(k).map_err(|e| Error::Backend(e.to_string())))
+            .collect()
+    }
 }
 
 impl RemoteBackend {

@@ -212,6 +212,20 @@ fn lease(
         .collect::<rusqlite::Result<_>>()
         .map_err(sql)?;
     drop(select);
+    lease_rows(c, q, due_rows, default, now, counts)
+}
+
+/// Leases the due jobs `due_rows`, each under a fresh token; a job past its expiry is
+/// dead-lettered as `expired` instead (counted in `counts`).
+fn lease_rows(
+    c: &Connection,
+    q: &QueueName,
+    due_rows: Vec<RowData>,
+    default: Duration,
+    now: i64,
+    counts: &mut Counts,
+) -> Result<Vec<Job>> {
+    let qs = q.as_str();
     if due_rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -245,6 +259,7 @@ fn lease(
         token += 1;
         let target = r.target_value()?;
         let trace = r.trace_value();
+        let key = r.key_value();
         let lease_ms = r.lease_ms.unwrap_or(default.as_millis() as i64);
         let deadline = now + lease_ms;
         upd.execute(params![qs, r.id, deadline, token, LEASED])
@@ -266,6 +281,7 @@ fn lease(
             priority: r.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
             target,
             trace,
+            key,
         });
     }
     Ok(jobs)
@@ -473,8 +489,16 @@ impl Backend for EmbeddedBackend {
                     None
                 };
                 let max = bucket.as_ref().map_or(want, |b| b.allow(want));
+                let mut keyed = None;
                 let jobs = if max > 0 && !paused {
-                    lease(c, &q, max, req.lease, now.ms(), prio, &mut counts)?
+                    if crate::keyed::is_keyed(c, q.as_str())? {
+                        let mut t = crate::keyed::take(c, q.as_str(), max, now.ms(), now.0)?;
+                        let rows = std::mem::take(&mut t.rows);
+                        keyed = Some(t);
+                        lease_rows(c, &q, rows, req.lease, now.ms(), &mut counts)?
+                    } else {
+                        lease(c, &q, max, req.lease, now.ms(), prio, &mut counts)?
+                    }
                 } else {
                     Vec::new()
                 };
@@ -497,7 +521,23 @@ impl Backend for EmbeddedBackend {
                     _ if paused => lease_head()?,
                     Held::Slot => lease_head()?,
                     Held::Token(d) => Some(lease_head()?.map_or(d, |l| l.min(d))),
-                    Held::No => next_due(c, q.as_str(), now)?,
+                    // A keyed queue: the next time a key's job may go (a key at its
+                    // in-flight limit is woken by the next freed slot, marked waiting).
+                    Held::No => match &keyed {
+                        Some(k) => {
+                            if k.slot_held {
+                                throttle::wait_for_slot(c, q.as_str())?;
+                            }
+                            let d = k.next.map(|t| {
+                                Duration::from_micros(((t as u64) * 1000).saturating_sub(now.0))
+                            });
+                            match (d, lease_head()?) {
+                                (Some(a), Some(b)) => Some(a.min(b)),
+                                (a, b) => a.or(b),
+                            }
+                        }
+                        None => next_due(c, q.as_str(), now)?,
+                    },
                 };
                 let freed = counts.completed + counts.retried + counts.dead > 0;
                 let wake = freed && matches!(held, Held::No) && throttle::freed(c, q.as_str())?;

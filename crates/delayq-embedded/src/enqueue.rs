@@ -16,15 +16,21 @@ pub(crate) fn insert(
     now: i64,
 ) -> Result<(Vec<Enqueued>, bool)> {
     let head_due = head(c, q, SCHEDULED)?;
+    let mut keyed = crate::keyed::is_keyed(c, q)?;
+    if !keyed && jobs.iter().any(|j| j.key.is_some()) {
+        crate::keyed::mark_keyed(c, q)?;
+        keyed = true;
+    }
     let mut earliest: Option<i64> = None;
     let mut out = Vec::with_capacity(jobs.len());
     let mut insert = c
         .prepare_cached(
             "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
          max_attempts, backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
-         payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms, target, trace) \
+         payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms, target, trace, \
+         key) \
          VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?12, ?13, ?14, ?15, \
-         ?16, ?17, ?18) \
+         ?16, ?17, ?18, ?19) \
          ON CONFLICT (queue, id) DO NOTHING",
         )
         .map_err(sql)?;
@@ -47,6 +53,15 @@ pub(crate) fn insert(
             .trace
             .as_ref()
             .map(|t| String::from_utf8_lossy(&t.to_bytes()).into_owned());
+        // In a keyed queue a job without a key is in the key '' (keyed.rs).
+        let key: Option<&str> = match &job.key {
+            Some(k) => Some(k.as_str()),
+            None if keyed => Some(""),
+            None => None,
+        };
+        if let Some(k) = job.key.as_ref() {
+            crate::keyed::add_key(c, q, k.as_str())?;
+        }
         let mut insert_it = || {
             insert
                 .execute(params![
@@ -68,6 +83,7 @@ pub(crate) fn insert(
                     retention.map(|r| r.dedupe_ms as i64),
                     target,
                     trace,
+                    key,
                 ])
                 .map_err(sql)
         };
@@ -100,7 +116,7 @@ pub(crate) fn insert(
                      max_attempts = ?5, backoff_kind = ?6, backoff_base = ?7, \
                      backoff_cap = ?8, lease_ms = ?9, payload = ?10, \
                      timeout_ms = ?11, expires_at = ?12, target = ?14, priority = ?15, \
-                     keep_done_ms = ?16, dedupe_ms = ?17, trace = ?18 \
+                     keep_done_ms = ?16, dedupe_ms = ?17, trace = ?18, key = ?19 \
                      WHERE queue = ?1 AND id = ?2 AND state = ?13",
                 )
                 .map_err(sql)?
@@ -123,6 +139,7 @@ pub(crate) fn insert(
                     retention.map(|r| r.keep_done_ms as i64),
                     retention.map(|r| r.dedupe_ms as i64),
                     trace,
+                    key,
                 ])
                 .map_err(sql)?;
             if replaced == 1 {

@@ -292,8 +292,14 @@ impl Inspect for EmbeddedBackend {
 
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
         let q = queue.to_string();
-        let ((rate, max_in_flight, retention), (delivery, target)) = self
-            .exec(move |c, _| Ok((throttle::stored(c, &q)?, push::settings(c, &q)?)))
+        let ((rate, max_in_flight, retention), (delivery, target), keys) = self
+            .exec(move |c, _| {
+                Ok((
+                    throttle::stored(c, &q)?,
+                    push::settings(c, &q)?,
+                    crate::keyed::KeyLimits::read(c, &q)?,
+                ))
+            })
             .await?;
         Ok(QueueSettings {
             shards: 1,
@@ -306,6 +312,9 @@ impl Inspect for EmbeddedBackend {
             retention,
             target,
             delivery,
+            key_max_in_flight: keys.max_in_flight,
+            key_rate: keys.rate,
+            pause_key_on_429: keys.pause_on_429,
         })
     }
 
@@ -340,5 +349,33 @@ impl Inspect for EmbeddedBackend {
         // Consumers sleeping on the old limits look again.
         self.wake(queue);
         Ok(s)
+    }
+
+    async fn pause_key(
+        &self,
+        queue: &QueueName,
+        key: &delayq::JobKey,
+        hold: delayq::KeyHold,
+    ) -> Result<Option<u64>> {
+        let (q, k) = (queue.to_string(), key.to_string());
+        let end = self
+            .exec(move |c, now| {
+                let until = match hold {
+                    delayq::KeyHold::Until(t) => Some(t as i64),
+                    delayq::KeyHold::For(d) => Some(now.ms() + d.as_millis().max(1) as i64),
+                    delayq::KeyHold::Lifted => None,
+                };
+                crate::keyed::hold(c, &q, &k, until.filter(|t| *t > now.ms()))
+            })
+            .await?;
+        // Consumers sleeping past the hold's end, or on the held key, look again.
+        self.wake(queue);
+        Ok(end.map(|t| t as u64))
+    }
+
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
+        let q = queue.to_string();
+        self.exec(move |c, now| crate::keyed::stats(c, &q, now.ms(), limit))
+            .await
     }
 }

@@ -28,6 +28,7 @@ mod enqueue;
 pub mod error;
 mod health;
 mod inspect;
+mod keyed;
 mod push;
 mod rows;
 mod schedules;

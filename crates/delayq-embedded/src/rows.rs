@@ -23,7 +23,7 @@ pub(crate) fn claim_order_sql(p: usize) -> String {
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
                                last_error, payload, timeout_ms, expires_at, priority, \
-                               completed_at, target, trace, result";
+                               completed_at, target, trace, result, key";
 
 /// One row of `jobs`.
 pub(crate) struct RowData {
@@ -46,6 +46,8 @@ pub(crate) struct RowData {
     pub target: Option<String>,
     pub trace: Option<String>,
     pub result: Option<Vec<u8>>,
+    /// Its key ('' or NULL: none).
+    pub key: Option<String>,
 }
 
 /// Reads a row selected with [`COLS`].
@@ -76,6 +78,7 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         target: r.get(18)?,
         trace: r.get(19)?,
         result: r.get(20)?,
+        key: r.get(21)?,
     })
 }
 
@@ -122,7 +125,17 @@ impl RowData {
             .and_then(|t| delayq::TraceContext::from_bytes(t.as_bytes()).ok())
     }
 
+    /// The key, parsed ('' is a keyed queue's job without one; one that no longer parses is
+    /// dropped).
+    pub(crate) fn key_value(&self) -> Option<delayq::JobKey> {
+        self.key
+            .as_deref()
+            .filter(|k| !k.is_empty())
+            .and_then(|k| delayq::JobKey::new(k).ok())
+    }
+
     pub(crate) fn info(self) -> Result<JobInfo> {
+        let key = self.key_value();
         let state = state(self.state)?;
         let target = self.target_value()?;
         let trace = self.trace_value();
@@ -142,6 +155,7 @@ impl RowData {
             priority: self.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
             target,
             trace,
+            key,
             payload: self.payload,
             result: self.result,
         })

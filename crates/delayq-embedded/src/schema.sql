@@ -29,16 +29,33 @@ CREATE TABLE IF NOT EXISTS jobs (
   target       TEXT,                      -- HTTP push target (delayq::Target as JSON)
   trace        TEXT,                      -- W3C trace context (delayq::TraceContext::to_bytes)
   result       BLOB,                      -- state 3: the handler's result (delayq::Completion)
+  key          TEXT,                      -- its key (delayq::JobKey; '' in a keyed queue:
+                                          -- none; index jobs_by_key, made in store.rs)
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);
 -- Per-queue state every consumer obeys: paused (1) leases nothing; prio (1): the queue has had
 -- jobs with a priority, so claims order due jobs by priority (store.rs adds the column to
 -- stores made before it).
+-- keyed (1): the queue has had jobs with a key, so claims share its due jobs among keys
+-- (keyed.rs); turn: the highest turn claimed.
 CREATE TABLE IF NOT EXISTS queue_conf (
   queue  TEXT PRIMARY KEY,
   paused INTEGER NOT NULL DEFAULT 0,
-  prio   INTEGER NOT NULL DEFAULT 0
+  prio   INTEGER NOT NULL DEFAULT 0,
+  keyed  INTEGER NOT NULL DEFAULT 0,
+  turn   INTEGER NOT NULL DEFAULT 0
+);
+-- The keys of a keyed queue (keyed.rs; '' holds its jobs without a key): each key's last turn,
+-- the end of its hold (NULL: none) and its token bucket (key_rate).
+CREATE TABLE IF NOT EXISTS job_keys (
+  queue      TEXT    NOT NULL,
+  key        TEXT    NOT NULL,
+  turn       INTEGER NOT NULL DEFAULT 0,
+  hold_until INTEGER,
+  tokens     REAL,
+  at_us      INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, key)
 );
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (k, v) VALUES ('fence', 0), ('schema_version', 1);
@@ -54,7 +71,11 @@ CREATE TABLE IF NOT EXISTS queue_limits (
   at_us         INTEGER NOT NULL DEFAULT 0,
   waiting       INTEGER NOT NULL DEFAULT 0,
   keep_done_ms  INTEGER NOT NULL DEFAULT 0,
-  dedupe_ms     INTEGER NOT NULL DEFAULT 0
+  dedupe_ms     INTEGER NOT NULL DEFAULT 0,
+  key_mif       INTEGER,                  -- key_max_in_flight
+  key_per_s     REAL,                     -- key_rate
+  key_burst     INTEGER NOT NULL DEFAULT 0,
+  pause_key_on_429 INTEGER NOT NULL DEFAULT 0
 );
 -- Schedules (delayq::periodic): the definition as JSON and the next fire; a fire updates
 -- next_ms only while it is the one the ticker read, in the transaction that inserts its jobs.

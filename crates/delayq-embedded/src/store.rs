@@ -153,11 +153,11 @@ fn run(conn: &mut Connection, rx: mpsc::Receiver<Op>) {
 }
 
 /// The layout version of the store this build writes (SQLite's `user_version`): 1 recorded the
-/// version, 2 added jobs' trace contexts, 3 handlers' results. A store of an earlier layout (0: before versions
+/// version, 2 added jobs' trace contexts, 3 handlers' results, 4 keys. A store of an earlier layout (0: before versions
 /// were recorded) is migrated on open; a later one is
 /// refused. Raise it with every change to `schema.sql` that the store must migrate older
 /// stores to, and commit a fixture of the old layout (tests/fixtures).
-pub const LAYOUT: i64 = 3;
+pub const LAYOUT: i64 = 4;
 
 /// Columns added after the first release, added to a store made before them.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -176,6 +176,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("target", "TEXT"),
         ("trace", "TEXT"),
         ("result", "BLOB"),
+        ("key", "TEXT"),
     ] {
         if !cols.iter().any(|c| c == name) {
             conn.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {name} {ty}"))?;
@@ -185,9 +186,32 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         .prepare("SELECT name FROM pragma_table_info('queue_conf')")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    if !conf.iter().any(|c| c == "prio") {
-        conn.execute_batch("ALTER TABLE queue_conf ADD COLUMN prio INTEGER NOT NULL DEFAULT 0")?;
+    for name in ["prio", "keyed", "turn"] {
+        if !conf.iter().any(|c| c == name) {
+            conn.execute_batch(&format!(
+                "ALTER TABLE queue_conf ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0"
+            ))?;
+        }
     }
+    let limits: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('queue_limits')")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (name, ty) in [
+        ("key_mif", "INTEGER"),
+        ("key_per_s", "REAL"),
+        ("key_burst", "INTEGER NOT NULL DEFAULT 0"),
+        ("pause_key_on_429", "INTEGER NOT NULL DEFAULT 0"),
+    ] {
+        if !limits.iter().any(|c| c == name) {
+            conn.execute_batch(&format!("ALTER TABLE queue_limits ADD COLUMN {name} {ty}"))?;
+        }
+    }
+    // Only keyed jobs are in it: a queue without keys pays nothing for it.
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (queue, key, state, score, id) \
+         WHERE key IS NOT NULL",
+    )?;
     let push: Vec<String> = conn
         .prepare("SELECT name FROM pragma_table_info('push_queues')")?
         .query_map([], |r| r.get(0))?

@@ -57,7 +57,8 @@ pub(crate) fn stored(c: &Connection, q: &str) -> Result<(Option<Rate>, Option<u3
 /// its tokens, capped at the new burst; a new one starts full.
 pub(crate) fn store(c: &Connection, q: &str, s: &QueueSettings, now_us: u64) -> Result<()> {
     let (rate, max_in_flight, r) = (s.rate, s.max_in_flight, s.retention);
-    if rate.is_none() && max_in_flight.is_none() && !r.any() {
+    let keys = s.key_max_in_flight.is_some() || s.key_rate.is_some() || s.pause_key_on_429;
+    if rate.is_none() && max_in_flight.is_none() && !r.any() && !keys {
         c.execute("DELETE FROM queue_limits WHERE queue = ?1", params![q])
             .map_err(sql)?;
         return Ok(());
@@ -65,12 +66,15 @@ pub(crate) fn store(c: &Connection, q: &str, s: &QueueSettings, now_us: u64) -> 
     let burst = rate.map_or(0, |r| r.burst);
     c.execute(
         "INSERT INTO queue_limits (queue, per_s, burst, max_in_flight, tokens, at_us, \
-         keep_done_ms, dedupe_ms) VALUES (?1, ?2, ?3, ?4, ?3, ?5, ?6, ?7) \
+         keep_done_ms, dedupe_ms, key_mif, key_per_s, key_burst, pause_key_on_429) \
+         VALUES (?1, ?2, ?3, ?4, ?3, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
          ON CONFLICT (queue) DO UPDATE SET \
          per_s = excluded.per_s, burst = excluded.burst, max_in_flight = excluded.max_in_flight, \
          tokens = CASE WHEN queue_limits.per_s IS NULL THEN excluded.tokens \
                   ELSE MIN(queue_limits.tokens, excluded.burst) END, waiting = 0, \
-         keep_done_ms = excluded.keep_done_ms, dedupe_ms = excluded.dedupe_ms",
+         keep_done_ms = excluded.keep_done_ms, dedupe_ms = excluded.dedupe_ms, \
+         key_mif = excluded.key_mif, key_per_s = excluded.key_per_s, \
+         key_burst = excluded.key_burst, pause_key_on_429 = excluded.pause_key_on_429",
         params![
             q,
             rate.map(|r| r.per_s),
@@ -78,7 +82,11 @@ pub(crate) fn store(c: &Connection, q: &str, s: &QueueSettings, now_us: u64) -> 
             max_in_flight,
             now_us as i64,
             r.keep_done_ms as i64,
-            r.dedupe_ms as i64
+            r.dedupe_ms as i64,
+            s.key_max_in_flight,
+            s.key_rate.map(|k| k.per_s),
+            s.key_rate.map_or(0, |k| k.burst),
+            i64::from(s.pause_key_on_429),
         ],
     )
     .map_err(sql)?;
@@ -202,6 +210,16 @@ pub(crate) fn freed(c: &Connection, q: &str) -> Result<bool> {
         .execute(params![q])
         .map_err(sql)?;
     Ok(n > 0)
+}
+
+/// Marks queue `q` as held back by a full in-flight limit (its queue's or a key's): the next
+/// freed slot wakes consumers ([`freed`]).
+pub(crate) fn wait_for_slot(c: &Connection, q: &str) -> Result<()> {
+    c.prepare_cached("UPDATE queue_limits SET waiting = 1 WHERE queue = ?1")
+        .map_err(sql)?
+        .execute(params![q])
+        .map_err(sql)?;
+    Ok(())
 }
 
 /// Due jobs the limits hold back now, of `due` (for stats).

@@ -409,7 +409,12 @@ function settingsPanel(name, s, onSaved) {
       row('Delivery', push
         ? 'push: `delayq serve --push` sends each job to its target; jobs without one need a default target'
         : 'pull: workers claim the jobs; jobs with a target are refused', 'set-delivery-now'),
-      row('Push target', el('span', { class: s.target ? 'mono' : '' }, target))),
+      row('Push target', el('span', { class: s.target ? 'mono' : '' }, target)),
+      row('Each key', [
+        s.key_max_in_flight ? `at most ${fmt(s.key_max_in_flight)} in flight` : null,
+        s.key_rate ? `${fmt(s.key_rate.per_s)}/s, burst ${fmt(s.key_rate.burst)}` : null,
+        s.pause_key_on_429 ? 'paused by a 429 with Retry-After' : null,
+      ].filter(Boolean).join(' · ') || 'no limit (keys share the claims in turn)', 'set-keys')),
     form,
     el('p', { class: 'muted', id: 'limits-note' }, may('admin')
       ? 'Leave a field empty for no limit. Shards and the lane change only while the queue is empty.'
@@ -476,15 +481,18 @@ async function queueView(name, tab) {
   search.addEventListener('keydown', (e) => { if (e.key === 'Enter') find(name, search.value.trim(), results); });
   const results = el('div', { class: 'results' });
   const panel = el('section', { role: 'tabpanel', 'aria-labelledby': `tab-${tab}`, id: 'panel' });
+  const keys = el('div', {});
+  const drawKeys = async () => keys.replaceChildren(await keysPanel(name, drawKeys));
   render(
     el('div', { class: 'row spread' }, el('h1', {}, name, ' ', badge), pauseBtn),
-    stats, settings, charts, findForm, results, tabs, panel);
+    stats, settings, keys, charts, findForm, results, tabs, panel);
   let reloadList = () => {};
   const first = await api('GET', q(name));
   show(first);
   showSettings(first);
   await drawCharts();
-  const t = setInterval(() => drawCharts().catch(() => {}), 10000);
+  await drawKeys();
+  const t = setInterval(() => { drawCharts().catch(() => {}); drawKeys().catch(() => {}); }, 10000);
   cleanup.push(() => clearInterval(t));
   cleanup.push(subscribe(`${q(name)}/events`, (ev, data) => {
     if (ev === 'stats') show(JSON.parse(data));
@@ -495,6 +503,28 @@ async function queueView(name, tab) {
     }
   }));
   await listPanel(name, tab, panel, (f) => { reloadList = f; });
+}
+
+// The busiest keys of a queue (jobs in flight and due per key, held keys), shown only when
+// it has any; an admin holds a key for a minute or lifts its hold.
+async function keysPanel(name, redraw) {
+  const v = await api('GET', `${q(name)}/keys?limit=10`);
+  if (!v.keys.length) return el('span', {});
+  const act = (k, path, body, said) => needs('admin', el('button', {
+    type: 'button', class: 'small', onclick: async () => {
+      try { await api('POST', `${q(name)}/keys/${encodeURIComponent(k)}/${path}`, body); toast(`${k}: ${said}`); redraw(); } catch (e) { toast(e.message, true); }
+    },
+  }, path === 'pause' ? 'Hold 1 min' : 'Resume'));
+  const rows = v.keys.map((k) => el('tr', {},
+    el('td', { class: 'mono' }, k.key), el('td', { class: 'num' }, fmt(k.in_flight)), el('td', { class: 'num' }, fmt(k.due)),
+    el('td', {}, k.paused_until ? el('span', { class: 'badge warn', title: local(k.paused_until) }, `held, ends ${relative(k.paused_until)}`) : '–'),
+    el('td', {}, k.paused_until ? act(k.key, 'resume', undefined, 'resumed') : act(k.key, 'pause', { for_ms: 60000 }, 'held for a minute'))));
+  const head = [['key'], ['in flight', 'num'], ['due', 'num'], ['hold'], ['']];
+  return el('details', { class: 'card settings keys', id: 'keys', open: true },
+    el('summary', {}, el('span', { class: 'label' }, 'Busiest keys'), ' ',
+      el('span', { class: 'count' }, `${v.keys.length} key${v.keys.length === 1 ? '' : 's'} with jobs in flight, due or held`)),
+    el('table', { class: 'grid-table' },
+      el('thead', {}, el('tr', {}, head.map(([h, c]) => el('th', c ? { class: c } : {}, h)))), el('tbody', {}, rows)));
 }
 
 async function find(name, id, out) {

@@ -20,6 +20,7 @@ pub mod events;
 pub mod extract;
 mod fair;
 pub mod jobs;
+pub mod keys;
 pub mod lease;
 pub mod model;
 pub mod ops;
@@ -71,7 +72,7 @@ pub const REFUSED_CONNECTIONS: &str = "delayq_http_connections_refused_total";
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, events::events,
         schedules::put, schedules::get, schedules::delete, schedules::list,
-        push_model::deliveries, auth::whoami,
+        push_model::deliveries, auth::whoami, keys::pause, keys::resume, keys::list,
     ),
     modifiers(&BearerAuth),
 )]
@@ -153,6 +154,9 @@ pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
         .route("/v1/queues/{q}/pause", post(console::pause::<B>))
         .route("/v1/queues/{q}/resume", post(console::resume::<B>))
         .route("/v1/queues/{q}/series", get(console::series::<B>))
+        .route("/v1/queues/{q}/keys", get(keys::list::<B>))
+        .route("/v1/queues/{q}/keys/{key}/pause", post(keys::pause::<B>))
+        .route("/v1/queues/{q}/keys/{key}/resume", post(keys::resume::<B>))
         .route("/v1/queues/{q}/events", get(events::events::<B>))
         .route(
             "/v1/queues/{q}/dead/{id}",

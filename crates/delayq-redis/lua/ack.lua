@@ -8,6 +8,10 @@
 -- done      ZSET id -> when its retention ends (ms)
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- ready     ZSET a keyed queue's due jobs in turns (keyed.lua; only with L_KEYS: an acked
+--           job's key frees a slot, which wakes consumers when a parked job comes back)
+-- kinfl     HASH key -> its jobs leased (keyed.lua: key_free)
+-- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
@@ -23,12 +27,17 @@ end
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local now = now_ms()
 local ret = queue_retention(stat, lflags)
-local out, kept =
+local out, kept, raws =
   ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of, acks_result)
-local acked = 0
+local acked, back = 0, false
+local keyed = bit.band(lflags, L_KEYS) ~= 0
 for i = 1, #out do
-  if out[i] == R_OK then acked = acked + 1 end
+  if out[i] == R_OK then
+    acked = acked + 1
+    if keyed and key_free(kinfl, kwait, ready, raws[i]) then back = true end
+  end
 end
+if back then redis.call(PUBLISH, wake, 0) end
 if acked > 0 then
   count(stat, now, 1, acked)
   limit_freed(stat, wake, lflags)

@@ -13,6 +13,11 @@
 --           (common.lua: promote; only with L_PRIO)
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry; only with L_LANE)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- kvt       HASH key -> its last turn ("\0V": the queue's; keyed.lua, only with L_KEYS)
+-- kinfl     HASH key -> its jobs leased
+-- khold     HASH key -> the end of its hold, ms
+-- krate     HASH key -> its token bucket (tokens, µs)
+-- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- sweep     (tail; a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
@@ -22,6 +27,9 @@
 -- record moves to `jobs` as it is leased, so every later path finds it there); its time
 -- windows (lane.lua: win_promote) that start within a width move to `jobs` and `sched`
 -- first, PROMOTE_PER_CALL entries a call, and the next one's move counts as a due time.
+-- A keyed queue (L_KEYS) claims its due jobs from `ready` in turns, round-robin over their
+-- keys, parking the jobs of a key at its limits or paused (keyed.lua: key_take); an ended
+-- lease (ack, expiry) frees its key (key_free).
 -- A due job past its expiry (record section F_EXPIRES) is dead-lettered with the error
 -- 'expired' instead of leased.
 -- Returns claim_reply{ acks, jobs, next_us }:
@@ -50,12 +58,17 @@ local lane_of = nil
 if ix_n > 0 then
   lane_of = function(i) return { lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] } end
 end
-local acks, kept = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of)
+local keyed = bit.band(lflags, L_KEYS) ~= 0
+local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
+  lane_of)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }
 for i = 1, #acks do
-  if acks[i] == R_OK then c[1] = c[1] + 1 end
+  if acks[i] == R_OK then
+    c[1] = c[1] + 1
+    if keyed then key_free(kinfl, kwait, ready, acked[i]) end
+  end
 end
 
 -- Crash recovery: an expired lease means the consumer died or stalled. The attempt it was
@@ -69,6 +82,7 @@ if lease_next and lease_next <= now then
     redis.call('ZREM', lease, id)
     local raw = redis.call('HGET', jobs, id)
     if raw then
+      if keyed then key_free(kinfl, kwait, ready, raw) end
       local r = decode(raw)
       r.err = 'lease expired (attempt ' .. r.attempt .. ')'
       if r.attempt >= r.max_attempts then
@@ -86,6 +100,8 @@ if lease_next and lease_next <= now then
   lhead = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
   lease_next = lhead[2] and tonumber(lhead[2])
 end
+-- No lease at all: no key has a job in flight (whatever a lost count says).
+if keyed and not lease_next then redis.call('DEL', kinfl) end
 
 -- Limits: lease no more than the bucket's whole tokens and the free in-flight slots.
 local want, lim = max, nil
@@ -114,7 +130,29 @@ if lane_on and not is_paused then
     wnext = win_promote(lane, lmeta, jobs, sched, now, W, PROMOTE_PER_CALL)
   end
 end
-if bit.band(lflags, L_PRIO) == 0 and not lane_on then
+if keyed then
+  -- Keys: due jobs move to `ready` at their keys' turns; the first turns whose keys may start
+  -- are claimed (keyed.lua). Due lane jobs go to `sched` first.
+  from = ready
+  sids = {}
+  if lane_on and max > 0 then lane_spill(lane, lmeta, jobs, sched, now, PROMOTE_PER_CALL) end
+  local wait_next = nil
+  if max > 0 then wait_next = key_unwait(kwait, ready, now, key_limits(stat, lflags)) end
+  local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+  if max > 0 and head[2] and tonumber(head[2]) <= now then
+    key_promote(sched, ready, jobs, kvt, now, PROMOTE_PER_CALL)
+    head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+  end
+  local K = { stat = stat, ready = ready, jobs = jobs, kvt = kvt, kinfl = kinfl, khold = khold,
+    krate = krate, kwait = kwait }
+  local more
+  ids, lane_raws, more = key_take(K, max, now, now_exact_us, lflags)
+  if more then next_due = now end
+  if next_due == nil and head[2] then next_due = tonumber(head[2]) end
+  if wait_next and (next_due == nil or wait_next < next_due) then next_due = wait_next end
+  local lf = lane_on and lane_first_due(lane)
+  if lf and (next_due == nil or lf < next_due) then next_due = lf end
+elseif bit.band(lflags, L_PRIO) == 0 and not lane_on then
   -- The first max + 1 scheduled jobs by due time: the due ones are claimed, the first one not
   -- claimed tells when to come back.
   local head = redis.call('ZRANGE', sched, 0, max, 'WITHSCORES')

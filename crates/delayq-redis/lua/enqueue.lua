@@ -11,7 +11,8 @@
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- ix        (tail; a queue with a lane only) the index bucket `ix:<b>` of each job, in order
--- Arguments: the tail `batch` of (id, spec): the spec is the whole record as the client builds
+-- Arguments: keyed (a job of the batch has a key: marks the queue, L_KEYS), then the tail
+-- `batch` of (id, spec): the spec is the whole record as the client builds
 --   it (record.rs `spec`) after one byte of flags — when (SPEC_NOW | SPEC_DELAY | SPEC_AT),
 --   plus SPEC_REPLACE to replace an existing scheduled job — with its due field holding the
 --   schedule's time (a delay or an absolute ms; 0 for SPEC_NOW) and created 0: the script
@@ -254,11 +255,12 @@ if #new > 0 then
     redis.call('HSET', jobs, unpack(new, i, math.min(i + 3999, #new)))
   end
 end
-if prio then
+if prio or keyed then
   local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
-  if bit.band(f, L_PRIO) == 0 then
-    redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, f + L_PRIO)
-  end
+  local add = 0
+  if prio and bit.band(f, L_PRIO) == 0 then add = add + L_PRIO end
+  if keyed and bit.band(f, L_KEYS) == 0 then add = add + L_KEYS end
+  if add > 0 then redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, f + add) end
 end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest, L and lane_first_due(L.lane))

@@ -399,7 +399,8 @@ end
 -- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
--- R_MISSING (nothing changed), and how many were kept. `lane_of(i)`, when given: the lane of
+-- R_MISSING (nothing changed), how many were kept, and the records read (pair i's before the
+-- ack, nil when `jobs` had none: a keyed queue frees the keys of those acked). `lane_of(i)`, when given: the lane of
 -- pair i (lane_find), asked only about an id `jobs` does not hold. `results`, when given
 -- (ack.lua; never a claim's acks): pair i's handler result, kept with a job kept as done
 -- (an empty string: none).
@@ -435,5 +436,5 @@ local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_o
     local result = results and results[i] ~= '' and results[i] or nil
     if keep_done(jobs, lease, done_key, ids[i], raws[i], ret, now, result) then n = n + 1 end
   end
-  return out, n
+  return out, n, raws
 end

@@ -9,6 +9,7 @@
 -- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- kvt       HASH a keyed queue's turns (keyed.lua: key_promote; only with L_KEYS)
 -- Arguments: which (LIST_SCHEDULED: due later than now | LIST_DUE | LIST_LEASED | LIST_DEAD |
 -- LIST_DONE: kept completed jobs), n (page size), after (a cursor is given), after_score and
 -- after_id (the cursor: the page starts strictly after (score, id), whether or not that job is
@@ -37,12 +38,19 @@ if which == LIST_LEASED then z = lease elseif which == LIST_DEAD then z = dead e
 -- A queue with priorities: its due jobs are listed in claim order (ready), after moving the
 -- due ones still in `sched` there (common.lua: promote; the listing's only write).
 local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
-local by_prio = which == LIST_DUE and bit.band(string.byte(fw) or 0, L_PRIO) ~= 0
+local fl = string.byte(fw) or 0
+local keyed = bit.band(fl, L_KEYS) ~= 0
+local by_prio = which == LIST_DUE and (keyed or bit.band(fl, L_PRIO) ~= 0)
 if by_prio then
   local W = win_width(fw, S_FLAGS)
   if W > 0 then win_promote(lane, lmeta, jobs, sched, now, W, LIST_PROMOTE) end
   lane_spill(lane, lmeta, jobs, sched, now, LIST_PROMOTE)
-  promote(sched, ready, jobs, now, LIST_PROMOTE)
+  if keyed then
+    -- In turns, as a claim takes them (keyed.lua; a parked job after every live one).
+    key_promote(sched, ready, jobs, kvt, now, LIST_PROMOTE)
+  else
+    promote(sched, ready, jobs, now, LIST_PROMOTE)
+  end
   z = ready
 end
 

@@ -8,6 +8,9 @@
 -- stat      STRING paused flag and series of counts (common.lua: count)
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- ready     ZSET a keyed queue's due jobs in turns (keyed.lua; only with L_KEYS)
+-- kinfl     HASH key -> its jobs leased (keyed.lua: key_free)
+-- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, token, err (the error message, cut on a character boundary by the caller),
 -- retry_ms (-1: the job's backoff), dead_now (dead-letter now), rnd (uniform in [0, 1), for
@@ -24,7 +27,11 @@ end
 local r = decode(raw)
 local now = now_ms()
 redis.call('ZREM', lease, id)
-limit_freed(stat, wake)
+local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
+limit_freed(stat, wake, lflags)
+if bit.band(lflags, L_KEYS) ~= 0 and key_free(kinfl, kwait, ready, raw) then
+  redis.call(PUBLISH, wake, 0)
+end
 r.err = err
 if dead_now or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)

@@ -5,16 +5,22 @@
 -- jobs      HASH id -> record
 -- wake      channel of the queue's consumers
 -- stat      STRING limit flags (a full max_in_flight is woken when slots free)
+-- ready     ZSET a keyed queue's due jobs in turns (keyed.lua; only with L_KEYS)
+-- kinfl     HASH key -> its jobs leased (keyed.lua: key_free)
+-- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- Arguments: undo (the attempts never started: each is given back), then the tail `leases` of
 -- (id, token).
 -- Returns the number of leases released (stale tokens are skipped).
 -- Safe to run twice: released records have no token, so a second run skips them all.
 local now = now_ms()
 local n = 0
+local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
+local keyed = bit.band(lflags, L_KEYS) ~= 0
 for i = 1, leases_n do
   local id = leases_id[i]
   local raw = leased_raw(jobs, id, leases_token[i])
   if raw then
+    if keyed then key_free(kinfl, kwait, ready, raw) end
     local r = decode(raw)
     if n == 0 then wake_if_earlier(sched, wake, now) end
     redis.call('ZREM', lease, id)
@@ -26,5 +32,5 @@ for i = 1, leases_n do
     n = n + 1
   end
 end
-if n > 0 then limit_freed(stat, wake) end
+if n > 0 then limit_freed(stat, wake, lflags) end
 return n

@@ -427,7 +427,10 @@ impl Backend for RedisBackend {
             delivery.admits(queue.as_str(), j.target.is_some())?;
         }
         let with_ids = jobs.into_iter().map(|mut job| {
-            let id = job.id.take().unwrap_or_else(JobId::generate);
+            let id = job.id.take().unwrap_or_else(|| match &job.key {
+                Some(k) => JobId::generate_for(k),
+                None => JobId::generate(),
+            });
             (id, job)
         });
         if route.shards == 1 {

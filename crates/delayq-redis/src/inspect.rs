@@ -244,6 +244,10 @@ impl Inspect for RedisBackend {
             "dedupe_ms",
             "delivery",
             "target",
+            "key_max_in_flight",
+            "key_rate_per_s",
+            "key_rate_burst",
+            "pause_key_on_429",
         ];
         let values: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(self.inner.space.conf(queue))
@@ -256,13 +260,14 @@ impl Inspect for RedisBackend {
             values.get(i)?.as_deref()
         };
         let num = |f: &str| text(f)?.parse::<f64>().ok();
-        let rate = match (num("rate_per_s"), num("rate_burst")) {
+        let rate_of = |per_s: &str, burst: &str| match (num(per_s), num(burst)) {
             (Some(per_s), Some(burst)) => Some(Rate {
                 per_s,
                 burst: burst as u32,
             }),
             _ => None,
         };
+        let rate = rate_of("rate_per_s", "rate_burst");
         let target = text("target")
             .map(|t| delayq::Target::from_json(t.as_bytes()))
             .transpose()?;
@@ -287,6 +292,9 @@ impl Inspect for RedisBackend {
                 keep_done_ms: num("keep_done_ms").unwrap_or(0.0) as u64,
                 dedupe_ms: num("dedupe_ms").unwrap_or(0.0) as u64,
             },
+            key_max_in_flight: num("key_max_in_flight").map(|n| n as u32),
+            key_rate: rate_of("key_rate_per_s", "key_rate_burst"),
+            pause_key_on_429: num("pause_key_on_429") == Some(1.0),
         })
     }
 
@@ -380,6 +388,21 @@ impl Inspect for RedisBackend {
             }
             None => gone.push("max_in_flight"),
         }
+        match s.key_rate {
+            Some(r) => {
+                set.arg("key_rate_per_s").arg(r.per_s);
+                set.arg("key_rate_burst").arg(r.burst);
+            }
+            None => gone.extend(["key_rate_per_s", "key_rate_burst"]),
+        }
+        match s.key_max_in_flight {
+            Some(m) => {
+                set.arg("key_max_in_flight").arg(m);
+            }
+            None => gone.push("key_max_in_flight"),
+        }
+        set.arg("pause_key_on_429")
+            .arg(u8::from(s.pause_key_on_429));
         set.arg("keep_done_ms").arg(s.retention.keep_done_ms);
         set.arg("dedupe_ms").arg(s.retention.dedupe_ms);
         if s.delivery == delayq::DeliveryMode::Push {
@@ -407,5 +430,60 @@ impl Inspect for RedisBackend {
         let route = self.route(queue).await?;
         try_join_all(route.keys.iter().map(|k| self.store_limits(k, &s))).await?;
         Ok(s)
+    }
+
+    /// Held in every shard: a key's jobs live in its shard when their ids were generated, in
+    /// their ids' shards when the producer chose them.
+    async fn pause_key(
+        &self,
+        queue: &QueueName,
+        key: &delayq::JobKey,
+        hold: delayq::KeyHold,
+    ) -> Result<Option<u64>> {
+        let (until, for_ms) = match hold {
+            delayq::KeyHold::Until(t) => (t, 0),
+            delayq::KeyHold::For(d) => (0, (d.as_millis() as u64).max(1)),
+            delayq::KeyHold::Lifted => (0, 0),
+        };
+        let route = self.route(queue).await?;
+        let ends = try_join_all(
+            route
+                .keys
+                .iter()
+                .map(|k| self.key_pause_shard(k, key.as_str(), until, for_ms)),
+        )
+        .await?;
+        Ok(ends.into_iter().max().filter(|e| *e > 0))
+    }
+
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
+        let route = self.route(queue).await?;
+        let per_shard =
+            try_join_all(route.keys.iter().map(|k| self.key_stats_shard(k, 1000))).await?;
+        let mut by_key: std::collections::HashMap<Vec<u8>, delayq::KeyStats> =
+            std::collections::HashMap::new();
+        for row in per_shard.into_iter().flatten() {
+            let Some(key) = std::str::from_utf8(&row.key)
+                .ok()
+                .and_then(|k| delayq::JobKey::new(k).ok())
+            else {
+                continue;
+            };
+            let e = by_key.entry(row.key).or_insert(delayq::KeyStats {
+                key,
+                in_flight: 0,
+                due: 0,
+                paused_until_ms: None,
+            });
+            e.in_flight += row.in_flight.max(0) as u64;
+            e.due += row.due.max(0) as u64;
+            if row.held > 0 {
+                e.paused_until_ms = e.paused_until_ms.max(Some(row.held as u64));
+            }
+        }
+        let mut rows: Vec<delayq::KeyStats> = by_key.into_values().collect();
+        delayq::KeyStats::busiest_first(&mut rows);
+        rows.truncate(limit);
+        Ok(rows)
     }
 }

@@ -25,6 +25,11 @@ pub(crate) enum Key {
     Lane,
     LaneMeta,
     LaneGone,
+    Turns,
+    InFlight,
+    Holds,
+    Buckets,
+    Waits,
 }
 
 impl Key {
@@ -45,6 +50,11 @@ impl Key {
             Key::Lane => "lane",
             Key::LaneMeta => "lanemeta",
             Key::LaneGone => "lanegone",
+            Key::Turns => "kvt",
+            Key::InFlight => "kinfl",
+            Key::Holds => "khold",
+            Key::Buckets => "krate",
+            Key::Waits => "kwait",
         }
     }
 }
@@ -179,6 +189,16 @@ pub(crate) struct Keys {
     /// STRING: a bitmap of the lane's tombstones (cancelled entries not yet passed by a
     /// claim), bit `s - b` for sequence number `s` (`b`: `lanemeta`'s field).
     pub lanegone: String,
+    /// HASH: each key's last turn in `ready` ("\\0V": the queue's; keyed.lua).
+    pub kvt: String,
+    /// HASH: each key's leased jobs (keyed.lua: key_take, key_free).
+    pub kinfl: String,
+    /// HASH: each paused key's end, ms (key_pause.lua).
+    pub khold: String,
+    /// HASH: each key's token bucket (tokens, µs; keyed.lua: key_take).
+    pub krate: String,
+    /// ZSET: key → when one of its parked jobs comes back; `kwait:<key>` holds the key's parked jobs (keyed.lua).
+    pub kwait: String,
     /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
     ix: String,
 }
@@ -231,6 +251,11 @@ impl Space {
             lane: name(Key::Lane),
             lanemeta: name(Key::LaneMeta),
             lanegone: name(Key::LaneGone),
+            kvt: name(Key::Turns),
+            kinfl: name(Key::InFlight),
+            khold: name(Key::Holds),
+            krate: name(Key::Buckets),
+            kwait: name(Key::Waits),
             ix: format!("{p}{{{tag}}}:ix:"),
         }
     }
@@ -329,6 +354,11 @@ impl Keys {
             Key::Lane => &self.lane,
             Key::LaneMeta => &self.lanemeta,
             Key::LaneGone => &self.lanegone,
+            Key::Turns => &self.kvt,
+            Key::InFlight => &self.kinfl,
+            Key::Holds => &self.khold,
+            Key::Buckets => &self.krate,
+            Key::Waits => &self.kwait,
         }
     }
 }
@@ -343,13 +373,14 @@ fn fnv1a(id: &str) -> u64 {
     h
 }
 
-/// The shard (of `n`) that holds job `id`: FNV-1a (64-bit) of the id's bytes, modulo `n`.
-/// Stable across versions and processes: every client finds a job in the same shard.
+/// The shard (of `n`) that holds job `id`: its `delayq::placement_hash` — FNV-1a (64-bit) of
+/// the id's bytes, or the key hash a keyed job's generated id ends with — modulo `n`. Stable
+/// across versions and processes: every client finds a job in the same shard.
 pub(crate) fn shard_of(id: &str, n: u32) -> u32 {
     if n <= 1 {
         return 0;
     }
-    (fnv1a(id) % u64::from(n)) as u32
+    (delayq::placement_hash(id) % u64::from(n)) as u32
 }
 
 /// The lane index bucket of job `id`: the FNV-1a hash mixed again (MurmurHash3's 64-bit
@@ -388,6 +419,11 @@ mod tests {
             Key::Lane,
             Key::LaneMeta,
             Key::LaneGone,
+            Key::Turns,
+            Key::InFlight,
+            Key::Holds,
+            Key::Buckets,
+            Key::Waits,
         ] {
             let name = k.name(key);
             assert_eq!(name, format!("dq:{{orders}}:{}", key.field()));

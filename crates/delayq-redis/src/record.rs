@@ -47,6 +47,8 @@ pub(crate) const X_TRACE: u8 = 16;
 /// Extra (sized): the result its handler returned with the ack (`delayq::Completion`), on a
 /// job kept as done; at most `delayq::limits::MAX_RESULT_BYTES`, which the `u16` length holds.
 pub(crate) const X_RESULT: u8 = 17;
+/// Extra (sized): the job's fairness key (`delayq::JobKey`, its bytes; keyed.lua: rec_key).
+pub(crate) const X_KEY: u8 = 18;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -92,6 +94,8 @@ pub(crate) struct Record {
     pub trace: Option<Vec<u8>>,
     /// The handler's result (a done job only).
     pub result: Option<Vec<u8>>,
+    /// The fairness key's bytes.
+    pub key: Option<Vec<u8>>,
     /// `(completed ms, dedupe until ms)` of a done job.
     pub done: Option<(u64, u64)>,
     pub last_error: Option<String>,
@@ -115,6 +119,14 @@ impl Record {
             .and_then(|t| delayq::TraceContext::from_bytes(t).ok())
     }
 
+    /// The fairness key, parsed (one that no longer parses is dropped).
+    pub(crate) fn key_value(&self) -> Option<delayq::JobKey> {
+        self.key
+            .as_deref()
+            .and_then(|k| std::str::from_utf8(k).ok())
+            .and_then(|k| delayq::JobKey::new(k).ok())
+    }
+
     /// The absolute expiry, ms since the epoch.
     pub(crate) fn expires_at_ms(&self) -> Option<u64> {
         self.expires
@@ -134,6 +146,7 @@ pub(crate) struct Sections<'a> {
     pub target: Option<&'a [u8]>,
     pub trace: Option<&'a [u8]>,
     pub result: Option<&'a [u8]>,
+    pub key: Option<&'a [u8]>,
     pub done: Option<(u64, u64)>,
     pub error: Option<&'a str>,
 }
@@ -152,6 +165,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         target,
         trace,
         result,
+        key,
         done,
         error,
     } = s;
@@ -200,6 +214,11 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         let mut v = (t.len() as u16).to_be_bytes().to_vec();
         v.extend_from_slice(t);
         extras.push((X_RESULT, v));
+    }
+    if let Some(t) = key {
+        let mut v = (t.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(t);
+        extras.push((X_KEY, v));
     }
     if !extras.is_empty() {
         flags |= F_EXTRA;
@@ -314,6 +333,7 @@ fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
             target: target.as_deref().map(str::as_bytes),
             trace: trace.as_deref(),
             result: None,
+            key: job.key.as_ref().map(|k| k.as_str().as_bytes()),
             done: None,
             error: None,
         },
@@ -348,6 +368,7 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
             target: r.target.as_deref(),
             trace: r.trace.as_deref(),
             result: r.result.as_deref(),
+            key: r.key.as_deref(),
             done: r.done,
             error: r.last_error.as_deref(),
         },
@@ -404,7 +425,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         None
     };
     let (mut priority, mut retention, mut target, mut trace) = (None, None, None, None);
-    let mut result = None;
+    let (mut result, mut key) = (None, None);
     if flags & F_EXTRA != 0 {
         let n = take(1)?[0];
         for _ in 0..n {
@@ -425,6 +446,10 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
                 X_RESULT => {
                     let n = u48(take(2)?) as usize;
                     result = Some(take(n)?.to_vec());
+                }
+                X_KEY => {
+                    let n = u48(take(2)?) as usize;
+                    key = Some(take(n)?.to_vec());
                 }
                 // A later build's sized extra: skipped.
                 t if t >= X_SIZED => {
@@ -462,6 +487,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         target,
         trace,
         result,
+        key,
         done,
         last_error,
         payload: b[pos..].to_vec(),
@@ -656,6 +682,7 @@ mod tests {
                     .to_vec(),
             ),
             result: Some(b"{\"sent\":true}".to_vec()),
+            key: None,
             done: Some((1_764_000_000_500, 1_764_000_060_500)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),
@@ -705,6 +732,10 @@ mod tests {
                 ..r.clone()
             },
             Record {
+                key: Some(b"tenant-7".to_vec()),
+                ..r.clone()
+            },
+            Record {
                 lease_ms: None,
                 backoff: None,
                 timeout_ms: None,
@@ -728,7 +759,7 @@ mod tests {
                 .unwrap();
             assert_eq!(back, bytes);
         }
-        // A later build's sized extra (tag 18): Rust skips it, the scripts keep it.
+        // A later build's sized extra (tag 30): Rust skips it, the scripts keep it.
         let mut later = encode(&Record {
             priority: None,
             retention: None,
@@ -740,7 +771,7 @@ mod tests {
         let extra_at = HEADER_LEN + 4 + 9 + 4 + 6;
         assert_eq!(later[1] & F_EXTRA, 0);
         later[1] |= F_EXTRA;
-        later.splice(extra_at..extra_at, [1, 18, 0, 3, b'x', b'y', b'z']);
+        later.splice(extra_at..extra_at, [1, 30, 0, 3, b'x', b'y', b'z']);
         let read = decode(&later).unwrap();
         assert_eq!((read.trace, read.payload), (None, r.payload.clone()));
         let back: Vec<u8> = redis::Script::new(&again)

@@ -136,6 +136,7 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
     let expires_at_ms = r.expires_at_ms();
     let target = r.target_value()?;
     let trace = r.trace_value();
+    let key = r.key_value();
     Ok(JobInfo {
         id,
         state,
@@ -156,6 +157,7 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
         priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
         target,
         trace,
+        key,
         payload: r.payload,
         result: r.result,
     })

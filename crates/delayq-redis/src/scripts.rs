@@ -79,11 +79,22 @@ pub(crate) struct Built {
     pub text: String,
 }
 
-/// The helper files, in the order their functions are defined (lane.lua calls common.lua's).
-const HELPER_FILES: [(&str, &str); 2] = [
+/// The helper files, in the order their functions are defined (keyed.lua calls common.lua's,
+/// lane.lua both).
+const HELPER_FILES: [(&str, &str); 3] = [
     ("common.lua", include_str!("../lua/common.lua")),
+    ("keyed.lua", include_str!("../lua/keyed.lua")),
     ("lane.lua", include_str!("../lua/lane.lua")),
 ];
+
+/// How far apart two priorities' turns are in a keyed queue's `ready` (keyed.lua:
+/// key_promote): 2^40 turns, more than any queue takes, so a higher priority always comes
+/// first and the keys share each priority round-robin.
+const KEY_PRIO_SPAN: u64 = 1 << 40;
+
+/// What a parked job's turn is raised by in a keyed queue's `ready` (keyed.lua): past every
+/// live turn (below 10 x [`KEY_PRIO_SPAN`] in size), exact in a double.
+const KEY_PARKED: u64 = 1 << 50;
 
 /// One helper: its name, the helpers it calls and its text (from its `--@` line to the next).
 pub(crate) struct Helper {
@@ -235,6 +246,7 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("X_SIZED", record::X_SIZED.to_string());
     def("X_TRACE", record::X_TRACE.to_string());
     def("X_RESULT", record::X_RESULT.to_string());
+    def("X_KEY", record::X_KEY.to_string());
     for (name, v) in [
         ("SPEC_NOW", record::SPEC_NOW),
         ("SPEC_DELAY", record::SPEC_DELAY),
@@ -279,6 +291,11 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def("TRIM_PER_CALL", delayq::limits::TRIM_PER_CALL.to_string());
         def("L_PRIO", layout::PRIORITIES.to_string());
         def("L_LANE", layout::LANE.to_string());
+        def("L_KEYS", layout::KEYS.to_string());
+        def("L_KLIM", layout::KEY_LIMITED.to_string());
+        def("S_KEYLIM", layout::KEY_LIMITS.to_string());
+        def("KEY_PRIO_SPAN", KEY_PRIO_SPAN.to_string());
+        def("KEY_PARKED", KEY_PARKED.to_string());
         def("S_WIDTH", layout::WIDTH.to_string());
         def("WIN_MAX", crate::keys::WINDOW_MAX_ENTRIES.to_string());
         def("WIN_LIST", crate::keys::WINDOWS_LISTED.to_string());

@@ -86,6 +86,11 @@ pub struct EnqueueRequest {
     /// W3C `tracestate` that goes with `traceparent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// Its key (a tenant, a customer, an upstream host: 1-128 bytes): the queue shares its
+    /// claims among the keys with due jobs round-robin, and its `key_max_in_flight` and
+    /// `key_rate` bound each key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl EnqueueRequest {
@@ -112,6 +117,7 @@ impl EnqueueRequest {
         job.priority = self.priority;
         job.target = self.target.map(Into::into);
         job.trace = trace_request(self.traceparent.as_deref(), self.tracestate.as_deref())?;
+        job.key = self.key.map(delayq::JobKey::new).transpose()?;
         if self.keep_done_ms.is_some() || self.dedupe_ms.is_some() {
             job.retention = Some(delayq::Retention {
                 keep_done_ms: self.keep_done_ms.unwrap_or(0),
@@ -175,6 +181,7 @@ impl EnqueueRequest {
             target: job.target.map(Into::into),
             traceparent: traceparent_of(job.trace.as_ref()),
             tracestate: tracestate_of(job.trace.as_ref()),
+            key: job.key.map(String::from),
         }
     }
 }
@@ -269,6 +276,9 @@ pub struct JobView {
     /// The `tracestate` that goes with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// Its key, if it carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// The payload when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -306,6 +316,7 @@ impl From<JobInfo> for JobView {
             target: j.target.map(Into::into),
             traceparent: traceparent_of(j.trace.as_ref()),
             tracestate: tracestate_of(j.trace.as_ref()),
+            key: j.key.map(String::from),
             payload,
             payload_b64,
             result,
@@ -351,6 +362,7 @@ impl TryFrom<JobView> for JobInfo {
                 j.traceparent.as_deref(),
                 j.tracestate.as_deref(),
             ),
+            key: j.key.map(delayq::JobKey::new).transpose()?,
         })
     }
 }

@@ -50,6 +50,9 @@ pub struct ClaimedJob {
     /// The `tracestate` that goes with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// Its key (a tenant, a customer, an upstream host), if it carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// The payload when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,6 +83,7 @@ impl From<Job> for ClaimedJob {
             target: j.target.map(Into::into),
             traceparent: crate::jobs::traceparent_of(j.trace.as_ref()),
             tracestate: crate::jobs::tracestate_of(j.trace.as_ref()),
+            key: j.key.map(String::from),
             payload,
             payload_b64,
             queue: None,
@@ -110,6 +114,7 @@ impl ClaimedJob {
                 self.traceparent.as_deref(),
                 self.tracestate.as_deref(),
             ),
+            key: self.key.map(delayq::JobKey::new).transpose()?,
         })
     }
 }

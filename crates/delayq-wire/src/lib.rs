@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod jobs;
+pub mod keys;
 pub mod lease;
 pub mod payload;
 pub mod queues;
@@ -21,6 +22,7 @@ pub use jobs::{
     Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView, ListQuery,
     Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,
 };
+pub use keys::{KeyHoldView, KeyList, KeyPauseRequest, KeyQuery, KeyView};
 pub use lease::{
     AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimManyRequest, ClaimRequest,
     ClaimResponse, ClaimedJob, ExtendRequest, NackRequest, QueueAck, QueueClaim, ReleaseRequest,

@@ -69,6 +69,15 @@ pub struct SettingsView {
     /// sends each to its target).
     #[schema(value_type = String, example = "pull")]
     pub delivery: delayq::DeliveryMode,
+    /// Most jobs of one key leased at once; `null`: no limit.
+    #[serde(default)]
+    pub key_max_in_flight: Option<u32>,
+    /// Most jobs of one key started per second (a token bucket per key); `null`: no limit.
+    #[serde(default)]
+    pub key_rate: Option<RateView>,
+    /// A push delivery answered 429 with `Retry-After` pauses its job's key until then.
+    #[serde(default)]
+    pub pause_key_on_429: bool,
 }
 
 /// A start-rate limit: `per_s` tokens a second, at most `burst` kept; each job started takes
@@ -147,6 +156,25 @@ pub struct SettingsPatch {
     #[schema(value_type = Option<String>, example = "push")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<delayq::DeliveryMode>,
+    /// Most jobs of one key leased at once (1-1,000,000); `null` removes the limit.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<u32>)]
+    pub key_max_in_flight: Option<Option<u32>>,
+    /// Start-rate limit of each key; `null` removes it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<RateView>)]
+    pub key_rate: Option<Option<RateView>>,
+    /// A push delivery answered 429 with `Retry-After` pauses its job's key until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_key_on_429: Option<bool>,
 }
 
 impl SettingsPatch {
@@ -161,6 +189,14 @@ impl SettingsPatch {
                 })
             }),
             max_in_flight: self.max_in_flight.unwrap_or(current.max_in_flight),
+            key_max_in_flight: self.key_max_in_flight.unwrap_or(current.key_max_in_flight),
+            key_rate: self.key_rate.map_or(current.key_rate, |r| {
+                r.map(|r| delayq::Rate {
+                    per_s: r.per_s,
+                    burst: r.burst,
+                })
+            }),
+            pause_key_on_429: self.pause_key_on_429.unwrap_or(current.pause_key_on_429),
             retention: delayq::Retention {
                 keep_done_ms: self.keep_done_ms.unwrap_or(current.retention.keep_done_ms),
                 dedupe_ms: self.dedupe_ms.unwrap_or(current.retention.dedupe_ms),
@@ -402,6 +438,12 @@ impl From<&QueueSettings> for SettingsView {
             dedupe_ms: s.retention.dedupe_ms,
             target: s.target.clone().map(Into::into),
             delivery: s.delivery,
+            key_max_in_flight: s.key_max_in_flight,
+            key_rate: s.key_rate.map(|r| RateView {
+                per_s: r.per_s,
+                burst: r.burst,
+            }),
+            pause_key_on_429: s.pause_key_on_429,
         }
     }
 }
@@ -423,6 +465,12 @@ impl From<SettingsView> for QueueSettings {
             },
             target: s.target.map(Into::into),
             delivery: s.delivery,
+            key_max_in_flight: s.key_max_in_flight,
+            key_rate: s.key_rate.map(|r| delayq::Rate {
+                per_s: r.per_s,
+                burst: r.burst,
+            }),
+            pause_key_on_429: s.pause_key_on_429,
         }
     }
 }
@@ -441,6 +489,9 @@ impl From<&QueueSettings> for SettingsPatch {
             dedupe_ms: Some(v.dedupe_ms),
             target: Some(v.target),
             delivery: Some(v.delivery),
+            key_max_in_flight: Some(v.key_max_in_flight),
+            key_rate: Some(v.key_rate),
+            pause_key_on_429: Some(v.pause_key_on_429),
         }
     }
 }

@@ -14,8 +14,9 @@ use crate::job::{
     AckOutcome, CancelOutcome, Due, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
     QueueStats,
 };
+use crate::keyed::{KeyHold, KeyStats};
 use crate::listing::{Cursor, Found, JobPage, ListState};
-use crate::name::{JobId, QueueName};
+use crate::name::{JobId, JobKey, QueueName};
 use crate::series::QueueSeries;
 use crate::settings::QueueSettings;
 
@@ -253,4 +254,21 @@ pub trait Inspect: Clone + Send + Sync + 'static {
         queue: &QueueName,
         settings: QueueSettings,
     ) -> impl Future<Output = Result<QueueSettings>> + Send;
+
+    /// Holds `key`'s due jobs in `queue` (or lifts the hold: [`KeyHold::Lifted`]); the
+    /// other keys' jobs are claimed meanwhile. Returns the hold's end (ms since the epoch;
+    /// `None`: no hold).
+    fn pause_key(
+        &self,
+        queue: &QueueName,
+        key: &JobKey,
+        hold: KeyHold,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send;
+
+    /// The keys of `queue` with jobs in flight, due or held, busiest first, at most `limit`.
+    fn keys(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<KeyStats>>> + Send;
 }

@@ -57,6 +57,9 @@ pub enum InvalidInput {
     /// A consumer's list of queues is empty, names a queue twice or has a weight out of range.
     #[error("invalid queue list: {0}")]
     Queues(String),
+    /// A job key is empty, longer than 128 bytes or has control characters.
+    #[error("invalid key: {0}")]
+    Key(String),
     /// A payload could not be serialized or deserialized.
     #[error("invalid payload: {0}")]
     Payload(String),

@@ -245,6 +245,19 @@ impl<B: Inspect> Inspect for Instrumented<B> {
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         self.inner.configure(queue, s).await
     }
+
+    async fn pause_key(
+        &self,
+        queue: &QueueName,
+        key: &crate::JobKey,
+        hold: crate::KeyHold,
+    ) -> Result<Option<u64>> {
+        self.inner.pause_key(queue, key, hold).await
+    }
+
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<crate::KeyStats>> {
+        self.inner.keys(queue, limit).await
+    }
 }
 
 impl<B: crate::schedule::Schedules> crate::schedule::Schedules for Instrumented<B> {

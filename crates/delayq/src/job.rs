@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::backoff::Backoff;
 use crate::error::InvalidInput;
 use crate::limits::{MAX_ATTEMPTS, MAX_DELAY, MAX_LEASE, MIN_LEASE};
-use crate::name::{JobId, QueueName};
+use crate::name::{JobId, JobKey, QueueName};
 use crate::target::Target;
 
 /// `max_attempts` of a job that does not set one.
@@ -100,6 +100,9 @@ pub struct NewJob {
     pub target: Option<Target>,
     /// The trace context of the code that enqueued it, carried to every attempt.
     pub trace: Option<crate::TraceContext>,
+    /// Its fairness key (a tenant, a customer, an upstream host): claims share a queue among
+    /// the keys with due jobs, and the queue's key limits bound each key (see [`JobKey`]).
+    pub key: Option<JobKey>,
 }
 
 /// `priority` of a job that does not set one.
@@ -176,6 +179,7 @@ impl NewJob {
             priority: None,
             target: None,
             trace: None,
+            key: None,
         }
     }
 
@@ -237,6 +241,12 @@ impl NewJob {
     /// Sets the priority among due jobs (0-9, higher first).
     pub fn priority(mut self, p: u8) -> Self {
         self.priority = Some(p);
+        self
+    }
+
+    /// Sets the job's fairness key (see [`JobKey`]).
+    pub fn key(mut self, key: JobKey) -> Self {
+        self.key = Some(key);
         self
     }
 
@@ -416,6 +426,8 @@ pub struct Job {
     pub target: Option<Target>,
     /// The trace context it was enqueued with, if any.
     pub trace: Option<crate::TraceContext>,
+    /// Its fairness key, if it carries one.
+    pub key: Option<JobKey>,
 }
 
 impl Job {
@@ -523,6 +535,9 @@ pub struct JobInfo {
     /// The trace context it was enqueued with, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::TraceContext>,
+    /// Its fairness key, if it carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<JobKey>,
     /// The payload bytes.
     #[serde(skip)]
     pub payload: Vec<u8>,

@@ -43,6 +43,7 @@ pub mod error;
 pub mod handler;
 pub mod instrumented;
 pub mod job;
+pub mod keyed;
 pub mod limits;
 pub mod listing;
 pub mod name;
@@ -72,8 +73,9 @@ pub use job::{
     AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Due, Enqueued, Expiry, Job,
     JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueStats, Retention,
 };
+pub use keyed::{KeyHold, KeyStats};
 pub use listing::{Cursor, Found, JobPage, ListState};
-pub use name::{JobId, QueueName};
+pub use name::{JobId, JobKey, QueueName, placement_hash};
 pub use otel::TraceMode;
 pub use producer::Producer;
 pub use schedule::{CatchUp, Firing, ScheduleInfo, ScheduleSpec, Schedules, Timing};

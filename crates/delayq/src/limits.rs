@@ -12,6 +12,8 @@ pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 pub const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// Largest `max_attempts`.
 pub const MAX_ATTEMPTS: u32 = 10_000;
+/// Longest job key ([`crate::JobKey`]), in bytes.
+pub const MAX_KEY_BYTES: usize = 128;
 /// Most shards of one queue.
 pub const MAX_SHARDS: u32 = 256;
 /// Highest `rate.per_s` of a queue.

@@ -110,10 +110,46 @@ impl JobId {
         Self(s)
     }
 
+    /// A fresh random id for a job of `key`: [`JobId::generate`]'s, then `~k` and the key's
+    /// [`JobKey::hash64`] in 16 hex digits, which a sharded store places the job by
+    /// ([`placement_hash`]), so every job of a key with a generated id shares the key's shard.
+    pub fn generate_for(key: &JobKey) -> Self {
+        Self(format!("{}~k{:016x}", Self::generate().0, key.hash64()))
+    }
+
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// FNV-1a (64-bit) of `bytes`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The hash a sharded store places job `id` by (its shard: this modulo the shard count): the
+/// key hash an id from [`JobId::generate_for`] ends with (`~k` and 16 lower-case hex digits),
+/// else FNV-1a (64-bit) of the id's bytes. Stable across versions and processes: every client
+/// finds a job in the same shard.
+pub fn placement_hash(id: &str) -> u64 {
+    let b = id.as_bytes();
+    if b.len() >= 18 && &b[b.len() - 18..b.len() - 16] == b"~k" {
+        let hex = &b[b.len() - 16..];
+        if hex
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+            && let Ok(h) = u64::from_str_radix(&id[id.len() - 16..], 16)
+        {
+            return h;
+        }
+    }
+    fnv1a(b)
 }
 
 impl fmt::Display for JobId {
@@ -136,6 +172,72 @@ impl From<JobId> for String {
 }
 
 impl std::str::FromStr for JobId {
+    type Err = InvalidInput;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+/// A job's fairness key: the tenant, customer or upstream host it belongs to (1-128 bytes of
+/// text without control characters). A queue shares its claims among the keys with due jobs
+/// round-robin and can bound each key's in-flight jobs and start rate
+/// ([`crate::QueueSettings::key_max_in_flight`], [`crate::QueueSettings::key_rate`]); a key can
+/// be paused on its own. Jobs without a key share one turn among the keys.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct JobKey(String);
+
+impl JobKey {
+    /// Validates `key`.
+    pub fn new(key: impl Into<String>) -> Result<Self, InvalidInput> {
+        let key = key.into();
+        if key.is_empty() || key.len() > crate::limits::MAX_KEY_BYTES {
+            return Err(InvalidInput::Key(format!(
+                "length {} is outside 1-{} bytes",
+                key.len(),
+                crate::limits::MAX_KEY_BYTES
+            )));
+        }
+        if key.chars().any(char::is_control) {
+            return Err(InvalidInput::Key(format!(
+                "{key:?} contains control characters"
+            )));
+        }
+        Ok(Self(key))
+    }
+
+    /// The key as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// FNV-1a (64-bit) of the key's bytes: a sharded store keeps the key's jobs with generated
+    /// ids ([`JobId::generate_for`]) in shard `hash64 % shards`.
+    pub fn hash64(&self) -> u64 {
+        fnv1a(self.0.as_bytes())
+    }
+}
+
+impl fmt::Display for JobKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for JobKey {
+    type Error = InvalidInput;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::new(s)
+    }
+}
+
+impl From<JobKey> for String {
+    fn from(n: JobKey) -> String {
+        n.0
+    }
+}
+
+impl std::str::FromStr for JobKey {
     type Err = InvalidInput;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::new(s)
@@ -175,6 +277,30 @@ mod tests {
         assert!(JobId::new("").is_err());
         assert!(JobId::new("a\u{0}b").is_err());
         assert!(JobId::new("a\tb").is_err());
+    }
+
+    #[test]
+    fn job_keys() {
+        assert!(JobKey::new("tenant-7").is_ok());
+        assert!(JobKey::new("api.example.com:443").is_ok());
+        assert!(JobKey::new("k".repeat(128)).is_ok());
+        assert!(JobKey::new("k".repeat(129)).is_err());
+        assert!(JobKey::new("").is_err());
+        assert!(JobKey::new("a\u{0}b").is_err());
+    }
+
+    #[test]
+    fn a_keyed_id_is_placed_by_its_key() {
+        let k = JobKey::new("tenant-7").unwrap();
+        let id = JobId::generate_for(&k);
+        assert_eq!(id.as_str().len(), 26 + 18);
+        assert_eq!(placement_hash(id.as_str()), k.hash64());
+        assert_eq!(placement_hash("order-42"), fnv1a(b"order-42"));
+        // Not the suffix's form: placed by the whole id.
+        for plain in ["x~k0123456789ABCDEF", "~k0123", "x~k0123456789abcdeg"] {
+            assert_eq!(placement_hash(plain), fnv1a(plain.as_bytes()), "{plain}");
+        }
+        assert_eq!(placement_hash("x~k00000000000000ff"), 255);
     }
 
     #[test]

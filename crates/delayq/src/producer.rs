@@ -90,7 +90,10 @@ impl<B: Backend> Producer<B> {
         for job in &mut jobs {
             job.validate(self.max_payload, now)?;
             if job.id.is_none() {
-                job.id = Some(JobId::generate());
+                job.id = Some(match &job.key {
+                    Some(k) => JobId::generate_for(k),
+                    None => JobId::generate(),
+                });
             }
         }
         use tracing::Instrument;

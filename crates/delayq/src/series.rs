@@ -54,6 +54,11 @@ pub mod layout {
     /// Flag: the queue keeps jobs whose due times come in arrival order in its one-delay lane
     /// (`QueueSettings::lane`).
     pub const LANE: u8 = 16;
+    /// Flag: the queue has had jobs with a key ([`crate::JobKey`]): its due jobs wait in
+    /// `ready`, scored by their keys' turns.
+    pub const KEYS: u8 = 32;
+    /// Flag: the queue bounds each key ([`KEY_LIMITS`] holds how).
+    pub const KEY_LIMITED: u8 = 64;
     /// The width of the lane's time windows in ms (`u16`, 0: none; `QueueSettings::lane_window_ms`).
     pub const WIDTH: usize = 2;
     /// The last interval counted in.
@@ -75,6 +80,9 @@ pub mod layout {
     /// The queue's retention of completed jobs, after the limits: keep_done_ms and dedupe_ms
     /// (f64 each, big-endian).
     pub const RETAIN: usize = LIMITS + LIMITS_LEN;
+    /// Each key's limits, after the retention: key_max_in_flight (u32, 0: none), the key
+    /// rate's burst (u32) and per_s (f64, 0: no rate limit), big-endian.
+    pub const KEY_LIMITS: usize = RETAIN + 16;
 }
 
 /// The bucket of the lateness histogram that `ms` falls in.

@@ -48,6 +48,17 @@ pub struct QueueSettings {
     /// on a push queue without a default `target`.
     #[serde(default)]
     pub delivery: DeliveryMode,
+    /// Most jobs of one key ([`crate::JobKey`]) leased at once; `None`: no limit. A key at its
+    /// limit waits while the other keys' jobs are claimed.
+    #[serde(default)]
+    pub key_max_in_flight: Option<u32>,
+    /// Most jobs of one key started per second (a token bucket per key); `None`: no limit.
+    #[serde(default)]
+    pub key_rate: Option<Rate>,
+    /// A push delivery answered 429 with `Retry-After` pauses its job's key until then (the
+    /// job itself is retried then, as without the setting).
+    #[serde(default)]
+    pub pause_key_on_429: bool,
 }
 
 /// How a queue's due jobs are delivered ([`QueueSettings::delivery`]).
@@ -138,6 +149,9 @@ impl Default for QueueSettings {
             retention: Retention::default(),
             target: None,
             delivery: DeliveryMode::Pull,
+            key_max_in_flight: None,
+            key_rate: None,
+            pause_key_on_429: false,
         }
     }
 }
@@ -162,6 +176,26 @@ pub struct Rate {
     pub per_s: f64,
     /// Most tokens the bucket holds: how many jobs may start at once after a quiet spell.
     pub burst: u32,
+}
+
+impl Rate {
+    /// Checks `per_s` and `burst` (`what` names the setting in the error).
+    pub fn validate(&self, what: &str) -> Result<(), InvalidInput> {
+        use crate::limits::{MAX_BURST, MAX_RATE};
+        if !self.per_s.is_finite() || self.per_s <= 0.0 || self.per_s > MAX_RATE {
+            return Err(InvalidInput::Settings(format!(
+                "{what}.per_s must be a number > 0 and <= {MAX_RATE}, not {}",
+                self.per_s
+            )));
+        }
+        if !(1..=MAX_BURST).contains(&self.burst) {
+            return Err(InvalidInput::Settings(format!(
+                "{what}.burst must be 1-{MAX_BURST}, not {}",
+                self.burst
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl QueueSettings {
@@ -208,7 +242,7 @@ impl QueueSettings {
 
     /// Checks the settings' ranges.
     pub fn validate(&self) -> Result<(), InvalidInput> {
-        use crate::limits::{MAX_BURST, MAX_IN_FLIGHT, MAX_RATE, MAX_SHARDS};
+        use crate::limits::{MAX_IN_FLIGHT, MAX_SHARDS};
         if !(1..=MAX_SHARDS).contains(&self.shards) {
             return Err(InvalidInput::Settings(format!(
                 "shards must be 1-{MAX_SHARDS}, not {}",
@@ -223,18 +257,7 @@ impl QueueSettings {
             )));
         }
         if let Some(r) = self.rate {
-            if !r.per_s.is_finite() || r.per_s <= 0.0 || r.per_s > MAX_RATE {
-                return Err(InvalidInput::Settings(format!(
-                    "rate.per_s must be a number > 0 and <= {MAX_RATE}, not {}",
-                    r.per_s
-                )));
-            }
-            if !(1..=MAX_BURST).contains(&r.burst) {
-                return Err(InvalidInput::Settings(format!(
-                    "rate.burst must be 1-{MAX_BURST}, not {}",
-                    r.burst
-                )));
-            }
+            r.validate("rate")?;
             if r.burst < self.shards {
                 return Err(InvalidInput::Settings(format!(
                     "rate.burst ({}) must be at least the shard count ({}): each shard keeps \
@@ -246,6 +269,16 @@ impl QueueSettings {
         self.retention.validate()?;
         if let Some(t) = &self.target {
             t.validate()?;
+        }
+        if let Some(r) = self.key_rate {
+            r.validate("key_rate")?;
+        }
+        if let Some(m) = self.key_max_in_flight
+            && !(1..=MAX_IN_FLIGHT).contains(&m)
+        {
+            return Err(InvalidInput::Settings(format!(
+                "key_max_in_flight must be 1-{MAX_IN_FLIGHT}, not {m}"
+            )));
         }
         if let Some(m) = self.max_in_flight {
             if !(1..=MAX_IN_FLIGHT).contains(&m) {
@@ -343,6 +376,7 @@ mod tests {
             retention: Retention::default(),
             target: None,
             delivery: DeliveryMode::Pull,
+            ..QueueSettings::default()
         };
         s.validate().unwrap();
         let l = s.shard_throttle();

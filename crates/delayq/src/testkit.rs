@@ -7,6 +7,7 @@ mod console;
 pub mod deadlines;
 pub mod faulty;
 pub mod history;
+pub mod keys;
 pub mod model;
 pub mod priority;
 pub mod push;
@@ -26,6 +27,10 @@ pub use deadlines::{
 };
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
+pub use keys::{
+    key_limits_hold_each_key, keys_on_a_sharded_queue, keys_pause_and_resume,
+    keys_share_claims_round_robin,
+};
 pub use priority::{
     due_listing_follows_claim_order, low_priorities_age, priorities_order_due_jobs,
 };
@@ -740,7 +745,8 @@ macro_rules! conformance_tests {
             push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes,
             traces_travel_with_the_job, several_queues_share_claims_by_weight,
             several_queues_in_strict_order, several_queues_wake_and_pause_each,
-            results_stay_with_done_jobs, handlers_return_results);
+            results_stay_with_done_jobs, handlers_return_results,
+            keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

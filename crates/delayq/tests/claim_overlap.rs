@@ -107,6 +107,7 @@ impl Backend for Memory {
                     priority: 5,
                     target: None,
                     trace: None,
+                    key: None,
                 });
             }
         }

@@ -16,7 +16,7 @@ from .errors import (
     JobNotDead, LeaseLost, NotFound, PayloadTooLarge, ServerError, StoreFull, TooManyLongPolls,
     Unauthorized, Unavailable,
 )
-from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats
+from .models import ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats
 from .webhooks import WebhookVerificationError, sign, verify_webhook
 from .worker import Dead, Retry, Worker
 
@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "API_VERSION", "AsyncClient", "AsyncWorker", "ClaimedJob", "Client", "Conflict",
     "ConnectionFailed", "Dead", "DelayqError", "Enqueued", "Forbidden", "InvalidInput", "Job",
-    "JobDead", "JobLeased", "JobNotDead", "JobPage", "LeaseLost", "NotFound", "PayloadTooLarge",
+    "JobDead", "JobLeased", "JobNotDead", "JobPage", "KeyStats", "LeaseLost", "NotFound", "PayloadTooLarge",
     "QueueStats", "Retry", "ServerError", "StoreFull", "TooManyLongPolls", "Unauthorized",
     "Unavailable", "WebhookVerificationError", "Worker", "new_id", "sign", "verify_webhook",
     "__version__",

@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import errors
-from .models import ClaimedJob, Enqueued, Job, JobPage, QueueStats, result_fields
+from .models import ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats, result_fields
 
 try:  # OpenTelemetry is optional: with it, enqueues carry the application's active trace.
     from opentelemetry import propagate as _otel_propagate
@@ -34,7 +34,7 @@ Time = Union[int, float, str, _dt.datetime]
 
 _ENQUEUE_FIELDS = (
     "delay_ms", "run_at", "max_attempts", "backoff", "lease_ms", "timeout_ms", "expires_at",
-    "expire_after_ms", "priority", "keep_done_ms", "dedupe_ms", "on_conflict", "target",
+    "expire_after_ms", "priority", "key", "keep_done_ms", "dedupe_ms", "on_conflict", "target",
     "traceparent", "tracestate",
 )
 
@@ -62,8 +62,19 @@ def _time(v: Time) -> Union[int, str]:
     return v
 
 
-def new_id() -> str:
-    """A fresh job id (what the client gives an enqueue without one)."""
+def _fnv1a64(text: str) -> int:
+    h = 0xCBF29CE484222325
+    for b in text.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def new_id(key: Optional[str] = None) -> str:
+    """A fresh job id (what the client gives an enqueue without one). For a job with a
+    ``key`` it ends with ``~k`` and the key's hash, so a sharded Redis store keeps every job of
+    the key in the key's shard, as the server's own ids do."""
+    if key:
+        return f"{uuid.uuid4().hex}~k{_fnv1a64(key):016x}"
     return uuid.uuid4().hex
 
 
@@ -81,7 +92,7 @@ def job_body(payload: Any = None, **fields: Any) -> Dict[str, Any]:
         if v is None:
             continue
         body[k] = _time(v) if k in ("run_at", "expires_at") else v
-    body["id"] = fields.get("id") or new_id()
+    body["id"] = fields.get("id") or new_id(fields.get("key"))
     return body
 
 
@@ -209,6 +220,7 @@ class Client:
         expires_at: Optional[Time] = None,
         expire_after_ms: Optional[int] = None,
         priority: Optional[int] = None,
+        key: Optional[str] = None,
         keep_done_ms: Optional[int] = None,
         dedupe_ms: Optional[int] = None,
         on_conflict: Optional[str] = None,
@@ -219,13 +231,15 @@ class Client:
         """Enqueues one job (payload: any JSON value, or ``bytes``). Without ``id`` the
         client makes one before the first try, so a retried enqueue never stores two jobs.
         ``target`` (``{"url", "method"?, "headers"?}``) has it pushed by HTTP at the due time.
+        ``key`` (a tenant, a customer, an upstream host) shares the queue's claims among keys
+        and puts the job under the queue's per-key limits.
         The job carries the active OpenTelemetry trace when OpenTelemetry is installed, or the
         W3C ``traceparent`` / ``tracestate`` given here.
         """
         body = job_body(
             payload, id=id, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts,
             backoff=backoff, lease_ms=lease_ms, timeout_ms=timeout_ms, expires_at=expires_at,
-            expire_after_ms=expire_after_ms, priority=priority, keep_done_ms=keep_done_ms,
+            expire_after_ms=expire_after_ms, priority=priority, key=key, keep_done_ms=keep_done_ms,
             dedupe_ms=dedupe_ms, on_conflict=on_conflict, target=target,
             traceparent=traceparent, tracestate=tracestate,
         )
@@ -374,7 +388,8 @@ class Client:
         (``{"per_s", "burst"}`` or ``None``),
         ``max_in_flight``, ``keep_done_ms``, ``dedupe_ms``, ``target`` (or ``None``),
         ``delivery`` (``"pull"``: workers claim the jobs; ``"push"``: ``delayq serve --push``
-        sends each to its target)."""
+        sends each to its target), ``key_max_in_flight`` and ``key_rate`` (each key's limits,
+        or ``None``), ``pause_key_on_429``."""
         return QueueStats.from_json(self._call("PUT", self._q(queue), settings))
 
     def pause(self, queue: str) -> None:
@@ -384,6 +399,28 @@ class Client:
     def resume(self, queue: str) -> None:
         """Resumes a paused queue."""
         self._call("POST", self._q(queue, "/resume"))
+
+    def pause_key(self, queue: str, key: str, *, for_ms: Optional[int] = None,
+                  until: Optional[Time] = None) -> Optional[int]:
+        """Holds one key's due jobs until ``until`` or for ``for_ms`` (an upstream's
+        ``Retry-After``): the queue's other keys are claimed meanwhile. Returns when the hold
+        ends (ms), ``None`` when it is already over."""
+        body: Dict[str, Any] = {}
+        if for_ms is not None:
+            body["for_ms"] = for_ms
+        if until is not None:
+            body["until"] = _time(until)
+        path = self._q(queue, "/keys/" + urllib.parse.quote(key, safe="") + "/pause")
+        return self._call("POST", path, body).get("paused_until")
+
+    def resume_key(self, queue: str, key: str) -> None:
+        """Lifts a key's hold: its due jobs are claimed again at once."""
+        self._call("POST", self._q(queue, "/keys/" + urllib.parse.quote(key, safe="") + "/resume"))
+
+    def keys(self, queue: str, *, limit: int = 20) -> List[KeyStats]:
+        """The busiest keys of a queue: most jobs in flight and due first, then held ones."""
+        answer = self._call("GET", self._q(queue, f"/keys?limit={limit}"))
+        return [KeyStats.from_json(k) for k in answer["keys"]]
 
     def list_jobs(self, queue: str, state: str = "scheduled", *, limit: int = 100,
                   cursor: Optional[str] = None) -> JobPage:

@@ -87,6 +87,8 @@ class Job:
     tracestate: Optional[str] = None
     result: Any = None
     """A done job's result as its handler returned it (JSON value, or ``bytes``)."""
+    key: Optional[str] = None
+    """Its key (a tenant, a customer, an upstream host), if it carries one."""
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":
@@ -98,7 +100,7 @@ class Job:
             last_error=d.get("last_error"), timeout_ms=d.get("timeout_ms"),
             expires_at=d.get("expires_at"), target=d.get("target"),
             traceparent=d.get("traceparent"), tracestate=d.get("tracestate"),
-            result=result_of(d),
+            result=result_of(d), key=d.get("key"),
         )
 
 
@@ -122,6 +124,8 @@ class ClaimedJob:
     traceparent: Optional[str] = None
     """The W3C trace context the job was enqueued with: continue its trace from it."""
     tracestate: Optional[str] = None
+    key: Optional[str] = None
+    """Its key, if it carries one."""
 
     @classmethod
     def from_json(cls, queue: str, d: dict) -> "ClaimedJob":
@@ -132,6 +136,7 @@ class ClaimedJob:
             priority=d.get("priority", 5), last_error=d.get("last_error"),
             timeout_ms=d.get("timeout_ms"), expires_at=d.get("expires_at"),
             traceparent=d.get("traceparent"), tracestate=d.get("tracestate"),
+            key=d.get("key"),
         )
 
     def json(self) -> Any:
@@ -172,3 +177,18 @@ class JobPage:
 
     jobs: List[Job] = field(default_factory=list)
     next_cursor: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class KeyStats:
+    """One key of a queue (``Client.keys``): its jobs in flight and due, and its hold."""
+
+    key: str
+    in_flight: int
+    due: int
+    paused_until: Optional[int] = None
+    """When its hold ends (ms since the epoch); ``None``: not held."""
+
+    @classmethod
+    def from_json(cls, d: dict) -> "KeyStats":
+        return cls(d["key"], d["in_flight"], d["due"], d.get("paused_until"))

@@ -583,3 +583,83 @@ async fn the_console_in_a_real_browser() {
     assert_eq!(badge, json!(true));
     c.close().await.unwrap();
 }
+
+/// A queue whose jobs carry keys shows its busiest keys — jobs in flight and due per key, the
+/// held ones with their hold — and an admin lifts a hold from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_the_busiest_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = serve(tmp.path());
+    let (s, v) = http(
+        addr,
+        "PUT",
+        "/v1/queues/mail",
+        Some(json!({"key_max_in_flight": 1})),
+    );
+    assert_eq!(s, 200, "{v}");
+    let jobs: Vec<Value> = (0..5)
+        .map(|i| json!({"payload": {"n": i}, "key": "tenant-a"}))
+        .chain((0..2).map(|i| json!({"payload": {"n": i}, "key": "tenant-b"})))
+        .collect();
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/mail/jobs",
+        Some(Value::Array(jobs)),
+    );
+    assert_eq!(s, 201, "{v}");
+    let (_, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/mail/claim",
+        Some(json!({"max": 10})),
+    );
+    assert_eq!(
+        v["jobs"].as_array().map(Vec::len),
+        Some(2),
+        "one per key: {v}"
+    );
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/mail/keys/tenant-b/pause",
+        Some(json!({"for_ms": 600_000})),
+    );
+    assert_eq!(s, 200, "{v}");
+
+    let (_driver, c) = browser().await;
+    c.goto(&format!("http://{addr}/#/q/mail")).await.unwrap();
+    sign_in(&c, ADMIN).await;
+    wait_text(&c, "#keys", "tenant-a").await;
+    let rows = c.find_all(Locator::Css("#keys tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    let first = rows[0].text().await.unwrap();
+    assert!(
+        first.contains("tenant-a") && first.contains("1") && first.contains("4"),
+        "busiest first, 1 in flight and 4 due: {first}"
+    );
+    let second = rows[1].text().await.unwrap();
+    assert!(
+        second.to_lowercase().contains("held, ends in 10 minutes"),
+        "{second}"
+    );
+    shot(&c, "keys").await;
+    click(&c, Locator::Css("#settings summary")).await;
+    wait_text(&c, "#set-keys", "at most 1 in flight").await;
+    click(
+        &c,
+        Locator::XPath("//details[@id='keys']//button[text()='Resume']"),
+    )
+    .await;
+    wait_text(&c, "#keys", "Hold 1 min").await;
+    let v = http(addr, "GET", "/v1/queues/mail/keys", None).1;
+    assert!(
+        v["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|k| k["paused_until"].is_null()),
+        "{v}"
+    );
+    assert!(!pwned(&c).await);
+}

@@ -52,6 +52,7 @@ fn enqueue_of(a: &Value) -> EnqueueRequest {
         target: a
             .get("target")
             .map(|v| serde_json::from_value(v.clone()).unwrap()),
+        key: a["key"].as_str().map(Into::into),
         ..EnqueueRequest::default()
     }
 }
@@ -110,6 +111,9 @@ impl Runner {
                     if let Some(e) = j.last_error {
                         v["last_error"] = e.into();
                     }
+                    if let Some(k) = j.key {
+                        v["key"] = k.into();
+                    }
                     v["result"] = match (j.result, j.result_b64) {
                         (Some(r), _) => serde_json::from_str(r.get()).unwrap(),
                         (None, Some(b)) => b.into(),
@@ -142,7 +146,12 @@ impl Runner {
                 for j in &r.jobs {
                     self.leases.insert(j.id.clone(), j.lease_token);
                 }
-                listed(r.jobs.into_iter().map(|j| j.id).collect())
+                let mut jobs: Vec<_> = r.jobs.into_iter().map(|j| (j.id, j.key)).collect();
+                jobs.sort();
+                let keys: Vec<Value> = jobs.iter().map(|(_, k)| json!(k)).collect();
+                let mut v = listed(jobs.into_iter().map(|(id, _)| id).collect());
+                v["keys"] = keys.into();
+                v
             }
             "ack" => {
                 let result = match (&a["result"], a["result_repeat"].as_u64()) {
@@ -258,6 +267,28 @@ impl Runner {
             "resume" => {
                 c.resume(q).await?;
                 Value::Null
+            }
+            "pause_key" => {
+                let hold = delayq_wire::KeyPauseRequest {
+                    until: None,
+                    for_ms: a["for_ms"].as_u64(),
+                };
+                let v = c.pause_key(q, a["key"].as_str().unwrap(), &hold).await?;
+                json!({"key": v.key, "paused": v.paused_until.is_some()})
+            }
+            "resume_key" => {
+                let v = c.resume_key(q, a["key"].as_str().unwrap()).await?;
+                json!({"key": v.key, "paused": v.paused_until.is_some()})
+            }
+            "keys" => {
+                let v = c.keys(q, None).await?;
+                v.keys
+                    .iter()
+                    .map(|k| {
+                        json!({"key": k.key, "in_flight": k.in_flight, "due": k.due,
+                            "paused": k.paused_until.is_some()})
+                    })
+                    .collect()
             }
             other => panic!("unknown operation {other}"),
         })

@@ -4,7 +4,7 @@
 //! `tests/fixtures/layout-0` was written by delayq 0.1.0 at commit 8a7281b, the last build
 //! before layout versions were recorded (`user_version` 0): jobs scheduled, due, dead and done,
 //! queue limits and retention, a cron schedule. Each later layout adds its own fixture
-//! (`layout-2`: before results).
+//! (`layout-2`: before results; `layout-3`: before keys).
 
 use std::path::Path;
 use std::time::Duration;
@@ -193,6 +193,74 @@ async fn a_store_of_layout_2_gains_results() {
     assert_eq!(
         get("dead-1").await.result.as_deref(),
         Some(&b"{\"ok\":1}"[..])
+    );
+    drop(b);
+    assert_eq!(layout(dir.path()), LAYOUT);
+}
+
+/// `tests/fixtures/layout-3` was written by commit 68fd8ba (layout 3, before keys) with its
+/// CLI: queue `mail` with `max_in_flight` 5 and `keep_done` 1 h, a job kept as done with its
+/// result, a scheduled one, a dead one. This build adds jobs' keys: the old jobs read as
+/// before (no key), the settings are kept, and the queue takes keyed jobs and shares its
+/// claims among them.
+#[tokio::test]
+async fn a_store_of_layout_3_gains_keys() {
+    let dir = fixture("layout-3");
+    assert_eq!(layout(dir.path()), 3);
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let q = QueueName::new("mail").unwrap();
+    let get = |id: &str| {
+        let b = b.clone();
+        let q = q.clone();
+        let id = JobId::new(id).unwrap();
+        async move { b.get(&q, &id).await.unwrap().expect("the job is there") }
+    };
+    let done = get("done-1").await;
+    assert_eq!(done.state, JobState::Done);
+    assert_eq!(done.result.as_deref(), Some(&b"{\"sent\":true}\n"[..]));
+    assert_eq!(done.key, None);
+    assert_eq!(get("dead-1").await.state, JobState::Dead);
+    assert_eq!(get("later-1").await.state, JobState::Scheduled);
+    let s = b.settings(&q).await.unwrap();
+    assert_eq!(s.max_in_flight, Some(5));
+    assert_eq!(s.retention.keep_done_ms, 3_600_000);
+    assert_eq!((s.key_max_in_flight, s.key_rate), (None, None));
+    // Keyed jobs beside the old ones: a key with a backlog shares the claims with another.
+    let producer = delayq::Producer::new(b.clone(), q.clone());
+    let keyed = |k: &str, n: usize| {
+        (0..n)
+            .map(|i| {
+                delayq::NewJob::new(format!("{k}{i}").into_bytes())
+                    .key(delayq::JobKey::new(k).unwrap())
+            })
+            .collect::<Vec<_>>()
+    };
+    producer.enqueue_batch(keyed("big", 6)).await.unwrap();
+    producer.enqueue_batch(keyed("small", 2)).await.unwrap();
+    b.dead_requeue(&q, &JobId::new("dead-1").unwrap())
+        .await
+        .unwrap();
+    let batch = b
+        .claim(
+            &q,
+            ClaimRequest {
+                max: 5,
+                lease: Duration::from_secs(30),
+                acks: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let keys: Vec<String> = batch
+        .jobs
+        .iter()
+        .map(|j| j.key.as_ref().map_or("-".into(), |k| k.to_string()))
+        .collect();
+    assert_eq!(keys.len(), 5, "max_in_flight 5: {keys:?}");
+    assert_eq!(keys.iter().filter(|k| *k == "small").count(), 2, "{keys:?}");
+    assert!(
+        keys.contains(&"-".to_owned()),
+        "the requeued old job: {keys:?}"
     );
     drop(b);
     assert_eq!(layout(dir.path()), LAYOUT);

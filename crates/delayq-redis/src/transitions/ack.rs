@@ -12,11 +12,11 @@ use crate::route::Route;
 
 script! {
     file: "ack.lua",
-    keys: [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta],
+    keys: [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta, Ready, InFlight, Waits],
     key_tails: [ix],
     args: {},
     tail: acks: Finish,
-    helpers: [now_ms, queue_retention, trim_done, count, limit_freed, ack_pairs],
+    helpers: [now_ms, queue_retention, trim_done, count, limit_freed, ack_pairs, key_free],
     reply: Vec<AckOutcome>,
 }
 

@@ -17,7 +17,10 @@ const REAP_LIMIT: u32 = 100;
 
 script! {
     file: "claim.lua",
-    keys: [Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta],
+    keys: [
+        Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta, Turns,
+        InFlight, Holds, Buckets, Waits,
+    ],
     key_tails: [sweep, ix],
     args: {
         /// Most jobs to lease.
@@ -32,7 +35,8 @@ script! {
         now_us, rec_attempt, rec_due, rec_lease, rec_claimed, decode, encode, rec_expires,
         call_chunked, queue_retention, trim_done, bury, count, limits_read, limit_freed, promote,
         lane_entry, lane_dead, lane_due, lane_h, ix_entry, win_width, win_promote, lane_trim,
-        lane_spill, lane_first_due, ack_pairs, late_bucket,
+        lane_spill, lane_first_due, ack_pairs, late_bucket, key_free, key_unwait, key_promote,
+        key_take, key_limits,
     ],
     reply: ClaimReply,
 }
@@ -90,6 +94,7 @@ impl RedisBackend {
             let expires_at_ms = r.expires_at_ms();
             let target = r.target_value()?;
             let trace = r.trace_value();
+            let key = r.key_value();
             jobs.push(Job {
                 id: l.id,
                 queue: queue.clone(),
@@ -107,6 +112,7 @@ impl RedisBackend {
                 priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
                 target,
                 trace,
+                key,
             });
         }
         Ok(ClaimBatch {

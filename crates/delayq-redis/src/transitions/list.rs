@@ -9,7 +9,7 @@ use crate::reply::job_info;
 
 script! {
     file: "list.lua",
-    keys: [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta],
+    keys: [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta, Turns],
     args: {
         /// Which jobs: one of [`WHICH`]'s codes.
         which: u8,
@@ -24,7 +24,7 @@ script! {
     },
     helpers: [
         now_ms, has, rec_due, promote, lane_entry, lane_dead, lane_due, win_key, wins_key,
-        win_width, win_entry, win_promote, lane_pos, lane_spill,
+        win_width, win_entry, win_promote, lane_pos, lane_spill, key_promote,
     ],
     reply: ListReply,
 }

@@ -18,6 +18,8 @@ pub(crate) mod extend;
 pub(crate) mod fire;
 pub(crate) mod fire_shard;
 pub(crate) mod get;
+pub(crate) mod key_pause;
+pub(crate) mod key_stats;
 pub(crate) mod list;
 pub(crate) mod nack;
 pub(crate) mod pause;
@@ -41,7 +43,7 @@ reply! {
 
 /// Every declared script.
 #[cfg(test)]
-pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 19] {
+pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 21] {
     [
         &ack::SCRIPT.def,
         &advance::SCRIPT.def,
@@ -55,6 +57,8 @@ pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 19] {
         &fire::SCRIPT.def,
         &fire_shard::SCRIPT.def,
         &get::SCRIPT.def,
+        &key_pause::SCRIPT.def,
+        &key_stats::SCRIPT.def,
         &shard_settings::SCRIPT.def,
         &list::SCRIPT.def,
         &nack::SCRIPT.def,

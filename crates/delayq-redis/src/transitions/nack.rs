@@ -11,7 +11,7 @@ use super::Coded;
 
 script! {
     file: "nack.lua",
-    keys: [Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta],
+    keys: [Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta, Ready, InFlight, Waits],
     key_tails: [ix],
     args: {
         /// The job.
@@ -29,6 +29,7 @@ script! {
     },
     helpers: [
         now_ms, decode, encode, backoff_ms, wake_if_earlier, bury, count, limit_freed, leased_raw,
+        key_free,
     ],
     reply: Coded,
 }

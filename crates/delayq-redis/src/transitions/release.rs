@@ -11,13 +11,13 @@ use super::ack::Ack;
 
 script! {
     file: "release.lua",
-    keys: [Sched, Lease, Jobs, Wake, Stat],
+    keys: [Sched, Lease, Jobs, Wake, Stat, Ready, InFlight, Waits],
     args: {
         /// The attempts never started: each is given back.
         undo: bool,
     },
     tail: leases: Ack,
-    helpers: [now_ms, decode, encode, wake_if_earlier, limit_freed, leased_raw],
+    helpers: [now_ms, decode, encode, wake_if_earlier, limit_freed, leased_raw, key_free],
     reply: u64,
 }
 

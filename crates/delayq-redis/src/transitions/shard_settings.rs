@@ -25,6 +25,12 @@ script! {
         lane_on: bool,
         /// Its time windows' width, ms (0: none).
         width: u32,
+        /// Most jobs of one key leased at once (0: no limit).
+        key_mif: u32,
+        /// Jobs of one key started per second (0: no limit).
+        key_per_s: f64,
+        /// The key rate's burst.
+        key_burst: u32,
     },
     helpers: [now_us, limits_read],
     reply: i64,
@@ -42,6 +48,9 @@ impl RedisBackend {
             dedupe: s.retention.dedupe_ms,
             lane_on: s.lane,
             width: if s.lane { s.lane_window_ms } else { 0 },
+            key_mif: s.key_max_in_flight.unwrap_or(0),
+            key_per_s: s.key_rate.map_or(0.0, |r| r.per_s),
+            key_burst: s.key_rate.map_or(0, |r| r.burst),
         };
         self.run(&SCRIPT, k, args, true).await.map(|_| ())
     }

@@ -56,6 +56,11 @@ mod cluster {
     }
 
     delayq::conformance_tests!(setup);
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keys_on_a_sharded_queue() {
+        let ((), b, time) = setup().await;
+        delayq::testkit::keys_on_a_sharded_queue(b, time).await;
+    }
 }
 
 mod sentinel {
@@ -79,6 +84,11 @@ mod sharded_single {
     }
 
     delayq::conformance_tests!(setup);
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keys_on_a_sharded_queue() {
+        let ((), b, time) = setup().await;
+        delayq::testkit::keys_on_a_sharded_queue(b, time).await;
+    }
 }
 
 /// The lane's time windows on a Cluster, as an ACL user with exactly `ACL_RULE`: the scripts

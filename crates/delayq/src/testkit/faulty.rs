@@ -223,4 +223,18 @@ impl<B: Inspect> Inspect for Faulty<B> {
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         self.run("configure", self.inner.configure(queue, s)).await
     }
+
+    async fn pause_key(
+        &self,
+        queue: &QueueName,
+        key: &crate::JobKey,
+        hold: crate::KeyHold,
+    ) -> Result<Option<u64>> {
+        self.run("pause_key", self.inner.pause_key(queue, key, hold))
+            .await
+    }
+
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<crate::KeyStats>> {
+        self.run("keys", self.inner.keys(queue, limit)).await
+    }
 }
