@@ -52,8 +52,15 @@ impl Ended {
     }
 }
 
+/// What one delivery did: the attempt's result and, when the target answered 429 with a
+/// `Retry-After`, how long it asked to be left alone (its job's key may be held that long).
+pub(crate) struct Delivered {
+    pub result: Result<(), Failure>,
+    pub too_many: Option<Duration>,
+}
+
 /// Delivers `job` to `target`: acquires the host's limits, sends, classifies, records.
-pub(crate) async fn deliver(shared: &Shared, job: &Job, target: &Target) -> Result<(), Failure> {
+pub(crate) async fn deliver(shared: &Shared, job: &Job, target: &Target) -> Delivered {
     let started_wall = now_ms();
     let started = Instant::now();
     // The URL parsed once: the request's, and the host its limits and metrics go by.
@@ -118,7 +125,14 @@ pub(crate) async fn deliver(shared: &Shared, job: &Job, target: &Target) -> Resu
             error,
         },
     );
-    ended.result
+    let too_many = match (ended.status, &ended.result) {
+        (Some(StatusCode::TOO_MANY_REQUESTS), Err(f)) => f.retry_delay(),
+        _ => None,
+    };
+    Delivered {
+        result: ended.result,
+        too_many,
+    }
 }
 
 async fn send(shared: &Shared, job: &Job, target: &Target, url: reqwest::Url, host: &str) -> Ended {

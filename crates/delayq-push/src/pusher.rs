@@ -291,6 +291,34 @@ struct Deliver<B> {
 }
 
 impl<B: Backend + Inspect> Deliver<B> {
+    /// The target of a job of `key` answered 429 with `Retry-After: wait`: when the queue
+    /// says so (`pause_key_on_429`), the key's jobs are held that long, so the queue's other
+    /// keys go on while this upstream recovers. A failure to hold is logged, never fails the
+    /// delivery's own retry.
+    async fn hold_key(&self, key: &delayq::JobKey, wait: Duration) {
+        let on = match self.backend.settings(&self.queue).await {
+            Ok(s) => s.pause_key_on_429,
+            Err(e) => {
+                tracing::warn!(queue = %self.queue, %key, error = %e, "reading the queue's settings to hold a key");
+                return;
+            }
+        };
+        if !on || wait.is_zero() {
+            return;
+        }
+        match self
+            .backend
+            .pause_key(&self.queue, key, delayq::KeyHold::For(wait))
+            .await
+        {
+            Ok(_) => tracing::info!(queue = %self.queue, %key, wait_ms = wait.as_millis() as u64,
+                "key held after 429 Retry-After"),
+            Err(e) => {
+                tracing::warn!(queue = %self.queue, %key, error = %e, "holding a key after 429")
+            }
+        }
+    }
+
     async fn default_target(&self) -> Result<Option<Target>, Failure> {
         if let Some((at, t)) = self.default.lock().expect("lock").as_ref()
             && at.elapsed() < DEFAULT_TTL
@@ -330,7 +358,11 @@ impl<B: Backend + Inspect> Handler for Deliver<B> {
                 }
             },
         };
-        deliver(&self.shared, &job, &target).await?;
+        let d = deliver(&self.shared, &job, &target).await;
+        if let (Some(wait), Some(key)) = (d.too_many, &job.key) {
+            self.hold_key(key, wait).await;
+        }
+        d.result?;
         Ok(Completion::default())
     }
 }

@@ -461,3 +461,98 @@ async fn https_with_a_given_ca_and_http2() {
     );
     assert!(matches!(bad, Err(delayq_push::PushError::Ca { .. })));
 }
+
+/// A target answering 429 with `Retry-After: 60` holds its job's key for 60 s when the queue
+/// says so (`pause_key_on_429`): the queue's other keys are delivered meanwhile, and the held
+/// key's other job waits. Without the setting nothing is held.
+async fn a_429_holds_its_key<B: Backend + Inspect>(b: B) {
+    let rx = Receiver::start().await;
+    let held = q("tenants");
+    let plain = q("untouched");
+    for (queue, on) in [(&held, true), (&plain, false)] {
+        let s = QueueSettings {
+            delivery: delayq::DeliveryMode::Push,
+            pause_key_on_429: on,
+            ..QueueSettings::default()
+        };
+        b.configure(queue, s).await.unwrap();
+        let key = |k: &str| delayq::JobKey::new(k).unwrap();
+        let p = Producer::new(b.clone(), queue.clone());
+        // (The receiver answers 429 to the first request of each webhook-id: ids apart.)
+        p.enqueue(job(&format!("{queue}-a1"), rx.url("/limited")).key(key("api-a")))
+            .await
+            .unwrap();
+        p.enqueue(job("b1", rx.url("/ok")).key(key("api-b")))
+            .await
+            .unwrap();
+    }
+    let opts = PusherOptions {
+        secrets: vec![Secret::parse(SECRET).unwrap()],
+        allow_private: true,
+        discover_every: Duration::from_millis(100),
+        ..PusherOptions::default()
+    };
+    let pusher = Pusher::new(b.clone(), opts).unwrap();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(pusher.run(stopped(stop_rx)));
+    let ended = settle(&b, &[(held.clone(), "b1"), (plain.clone(), "b1")]).await;
+    assert!(ended.iter().all(|(_, e)| e.is_none()), "{ended:?}");
+    // a1's first request was answered 429: its key is held on `tenants` only.
+    let until = Instant::now() + Duration::from_secs(10);
+    let hold = loop {
+        let keys = b.keys(&held, 10).await.unwrap();
+        if let Some(end) = keys
+            .iter()
+            .find(|k| k.key.as_str() == "api-a")
+            .and_then(|k| k.paused_until_ms)
+        {
+            break end;
+        }
+        if Instant::now() > until {
+            let a1 = b
+                .get(&held, &JobId::new("tenants-a1").unwrap())
+                .await
+                .unwrap();
+            panic!(
+                "api-a never held: {keys:?}, a1 {a1:?}, {} requests",
+                rx.requests().len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let now = delayq::job::system_now_ms();
+    assert!(
+        hold > now + 50_000 && hold <= now + 61_000,
+        "held for Retry-After's 60 s: {hold} at {now}"
+    );
+    let a1 = b
+        .get(&held, &JobId::new("tenants-a1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a1.state, JobState::Scheduled, "retried after Retry-After");
+    let untouched = b.keys(&plain, 10).await.unwrap();
+    assert!(
+        untouched.iter().all(|k| k.paused_until_ms.is_none()),
+        "{untouched:?}"
+    );
+    let _ = stop.send(true);
+    run.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_holds_its_key_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    a_429_holds_its_key(delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_holds_its_key_redis() {
+    let server = delayq_test_support::RedisServer::start();
+    a_429_holds_its_key(
+        delayq_redis::RedisBackend::connect(&server.url())
+            .await
+            .unwrap(),
+    )
+    .await;
+}

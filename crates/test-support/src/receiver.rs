@@ -1,7 +1,8 @@
 //! An HTTP receiver for push tests and the push bench: an axum server on a free loopback port
 //! that records every request and answers by path — `/ok…` 200, `/nocontent…` 204, `/fail…`
 //! 500 with a body, `/busy…` 503 with `Retry-After: 2` to the first request of each
-//! `webhook-id` and 200 after, `/brief…` 200 after 50 ms, `/slow…` 200 after 2 s — plus a second port that accepts
+//! `webhook-id` and 200 after, `/limited…` likewise with 429 and `Retry-After: 60`, `/brief…`
+//! 200 after 50 ms, `/slow…` 200 after 2 s — plus a second port that accepts
 //! connections and closes them without answering; and, with [`Receiver::start_tls`], a TLS
 //! port that offers HTTP/2.
 
@@ -202,7 +203,7 @@ async fn answer(
     let first_busy = {
         let mut s = seen.lock().unwrap();
         s.count += 1;
-        let first = path.starts_with("/busy")
+        let first = (path.starts_with("/busy") || path.starts_with("/limited"))
             && s.busy_once
                 .insert(r.header("webhook-id").unwrap_or_default().to_owned());
         if record {
@@ -219,6 +220,13 @@ async fn answer(
             StatusCode::SERVICE_UNAVAILABLE,
             [("retry-after", "2")],
             "busy",
+        )
+            .into_response()
+    } else if path.starts_with("/limited") && first_busy {
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "60")],
+            "slow down",
         )
             .into_response()
     } else if path.starts_with("/brief") {
