@@ -11,8 +11,7 @@
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
 -- ix        (tail; a queue with a lane only) the index bucket `ix:<b>` of each job, in order
--- Arguments: keyed (a job of the batch has a key: marks the queue, L_KEYS), then the tail
--- `batch` of (id, spec): the spec is the whole record as the client builds
+-- Arguments: the tail `batch` of (id, spec): the spec is the whole record as the client builds
 --   it (record.rs `spec`) after one byte of flags — when (SPEC_NOW | SPEC_DELAY | SPEC_AT),
 --   plus SPEC_REPLACE to replace an existing scheduled job — with its due field holding the
 --   schedule's time (a delay or an absolute ms; 0 for SPEC_NOW) and created 0: the script
@@ -49,6 +48,8 @@ local zadd = {}
 local fresh = {}
 local created = 0
 local prio = false
+-- A job written with a key marks the queue (L_KEYS; keyed.lua).
+local keyed = false
 -- The lane, when this queue has one (lane.lua: lane_find); L.ix is set per job.
 local L = nil
 -- The lane's length and next sequence number when the script began, its last due time, the
@@ -212,8 +213,9 @@ for i = 0, n - 1 do
       due = rec_due(stored)
       code = R_EXISTS
     end
-    if written and not prio and has(string.byte(rec, 2), F_EXTRA) then
-      prio = decode(rec).prio ~= nil
+    if written and has(string.byte(rec, 2), F_EXTRA) then
+      if not prio then prio = decode(rec).prio ~= nil end
+      if not keyed then keyed = rec_kp(rec) ~= '' end
     end
     push_enqueued(out, code, due)
   else

@@ -100,6 +100,9 @@ pub(crate) enum Workload {
     /// One consumer over two backlogged queues, weights 3:1: drain rate and the heavy
     /// queue's share (not part of `all`).
     Multi,
+    /// Fairness among keys: key A with n jobs and key B with 100 due together, one consumer
+    /// at concurrency 16, with keys and without (not part of `all`).
+    Fair,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -247,7 +250,8 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
     };
     let want = |w: Workload| {
         a.workload == w
-            || (a.workload == Workload::All && !matches!(w, Workload::Push | Workload::Multi))
+            || (a.workload == Workload::All
+                && !matches!(w, Workload::Push | Workload::Multi | Workload::Fair))
     };
     let mut rows: Vec<Row> = Vec::new();
     let mut emit = |mut batch: Vec<Row>, env: &Env| -> anyhow::Result<()> {
@@ -332,6 +336,11 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
     if want(Workload::Multi) {
         for c in [1, 50] {
             emit(vec![queues::weighted(&mut env, a.n, c).await?], &env)?;
+        }
+    }
+    if want(Workload::Fair) {
+        for keyed in [true, false] {
+            emit(vec![queues::fair(&mut env, a.n, keyed).await?], &env)?;
         }
     }
     if want(Workload::Push) {

@@ -14,15 +14,12 @@ script! {
     file: "enqueue.lua",
     keys: [Sched, Jobs, Wake, Stat, Ready, Done, Lane, LaneMeta, LaneGone],
     key_tails: [ix],
-    args: {
-        /// A job of the batch has a key (marks the queue: L_KEYS).
-        keyed: bool,
-    },
+    args: {},
     tail: batch: Spec,
     helpers: [
         now_ms, has, rec_token, rec_attempt, rec_due, rec_claimed, decode, due_from, call_chunked,
         wake_if_earlier, count, win_member, win_key, wins_key, win_width, lane_find, lane_pull,
-        lane_first_due,
+        lane_first_due, rec_kp,
     ],
     reply: Flat<Outcome>,
 }
@@ -58,7 +55,6 @@ impl RedisBackend {
         let ix = route.buckets(k, jobs.iter().map(|(id, _)| id.as_str()));
         let mut ids = Vec::with_capacity(jobs.len());
         let mut batch = Vec::with_capacity(jobs.len());
-        let keyed = jobs.iter().any(|(_, j)| j.key.is_some());
         for (id, job) in jobs {
             ids.push(id.clone());
             batch.push(Spec {
@@ -66,9 +62,7 @@ impl RedisBackend {
                 spec: record::spec(job),
             });
         }
-        let Flat(outcomes) = self
-            .run(&SCRIPT, k, Args { ix, keyed, batch }, true)
-            .await?;
+        let Flat(outcomes) = self.run(&SCRIPT, k, Args { ix, batch }, true).await?;
         if outcomes.len() != ids.len() {
             return Err(shape("enqueue: one outcome per job expected"));
         }
