@@ -492,7 +492,7 @@ impl Backend for EmbeddedBackend {
                 let mut keyed = None;
                 let jobs = if max > 0 && !paused {
                     if crate::keyed::is_keyed(c, q.as_str())? {
-                        let mut t = crate::keyed::take(c, q.as_str(), max, now.ms(), now.0)?;
+                        let mut t = crate::keyed::take(c, q.as_str(), max, now.ms(), now.0, prio)?;
                         let rows = std::mem::take(&mut t.rows);
                         keyed = Some(t);
                         lease_rows(c, &q, rows, req.lease, now.ms(), &mut counts)?

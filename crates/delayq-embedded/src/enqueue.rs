@@ -17,6 +17,8 @@ pub(crate) fn insert(
 ) -> Result<(Vec<Enqueued>, bool)> {
     let head_due = head(c, q, SCHEDULED)?;
     let mut keyed = crate::keyed::is_keyed(c, q)?;
+    // The keys this call recorded (one `job_keys` write per key, however many jobs).
+    let mut added: std::collections::HashSet<String> = std::collections::HashSet::new();
     if !keyed && jobs.iter().any(|j| j.key.is_some()) {
         crate::keyed::mark_keyed(c, q)?;
         keyed = true;
@@ -59,8 +61,11 @@ pub(crate) fn insert(
             None if keyed => Some(""),
             None => None,
         };
-        if let Some(k) = job.key.as_ref() {
+        if let Some(k) = job.key.as_ref()
+            && !added.contains(k.as_str())
+        {
             crate::keyed::add_key(c, q, k.as_str())?;
+            added.insert(k.to_string());
         }
         let mut insert_it = || {
             insert

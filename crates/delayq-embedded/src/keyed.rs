@@ -110,8 +110,17 @@ struct Group {
 
 /// Claim step 2 of a keyed queue: up to `max` due jobs — the highest priority first, as the
 /// Redis claim takes them, and within it a key of the earliest turn at a time — each key
-/// within its limits and hold (the rows are leased by the caller).
-pub(crate) fn take(c: &Connection, q: &str, max: i64, now: i64, now_us: u64) -> Result<KeyedTake> {
+/// within its limits and hold (the rows are leased by the caller). A queue that has had
+/// priorities (`prio`) reads each key's due jobs in priority order (a sort of the key's due
+/// rows); any other in the `jobs_by_key` index's order (due time).
+pub(crate) fn take(
+    c: &Connection,
+    q: &str,
+    max: i64,
+    now: i64,
+    now_us: u64,
+    prio: bool,
+) -> Result<KeyedTake> {
     let lim = KeyLimits::read(c, q)?;
     let v: i64 = c
         .prepare_cached("SELECT turn FROM queue_conf WHERE queue = ?1")
@@ -141,10 +150,15 @@ pub(crate) fn take(c: &Connection, q: &str, max: i64, now: i64, now_us: u64) -> 
     let mut leased = c
         .prepare_cached("SELECT COUNT(*) FROM jobs WHERE queue = ?1 AND key = ?2 AND state = ?3")
         .map_err(sql)?;
+    let order = if prio {
+        "COALESCE(priority, ?6) DESC, score, id"
+    } else {
+        "score, id"
+    };
     let mut select = c
         .prepare_cached(&format!(
             "SELECT {COLS} FROM jobs WHERE queue = ?1 AND key = ?2 AND state = ?3 \
-             AND score <= ?4 ORDER BY COALESCE(priority, ?6) DESC, score, id LIMIT ?5"
+             AND score <= ?4 ORDER BY {order} LIMIT ?5"
         ))
         .map_err(sql)?;
     let prio_of = |r: &RowData| r.priority.unwrap_or(i64::from(delayq::DEFAULT_PRIORITY));
@@ -199,11 +213,15 @@ pub(crate) fn take(c: &Connection, q: &str, max: i64, now: i64, now_us: u64) -> 
             }
             _ => None,
         };
-        let rows: VecDeque<RowData> = select
-            .query_map(
+        let got = if prio {
+            select.query_map(
                 params![q, key, SCHEDULED, now, max, delayq::DEFAULT_PRIORITY],
                 row,
             )
+        } else {
+            select.query_map(params![q, key, SCHEDULED, now, max], row)
+        };
+        let rows: VecDeque<RowData> = got
             .map_err(sql)?
             .collect::<rusqlite::Result<_>>()
             .map_err(sql)?;

@@ -29,15 +29,15 @@ local now = now_ms()
 local ret = queue_retention(stat, lflags)
 local out, kept, raws =
   ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of, acks_result)
-local acked, back = 0, false
+local acked, ended = 0, {}
 local keyed = bit.band(lflags, L_KEYS) ~= 0
 for i = 1, #out do
   if out[i] == R_OK then
     acked = acked + 1
-    if keyed and key_free(kinfl, kwait, ready, raws[i]) then back = true end
+    if keyed then key_ended(ended, raws[i]) end
   end
 end
-if back then redis.call(PUBLISH, wake, 0) end
+if keyed and key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end
 if acked > 0 then
   count(stat, now, 1, acked)
   limit_freed(stat, wake, lflags)

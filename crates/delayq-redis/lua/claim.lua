@@ -64,10 +64,12 @@ local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, do
 if kept > 0 or ret then trim_done(jobs, done, now) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }
+-- Keys of the leases that end in this call (keyed.lua: key_ended), freed before the claim.
+local ended = {}
 for i = 1, #acks do
   if acks[i] == R_OK then
     c[1] = c[1] + 1
-    if keyed then key_free(kinfl, kwait, ready, acked[i]) end
+    if keyed then key_ended(ended, acked[i]) end
   end
 end
 
@@ -82,7 +84,7 @@ if lease_next and lease_next <= now then
     redis.call('ZREM', lease, id)
     local raw = redis.call('HGET', jobs, id)
     if raw then
-      if keyed then key_free(kinfl, kwait, ready, raw) end
+      if keyed then key_ended(ended, raw) end
       local r = decode(raw)
       r.err = 'lease expired (attempt ' .. r.attempt .. ')'
       if r.attempt >= r.max_attempts then
@@ -100,6 +102,7 @@ if lease_next and lease_next <= now then
   lhead = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
   lease_next = lhead[2] and tonumber(lhead[2])
 end
+if keyed then key_free(kinfl, kwait, ready, ended) end
 -- No lease at all: no key has a job in flight (whatever a lost count says).
 if keyed and not lease_next then redis.call('DEL', kinfl) end
 

@@ -270,6 +270,34 @@ local function queue_retention(stat, lflags)
   return { keep = keep, dedupe = dedupe }
 end
 
+--@ rec_keeps needs has
+-- Whether the raw record `raw` has a retention of its own (extra X_KEEP or X_DEDUPE), read
+-- from its extras without decoding the rest: an ack deletes every other completed job of a
+-- queue without retention in one batch.
+local function rec_keeps(raw)
+  local flags = string.byte(raw, 2)
+  if not has(flags, F_EXTRA) then return false end
+  local pos = HEADER_LEN + 1
+  if has(flags, F_LEASE) then pos = pos + 4 end
+  if has(flags, F_BACKOFF) then pos = pos + 9 end
+  if has(flags, F_TIMEOUT) then pos = pos + 4 end
+  if has(flags, F_EXPIRES) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    pos = pos + 1
+    if tag == X_KEEP or tag == X_DEDUPE then return true end
+    if tag == X_PRIORITY then
+      pos = pos + 1
+    else
+      -- X_TARGET and every sized extra: a u16 length, then the bytes.
+      pos = pos + 2 + struct.unpack('>H', raw, pos)
+    end
+  end
+  return false
+end
+
 --@ keep_done needs decode encode
 -- A completed job: deleted, or kept as done when its retention (its own, else the queue's
 -- `ret`) says so — marked F_DONE with its completion time and the end of its dedupe window

@@ -108,15 +108,25 @@ local function key_unpark(kwait, ready, k, n)
   return back
 end
 
---@ key_free needs rec_kp key_unpark
--- A leased job (raw record `raw`) ended its lease (acked, failed, released, expired): its
--- key has one job less in flight, and one of its parked jobs goes back to its turn. Returns
--- whether one did (the caller wakes consumers).
-local function key_free(kinfl, kwait, ready, raw)
+--@ key_ended needs rec_kp
+-- A leased job (raw record `raw`) ended its lease (acked, failed, released, expired): counts
+-- it under its key in `ended` (key -> jobs), for key_free.
+local function key_ended(ended, raw)
   local k = rec_kp(raw)
-  if k == '' then return false end
-  if redis.call('HINCRBY', kinfl, k, -1) <= 0 then redis.call('HDEL', kinfl, k) end
-  return key_unpark(kwait, ready, k, 1) > 0
+  if k ~= '' then ended[k] = (ended[k] or 0) + 1 end
+end
+
+--@ key_free needs key_unpark
+-- The leases counted in `ended` (key_ended) are over: each key has that many jobs less in
+-- flight, and as many of its parked jobs go back to their turns — one call per key, however
+-- many of its jobs ended. Returns whether any came back (the caller wakes consumers).
+local function key_free(kinfl, kwait, ready, ended)
+  local back = false
+  for k, n in pairs(ended) do
+    if redis.call('HINCRBY', kinfl, k, -n) <= 0 then redis.call('HDEL', kinfl, k) end
+    if key_unpark(kwait, ready, k, n) > 0 then back = true end
+  end
+  return back
 end
 
 --@ key_unwait needs key_unpark

@@ -395,7 +395,7 @@ local function state_of(sched, lease, dead, id, ready, L)
   return nil
 end
 
---@ ack_pairs needs has rec_token call_chunked keep_done lane_find
+--@ ack_pairs needs has rec_token call_chunked keep_done lane_find rec_keeps
 -- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
@@ -417,7 +417,7 @@ local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_o
       local L = lane_of and lane_of(i)
       out[i] = (L and lane_find(L, ids[i])) and R_LOST or R_MISSING
     elseif token ~= 0 and rec_token(raw) == token then
-      if ret or has(string.byte(raw, 2), F_EXTRA) then
+      if ret or (has(string.byte(raw, 2), F_EXTRA) and rec_keeps(raw)) then
         kept[#kept + 1] = i
       else
         gone[#gone + 1] = ids[i]

@@ -29,8 +29,10 @@ local now = now_ms()
 redis.call('ZREM', lease, id)
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 limit_freed(stat, wake, lflags)
-if bit.band(lflags, L_KEYS) ~= 0 and key_free(kinfl, kwait, ready, raw) then
-  redis.call(PUBLISH, wake, 0)
+if bit.band(lflags, L_KEYS) ~= 0 then
+  local ended = {}
+  key_ended(ended, raw)
+  if key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end
 end
 r.err = err
 if dead_now or r.attempt >= r.max_attempts then

@@ -16,11 +16,12 @@ local now = now_ms()
 local n = 0
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local keyed = bit.band(lflags, L_KEYS) ~= 0
+local ended = {}
 for i = 1, leases_n do
   local id = leases_id[i]
   local raw = leased_raw(jobs, id, leases_token[i])
   if raw then
-    if keyed then key_free(kinfl, kwait, ready, raw) end
+    if keyed then key_ended(ended, raw) end
     local r = decode(raw)
     if n == 0 then wake_if_earlier(sched, wake, now) end
     redis.call('ZREM', lease, id)
@@ -32,5 +33,6 @@ for i = 1, leases_n do
     n = n + 1
   end
 end
+if keyed then key_free(kinfl, kwait, ready, ended) end
 if n > 0 then limit_freed(stat, wake, lflags) end
 return n

@@ -29,7 +29,7 @@ script! {
     },
     helpers: [
         now_ms, decode, encode, backoff_ms, wake_if_earlier, bury, count, limit_freed, leased_raw,
-        key_free,
+        key_ended, key_free,
     ],
     reply: Coded,
 }
