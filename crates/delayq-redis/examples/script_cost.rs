@@ -6,7 +6,8 @@
 //! Phases (W1 and W2 of docs/BENCHMARKS.md, smaller): `awaited` enqueues N jobs one call each
 //! (delays 1–2 h), `batch` enqueues N in batches of 1,000 (`batch-one-delay`: all due 1.5 h
 //! ahead, as ChasquiMQ's bulk enqueue), `drain` enqueues N due jobs in
-//! batches and drains them with claims of 64 whose acks travel with the next claim.
+//! batches and drains them with claims of 64 (`CLAIM=n` in the environment: n) whose acks
+//! travel with the next claim.
 //!
 //! `cargo run --release -p delayq-redis --example script_cost -- redis://127.0.0.1:PORT
 //! awaited|batch|batch-one-delay|drain [N]` (it runs FLUSHALL on that server).
@@ -70,7 +71,10 @@ async fn main() {
             let mut acks = Vec::new();
             while done < n {
                 let req = ClaimRequest {
-                    max: 64,
+                    max: std::env::var("CLAIM")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(64),
                     lease: Duration::from_secs(60),
                     acks: std::mem::take(&mut acks),
                 };
