@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use delayq::{
     Backend, Completion, Consumer, ConsumerOptions, DeliveryLog, Failure, Handler, Inspect, Job,
-    QueueName, RunReport, Target, TraceMode,
+    QueueName, RunReport, TraceMode,
 };
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -250,7 +250,7 @@ impl<B: Backend + Inspect> Pusher<B> {
             backend: self.backend.clone(),
             queue: q.clone(),
             shared: self.shared.clone(),
-            default: Mutex::new(None),
+            settings: Mutex::new(None),
             own: own.clone(),
         };
         let mut own_stop = own.subscribe();
@@ -273,19 +273,20 @@ impl<B: Backend + Inspect> Pusher<B> {
     }
 }
 
-/// How long a queue's default target is trusted before it is read again.
-const DEFAULT_TTL: Duration = Duration::from_secs(5);
+/// How long a queue's settings (its default target, `pause_key_on_429`) are trusted before
+/// they are read again.
+const SETTINGS_TTL: Duration = Duration::from_secs(5);
 
-/// A queue's default target and when it was read.
-type CachedTarget = Option<(Instant, Option<Target>)>;
+/// A queue's settings and when they were read.
+type CachedSettings = Option<(Instant, delayq::QueueSettings)>;
 
 /// The consumer handler of one push queue.
 struct Deliver<B> {
     backend: B,
     queue: QueueName,
     shared: Arc<Shared>,
-    /// The queue's default target and when it was read.
-    default: Mutex<CachedTarget>,
+    /// The queue's settings and when they were read.
+    settings: Mutex<CachedSettings>,
     /// Stops this queue's consumer (set when the queue turns out to be a pull queue now).
     own: Arc<watch::Sender<bool>>,
 }
@@ -296,10 +297,10 @@ impl<B: Backend + Inspect> Deliver<B> {
     /// keys go on while this upstream recovers. A failure to hold is logged, never fails the
     /// delivery's own retry.
     async fn hold_key(&self, key: &delayq::JobKey, wait: Duration) {
-        let on = match self.backend.settings(&self.queue).await {
+        let on = match self.settings().await {
             Ok(s) => s.pause_key_on_429,
             Err(e) => {
-                tracing::warn!(queue = %self.queue, %key, error = %e, "reading the queue's settings to hold a key");
+                tracing::warn!(queue = %self.queue, %key, error = %e.message(), "reading the queue's settings to hold a key");
                 return;
             }
         };
@@ -319,17 +320,19 @@ impl<B: Backend + Inspect> Deliver<B> {
         }
     }
 
-    async fn default_target(&self) -> Result<Option<Target>, Failure> {
-        if let Some((at, t)) = self.default.lock().expect("lock").as_ref()
-            && at.elapsed() < DEFAULT_TTL
+    /// The queue's settings, read at most every [`SETTINGS_TTL`]; a queue set back to pull
+    /// stops this consumer.
+    async fn settings(&self) -> Result<delayq::QueueSettings, Failure> {
+        if let Some((at, s)) = self.settings.lock().expect("lock").as_ref()
+            && at.elapsed() < SETTINGS_TTL
         {
-            return Ok(t.clone());
+            return Ok(s.clone());
         }
         let s = self
             .backend
             .settings(&self.queue)
             .await
-            .map_err(|e| Failure::give_back(format!("reading the queue's target: {e}")))?;
+            .map_err(|e| Failure::give_back(format!("reading the queue's settings: {e}")))?;
         if s.delivery != delayq::DeliveryMode::Push {
             // Set back to pull since this pusher found it: its jobs are the workers' now. This
             // one is given back and the queue's consumer stops at once (claiming more only to
@@ -340,8 +343,8 @@ impl<B: Backend + Inspect> Deliver<B> {
                 self.queue
             )));
         }
-        *self.default.lock().expect("lock") = Some((Instant::now(), s.target.clone()));
-        Ok(s.target)
+        *self.settings.lock().expect("lock") = Some((Instant::now(), s.clone()));
+        Ok(s)
     }
 }
 
@@ -349,7 +352,7 @@ impl<B: Backend + Inspect> Handler for Deliver<B> {
     async fn handle(&self, job: Job) -> Result<Completion, Failure> {
         let target = match &job.target {
             Some(t) => t.clone(),
-            None => match self.default_target().await? {
+            None => match self.settings().await?.target {
                 Some(t) => t,
                 None => {
                     return Err(Failure::dead(
