@@ -28,8 +28,8 @@ pub use deadlines::{
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 pub use keys::{
-    key_limits_hold_each_key, keys_on_a_sharded_queue, keys_pause_and_resume,
-    keys_share_claims_round_robin,
+    key_limits_hold_each_key, key_slots_come_back_when_leases_end, keys_on_a_sharded_queue,
+    keys_pause_and_resume, keys_share_claims_round_robin,
 };
 pub use priority::{
     due_listing_follows_claim_order, low_priorities_age, priorities_order_due_jobs,
@@ -746,7 +746,8 @@ macro_rules! conformance_tests {
             traces_travel_with_the_job, several_queues_share_claims_by_weight,
             several_queues_in_strict_order, several_queues_wake_and_pause_each,
             results_stay_with_done_jobs, handlers_return_results,
-            keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume);
+            keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume,
+            key_slots_come_back_when_leases_end);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

@@ -276,3 +276,37 @@ pub async fn keys_on_a_sharded_queue<B: Backend + Inspect>(b: B, t: Time) {
     let a = keys.iter().find(|k| k.key == key("a")).expect("a listed");
     assert!(a.paused_until_ms.is_some() && a.due == 8, "{keys:?}");
 }
+
+/// A key at `key_max_in_flight` gets its slot back whenever its lease ends, not only by an ack
+/// or a nack: when the lease expires unacked (a consumer died) and when it is released (a
+/// consumer stopped) — else the key's other jobs would wait forever.
+pub async fn key_slots_come_back_when_leases_end<B: Backend + Inspect>(b: B, t: Time) {
+    let q = QueueName::new("keyed-slots").unwrap();
+    let s = QueueSettings {
+        key_max_in_flight: Some(1),
+        ..QueueSettings::default()
+    };
+    b.configure(&q, s).await.unwrap();
+    enqueue(&b, &q, keyed("a", 3)).await;
+    // Another key's job stays leased throughout, so no store can tell "no lease left" and
+    // reset every key's count: each ended lease must free its own key.
+    let mut other = keyed("b", 1);
+    other[0].priority = Some(9);
+    enqueue(&b, &q, other).await;
+    t.pass(Duration::from_millis(2)).await;
+    assert_eq!(claim_keys(&b, &q, 1).await, ["b"]);
+    let first = b.claim(&q, req(10, 1_000)).await.unwrap().jobs;
+    assert_eq!(first.len(), 1, "one slot");
+    assert!(b.claim(&q, req(10, 1_000)).await.unwrap().jobs.is_empty());
+    // The lease expires unacked: the claim that recovers it may lease a job of the key again.
+    t.pass(Duration::from_millis(1_100)).await;
+    let second = b.claim(&q, req(10, 60_000)).await.unwrap().jobs;
+    assert_eq!(second.len(), 1, "the expired lease freed the slot");
+    assert!(b.claim(&q, req(10, 60_000)).await.unwrap().jobs.is_empty());
+    // Released (a consumer's shutdown): the slot is free again.
+    b.release(&q, vec![second[0].lease_ref()], true)
+        .await
+        .unwrap();
+    let third = b.claim(&q, req(10, 60_000)).await.unwrap().jobs;
+    assert_eq!(third.len(), 1, "the released lease freed the slot");
+}
