@@ -350,11 +350,10 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
         } => {
             let hold = match (for_, until) {
                 (Some(d), _) => delayq::KeyHold::For(d),
-                (None, Some(t)) => delayq::KeyHold::Until(
-                    t.duration_since(std::time::UNIX_EPOCH)
-                        .unwrap_or_default()
-                        .as_millis() as u64,
-                ),
+                (None, Some(t)) => match Due::at(t)? {
+                    Due::At(ms) => delayq::KeyHold::Until(ms),
+                    _ => unreachable!("Due::at answers a time"),
+                },
                 (None, None) => anyhow::bail!("give --for or --until"),
             };
             match b.pause_key(&name, &key, hold).await? {

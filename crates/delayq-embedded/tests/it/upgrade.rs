@@ -25,6 +25,12 @@ fn fixture(name: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Job `id` of `q`, which must be there.
+async fn stored(b: &EmbeddedBackend, q: &QueueName, id: &str) -> delayq::JobInfo {
+    let id = JobId::new(id).unwrap();
+    b.get(q, &id).await.unwrap().expect("the job is there")
+}
+
 fn layout(dir: &Path) -> i64 {
     let c = rusqlite::Connection::open(dir.join("delayq.sqlite3")).unwrap();
     c.pragma_query_value(None, "user_version", |r| r.get(0))
@@ -150,17 +156,11 @@ async fn a_store_of_layout_2_gains_results() {
     assert_eq!(layout(dir.path()), 2);
     let b = EmbeddedBackend::open(dir.path()).unwrap();
     let q = QueueName::new("mail").unwrap();
-    let get = |id: &str| {
-        let b = b.clone();
-        let q = q.clone();
-        let id = JobId::new(id).unwrap();
-        async move { b.get(&q, &id).await.unwrap().expect("the job is there") }
-    };
-    let done = get("done-1").await;
+    let done = stored(&b, &q, "done-1").await;
     assert_eq!((done.state, done.result), (JobState::Done, None));
     assert!(done.trace.is_some(), "its trace context is kept");
-    assert_eq!(get("dead-1").await.state, JobState::Dead);
-    assert_eq!(get("later-1").await.state, JobState::Scheduled);
+    assert_eq!(stored(&b, &q, "dead-1").await.state, JobState::Dead);
+    assert_eq!(stored(&b, &q, "later-1").await.state, JobState::Scheduled);
     let keep = delayq::QueueSettings {
         retention: delayq::Retention {
             keep_done_ms: 60_000,
@@ -191,7 +191,7 @@ async fn a_store_of_layout_2_gains_results() {
         .map(|o| o[0]);
     assert_eq!(o.unwrap(), delayq::AckOutcome::Acked);
     assert_eq!(
-        get("dead-1").await.result.as_deref(),
+        stored(&b, &q, "dead-1").await.result.as_deref(),
         Some(&b"{\"ok\":1}"[..])
     );
     drop(b);
@@ -209,18 +209,12 @@ async fn a_store_of_layout_3_gains_keys() {
     assert_eq!(layout(dir.path()), 3);
     let b = EmbeddedBackend::open(dir.path()).unwrap();
     let q = QueueName::new("mail").unwrap();
-    let get = |id: &str| {
-        let b = b.clone();
-        let q = q.clone();
-        let id = JobId::new(id).unwrap();
-        async move { b.get(&q, &id).await.unwrap().expect("the job is there") }
-    };
-    let done = get("done-1").await;
+    let done = stored(&b, &q, "done-1").await;
     assert_eq!(done.state, JobState::Done);
     assert_eq!(done.result.as_deref(), Some(&b"{\"sent\":true}\n"[..]));
     assert_eq!(done.key, None);
-    assert_eq!(get("dead-1").await.state, JobState::Dead);
-    assert_eq!(get("later-1").await.state, JobState::Scheduled);
+    assert_eq!(stored(&b, &q, "dead-1").await.state, JobState::Dead);
+    assert_eq!(stored(&b, &q, "later-1").await.state, JobState::Scheduled);
     let s = b.settings(&q).await.unwrap();
     assert_eq!(s.max_in_flight, Some(5));
     assert_eq!(s.retention.keep_done_ms, 3_600_000);
