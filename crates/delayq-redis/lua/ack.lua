@@ -20,17 +20,25 @@
 -- Safe to run twice: a second run finds the records gone (or done, with no token) and answers
 -- R_MISSING or R_LOST, changing nothing (a client that resends after a lost reply reads either
 -- as "done or cancelled").
-local lane_of = nil
+-- The lane's helpers are defined only for a queue with a lane (scripts.rs: DEFINE).
+local in_lane = nil
 if ix_n > 0 then
-  lane_of = function(i) return { lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] } end
+  --@ define lane_find
+  in_lane = function(i, id)
+    return lane_find({ lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] }, id)
+  end
 end
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local now = now_ms()
 local ret = queue_retention(stat, lflags)
 local out, kept, raws =
-  ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, lane_of, acks_result)
+  ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, in_lane, acks_result)
 local acked, ended = 0, {}
 local keyed = bit.band(lflags, L_KEYS) ~= 0
+-- A keyed queue's helpers are defined only when it is one (scripts.rs: DEFINE).
+if keyed then
+  --@ define key_ended key_free
+end
 for i = 1, #out do
   if out[i] == R_OK then
     acked = acked + 1

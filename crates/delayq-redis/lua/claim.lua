@@ -54,13 +54,22 @@ if is_paused then max = 0 end
 local lflags = string.byte(flags, 2) or 0
 local ret = nil
 if acks_n > 0 then ret = queue_retention(stat, lflags) end
-local lane_of = nil
-if ix_n > 0 then
-  lane_of = function(i) return { lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] } end
+local lane_on = bit.band(lflags, L_LANE) ~= 0
+-- The lane's helpers are defined only for a queue with a lane, a keyed queue's only for a
+-- keyed queue (scripts.rs: DEFINE): each helper defined costs every call.
+local in_lane = nil
+if lane_on or ix_n > 0 then
+  --@ define lane_find win_width win_promote lane_spill lane_first_due lane_h lane_dead lane_due lane_entry lane_trim ix_entry
+  in_lane = ix_n > 0 and function(i, id)
+    return lane_find({ lane = lane, meta = lanemeta, ix = KEYS[ix_at + i - 1] }, id)
+  end
 end
 local keyed = bit.band(lflags, L_KEYS) ~= 0
+if keyed then
+  --@ define key_ended key_free key_unwait key_promote key_take key_limits
+end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
-  lane_of)
+  in_lane)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }
@@ -124,7 +133,6 @@ local lane_raws, sids = {}, ids
 local next_due = nil
 local from = sched
 local lmeta = lanemeta
-local lane_on = bit.band(lflags, L_LANE) ~= 0
 -- When the lane's next time window moves (nil: none, or the queue has no windows).
 local wnext = nil
 if lane_on and not is_paused then

@@ -59,6 +59,8 @@ local lane_len, lane_next, lane_tail, lane_push, lane_first = 0, 0, nil, {}, nil
 -- and the windows in the order first pushed to.
 local W, wlen, wpush, worder = 0, {}, {}, {}
 if ix_n > 0 then
+  -- The lane's helpers, defined only for a queue with a lane (scripts.rs: DEFINE).
+  --@ define win_member win_key wins_key win_width lane_find lane_pull lane_first_due
   local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
   local f = string.byte(fw) or 0
   if bit.band(f, L_LANE) ~= 0 then

@@ -395,16 +395,17 @@ local function state_of(sched, lease, dead, id, ready, L)
   return nil
 end
 
---@ ack_pairs needs has rec_token call_chunked keep_done lane_find rec_keeps
+--@ ack_pairs needs has rec_token call_chunked keep_done rec_keeps
 -- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
 -- R_MISSING (nothing changed), how many were kept, and the records read (pair i's before the
--- ack, nil when `jobs` had none: a keyed queue frees the keys of those acked). `lane_of(i)`, when given: the lane of
--- pair i (lane_find), asked only about an id `jobs` does not hold. `results`, when given
+-- ack, nil when `jobs` had none: a keyed queue frees the keys of those acked).
+-- `in_lane(i, id)`, when given: whether pair i's lane holds `id` (lane_find), asked only
+-- about an id `jobs` does not hold. `results`, when given
 -- (ack.lua; never a claim's acks): pair i's handler result, kept with a job kept as done
 -- (an empty string: none).
-local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_of, results)
+local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lane, results)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
     return out, 0
@@ -414,8 +415,7 @@ local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, lane_o
     local token = tokens[i]
     local raw = raws[i]
     if not raw then
-      local L = lane_of and lane_of(i)
-      out[i] = (L and lane_find(L, ids[i])) and R_LOST or R_MISSING
+      out[i] = (in_lane and in_lane(i, ids[i])) and R_LOST or R_MISSING
     elseif token ~= 0 and rec_token(raw) == token then
       if ret or (has(string.byte(raw, 2), F_EXTRA) and rec_keeps(raw)) then
         kept[#kept + 1] = i

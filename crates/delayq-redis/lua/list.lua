@@ -46,6 +46,7 @@ if by_prio then
   if W > 0 then win_promote(lane, lmeta, jobs, sched, now, W, LIST_PROMOTE) end
   lane_spill(lane, lmeta, jobs, sched, now, LIST_PROMOTE)
   if keyed then
+    --@ define key_promote
     -- In turns, as a claim takes them (keyed.lua; a parked job after every live one).
     key_promote(sched, ready, jobs, kvt, now, LIST_PROMOTE)
   else

@@ -30,6 +30,7 @@ redis.call('ZREM', lease, id)
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 limit_freed(stat, wake, lflags)
 if bit.band(lflags, L_KEYS) ~= 0 then
+  --@ define key_ended key_free
   local ended = {}
   key_ended(ended, raw)
   if key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end

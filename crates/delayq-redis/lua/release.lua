@@ -16,6 +16,10 @@ local now = now_ms()
 local n = 0
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local keyed = bit.band(lflags, L_KEYS) ~= 0
+-- A keyed queue's helpers are defined only when it is one (scripts.rs: DEFINE).
+if keyed then
+  --@ define key_ended key_free
+end
 local ended = {}
 for i = 1, leases_n do
   local id = leases_id[i]

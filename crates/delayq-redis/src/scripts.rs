@@ -128,10 +128,11 @@ pub(crate) static HELPERS: LazyLock<Vec<Helper>> = LazyLock::new(|| {
     out
 });
 
-/// The text of `helpers` and of every helper they need, in definition order.
-fn helper_text(helpers: &[&str]) -> String {
-    let by_name: HashMap<&str, &Helper> = HELPERS.iter().map(|h| (h.name.as_str(), h)).collect();
-    let mut want: HashSet<&str> = HashSet::new();
+/// The names of `helpers` and of every helper they need.
+fn needed(helpers: &[&str]) -> HashSet<&'static str> {
+    let by_name: HashMap<&str, &'static Helper> =
+        HELPERS.iter().map(|h| (h.name.as_str(), h)).collect();
+    let mut want: HashSet<&'static str> = HashSet::new();
     let mut todo: Vec<&str> = helpers.to_vec();
     while let Some(name) = todo.pop() {
         let h = by_name
@@ -141,11 +142,78 @@ fn helper_text(helpers: &[&str]) -> String {
             todo.extend(h.needs.iter().map(String::as_str));
         }
     }
+    want
+}
+
+/// The text of the helpers in `want`, in definition order (a helper before those that call
+/// it).
+fn helper_text(want: &HashSet<&str>) -> String {
     HELPERS
         .iter()
         .filter(|h| want.contains(h.name.as_str()))
         .map(|h| h.text.as_str())
         .collect()
+}
+
+/// A script's line `--@ define NAME …`: the named helpers (declared in its `helpers`), and
+/// those only they need, are defined at that line instead of before the script. Every helper
+/// defined costs a closure on each call whether it runs or not (~1–2k instructions in Redis's
+/// Lua), so helpers that only one branch calls — a keyed queue's — are defined in that
+/// branch: `if keyed then --@ define key_take … end`. Their names are declared `local` before
+/// the helpers, so the script and its other helpers see them. Each such line defines all it
+/// needs that is not defined before the script (a helper two branches need is defined in
+/// both: neither branch counts on the other having run).
+const DEFINE: &str = "--@ define ";
+
+/// `source` with each `--@ define` line replaced by its helpers' definitions, the names those
+/// define, and the helpers defined before the script (`helpers` and what they need, less what
+/// is defined later).
+fn place_helpers(helpers: &[&str], source: &str) -> (String, Vec<&'static str>, String) {
+    let defines: Vec<Vec<&str>> = source
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix(DEFINE))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for name in defines.iter().flatten() {
+        assert!(
+            helpers.contains(name),
+            "`{DEFINE}{name}` names a helper the script does not declare"
+        );
+    }
+    let eager: Vec<&str> = helpers
+        .iter()
+        .copied()
+        .filter(|h| !defines.iter().flatten().any(|d| d == h))
+        .collect();
+    let eager = needed(&eager);
+    let before = helper_text(&eager);
+    let mut late: Vec<&'static str> = Vec::new();
+    let mut out = String::with_capacity(source.len());
+    let mut defines = defines.into_iter();
+    for line in source.split_inclusive('\n') {
+        if !line.trim_start().starts_with(DEFINE) {
+            out.push_str(line);
+            continue;
+        }
+        let names = defines.next().unwrap_or_default();
+        let here: HashSet<&'static str> = needed(&names)
+            .into_iter()
+            .filter(|n| !eager.contains(n))
+            .collect();
+        let mut text = helper_text(&here);
+        for h in HELPERS.iter().filter(|h| here.contains(h.name.as_str())) {
+            text = text.replacen(
+                &format!("local function {}(", h.name),
+                &format!("{} = function(", h.name),
+                1,
+            );
+            if !late.contains(&h.name.as_str()) {
+                late.push(h.name.as_str());
+            }
+        }
+        out.push_str(&text);
+    }
+    (before, late, out)
 }
 
 /// The whole text sent for a script: its header, the helpers it names and its own text, with
@@ -162,7 +230,13 @@ pub(crate) fn full(header: &str, helpers: &[&str], source: &str, sharded_pubsub:
     } else {
         "'PUBLISH'"
     };
-    let body = format!("{header}{}\n{source}", helper_text(helpers));
+    let (before, late, source) = place_helpers(helpers, source);
+    let forward = if late.is_empty() {
+        String::new()
+    } else {
+        format!("local {}\n", late.join(", "))
+    };
+    let body = format!("{header}{forward}{before}\n{source}");
     let mut values = CONSTANTS.clone();
     values.insert("PUBLISH".into(), publish.into());
     format!(
@@ -728,6 +802,47 @@ mod tests {
         assert!(!text.contains("local function promote("));
         // Helpers keep their order (a helper is defined before those that call it).
         assert!(text.find("function decode(") < text.find("function keep_done("));
+    }
+
+    #[test]
+    fn a_helper_named_on_a_define_line_is_made_only_there() {
+        let src =
+            "if a then\n  --@ define lane_find\nend\nif b then\n  --@ define lane_pull\nend\n";
+        let text = full(
+            "",
+            &["has", "rec_due", "lane_find", "lane_pull"],
+            src,
+            false,
+        );
+        // Declared before every helper, defined in the branches (assigned, not `local`).
+        let forward = text
+            .lines()
+            .find(|l| l.starts_with("local lane_") && !l.contains("function"))
+            .expect("declared");
+        assert!(forward.contains(" lane_find,") && forward.contains(" lane_pull"));
+        assert!(text.find(forward) < text.find("local function has("));
+        assert!(!text.contains("local function lane_find("));
+        let (first, second) = text.split_once("if b then").unwrap();
+        assert!(
+            first
+                .split_once("if a then")
+                .unwrap()
+                .1
+                .contains("lane_find = function(")
+        );
+        // What both branches need is defined in both: neither counts on the other.
+        assert!(second.contains("lane_find = function("));
+        assert!(second.contains("lane_pull = function("));
+        assert!(!first.contains("lane_pull = function("));
+        // What the script needs outside the branches stays before it.
+        assert!(text.contains("local function rec_due("));
+        assert_eq!(text.matches("lane_find = function(").count(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not declare")]
+    fn a_define_line_names_only_declared_helpers() {
+        full("", &["has"], "--@ define lane_find\n", false);
     }
 
     #[test]

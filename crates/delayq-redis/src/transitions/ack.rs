@@ -16,7 +16,9 @@ script! {
     key_tails: [ix],
     args: {},
     tail: acks: Finish,
-    helpers: [now_ms, queue_retention, trim_done, count, limit_freed, ack_pairs, key_ended, key_free],
+    helpers: [now_ms, queue_retention, trim_done, count, limit_freed, ack_pairs, lane_find, key_ended,
+        key_free,
+    ],
     reply: Vec<AckOutcome>,
 }
 
