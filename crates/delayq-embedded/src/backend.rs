@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use delayq::batch::Ending;
 use delayq::limits::truncate_error;
 use delayq::series::{Ring, lateness_bucket};
 use delayq::{
@@ -14,9 +15,10 @@ use delayq::{
     Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSeries, Result,
     SharedClock, SystemClock, Wakeups,
 };
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::watch;
 
+use crate::batches;
 use crate::enqueue::insert;
 use crate::rows::{
     COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, due_from, head, job_id,
@@ -86,7 +88,8 @@ fn ack_all(
              dedupe_until = ?4 + COALESCE(dedupe_ms, ?7), \
              score = ?4 + MAX(COALESCE(keep_done_ms, ?6), COALESCE(dedupe_ms, ?7)) \
              WHERE queue = ?1 AND id = ?2 AND state = ?8 AND token = ?3 AND token != 0 \
-             AND (COALESCE(keep_done_ms, ?6) > 0 OR COALESCE(dedupe_ms, ?7) > 0)",
+             AND (COALESCE(keep_done_ms, ?6) > 0 OR COALESCE(dedupe_ms, ?7) > 0) \
+             RETURNING batch",
         )
         .map_err(sql)?;
     // The common case first: a job without retention is deleted in one statement; only a job
@@ -94,7 +97,8 @@ fn ack_all(
     let mut del = c
         .prepare_cached(
             "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?4 AND token = ?3 \
-             AND token != 0 AND COALESCE(keep_done_ms, ?5) = 0 AND COALESCE(dedupe_ms, ?6) = 0",
+             AND token != 0 AND COALESCE(keep_done_ms, ?5) = 0 AND COALESCE(dedupe_ms, ?6) = 0 \
+             RETURNING batch",
         )
         .map_err(sql)?;
     let mut kept = 0;
@@ -105,18 +109,27 @@ fn ack_all(
             let (id, token) = (l.id.as_str(), l.token as i64);
             let result = results.get(i).filter(|r| !r.is_empty());
             let (keep_ms, dedupe_ms) = (ret.keep_done_ms as i64, ret.dedupe_ms as i64);
-            let mut n = del
-                .execute(params![q, id, token, LEASED, keep_ms, dedupe_ms])
+            // Each answers the job's batch when it acked it (RETURNING: no second read).
+            let batch_of = |r: &rusqlite::Row<'_>| r.get::<_, Option<String>>(0);
+            let mut acked = del
+                .query_row(params![q, id, token, LEASED, keep_ms, dedupe_ms], batch_of)
+                .optional()
                 .map_err(sql)?;
-            if n == 0 {
-                n = keep
-                    .execute(params![
-                        q, id, token, now, DONE, keep_ms, dedupe_ms, LEASED, result
-                    ])
+            if acked.is_none() {
+                acked = keep
+                    .query_row(
+                        params![q, id, token, now, DONE, keep_ms, dedupe_ms, LEASED, result],
+                        batch_of,
+                    )
+                    .optional()
                     .map_err(sql)?;
-                kept += n;
+                kept += usize::from(acked.is_some());
             }
-            Ok(if n == 1 {
+            if let Some(Some(b)) = &acked {
+                let result = result.map(Vec::as_slice);
+                batches::ended(c, q, b, id, Ending::Succeeded, result, now)?;
+            }
+            Ok(if acked.is_some() {
                 AckOutcome::Acked
             } else if state_of(c, q, id)?.is_some() {
                 AckOutcome::LeaseLost
@@ -140,14 +153,14 @@ fn ack_all(
 /// Claim step 1, crash recovery: expired leases are due again now, or dead when attempts are
 /// used up; the attempt they were given counts.
 fn recover(c: &Connection, q: &str, now: i64, counts: &mut Counts) -> Result<()> {
-    let expired: Vec<(String, i64, i64)> = c
+    let expired: Vec<(String, i64, i64, Option<String>)> = c
         .prepare_cached(
-            "SELECT id, attempt, max_attempts FROM jobs WHERE queue = ?1 AND state = ?4 \
+            "SELECT id, attempt, max_attempts, batch FROM jobs WHERE queue = ?1 AND state = ?4 \
              AND score <= ?2 ORDER BY score LIMIT ?3",
         )
         .map_err(sql)?
         .query_map(params![q, now, REAP_LIMIT, LEASED], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .map_err(sql)?
         .collect::<rusqlite::Result<_>>()
@@ -158,7 +171,7 @@ fn recover(c: &Connection, q: &str, now: i64, counts: &mut Counts) -> Result<()>
              last_error = ?6 WHERE queue = ?1 AND id = ?2",
         )
         .map_err(sql)?;
-    for (id, attempt, max) in expired {
+    for (id, attempt, max, batch) in expired {
         let err = format!("lease expired (attempt {attempt})");
         let (state, due) = if attempt >= max {
             counts.dead += 1;
@@ -169,6 +182,9 @@ fn recover(c: &Connection, q: &str, now: i64, counts: &mut Counts) -> Result<()>
         };
         upd.execute(params![q, id, state, now, due, err])
             .map_err(sql)?;
+        if let Some(b) = batch.filter(|_| state == DEAD) {
+            batches::ended(c, q, &b, &id, Ending::Dead, None, now)?;
+        }
     }
     Ok(())
 }
@@ -254,6 +270,9 @@ fn lease_rows(
             .execute(params![qs, r.id, DEAD, now])
             .map_err(sql)?;
             counts.dead += 1;
+            if let Some(b) = &r.batch {
+                batches::ended(c, qs, b, &r.id, Ending::Dead, None, now)?;
+            }
             continue;
         }
         token += 1;
@@ -404,10 +423,20 @@ impl EmbeddedBackend {
         F: FnOnce(&Connection, Now) -> Result<R> + Send + 'static,
     {
         let clock = self.inner.clock.clone();
-        self.inner
+        let (out, woken) = self
+            .inner
             .store
-            .exec(move |c| f(c, Now(clock.now_us())))
-            .await
+            .exec(move |c| {
+                let out = f(c, Now(clock.now_us()));
+                // Queues that gained a batch's callback in this operation (batches.rs).
+                let woken = batches::take_woken();
+                out.map(|o| (o, woken))
+            })
+            .await?;
+        for q in batches::queues(woken) {
+            self.wake(&q);
+        }
+        Ok(out)
     }
 
     /// Runs `f`, then wakes `queue`'s consumers when it says so.
@@ -588,6 +617,9 @@ impl Backend for EmbeddedBackend {
                         params![q, r.id, now, err, DEAD],
                     )
                     .map_err(sql)?;
+                    if let Some(b) = &r.batch {
+                        batches::ended(c, &q, b, &r.id, Ending::Dead, None, now)?;
+                    }
                     let dead = NackOutcome::Dead {
                         failed_at_ms: now as u64,
                     };
@@ -670,14 +702,19 @@ impl Backend for EmbeddedBackend {
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         let (q, id) = (queue.to_string(), id.to_string());
-        self.exec(move |c, _| {
-            let n = c
-                .execute(
-                    "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3",
+        self.exec(move |c, now| {
+            let gone: Option<Option<String>> = c
+                .query_row(
+                    "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3 RETURNING batch",
                     params![q, id, SCHEDULED],
+                    |r| r.get(0),
                 )
+                .optional()
                 .map_err(sql)?;
-            if n == 1 {
+            if let Some(batch) = gone {
+                if let Some(b) = batch {
+                    batches::ended(c, &q, &b, &id, Ending::Cancelled, None, now.ms())?;
+                }
                 return Ok(CancelOutcome::Cancelled);
             }
             Ok(match state_of(c, &q, &id)?.map(state).transpose()? {

@@ -30,9 +30,9 @@ pub(crate) fn insert(
             "INSERT INTO jobs (queue, id, state, score, due, created, attempt, \
          max_attempts, backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
          payload, timeout_ms, expires_at, priority, keep_done_ms, dedupe_ms, target, trace, \
-         key) \
+         key, batch) \
          VALUES (?1, ?2, ?11, ?3, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?12, ?13, ?14, ?15, \
-         ?16, ?17, ?18, ?19) \
+         ?16, ?17, ?18, ?19, ?20) \
          ON CONFLICT (queue, id) DO NOTHING",
         )
         .map_err(sql)?;
@@ -89,6 +89,7 @@ pub(crate) fn insert(
                     target,
                     trace,
                     key,
+                    job.batch.as_ref().map(delayq::BatchId::as_str),
                 ])
                 .map_err(sql)
         };

@@ -258,13 +258,34 @@ impl Inspect for EmbeddedBackend {
             } else {
                 (now.ms() + 1, i64::MAX)
             };
-            c.execute(
-                "DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND score >= ?3 \
-                 AND score <= ?4",
-                params![q, SCHEDULED, lo, hi],
-            )
-            .map(|n| n as u64)
-            .map_err(sql)
+            // Each job of a batch among them is counted in its batch (batches.rs).
+            let mut del = c
+                .prepare(
+                    "DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND score >= ?3 \
+                     AND score <= ?4 RETURNING id, batch",
+                )
+                .map_err(sql)?;
+            let gone: Vec<(String, Option<String>)> = del
+                .query_map(params![q, SCHEDULED, lo, hi], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .map_err(sql)?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(sql)?;
+            for (id, b) in &gone {
+                if let Some(b) = b {
+                    crate::batches::ended(
+                        c,
+                        &q,
+                        b,
+                        id,
+                        delayq::batch::Ending::Cancelled,
+                        None,
+                        now.ms(),
+                    )?;
+                }
+            }
+            Ok(gone.len() as u64)
         })
         .await
     }

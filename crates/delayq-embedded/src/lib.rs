@@ -24,6 +24,7 @@
 
 mod backend;
 mod backup;
+mod batches;
 mod enqueue;
 pub mod error;
 mod health;

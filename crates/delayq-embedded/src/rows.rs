@@ -23,7 +23,7 @@ pub(crate) fn claim_order_sql(p: usize) -> String {
 pub(crate) const COLS: &str = "id, state, score, due, created, attempt, max_attempts, \
                                backoff_kind, backoff_base, backoff_cap, lease_ms, token, \
                                last_error, payload, timeout_ms, expires_at, priority, \
-                               completed_at, target, trace, result, key";
+                               completed_at, target, trace, result, key, batch";
 
 /// One row of `jobs`.
 pub(crate) struct RowData {
@@ -48,6 +48,8 @@ pub(crate) struct RowData {
     pub result: Option<Vec<u8>>,
     /// Its key ('' or NULL: none).
     pub key: Option<String>,
+    /// Its batch, until it ends (batches.rs).
+    pub batch: Option<String>,
 }
 
 /// Reads a row selected with [`COLS`].
@@ -79,6 +81,7 @@ pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         trace: r.get(19)?,
         result: r.get(20)?,
         key: r.get(21)?,
+        batch: r.get(22)?,
     })
 }
 

@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   result       BLOB,                      -- state 3: the handler's result (delayq::Completion)
   key          TEXT,                      -- its key (delayq::JobKey; '' in a keyed queue:
                                           -- none; index jobs_by_key, made in store.rs)
+  batch        TEXT,                      -- its batch until it ends (batches.rs)
   UNIQUE (queue, id)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (queue, state, score, id);
@@ -93,4 +94,28 @@ CREATE TABLE IF NOT EXISTS push_queues (
   queue    TEXT PRIMARY KEY,
   target   TEXT,
   delivery TEXT
+);
+-- Batches (delayq::batch; batches.rs): state 0 open, 1 closed, 2 done (callbacks enqueued);
+-- spec the callbacks (delayq::BatchSpec as JSON); results (1): keep the jobs' results in
+-- batch_results for the callbacks; the counts of its jobs.
+CREATE TABLE IF NOT EXISTS batches (
+  queue     TEXT    NOT NULL,
+  id        TEXT    NOT NULL,
+  state     INTEGER NOT NULL,
+  spec      TEXT    NOT NULL,
+  created   INTEGER NOT NULL,
+  done_at   INTEGER,
+  results   INTEGER NOT NULL DEFAULT 0,
+  pending   INTEGER NOT NULL DEFAULT 0,
+  succeeded INTEGER NOT NULL DEFAULT 0,
+  dead      INTEGER NOT NULL DEFAULT 0,
+  cancelled INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, id)
+);
+CREATE TABLE IF NOT EXISTS batch_results (
+  queue  TEXT NOT NULL,
+  batch  TEXT NOT NULL,
+  job    TEXT NOT NULL,
+  result BLOB NOT NULL,
+  PRIMARY KEY (queue, batch, job)
 );

@@ -153,11 +153,11 @@ fn run(conn: &mut Connection, rx: mpsc::Receiver<Op>) {
 }
 
 /// The layout version of the store this build writes (SQLite's `user_version`): 1 recorded the
-/// version, 2 added jobs' trace contexts, 3 handlers' results, 4 keys. A store of an earlier layout (0: before versions
+/// version, 2 added jobs' trace contexts, 3 handlers' results, 4 keys, 5 batches. A store of an earlier layout (0: before versions
 /// were recorded) is migrated on open; a later one is
 /// refused. Raise it with every change to `schema.sql` that the store must migrate older
 /// stores to, and commit a fixture of the old layout (tests/fixtures).
-pub const LAYOUT: i64 = 4;
+pub const LAYOUT: i64 = 5;
 
 /// Columns added after the first release, added to a store made before them.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -177,6 +177,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         ("trace", "TEXT"),
         ("result", "BLOB"),
         ("key", "TEXT"),
+        ("batch", "TEXT"),
     ] {
         if !cols.iter().any(|c| c == name) {
             conn.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {name} {ty}"))?;

@@ -57,6 +57,9 @@ pub enum InvalidInput {
     /// A consumer's list of queues is empty, names a queue twice or has a weight out of range.
     #[error("invalid queue list: {0}")]
     Queues(String),
+    /// A batch id is empty, too long or has control characters.
+    #[error("invalid batch id: {0}")]
+    BatchId(String),
     /// A job key is empty, longer than 128 bytes or has control characters.
     #[error("invalid key: {0}")]
     Key(String),

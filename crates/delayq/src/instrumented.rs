@@ -285,3 +285,50 @@ impl<B: crate::schedule::Schedules> crate::schedule::Schedules for Instrumented<
         self.inner.fire(queue, name, f).await
     }
 }
+
+impl<B: crate::batch::Batches> crate::batch::Batches for Instrumented<B> {
+    async fn put_batch(
+        &self,
+        queue: &QueueName,
+        id: Option<crate::BatchId>,
+        spec: crate::BatchSpec,
+        jobs: Vec<NewJob>,
+        open: bool,
+    ) -> Result<crate::batch::BatchAdded> {
+        self.inner.put_batch(queue, id, spec, jobs, open).await
+    }
+
+    async fn add_to_batch(
+        &self,
+        queue: &QueueName,
+        id: &crate::BatchId,
+        jobs: Vec<NewJob>,
+        close: bool,
+    ) -> Result<Option<crate::batch::BatchAdded>> {
+        self.inner.add_to_batch(queue, id, jobs, close).await
+    }
+
+    async fn close_batch(
+        &self,
+        queue: &QueueName,
+        id: &crate::BatchId,
+    ) -> Result<Option<crate::BatchInfo>> {
+        self.inner.close_batch(queue, id).await
+    }
+
+    async fn batch(
+        &self,
+        queue: &QueueName,
+        id: &crate::BatchId,
+    ) -> Result<Option<crate::BatchInfo>> {
+        self.inner.batch(queue, id).await
+    }
+
+    async fn open_batches(&self, queue: &QueueName, limit: usize) -> Result<Vec<crate::BatchInfo>> {
+        self.inner.open_batches(queue, limit).await
+    }
+
+    async fn finish_batches(&self) -> Result<usize> {
+        self.inner.finish_batches().await
+    }
+}

@@ -103,6 +103,9 @@ pub struct NewJob {
     /// Its fairness key (a tenant, a customer, an upstream host): claims share a queue among
     /// the keys with due jobs, and the queue's key limits bound each key (see [`JobKey`]).
     pub key: Option<JobKey>,
+    /// The batch it joins. Set by the stores' [`crate::Batches`] calls, which check that the
+    /// batch is open; a [`crate::Producer`] refuses a job that sets it.
+    pub batch: Option<crate::batch::BatchId>,
 }
 
 /// `priority` of a job that does not set one.
@@ -180,6 +183,7 @@ impl NewJob {
             target: None,
             trace: None,
             key: None,
+            batch: None,
         }
     }
 

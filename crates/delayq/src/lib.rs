@@ -36,6 +36,7 @@
 
 pub mod backend;
 pub mod backoff;
+pub mod batch;
 pub mod clock;
 pub mod consumer;
 pub mod delivery;
@@ -63,6 +64,7 @@ pub mod wait;
 
 pub use backend::{Backend, ClaimBatch, ClaimOverRequest, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
+pub use batch::{BatchId, BatchInfo, BatchSpec, BatchState, Batches, Callback};
 pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, QueueOrder, RunReport};
 pub use delivery::{Delivery, DeliveryLog};

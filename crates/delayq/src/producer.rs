@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, Inspect};
+use crate::batch::{BatchAdded, BatchId, BatchSpec, Batches};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{InvalidInput, Result};
 use crate::instrumented::Instrumented;
@@ -79,7 +80,22 @@ impl<B: Backend> Producer<B> {
     /// Enqueues a batch in one atomic step per queue (one round trip on Redis). All jobs are
     /// validated first: one invalid job refuses the whole batch and nothing is written.
     pub async fn enqueue_batch(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
-        if jobs.is_empty() || jobs.len() > MAX_BATCH {
+        if jobs.is_empty() {
+            return Err(InvalidInput::Batch(format!("0 jobs: a batch holds 1-{MAX_BATCH}")).into());
+        }
+        self.prepare(&mut jobs)?;
+        use tracing::Instrument;
+        let span = crate::otel::send(&self.queue, &mut jobs, self.adopt_trace);
+        self.backend
+            .enqueue(&self.queue, jobs)
+            .instrument(span)
+            .await
+    }
+
+    /// Validates up to [`MAX_BATCH`] jobs and gives those without an id one (placed by its
+    /// key when it has one).
+    fn prepare(&self, jobs: &mut [NewJob]) -> Result<()> {
+        if jobs.len() > MAX_BATCH {
             return Err(InvalidInput::Batch(format!(
                 "{} jobs: a batch holds 1-{MAX_BATCH}",
                 jobs.len()
@@ -87,8 +103,14 @@ impl<B: Backend> Producer<B> {
             .into());
         }
         let now = self.clock.now_ms();
-        for job in &mut jobs {
+        for job in jobs.iter_mut() {
             job.validate(self.max_payload, now)?;
+            if job.batch.is_some() {
+                return Err(InvalidInput::Batch(
+                    "a job joins a batch through the batch calls, not by setting its batch".into(),
+                )
+                .into());
+            }
             if job.id.is_none() {
                 job.id = Some(match &job.key {
                     Some(k) => JobId::generate_for(k),
@@ -96,12 +118,7 @@ impl<B: Backend> Producer<B> {
                 });
             }
         }
-        use tracing::Instrument;
-        let span = crate::otel::send(&self.queue, &mut jobs, self.adopt_trace);
-        self.backend
-            .enqueue(&self.queue, jobs)
-            .instrument(span)
-            .await
+        Ok(())
     }
 
     /// Cancels a scheduled job. [`CancelOutcome::Cancelled`] means this call removed it; any
@@ -121,5 +138,38 @@ impl<B: Backend + Inspect> Producer<B> {
     /// Looks a job up by id.
     pub async fn get(&self, id: &JobId) -> Result<Option<JobInfo>> {
         Inspect::get(&self.backend, &self.queue, id).await
+    }
+}
+
+impl<B: Backend + Batches> Producer<B> {
+    /// Creates batch `id` (generated when `None`) with `jobs` (0 to [`MAX_BATCH`]) and `spec`'s
+    /// callbacks, closed unless `open`; an open batch of that id gains the jobs instead (see
+    /// [`Batches::put_batch`]).
+    pub async fn create_batch(
+        &self,
+        id: Option<BatchId>,
+        spec: BatchSpec,
+        mut jobs: Vec<NewJob>,
+        open: bool,
+    ) -> Result<BatchAdded> {
+        spec.validate(self.max_payload)?;
+        self.prepare(&mut jobs)?;
+        self.backend
+            .put_batch(&self.queue, id, spec, jobs, open)
+            .await
+    }
+
+    /// Adds `jobs` to the open batch `id`, then closes it when `close` (see
+    /// [`Batches::add_to_batch`]).
+    pub async fn add_to_batch(
+        &self,
+        id: &BatchId,
+        mut jobs: Vec<NewJob>,
+        close: bool,
+    ) -> Result<Option<BatchAdded>> {
+        self.prepare(&mut jobs)?;
+        self.backend
+            .add_to_batch(&self.queue, id, jobs, close)
+            .await
     }
 }

@@ -2,6 +2,7 @@
 //! checks one guarantee of DESIGN.md against a backend and panics when it does not hold.
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
+mod batches;
 pub mod chaos;
 mod console;
 pub mod deadlines;
@@ -18,6 +19,10 @@ pub mod schedule;
 pub mod throttle;
 pub mod trace;
 
+pub use batches::{
+    bad_batches_are_refused, batch_jobs_count_once_however_they_end,
+    batches_call_back_once_when_done, open_batches_take_jobs_until_closed,
+};
 pub use console::{
     counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,
     series_count_transitions,
@@ -748,6 +753,11 @@ macro_rules! conformance_tests {
             results_stay_with_done_jobs, handlers_return_results,
             keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume,
             key_slots_come_back_when_leases_end);
+    };
+    (@batches $setup:path) => {
+        $crate::conformance_tests!(@each $setup;
+            batches_call_back_once_when_done, open_batches_take_jobs_until_closed,
+            batch_jobs_count_once_however_they_end, bad_batches_are_refused);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

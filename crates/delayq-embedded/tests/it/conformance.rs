@@ -17,3 +17,4 @@ delayq::conformance_tests!(setup);
 
 // The model check (random operation sequences, half with an injected fault) on the same set-up.
 delayq::model_tests!(setup);
+delayq::conformance_tests!(@batches setup);

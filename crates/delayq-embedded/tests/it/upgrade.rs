@@ -259,3 +259,59 @@ async fn a_store_of_layout_3_gains_keys() {
     drop(b);
     assert_eq!(layout(dir.path()), LAYOUT);
 }
+
+/// `tests/fixtures/layout-4` was written by commit 714432b (layout 4, before batches) with
+/// its CLI: queue `mail` with `max_in_flight` 5, `keep_done` 1 h and `key_max_in_flight` 2, a
+/// keyed job kept as done with its result, a dead one, a keyed one due in 2 h and one due in
+/// 1 h. This build adds batches: the old jobs read as before, and the queue takes a batch
+/// whose callback comes once its jobs are done.
+#[tokio::test]
+async fn a_store_of_layout_4_gains_batches() {
+    use delayq::{BatchId, BatchSpec, Callback};
+    let dir = fixture("layout-4");
+    assert_eq!(layout(dir.path()), 4);
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let q = QueueName::new("mail").unwrap();
+    let done = stored(&b, &q, "done-1").await;
+    assert_eq!(done.state, JobState::Done);
+    assert_eq!(done.result.as_deref(), Some(&b"{\"sent\":true}\n"[..]));
+    assert_eq!(done.key.as_ref().map(|k| k.as_str()), Some("acme"));
+    assert_eq!(stored(&b, &q, "dead-1").await.state, JobState::Dead);
+    assert_eq!(stored(&b, &q, "later-1").await.state, JobState::Scheduled);
+    assert_eq!(stored(&b, &q, "due-1").await.state, JobState::Scheduled);
+    let s = b.settings(&q).await.unwrap();
+    assert_eq!((s.max_in_flight, s.key_max_in_flight), (Some(5), Some(2)));
+    // A batch beside the old jobs: its callback once its one job is acked.
+    let cb = QueueName::new("mail-done").unwrap();
+    let spec = BatchSpec {
+        on_complete: Some(Callback::new(cb.clone())),
+        ..BatchSpec::default()
+    };
+    let job = delayq::NewJob::new(b"x".to_vec()).id(JobId::new("in-batch").unwrap());
+    let added = delayq::Producer::new(b.clone(), q.clone())
+        .create_batch(
+            Some(BatchId::new("old-store").unwrap()),
+            spec,
+            vec![job],
+            false,
+        )
+        .await
+        .unwrap();
+    let claim = ClaimRequest {
+        max: 10,
+        lease: Duration::from_secs(30),
+        acks: Vec::new(),
+    };
+    let leased = b.claim(&q, claim).await.unwrap().jobs;
+    let mine: Vec<LeaseRef> = leased
+        .iter()
+        .filter(|j| j.id.as_str() == "in-batch")
+        .map(|j| j.lease_ref())
+        .collect();
+    assert_eq!(mine.len(), 1);
+    b.ack(&q, mine).await.unwrap();
+    let cb_job = b.get(&cb, &added.id.complete_job()).await.unwrap();
+    assert!(cb_job.is_some(), "the callback is enqueued");
+    drop(b);
+    assert_eq!(layout(dir.path()), LAYOUT);
+}

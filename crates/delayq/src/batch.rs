@@ -1,0 +1,422 @@
+//! Batches: jobs enqueued together whose ends — each acked, dead or cancelled — enqueue a
+//! callback job once ([`Batches`]), its payload extended with how they ended.
+//!
+//! A batch lives in the queue of its jobs. It is *open* while jobs may join it, *closed* once
+//! none may (its create call closes it unless asked not to), and *done* once it was closed and
+//! every job of it had ended: its callbacks are then enqueued — `on_complete` always,
+//! `on_success` only when none of its jobs is dead — with the ids `batch-<id>-complete` and
+//! `batch-<id>-success` and a dedupe window of [`CALLBACK_DEDUPE`], so a repeated enqueue
+//! (a sweep after a crash) creates nothing.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{InvalidInput, Result};
+use crate::job::{Due, Enqueued, NewJob, Retention};
+use crate::limits::MAX_ID_BYTES;
+use crate::name::{JobId, QueueName};
+
+/// Longest batch id: `batch-<id>-complete` must be a job id.
+pub const MAX_BATCH_ID_BYTES: usize = MAX_ID_BYTES - "batch--complete".len();
+
+/// Most job results a callback carries (`include_results`).
+pub const MAX_CALLBACK_RESULTS: usize = 1_000;
+
+/// Most bytes of job results a callback carries (`include_results`): results past it are left
+/// out and the payload says how many (`results_left_out`).
+pub const MAX_CALLBACK_RESULT_BYTES: usize = 1 << 20;
+
+/// How long after a callback job is done a second enqueue of its id still creates nothing.
+pub const CALLBACK_DEDUPE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A batch's id: 1–[`MAX_BATCH_ID_BYTES`] bytes of text without control characters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct BatchId(String);
+
+impl BatchId {
+    /// Validates an id.
+    pub fn new(id: impl Into<String>) -> Result<Self, InvalidInput> {
+        let id = id.into();
+        if id.is_empty() || id.len() > MAX_BATCH_ID_BYTES {
+            return Err(InvalidInput::BatchId(format!(
+                "length {} is outside 1-{MAX_BATCH_ID_BYTES} bytes",
+                id.len()
+            )));
+        }
+        if id.chars().any(char::is_control) {
+            return Err(InvalidInput::BatchId(format!(
+                "{id:?} contains control characters"
+            )));
+        }
+        Ok(Self(id))
+    }
+
+    /// A new unique id.
+    pub fn generate() -> Self {
+        Self(JobId::generate().as_str().to_owned())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id of its `on_complete` callback job: `batch-<id>-complete`.
+    pub fn complete_job(&self) -> JobId {
+        JobId::new(format!("batch-{}-complete", self.0)).expect("bounded by MAX_BATCH_ID_BYTES")
+    }
+
+    /// The id of its `on_success` callback job: `batch-<id>-success`.
+    pub fn success_job(&self) -> JobId {
+        JobId::new(format!("batch-{}-success", self.0)).expect("bounded by MAX_BATCH_ID_BYTES")
+    }
+}
+
+impl std::fmt::Display for BatchId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for BatchId {
+    type Error = InvalidInput;
+    fn try_from(s: String) -> Result<Self, InvalidInput> {
+        Self::new(s)
+    }
+}
+
+impl From<BatchId> for String {
+    fn from(id: BatchId) -> String {
+        id.0
+    }
+}
+
+/// A job enqueued when a batch is done.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Callback {
+    /// The queue it goes to (any queue, the batch's own among them).
+    pub queue: QueueName,
+    /// Its payload: a JSON object, to which the callback adds `batch` (see [`BatchEnd`]).
+    #[serde(default = "empty_object")]
+    pub payload: serde_json::Value,
+    /// Due this long after the batch is done, ms.
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+impl Callback {
+    /// A callback to `queue` with an empty payload, due at once.
+    pub fn new(queue: QueueName) -> Self {
+        Self {
+            queue,
+            payload: empty_object(),
+            delay_ms: 0,
+        }
+    }
+
+    /// Checks that its payload is a JSON object of at most `max_payload` bytes and its delay
+    /// is in range.
+    pub fn validate(&self, max_payload: usize) -> Result<(), InvalidInput> {
+        if !self.payload.is_object() {
+            return Err(InvalidInput::Payload(
+                "a callback's payload must be a JSON object (the callback adds `batch` to it)"
+                    .into(),
+            ));
+        }
+        let size = serde_json::to_vec(&self.payload).map_or(0, |v| v.len());
+        if size > max_payload {
+            return Err(InvalidInput::PayloadTooLarge {
+                size,
+                limit: max_payload,
+            });
+        }
+        Due::Delay(Duration::from_millis(self.delay_ms)).validate(0)
+    }
+}
+
+/// What a batch does when done: stored with it when it is created.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchSpec {
+    /// Enqueued when every job has ended, however.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_complete: Option<Callback>,
+    /// Enqueued when every job has ended and none is dead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<Callback>,
+    /// The callbacks carry the jobs' results (at most [`MAX_CALLBACK_RESULTS`] of them and
+    /// [`MAX_CALLBACK_RESULT_BYTES`] in all).
+    #[serde(default)]
+    pub include_results: bool,
+}
+
+impl BatchSpec {
+    /// As stored: JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Read back from [`BatchSpec::to_json`].
+    pub fn from_json(s: &str) -> Result<Self, InvalidInput> {
+        serde_json::from_str(s).map_err(|e| InvalidInput::Payload(format!("a batch's spec: {e}")))
+    }
+
+    /// Checks both callbacks.
+    pub fn validate(&self, max_payload: usize) -> Result<(), InvalidInput> {
+        for cb in self.on_complete.iter().chain(&self.on_success) {
+            cb.validate(max_payload)?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a batch is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchState {
+    /// Jobs may join it.
+    Open,
+    /// No job may join; it is done when the last of its jobs ends.
+    Closed,
+    /// Closed and every job ended: its callbacks were enqueued.
+    Done,
+}
+
+/// How a job of a batch ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Acknowledged.
+    Succeeded,
+    /// Dead-lettered (attempts used up, expired, or failed for good).
+    Dead,
+    /// Cancelled before it ended otherwise.
+    Cancelled,
+}
+
+/// How a batch's jobs stand.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchCounts {
+    /// Jobs not ended yet.
+    pub pending: u64,
+    /// Jobs acknowledged.
+    pub succeeded: u64,
+    /// Jobs dead-lettered.
+    pub dead: u64,
+    /// Jobs cancelled.
+    pub cancelled: u64,
+}
+
+impl BatchCounts {
+    /// Every job that joined.
+    pub fn total(&self) -> u64 {
+        self.pending + self.succeeded + self.dead + self.cancelled
+    }
+
+    /// These plus `other` (a batch's counts are kept per shard on Redis).
+    pub fn plus(self, other: BatchCounts) -> BatchCounts {
+        BatchCounts {
+            pending: self.pending + other.pending,
+            succeeded: self.succeeded + other.succeeded,
+            dead: self.dead + other.dead,
+            cancelled: self.cancelled + other.cancelled,
+        }
+    }
+
+    /// The count of `ending` raised by one.
+    pub fn count(&mut self, ending: Ending) {
+        match ending {
+            Ending::Succeeded => self.succeeded += 1,
+            Ending::Dead => self.dead += 1,
+            Ending::Cancelled => self.cancelled += 1,
+        }
+    }
+}
+
+/// A batch as read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchInfo {
+    /// Its id.
+    pub id: BatchId,
+    /// Open, closed or done.
+    pub state: BatchState,
+    /// Its jobs' ends so far.
+    pub counts: BatchCounts,
+    /// When it was created, ms since the epoch (store clock).
+    pub created_ms: u64,
+    /// When it was done, ms since the epoch.
+    pub done_ms: Option<u64>,
+    /// Its callbacks.
+    pub spec: BatchSpec,
+}
+
+/// What a create or add call did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchAdded {
+    /// The batch's id (the given one or a generated one).
+    pub id: BatchId,
+    /// Per job, in order: created (it joined), or an existing job's id (it did not).
+    pub jobs: Vec<Enqueued>,
+}
+
+/// Batches of one store. Every method is safe to retry: a job joins once (by its id), a
+/// callback is enqueued once (by its id, with a dedupe window).
+pub trait Batches: Clone + Send + Sync + 'static {
+    /// Creates batch `id` (generated when `None`) of `queue` with `spec` — or, when it exists
+    /// and is open, adds to it (its spec unchanged) — and enqueues `jobs` into it; closes it
+    /// unless `open`. Jobs must already be validated; a job whose id exists does not join
+    /// (`created: false`). Fails with [`crate::Error::Conflict`] when the batch exists and
+    /// is closed.
+    fn put_batch(
+        &self,
+        queue: &QueueName,
+        id: Option<BatchId>,
+        spec: BatchSpec,
+        jobs: Vec<NewJob>,
+        open: bool,
+    ) -> impl Future<Output = Result<BatchAdded>> + Send;
+
+    /// Enqueues `jobs` into the open batch `id`, then closes it when `close`. Fails with
+    /// [`crate::Error::Conflict`] when it is closed; `None` when there is no such batch.
+    fn add_to_batch(
+        &self,
+        queue: &QueueName,
+        id: &BatchId,
+        jobs: Vec<NewJob>,
+        close: bool,
+    ) -> impl Future<Output = Result<Option<BatchAdded>>> + Send;
+
+    /// Closes batch `id` (no job may join it any more; closing a closed batch changes
+    /// nothing). `None` when there is no such batch.
+    fn close_batch(
+        &self,
+        queue: &QueueName,
+        id: &BatchId,
+    ) -> impl Future<Output = Result<Option<BatchInfo>>> + Send;
+
+    /// One batch, `None` when there is none (a done batch is kept for [`BATCH_KEPT`]).
+    fn batch(
+        &self,
+        queue: &QueueName,
+        id: &BatchId,
+    ) -> impl Future<Output = Result<Option<BatchInfo>>> + Send;
+
+    /// Up to `limit` batches of `queue` not done yet, oldest first.
+    fn open_batches(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<BatchInfo>>> + Send;
+
+    /// Finishes batches whose jobs have all ended and enqueues their callbacks; returns how
+    /// many it finished. A store that finishes a batch in the step that ends its last job
+    /// (the embedded one) has nothing to do here; on Redis, where a batch's jobs may be on
+    /// several shards, every `delayq serve` and `delayq worker` runs it ([`BatchSweeper`]).
+    fn finish_batches(&self) -> impl Future<Output = Result<usize>> + Send;
+}
+
+/// How long a done batch stays readable.
+pub const BATCH_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How often a [`BatchSweeper`] looks for batches to finish.
+pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
+
+/// The callbacks of a done batch: `(queue, job)` pairs, each job's payload its callback's
+/// with `batch: {id, total, succeeded, dead, cancelled[, results]}` added (`results`: job id →
+/// its result, JSON when it parses as JSON, else text).
+pub fn callbacks(
+    id: &BatchId,
+    spec: &BatchSpec,
+    counts: BatchCounts,
+    results: &[(JobId, Vec<u8>)],
+) -> Vec<(QueueName, NewJob)> {
+    let mut out = Vec::new();
+    let mut end = serde_json::json!({
+        "id": id.as_str(),
+        "total": counts.total(),
+        "succeeded": counts.succeeded,
+        "dead": counts.dead,
+        "cancelled": counts.cancelled,
+    });
+    if spec.include_results {
+        let mut map = serde_json::Map::new();
+        let mut bytes = 0;
+        let mut left_out = 0u64;
+        for (job, r) in results {
+            if map.len() >= MAX_CALLBACK_RESULTS || bytes + r.len() > MAX_CALLBACK_RESULT_BYTES {
+                left_out += 1;
+                continue;
+            }
+            bytes += r.len();
+            let v = serde_json::from_slice(r)
+                .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(r).into()));
+            map.insert(job.as_str().to_owned(), v);
+        }
+        end["results"] = serde_json::Value::Object(map);
+        if left_out > 0 {
+            end["results_left_out"] = left_out.into();
+        }
+    }
+    let success = counts.dead == 0;
+    let pairs = [
+        (spec.on_complete.as_ref(), id.complete_job()),
+        (
+            spec.on_success.as_ref().filter(|_| success),
+            id.success_job(),
+        ),
+    ];
+    for (cb, job_id) in pairs {
+        let Some(cb) = cb else { continue };
+        let mut payload = cb.payload.clone();
+        if let Some(obj) = payload.as_object_mut() {
+            obj.insert("batch".into(), end.clone());
+        }
+        let job = NewJob::new(serde_json::to_vec(&payload).unwrap_or_default())
+            .id(job_id)
+            .due(Due::Delay(Duration::from_millis(cb.delay_ms)))
+            .retention(Retention {
+                keep_done_ms: 0,
+                dedupe_ms: CALLBACK_DEDUPE.as_millis() as u64,
+            });
+        out.push((cb.queue.clone(), job));
+    }
+    out
+}
+
+/// Runs [`Batches::finish_batches`] every [`SWEEP_EVERY`] until dropped (errors are logged
+/// and retried: a batch waits, nothing is lost).
+pub struct BatchSweeper<S> {
+    store: S,
+    every: Duration,
+}
+
+impl<S: Batches> BatchSweeper<S> {
+    /// A sweeper of `store`.
+    pub fn new(store: S) -> Self {
+        Self {
+            store,
+            every: SWEEP_EVERY,
+        }
+    }
+
+    /// Looks this often instead.
+    pub fn every(mut self, every: Duration) -> Self {
+        self.every = every;
+        self
+    }
+
+    /// Sweeps forever.
+    pub async fn run(self) {
+        loop {
+            if let Err(e) = self.store.finish_batches().await {
+                tracing::warn!(error = %e, "finishing batches failed; retrying");
+            }
+            tokio::time::sleep(self.every).await;
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Conformance tests of batches ([`crate::Batches`]): a batch's callbacks are enqueued once,
+//! only when it is closed and every job of it has ended — acked, dead or cancelled, each
+//! counted once however it ended — with the counts (and results) in their payloads.
+
+use std::time::Duration;
+
+use super::{Time, req};
+use crate::batch::{BatchAdded, BatchState};
+use crate::{
+    Backend, BatchId, BatchSpec, Batches, Callback, Error, Inspect, JobId, JobState, Nack, NewJob,
+    Producer, QueueName,
+};
+
+fn qn(s: &str) -> QueueName {
+    QueueName::new(s).unwrap()
+}
+
+fn member(name: &str) -> NewJob {
+    NewJob::new(name.as_bytes().to_vec()).id(JobId::new(name).unwrap())
+}
+
+fn spec(cb: &QueueName, results: bool) -> BatchSpec {
+    let mut done = Callback::new(cb.clone());
+    done.payload = serde_json::json!({"report": "orders"});
+    BatchSpec {
+        on_complete: Some(done),
+        on_success: Some(Callback::new(cb.clone())),
+        include_results: results,
+    }
+}
+
+async fn create<B: Backend + Batches>(
+    b: &B,
+    q: &QueueName,
+    id: &str,
+    spec: BatchSpec,
+    jobs: Vec<NewJob>,
+    open: bool,
+) -> BatchAdded {
+    Producer::new(b.clone(), q.clone())
+        .create_batch(Some(BatchId::new(id).unwrap()), spec, jobs, open)
+        .await
+        .unwrap()
+}
+
+/// The `batch` object of callback `job` of `cb`, `None` while it does not exist.
+async fn callback<B: Inspect>(b: &B, cb: &QueueName, job: JobId) -> Option<serde_json::Value> {
+    let info = b.get(cb, &job).await.unwrap()?;
+    let v: serde_json::Value = serde_json::from_slice(&info.payload).unwrap();
+    Some(v)
+}
+
+async fn state<B: Batches>(b: &B, q: &QueueName, id: &BatchId) -> (BatchState, [u64; 4]) {
+    let i = b.batch(q, id).await.unwrap().expect("the batch exists");
+    let c = i.counts;
+    (i.state, [c.pending, c.succeeded, c.dead, c.cancelled])
+}
+
+/// Claims every due job of `q`, returning them by id.
+async fn claim_all<B: Backend>(b: &B, q: &QueueName) -> Vec<crate::Job> {
+    b.claim(q, req(100, 60_000)).await.unwrap().jobs
+}
+
+/// A batch's callback waits for its last job, counts each way a job ends once, and is
+/// enqueued once: `on_complete` whatever happened, `on_success` only when none is dead.
+pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b: B, t: Time) {
+    let (q, cb) = (qn("batch-work"), qn("batch-cb"));
+    let mut dying = member("b1-dies");
+    dying.max_attempts = Some(1);
+    let jobs = vec![
+        member("b1-ok"),
+        dying,
+        member("b1-later").delay(Duration::from_secs(3600)),
+    ];
+    let added = create(&b, &q, "b1", spec(&cb, false), jobs, false).await;
+    let id = added.id.clone();
+    assert_eq!(id.as_str(), "b1");
+    assert!(added.jobs.iter().all(|e| e.created));
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Closed, [3, 0, 0, 0]));
+    t.pass(Duration::from_millis(2)).await;
+    let leased = claim_all(&b, &q).await;
+    assert_eq!(leased.len(), 2);
+    for j in &leased {
+        if j.id.as_str() == "b1-ok" {
+            b.ack(&q, vec![j.lease_ref()]).await.unwrap();
+        } else {
+            b.nack(&q, j.lease_ref(), Nack::error("boom"))
+                .await
+                .unwrap();
+        }
+    }
+    b.finish_batches().await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Closed, [1, 1, 1, 0]));
+    assert_eq!(
+        callback(&b, &cb, id.complete_job()).await,
+        None,
+        "one job is left"
+    );
+    // The last one is cancelled: a cancelled job counts as ended.
+    let out = b
+        .cancel(&q, &JobId::new("b1-later").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out, crate::CancelOutcome::Cancelled);
+    for _ in 0..2 {
+        b.finish_batches().await.unwrap();
+    }
+    let (st, counts) = state(&b, &q, &id).await;
+    assert_eq!((st, counts), (BatchState::Done, [0, 1, 1, 1]));
+    let done = callback(&b, &cb, id.complete_job())
+        .await
+        .expect("on_complete enqueued");
+    assert_eq!(done["report"], "orders");
+    assert_eq!(
+        done["batch"],
+        serde_json::json!({"id": "b1", "total": 3, "succeeded": 1, "dead": 1, "cancelled": 1})
+    );
+    assert_eq!(
+        callback(&b, &cb, id.success_job()).await,
+        None,
+        "a job is dead"
+    );
+    // Once: the callback queue holds one job, and a second sweep adds none.
+    b.finish_batches().await.unwrap();
+    let stats = b.stats(&cb).await.unwrap();
+    assert_eq!(stats.scheduled + stats.due + stats.leased, 1);
+    // Its job runs like any other and, done, is not enqueued again.
+    t.pass(Duration::from_millis(2)).await;
+    let run = claim_all(&b, &cb).await;
+    assert_eq!(run.len(), 1);
+    b.ack(&cb, vec![run[0].lease_ref()]).await.unwrap();
+    b.finish_batches().await.unwrap();
+    let stats = b.stats(&cb).await.unwrap();
+    assert_eq!(stats.scheduled + stats.due + stats.leased, 0);
+    assert!(
+        b.batch(&q, &BatchId::new("none").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// An open batch takes jobs until it is closed; it is not done while open, even with every
+/// job ended; closing it then finishes it; a closed batch takes no more.
+pub async fn open_batches_take_jobs_until_closed<B: Backend + Inspect + Batches>(b: B, t: Time) {
+    let (q, cb) = (qn("batch-open"), qn("batch-open-cb"));
+    let p = Producer::new(b.clone(), q.clone());
+    let id = create(&b, &q, "b2", spec(&cb, false), vec![member("b2-a")], true)
+        .await
+        .id;
+    t.pass(Duration::from_millis(2)).await;
+    let j = claim_all(&b, &q).await;
+    b.ack(&q, vec![j[0].lease_ref()]).await.unwrap();
+    b.finish_batches().await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Open, [0, 1, 0, 0]));
+    assert_eq!(
+        callback(&b, &cb, id.complete_job()).await,
+        None,
+        "open: not done"
+    );
+    // More jobs join; one that exists already does not join again.
+    let added = p
+        .add_to_batch(&id, vec![member("b2-b"), member("b2-a-again")], false)
+        .await
+        .unwrap()
+        .expect("the batch exists");
+    assert_eq!(added.jobs.len(), 2);
+    let again = p
+        .add_to_batch(&id, vec![member("b2-b")], false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!again.jobs[0].created);
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Open, [2, 1, 0, 0]));
+    let closed = b.close_batch(&q, &id).await.unwrap().unwrap();
+    assert_eq!(closed.state, BatchState::Closed);
+    let refused = p.add_to_batch(&id, vec![member("b2-c")], false).await;
+    assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
+    assert!(
+        b.get(&q, &JobId::new("b2-c").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let missing = p
+        .add_to_batch(&BatchId::new("nope").unwrap(), vec![member("b2-d")], true)
+        .await
+        .unwrap();
+    assert!(missing.is_none());
+    t.pass(Duration::from_millis(2)).await;
+    let rest = claim_all(&b, &q).await;
+    assert_eq!(rest.len(), 2);
+    b.ack(&q, rest.iter().map(crate::Job::lease_ref).collect())
+        .await
+        .unwrap();
+    b.finish_batches().await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 3, 0, 0]));
+    let done = callback(&b, &cb, id.complete_job()).await.unwrap();
+    assert_eq!(done["batch"]["total"], 3);
+    let ok = callback(&b, &cb, id.success_job())
+        .await
+        .expect("none dead: on_success");
+    assert_eq!(ok["batch"]["succeeded"], 3);
+    // An empty batch closed at once is done at once.
+    let empty = create(&b, &q, "b2-empty", spec(&cb, false), Vec::new(), false)
+        .await
+        .id;
+    b.finish_batches().await.unwrap();
+    assert_eq!(state(&b, &q, &empty).await.0, BatchState::Done);
+    let v = callback(&b, &cb, empty.complete_job()).await.unwrap();
+    assert_eq!(v["batch"]["total"], 0);
+    // The open ones are listed until done.
+    let open = create(&b, &q, "b2-listed", spec(&cb, false), Vec::new(), true).await;
+    let listed = b.open_batches(&q, 10).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        [open.id.as_str()]
+    );
+}
+
+/// However a job ends, it counts once: a retried job when it finally ends, a job whose lease
+/// expires past its attempts as dead, and a dead job requeued and then acked not again. With
+/// `include_results`, the callback carries each acked job's result.
+pub async fn batch_jobs_count_once_however_they_end<B: Backend + Inspect + Batches>(b: B, t: Time) {
+    let (q, cb) = (qn("batch-ends"), qn("batch-ends-cb"));
+    let mut lapses = member("b3-lapses");
+    lapses.max_attempts = Some(1);
+    let mut retried = member("b3-retried");
+    retried.max_attempts = Some(3);
+    let id = create(&b, &q, "b3", spec(&cb, true), vec![lapses, retried], false)
+        .await
+        .id;
+    t.pass(Duration::from_millis(2)).await;
+    let first = b.claim(&q, req(10, 1_000)).await.unwrap().jobs;
+    assert_eq!(first.len(), 2);
+    let r = first
+        .iter()
+        .find(|j| j.id.as_str() == "b3-retried")
+        .unwrap();
+    let mut again = Nack::error("again");
+    again.retry_in = Some(Duration::ZERO);
+    b.nack(&q, r.lease_ref(), again).await.unwrap();
+    // The other's lease runs out: its only attempt is used, it is dead.
+    t.pass(Duration::from_millis(1_100)).await;
+    let second = claim_all(&b, &q).await;
+    assert_eq!(
+        second.len(),
+        1,
+        "the retried job again; the lapsed one is dead"
+    );
+    let dead = b.get(&q, &JobId::new("b3-lapses").unwrap()).await.unwrap();
+    assert_eq!(dead.map(|i| i.state), Some(JobState::Dead));
+    assert_eq!(state(&b, &q, &id).await.1, [1, 0, 1, 0]);
+    let result = br#"{"sent":2}"#.to_vec();
+    b.ack_results(&q, vec![(second[0].lease_ref(), result)])
+        .await
+        .unwrap();
+    b.finish_batches().await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 1, 1, 0]));
+    let done = callback(&b, &cb, id.complete_job()).await.unwrap();
+    assert_eq!(
+        done["batch"]["results"],
+        serde_json::json!({"b3-retried": {"sent": 2}})
+    );
+    // The dead job requeued and run again is not counted again.
+    b.dead_requeue(&q, &JobId::new("b3-lapses").unwrap())
+        .await
+        .unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let again = claim_all(&b, &q).await;
+    assert_eq!(again.len(), 1);
+    b.ack(&q, vec![again[0].lease_ref()]).await.unwrap();
+    b.finish_batches().await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 1, 1, 0]));
+    let stats = b.stats(&cb).await.unwrap();
+    assert_eq!(
+        stats.scheduled + stats.due,
+        1,
+        "on_complete only: a job is dead"
+    );
+}
+
+/// Bad batches change nothing: a callback payload that is not an object, an id too long, a
+/// job that names its batch itself.
+pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: Time) {
+    let q = qn("batch-bad");
+    let p = Producer::new(b.clone(), q.clone());
+    let mut bad = spec(&qn("batch-bad-cb"), false);
+    bad.on_complete.as_mut().unwrap().payload = serde_json::json!([1, 2]);
+    let r = p
+        .create_batch(
+            Some(BatchId::new("x").unwrap()),
+            bad,
+            vec![member("bad-1")],
+            false,
+        )
+        .await;
+    assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
+    assert!(BatchId::new("x".repeat(300)).is_err());
+    assert!(BatchId::new("a\nb").is_err());
+    let mut sneaky = member("bad-2");
+    sneaky.batch = Some(BatchId::new("x").unwrap());
+    assert!(p.enqueue(sneaky).await.is_err());
+    assert!(
+        b.batch(&q, &BatchId::new("x").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        b.get(&q, &JobId::new("bad-1").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        b.get(&q, &JobId::new("bad-2").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
