@@ -164,3 +164,49 @@ impl Schedules for AnyBackend {
         delegate!(self, b => b.fire(queue, name, f).await)
     }
 }
+
+impl delayq::Batches for AnyBackend {
+    async fn put_batch(
+        &self,
+        queue: &QueueName,
+        id: Option<delayq::BatchId>,
+        spec: delayq::BatchSpec,
+        jobs: Vec<NewJob>,
+        open: bool,
+    ) -> Result<delayq::batch::BatchAdded> {
+        delegate!(self, b => b.put_batch(queue, id, spec, jobs, open).await)
+    }
+    async fn add_to_batch(
+        &self,
+        queue: &QueueName,
+        id: &delayq::BatchId,
+        jobs: Vec<NewJob>,
+        close: bool,
+    ) -> Result<Option<delayq::batch::BatchAdded>> {
+        delegate!(self, b => b.add_to_batch(queue, id, jobs, close).await)
+    }
+    async fn close_batch(
+        &self,
+        queue: &QueueName,
+        id: &delayq::BatchId,
+    ) -> Result<Option<delayq::BatchInfo>> {
+        delegate!(self, b => b.close_batch(queue, id).await)
+    }
+    async fn batch(
+        &self,
+        queue: &QueueName,
+        id: &delayq::BatchId,
+    ) -> Result<Option<delayq::BatchInfo>> {
+        delegate!(self, b => b.batch(queue, id).await)
+    }
+    async fn open_batches(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> Result<Vec<delayq::BatchInfo>> {
+        delegate!(self, b => b.open_batches(queue, limit).await)
+    }
+    async fn finish_batches(&self) -> Result<usize> {
+        delegate!(self, b => b.finish_batches().await)
+    }
+}

@@ -77,6 +77,10 @@ pub(crate) async fn run(
             let _ = ticker_stopped.wait_for(|s| *s).await;
         }))
     });
+    // On Redis every worker finishes batches whose jobs have all ended too (the embedded
+    // store finishes each in the step that ends its last job; a server finishes its own).
+    let sweeper = matches!(backend, AnyBackend::Redis(_))
+        .then(|| tokio::spawn(delayq::batch::BatchSweeper::new(backend.clone()).run()));
     let remote = match &backend {
         AnyBackend::Remote(r) => Some(r.clone()),
         _ => None,
@@ -139,6 +143,9 @@ pub(crate) async fn run(
         }
         (None, None) => anyhow::bail!("give --exec CMD"),
     };
+    if let Some(s) = sweeper {
+        s.abort();
+    }
     let _ = stop_ticker.send(true);
     if let Some(t) = ticker {
         let _ = t.await;

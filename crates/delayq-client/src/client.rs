@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use delayq::{AckOutcome, CancelOutcome, JobId};
 use delayq_wire::{
-    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimManyRequest, ClaimRequest,
-    ClaimResponse, Deliveries, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode,
-    ExtendRequest, JobList, JobView, KeyHoldView, KeyList, KeyPauseRequest, ListQuery, NackRequest,
-    Outcome, Page, QueueView, ReleaseRequest, RescheduleRequest, ScheduleBody, ScheduleList,
-    ScheduleView, SeriesView, SettingsPatch, Whoami,
+    AckBatchRequest, AckBatchResponse, AckRequest, BatchAddedView, BatchJobsRequest, BatchList,
+    BatchRequest, BatchView, ClaimAck, ClaimManyRequest, ClaimRequest, ClaimResponse, Deliveries,
+    EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, ExtendRequest, JobList, JobView,
+    KeyHoldView, KeyList, KeyPauseRequest, ListQuery, NackRequest, Outcome, Page, QueueView,
+    ReleaseRequest, RescheduleRequest, ScheduleBody, ScheduleList, ScheduleView, SeriesView,
+    SettingsPatch, Whoami,
 };
 use reqwest::Method;
 use serde::Serialize;
@@ -467,6 +468,49 @@ impl Client {
     /// (default 20).
     pub async fn keys(&self, queue: &str, limit: Option<usize>) -> Result<KeyList> {
         let mut path = format!("{}/keys", q(queue)?);
+        if let Some(n) = limit {
+            path.push_str(&format!("?limit={n}"));
+        }
+        self.get_json(&path).await
+    }
+
+    /// Creates a batch of jobs with its callbacks (`POST /v1/queues/{q}/batches`): closed
+    /// unless `open`; an open batch of that id gains the jobs instead. Sent once (a retry of
+    /// a call that closed its batch would be refused).
+    pub async fn create_batch(&self, queue: &str, req: &BatchRequest) -> Result<BatchAddedView> {
+        let path = format!("{}/batches", q(queue)?);
+        self.json(Method::POST, &path, Some(req), Repeat::Once)
+            .await
+    }
+
+    /// Adds jobs to an open batch, closing it after them with `close`.
+    pub async fn add_to_batch(
+        &self,
+        queue: &str,
+        id: &str,
+        req: &BatchJobsRequest,
+    ) -> Result<BatchAddedView> {
+        let path = format!("{}/batches/{}/jobs", q(queue)?, enc(id));
+        self.json(Method::POST, &path, Some(req), Repeat::Once)
+            .await
+    }
+
+    /// Closes a batch: no job joins it any more.
+    pub async fn close_batch(&self, queue: &str, id: &str) -> Result<BatchView> {
+        let path = format!("{}/batches/{}/close", q(queue)?, enc(id));
+        self.json(Method::POST, &path, None::<&()>, Repeat::Safe)
+            .await
+    }
+
+    /// One batch: its state and counts.
+    pub async fn batch(&self, queue: &str, id: &str) -> Result<BatchView> {
+        self.get_json(&format!("{}/batches/{}", q(queue)?, enc(id)))
+            .await
+    }
+
+    /// The batches of `queue` not done yet, oldest first, at most `limit` (default 20).
+    pub async fn batches(&self, queue: &str, limit: Option<usize>) -> Result<BatchList> {
+        let mut path = format!("{}/batches", q(queue)?);
         if let Some(n) = limit {
             path.push_str(&format!("?limit={n}"));
         }

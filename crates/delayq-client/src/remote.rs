@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::Client;
 
+mod batches;
 mod polls;
 mod schedules;
 

@@ -54,6 +54,12 @@ impl Scope {
             ("POST", "/v1/queues/{q}/jobs") | ("DELETE" | "PATCH", "/v1/queues/{q}/jobs/{id}") => {
                 Scope::Produce
             }
+            (
+                "POST",
+                "/v1/queues/{q}/batches"
+                | "/v1/queues/{q}/batches/{id}/jobs"
+                | "/v1/queues/{q}/batches/{id}/close",
+            ) => Scope::Produce,
             ("POST", "/v1/queues/{q}/claim" | "/v1/queues/{q}/acks" | "/v1/claim")
             | ("DELETE", "/v1/queues/{q}/polls/{poll_id}")
             | (
@@ -350,6 +356,18 @@ mod tests {
         let needed = |m: Method, r: &str| Scope::needed(&m, r);
         assert_eq!(needed(Method::GET, "/v1/queues/{q}/jobs"), Scope::Read);
         assert_eq!(needed(Method::POST, "/v1/queues/{q}/jobs"), Scope::Produce);
+        assert_eq!(
+            needed(Method::POST, "/v1/queues/{q}/batches"),
+            Scope::Produce
+        );
+        assert_eq!(
+            needed(Method::POST, "/v1/queues/{q}/batches/{id}/close"),
+            Scope::Produce
+        );
+        assert_eq!(
+            needed(Method::GET, "/v1/queues/{q}/batches/{id}"),
+            Scope::Read
+        );
         assert_eq!(needed(Method::POST, "/v1/claim"), Scope::Consume);
         assert_eq!(needed(Method::DELETE, "/v1/queues/{q}/jobs"), Scope::Admin);
         assert_eq!(

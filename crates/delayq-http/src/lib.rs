@@ -10,6 +10,7 @@
 //! [`auth`] (tokens and scopes), [`error`].
 
 pub mod auth;
+pub mod batches;
 pub mod budget;
 pub mod claims;
 pub mod console;
@@ -42,7 +43,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use delayq::{Backend, Inspect, Schedules};
+use delayq::{Backend, Batches, Inspect, Schedules};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{
@@ -73,6 +74,7 @@ pub const REFUSED_CONNECTIONS: &str = "delayq_http_connections_refused_total";
         console::dead_delete, console::pause, console::resume, console::series, events::events,
         schedules::put, schedules::get, schedules::delete, schedules::list,
         push_model::deliveries, auth::whoami, keys::pause, keys::resume, keys::list,
+        batches::create, batches::add, batches::close, batches::get, batches::list,
     ),
     modifiers(&BearerAuth),
 )]
@@ -130,7 +132,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
 }
 
 /// The API as a router over `state`.
-pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
+pub fn router<B: Backend + Inspect + Schedules + Batches>(state: AppState<B>) -> Router {
     let max_body = state.inner.config.max_body;
     let timeout = state.inner.config.request_timeout;
     let v1 = Router::new()
@@ -154,6 +156,16 @@ pub fn router<B: Backend + Inspect + Schedules>(state: AppState<B>) -> Router {
         .route("/v1/queues/{q}/pause", post(console::pause::<B>))
         .route("/v1/queues/{q}/resume", post(console::resume::<B>))
         .route("/v1/queues/{q}/series", get(console::series::<B>))
+        .route(
+            "/v1/queues/{q}/batches",
+            post(batches::create::<B>).get(batches::list::<B>),
+        )
+        .route("/v1/queues/{q}/batches/{id}", get(batches::get::<B>))
+        .route("/v1/queues/{q}/batches/{id}/jobs", post(batches::add::<B>))
+        .route(
+            "/v1/queues/{q}/batches/{id}/close",
+            post(batches::close::<B>),
+        )
         .route("/v1/queues/{q}/keys", get(keys::list::<B>))
         .route("/v1/queues/{q}/keys/{key}/pause", post(keys::pause::<B>))
         .route("/v1/queues/{q}/keys/{key}/resume", post(keys::resume::<B>))
@@ -319,7 +331,7 @@ impl MakeRequestId for Counter {
 /// [`HttpConfig::max_short_per_address`] per client address outside long-lived requests;
 /// long-lived requests have budgets of their own (`budget.rs`), so slow, idle or streaming
 /// clients cannot exhaust the process's file descriptors and lock well-behaved clients out.
-pub async fn serve<B: Backend + Inspect + Schedules>(
+pub async fn serve<B: Backend + Inspect + Schedules + Batches>(
     listener: tokio::net::TcpListener,
     state: AppState<B>,
     shutdown: impl Future<Output = ()> + Send + 'static,

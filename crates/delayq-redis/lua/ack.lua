@@ -12,6 +12,8 @@
 --           job's key frees a slot, which wakes consumers when a parked job comes back)
 -- kinfl     HASH key -> its jobs leased (keyed.lua: key_free)
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
+-- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
+--           L_BATCH): a job that ends is counted there
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
@@ -39,10 +41,15 @@ local keyed = bit.band(lflags, L_KEYS) ~= 0
 if keyed then
   --@ define key_ended key_free
 end
+local batched = bit.band(lflags, L_BATCH) ~= 0
+if batched then
+  --@ define batch_end
+end
 for i = 1, #out do
   if out[i] == R_OK then
     acked = acked + 1
     if keyed then key_ended(ended, raws[i]) end
+    if batched then batch_end(bm, raws[i], acks_id[i], 'o', acks_result[i]) end
   end
 end
 if keyed and key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end

@@ -8,6 +8,7 @@
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua): a job that ends is counted there
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id.
 -- Returns R_OK (this call removed it) | R_LEASED | R_DEAD | R_MISSING (nothing changed).
@@ -15,7 +16,12 @@
 -- lanegone, until a claim passes it.
 -- Safe to run twice: the second run finds nothing and answers R_MISSING.
 if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
+  local raw = redis.call('HGET', jobs, id)
   redis.call('HDEL', jobs, id)
+  if raw and has(string.byte(raw, 2), F_EXTRA) then
+    --@ define batch_end
+    batch_end(bm, raw, id, 'c')
+  end
   return R_OK
 end
 if ix_n > 0 then

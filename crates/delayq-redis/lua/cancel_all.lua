@@ -6,7 +6,9 @@
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
--- stat      STRING (the width of the lane's time windows at S_WIDTH)
+-- stat      STRING (the width of the lane's time windows at S_WIDTH, the flags)
+-- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
+--           L_BATCH): a job that ends is counted there
 -- Arguments: due_ones (true: due jobs, due <= now; false: scheduled jobs, due later than
 -- now), most (jobs in this call).
 -- Returns the number cancelled (fewer than `most`: none of that kind is left). The lane's
@@ -20,6 +22,21 @@
 -- asked for all of them to go).
 local lmeta, lgone = lanemeta, lanegone
 local now = now_ms()
+local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
+local batched = bit.band(lflags, L_BATCH) ~= 0
+if batched then
+  --@ define batch_end
+end
+-- The jobs of `list` about to go, each counted in its batch (a queue with batches only).
+local function cancelling(list)
+  if not batched then return end
+  for i = 1, #list, 1000 do
+    local raws = redis.call('HMGET', jobs, unpack(list, i, math.min(i + 999, #list)))
+    for j = 1, #raws do
+      if raws[j] then batch_end(bm, raws[j], list[i + j - 1], 'c') end
+    end
+  end
+end
 local from_lane = 0
 local len = redis.call('LLEN', lane)
 if len > 0 then
@@ -111,6 +128,7 @@ if due_ones then
   -- Due jobs of a queue with priorities wait in `ready` (all of them due).
   ids = redis.call('ZRANGE', ready, 0, most - 1)
   if #ids > 0 then
+    cancelling(ids)
     call_chunked('HDEL', jobs, ids)
     call_chunked('ZREM', ready, ids)
     return from_lane + #ids
@@ -120,6 +138,7 @@ else
   ids = redis.call('ZRANGEBYSCORE', sched, '(' .. now, '+inf', 'LIMIT', 0, most)
 end
 if #ids == 0 then return from_lane end
+cancelling(ids)
 call_chunked('HDEL', jobs, ids)
 call_chunked('ZREM', sched, ids)
 return from_lane + #ids

@@ -18,6 +18,8 @@
 -- khold     HASH key -> the end of its hold, ms
 -- krate     HASH key -> its token bucket (tokens, µs)
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
+-- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
+--           L_BATCH): a job that ends is counted there
 -- sweep     (tail; a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
@@ -68,6 +70,10 @@ local keyed = bit.band(lflags, L_KEYS) ~= 0
 if keyed then
   --@ define key_ended key_free key_unwait key_promote key_take key_limits
 end
+local batched = bit.band(lflags, L_BATCH) ~= 0
+if batched then
+  --@ define batch_end
+end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
   in_lane)
 if kept > 0 or ret then trim_done(jobs, done, now) end
@@ -79,6 +85,7 @@ for i = 1, #acks do
   if acks[i] == R_OK then
     c[1] = c[1] + 1
     if keyed then key_ended(ended, acked[i]) end
+    if batched then batch_end(bm, acked[i], acks_id[i], 'o') end
   end
 end
 
@@ -98,6 +105,7 @@ if lease_next and lease_next <= now then
       r.err = 'lease expired (attempt ' .. r.attempt .. ')'
       if r.attempt >= r.max_attempts then
         bury(jobs, dead, id, r, now)
+        if batched then batch_end(bm, raw, id, 'd') end
         c[3] = c[3] + 1
       else
         c[2] = c[2] + 1
@@ -296,6 +304,7 @@ if n > 0 then
       local r = decode(raw)
       r.err = 'expired'
       bury(jobs, dead, ids[i], r, now)
+      if batched then batch_end(bm, raw, ids[i], 'd') end
       c[3] = c[3] + 1
     elseif raw then
       local id = ids[i]

@@ -11,6 +11,8 @@
 -- ready     ZSET a keyed queue's due jobs in turns (keyed.lua; only with L_KEYS)
 -- kinfl     HASH key -> its jobs leased (keyed.lua: key_free)
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
+-- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
+--           L_BATCH): a job that ends is counted there
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, token, err (the error message, cut on a character boundary by the caller),
 -- retry_ms (-1: the job's backoff), dead_now (dead-letter now), rnd (uniform in [0, 1), for
@@ -38,6 +40,10 @@ end
 r.err = err
 if dead_now or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)
+  if bit.band(lflags, L_BATCH) ~= 0 then
+    --@ define batch_end
+    batch_end(bm, raw, id, 'd')
+  end
   count(stat, now, 3, 1)
   return coded{ code = R_BURIED, value = now }
 end

@@ -30,6 +30,9 @@ pub(crate) enum Key {
     Holds,
     Buckets,
     Waits,
+    Members,
+    Batches,
+    BatchIndex,
 }
 
 impl Key {
@@ -55,6 +58,9 @@ impl Key {
             Key::Holds => "khold",
             Key::Buckets => "krate",
             Key::Waits => "kwait",
+            Key::Members => "bm",
+            Key::Batches => "batch",
+            Key::BatchIndex => "bopen",
         }
     }
 }
@@ -199,6 +205,19 @@ pub(crate) struct Keys {
     pub krate: String,
     /// ZSET: key → when one of its parked jobs comes back; `kwait:<key>` holds the key's parked jobs (keyed.lua).
     pub kwait: String,
+    /// HASH per batch with jobs in this shard, `bm:<batch>`: job id → `p` (pending), `o`
+    /// (acked), `d` (dead) or `c` (cancelled); `\0p`, `\0o`, `\0d`, `\0c` their counts;
+    /// `\0x` once the batch is closed (no job joins after it); `\0R` when the batch keeps
+    /// results, `\0r<id>` each one (batch.lua).
+    pub bm: String,
+    /// HASH per batch whose home is this shard, `batch:<batch>`: `s` its state (`o` open, `c`
+    /// closed, `f` done with callbacks being enqueued, `d` done), `spec`, `c` created ms, `d`
+    /// done ms, `n` its counts when done (batch_home.lua).
+    pub batch: String,
+    /// ZSET batch → created ms: the batches whose home is this shard and that are not done
+    /// yet (what the sweeps look at), then → done ms with the prefix `d:` once done (what they
+    /// forget after `delayq::batch::BATCH_KEPT`).
+    pub bopen: String,
     /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
     ix: String,
 }
@@ -256,6 +275,9 @@ impl Space {
             khold: name(Key::Holds),
             krate: name(Key::Buckets),
             kwait: name(Key::Waits),
+            bm: name(Key::Members),
+            batch: name(Key::Batches),
+            bopen: name(Key::BatchIndex),
             ix: format!("{p}{{{tag}}}:ix:"),
         }
     }
@@ -275,6 +297,11 @@ impl Space {
     /// is not a queue name, so no queue's keys collide with it.
     pub(crate) fn cron_queues(&self) -> String {
         format!("{}{{~}}:crons", self.prefix)
+    }
+
+    /// ZSET of the queues that have (or had) batches, for the sweeps that finish them.
+    pub(crate) fn batch_queues(&self) -> String {
+        format!("{}{{~}}:batches", self.prefix)
     }
 
     /// Sorted set (all scores 0) of the queues delivered by HTTP push, read by pushers.
@@ -359,6 +386,9 @@ impl Keys {
             Key::Holds => &self.khold,
             Key::Buckets => &self.krate,
             Key::Waits => &self.kwait,
+            Key::Members => &self.bm,
+            Key::Batches => &self.batch,
+            Key::BatchIndex => &self.bopen,
         }
     }
 }

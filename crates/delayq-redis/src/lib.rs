@@ -27,6 +27,7 @@
 //! `reply` (reply parsing), `lane` (what a lane holds, for the doctor), [`error`].
 
 mod backend;
+mod batches;
 mod conn;
 mod connect;
 pub mod error;

@@ -49,6 +49,9 @@ pub(crate) const X_TRACE: u8 = 16;
 pub(crate) const X_RESULT: u8 = 17;
 /// Extra (sized): the job's fairness key (`delayq::JobKey`, its bytes; keyed.lua: rec_key).
 pub(crate) const X_KEY: u8 = 18;
+/// Extra (sized): the batch the job joined (`delayq::BatchId`, its bytes; batch.lua:
+/// rec_batch).
+pub(crate) const X_BATCH: u8 = 19;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -147,6 +150,7 @@ pub(crate) struct Sections<'a> {
     pub trace: Option<&'a [u8]>,
     pub result: Option<&'a [u8]>,
     pub key: Option<&'a [u8]>,
+    pub batch: Option<&'a [u8]>,
     pub done: Option<(u64, u64)>,
     pub error: Option<&'a str>,
 }
@@ -166,6 +170,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         trace,
         result,
         key,
+        batch,
         done,
         error,
     } = s;
@@ -219,6 +224,11 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         let mut v = (t.len() as u16).to_be_bytes().to_vec();
         v.extend_from_slice(t);
         extras.push((X_KEY, v));
+    }
+    if let Some(t) = batch {
+        let mut v = (t.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(t);
+        extras.push((X_BATCH, v));
     }
     if !extras.is_empty() {
         flags |= F_EXTRA;
@@ -334,6 +344,7 @@ fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
             trace: trace.as_deref(),
             result: None,
             key: job.key.as_ref().map(|k| k.as_str().as_bytes()),
+            batch: job.batch.as_ref().map(|b| b.as_str().as_bytes()),
             done: None,
             error: None,
         },
@@ -369,6 +380,7 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
             trace: r.trace.as_deref(),
             result: r.result.as_deref(),
             key: r.key.as_deref(),
+            batch: None,
             done: r.done,
             error: r.last_error.as_deref(),
         },

@@ -33,11 +33,13 @@ pub(crate) enum Reply {
     Dead = -5,
     /// Refused: the job is done and kept (enqueue inside its dedupe window).
     Done = -6,
+    /// Refused: the batch is closed (no job joins it).
+    Closed = -7,
 }
 
 impl Reply {
     /// Every code, with the name the Lua prelude gives it.
-    pub(crate) const ALL: [(Reply, &'static str); 11] = [
+    pub(crate) const ALL: [(Reply, &'static str); 12] = [
         (Reply::Ok, "R_OK"),
         (Reply::Retry, "R_RETRY"),
         (Reply::Buried, "R_BURIED"),
@@ -49,6 +51,7 @@ impl Reply {
         (Reply::Leased, "R_LEASED"),
         (Reply::Dead, "R_DEAD"),
         (Reply::Done, "R_DONE"),
+        (Reply::Closed, "R_CLOSED"),
     ];
 
     /// The refusal this code means for `id`, when the operation needed `expected`.

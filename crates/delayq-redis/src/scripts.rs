@@ -81,8 +81,9 @@ pub(crate) struct Built {
 
 /// The helper files, in the order their functions are defined (keyed.lua calls common.lua's,
 /// lane.lua both).
-const HELPER_FILES: [(&str, &str); 3] = [
+const HELPER_FILES: [(&str, &str); 4] = [
     ("common.lua", include_str!("../lua/common.lua")),
+    ("batch.lua", include_str!("../lua/batch.lua")),
     ("keyed.lua", include_str!("../lua/keyed.lua")),
     ("lane.lua", include_str!("../lua/lane.lua")),
 ];
@@ -321,6 +322,7 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("X_TRACE", record::X_TRACE.to_string());
     def("X_RESULT", record::X_RESULT.to_string());
     def("X_KEY", record::X_KEY.to_string());
+    def("X_BATCH", record::X_BATCH.to_string());
     for (name, v) in [
         ("SPEC_NOW", record::SPEC_NOW),
         ("SPEC_DELAY", record::SPEC_DELAY),
@@ -367,6 +369,7 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def("L_LANE", layout::LANE.to_string());
         def("L_KEYS", layout::KEYS.to_string());
         def("L_KLIM", layout::KEY_LIMITED.to_string());
+        def("L_BATCH", layout::BATCHES.to_string());
         def("S_KEYLIM", layout::KEY_LIMITS.to_string());
         def("KEY_PRIO_SPAN", KEY_PRIO_SPAN.to_string());
         def("KEY_PARKED", KEY_PARKED.to_string());

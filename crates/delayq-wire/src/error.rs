@@ -59,6 +59,7 @@ error_codes! {
     InvalidSettings = "invalid_settings", 400, "queue settings out of range (shards outside 1-256, or more than 1 on the embedded store; rate.per_s not > 0, rate.burst or max_in_flight outside 1-1,000,000 or under the shard count)";
     InvalidPriority = "invalid_priority", 400, "priority over 9";
     InvalidKey = "invalid_key", 400, "key empty, over 128 bytes, or with control characters";
+    InvalidBatchId = "invalid_batch_id", 400, "a batch id empty, over 241 bytes, or with control characters";
     InvalidSchedule = "invalid_schedule", 400, "a schedule name outside [A-Za-z0-9._-]{1,128}, a cron expression that does not parse, an unknown time zone, every_ms under 1,000, both or neither of cron and every_ms, or catch_up other than none, one, all";
     InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h (30 min for a job with a push target), expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
     InvalidTrace = "invalid_trace", 400, "a job's traceparent is not a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>, lower case, ids not all zero), or its tracestate is over 512 bytes or not printable ASCII (invalid traceparent and tracestate headers are ignored instead, as W3C propagators do)";
@@ -193,6 +194,7 @@ impl ErrorCode {
             I::Query(_) => ErrorCode::InvalidQuery,
             I::Trace(_) => ErrorCode::InvalidTrace,
             I::Key(_) => ErrorCode::InvalidKey,
+            I::BatchId(_) => ErrorCode::InvalidBatchId,
             _ => ErrorCode::InvalidBody,
         }
     }
@@ -220,6 +222,7 @@ impl ErrorCode {
             ErrorCode::InvalidQuery => I::Query(reason("invalid query: ")),
             ErrorCode::InvalidTrace => I::Trace(reason("invalid trace context: ")),
             ErrorCode::InvalidKey => I::Key(reason("invalid key: ")),
+            ErrorCode::InvalidBatchId => I::BatchId(reason("invalid batch id: ")),
             ErrorCode::ResultTooLarge => I::ResultTooLarge(
                 message
                     .split_whitespace()

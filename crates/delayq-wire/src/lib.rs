@@ -9,6 +9,7 @@
 //! the client's side. Payloads travel as `payload` (raw JSON, byte for byte) or
 //! `payload_b64` ([`payload`]).
 
+pub mod batches;
 pub mod error;
 pub mod jobs;
 pub mod keys;
@@ -17,6 +18,9 @@ pub mod payload;
 pub mod queues;
 pub mod schedules;
 
+pub use batches::{
+    BatchAddedView, BatchJobsRequest, BatchList, BatchQuery, BatchRequest, BatchView, CallbackBody,
+};
 pub use error::{ErrorBody, ErrorCode, Invalid};
 pub use jobs::{
     Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView, ListQuery,

@@ -59,6 +59,9 @@ pub mod layout {
     pub const KEYS: u8 = 32;
     /// Flag: the queue bounds each key ([`KEY_LIMITS`] holds how).
     pub const KEY_LIMITED: u8 = 64;
+    /// Flag: the queue has had a batch ([`crate::Batches`]): a job's end is counted in its
+    /// batch.
+    pub const BATCHES: u8 = 128;
     /// The width of the lane's time windows in ms (`u16`, 0: none; `QueueSettings::lane_window_ms`).
     pub const WIDTH: usize = 2;
     /// The last interval counted in.

@@ -21,7 +21,8 @@ pub mod trace;
 
 pub use batches::{
     bad_batches_are_refused, batch_jobs_count_once_however_they_end,
-    batches_call_back_once_when_done, open_batches_take_jobs_until_closed,
+    batches_call_back_once_when_done, batches_on_a_sharded_queue,
+    open_batches_take_jobs_until_closed,
 };
 pub use console::{
     counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,

@@ -41,3 +41,4 @@ delayq::conformance_tests!(@each setup;
     several_queues_in_strict_order, several_queues_wake_and_pause_each,
     results_stay_with_done_jobs, handlers_return_results, keys_share_claims_round_robin,
     key_limits_hold_each_key, keys_pause_and_resume, key_slots_come_back_when_leases_end);
+delayq::conformance_tests!(@batches setup);

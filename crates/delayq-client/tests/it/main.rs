@@ -55,7 +55,7 @@ impl Server {
 /// Serves `backend` on a free port until the sender is dropped; its base URL.
 pub async fn serve<B>(backend: B) -> (String, tokio::sync::oneshot::Sender<()>)
 where
-    B: delayq::Backend + delayq::Inspect + delayq::Schedules,
+    B: delayq::Backend + delayq::Inspect + delayq::Schedules + delayq::Batches,
 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     serve_on(listener, backend, HttpConfig::default())
@@ -67,7 +67,7 @@ fn serve_on<B>(
     config: HttpConfig,
 ) -> (String, tokio::sync::oneshot::Sender<()>)
 where
-    B: delayq::Backend + delayq::Inspect + delayq::Schedules,
+    B: delayq::Backend + delayq::Inspect + delayq::Schedules + delayq::Batches,
 {
     let addr: SocketAddr = listener.local_addr().unwrap();
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();

@@ -18,7 +18,7 @@ use tokio::net::{TcpSocket, TcpStream};
 
 const ATTACKER: &str = "127.0.0.2";
 
-async fn start<B: Backend + Inspect + Schedules>(
+async fn start<B: Backend + Inspect + Schedules + delayq::Batches>(
     backend: B,
     config: HttpConfig,
 ) -> (SocketAddr, AppState<B>, tokio::sync::oneshot::Sender<()>) {

@@ -12,12 +12,12 @@ use crate::route::Route;
 
 script! {
     file: "ack.lua",
-    keys: [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta, Ready, InFlight, Waits],
+    keys: [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta, Ready, InFlight, Waits, Members],
     key_tails: [ix],
     args: {},
     tail: acks: Finish,
     helpers: [now_ms, queue_retention, trim_done, count, limit_freed, ack_pairs, lane_find, key_ended,
-        key_free,
+        key_free, batch_end,
     ],
     reply: Vec<AckOutcome>,
 }

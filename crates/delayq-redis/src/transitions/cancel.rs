@@ -9,13 +9,13 @@ use crate::reply::Reply;
 
 script! {
     file: "cancel.lua",
-    keys: [Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneGone],
+    keys: [Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneGone, Members],
     key_tails: [ix],
     args: {
         /// The job.
         id: JobId,
     },
-    helpers: [refusal, lane_drop, state_of],
+    helpers: [has, refusal, lane_drop, state_of, batch_end],
     reply: Reply,
 }
 

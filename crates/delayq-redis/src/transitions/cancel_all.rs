@@ -10,7 +10,7 @@ use super::ADMIN_CHUNK;
 
 script! {
     file: "cancel_all.lua",
-    keys: [Sched, Jobs, Ready, Lane, LaneMeta, LaneGone, Stat],
+    keys: [Sched, Jobs, Ready, Lane, LaneMeta, LaneGone, Stat, Members],
     args: {
         /// Due jobs (else jobs due later than now).
         due_ones: bool,
@@ -20,7 +20,7 @@ script! {
     helpers: [
         now_ms, rec_due, call_chunked, lane_dead, lane_due, lane_hb, lane_tombs, win_key,
         wins_key, wtombs_key, win_width, win_entry, win_tombs, win_gone, win_unindex,
-        lane_unmark_from, lane_pos, lane_trim,
+        lane_unmark_from, lane_pos, lane_trim, batch_end,
     ],
     reply: u64,
 }

@@ -8,6 +8,10 @@ use crate::reply::Reply;
 
 pub(crate) mod ack;
 pub(crate) mod advance;
+pub(crate) mod batch_home;
+pub(crate) mod batch_join;
+pub(crate) mod batch_scan;
+pub(crate) mod batch_shard;
 pub(crate) mod cancel;
 pub(crate) mod cancel_all;
 pub(crate) mod claim;
@@ -43,10 +47,14 @@ reply! {
 
 /// Every declared script.
 #[cfg(test)]
-pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 21] {
+pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 25] {
     [
         &ack::SCRIPT.def,
         &advance::SCRIPT.def,
+        &batch_home::SCRIPT.def,
+        &batch_join::SCRIPT.def,
+        &batch_scan::SCRIPT.def,
+        &batch_shard::SCRIPT.def,
         &cancel::SCRIPT.def,
         &cancel_all::SCRIPT.def,
         &claim::SCRIPT.def,

@@ -11,7 +11,9 @@ use super::Coded;
 
 script! {
     file: "nack.lua",
-    keys: [Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta, Ready, InFlight, Waits],
+    keys: [
+        Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta, Ready, InFlight, Waits, Members,
+    ],
     key_tails: [ix],
     args: {
         /// The job.
@@ -29,7 +31,7 @@ script! {
     },
     helpers: [
         now_ms, decode, encode, backoff_ms, wake_if_earlier, bury, count, limit_freed, leased_raw,
-        key_ended, key_free,
+        key_ended, key_free, batch_end,
     ],
     reply: Coded,
 }

@@ -15,6 +15,7 @@ async fn setup() -> ((), delayq_redis::RedisBackend, Time) {
 }
 
 delayq::conformance_tests!(setup);
+delayq::conformance_tests!(@batches setup);
 
 // The model check (random operation sequences, half with an injected fault) on the same set-up.
 delayq::model_tests!(setup);

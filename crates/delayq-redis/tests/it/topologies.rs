@@ -44,6 +44,7 @@ mod tls_acl {
     }
 
     delayq::conformance_tests!(setup);
+    delayq::conformance_tests!(@batches setup);
 }
 
 mod cluster {
@@ -56,10 +57,16 @@ mod cluster {
     }
 
     delayq::conformance_tests!(setup);
+    delayq::conformance_tests!(@batches setup);
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keys_on_a_sharded_queue() {
         let ((), b, time) = setup().await;
         delayq::testkit::keys_on_a_sharded_queue(b, time).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_on_a_sharded_queue() {
+        let ((), b, time) = setup().await;
+        delayq::testkit::batches_on_a_sharded_queue(b, time).await;
     }
 }
 
@@ -72,6 +79,7 @@ mod sentinel {
     }
 
     delayq::conformance_tests!(setup);
+    delayq::conformance_tests!(@batches setup);
 }
 
 mod sharded_single {
@@ -84,10 +92,16 @@ mod sharded_single {
     }
 
     delayq::conformance_tests!(setup);
+    delayq::conformance_tests!(@batches setup);
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keys_on_a_sharded_queue() {
         let ((), b, time) = setup().await;
         delayq::testkit::keys_on_a_sharded_queue(b, time).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batches_on_a_sharded_queue() {
+        let ((), b, time) = setup().await;
+        delayq::testkit::batches_on_a_sharded_queue(b, time).await;
     }
 }
 
@@ -115,4 +129,5 @@ mod cluster_windows {
     }
 
     delayq::conformance_tests!(setup);
+    delayq::conformance_tests!(@batches setup);
 }

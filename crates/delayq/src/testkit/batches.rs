@@ -320,3 +320,50 @@ pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: T
             .is_none()
     );
 }
+
+/// A batch's jobs spread over the shards of a sharded queue (each counted in its own shard):
+/// the batch is done only when the last of them, on whichever shard, has ended (Redis runs
+/// this on a Cluster and on one server).
+pub async fn batches_on_a_sharded_queue<B: Backend + Inspect + Batches>(b: B, t: Time) {
+    let (q, cb) = (qn("batch-sharded"), qn("batch-sharded-cb"));
+    b.configure(&q, crate::QueueSettings::with_shards(8))
+        .await
+        .unwrap();
+    let jobs: Vec<NewJob> = (0..24).map(|i| member(&format!("b5-{i:02}"))).collect();
+    let shards: std::collections::HashSet<u64> = jobs
+        .iter()
+        .map(|j| crate::placement_hash(j.id.as_ref().unwrap().as_str()) % 8)
+        .collect();
+    assert!(shards.len() > 3, "spread: {shards:?}");
+    let id = create(&b, &q, "b5", spec(&cb, true), jobs, false).await.id;
+    t.pass(Duration::from_millis(2)).await;
+    let mut leased = Vec::new();
+    while leased.len() < 24 {
+        let got = claim_all(&b, &q).await;
+        assert!(!got.is_empty(), "every job is claimed");
+        leased.extend(got);
+    }
+    let last = leased.pop().unwrap();
+    let acks = leased.iter().map(|j| (j.lease_ref(), j.payload.clone()));
+    b.ack_results(&q, acks.collect()).await.unwrap();
+    b.finish_batches().await.unwrap();
+    assert_eq!(
+        state(&b, &q, &id).await,
+        (BatchState::Closed, [1, 23, 0, 0])
+    );
+    assert_eq!(callback(&b, &cb, id.complete_job()).await, None);
+    let refused = Producer::new(b.clone(), q.clone())
+        .add_to_batch(&id, vec![member("b5-late")], false)
+        .await;
+    assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
+    b.ack_results(&q, vec![(last.lease_ref(), last.payload.clone())])
+        .await
+        .unwrap();
+    b.finish_batches().await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 24, 0, 0]));
+    let done = callback(&b, &cb, id.complete_job()).await.unwrap();
+    assert_eq!(done["batch"]["total"], 24);
+    let results = done["batch"]["results"].as_object().unwrap();
+    assert_eq!(results.len(), 24);
+    assert_eq!(results["b5-07"], "b5-07");
+}

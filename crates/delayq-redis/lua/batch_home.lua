@@ -1,0 +1,35 @@
+-- batch_home.lua: a batch's own record in its home shard (the shard its id hashes to): its
+-- state, callbacks and, once done, its counts.
+-- Keys (declared in transitions/batch_home.rs, which generates the locals):
+-- batch     prefix of `batch:<id>`, HASH s (state: o open, c closed, f done with callbacks
+--           being enqueued, d done), spec (delayq::BatchSpec as JSON), c (created ms),
+--           d (done ms), n (the counts when done: "pending acked dead cancelled")
+-- bopen     ZSET id -> created ms of the batches not done; `d:<id>` -> when a done one is
+--           forgotten
+-- Arguments: op, id, spec, counts, kept_ms. op 'open': create it open with `spec` unless it
+-- exists; 'close': open -> closed; 'done': closed -> f with `counts`; 'fired': f -> done (its
+-- entry in `bopen` moves to `d:<id>`, forgotten after kept_ms); 'read'; 'forget': deleted.
+-- Returns batch_home{ state ('' for none), spec, created, done_at, counts } after the op.
+-- Safe to run twice: each op changes only the state it starts from; a second run answers
+-- the state the first left.
+local now = now_ms()
+local k = batch .. ':' .. id
+local s = redis.call('HGET', k, 's')
+if op == 'open' and not s then
+  redis.call('HSET', k, 's', 'o', 'spec', spec, 'c', now)
+  redis.call('ZADD', bopen, now, id)
+elseif op == 'close' and s == 'o' then
+  redis.call('HSET', k, 's', 'c')
+elseif op == 'done' and s == 'c' then
+  redis.call('HSET', k, 's', 'f', 'd', now, 'n', counts)
+elseif op == 'fired' and s == 'f' then
+  redis.call('HSET', k, 's', 'd')
+  redis.call('ZREM', bopen, id)
+  redis.call('ZADD', bopen, now + kept_ms, 'd:' .. id)
+elseif op == 'forget' then
+  redis.call('DEL', k)
+  redis.call('ZREM', bopen, 'd:' .. id, id)
+end
+local r = redis.call('HMGET', k, 's', 'spec', 'c', 'd', 'n')
+return batch_home{ state = r[1] or '', spec = r[2] or '', created = tonumber(r[3] or 0),
+  done_at = tonumber(r[4] or 0), counts = r[5] or '' }

@@ -1,0 +1,300 @@
+//! Batches on Redis ([`delayq::Batches`]). A batch's jobs may live on several shards of its
+//! queue; no script spans two slots, so a batch is kept in two parts:
+//!
+//! - per shard, its jobs there (`bm:<batch>`, batch.lua): a job joins as pending in the
+//!   script that creates it (batch_join.lua) and is counted once as acked, dead or cancelled
+//!   in the script that ends it; a closed batch's shards refuse new jobs;
+//! - in its home shard (the shard its id hashes to), its state and callbacks
+//!   (batch_home.lua).
+//!
+//! A batch is finished by [`RedisBackend::finish_one`]: when it is closed (every shard
+//! closed first, then the home) and every shard counts no pending job, its home moves to
+//! *finishing* with the summed counts, its callbacks are enqueued under their fixed ids
+//! (`batch-<id>-complete`, with a dedupe window), then its home is marked done. A crash
+//! between those steps leaves it finishing: the next sweep ([`delayq::Batches::finish_batches`],
+//! every `delayq serve` and `delayq worker`) enqueues the callbacks again — refused by their
+//! ids — and marks it done. So a callback comes only after the last job ended, once.
+
+use std::collections::HashSet;
+
+use delayq::batch::{self, BatchAdded, BatchCounts, BatchInfo, BatchState};
+use delayq::{Backend, BatchId, BatchSpec, Error, JobId, NewJob, QueueName, Result};
+use futures::future::join_all;
+
+use crate::backend::RedisBackend;
+use crate::error;
+use crate::keys::Keys;
+use crate::route::{Route, group};
+use crate::transitions::batch_home::{HomeOp, HomeRecord};
+use crate::transitions::batch_shard::ShardOp;
+
+/// The error of a call that would add to a closed batch.
+pub(crate) fn closed(b: &BatchId) -> Error {
+    Error::Conflict(format!("batch {b} is closed: no job may join it"))
+}
+
+/// The home shard of batch `b`.
+fn home<'r>(route: &'r Route, b: &BatchId) -> &'r Keys {
+    &route.keys[crate::keys::shard_of(b.as_str(), route.shards) as usize]
+}
+
+impl RedisBackend {
+    /// Records `queue` among the queues with batches (the sweeps' list).
+    async fn register_batches(&self, queue: &QueueName) -> Result<()> {
+        let mut conn = self.connection();
+        redis::cmd("ZADD")
+            .arg(self.inner.space.batch_queues())
+            .arg(0)
+            .arg(queue.as_str())
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(error::map)
+    }
+
+    /// Enqueues `jobs` into batch `b` of `route`'s queue, each on its shard.
+    async fn join(
+        &self,
+        queue: &QueueName,
+        route: &Route,
+        b: &BatchId,
+        results: bool,
+        jobs: Vec<NewJob>,
+    ) -> Result<Vec<delayq::Enqueued>> {
+        let delivery = route.delivery();
+        for j in &jobs {
+            delivery.admits(queue.as_str(), j.target.is_some())?;
+        }
+        let jobs: Vec<(JobId, NewJob)> = jobs
+            .into_iter()
+            .map(|mut job| {
+                let id = job.id.take().unwrap_or_else(|| match &job.key {
+                    Some(k) => JobId::generate_for(k),
+                    None => JobId::generate(),
+                });
+                (id, job)
+            })
+            .collect();
+        let total = jobs.len();
+        let calls = group(jobs, route.shards, |(id, _)| id.as_str())
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
+            .map(|(s, (pos, jobs))| async move {
+                (
+                    pos,
+                    self.batch_join_shard(&route.keys[s], b, results, jobs)
+                        .await,
+                )
+            });
+        let mut out: Vec<Option<delayq::Enqueued>> = vec![None; total];
+        for (pos, r) in join_all(calls).await {
+            for (p, e) in pos.into_iter().zip(r?) {
+                out[p] = Some(e);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// Every shard's part of batch `b`: the summed counts and the kept results (with
+    /// `results`).
+    async fn parts(
+        &self,
+        route: &Route,
+        b: &BatchId,
+        op: ShardOp,
+        results: bool,
+    ) -> Result<(BatchCounts, Vec<(JobId, Vec<u8>)>)> {
+        let calls = route
+            .keys
+            .iter()
+            .map(|k| self.batch_shard(k, b, op, results));
+        let mut counts = BatchCounts::default();
+        let mut kept = Vec::new();
+        for r in join_all(calls).await {
+            let (c, k) = r?;
+            counts = counts.plus(c);
+            kept.extend(k);
+        }
+        Ok((counts, kept))
+    }
+
+    /// Closes batch `b`: every shard first (no job joins after), then its home; then finishes
+    /// it when its jobs have all ended.
+    async fn close_in(&self, route: &Route, b: &BatchId) -> Result<()> {
+        self.parts(route, b, ShardOp::Close, false).await?;
+        self.batch_home(home(route, b), b, HomeOp::Close).await?;
+        self.finish_one(route, b).await?;
+        Ok(())
+    }
+
+    /// Finishes batch `b` if it is closed and none of its jobs is pending (or it was being
+    /// finished): enqueues its callbacks, then marks it done. Whether it finished it now.
+    pub(crate) async fn finish_one(&self, route: &Route, b: &BatchId) -> Result<bool> {
+        let k = home(route, b);
+        let Some(rec) = self.batch_home(k, b, HomeOp::Read).await? else {
+            return Ok(false);
+        };
+        let rec: HomeRecord = match (rec.state, rec.finishing) {
+            (BatchState::Closed, false) => {
+                let (counts, _) = self.parts(route, b, ShardOp::Read, false).await?;
+                if counts.pending > 0 {
+                    return Ok(false);
+                }
+                match self.batch_home(k, b, HomeOp::Done(counts)).await? {
+                    Some(r) if r.finishing => r,
+                    _ => return Ok(false),
+                }
+            }
+            (BatchState::Closed, true) => rec,
+            _ => return Ok(false),
+        };
+        let counts = rec.counts.unwrap_or_default();
+        let results = if rec.spec.include_results {
+            let (_, mut kept) = self.parts(route, b, ShardOp::Read, true).await?;
+            kept.sort();
+            kept
+        } else {
+            Vec::new()
+        };
+        for (cq, job) in batch::callbacks(b, &rec.spec, counts, &results) {
+            self.enqueue(&cq, vec![job]).await?;
+        }
+        self.batch_home(k, b, HomeOp::Fired).await?;
+        Ok(true)
+    }
+
+    /// Forgets done batch `b`: every shard's part, then its home.
+    async fn forget(&self, route: &Route, b: &BatchId) -> Result<()> {
+        self.parts(route, b, ShardOp::Forget, false).await?;
+        self.batch_home(home(route, b), b, HomeOp::Forget).await?;
+        Ok(())
+    }
+
+    /// Batch `b` of `route`'s queue as read (live counts from its shards until it is done).
+    async fn read_batch(&self, route: &Route, b: &BatchId) -> Result<Option<BatchInfo>> {
+        let Some(rec) = self.batch_home(home(route, b), b, HomeOp::Read).await? else {
+            return Ok(None);
+        };
+        let live = if rec.counts.is_some() {
+            BatchCounts::default()
+        } else {
+            self.parts(route, b, ShardOp::Read, false).await?.0
+        };
+        Ok(Some(rec.info(b.clone(), live)))
+    }
+}
+
+impl delayq::Batches for RedisBackend {
+    async fn put_batch(
+        &self,
+        queue: &QueueName,
+        id: Option<BatchId>,
+        spec: BatchSpec,
+        jobs: Vec<NewJob>,
+        open: bool,
+    ) -> Result<BatchAdded> {
+        let route = self.route(queue).await?;
+        let b = id.unwrap_or_else(BatchId::generate);
+        let results = spec.include_results;
+        self.register_batches(queue).await?;
+        let rec = self
+            .batch_home(home(&route, &b), &b, HomeOp::Open(spec))
+            .await?
+            .ok_or_else(|| error::shape("batch_home: an opened batch reads as none"))?;
+        if rec.state != BatchState::Open {
+            return Err(closed(&b));
+        }
+        let results = rec.spec.include_results || results;
+        let jobs = self.join(queue, &route, &b, results, jobs).await?;
+        if !open {
+            self.close_in(&route, &b).await?;
+        }
+        Ok(BatchAdded { id: b, jobs })
+    }
+
+    async fn add_to_batch(
+        &self,
+        queue: &QueueName,
+        id: &BatchId,
+        jobs: Vec<NewJob>,
+        close: bool,
+    ) -> Result<Option<BatchAdded>> {
+        let route = self.route(queue).await?;
+        let Some(rec) = self.batch_home(home(&route, id), id, HomeOp::Read).await? else {
+            return Ok(None);
+        };
+        if rec.state != BatchState::Open {
+            return Err(closed(id));
+        }
+        let jobs = self
+            .join(queue, &route, id, rec.spec.include_results, jobs)
+            .await?;
+        if close {
+            self.close_in(&route, id).await?;
+        }
+        Ok(Some(BatchAdded {
+            id: id.clone(),
+            jobs,
+        }))
+    }
+
+    async fn close_batch(&self, queue: &QueueName, id: &BatchId) -> Result<Option<BatchInfo>> {
+        let route = self.route(queue).await?;
+        if self
+            .batch_home(home(&route, id), id, HomeOp::Read)
+            .await?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        self.close_in(&route, id).await?;
+        self.read_batch(&route, id).await
+    }
+
+    async fn batch(&self, queue: &QueueName, id: &BatchId) -> Result<Option<BatchInfo>> {
+        let route = self.route(queue).await?;
+        self.read_batch(&route, id).await
+    }
+
+    async fn open_batches(&self, queue: &QueueName, limit: usize) -> Result<Vec<BatchInfo>> {
+        let route = self.route(queue).await?;
+        let mut ids: Vec<BatchId> = Vec::new();
+        for k in &route.keys {
+            let (due, open, _) = self.batch_scan(k, true).await?;
+            ids.extend(due);
+            ids.extend(open);
+        }
+        let mut out = Vec::new();
+        for b in ids {
+            if let Some(i) = self.read_batch(&route, &b).await?
+                && i.state != BatchState::Done
+            {
+                out.push(i);
+            }
+        }
+        out.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn finish_batches(&self) -> Result<usize> {
+        let queues = self.queue_registry(self.inner.space.batch_queues()).await?;
+        let mut finished = 0;
+        for q in queues {
+            let route = self.route(&q).await?;
+            let mut seen: HashSet<BatchId> = HashSet::new();
+            for k in &route.keys {
+                let (due, _, gone) = self.batch_scan(k, false).await?;
+                for b in due {
+                    if seen.insert(b.clone()) && self.finish_one(&route, &b).await? {
+                        finished += 1;
+                    }
+                }
+                for b in gone {
+                    self.forget(&route, &b).await?;
+                }
+            }
+        }
+        Ok(finished)
+    }
+}
