@@ -4,6 +4,7 @@
 
 mod batches;
 pub mod chaos;
+pub mod chaos_batches;
 mod console;
 pub mod deadlines;
 pub mod faulty;

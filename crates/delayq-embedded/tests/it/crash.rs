@@ -164,3 +164,34 @@ async fn a_second_owner_is_refused() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(EmbeddedBackend::open(dir.path()).is_ok());
 }
+
+/// Batches through worker and sweeper kills (`delayq::testkit::chaos_batches`; the embedded
+/// store finishes a batch in the transaction that ends its last job): every batch calls back
+/// once, after its last job, and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_call_back_once_through_kills() {
+    use delayq::testkit::chaos_batches::{self, BatchPlan};
+    let dir = tempfile::tempdir().unwrap();
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let plan = BatchPlan {
+        batches: 30,
+        jobs: 20,
+        kills: 5,
+        fault: None,
+        lease: Duration::from_secs(1),
+        drain: Duration::from_secs(30),
+    };
+    let report = chaos_batches::run(
+        QueueName::new("bchaos").unwrap(),
+        || {
+            let b = b.clone();
+            async move { b }
+        },
+        plan,
+    )
+    .await;
+    assert!(report.early.is_empty(), "early: {:?}", report.early);
+    assert!(report.twice.is_empty(), "twice: {:?}", report.twice);
+    assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
+    assert_eq!(report.called_back, 30, "{report:?}");
+}

@@ -205,3 +205,43 @@ async fn everysec_loses_only_the_unsynced_second_of_a_power_cut() {
         "the power cut lost the writes of its window (else the simulation did nothing)"
     );
 }
+
+/// Batches under faults (`delayq::testkit::chaos_batches`) on an 8-shard queue (each batch's
+/// jobs over several shards): workers and sweepers killed mid-run (leases held, a batch's
+/// finishing steps cut between them) and Redis SIGKILLed and restarted (`appendfsync
+/// always`). Every batch calls back once, after its last job, and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_call_back_once_through_kills_and_restarts() {
+    use delayq::testkit::chaos_batches::{self, BatchPlan};
+    let server = Arc::new(Mutex::new(RedisServer::start_for_faults().unwrap()));
+    let url = server.lock().unwrap().url();
+    let q = QueueName::new("bchaos").unwrap();
+    let b = RedisBackend::connect(&url).await.unwrap();
+    delayq::Inspect::configure(&b, &q, delayq::QueueSettings::with_shards(8))
+        .await
+        .unwrap();
+    let s = server.clone();
+    let plan = BatchPlan {
+        batches: 40,
+        jobs: 25,
+        kills: 6,
+        fault: Some(Box::new(move || s.lock().unwrap().restart())),
+        lease: Duration::from_secs(2),
+        drain: Duration::from_secs(60),
+    };
+    let url2 = url.clone();
+    let report = chaos_batches::run(
+        q,
+        || {
+            let url = url2.clone();
+            async move { connect_retrying(&url).await }
+        },
+        plan,
+    )
+    .await;
+    eprintln!("{report:?}");
+    assert!(report.early.is_empty(), "early: {:?}", report.early);
+    assert!(report.twice.is_empty(), "twice: {:?}", report.twice);
+    assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
+    assert!(report.called_back >= 40 - report.not_created, "{report:?}");
+}
