@@ -223,11 +223,13 @@ where
         t.abort();
     }
     cb_consumer.abort();
-    let seen = seen.lock().expect("lock");
-    report.called_back = seen.created.len();
-    report.early = seen.early.iter().cloned().collect();
-    report.twice = seen
-        .created
+    let (created_times, early) = {
+        let s = seen.lock().expect("lock");
+        (s.created.clone(), s.early.clone())
+    };
+    report.called_back = created_times.len();
+    report.early = early.into_iter().collect();
+    report.twice = created_times
         .iter()
         .filter(|(_, times)| times.len() > 1)
         .map(|(id, _)| id.clone())
@@ -241,7 +243,7 @@ where
             .flatten();
         let counted = info
             .is_some_and(|i| i.state == BatchState::Done && i.counts.succeeded == plan.jobs as u64);
-        if !seen.created.contains_key(&id) || !counted {
+        if !created_times.contains_key(&id) || !counted {
             report.lost.push(id);
         }
     }
