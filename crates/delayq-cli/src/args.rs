@@ -212,6 +212,9 @@ pub(crate) enum Command {
     /// and `worker` process fires them; each fire is enqueued once, as `NAME@<fire ms>`.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Batches: jobs enqueued together whose ends enqueue a callback once (`batch-<id>-complete`).
+    #[command(subcommand)]
+    Batch(crate::batch::BatchCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
     /// Settings files: check one, list every key, print a commented example.
@@ -635,7 +638,7 @@ pub(crate) struct EnqueueArgs {
     #[arg(long, conflicts_with = "jsonl")]
     pub payload_file: Option<PathBuf>,
     /// Read jobs from stdin, one JSON object per line:
-    /// {"id", "payload", "delay_ms" | "run_at", "max_attempts"}.
+    /// {"id", "payload", "delay_ms" | "run_at", "max_attempts", "key"}.
     #[arg(long)]
     pub jsonl: bool,
     /// Jobs per batch with --jsonl.

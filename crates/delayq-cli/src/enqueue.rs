@@ -20,6 +20,7 @@ struct Line {
     delay_ms: Option<f64>,
     run_at: Option<RunAt>,
     max_attempts: Option<u32>,
+    key: Option<String>,
 }
 
 /// `run_at` as RFC 3339 text or ms since the epoch.
@@ -43,12 +44,13 @@ impl std::fmt::Display for BadLine {
 impl std::error::Error for BadLine {}
 
 /// The fields of a line, with what each must be (for the error that names one).
-const FIELDS: [(&str, &str); 5] = [
+const FIELDS: [(&str, &str); 6] = [
     ("id", "a string"),
     ("payload", "any JSON value"),
     ("delay_ms", "a number of ms"),
     ("run_at", "RFC 3339 text or ms since the epoch"),
     ("max_attempts", "a whole number 1-10000"),
+    ("key", "a string of 1-128 bytes (the job's key)"),
 ];
 
 impl Line {
@@ -107,6 +109,9 @@ impl Line {
         let mut job = NewJob::new(payload).due(schedule).id(id);
         if let Some(n) = self.max_attempts {
             job = job.max_attempts(n);
+        }
+        if let Some(k) = self.key {
+            job = job.key(delayq::JobKey::new(k)?);
         }
         job.trace = env_trace();
         Ok(job)
@@ -182,6 +187,24 @@ fn print(e: &Enqueued) {
 /// Reads every line first so that a bad line refuses the whole input before anything is
 /// written, then enqueues in batches.
 async fn run_jsonl(p: &Producer<AnyBackend>, batch: usize) -> anyhow::Result<()> {
+    let jobs = read_jsonl()?;
+    let (mut created, mut existing) = (0u64, 0u64);
+    for chunk in jobs.chunks(batch) {
+        let out = retry(|| p.enqueue_batch(chunk.to_vec())).await?;
+        for e in &out {
+            if e.created {
+                created += 1;
+            } else {
+                existing += 1;
+            }
+        }
+    }
+    println!("created {created}\texisting {existing}");
+    Ok(())
+}
+
+/// The jobs of the JSON lines on stdin, each checked: a bad line refuses the whole input.
+pub(crate) fn read_jsonl() -> anyhow::Result<Vec<NewJob>> {
     let mut jobs = Vec::new();
     for (i, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.context("reading stdin")?;
@@ -199,19 +222,7 @@ async fn run_jsonl(p: &Producer<AnyBackend>, batch: usize) -> anyhow::Result<()>
         .with_context(|| format!("line {}: invalid job", i + 1))?;
         jobs.push(job);
     }
-    let (mut created, mut existing) = (0u64, 0u64);
-    for chunk in jobs.chunks(batch) {
-        let out = retry(|| p.enqueue_batch(chunk.to_vec())).await?;
-        for e in &out {
-            if e.created {
-                created += 1;
-            } else {
-                existing += 1;
-            }
-        }
-    }
-    println!("created {created}\texisting {existing}");
-    Ok(())
+    Ok(jobs)
 }
 
 /// Retries a call that is safe to repeat while the backend is unavailable (a few seconds).

@@ -5,6 +5,7 @@
 mod admin;
 mod args;
 mod backend;
+mod batch;
 #[cfg(feature = "bench")]
 mod bench;
 #[cfg(feature = "bench")]
@@ -224,6 +225,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Jobs(cmd) => admin::jobs(&backend, &queue, cmd).await,
         Command::Queue(cmd) => admin::queue(&backend, cmd).await,
         Command::Schedule(cmd) => admin::schedule(&backend, &queue, cmd).await,
+        Command::Batch(cmd) => batch::run(&producer, cmd).await,
         Command::Worker(_) => unreachable!("handled above"),
         Command::Serve(a) => {
             let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());

@@ -81,6 +81,13 @@ impl std::fmt::Display for BatchId {
     }
 }
 
+impl std::str::FromStr for BatchId {
+    type Err = InvalidInput;
+    fn from_str(s: &str) -> Result<Self, InvalidInput> {
+        Self::new(s)
+    }
+}
+
 impl TryFrom<String> for BatchId {
     type Error = InvalidInput;
     fn try_from(s: String) -> Result<Self, InvalidInput> {

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod batches;
 mod cli;
 mod clients;
 mod config;
