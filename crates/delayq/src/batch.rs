@@ -106,7 +106,7 @@ impl From<BatchId> for String {
 pub struct Callback {
     /// The queue it goes to (any queue, the batch's own among them).
     pub queue: QueueName,
-    /// Its payload: a JSON object, to which the callback adds `batch` (see [`BatchEnd`]).
+    /// Its payload: a JSON object, to which the callback adds `batch` (see [`callbacks`]).
     #[serde(default = "empty_object")]
     pub payload: serde_json::Value,
     /// Due this long after the batch is done, ms.
