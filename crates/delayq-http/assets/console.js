@@ -482,10 +482,14 @@ async function queueView(name, tab) {
   const results = el('div', { class: 'results' });
   const panel = el('section', { role: 'tabpanel', 'aria-labelledby': `tab-${tab}`, id: 'panel' });
   const keys = el('div', {});
-  const drawKeys = async () => keys.replaceChildren(await keysPanel(name, drawKeys));
+  const batches = el('div', {});
+  const drawKeys = async () => {
+    keys.replaceChildren(await keysPanel(name, drawKeys));
+    batches.replaceChildren(await batchesPanel(name));
+  };
   render(
     el('div', { class: 'row spread' }, el('h1', {}, name, ' ', badge), pauseBtn),
-    stats, settings, keys, charts, findForm, results, tabs, panel);
+    stats, settings, keys, batches, charts, findForm, results, tabs, panel);
   let reloadList = () => {};
   const first = await api('GET', q(name));
   show(first);
@@ -523,6 +527,28 @@ async function keysPanel(name, redraw) {
   return el('details', { class: 'card settings keys', id: 'keys', open: true },
     el('summary', {}, el('span', { class: 'label' }, 'Busiest keys'), ' ',
       el('span', { class: 'count' }, `${v.keys.length} key${v.keys.length === 1 ? '' : 's'} with jobs in flight, due or held`)),
+    el('table', { class: 'grid-table' },
+      el('thead', {}, el('tr', {}, head.map(([h, c]) => el('th', c ? { class: c } : {}, h)))), el('tbody', {}, rows)));
+}
+
+// The batches of a queue not done yet, each with its progress (its jobs ended of all that
+// joined, and how) and where its callbacks go; shown only when it has any.
+async function batchesPanel(name) {
+  const v = await api('GET', `${q(name)}/batches?limit=10`);
+  if (!v.batches.length) return el('span', {});
+  const rows = v.batches.map((b) => {
+    const ended = b.total - b.pending;
+    const to = [b.on_complete ? `done → ${b.on_complete.queue}` : '', b.on_success ? `ok → ${b.on_success.queue}` : ''];
+    return el('tr', {},
+      el('td', { class: 'mono' }, b.id), el('td', {}, el('span', { class: b.state === 'open' ? 'badge' : 'badge warn' }, b.state)),
+      el('td', {}, el('progress', { max: String(b.total || 1), value: String(ended) }), ` ${fmt(ended)} of ${fmt(b.total)}`),
+      el('td', { class: 'num' }, fmt(b.succeeded)), el('td', { class: 'num' }, fmt(b.dead)), el('td', { class: 'num' }, fmt(b.cancelled)),
+      el('td', {}, to.filter(Boolean).join(' · ') || '–'));
+  });
+  const head = [['batch'], ['state'], ['ended'], ['acked', 'num'], ['dead', 'num'], ['cancelled', 'num'], ['callbacks']];
+  return el('details', { class: 'card settings batches', id: 'batches', open: true },
+    el('summary', {}, el('span', { class: 'label' }, 'Batches'), ' ',
+      el('span', { class: 'count' }, `${v.batches.length} not done yet`)),
     el('table', { class: 'grid-table' },
       el('thead', {}, el('tr', {}, head.map(([h, c]) => el('th', c ? { class: c } : {}, h)))), el('tbody', {}, rows)));
 }

@@ -663,3 +663,54 @@ async fn the_console_shows_the_busiest_keys() {
     );
     assert!(!pwned(&c).await);
 }
+
+/// A queue with a batch not done yet shows its progress — its jobs ended of all that joined,
+/// acked, dead and cancelled, where its callbacks go — and no longer once it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_a_batchs_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = serve(tmp.path());
+    let jobs: Vec<Value> = (0..4)
+        .map(|i| json!({"id": format!("r{i}"), "payload": {"n": i}}))
+        .collect();
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/mail/batches",
+        Some(json!({"id": "report-7", "jobs": jobs, "on_complete": {"queue": "reports"}})),
+    );
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["batch"]["state"], "closed", "{v}");
+    let (_, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/mail/claim",
+        Some(json!({"max": 1})),
+    );
+    let j = &v["jobs"][0];
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/mail/acks",
+        Some(json!({"acks": [{"id": j["id"], "lease_token": j["lease_token"]}]})),
+    );
+    assert_eq!(s, 200, "{v}");
+
+    let (_driver, c) = browser().await;
+    c.goto(&format!("http://{addr}/#/q/mail")).await.unwrap();
+    sign_in(&c, ADMIN).await;
+    wait_text(&c, "#batches", "report-7").await;
+    let row = c
+        .find(Locator::Css("#batches tbody tr"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        row.contains("1 of 4") && row.to_lowercase().contains("closed") && row.contains("reports"),
+        "{row}"
+    );
+    shot(&c, "batches").await;
+    assert!(!pwned(&c).await);
+}
