@@ -295,6 +295,8 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 	case "resume_key":
 		h, err := c.ResumeKey(ctx, q, a["key"].(string))
 		return map[string]any{"key": h.Key, "paused": h.PausedUntil != nil}, err
+	case "create_batch", "add_to_batch", "close_batch", "batch":
+		return batchStep(ctx, c, q, op, a)
 	case "keys":
 		ks, err := c.Keys(ctx, q, 20)
 		out := []any{}
@@ -373,5 +375,53 @@ func TestWebhookVectors(t *testing.T) {
 		if err != nil && CodeOf(err) != "invalid_signature" {
 			t.Errorf("%s: %v", v.Name, err)
 		}
+	}
+}
+
+// batchStep runs a batch operation of a scenario (callbacks go to the scenario's queue).
+func batchStep(ctx context.Context, c *Client, q, op string, a map[string]any) (any, error) {
+	view := func(b Batch, err error) (any, error) {
+		return map[string]any{"id": b.ID, "state": b.State, "total": b.Total, "pending": b.Pending,
+			"succeeded": b.Succeeded, "dead": b.Dead, "cancelled": b.Cancelled}, err
+	}
+	var jobs []BatchJob
+	if js, ok := a["jobs"].([]any); ok {
+		for _, j := range js {
+			m := j.(map[string]any)
+			jobs = append(jobs, BatchJob{Payload: m["payload"], Options: enqueueOpts(m)})
+		}
+	}
+	id, _ := a["id"].(string)
+	switch op {
+	case "create_batch":
+		cb := func(v any) *BatchCallback {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			p, _ := m["payload"].(map[string]any)
+			return &BatchCallback{Queue: q, Payload: p}
+		}
+		o := BatchOptions{OnComplete: cb(a["on_complete"]), OnSuccess: cb(a["on_success"])}
+		if _, ok := a["id"]; ok {
+			o.ID = &id
+		}
+		o.Open, _ = a["open"].(bool)
+		o.IncludeResults, _ = a["include_results"].(bool)
+		return view(c.CreateBatch(ctx, q, jobs, o))
+	case "add_to_batch":
+		closeIt, _ := a["close"].(bool)
+		return view(c.AddToBatch(ctx, q, id, jobs, closeIt))
+	case "close_batch":
+		return view(c.CloseBatch(ctx, q, id))
+	}
+	wait, _ := a["wait"].(bool)
+	until := time.Now().Add(10 * time.Second)
+	for {
+		b, err := c.GetBatch(ctx, q, id)
+		if err != nil || !wait || b.State == "done" || time.Now().After(until) {
+			return view(b, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -2,6 +2,7 @@
 scenario against the live server at ``DELAYQ_URL``, and every webhook vector."""
 
 import json
+import time
 import os
 import unittest
 import uuid
@@ -153,10 +154,34 @@ class Runner:
         if op == "resume_key":
             c.resume_key(q, a["key"])
             return {"key": a["key"], "paused": False}
+        if op in ("create_batch", "add_to_batch", "close_batch", "batch"):
+            return self.batch_step(op, a)
         if op == "keys":
             return [{"key": k.key, "in_flight": k.in_flight, "due": k.due,
                      "paused": k.paused_until is not None} for k in c.keys(q)]
         raise AssertionError(f"unknown operation {op}")
+
+    def batch_step(self, op, a):
+        c, q = self.c, self.q
+        view = lambda b: {"id": b.id, "state": b.state, "total": b.total,  # noqa: E731
+                          "pending": b.pending, "succeeded": b.succeeded, "dead": b.dead,
+                          "cancelled": b.cancelled}
+        jobs = [dict(j) for j in a.get("jobs", [])]
+        if op == "create_batch":
+            cb = lambda v: None if v is None else {"queue": q, "payload": v.get("payload", {})}  # noqa: E731
+            return view(c.create_batch(q, jobs, id=a.get("id"), on_complete=cb(a.get("on_complete")),
+                                       on_success=cb(a.get("on_success")), open=a.get("open", False),
+                                       include_results=a.get("include_results", False)))
+        if op == "add_to_batch":
+            return view(c.add_to_batch(q, a["id"], jobs, close=a.get("close", False)))
+        if op == "close_batch":
+            return view(c.close_batch(q, a["id"]))
+        until = time.monotonic() + 10
+        while True:
+            b = c.batch(q, a["id"])
+            if not a.get("wait") or b.state == "done" or time.monotonic() > until:
+                return view(b)
+            time.sleep(0.05)
 
     def fail(self, e):
         raise e

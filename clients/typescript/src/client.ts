@@ -7,7 +7,10 @@ import { randomUUID } from "node:crypto";
 
 import { DelayqError } from "./errors.js";
 import type {
+  Batch,
+  BatchCallback,
   BatchJob,
+  CreateBatchOptions,
   ClaimedJob,
   Claimed,
   EnqueueOptions,
@@ -138,6 +141,27 @@ function jobBody(payload: unknown, o: EnqueueOptions): Json {
   if (o.traceparent !== undefined) b.traceparent = o.traceparent;
   if (o.tracestate !== undefined) b.tracestate = o.tracestate;
   return b;
+}
+
+function callbackBody(c: BatchCallback): Json {
+  const b: Json = { queue: c.queue, payload: c.payload ?? {} };
+  if (c.delayMs !== undefined) b.delay_ms = c.delayMs;
+  return b;
+}
+
+function batchOf(b: Json): Batch {
+  return {
+    id: String(b.id),
+    queue: String(b.queue),
+    state: b.state as Batch["state"],
+    total: Number(b.total),
+    pending: Number(b.pending),
+    succeeded: Number(b.succeeded),
+    dead: Number(b.dead),
+    cancelled: Number(b.cancelled),
+    createdAt: new Date(Number(b.created_at_ms)),
+    doneAt: b.done_at_ms === undefined || b.done_at_ms === null ? undefined : new Date(Number(b.done_at_ms)),
+  };
 }
 
 function enqueued(e: Json): Enqueued {
@@ -359,6 +383,49 @@ export class Client {
     const body = jobs.map(({ payload, ...o }) => jobBody(payload, o));
     const out = (await this.#call("POST", `${Client.#q(queue)}/jobs`, body)) as Json[];
     return out.map(enqueued);
+  }
+
+  // --- Batches ---------------------------------------------------------------------------
+
+  /**
+   * Creates a batch of jobs: when every one has ended (acked, dead or cancelled) its callbacks
+   * are enqueued once. Closed at once unless `open`; an open batch of that id gains the jobs.
+   */
+  async createBatch(queue: string, jobs: BatchJob[], opts: CreateBatchOptions = {}): Promise<Batch> {
+    const body: Json = {
+      jobs: jobs.map(({ payload, ...o }) => jobBody(payload, o)),
+      open: opts.open ?? false,
+      include_results: opts.includeResults ?? false,
+    };
+    if (opts.id !== undefined) body.id = opts.id;
+    if (opts.onComplete) body.on_complete = callbackBody(opts.onComplete);
+    if (opts.onSuccess) body.on_success = callbackBody(opts.onSuccess);
+    // Sent once: a retry after a call that closed the batch would be refused.
+    const r = (await this.#call("POST", `${Client.#q(queue)}/batches`, body, { repeat: false })) as Json;
+    return batchOf(r.batch as Json);
+  }
+
+  /** Adds jobs to an open batch (a `conflict` error once it is closed), closing it after them with `close`. */
+  async addToBatch(queue: string, id: string, jobs: BatchJob[], opts: { close?: boolean } = {}): Promise<Batch> {
+    const body = { jobs: jobs.map(({ payload, ...o }) => jobBody(payload, o)), close: opts.close ?? false };
+    const path = `${Client.#q(queue)}/batches/${encodeURIComponent(id)}/jobs`;
+    return batchOf(((await this.#call("POST", path, body, { repeat: false })) as Json).batch as Json);
+  }
+
+  /** Closes a batch: no job joins it any more. */
+  async closeBatch(queue: string, id: string): Promise<Batch> {
+    return batchOf((await this.#call("POST", `${Client.#q(queue)}/batches/${encodeURIComponent(id)}/close`)) as Json);
+  }
+
+  /** One batch: its state and counts (a `not_found` error when there is none). */
+  async batch(queue: string, id: string): Promise<Batch> {
+    return batchOf((await this.#call("GET", `${Client.#q(queue)}/batches/${encodeURIComponent(id)}`)) as Json);
+  }
+
+  /** The batches of a queue not done yet, oldest first. */
+  async batches(queue: string, opts: { limit?: number } = {}): Promise<Batch[]> {
+    const r = (await this.#call("GET", `${Client.#q(queue)}/batches?limit=${opts.limit ?? 20}`)) as Json;
+    return (r.batches as Json[]).map(batchOf);
   }
 
   /** One job in any state; `null` when there is no such job. */

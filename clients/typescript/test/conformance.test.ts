@@ -138,6 +138,32 @@ class Runner {
         const h = await c.resumeKey(q, a.key);
         return { key: h.key, paused: h.pausedUntil !== undefined };
       }
+      case "create_batch": {
+        const cb = (v: J | undefined) => (v ? { queue: q, payload: v.payload ?? {} } : undefined);
+        const jobs = (a.jobs ?? []).map((j: J) => ({ payload: j.payload, ...opts(j) }));
+        const b = await c.createBatch(q, jobs, {
+          id: a.id,
+          onComplete: cb(a.on_complete),
+          onSuccess: cb(a.on_success),
+          open: a.open,
+          includeResults: a.include_results,
+        });
+        return batchView(b);
+      }
+      case "add_to_batch": {
+        const jobs = (a.jobs ?? []).map((j: J) => ({ payload: j.payload, ...opts(j) }));
+        return batchView(await c.addToBatch(q, a.id, jobs, { close: a.close }));
+      }
+      case "close_batch":
+        return batchView(await c.closeBatch(q, a.id));
+      case "batch": {
+        const until = Date.now() + 10_000;
+        for (;;) {
+          const b = await c.batch(q, a.id);
+          if (!a.wait || b.state === "done" || Date.now() > until) return batchView(b);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
       case "keys":
         return (await c.keys(q)).map((k) => ({ key: k.key, in_flight: k.inFlight, due: k.due, paused: k.pausedUntil !== undefined }));
       default:
@@ -184,3 +210,7 @@ test("every webhook vector", () => {
     assert.equal(ok, v.valid, v.name);
   }
 });
+
+function batchView(b: { id: string; state: string; total: number; pending: number; succeeded: number; dead: number; cancelled: number }) {
+  return { id: b.id, state: b.state, total: b.total, pending: b.pending, succeeded: b.succeeded, dead: b.dead, cancelled: b.cancelled };
+}

@@ -182,9 +182,6 @@ async fn run_on(
     let ticker = tokio::spawn(delayq::Ticker::new(backend.clone()).run(async move {
         let _ = ticker_stopped.wait_for(|s| *s).await;
     }));
-    // Every serve process finishes the batches whose jobs have all ended (delayq::batch; on
-    // the embedded store each is finished by the step that ends its last job).
-    let sweeper = tokio::spawn(delayq::batch::BatchSweeper::new(backend.clone()).run());
     let pusher = crate::push::pusher(&a.push, secrets.push, backend.clone())?;
     let mut state = AppState::new(backend, config, Some(prometheus));
     if let Some(p) = &pusher {
@@ -226,7 +223,6 @@ async fn run_on(
     );
     let served = delayq_http::serve(listener, state, crate::worker::shutdown_signal()).await;
     reloads.abort();
-    sweeper.abort();
     let _ = stop_ticker.send(true);
     let _ = stop_pusher.send(true);
     let _ = ticker.await;

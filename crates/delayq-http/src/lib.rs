@@ -339,6 +339,10 @@ pub async fn serve<B: Backend + Inspect + Schedules + Batches>(
     use hyper_util::rt::{TokioIo, TokioTimer};
     let app = router(state.clone());
     tokio::spawn(depth::sample(state.clone()));
+    // Batches whose jobs have all ended are finished here too (on Redis by this sweep; the
+    // embedded store finishes each in the step that ends its last job).
+    let sweeper = tokio::spawn(delayq::batch::BatchSweeper::new(state.backend().clone()).run());
+    let _sweeping = AbortOnDrop(sweeper);
     let config = &state.inner.config;
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let short = state.inner.short_conns.clone();
@@ -396,4 +400,13 @@ pub async fn serve<B: Backend + Inspect + Schedules + Batches>(
     state.begin_shutdown();
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Aborts a background task when dropped (the server's batch sweep ends with `serve`).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

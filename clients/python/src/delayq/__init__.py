@@ -16,14 +16,14 @@ from .errors import (
     JobNotDead, LeaseLost, NotFound, PayloadTooLarge, ServerError, StoreFull, TooManyLongPolls,
     Unauthorized, Unavailable,
 )
-from .models import ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats
+from .models import Batch, ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats
 from .webhooks import WebhookVerificationError, sign, verify_webhook
 from .worker import Dead, Retry, Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "API_VERSION", "AsyncClient", "AsyncWorker", "ClaimedJob", "Client", "Conflict",
+    "API_VERSION", "AsyncClient", "AsyncWorker", "Batch", "ClaimedJob", "Client", "Conflict",
     "ConnectionFailed", "Dead", "DelayqError", "Enqueued", "Forbidden", "InvalidInput", "Job",
     "JobDead", "JobLeased", "JobNotDead", "JobPage", "KeyStats", "LeaseLost", "NotFound", "PayloadTooLarge",
     "QueueStats", "Retry", "ServerError", "StoreFull", "TooManyLongPolls", "Unauthorized",

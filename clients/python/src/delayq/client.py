@@ -20,7 +20,9 @@ import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import errors
-from .models import ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats, result_fields
+from .models import (
+    Batch, ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats, result_fields,
+)
 
 try:  # OpenTelemetry is optional: with it, enqueues carry the application's active trace.
     from opentelemetry import propagate as _otel_propagate
@@ -251,6 +253,59 @@ class Client:
                   for j in jobs]
         answer = self._call("POST", self._q(queue, "/jobs"), bodies)
         return [Enqueued.from_json(e) for e in answer]
+
+    # ----- batches -----
+
+    def create_batch(self, queue: str, jobs: Iterable[Mapping[str, Any]], *,
+                     id: Optional[str] = None, on_complete: Optional[Mapping[str, Any]] = None,
+                     on_success: Optional[Mapping[str, Any]] = None, open: bool = False,
+                     include_results: bool = False) -> Batch:
+        """Creates a batch of ``jobs`` (items as for ``enqueue_many``): when every one has ended
+        (acked, dead or cancelled) its callbacks are enqueued once — ``on_complete`` as
+        ``batch-<id>-complete``, ``on_success`` (none dead) as ``batch-<id>-success``, each
+        ``{"queue": ..., "payload": {...}, "delay_ms": ...}``, the payload extended with
+        ``batch: {id, total, succeeded, dead, cancelled}``. Closed at once unless ``open``; an
+        open batch of that id gains the jobs instead (``Conflict`` once it is closed)."""
+        body: Dict[str, Any] = {
+            "jobs": [job_body(j.get("payload"), **{k: v for k, v in j.items() if k != "payload"})
+                     for j in jobs],
+            "open": open,
+            "include_results": include_results,
+        }
+        if id is not None:
+            body["id"] = id
+        if on_complete is not None:
+            body["on_complete"] = dict(on_complete)
+        if on_success is not None:
+            body["on_success"] = dict(on_success)
+        return Batch.from_json(self._call("POST", self._q(queue, "/batches"), body)["batch"])
+
+    def add_to_batch(self, queue: str, id: str, jobs: Iterable[Mapping[str, Any]], *,
+                     close: bool = False) -> Batch:
+        """Adds ``jobs`` to an open batch (``Conflict`` once it is closed), then closes it
+        with ``close``."""
+        body = {
+            "jobs": [job_body(j.get("payload"), **{k: v for k, v in j.items() if k != "payload"})
+                     for j in jobs],
+            "close": close,
+        }
+        path = self._q(queue, "/batches/" + urllib.parse.quote(id, safe="") + "/jobs")
+        return Batch.from_json(self._call("POST", path, body)["batch"])
+
+    def close_batch(self, queue: str, id: str) -> Batch:
+        """Closes a batch: no job joins it any more."""
+        path = self._q(queue, "/batches/" + urllib.parse.quote(id, safe="") + "/close")
+        return Batch.from_json(self._call("POST", path))
+
+    def batch(self, queue: str, id: str) -> Batch:
+        """One batch: its state and counts (``NotFound`` when there is none)."""
+        path = self._q(queue, "/batches/" + urllib.parse.quote(id, safe=""))
+        return Batch.from_json(self._call("GET", path))
+
+    def batches(self, queue: str, *, limit: int = 20) -> List[Batch]:
+        """The batches of a queue not done yet, oldest first."""
+        answer = self._call("GET", self._q(queue, f"/batches?limit={limit}"))
+        return [Batch.from_json(b) for b in answer["batches"]]
 
     def get(self, queue: str, id: str) -> Job:
         """One job in any state; ``NotFound`` when it is gone (done, cancelled)."""

@@ -192,3 +192,27 @@ class KeyStats:
     @classmethod
     def from_json(cls, d: dict) -> "KeyStats":
         return cls(d["key"], d["in_flight"], d["due"], d.get("paused_until"))
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch (``Client.create_batch``) and how its jobs stand: ``state`` is ``open`` (jobs
+    may join), ``closed`` (waiting for its jobs) or ``done`` (its callbacks enqueued)."""
+
+    id: str
+    queue: str
+    state: str
+    total: int
+    pending: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    created_at: int
+    """When it was created (ms since the epoch)."""
+    done_at: Optional[int] = None
+    """When it was done (ms since the epoch); ``None`` while it is not."""
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Batch":
+        return cls(d["id"], d["queue"], d["state"], d["total"], d["pending"], d["succeeded"],
+                   d["dead"], d["cancelled"], d["created_at_ms"], d.get("done_at_ms"))

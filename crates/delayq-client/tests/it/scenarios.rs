@@ -7,8 +7,8 @@ use std::path::Path;
 
 use delayq::CancelOutcome;
 use delayq_client::wire::{
-    ClaimRequest, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page, RescheduleRequest,
-    ScheduleBody, SettingsPatch,
+    BatchJobsRequest, BatchRequest, BatchView, CallbackBody, ClaimRequest, EnqueueRequest,
+    ListQuery, NackRequest, OutcomeKind, Page, RescheduleRequest, ScheduleBody, SettingsPatch,
 };
 use delayq_client::{Client, Error};
 use serde_json::{Value, json};
@@ -55,6 +55,27 @@ fn enqueue_of(a: &Value) -> EnqueueRequest {
         key: a["key"].as_str().map(Into::into),
         ..EnqueueRequest::default()
     }
+}
+
+fn jobs_of(a: &Value) -> Vec<EnqueueRequest> {
+    a["jobs"]
+        .as_array()
+        .map(|js| js.iter().map(enqueue_of).collect())
+        .unwrap_or_default()
+}
+
+/// A callback `{payload?}` of a step, to the scenario's own queue.
+fn callback(q: &str, v: &Value) -> Option<CallbackBody> {
+    v.as_object().map(|o| CallbackBody {
+        queue: q.to_owned(),
+        payload: o.get("payload").cloned().unwrap_or_else(|| json!({})),
+        delay_ms: None,
+    })
+}
+
+fn batch(b: BatchView) -> Value {
+    json!({"id": b.id, "state": b.state, "total": b.total, "pending": b.pending,
+        "succeeded": b.succeeded, "dead": b.dead, "cancelled": b.cancelled})
 }
 
 fn listed(mut ids: Vec<String>) -> Value {
@@ -289,6 +310,38 @@ impl Runner {
                             "paused": k.paused_until.is_some()})
                     })
                     .collect()
+            }
+            "create_batch" => {
+                let req = BatchRequest {
+                    id: a["id"].as_str().map(Into::into),
+                    jobs: jobs_of(a),
+                    on_complete: callback(q, &a["on_complete"]),
+                    on_success: callback(q, &a["on_success"]),
+                    open: a["open"].as_bool().unwrap_or(false),
+                    include_results: a["include_results"].as_bool().unwrap_or(false),
+                };
+                batch(c.create_batch(q, &req).await?.batch)
+            }
+            "add_to_batch" => {
+                let req = BatchJobsRequest {
+                    jobs: jobs_of(a),
+                    close: a["close"].as_bool().unwrap_or(false),
+                };
+                batch(c.add_to_batch(q, id, &req).await?.batch)
+            }
+            "close_batch" => batch(c.close_batch(q, id).await?),
+            "batch" => {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                loop {
+                    let b = c.batch(q, id).await?;
+                    if a["wait"] != true
+                        || b.state == "done"
+                        || std::time::Instant::now() > deadline
+                    {
+                        break batch(b);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
             }
             other => panic!("unknown operation {other}"),
         })
