@@ -4,6 +4,7 @@
 //! Without `--redis` it starts its own `redis-server` (`--save '' --appendonly no`, the rest
 //! default), pins it to CPU 0 and itself and its worker processes to CPU 1.
 
+mod batches;
 mod breakdown;
 mod env;
 mod push;
@@ -103,6 +104,9 @@ pub(crate) enum Workload {
     /// Fairness among keys: key A with n jobs and key B with 100 due together, one consumer
     /// at concurrency 16, with keys and without (not part of `all`).
     Fair,
+    /// Batches of 1,000 jobs with a callback each against the same jobs enqueued plainly:
+    /// enqueue and drain rates, cost per job, callback delay (not part of `all`).
+    Batches,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -251,7 +255,10 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
     let want = |w: Workload| {
         a.workload == w
             || (a.workload == Workload::All
-                && !matches!(w, Workload::Push | Workload::Multi | Workload::Fair))
+                && !matches!(
+                    w,
+                    Workload::Push | Workload::Multi | Workload::Fair | Workload::Batches
+                ))
     };
     let mut rows: Vec<Row> = Vec::new();
     let mut emit = |mut batch: Vec<Row>, env: &Env| -> anyhow::Result<()> {
@@ -341,6 +348,11 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
     if want(Workload::Fair) {
         for keyed in [true, false] {
             emit(vec![queues::fair(&mut env, a.n, keyed).await?], &env)?;
+        }
+    }
+    if want(Workload::Batches) {
+        for batched in [true, false] {
+            emit(vec![batches::batches(&mut env, a.n, batched).await?], &env)?;
         }
     }
     if want(Workload::Push) {
