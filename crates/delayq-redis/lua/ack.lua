@@ -42,17 +42,20 @@ if keyed then
   --@ define key_ended key_free
 end
 local batched = bit.band(lflags, L_BATCH) ~= 0
+local bacc = nil
 if batched then
-  --@ define batch_end
+  --@ define batch_end batch_count
+  bacc = {}
 end
 for i = 1, #out do
   if out[i] == R_OK then
     acked = acked + 1
     if keyed then key_ended(ended, raws[i]) end
-    if batched then batch_end(bm, raws[i], acks_id[i], 'o', acks_result[i]) end
+    if batched then batch_end(bacc, raws[i], acks_id[i], 'o', acks_result[i]) end
   end
 end
 if keyed and key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end
+if batched then batch_count(bm, bacc) end
 if acked > 0 then
   count(stat, now, 1, acked)
   limit_freed(stat, wake, lflags)

@@ -41,17 +41,55 @@ end
 
 --@ batch_end needs rec_batch
 -- Job `id` (its record `raw`, as it was before it ended) ended as `how` — 'o' acked, 'd'
--- dead, 'c' cancelled — in a queue of prefix `bm` (`bm:<batch>` holds its batch's jobs of
--- this shard): counted once, with `result` when the batch keeps results.
-local function batch_end(bm, raw, id, how, result)
+-- dead, 'c' cancelled — with `result` (an ack's, or nil): noted in `acc` (batch -> its ends in
+-- this call), counted by batch_count at the end of the script.
+local function batch_end(acc, raw, id, how, result)
   local b = rec_batch(raw)
   if b == '' then return end
-  local k = bm .. ':' .. b
-  if redis.call('HGET', k, id) ~= 'p' then return end
-  redis.call('HSET', k, id, how)
-  redis.call('HINCRBY', k, '\0' .. how, 1)
-  redis.call('HINCRBY', k, '\0p', -1)
-  if result and result ~= '' and redis.call('HGET', k, '\0R') then
-    redis.call('HSET', k, '\0r' .. id, result)
+  local a = acc[b]
+  if not a then
+    a = { ids = {}, hows = {}, results = {} }
+    acc[b] = a
+  end
+  local n = #a.ids + 1
+  a.ids[n] = id
+  a.hows[n] = how
+  a.results[n] = result or false
+end
+
+--@ batch_count needs call_chunked
+-- Counts the ends noted in `acc` (batch_end) in their batches' `bm:<batch>` hashes of a queue
+-- of prefix `bm`, a batch at a time (one read, one write and the counts, whatever the number
+-- of its jobs): only a job still pending changes, so each job is counted once; its result is
+-- kept when the batch keeps results.
+local function batch_count(bm, acc)
+  for b, a in pairs(acc) do
+    local k = bm .. ':' .. b
+    local keep = redis.call('HGET', k, '\0R')
+    local set, n, total = {}, { o = 0, d = 0, c = 0 }, 0
+    for i = 1, #a.ids, 1000 do
+      local st = redis.call('HMGET', k, unpack(a.ids, i, math.min(i + 999, #a.ids)))
+      for j = 1, #st do
+        local x = i + j - 1
+        if st[j] == 'p' then
+          local id, how = a.ids[x], a.hows[x]
+          set[#set + 1] = id
+          set[#set + 1] = how
+          n[how] = n[how] + 1
+          total = total + 1
+          if keep and a.results[x] and a.results[x] ~= '' then
+            set[#set + 1] = '\0r' .. id
+            set[#set + 1] = a.results[x]
+          end
+        end
+      end
+    end
+    if total > 0 then
+      call_chunked('HSET', k, set)
+      for how, c in pairs(n) do
+        if c > 0 then redis.call('HINCRBY', k, '\0' .. how, c) end
+      end
+      redis.call('HINCRBY', k, '\0p', -total)
+    end
   end
 end

@@ -15,7 +15,7 @@
 -- the same) | R_CLOSED (the batch is closed: nothing written).
 -- Jobs of a batch go to `sched` (never the lane); a replace is not offered.
 -- Safe to run twice: a second run finds every job of the first and answers R_EXISTS (a job
--- joins once: HSETNX of its id in `bm:<batch>`).
+-- joins once: only an id `bm:<batch>` does not hold yet is written there).
 local now = now_ms()
 local k = bm .. ':' .. batch
 local out = {}
@@ -25,32 +25,55 @@ if redis.call('HGET', k, '\0x') then
 end
 if results then redis.call('HSET', k, '\0R', 1) end
 local created, earliest, prio, keyed = 0, nil, false, false
-local zadd = {}
-for i = 1, jobs_n do
-  local id, spec = jobs_id[i], jobs_spec[i]
-  local due = due_from(string.byte(spec, 1), struct.unpack('>I6', spec, 1 + AT_DUE), now)
-  local rec = string.sub(spec, 2, AT_DUE) .. struct.pack('>I6I6', due, now)
-    .. string.sub(spec, 1 + AT_TOKEN)
-  local stored = redis.call('HGET', jobs, id)
-  if stored and has(string.byte(stored, 2), F_DONE) and decode(stored).dedupe_until <= now then
-    -- Done, its dedupe window over: the id is free again.
-    redis.call('ZREM', done, id)
-    stored = nil
+local zadd, new, joined, fresh = {}, {}, {}, {}
+for c = 1, jobs_n, 1000 do
+  local last = math.min(c + 999, jobs_n)
+  local stored_all = redis.call('HMGET', jobs, unpack(jobs_id, c, last))
+  local known = redis.call('HMGET', k, unpack(jobs_id, c, last))
+  for i = c, last do
+    local id, spec = jobs_id[i], jobs_spec[i]
+    local due = due_from(string.byte(spec, 1), struct.unpack('>I6', spec, 1 + AT_DUE), now)
+    local stored = stored_all[i - c + 1]
+    if fresh[id] then
+      -- An id twice in one call: the first is written.
+      push_enqueued(out, R_EXISTS, fresh[id])
+    else
+      if stored and has(string.byte(stored, 2), F_DONE) and decode(stored).dedupe_until <= now then
+        -- Done, its dedupe window over: the id is free again.
+        redis.call('ZREM', done, id)
+        stored = nil
+      end
+      if stored then
+        local code = has(string.byte(stored, 2), F_DONE) and R_DONE or R_EXISTS
+        push_enqueued(out, code, rec_due(stored))
+      else
+        local rec = string.sub(spec, 2, AT_DUE) .. struct.pack('>I6I6', due, now)
+          .. string.sub(spec, 1 + AT_TOKEN)
+        new[#new + 1] = id
+        new[#new + 1] = rec
+        zadd[#zadd + 1] = due
+        zadd[#zadd + 1] = id
+        fresh[id] = due
+        created = created + 1
+        if earliest == nil or due < earliest then earliest = due end
+        -- It joins unless its id already ended in this batch (it then runs outside it).
+        if not known[i - c + 1] then
+          joined[#joined + 1] = id
+          joined[#joined + 1] = 'p'
+        end
+        -- (A job at the default priority leaves the queue's claim order as it is.)
+        local key, p = rec_kp(rec)
+        if key ~= '' then keyed = true end
+        if p ~= DEFAULT_PRIORITY then prio = true end
+        push_enqueued(out, R_OK, due)
+      end
+    end
   end
-  if stored then
-    local code = has(string.byte(stored, 2), F_DONE) and R_DONE or R_EXISTS
-    push_enqueued(out, code, rec_due(stored))
-  else
-    redis.call('HSET', jobs, id, rec)
-    zadd[#zadd + 1] = due
-    zadd[#zadd + 1] = id
-    created = created + 1
-    if earliest == nil or due < earliest then earliest = due end
-    if redis.call('HSETNX', k, id, 'p') == 1 then redis.call('HINCRBY', k, '\0p', 1) end
-    if not prio then prio = decode(rec).prio ~= nil end
-    if not keyed then keyed = rec_kp(rec) ~= '' end
-    push_enqueued(out, R_OK, due)
-  end
+end
+if #new > 0 then call_chunked('HSET', jobs, new) end
+if #joined > 0 then
+  call_chunked('HSET', k, joined)
+  redis.call('HINCRBY', k, '\0p', #joined / 2)
 end
 local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local add = 0

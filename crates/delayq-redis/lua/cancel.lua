@@ -19,8 +19,10 @@ if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
   local raw = redis.call('HGET', jobs, id)
   redis.call('HDEL', jobs, id)
   if raw and has(string.byte(raw, 2), F_EXTRA) then
-    --@ define batch_end
-    batch_end(bm, raw, id, 'c')
+    --@ define batch_end batch_count
+    local bacc = {}
+    batch_end(bacc, raw, id, 'c')
+    batch_count(bm, bacc)
   end
   return R_OK
 end

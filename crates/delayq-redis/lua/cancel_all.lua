@@ -25,17 +25,19 @@ local now = now_ms()
 local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local batched = bit.band(lflags, L_BATCH) ~= 0
 if batched then
-  --@ define batch_end
+  --@ define batch_end batch_count
 end
 -- The jobs of `list` about to go, each counted in its batch (a queue with batches only).
 local function cancelling(list)
   if not batched then return end
+  local bacc = {}
   for i = 1, #list, 1000 do
     local raws = redis.call('HMGET', jobs, unpack(list, i, math.min(i + 999, #list)))
     for j = 1, #raws do
-      if raws[j] then batch_end(bm, raws[j], list[i + j - 1], 'c') end
+      if raws[j] then batch_end(bacc, raws[j], list[i + j - 1], 'c') end
     end
   end
+  batch_count(bm, bacc)
 end
 local from_lane = 0
 local len = redis.call('LLEN', lane)

@@ -71,8 +71,11 @@ if keyed then
   --@ define key_ended key_free key_unwait key_promote key_take key_limits
 end
 local batched = bit.band(lflags, L_BATCH) ~= 0
+-- The ends of batch jobs in this call (batch.lua), counted at its end.
+local bacc = nil
 if batched then
-  --@ define batch_end
+  --@ define batch_end batch_count
+  bacc = {}
 end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
   in_lane)
@@ -85,7 +88,7 @@ for i = 1, #acks do
   if acks[i] == R_OK then
     c[1] = c[1] + 1
     if keyed then key_ended(ended, acked[i]) end
-    if batched then batch_end(bm, acked[i], acks_id[i], 'o') end
+    if batched then batch_end(bacc, acked[i], acks_id[i], 'o') end
   end
 end
 
@@ -105,7 +108,7 @@ if lease_next and lease_next <= now then
       r.err = 'lease expired (attempt ' .. r.attempt .. ')'
       if r.attempt >= r.max_attempts then
         bury(jobs, dead, id, r, now)
-        if batched then batch_end(bm, raw, id, 'd') end
+        if batched then batch_end(bacc, raw, id, 'd') end
         c[3] = c[3] + 1
       else
         c[2] = c[2] + 1
@@ -304,7 +307,7 @@ if n > 0 then
       local r = decode(raw)
       r.err = 'expired'
       bury(jobs, dead, ids[i], r, now)
-      if batched then batch_end(bm, raw, ids[i], 'd') end
+      if batched then batch_end(bacc, raw, ids[i], 'd') end
       c[3] = c[3] + 1
     elseif raw then
       local id = ids[i]
@@ -330,6 +333,7 @@ if n > 0 then
 end
 
 count(stat, now, nil, nil, c)
+if batched then batch_count(bm, bacc) end
 
 local held = false
 if lim then

@@ -41,8 +41,10 @@ r.err = err
 if dead_now or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)
   if bit.band(lflags, L_BATCH) ~= 0 then
-    --@ define batch_end
-    batch_end(bm, raw, id, 'd')
+    --@ define batch_end batch_count
+    local bacc = {}
+    batch_end(bacc, raw, id, 'd')
+    batch_count(bm, bacc)
   end
   count(stat, now, 3, 1)
   return coded{ code = R_BURIED, value = now }

@@ -26,7 +26,10 @@ pub(super) async fn batches(env: &mut Env, n: usize, batched: bool) -> anyhow::R
     env.reset().await?;
     let b = env.backend().await?;
     let before = env.cost().await?;
-    let (q, cb) = (QueueName::new("bench-batch")?, QueueName::new("bench-batch-done")?);
+    let (q, cb) = (
+        QueueName::new("bench-batch")?,
+        QueueName::new("bench-batch-done")?,
+    );
     let p = Producer::new(b.clone(), q.clone());
     let pb = bar(n, "batch enqueue");
     let started = now_ms_f64();

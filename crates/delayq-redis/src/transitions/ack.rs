@@ -17,7 +17,7 @@ script! {
     args: {},
     tail: acks: Finish,
     helpers: [now_ms, queue_retention, trim_done, count, limit_freed, ack_pairs, lane_find, key_ended,
-        key_free, batch_end,
+        key_free, batch_end, batch_count,
     ],
     reply: Vec<AckOutcome>,
 }

@@ -31,7 +31,7 @@ script! {
     },
     helpers: [
         now_ms, decode, encode, backoff_ms, wake_if_earlier, bury, count, limit_freed, leased_raw,
-        key_ended, key_free, batch_end,
+        key_ended, key_free, batch_end, batch_count,
     ],
     reply: Coded,
 }
