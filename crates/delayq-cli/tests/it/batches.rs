@@ -3,28 +3,14 @@
 //! acks the last job) and on Redis (finished by the worker's sweep) — with the jobs' results;
 //! a closed batch refuses more jobs.
 
-use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{Killed, delayq, spawn_serve};
+use crate::common::{Killed, delayq, spawn_serve, until, with_stdin};
 
 fn run(cmd: &mut Command, stdin: &str) -> (bool, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = with_stdin(cmd, stdin);
     (
         o.status.success(),
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -80,11 +66,7 @@ fn story(dir: &std::path::Path, store: &[&str]) {
             .unwrap();
         serde_json::from_slice::<Value>(&o.stdout).unwrap_or(Value::Null)
     };
-    let started = Instant::now();
-    while get()["state"] != "done" {
-        assert!(started.elapsed() < Duration::from_secs(30), "{}", get());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until("the batch is done", || get()["state"] == "done");
     drop(worker);
     let b = get();
     assert_eq!(

@@ -1,6 +1,5 @@
 //! The `delayq` binary end to end against a throwaway Redis.
 
-use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 use delayq_test_support::RedisServer;
@@ -15,21 +14,12 @@ fn delayq_stdin(server: &RedisServer, args: &[&str], stdin: &str) -> Output {
 
 /// `delayq` on queue `queue` of `server`, with `stdin`.
 fn delayq_on(server: &RedisServer, queue: &str, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--redis", &server.url(), "--queue", queue])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    crate::common::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--redis", &server.url(), "--queue", queue])
+            .args(args),
+        stdin,
+    )
 }
 
 /// Jobs `<prefix><i>` for `i` in `ids`, due in `delay_ms`, as `enqueue --jsonl` reads them.

@@ -505,21 +505,7 @@ fn empty_listings_say_so_json_commands_fail_in_json_and_bad_lines_are_named() {
         ("{\"id\": \"b\"}", "field `payload` is missing"),
         ("[1]", "expected a JSON object"),
     ] {
-        let mut child = delayq(dir)
-            .args(["enqueue", "--jsonl"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(line.as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
+        let o = crate::common::with_stdin(delayq(dir).args(["enqueue", "--jsonl"]), line);
         assert_eq!(o.status.code(), Some(2), "{line}: {}", text(&o));
         assert!(text(&o).contains(says), "{line}: {}", text(&o));
     }

@@ -88,6 +88,25 @@ pub(crate) fn request(
     (status, body.to_owned())
 }
 
+/// Runs `cmd` with `stdin` written to its standard input; its output.
+#[allow(dead_code)] // not every test file writes to stdin
+pub(crate) fn with_stdin(cmd: &mut Command, stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Polls `f` every 20 ms until it holds; panics naming `what` after 30 s.
 #[allow(dead_code)] // not every test file waits
 pub(crate) fn until(what: &str, mut f: impl FnMut() -> bool) {
