@@ -206,7 +206,7 @@ impl delayq::Batches for AnyBackend {
     ) -> Result<Vec<delayq::BatchInfo>> {
         delegate!(self, b => b.open_batches(queue, limit).await)
     }
-    async fn finish_batches(&self) -> Result<usize> {
-        delegate!(self, b => b.finish_batches().await)
+    async fn finish_batches(&self, thorough: bool) -> Result<usize> {
+        delegate!(self, b => b.finish_batches(thorough).await)
     }
 }

@@ -325,7 +325,7 @@ impl delayq::Batches for crate::EmbeddedBackend {
         self.exec(move |c, _| open_ones(c, &q, limit)).await
     }
 
-    async fn finish_batches(&self) -> Result<usize> {
+    async fn finish_batches(&self, _thorough: bool) -> Result<usize> {
         // Every batch is finished in the step that ends its last job or closes it.
         Ok(0)
     }

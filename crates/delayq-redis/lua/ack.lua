@@ -55,7 +55,7 @@ for i = 1, #out do
   end
 end
 if keyed and key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end
-if batched then batch_count(bm, bacc) end
+if batched then batch_count(bm, bacc, now) end
 if acked > 0 then
   count(stat, now, 1, acked)
   limit_freed(stat, wake, lflags)

@@ -61,8 +61,9 @@ end
 -- Counts the ends noted in `acc` (batch_end) in their batches' `bm:<batch>` hashes of a queue
 -- of prefix `bm`, a batch at a time (one read, one write and the counts, whatever the number
 -- of its jobs): only a job still pending changes, so each job is counted once; its result is
--- kept when the batch keeps results.
-local function batch_count(bm, acc)
+-- kept when the batch keeps results. A batch left with no pending job in this shard is marked
+-- in `bm!` (ZSET batch -> `now`), where the sweeps look first (batch_ready.lua).
+local function batch_count(bm, acc, now)
   for b, a in pairs(acc) do
     local k = bm .. ':' .. b
     local keep = redis.call('HGET', k, '\0R')
@@ -89,7 +90,9 @@ local function batch_count(bm, acc)
       for how, c in pairs(n) do
         if c > 0 then redis.call('HINCRBY', k, '\0' .. how, c) end
       end
-      redis.call('HINCRBY', k, '\0p', -total)
+      if redis.call('HINCRBY', k, '\0p', -total) <= 0 then
+        redis.call('ZADD', bm .. '!', now, b)
+      end
     end
   end
 end

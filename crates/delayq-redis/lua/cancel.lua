@@ -22,7 +22,7 @@ if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
     --@ define batch_end batch_count
     local bacc = {}
     batch_end(bacc, raw, id, 'c')
-    batch_count(bm, bacc)
+    batch_count(bm, bacc, now_ms())
   end
   return R_OK
 end

@@ -37,7 +37,7 @@ local function cancelling(list)
       if raws[j] then batch_end(bacc, raws[j], list[i + j - 1], 'c') end
     end
   end
-  batch_count(bm, bacc)
+  batch_count(bm, bacc, now)
 end
 local from_lane = 0
 local len = redis.call('LLEN', lane)

@@ -333,7 +333,7 @@ if n > 0 then
 end
 
 count(stat, now, nil, nil, c)
-if batched then batch_count(bm, bacc) end
+if batched then batch_count(bm, bacc, now) end
 
 local held = false
 if lim then

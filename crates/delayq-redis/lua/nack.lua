@@ -44,7 +44,7 @@ if dead_now or r.attempt >= r.max_attempts then
     --@ define batch_end batch_count
     local bacc = {}
     batch_end(bacc, raw, id, 'd')
-    batch_count(bm, bacc)
+    batch_count(bm, bacc, now)
   end
   count(stat, now, 3, 1)
   return coded{ code = R_BURIED, value = now }

@@ -277,17 +277,35 @@ impl delayq::Batches for RedisBackend {
         Ok(out)
     }
 
-    async fn finish_batches(&self) -> Result<usize> {
+    async fn finish_batches(&self, thorough: bool) -> Result<usize> {
         let queues = self.queue_registry(self.inner.space.batch_queues()).await?;
         let mut finished = 0;
         for q in queues {
             let route = self.route(&q).await?;
-            let mut seen: HashSet<BatchId> = HashSet::new();
+            let mut done: HashSet<BatchId> = HashSet::new();
+            // The batches a shard marked as left with no pending job there: each is tried
+            // (again for every shard that marked it: a try may have met another shard still
+            // pending, which marked it since), then its mark is dropped.
+            for k in &route.keys {
+                for (b, at) in self.batch_marks(k).await? {
+                    if !done.contains(&b) && self.finish_one(&route, &b).await? {
+                        finished += 1;
+                        done.insert(b.clone());
+                    }
+                    self.batch_unmark(k, &b, at).await?;
+                }
+            }
+            if !thorough {
+                continue;
+            }
+            // Every closed batch of every home shard, whatever its marks (a mark dropped by a
+            // sweep that crashed before it finished the batch), and the done ones to forget.
             for k in &route.keys {
                 let (due, _, gone) = self.batch_scan(k, false).await?;
                 for b in due {
-                    if seen.insert(b.clone()) && self.finish_one(&route, &b).await? {
+                    if !done.contains(&b) && self.finish_one(&route, &b).await? {
                         finished += 1;
+                        done.insert(b);
                     }
                 }
                 for b in gone {

@@ -323,8 +323,11 @@ pub trait Batches: Clone + Send + Sync + 'static {
     /// Finishes batches whose jobs have all ended and enqueues their callbacks; returns how
     /// many it finished. A store that finishes a batch in the step that ends its last job
     /// (the embedded one) has nothing to do here; on Redis, where a batch's jobs may be on
-    /// several shards, every `delayq serve` and `delayq worker` runs it ([`BatchSweeper`]).
-    fn finish_batches(&self) -> impl Future<Output = Result<usize>> + Send;
+    /// several shards, every `delayq serve` and `delayq worker` runs it ([`BatchSweeper`]):
+    /// it looks at the batches whose last job in a shard ended since the last look, and with
+    /// `thorough` at every closed batch (what a crash between two steps left) and forgets
+    /// done batches past [`BATCH_KEPT`].
+    fn finish_batches(&self, thorough: bool) -> impl Future<Output = Result<usize>> + Send;
 }
 
 /// How long a done batch stays readable.
@@ -332,6 +335,9 @@ pub const BATCH_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How often a [`BatchSweeper`] looks for batches to finish.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
+
+/// Every how many looks a [`BatchSweeper`]'s look is thorough (the first one is too).
+pub const THOROUGH_EVERY: u64 = 20;
 
 /// The callbacks of a done batch: `(queue, job)` pairs, each job's payload its callback's
 /// with `batch: {id, total, succeeded, dead, cancelled[, results]}` added (`results`: job id →
@@ -419,8 +425,9 @@ impl<S: Batches> BatchSweeper<S> {
 
     /// Sweeps forever.
     pub async fn run(self) {
-        loop {
-            if let Err(e) = self.store.finish_batches().await {
+        for round in 0u64.. {
+            let thorough = round % THOROUGH_EVERY == 0;
+            if let Err(e) = self.store.finish_batches(thorough).await {
                 tracing::warn!(error = %e, "finishing batches failed; retrying");
             }
             tokio::time::sleep(self.every).await;

@@ -328,7 +328,7 @@ impl<B: crate::batch::Batches> crate::batch::Batches for Instrumented<B> {
         self.inner.open_batches(queue, limit).await
     }
 
-    async fn finish_batches(&self) -> Result<usize> {
-        self.inner.finish_batches().await
+    async fn finish_batches(&self, thorough: bool) -> Result<usize> {
+        self.inner.finish_batches(thorough).await
     }
 }

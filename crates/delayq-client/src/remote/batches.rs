@@ -100,7 +100,7 @@ impl Batches for RemoteBackend {
 
     /// The server finishes its batches itself (in the step that ends a batch's last job, or
     /// its sweep every half second on Redis): nothing to do from here.
-    async fn finish_batches(&self) -> Result<usize> {
+    async fn finish_batches(&self, _thorough: bool) -> Result<usize> {
         Ok(0)
     }
 }

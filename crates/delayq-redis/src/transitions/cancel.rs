@@ -15,7 +15,7 @@ script! {
         /// The job.
         id: JobId,
     },
-    helpers: [has, refusal, lane_drop, state_of, batch_end, batch_count],
+    helpers: [now_ms, has, refusal, lane_drop, state_of, batch_end, batch_count],
     reply: Reply,
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod ack;
 pub(crate) mod advance;
 pub(crate) mod batch_home;
 pub(crate) mod batch_join;
+pub(crate) mod batch_ready;
 pub(crate) mod batch_scan;
 pub(crate) mod batch_shard;
 pub(crate) mod cancel;
@@ -47,12 +48,13 @@ reply! {
 
 /// Every declared script.
 #[cfg(test)]
-pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 25] {
+pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 26] {
     [
         &ack::SCRIPT.def,
         &advance::SCRIPT.def,
         &batch_home::SCRIPT.def,
         &batch_join::SCRIPT.def,
+        &batch_ready::SCRIPT.def,
         &batch_scan::SCRIPT.def,
         &batch_shard::SCRIPT.def,
         &cancel::SCRIPT.def,

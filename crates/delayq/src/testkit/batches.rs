@@ -89,7 +89,7 @@ pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b:
                 .unwrap();
         }
     }
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Closed, [1, 1, 1, 0]));
     assert_eq!(
         callback(&b, &cb, id.complete_job()).await,
@@ -103,7 +103,7 @@ pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b:
         .unwrap();
     assert_eq!(out, crate::CancelOutcome::Cancelled);
     for _ in 0..2 {
-        b.finish_batches().await.unwrap();
+        b.finish_batches(false).await.unwrap();
     }
     let (st, counts) = state(&b, &q, &id).await;
     assert_eq!((st, counts), (BatchState::Done, [0, 1, 1, 1]));
@@ -121,7 +121,7 @@ pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b:
         "a job is dead"
     );
     // Once: the callback queue holds one job, and a second sweep adds none.
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     let stats = b.stats(&cb).await.unwrap();
     assert_eq!(stats.scheduled + stats.due + stats.leased, 1);
     // Its job runs like any other and, done, is not enqueued again.
@@ -129,7 +129,7 @@ pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b:
     let run = claim_all(&b, &cb).await;
     assert_eq!(run.len(), 1);
     b.ack(&cb, vec![run[0].lease_ref()]).await.unwrap();
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     let stats = b.stats(&cb).await.unwrap();
     assert_eq!(stats.scheduled + stats.due + stats.leased, 0);
     assert!(
@@ -151,7 +151,7 @@ pub async fn open_batches_take_jobs_until_closed<B: Backend + Inspect + Batches>
     t.pass(Duration::from_millis(2)).await;
     let j = claim_all(&b, &q).await;
     b.ack(&q, vec![j[0].lease_ref()]).await.unwrap();
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Open, [0, 1, 0, 0]));
     assert_eq!(
         callback(&b, &cb, id.complete_job()).await,
@@ -193,7 +193,7 @@ pub async fn open_batches_take_jobs_until_closed<B: Backend + Inspect + Batches>
     b.ack(&q, rest.iter().map(crate::Job::lease_ref).collect())
         .await
         .unwrap();
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 3, 0, 0]));
     let done = callback(&b, &cb, id.complete_job()).await.unwrap();
     assert_eq!(done["batch"]["total"], 3);
@@ -205,7 +205,7 @@ pub async fn open_batches_take_jobs_until_closed<B: Backend + Inspect + Batches>
     let empty = create(&b, &q, "b2-empty", spec(&cb, false), Vec::new(), false)
         .await
         .id;
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &empty).await.0, BatchState::Done);
     let v = callback(&b, &cb, empty.complete_job()).await.unwrap();
     assert_eq!(v["batch"]["total"], 0);
@@ -255,7 +255,7 @@ pub async fn batch_jobs_count_once_however_they_end<B: Backend + Inspect + Batch
     b.ack_results(&q, vec![(second[0].lease_ref(), result)])
         .await
         .unwrap();
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 1, 1, 0]));
     let done = callback(&b, &cb, id.complete_job()).await.unwrap();
     assert_eq!(
@@ -270,7 +270,7 @@ pub async fn batch_jobs_count_once_however_they_end<B: Backend + Inspect + Batch
     let again = claim_all(&b, &q).await;
     assert_eq!(again.len(), 1);
     b.ack(&q, vec![again[0].lease_ref()]).await.unwrap();
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 1, 1, 0]));
     let stats = b.stats(&cb).await.unwrap();
     assert_eq!(
@@ -346,7 +346,7 @@ pub async fn batches_on_a_sharded_queue<B: Backend + Inspect + Batches>(b: B, t:
     let last = leased.pop().unwrap();
     let acks = leased.iter().map(|j| (j.lease_ref(), j.payload.clone()));
     b.ack_results(&q, acks.collect()).await.unwrap();
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(
         state(&b, &q, &id).await,
         (BatchState::Closed, [1, 23, 0, 0])
@@ -359,7 +359,7 @@ pub async fn batches_on_a_sharded_queue<B: Backend + Inspect + Batches>(b: B, t:
     b.ack_results(&q, vec![(last.lease_ref(), last.payload.clone())])
         .await
         .unwrap();
-    b.finish_batches().await.unwrap();
+    b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 24, 0, 0]));
     let done = callback(&b, &cb, id.complete_job()).await.unwrap();
     assert_eq!(done["batch"]["total"], 24);
