@@ -345,6 +345,17 @@ impl crate::EmbeddedBackend {
         for j in &jobs {
             delivery.admits(queue.as_str(), j.target.is_some())?;
         }
+        // A callback (a job without a target) must be one its queue takes: refused now, not
+        // when the batch is done.
+        let callbacks: Vec<QueueName> = spec
+            .iter()
+            .flat_map(|s| [&s.on_complete, &s.on_success])
+            .flatten()
+            .map(|cb| cb.queue.clone())
+            .collect();
+        for cq in &callbacks {
+            self.delivery(cq).await?.admits(cq.as_str(), false)?;
+        }
         let q = queue.to_string();
         let out = self
             .exec(move |c, now| put(c, &q, &id, spec.as_ref(), jobs, close, now.ms()))

@@ -194,6 +194,12 @@ impl delayq::Batches for RedisBackend {
         open: bool,
     ) -> Result<BatchAdded> {
         let route = self.route(queue).await?;
+        // A callback (a job without a target) must be one its queue takes: refused now, not
+        // when the batch is done.
+        for cb in spec.on_complete.iter().chain(&spec.on_success) {
+            let cq = &cb.queue;
+            self.route(cq).await?.delivery().admits(cq.as_str(), false)?;
+        }
         let b = id.unwrap_or_else(BatchId::generate);
         let results = spec.include_results;
         self.register_batches(queue).await?;

@@ -63,7 +63,7 @@ pub(crate) enum HomeOp {
 
 /// A batch's record as read.
 pub(crate) struct HomeRecord {
-    /// Its state (finishing reads as [`BatchState::Closed`] with `finishing`).
+    /// Its state (finishing is [`BatchState::Closed`] with `finishing`).
     pub state: BatchState,
     /// Its callbacks are being enqueued (done, not yet marked so).
     pub finishing: bool,
@@ -78,15 +78,12 @@ pub(crate) struct HomeRecord {
 }
 
 impl HomeRecord {
-    /// As a [`BatchInfo`] of `id`, with `live` counts when it has none of its own.
+    /// As a [`BatchInfo`] of `id`, with `live` counts when it has none of its own. A batch
+    /// whose callbacks are being enqueued reads as closed: done means they are enqueued.
     pub(crate) fn info(self, id: BatchId, live: BatchCounts) -> BatchInfo {
         BatchInfo {
             id,
-            state: if self.finishing {
-                BatchState::Done
-            } else {
-                self.state
-            },
+            state: self.state,
             counts: self.counts.unwrap_or(live),
             created_ms: self.created,
             done_ms: self.done_at,

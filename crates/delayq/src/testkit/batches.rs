@@ -296,6 +296,26 @@ pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: T
         )
         .await;
     assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
+    // A callback its queue would not take (a push queue without a default target takes only
+    // jobs with one): refused at once, not when the batch is done.
+    let push = qn("batch-bad-push");
+    let s = crate::QueueSettings {
+        delivery: crate::DeliveryMode::Push,
+        ..crate::QueueSettings::default()
+    };
+    b.configure(&push, s).await.unwrap();
+    let r = p
+        .create_batch(
+            Some(BatchId::new("x").unwrap()),
+            spec(&push, false),
+            vec![member("bad-1")],
+            false,
+        )
+        .await;
+    assert!(
+        matches!(r, Err(Error::Invalid(crate::InvalidInput::Delivery(_)))),
+        "{r:?}"
+    );
     assert!(BatchId::new("x".repeat(300)).is_err());
     assert!(BatchId::new("a\nb").is_err());
     let mut sneaky = member("bad-2");
