@@ -198,7 +198,10 @@ impl delayq::Batches for RedisBackend {
         // when the batch is done.
         for cb in spec.on_complete.iter().chain(&spec.on_success) {
             let cq = &cb.queue;
-            self.route(cq).await?.delivery().admits(cq.as_str(), false)?;
+            self.route(cq)
+                .await?
+                .delivery()
+                .admits(cq.as_str(), false)?;
         }
         let b = id.unwrap_or_else(BatchId::generate);
         let results = spec.include_results;
