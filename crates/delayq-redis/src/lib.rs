@@ -32,6 +32,7 @@ mod conn;
 mod connect;
 pub mod error;
 mod gate;
+mod helpers;
 mod inspect;
 mod keys;
 mod lane;

@@ -1,9 +1,10 @@
 //! How a script is built and what every script shares. Each script is declared once, in the
 //! module of its transition (`crate::transitions`, with [`crate::protocol::script!`]); this
 //! module builds its text: the header generated from the declaration, then the helpers it
-//! names (and those they name, each helper's `--@ NAME needs …` line in `common.lua` and
-//! `lane.lua`), then its own file — with every prelude constant (record layout, flags, limits,
-//! default backoff, state and reply codes, generated from Rust) written in as its value.
+//! names and those they name (`crate::helpers`: each helper's `--@ NAME needs …` line, and
+//! where it is defined), then its own file — with every prelude constant (record layout,
+//! flags, limits, default backoff, state and reply codes, generated from Rust) written in as
+//! its value.
 //! The backend sends EVALSHA and, after `NOSCRIPT` (a restarted or flushed server, a new
 //! slot owner), EVAL with the whole text — routed by key like every call, so one node being
 //! down never fails a script on another (`SCRIPT LOAD` would go to every node).
@@ -11,7 +12,7 @@
 //! Each script exists in two builds that differ only in how it publishes wake-ups: `PUBLISH`
 //! on one server, `SPUBLISH` (sharded Pub/Sub, in the shard's slot) on a Cluster.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::marker::PhantomData;
 use std::sync::LazyLock;
@@ -79,15 +80,6 @@ pub(crate) struct Built {
     pub text: String,
 }
 
-/// The helper files, in the order their functions are defined (keyed.lua calls common.lua's,
-/// lane.lua both).
-const HELPER_FILES: [(&str, &str); 4] = [
-    ("common.lua", include_str!("../lua/common.lua")),
-    ("batch.lua", include_str!("../lua/batch.lua")),
-    ("keyed.lua", include_str!("../lua/keyed.lua")),
-    ("lane.lua", include_str!("../lua/lane.lua")),
-];
-
 /// How far apart two priorities' turns are in a keyed queue's `ready` (keyed.lua:
 /// key_promote): 2^40 turns, more than any queue takes, so a higher priority always comes
 /// first and the keys share each priority round-robin.
@@ -96,126 +88,6 @@ const KEY_PRIO_SPAN: u64 = 1 << 40;
 /// What a parked job's turn is raised by in a keyed queue's `ready` (keyed.lua): past every
 /// live turn (below 10 x [`KEY_PRIO_SPAN`] in size), exact in a double.
 const KEY_PARKED: u64 = 1 << 50;
-
-/// One helper: its name, the helpers it calls and its text (from its `--@` line to the next).
-pub(crate) struct Helper {
-    /// Its name (the `local function` it defines).
-    pub name: String,
-    /// The helpers it calls, as its `--@` line declares them.
-    pub needs: Vec<String>,
-    /// Its text.
-    pub text: String,
-}
-
-/// Every helper, in definition order: the prelude's, then common.lua's and lane.lua's.
-pub(crate) static HELPERS: LazyLock<Vec<Helper>> = LazyLock::new(|| {
-    let mut out = Vec::new();
-    for text in std::iter::once(PRELUDE.as_str()).chain(HELPER_FILES.map(|(_, t)| t)) {
-        for section in text.split("\n--@ ").skip(1) {
-            let (first, body) = section.split_once('\n').unwrap_or((section, ""));
-            let mut words = first.split_whitespace();
-            let name = words.next().unwrap_or_default().to_owned();
-            let needs = match words.next() {
-                Some("needs") => words.map(str::to_owned).collect(),
-                _ => Vec::new(),
-            };
-            out.push(Helper {
-                name,
-                needs,
-                text: format!("{}\n", body.trim_end()),
-            });
-        }
-    }
-    out
-});
-
-/// The names of `helpers` and of every helper they need.
-fn needed(helpers: &[&str]) -> HashSet<&'static str> {
-    let by_name: HashMap<&str, &'static Helper> =
-        HELPERS.iter().map(|h| (h.name.as_str(), h)).collect();
-    let mut want: HashSet<&'static str> = HashSet::new();
-    let mut todo: Vec<&str> = helpers.to_vec();
-    while let Some(name) = todo.pop() {
-        let h = by_name
-            .get(name)
-            .unwrap_or_else(|| panic!("no Lua helper `{name}`"));
-        if want.insert(&h.name) {
-            todo.extend(h.needs.iter().map(String::as_str));
-        }
-    }
-    want
-}
-
-/// The text of the helpers in `want`, in definition order (a helper before those that call
-/// it).
-fn helper_text(want: &HashSet<&str>) -> String {
-    HELPERS
-        .iter()
-        .filter(|h| want.contains(h.name.as_str()))
-        .map(|h| h.text.as_str())
-        .collect()
-}
-
-/// A script's line `--@ define NAME …`: the named helpers (declared in its `helpers`), and
-/// those only they need, are defined at that line instead of before the script. Every helper
-/// defined costs a closure on each call whether it runs or not (~1–2k instructions in Redis's
-/// Lua), so helpers that only one branch calls — a keyed queue's — are defined in that
-/// branch: `if keyed then --@ define key_take … end`. Their names are declared `local` before
-/// the helpers, so the script and its other helpers see them. Each such line defines all it
-/// needs that is not defined before the script (a helper two branches need is defined in
-/// both: neither branch counts on the other having run).
-const DEFINE: &str = "--@ define ";
-
-/// `source` with each `--@ define` line replaced by its helpers' definitions, the names those
-/// define, and the helpers defined before the script (`helpers` and what they need, less what
-/// is defined later).
-fn place_helpers(helpers: &[&str], source: &str) -> (String, Vec<&'static str>, String) {
-    let defines: Vec<Vec<&str>> = source
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix(DEFINE))
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    for name in defines.iter().flatten() {
-        assert!(
-            helpers.contains(name),
-            "`{DEFINE}{name}` names a helper the script does not declare"
-        );
-    }
-    let eager: Vec<&str> = helpers
-        .iter()
-        .copied()
-        .filter(|h| !defines.iter().flatten().any(|d| d == h))
-        .collect();
-    let eager = needed(&eager);
-    let before = helper_text(&eager);
-    let mut late: Vec<&'static str> = Vec::new();
-    let mut out = String::with_capacity(source.len());
-    let mut defines = defines.into_iter();
-    for line in source.split_inclusive('\n') {
-        if !line.trim_start().starts_with(DEFINE) {
-            out.push_str(line);
-            continue;
-        }
-        let names = defines.next().unwrap_or_default();
-        let here: HashSet<&'static str> = needed(&names)
-            .into_iter()
-            .filter(|n| !eager.contains(n))
-            .collect();
-        let mut text = helper_text(&here);
-        for h in HELPERS.iter().filter(|h| here.contains(h.name.as_str())) {
-            text = text.replacen(
-                &format!("local function {}(", h.name),
-                &format!("{} = function(", h.name),
-                1,
-            );
-            if !late.contains(&h.name.as_str()) {
-                late.push(h.name.as_str());
-            }
-        }
-        out.push_str(&text);
-    }
-    (before, late, out)
-}
 
 /// The whole text sent for a script: its header, the helpers it names and its own text, with
 /// every prelude constant (and `PUBLISH`) written in as its value — a value costs nothing at
@@ -231,7 +103,7 @@ pub(crate) fn full(header: &str, helpers: &[&str], source: &str, sharded_pubsub:
     } else {
         "'PUBLISH'"
     };
-    let (before, late, source) = place_helpers(helpers, source);
+    let (before, late, source) = crate::helpers::place_helpers(helpers, source);
     let forward = if late.is_empty() {
         String::new()
     } else {
@@ -431,7 +303,10 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
+    use crate::helpers::HELPER_FILES;
     use crate::transitions;
 
     /// The identifiers of a Lua text, comments left out.
@@ -521,25 +396,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// A script names exactly the helpers its text calls, and each helper's `--@` line the
-    /// helpers its body calls: what is included is declared, and nothing declared is unused.
-    #[test]
-    fn declared_helpers_are_the_helpers_called() {
-        let names: HashSet<String> = HELPERS.iter().map(|h| h.name.clone()).collect();
-        for def in transitions::all() {
-            let used: HashSet<String> = words(def.source).intersection(&names).cloned().collect();
-            let declared: HashSet<String> = def.helpers.iter().map(|h| (*h).to_owned()).collect();
-            assert_eq!(declared, used, "{}", def.file);
-        }
-        for h in HELPERS.iter() {
-            let mut used: HashSet<String> = words(&h.text).intersection(&names).cloned().collect();
-            used.remove(&h.name);
-            let declared: HashSet<String> = h.needs.iter().cloned().collect();
-            assert_eq!(declared, used, "helper {}", h.name);
-        }
-        assert!(HELPERS.len() > 50, "{} helpers found", HELPERS.len());
     }
 
     /// Every script's build loads on a real server (syntax, Lua's limits on locals and
@@ -783,69 +639,6 @@ mod tests {
                 .unwrap();
             assert_eq!(got, (due, u8::from(replace)), "{when:?}");
         }
-    }
-
-    #[test]
-    fn a_script_carries_the_helpers_it_names_and_theirs() {
-        let text = full("", &["has"], "return has(1, 1)", false);
-        assert!(text.contains("local function has("));
-        assert!(!text.contains("local function decode("));
-        // Through other helpers: ack_pairs needs keep_done, which needs decode and encode.
-        let text = full("", &["ack_pairs"], "return ack_pairs", false);
-        for f in [
-            "ack_pairs",
-            "keep_done",
-            "decode",
-            "encode",
-            "call_chunked",
-            "rec_token",
-        ] {
-            assert!(text.contains(&format!("local function {f}(")), "{f}");
-        }
-        assert!(!text.contains("local function promote("));
-        // Helpers keep their order (a helper is defined before those that call it).
-        assert!(text.find("function decode(") < text.find("function keep_done("));
-    }
-
-    #[test]
-    fn a_helper_named_on_a_define_line_is_made_only_there() {
-        let src =
-            "if a then\n  --@ define lane_find\nend\nif b then\n  --@ define lane_pull\nend\n";
-        let text = full(
-            "",
-            &["has", "rec_due", "lane_find", "lane_pull"],
-            src,
-            false,
-        );
-        // Declared before every helper, defined in the branches (assigned, not `local`).
-        let forward = text
-            .lines()
-            .find(|l| l.starts_with("local lane_") && !l.contains("function"))
-            .expect("declared");
-        assert!(forward.contains(" lane_find,") && forward.contains(" lane_pull"));
-        assert!(text.find(forward) < text.find("local function has("));
-        assert!(!text.contains("local function lane_find("));
-        let (first, second) = text.split_once("if b then").unwrap();
-        assert!(
-            first
-                .split_once("if a then")
-                .unwrap()
-                .1
-                .contains("lane_find = function(")
-        );
-        // What both branches need is defined in both: neither counts on the other.
-        assert!(second.contains("lane_find = function("));
-        assert!(second.contains("lane_pull = function("));
-        assert!(!first.contains("lane_pull = function("));
-        // What the script needs outside the branches stays before it.
-        assert!(text.contains("local function rec_due("));
-        assert_eq!(text.matches("lane_find = function(").count(), 2);
-    }
-
-    #[test]
-    #[should_panic(expected = "does not declare")]
-    fn a_define_line_names_only_declared_helpers() {
-        full("", &["has"], "--@ define lane_find\n", false);
     }
 
     #[test]
