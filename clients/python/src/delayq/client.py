@@ -172,14 +172,15 @@ class Client:
                 raise
         raise AssertionError("unreachable")
 
-    def _call(self, method: str, path: str, body: Any = None, *, timeout: Optional[float] = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, *, timeout: Optional[float] = None,
+              repeat: bool = True) -> Any:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
                 status, raw = self._send(method, path, data, timeout or self.timeout)
             except (OSError, socket.timeout, http.client.HTTPException) as e:
-                if attempt < self.retries:
+                if repeat and attempt < self.retries:
                     time.sleep(delay)
                     delay *= 2
                     continue
@@ -191,7 +192,7 @@ class Client:
             except ValueError:
                 answer = {"code": "unknown", "message": raw[:200].decode(errors="replace")}
             err = errors.from_answer(status, answer if isinstance(answer, dict) else {})
-            if isinstance(err, errors.Unavailable) and attempt < self.retries:
+            if repeat and isinstance(err, errors.Unavailable) and attempt < self.retries:
                 time.sleep(delay)
                 delay *= 2
                 continue
@@ -278,7 +279,10 @@ class Client:
             body["on_complete"] = dict(on_complete)
         if on_success is not None:
             body["on_success"] = dict(on_success)
-        return Batch.from_json(self._call("POST", self._q(queue, "/batches"), body)["batch"])
+        # Sent once: a retry after an answer lost to a create that closed its batch would be
+        # refused (the batch exists, closed).
+        answer = self._call("POST", self._q(queue, "/batches"), body, repeat=False)
+        return Batch.from_json(answer["batch"])
 
     def add_to_batch(self, queue: str, id: str, jobs: Iterable[Mapping[str, Any]], *,
                      close: bool = False) -> Batch:
@@ -290,7 +294,7 @@ class Client:
             "close": close,
         }
         path = self._q(queue, "/batches/" + urllib.parse.quote(id, safe="") + "/jobs")
-        return Batch.from_json(self._call("POST", path, body)["batch"])
+        return Batch.from_json(self._call("POST", path, body, repeat=False)["batch"])
 
     def close_batch(self, queue: str, id: str) -> Batch:
         """Closes a batch: no job joins it any more."""
