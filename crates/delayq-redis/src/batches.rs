@@ -134,28 +134,27 @@ impl RedisBackend {
         let Some(rec) = self.batch_home(k, b, HomeOp::Read).await? else {
             return Ok(false);
         };
-        let rec: HomeRecord = match (rec.state, rec.finishing) {
+        // One read of every shard: the counts and, when the batch keeps them, the results.
+        let keep = rec.spec.include_results;
+        let (rec, mut results): (HomeRecord, _) = match (rec.state, rec.finishing) {
             (BatchState::Closed, false) => {
-                let (counts, _) = self.parts(route, b, ShardOp::Read, false).await?;
+                let (counts, kept) = self.parts(route, b, ShardOp::Read, keep).await?;
                 if counts.pending > 0 {
                     return Ok(false);
                 }
                 match self.batch_home(k, b, HomeOp::Done(counts)).await? {
-                    Some(r) if r.finishing => r,
+                    Some(r) if r.finishing => (r, kept),
                     _ => return Ok(false),
                 }
             }
-            (BatchState::Closed, true) => rec,
+            (BatchState::Closed, true) if keep => {
+                (rec, self.parts(route, b, ShardOp::Read, true).await?.1)
+            }
+            (BatchState::Closed, true) => (rec, Vec::new()),
             _ => return Ok(false),
         };
+        results.sort();
         let counts = rec.counts.unwrap_or_default();
-        let results = if rec.spec.include_results {
-            let (_, mut kept) = self.parts(route, b, ShardOp::Read, true).await?;
-            kept.sort();
-            kept
-        } else {
-            Vec::new()
-        };
         for (cq, job) in batch::callbacks(b, &rec.spec, counts, &results) {
             self.enqueue(&cq, vec![job]).await?;
         }

@@ -138,13 +138,13 @@ pub(crate) fn place_helpers(helpers: &[&str], source: &str) -> (String, Vec<&'st
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::scripts::full;
     use crate::transitions;
 
     /// The identifiers of a Lua text, comments left out.
-    fn words(text: &str) -> HashSet<String> {
+    pub(crate) fn words(text: &str) -> HashSet<String> {
         text.lines()
             .map(|l| l.split("--").next().unwrap_or_default())
             .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))

@@ -307,17 +307,8 @@ mod tests {
 
     use super::*;
     use crate::helpers::HELPER_FILES;
+    use crate::helpers::tests::words;
     use crate::transitions;
-
-    /// The identifiers of a Lua text, comments left out.
-    fn words(text: &str) -> HashSet<String> {
-        text.lines()
-            .map(|l| l.split("--").next().unwrap_or_default())
-            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
-            .filter(|w| !w.is_empty())
-            .map(str::to_owned)
-            .collect()
-    }
 
     /// The names a script's comment lists under "Keys (declared in …)": one per line.
     fn commented_keys(source: &str) -> Vec<String> {
