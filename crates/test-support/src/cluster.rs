@@ -81,6 +81,19 @@ impl RedisCluster {
         }
     }
 
+    /// One line per node, which [`RedisCluster::attach`] reads back in another process.
+    pub(crate) fn describe(&self) -> String {
+        let lines: Vec<String> = self.nodes.iter().map(RedisServer::describe).collect();
+        lines.join("\n")
+    }
+
+    /// The cluster [`RedisCluster::describe`] names, started by another process.
+    pub(crate) fn attach(text: &str) -> Self {
+        Self {
+            nodes: text.lines().map(RedisServer::attach).collect(),
+        }
+    }
+
     /// `redis+cluster://` with every node as a seed (`user:password@` when given).
     pub fn url(&self, auth: Option<(&str, &str)>) -> String {
         let seeds: Vec<String> = self.nodes.iter().map(RedisServer::addr).collect();

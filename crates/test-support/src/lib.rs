@@ -20,13 +20,18 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+use shared::DetachIfShared as _;
 use std::time::{Duration, Instant};
 
-/// A running `redis-server` owned by a test.
+/// A running `redis-server` owned by a test, or attached to one another test process of
+/// the run started ([`shared`]).
 pub struct RedisServer {
     child: Option<Child>,
+    /// The process id of a server another test process started (never killed from here).
+    attached: Option<u32>,
     port: u16,
-    dir: tempfile::TempDir,
+    dir: Dir,
     extra: Vec<String>,
     prefix: Vec<String>,
 }
@@ -105,8 +110,9 @@ impl RedisServer {
         for _ in 0..20 {
             let mut s = Self {
                 child: None,
+                attached: None,
                 port: free_port(),
-                dir: tempfile::tempdir().expect("temp dir"),
+                dir: Dir::Own(tempfile::tempdir().expect("temp dir")),
                 extra: extra.iter().map(|s| s.to_string()).collect(),
                 prefix: prefix.iter().map(|s| s.to_string()).collect(),
             };
@@ -142,6 +148,7 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .detached_if_shared()
             .spawn()
             .map_err(|e| format!("redis-server not runnable (is it installed?): {e}"))?;
         self.child = Some(child);
@@ -176,7 +183,7 @@ impl RedisServer {
 
     /// The process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.child.as_ref().map(Child::id).or(self.attached)
     }
 
     /// The server's data directory.
@@ -227,7 +234,34 @@ impl RedisServer {
 
     /// Whether the process is running (not killed).
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.child.is_some() || self.attached.is_some()
+    }
+
+    /// One line that [`RedisServer::attach`] reads back in another process.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.port,
+            self.pid().unwrap_or(0),
+            self.dir().display()
+        )
+    }
+
+    /// The server a [`RedisServer::describe`] line names, started by another process: usable
+    /// as the one that started it, but never killed or restarted from here.
+    pub(crate) fn attach(line: &str) -> Self {
+        let mut parts = line.splitn(3, ' ');
+        let mut next = || parts.next().expect("a described server");
+        let port = next().parse().expect("port");
+        let pid = next().parse().expect("pid");
+        Self {
+            child: None,
+            attached: Some(pid),
+            port,
+            dir: Dir::Kept(PathBuf::from(next())),
+            extra: Vec::new(),
+            prefix: Vec::new(),
+        }
     }
 
     /// Sends one command (arguments as strings) and returns the raw RESP reply.
@@ -273,6 +307,25 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A temporary directory this process owns (removed when dropped), or one another test
+/// process of the run owns.
+pub(crate) enum Dir {
+    /// Made here.
+    Own(tempfile::TempDir),
+    /// Made by the process that started a shared server.
+    Kept(PathBuf),
+}
+
+impl Dir {
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Dir::Own(d) => d.path(),
+            Dir::Kept(p) => p,
+        }
     }
 }
 

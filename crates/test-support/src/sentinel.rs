@@ -4,6 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::shared::DetachIfShared as _;
 use crate::{RedisServer, command_on, free_port, ping};
 
 /// Name of the master the sentinel watches.
@@ -16,8 +17,10 @@ pub struct SentinelSet {
     /// Its replica.
     pub replica: RedisServer,
     sentinel: Option<Child>,
+    /// The sentinel's process id when another test process started it.
+    attached: Option<u32>,
     sentinel_port: u16,
-    _dir: tempfile::TempDir,
+    _dir: crate::Dir,
 }
 
 impl SentinelSet {
@@ -64,14 +67,16 @@ impl SentinelSet {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .detached_if_shared()
             .spawn()
             .expect("redis-server --sentinel not runnable");
         let s = Self {
             master,
             replica,
             sentinel: Some(child),
+            attached: None,
             sentinel_port: port,
-            _dir: dir,
+            _dir: crate::Dir::Own(dir),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -93,9 +98,47 @@ impl SentinelSet {
     /// The sentinel's process id (while it runs) and its directory.
     pub fn sentinel_leftovers(&self) -> (Vec<u32>, Vec<std::path::PathBuf>) {
         (
-            self.sentinel.as_ref().map(Child::id).into_iter().collect(),
+            self.sentinel
+                .as_ref()
+                .map(Child::id)
+                .or(self.attached)
+                .into_iter()
+                .collect(),
             vec![self._dir.path().to_path_buf()],
         )
+    }
+
+    /// Lines that [`SentinelSet::attach`] reads back in another process.
+    pub(crate) fn describe(&self) -> String {
+        let (pids, _) = self.sentinel_leftovers();
+        format!(
+            "{}\n{}\n{} {} {}",
+            self.master.describe(),
+            self.replica.describe(),
+            self.sentinel_port,
+            pids.first().copied().unwrap_or(0),
+            self._dir.path().display()
+        )
+    }
+
+    /// The set [`SentinelSet::describe`] names, started by another process.
+    pub(crate) fn attach(text: &str) -> Self {
+        let lines: Vec<&str> = text.lines().collect();
+        let [master, replica, sentinel] = lines[..] else {
+            panic!("a described sentinel set: {text}")
+        };
+        let mut parts = sentinel.splitn(3, ' ');
+        let mut next = || parts.next().expect("a described sentinel");
+        let sentinel_port = next().parse().expect("sentinel port");
+        let pid = next().parse().expect("sentinel pid");
+        Self {
+            master: RedisServer::attach(master),
+            replica: RedisServer::attach(replica),
+            sentinel: None,
+            attached: Some(pid),
+            sentinel_port,
+            _dir: crate::Dir::Kept(std::path::PathBuf::from(next())),
+        }
     }
 
     /// `redis+sentinel://127.0.0.1:<sentinel>/mymaster`.

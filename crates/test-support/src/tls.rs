@@ -13,7 +13,7 @@ pub struct TlsServer {
     /// The server (its plain port is for the harness).
     pub server: RedisServer,
     tls_port: u16,
-    certs: tempfile::TempDir,
+    certs: crate::Dir,
 }
 
 /// Certificate files of a [`TlsServer`].
@@ -147,7 +147,7 @@ impl TlsServer {
         Self {
             server,
             tls_port,
-            certs,
+            certs: crate::Dir::Own(certs),
         }
     }
 
@@ -167,6 +167,27 @@ impl TlsServer {
     /// The directory of the certificate files.
     pub fn certs_dir(&self) -> &Path {
         self.certs.path()
+    }
+
+    /// Lines that [`TlsServer::attach`] reads back in another process.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{}\n{} {}",
+            self.server.describe(),
+            self.tls_port,
+            self.certs.path().display()
+        )
+    }
+
+    /// The server [`TlsServer::describe`] names, started by another process.
+    pub(crate) fn attach(text: &str) -> Self {
+        let (server, tls) = text.split_once('\n').expect("a described TLS server");
+        let (port, certs) = tls.split_once(' ').expect("TLS port and certificates");
+        Self {
+            server: RedisServer::attach(server),
+            tls_port: port.parse().expect("TLS port"),
+            certs: crate::Dir::Kept(PathBuf::from(certs)),
+        }
     }
 
     /// The certificate files.

@@ -138,31 +138,42 @@ fn the_image_runs_as_its_user_with_its_store_in_the_volume() {
     let ctr = run(buildah().args(["from", &tag]));
     image.ctr = Some(ctr.clone());
     let fs = PathBuf::from(run(buildah().args(["mount", &ctr])));
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
     let secrets = fs.join("run/secrets");
     std::fs::create_dir_all(&secrets).unwrap();
     std::fs::write(secrets.join("tokens"), "admin:image-token\n").unwrap();
-    let chroot = |args: &[String]| {
+    let chroot = |args: &[String], listen: &str| {
         let mut c = Command::new("/usr/sbin/chroot");
         c.arg("--userspec=10001:10001")
             .arg(&fs)
             .args(args)
             .env_clear()
             .envs(env.iter().filter_map(|kv| kv.split_once('=')))
-            // What an operator sets: the port (the image's 7070 is not free here) and a
-            // mounted secret.
-            .env("DELAYQ_LISTEN", format!("0.0.0.0:{port}"))
+            // What an operator sets: the port (the image's 7070 may not be free here: any
+            // free one, named on the first line) and a mounted secret.
+            .env("DELAYQ_LISTEN", listen)
             .env("DELAYQ_TOKEN_FILE", "/run/secrets/tokens");
         c
     };
     let argv: Vec<String> = entry.iter().chain(&cmd).cloned().collect();
     let log = std::fs::File::create(fs.join("tmp/serve.log")).unwrap();
-    let mut server = chroot(&argv)
-        .stdout(Stdio::null())
+    let mut server = chroot(&argv, "0.0.0.0:0")
+        .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
         .unwrap();
+    let mut first = String::new();
+    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let port = first
+        .rsplit_once(':')
+        .map(|(_, p)| p.trim_end_matches(|c: char| !c.is_ascii_digit()))
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| {
+            let log = std::fs::read_to_string(fs.join("tmp/serve.log")).unwrap_or_default();
+            panic!("no address on the image's first line {first:?}; its log: {log}")
+        });
+    let addr = format!("127.0.0.1:{port}");
     until("the image's server answers /healthz", || {
         TcpStream::connect(&addr).is_ok()
     });
@@ -172,7 +183,7 @@ fn the_image_runs_as_its_user_with_its_store_in_the_volume() {
     // The HEALTHCHECK command, run in the image as Docker would.
     let mut probe: Vec<String> = health[1..].to_vec();
     probe.truncate(2);
-    let o = chroot(&probe).output().unwrap();
+    let o = chroot(&probe, &format!("0.0.0.0:{port}")).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(http(&addr, "GET", "/v1/queues", "wrong", "").0, 401);
     round_trip(&addr, "image-token");
