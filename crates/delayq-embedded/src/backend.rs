@@ -341,7 +341,13 @@ impl EmbeddedBackend {
     /// Opens (creating) the store in `dir`. A second process opening the same directory gets
     /// [`crate::Error::Locked`].
     pub fn open(dir: impl AsRef<Path>) -> std::result::Result<Self, crate::Error> {
-        Self::open_with_clock(dir, Arc::new(SystemClock))
+        // Tests only (delayq's feature `test-clock`): the clock of the test that started this
+        // process, when it gave one (DELAYQ_TEST_CLOCK); always the system clock otherwise.
+        let clock: SharedClock = match delayq::clock::from_env() {
+            Some(test) => Arc::new(test),
+            None => Arc::new(SystemClock),
+        };
+        Self::open_with_clock(dir, clock)
     }
 
     /// Like [`EmbeddedBackend::open`], with the clock every due time and lease deadline is read

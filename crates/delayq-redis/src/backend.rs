@@ -67,8 +67,11 @@ impl RedisBackend {
                 hub,
                 routes: Routes::new(space.clone()),
                 space,
+                // Tests only: a process a test started with DELAYQ_TEST_CLOCK follows its clock.
                 #[cfg(feature = "test-clock")]
-                test_clock: std::sync::OnceLock::new(),
+                test_clock: delayq::clock::from_env()
+                    .map(std::sync::OnceLock::from)
+                    .unwrap_or_default(),
                 sharded_pubsub,
                 nodes: Default::default(),
                 push_marked: Default::default(),

@@ -1,6 +1,8 @@
 //! The clock, injectable. On Redis the server's clock decides every due time; the embedded
 //! store and local measurements (lateness) read a [`Clock`], so tests can skew it or move it
-//! forward instead of sleeping.
+//! forward instead of sleeping. With feature `test-clock` (tests only) a test moves the clock
+//! of the processes it starts too ([`from_env`], [`TestClock::publish`]), and whatever waits
+//! for a due time wakes when a [`TestClock`] moves ([`moved`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,10 +64,22 @@ impl TestClock {
         Self::default()
     }
 
-    /// Moves the clock `by` forward.
+    /// Moves the clock `by` forward (and, with feature `test-clock`, wakes what waits in this
+    /// process: [`moved`]).
     pub fn advance(&self, by: Duration) {
         self.offset_us
             .fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+        #[cfg(feature = "test-clock")]
+        moves::bump();
+    }
+
+    /// Tests only: writes this clock's offset to `path`, which the processes started with
+    /// `DELAYQ_TEST_CLOCK=path` follow ([`from_env`]). Call it after each advance.
+    #[cfg(feature = "test-clock")]
+    pub fn publish(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.offset().as_micros().to_string())?;
+        std::fs::rename(&tmp, path)
     }
 
     /// How far it has been moved ahead of the system clock.
@@ -83,6 +97,71 @@ impl Clock for TestClock {
 /// A shared clock handle.
 pub type SharedClock = Arc<dyn Clock>;
 
+/// The environment variable naming the file of a test clock's offset ([`from_env`]).
+pub const TEST_CLOCK_ENV: &str = "DELAYQ_TEST_CLOCK";
+
+/// The clock a test gave this process: with feature `test-clock` and `DELAYQ_TEST_CLOCK`
+/// naming a file, a [`TestClock`] that follows the offset (µs) written there by
+/// [`TestClock::publish`] ([`follow`]); otherwise `None` — a build without the feature
+/// ignores the variable.
+pub fn from_env() -> Option<TestClock> {
+    #[cfg(feature = "test-clock")]
+    {
+        let path = std::env::var_os(TEST_CLOCK_ENV)?;
+        Some(follow(std::path::PathBuf::from(path)))
+    }
+    #[cfg(not(feature = "test-clock"))]
+    None
+}
+
+/// Tests only: a [`TestClock`] that follows the offset (µs) written to `path` by
+/// [`TestClock::publish`], read by a thread every 5 ms.
+#[cfg(feature = "test-clock")]
+pub fn follow(path: std::path::PathBuf) -> TestClock {
+    let clock = TestClock::new();
+    let follower = clock.clone();
+    let _ = std::thread::Builder::new()
+        .name("test-clock".into())
+        .spawn(move || {
+            loop {
+                let want = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok());
+                let have = follower.offset().as_micros() as u64;
+                if let Some(by) = want.and_then(|w| w.checked_sub(have)).filter(|b| *b > 0) {
+                    follower.advance(Duration::from_micros(by));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+    clock
+}
+
+/// Resolves when a [`TestClock`] of this process moves after the call (feature `test-clock`);
+/// never otherwise. A wait for a due time read on a clock that can jump selects on it.
+pub async fn moved() {
+    #[cfg(feature = "test-clock")]
+    {
+        let mut rx = moves::TX.subscribe();
+        let _ = rx.changed().await;
+    }
+    #[cfg(not(feature = "test-clock"))]
+    std::future::pending::<()>().await
+}
+
+#[cfg(feature = "test-clock")]
+mod moves {
+    use std::sync::LazyLock;
+
+    /// Counts the moves of every test clock of this process.
+    pub(super) static TX: LazyLock<tokio::sync::watch::Sender<u64>> =
+        LazyLock::new(|| tokio::sync::watch::Sender::new(0));
+
+    pub(super) fn bump() {
+        TX.send_modify(|n| *n += 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +174,34 @@ mod tests {
         let after = c.now_ms();
         assert!(after >= before + 3_600_000 && after < before + 3_700_000);
         assert!(OffsetClock(-60_000).now_ms() + 59_000 < SystemClock.now_ms());
+    }
+
+    #[cfg(feature = "test-clock")]
+    #[tokio::test]
+    async fn a_published_clock_is_followed_and_its_moves_wake_waiters() {
+        let dir = std::env::temp_dir().join(format!("delayq-clock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("clock");
+        let test = TestClock::new();
+        test.publish(&file).unwrap();
+        let followed = follow(file.clone());
+        let woken = tokio::spawn(moved());
+        tokio::task::yield_now().await;
+        test.advance(Duration::from_secs(3600));
+        test.publish(&file).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), woken)
+            .await
+            .expect("a move wakes a waiter")
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while followed.offset() < Duration::from_secs(3600) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the file was not followed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(followed.offset(), Duration::from_secs(3600));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

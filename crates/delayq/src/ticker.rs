@@ -103,6 +103,8 @@ impl<S: Schedules> Ticker<S> {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = sleep(wait) => {}
+                // Tests only (feature `test-clock`): the store's clock moved forward.
+                _ = crate::clock::moved() => {}
             }
         }
     }

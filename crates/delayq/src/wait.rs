@@ -12,7 +12,7 @@ use crate::backend::Wakeups;
 pub enum Woke {
     /// The deadline came.
     Due,
-    /// The backend signalled a possibly earlier job.
+    /// The backend signalled a possibly earlier job, or (tests only) a test clock moved.
     Signalled,
     /// There is no wake-up channel (never had one, or it closed): the caller should subscribe
     /// again. Returned after at most [`RESUBSCRIBE`] so an outage is not a busy loop.
@@ -34,6 +34,9 @@ pub async fn until_due_or_woken(deadline: Option<Instant>, wake: &mut Option<Wak
         sleep_until(give_up).await;
         return Woke::NoChannel;
     };
+    // Never resolves outside tests (feature `test-clock`): there, the deadline was read on a
+    // clock the test may move forward.
+    let moved = crate::clock::moved();
     let due = async {
         match deadline {
             Some(d) => precise_sleep_until(d).await,
@@ -42,6 +45,7 @@ pub async fn until_due_or_woken(deadline: Option<Instant>, wake: &mut Option<Wak
     };
     tokio::select! {
         () = due => Woke::Due,
+        () = moved => Woke::Signalled,
         changed = w.changed() => {
             if changed.is_ok() {
                 Woke::Signalled

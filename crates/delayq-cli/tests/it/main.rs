@@ -6,6 +6,7 @@ mod common;
 mod batches;
 mod cli;
 mod clients;
+mod clock;
 mod config;
 mod console;
 mod deadlines;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{delayq, spawn_serve};
+use crate::common::{SharedClock, delayq, spawn_serve, until};
 
 fn readme() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap()
@@ -64,7 +64,13 @@ fn the_quickstart_and_http_sections_run_as_written() {
     let text = readme();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (_server, addr) = spawn_serve(delayq(dir).args(["serve", "--listen", "127.0.0.1:0"]));
+    // The server owns the store and its clock: the test moves it past b's 2-s delay.
+    let clock = SharedClock::new();
+    let (_server, addr) = spawn_serve(
+        delayq(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env(clock.env().0, clock.env().1),
+    );
     let path = format!(
         "{}:{}",
         bin_dir().display(),
@@ -74,9 +80,15 @@ fn the_quickstart_and_http_sections_run_as_written() {
     assert!(quick.len() >= 6, "{quick:?}");
     for line in &quick {
         if line.contains("delayq worker") {
-            // Runs until Ctrl-C: let it work a moment, then stop it as Ctrl-C would.
+            // Runs until Ctrl-C: let it work until both jobs are done (b is due in 2 s: the
+            // clock moves there), then stop it as Ctrl-C would.
             let mut child = sh(dir, &format!("exec {line}"), &path).spawn().unwrap();
-            std::thread::sleep(Duration::from_millis(2500)); // real time: b is due in 2 s
+            clock.advance(Duration::from_millis(2000));
+            until("the worker has done a and b", || {
+                let o = sh(dir, "delayq stats --json", &path).output().unwrap();
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+                v["scheduled"] == 0 && v["due"] == 0 && v["leased"] == 0
+            });
             let _ = Command::new("kill")
                 .args(["-INT", &child.id().to_string()])
                 .status();

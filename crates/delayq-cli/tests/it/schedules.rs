@@ -1,5 +1,6 @@
 //! Schedules without a leader, end to end: a 1-second cron schedule served by two, then five
-//! `delayq serve` processes on one Redis for a minute, drained by a consumer. Every fire is
+//! `delayq serve` processes on one Redis for eight seconds of a clock the test moves, drained
+//! by a consumer. Every fire is
 //! handled exactly once (no second missing, none twice) and none before its fire time. Also
 //! `delayq schedule set|list|rm` and the HTTP endpoints' bad input.
 
@@ -8,21 +9,20 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq::{Consumer, ConsumerOptions, Failure, Job, QueueName};
+use delayq::{Clock as _, Consumer, ConsumerOptions, Failure, Job, QueueName};
 use delayq_test_support::RedisServer;
 use serde_json::{Value, json};
 
-use crate::common::{Killed, request, spawn_serve};
+use crate::common::{Killed, SharedClock, request, spawn_serve, until};
 
-/// `delayq serve` on a free port over `redis`; returns it and its `host:port`.
-fn serve(redis: &str) -> (Killed, String) {
-    spawn_serve(Command::new(env!("CARGO_BIN_EXE_delayq")).args([
-        "--redis",
-        redis,
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-    ]))
+/// `delayq serve` on a free port over `redis`, on `clock`; returns it and its `host:port`.
+fn serve(redis: &str, clock: &SharedClock) -> (Killed, String) {
+    let (var, file) = clock.env();
+    spawn_serve(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--redis", redis, "serve", "--listen", "127.0.0.1:0"])
+            .env(var, file),
+    )
 }
 
 fn http(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -35,7 +35,11 @@ fn http(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Valu
 async fn two_then_five_servers_fire_each_second_exactly_once() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let mut servers: Vec<(Killed, String)> = (0..2).map(|_| serve(&url)).collect();
+    // Every process reads Redis's clock plus this test clock's offset; each step moves them
+    // all a second on, so every second is one race between the tickers (all woken by the
+    // move at once): four with two servers, four with five, in well under a second.
+    let clock = SharedClock::new();
+    let mut servers: Vec<(Killed, String)> = (0..2).map(|_| serve(&url, &clock)).collect();
     let addr = servers[0].1.clone();
     let (s, v) = http(
         &addr,
@@ -49,6 +53,7 @@ async fn two_then_five_servers_fire_each_second_exactly_once() {
     // A consumer records each job's fire time (from its id) and claim time (store clock).
     let seen: Arc<Mutex<HashMap<u64, (u32, u64)>>> = Arc::default();
     let backend = delayq_redis::RedisBackend::connect(&url).await.unwrap();
+    backend.drive_clock(clock.clock.clone());
     let queue = QueueName::new("beat").unwrap();
     let consumer = Consumer::new(backend, queue, ConsumerOptions::default()).unwrap();
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
@@ -67,15 +72,28 @@ async fn two_then_five_servers_fire_each_second_exactly_once() {
             let _ = stopped.wait_for(|s| *s).await;
         },
     ));
-    // Real time: five server processes tick on Redis's clock, which no test can move. Every
-    // second is one race between the tickers; four with two servers, four with five.
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    servers.extend((0..3).map(|_| serve(&url)));
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // One second on, then until the second just passed has been fired and handled.
+    let step = async |servers: usize| {
+        clock.advance(Duration::from_secs(1));
+        let second = clock.clock.now_ms() / 1000 * 1000;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !seen.lock().unwrap().contains_key(&second) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the fire of {second} was not handled with {servers} servers"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    for _ in 0..4 {
+        step(2).await;
+    }
+    servers.extend((0..3).map(|_| serve(&url, &clock)));
+    for _ in 0..4 {
+        step(5).await;
+    }
     let (s, _) = http(&addr, "DELETE", "/v1/queues/beat/schedules/sec", None);
     assert_eq!(s, 200);
-    // The last fire's job is claimed and handled (a claim round trip, not a second).
-    tokio::time::sleep(Duration::from_millis(500)).await;
     drop(servers);
     stop.send(true).unwrap();
     run.await.unwrap().unwrap();
@@ -83,7 +101,7 @@ async fn two_then_five_servers_fire_each_second_exactly_once() {
     let seen = seen.lock().unwrap();
     let mut fires: Vec<u64> = seen.keys().copied().collect();
     fires.sort_unstable();
-    assert!(fires.len() >= 6, "{} fires in 8 s", fires.len());
+    assert!(fires.len() >= 8, "{} fires in 8 s", fires.len());
     let twice: Vec<_> = seen.iter().filter(|(_, (n, _))| *n != 1).collect();
     assert!(twice.is_empty(), "fires handled more than once: {twice:?}");
     let gaps: Vec<_> = fires.windows(2).filter(|w| w[1] - w[0] != 1000).collect();
@@ -165,7 +183,7 @@ fn the_cli_and_the_api_refuse_bad_schedules() {
     let (_, out) = cli(&["schedule", "list"]);
     assert_eq!(out.lines().count(), 1, "{out}");
 
-    let (_server, addr) = serve(&url);
+    let (_server, addr) = serve(&url, &SharedClock::new());
     let put = |body: Value| http(&addr, "PUT", "/v1/queues/reports/schedules/api", Some(body));
     for bad in [
         json!({"cron": "* * *", "payload": 1}),
@@ -230,8 +248,12 @@ fn a_skewed_scheduler_neither_skips_nor_doubles_a_fire() {
     );
     let redis = RedisServer::start();
     let url = redis.url();
+    // Both schedulers read Redis's clock plus this test clock's offset (their host clocks stay
+    // skewed): the test moves it a second at a time instead of waiting for seconds to pass.
+    let clock = SharedClock::new();
+    let (var, file) = clock.env();
     for (q, skew) in [("ahead", "+120s"), ("behind", "-120s")] {
-        let _right = serve(&url);
+        let _right = serve(&url, &clock);
         // The schedule is created through the skewed server: its first fire too is planned on
         // Redis's clock.
         let (_skewed, addr) = spawn_serve(
@@ -239,6 +261,7 @@ fn a_skewed_scheduler_neither_skips_nor_doubles_a_fire() {
                 .env("LD_PRELOAD", LIBFAKETIME)
                 .env("FAKETIME", skew)
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+                .env(var, file)
                 .args(["--redis", &url, "serve", "--listen", "127.0.0.1:0"]),
         );
         let (s, v) = http(
@@ -248,10 +271,15 @@ fn a_skewed_scheduler_neither_skips_nor_doubles_a_fire() {
             Some(json!({"every_ms": 1000, "payload": 1, "catch_up": "none"})),
         );
         assert_eq!(s, 200, "{v}");
-        // Real time: the skewed process reads its faked clock; Redis's cannot be moved.
-        std::thread::sleep(Duration::from_millis(3000));
+        let first = v["next_fire"].as_u64().unwrap();
+        for n in 0..3 {
+            clock.advance(Duration::from_secs(1));
+            until(&format!("{q}: fire {n} enqueued"), || {
+                fires(&redis, q, "sec").contains(&(first + n * 1000))
+            });
+        }
         let got = fires(&redis, q, "sec");
-        assert!(got.len() >= 2, "{q}: {got:?}");
+        assert!(got.len() >= 3, "{q}: {got:?}");
         let gaps: Vec<_> = got.windows(2).filter(|w| w[1] - w[0] != 1000).collect();
         assert!(
             gaps.is_empty(),
@@ -260,9 +288,10 @@ fn a_skewed_scheduler_neither_skips_nor_doubles_a_fire() {
         // None planned ahead of the store's clock.
         let now = redis.command(&["TIME"]);
         let secs: u64 = now.lines().next().unwrap().trim().parse().unwrap();
+        let store_ms = secs * 1000 + clock.clock.offset().as_millis() as u64;
         assert!(
-            *got.last().unwrap() <= secs * 1000 + 1000,
-            "{got:?} at {secs}"
+            *got.last().unwrap() <= store_ms + 1000,
+            "{got:?} at {store_ms}"
         );
     }
 }

@@ -126,3 +126,41 @@ pub(crate) fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A clock this test moves and the processes it starts follow: they get
+/// `DELAYQ_TEST_CLOCK=<file>` ([`SharedClock::env`]), and [`SharedClock::advance`] moves them
+/// (the test binary's `delayq` is built with the test clock; a release build ignores it).
+#[allow(dead_code)] // not every test file moves time
+pub(crate) struct SharedClock {
+    /// The test's own clock (give it to in-process backends too).
+    pub(crate) clock: delayq::TestClock,
+    file: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+#[allow(dead_code)] // not every test file moves time
+impl SharedClock {
+    /// A clock at the system's time, published for the processes started with [`Self::env`].
+    pub(crate) fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("clock");
+        let clock = delayq::TestClock::new();
+        clock.publish(&file).unwrap();
+        Self {
+            clock,
+            file,
+            _dir: dir,
+        }
+    }
+
+    /// The variable and value that make a started process follow this clock.
+    pub(crate) fn env(&self) -> (&'static str, &Path) {
+        (delayq::clock::TEST_CLOCK_ENV, &self.file)
+    }
+
+    /// Moves this clock and every process following it `by` forward.
+    pub(crate) fn advance(&self, by: std::time::Duration) {
+        self.clock.advance(by);
+        self.clock.publish(&self.file).unwrap();
+    }
+}
