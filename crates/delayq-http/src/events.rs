@@ -20,8 +20,9 @@ use crate::extract::QueuePath;
 use crate::model::QueueView;
 use crate::state::AppState;
 
-/// How often a queue's reader looks at its counts (streams get them when they changed).
-const STATS_EVERY: Duration = Duration::from_secs(1);
+/// How often a queue's reader looks at its counts by default (streams get them when they
+/// changed): `HttpConfig::stats_every`.
+pub const STATS_EVERY: Duration = Duration::from_secs(1);
 
 /// What a queue's reader last saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,7 +69,7 @@ impl StatsHub {
     }
 }
 
-/// A queue's reader: reads the counts every [`STATS_EVERY`] while any stream listens, and
+/// A queue's reader: reads the counts every `stats_every` while any stream listens, and
 /// tells the streams when they changed.
 async fn read<B: Backend + Inspect>(
     st: AppState<B>,
@@ -76,7 +77,7 @@ async fn read<B: Backend + Inspect>(
     tx: Feed,
     feeds: Arc<Mutex<HashMap<QueueName, Feed>>>,
 ) {
-    let mut tick = tokio::time::interval(STATS_EVERY);
+    let mut tick = tokio::time::interval(st.inner.config.stats_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = st.inner.shutdown.clone();
     loop {

@@ -41,6 +41,9 @@ pub struct HttpConfig {
     pub header_timeout: Duration,
     /// How often [`crate::serve`] samples every queue's depth for the console (default 10 s).
     pub depth_every: Duration,
+    /// How often a queue's event streams (`GET …/events`) get its counts read: one reader
+    /// per queue, whatever the number of streams (default 1 s).
+    pub stats_every: Duration,
     /// Most long polls (`wait_ms` > 0) one caller (a token; a client address without tokens)
     /// may have waiting at once; more answer 429 `too_many_long_polls`.
     pub max_long_polls: usize,
@@ -107,6 +110,7 @@ impl Default for HttpConfig {
             max_streams_total: 256,
             max_short_per_address: 64,
             depth_every: crate::depth::EVERY,
+            stats_every: crate::events::STATS_EVERY,
             target_check: None,
         }
     }

@@ -629,7 +629,14 @@ pub async fn wakeups_for_earlier_jobs<B: Backend + Inspect>(b: B, t: Time) {
             let _ = rx.wait_for(|v| *v).await;
         },
     ));
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The consumer handles "near" (due in 200 ms: real time, on its own timer), then falls
+    // asleep towards "far" within a claim's round trip (50 ms: if it is not asleep yet, the
+    // test only asks less); a job enqueued then must wake it.
+    let t0 = Instant::now();
+    while seen.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let e = p.enqueue(job("nearer", 300)).await.unwrap();
     let t = Instant::now();
     while seen.lock().unwrap().len() < 2 && t.elapsed() < Duration::from_secs(5) {

@@ -486,7 +486,7 @@ async fn a_waiting_claim_is_woken_by_an_enqueue() {
             (r.json(), t.elapsed())
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    api.until_polls_wait(1).await;
     api.call(
         "POST",
         "/v1/queues/wake/jobs",
@@ -517,7 +517,7 @@ async fn shutdown_ends_pending_long_polls() {
             .await;
         (r.status, t.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    api.until_polls_wait(1).await;
     let _ = api.stop.take().unwrap().send(());
     let (status, waited) = waiter.await.unwrap();
     assert_eq!(status, 200);
@@ -541,7 +541,7 @@ async fn a_client_cuts_its_long_poll_short() {
         })
     };
     let (mine, other) = (poll("w-1", 30000), poll("w-2", 1500));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    api.until_polls_wait(2).await;
     let r = api.call("DELETE", "/v1/queues/cut/polls/w-1", None).await;
     assert_eq!(r.status, 204, "{}", r.body);
     let (status, v, waited) = mine.await.unwrap();

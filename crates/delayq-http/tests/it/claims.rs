@@ -111,7 +111,7 @@ async fn one_long_poll_waits_on_every_queue(store: Store) {
         tokio::spawn(async move { api.call("POST", "/v1/claim", Some(body)).await })
     };
     // The poll waits (nothing due anywhere); a job in the second queue answers it.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    api.until_polls_wait(1).await;
     assert!(!poll.is_finished(), "the poll waits while nothing is due");
     fill(&api, "idle-b", 1).await;
     let r = poll.await.unwrap();

@@ -186,7 +186,8 @@ async fn long_handlers_keep_their_lease() {
                     let count = count.clone();
                     async move {
                         *count.lock().unwrap() += 1;
-                        tokio::time::sleep(Duration::from_millis(1600)).await;
+                        // Real time: the handler outlives its 500 ms lease 2.4 times.
+                        tokio::time::sleep(Duration::from_millis(1200)).await;
                         Ok::<(), Failure>(())
                     }
                 },
@@ -194,9 +195,14 @@ async fn long_handlers_keep_their_lease() {
             )),
         ));
     }
-    // Real time: what is tested is the consumer's own timer extending a 500 ms lease over a
-    // 1.6 s handler, against the server's clock.
-    tokio::time::sleep(Duration::from_millis(2300)).await;
+    // What is tested is the consumer's own timer extending a 500 ms lease over a 1.2 s
+    // handler, against the server's clock: had the lease run out, the other consumer would
+    // have claimed the job before it was acked.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while p.get(&id("long")).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "never acked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for (stop, h) in handles {
         stop.send(true).unwrap();
         h.await.unwrap().unwrap();
@@ -204,7 +210,7 @@ async fn long_handlers_keep_their_lease() {
     assert_eq!(
         *count.lock().unwrap(),
         1,
-        "a 500 ms lease held over a 1.6 s handler"
+        "a 500 ms lease held over a 1.2 s handler"
     );
     assert!(p.get(&id("long")).await.unwrap().is_none(), "acked");
 }

@@ -16,12 +16,16 @@ async fn producers_and_consumers_survive_a_redis_restart() {
     let mut server = RedisServer::start_durable();
     let q = queue();
     let b = RedisBackend::connect(&server.url()).await.unwrap();
+    // Both connections' scripts read Redis's clock plus this one's offset.
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
     let p = Producer::new(b.clone(), q.clone());
 
     let handled: Arc<Mutex<Vec<String>>> = Arc::default();
     let (stop, rx) = watch::channel(false);
     let consumer = {
         let bc = RedisBackend::connect(&server.url()).await.unwrap();
+        bc.drive_clock(clock.clone());
         let o = ConsumerOptions {
             concurrency: 4,
             lease: Duration::from_secs(2),
@@ -90,18 +94,39 @@ async fn producers_and_consumers_survive_a_redis_restart() {
         all.difference(&seen).take(10).collect::<Vec<_>>()
     );
 
-    // No acked job comes back: after the leases of the restart window expire the queue is
-    // empty, and nothing handled after that is new. Real time: the consumer's timers and the
-    // restarted server's clock both run on it.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // No acked job comes back: once the leases of the restart window have expired (the clock
+    // moves past them; the consumer claims what they held again) the queue is empty, and
+    // nothing is handled after that.
+    clock.advance(Duration::from_millis(2500));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = b.stats(&q).await.unwrap();
+        if st.waiting() == 0 && st.leased == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not emptied: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let before = handled.lock().unwrap().len();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Real time: whatever is still to come (an ack in flight, a claim just made) comes now.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(handled.lock().unwrap().len(), before);
     stop.send(true).unwrap();
     consumer.await.unwrap().unwrap();
     let st = b.stats(&q).await.unwrap();
     assert_eq!((st.waiting(), st.leased, st.dead), (0, 0, 0), "{st:?}");
     eprintln!("producer retries during the restart: {failures}");
+}
+
+/// The server's Pub/Sub clients (`CLIENT LIST TYPE pubsub`), one line each.
+fn server_pubsub_clients(server: &RedisServer) -> String {
+    if !delayq_test_support::ping(server.port()) {
+        return String::new();
+    }
+    server.command(&["CLIENT", "LIST", "TYPE", "pubsub"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,11 +153,15 @@ async fn an_idle_consumer_recovers_its_wakeups_after_a_restart() {
         },
         shutdown_on(rx),
     ));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The consumer subscribes and falls asleep (a round trip each).
+    let subscribed = || !server_pubsub_clients(&server).is_empty();
+    assert!(eventually(10, subscribed).await, "never subscribed");
+    tokio::time::sleep(Duration::from_millis(100)).await;
     tokio::task::block_in_place(|| server.restart());
-    // Give the consumer's Pub/Sub connection time to notice and come back (real time: its
-    // reconnection backoff is the client's own).
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The consumer's Pub/Sub connection notices and comes back (after the client's own
+    // reconnection backoff) before the job that must wake it is enqueued.
+    let subscribed = || !server_pubsub_clients(&server).is_empty();
+    assert!(eventually(10, subscribed).await, "never subscribed again");
     let p = Producer::new(b.clone(), q.clone());
     let e = loop {
         match p.enqueue(job("after", 300)).await {

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::common::*;
+use delayq::Clock as _;
 use delayq::{
     Backend, Cursor, Due, Error, Inspect, JobId, ListState, NewJob, Producer, QueueName,
     QueueSettings,
@@ -306,6 +307,9 @@ async fn a_full_window_sends_its_later_jobs_to_the_sorted_sets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn windows_move_before_they_start_and_no_job_starts_early() {
     let (s, b, q) = setup().await;
+    // The scripts read Redis's clock plus this one's offset: time passes at once.
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
     windows_on(&b, &q, 100).await;
     let p = Producer::new(b.clone(), q.clone());
     let n = 600;
@@ -318,10 +322,10 @@ async fn windows_move_before_they_start_and_no_job_starts_early() {
     // One cancelled in its window: never delivered.
     b.cancel(&q, &w4_id(5)).await.unwrap();
     let mut seen = HashSet::new();
-    let deadline = now_ms() + 15_000;
-    while seen.len() < n - 1 && now_ms() < deadline {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while seen.len() < n - 1 && std::time::Instant::now() < deadline {
         let got = b.claim(&q, claim_req(50, 30_000)).await.unwrap();
-        let at = now_ms();
+        let at = clock.now_ms();
         for j in &got.jobs {
             let i: usize = j.id.as_str()[1..].parse().unwrap();
             assert!(at >= due[i], "job {i} claimed at {at}, due {}", due[i]);
@@ -332,7 +336,7 @@ async fn windows_move_before_they_start_and_no_job_starts_early() {
             .unwrap();
         if got.jobs.is_empty() {
             let wait = got.next_due_in.unwrap_or(Duration::from_millis(20));
-            tokio::time::sleep(wait.min(Duration::from_millis(50))).await;
+            clock.advance(wait.min(Duration::from_millis(50)));
         }
     }
     assert_eq!(seen.len(), n - 1);
@@ -346,6 +350,9 @@ async fn windows_move_before_they_start_and_no_job_starts_early() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_asleep_is_woken_for_a_new_first_window() {
     let (_s, b, q) = setup().await;
+    // The scripts read Redis's clock plus this one's offset: time passes at once.
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
     windows_on(&b, &q, 100).await;
     let p = Producer::new(b.clone(), q.clone());
     // A job an hour away, then the consumer sleeps towards it.
@@ -367,7 +374,9 @@ async fn a_consumer_asleep_is_woken_for_a_new_first_window() {
         next < Duration::from_millis(1_000),
         "come back to move it: {next:?}"
     );
-    tokio::time::sleep(Duration::from_millis(due.saturating_sub(now_ms()) + 20)).await;
+    clock.advance(Duration::from_millis(
+        due.saturating_sub(clock.now_ms()) + 20,
+    ));
     let got = b.claim(&q, claim_req(10, 30_000)).await.unwrap();
     assert_eq!(got.jobs.len(), 1);
     assert_eq!(got.jobs[0].id, w4_id(1));
@@ -435,6 +444,9 @@ async fn the_lanes_sweep_leaves_window_entries_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
     let (s, b, q) = setup().await;
+    // The scripts read Redis's clock plus this one's offset: time passes at once.
+    let clock = delayq::TestClock::new();
+    b.drive_clock(clock.clone());
     windows_on(&b, &q, 1_000).await;
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(w4_job(9_999, 3_600_000)).await.unwrap();
@@ -452,10 +464,12 @@ async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
     // Wait until about half are due.
     let mut sorted = due.clone();
     sorted.sort();
-    tokio::time::sleep(Duration::from_millis(sorted[200].saturating_sub(now_ms()))).await;
-    let before = now_ms();
+    clock.advance(Duration::from_millis(
+        sorted[200].saturating_sub(clock.now_ms()),
+    ));
+    let before = clock.now_ms();
     let st = b.stats(&q).await.unwrap();
-    let after = now_ms();
+    let after = clock.now_ms();
     assert_eq!(st.waiting(), 400 - cancelled.len() as u64 + 1);
     assert!(
         (live(before)..=live(after)).contains(&st.due),
@@ -475,15 +489,15 @@ async fn due_jobs_left_in_windows_are_counted_listed_and_cancelled() {
     // now): what is left is scheduled.
     let listed = pages(&b, &q, ListState::Due, 50).await;
     assert!(listed.windows(2).all(|w| w[0] < w[1]), "in order");
-    assert!(listed.iter().all(|(d, _)| *d <= now_ms()));
-    let at = now_ms();
+    assert!(listed.iter().all(|(d, _)| *d <= clock.now_ms()));
+    let at = clock.now_ms();
     assert!(listed.len() as u64 >= live(before) && listed.len() as u64 <= live(at));
-    let t0 = now_ms();
+    let t0 = clock.now_ms();
     let gone = b.cancel_all(&q, ListState::Due).await.unwrap();
-    let t1 = now_ms();
+    let t1 = clock.now_ms();
     let st = b.stats(&q).await.unwrap();
     // (Jobs may fall due while the cancels run.)
-    assert!(st.due <= live(now_ms()) - live(t0), "{st:?}");
+    assert!(st.due <= live(clock.now_ms()) - live(t0), "{st:?}");
     assert!((live(t0)..=live(t1)).contains(&gone), "{gone} cancelled");
     assert_eq!(gone + st.waiting(), 400 - cancelled.len() as u64 + 1);
     for (i, d) in due.iter().enumerate() {

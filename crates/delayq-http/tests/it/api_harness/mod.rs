@@ -39,6 +39,8 @@ pub(crate) enum Guard {
 /// A server under test and a client of it.
 pub(crate) struct Api {
     pub(crate) client: Client,
+    /// Long polls waiting on the server now (`AppState::waiting_polls`).
+    waiting_polls: std::sync::Arc<dyn Fn() -> usize + Send + Sync>,
     guard: Guard,
     pub(crate) stop: Option<oneshot::Sender<()>>,
     pub(crate) task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -100,25 +102,37 @@ pub(crate) fn config(tokens: &[String]) -> HttpConfig {
 
 /// A server on `store`, reached in process.
 pub(crate) async fn start_on(store: Store, tokens: Vec<String>) -> Api {
-    let (router, guard) = match store {
-        Store::Redis => {
-            let redis = RedisServer::start();
-            let backend = RedisBackend::connect(&redis.url()).await.unwrap();
-            let state = AppState::new(backend, config(&tokens), Some(prometheus()));
-            (delayq_http::router(state), Guard::Redis(redis))
-        }
-        Store::Embedded => {
-            let dir = tempfile::tempdir().unwrap();
-            let backend = EmbeddedBackend::open(dir.path()).unwrap();
-            let state = AppState::new(backend.clone(), config(&tokens), Some(prometheus()));
-            (delayq_http::router(state), Guard::Embedded(backend, dir))
-        }
-    };
+    let (router, guard, waiting_polls): (_, _, std::sync::Arc<dyn Fn() -> usize + Send + Sync>) =
+        match store {
+            Store::Redis => {
+                let redis = RedisServer::start();
+                let backend = RedisBackend::connect(&redis.url()).await.unwrap();
+                let state = AppState::new(backend, config(&tokens), Some(prometheus()));
+                let s = state.clone();
+                (
+                    delayq_http::router(state),
+                    Guard::Redis(redis),
+                    std::sync::Arc::new(move || s.waiting_polls()),
+                )
+            }
+            Store::Embedded => {
+                let dir = tempfile::tempdir().unwrap();
+                let backend = EmbeddedBackend::open(dir.path()).unwrap();
+                let state = AppState::new(backend.clone(), config(&tokens), Some(prometheus()));
+                let s = state.clone();
+                (
+                    delayq_http::router(state),
+                    Guard::Embedded(backend, dir),
+                    std::sync::Arc::new(move || s.waiting_polls()),
+                )
+            }
+        };
     Api {
         client: Client {
             transport: Transport::Router(router),
             token: tokens.first().cloned(),
         },
+        waiting_polls,
         guard,
         stop: None,
         task: None,
@@ -130,6 +144,7 @@ pub(crate) async fn start_socket() -> Api {
     let redis = RedisServer::start();
     let backend = RedisBackend::connect(&redis.url()).await.unwrap();
     let state = AppState::new(backend, config(&[]), Some(prometheus()));
+    let s = state.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
@@ -141,6 +156,7 @@ pub(crate) async fn start_socket() -> Api {
             transport: Transport::Tcp(addr),
             token: None,
         },
+        waiting_polls: std::sync::Arc::new(move || s.waiting_polls()),
         guard: Guard::Redis(redis),
         stop: Some(stop),
         task: Some(task),
@@ -239,6 +255,19 @@ impl Client {
 }
 
 impl Api {
+    /// Waits until `n` long polls wait on the server (a claim just sent has reached its wait).
+    pub(crate) async fn until_polls_wait(&self, n: usize) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while (self.waiting_polls)() < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of {n} long polls waiting",
+                (self.waiting_polls)()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     /// What the store holds: Redis's key count, or the embedded store's queues with jobs.
     pub(crate) async fn stored(&self) -> String {
         match &self.guard {
