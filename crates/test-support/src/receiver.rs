@@ -233,6 +233,7 @@ async fn answer(
         tokio::time::sleep(Duration::from_millis(50)).await;
         (StatusCode::OK, "ok").into_response()
     } else if path.starts_with("/slow") {
+        // Longer than the push timeouts the tests set: the pusher gives up first.
         tokio::time::sleep(Duration::from_secs(2)).await;
         (StatusCode::OK, "late").into_response()
     } else {

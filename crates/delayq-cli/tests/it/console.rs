@@ -291,7 +291,8 @@ async fn the_console_in_a_real_browser() {
         list.contains("completed, last hour") && list.contains("orders"),
         "{list}"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Real time: the page's last paint (fonts, the sparkline) before its screenshot.
+    tokio::time::sleep(Duration::from_millis(150)).await;
     shot(&c, "queues").await;
 
     // A queue page: counts, charts, tabs.
@@ -300,7 +301,8 @@ async fn the_console_in_a_real_browser() {
     wait_text(&c, "#panel", "order-000").await;
     let charts = c.find_all(Locator::Css("svg.chart")).await.unwrap();
     assert_eq!(charts.len(), 3, "throughput, depth, lateness");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Real time: the charts' last paint before the screenshot.
+    tokio::time::sleep(Duration::from_millis(150)).await;
     shot(&c, "queue").await;
 
     // The queue's settings: a summary line that opens on the list and the limits' form.
@@ -543,10 +545,12 @@ async fn the_console_in_a_real_browser() {
         .unwrap()
         .unwrap_or_default();
     assert!(title.contains("Needs an admin token"), "{title}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Real time: the page's last paint before the screenshot.
+    tokio::time::sleep(Duration::from_millis(150)).await;
     shot(&c, "read-only").await;
     // A click on a greyed-out action changes nothing.
     click(&c, Locator::Css("#pause")).await;
+    // Real time: a request the click wrongly sent would have landed by then.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         http(addr, "GET", "/v1/queues/orders", None).1["paused"],

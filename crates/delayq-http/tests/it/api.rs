@@ -727,7 +727,8 @@ async fn stale_and_foreign_lease_tokens_are_refused(store: Store) {
         )
         .await;
     assert_eq!(r.status, 404, "acked jobs are gone: {}", r.body);
-    // Nack after the lease expired and the job was claimed again.
+    // Nack after the lease expired and the job was claimed again (real time: the server's
+    // clock, with the 200 ms lease of the claim above).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let again = api
         .call("POST", "/v1/queues/f/claim", Some(json!({"max":1})))

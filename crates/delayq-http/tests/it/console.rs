@@ -455,9 +455,18 @@ async fn the_server_samples_depth_for_the_chart() {
     );
     let r = raw(addr, &req).await;
     assert!(r.starts_with("HTTP/1.1 201"), "{r}");
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let r = reqwest_lite(addr, "GET", "/v1/queues/d/series").await;
-    let v: Value = serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap();
+    // Samples every 50 ms: until two of them follow the enqueue.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let v = loop {
+        let r = reqwest_lite(addr, "GET", "/v1/queues/d/series").await;
+        let v: Value = serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap();
+        let sampled = v["depth"].as_array().unwrap().iter();
+        if sampled.filter(|d| d["scheduled"] == 1).count() >= 2 {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let depth = v["depth"].as_array().unwrap();
     assert!(depth.len() >= 2, "{v}");
     let last = depth.last().unwrap();

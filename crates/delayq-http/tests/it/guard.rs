@@ -167,6 +167,7 @@ async fn a_caller_may_keep_only_so_many_long_polls_waiting() {
     };
     let a = tokio::spawn(poll(r.clone(), 1500));
     let b = tokio::spawn(poll(r.clone(), 1500));
+    // Real time: both polls reach their wait (a bare router: no count of waiting polls here).
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(
         poll(r.clone(), 1000).await,

@@ -231,6 +231,7 @@ async fn expired_leases_come_back_or_die_when_attempts_are_used_up() {
     // A new consumer recovers them in its normal claim path; no other process runs.
     let (seen, stop, h) = spawn_consumer(&b, &q, opts(2, 5000), |_| Ok(()));
     assert!(eventually(10, || !seen.lock().unwrap().is_empty()).await);
+    // Real time: a wrong second delivery (the dead-lettered "last") would come within it.
     tokio::time::sleep(Duration::from_millis(100)).await;
     stop.send(true).unwrap();
     h.await.unwrap();
@@ -256,8 +257,9 @@ async fn an_idle_consumer_is_woken_by_an_earlier_job() {
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(job("far", 30_000)).await.unwrap();
     let (seen, stop, h) = spawn_consumer(&b, &q, opts(1, 5000), |_| Ok(()));
-    // The consumer is now asleep until the far job (30 s) — or max_idle (60 s).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Real time, a claim's round trip and more: the consumer is then asleep until the far job
+    // (30 s) — or max_idle (60 s). (Not yet asleep, the test would only ask less.)
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let e = p.enqueue(job("near", 200)).await.unwrap();
     assert!(eventually(5, || !seen.lock().unwrap().is_empty()).await);
     let handled_at = now_ms();
@@ -278,7 +280,8 @@ async fn an_idle_consumer_sleeps_exactly_until_the_next_due_job() {
     let (_s, b, q) = setup().await;
     let p = Producer::new(b.clone(), q.clone());
     let (seen, stop, h) = spawn_consumer(&b, &q, opts(1, 5000), |_| Ok(()));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Real time, a claim's round trip and more: the consumer then sleeps on an empty queue.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     // Enqueued while the consumer sleeps on an empty queue (max_idle 60 s).
     let e1 = p.enqueue(job("a", 700)).await.unwrap();
     let e2 = p.enqueue(job("b", 1400)).await.unwrap();
@@ -468,6 +471,7 @@ async fn four_consumers_handle_twenty_thousand_jobs_exactly_once_never_early() {
         "handled {} of {n}",
         total()
     );
+    // Real time: a duplicate delivery still in flight would land within it.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut acked = 0;
     for (stop, h) in consumers {

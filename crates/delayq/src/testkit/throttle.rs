@@ -239,8 +239,7 @@ async fn run_consumers<B: Backend>(
     while done.lock().unwrap().len() < n && t.elapsed() < limit {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Let the last acks land.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Stopping lets the consumers send their last acks before they return.
     stop.send(true).unwrap();
     for r in runs {
         r.await.unwrap().unwrap();
