@@ -116,21 +116,23 @@ async fn network_stalls_resets_and_delays_lose_nothing_acknowledged() {
             (600, fault("reset every connection", move || p2.reset_all())),
             (
                 800,
-                fault("refuse connections 1 s", move || {
+                fault("refuse connections 0.5 s", move || {
                     p3.refuse(true);
                     p3.reset_all();
+                    // The fault's own duration (real time: the clients' reconnects meet it).
                     std::thread::spawn(move || {
-                        std::thread::sleep(Duration::from_secs(1));
+                        std::thread::sleep(Duration::from_millis(500));
                         p3.refuse(false);
                     });
                 }),
             ),
             (
                 1000,
-                fault("delay 20 ms per packet for 2 s", move || {
+                fault("delay 20 ms per packet for 1 s", move || {
                     p4.delay(Duration::from_millis(20));
+                    // The fault's own duration.
                     std::thread::spawn(move || {
-                        std::thread::sleep(Duration::from_secs(2));
+                        std::thread::sleep(Duration::from_secs(1));
                         p5.delay(Duration::ZERO);
                     });
                 }),
