@@ -1,7 +1,7 @@
 //! The clock, injectable. On Redis the server's clock decides every due time; the embedded
 //! store and local measurements (lateness) read a [`Clock`], so tests can skew it or move it
 //! forward instead of sleeping. With feature `test-clock` (tests only) a test moves the clock
-//! of the processes it starts too ([`from_env`], [`TestClock::publish`]), and whatever waits
+//! of the processes it starts too ([`from_env`], `TestClock::publish`), and whatever waits
 //! for a due time wakes when a [`TestClock`] moves ([`moved`]).
 
 use std::sync::Arc;
@@ -102,7 +102,7 @@ pub const TEST_CLOCK_ENV: &str = "DELAYQ_TEST_CLOCK";
 
 /// The clock a test gave this process: with feature `test-clock` and `DELAYQ_TEST_CLOCK`
 /// naming a file, a [`TestClock`] that follows the offset (µs) written there by
-/// [`TestClock::publish`] ([`follow`]); otherwise `None` — a build without the feature
+/// `TestClock::publish` (`follow`); otherwise `None` — a build without the feature
 /// ignores the variable.
 pub fn from_env() -> Option<TestClock> {
     #[cfg(feature = "test-clock")]
@@ -115,7 +115,7 @@ pub fn from_env() -> Option<TestClock> {
 }
 
 /// Tests only: a [`TestClock`] that follows the offset (µs) written to `path` by
-/// [`TestClock::publish`], read by a thread every 5 ms.
+/// `TestClock::publish`, read by a thread every 5 ms.
 #[cfg(feature = "test-clock")]
 pub fn follow(path: std::path::PathBuf) -> TestClock {
     let clock = TestClock::new();

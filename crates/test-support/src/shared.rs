@@ -141,9 +141,9 @@ impl DetachIfShared for Command {
 }
 
 /// `cell`'s server, started by `start` on first use. Under `cargo test` it is this process's
-/// and stopped after this process exits; under nextest it is the run's (described in a directory named by `NEXTEST_RUN_ID`,
-/// started by the first test process that needs it, under a file lock, and attached to by
-/// the others) and stopped after the runner exits. Either way a watchdog (`sh`) waits for
+/// and stopped after this process exits; under nextest it is the run's (described in a
+/// directory named by `NEXTEST_RUN_ID`, started by the first test process that needs it,
+/// under a file lock, and attached to by the others) and stopped after the runner exits. Either way a watchdog (`sh`) waits for
 /// its owner to end — however it ends, a kill included — then kills the server's processes
 /// and removes its directories.
 pub fn shared<T: Stoppable + Send + Sync>(
