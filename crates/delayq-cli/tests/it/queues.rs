@@ -6,26 +6,17 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{Killed, delayq, spawn_serve};
+use crate::common::{Killed, delayq, spawn_serve, with_stdin};
 
 fn fill(dir: &Path, queue: &str, n: usize) {
     let lines: String = (0..n)
         .map(|i| format!("{{\"id\":\"{queue}-{i}\",\"payload\":{i}}}\n"))
         .collect();
-    let mut child = delayq(dir)
-        .args(["--queue", queue, "enqueue", "--jsonl"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(lines.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    let out = with_stdin(
+        delayq(dir).args(["--queue", queue, "enqueue", "--jsonl"]),
+        &lines,
+    );
+    assert!(out.status.success(), "{out:?}");
 }
 
 /// Runs a one-at-a-time worker of the queues `args` name (`--strict` with `strict`) until it
