@@ -102,13 +102,18 @@ pub const TEST_CLOCK_ENV: &str = "DELAYQ_TEST_CLOCK";
 
 /// The clock a test gave this process: with feature `test-clock` and `DELAYQ_TEST_CLOCK`
 /// naming a file, a [`TestClock`] that follows the offset (µs) written there by
-/// `TestClock::publish` (`follow`); otherwise `None` — a build without the feature
-/// ignores the variable.
+/// `TestClock::publish` (`follow`), one for the process however many stores ask; otherwise
+/// `None` — a build without the feature ignores the variable.
 pub fn from_env() -> Option<TestClock> {
     #[cfg(feature = "test-clock")]
     {
-        let path = std::env::var_os(TEST_CLOCK_ENV)?;
-        Some(follow(std::path::PathBuf::from(path)))
+        static FOLLOWED: std::sync::OnceLock<Option<TestClock>> = std::sync::OnceLock::new();
+        FOLLOWED
+            .get_or_init(|| {
+                let path = std::env::var_os(TEST_CLOCK_ENV)?;
+                Some(follow(std::path::PathBuf::from(path)))
+            })
+            .clone()
     }
     #[cfg(not(feature = "test-clock"))]
     None
