@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::RedisServer;
+use crate::shared::Stoppable;
 
 /// A running cluster.
 pub struct RedisCluster {
@@ -78,19 +79,6 @@ impl RedisCluster {
             }
             assert!(Instant::now() < deadline, "cluster did not become ok");
             std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// One line per node, which [`RedisCluster::attach`] reads back in another process.
-    pub(crate) fn describe(&self) -> String {
-        let lines: Vec<String> = self.nodes.iter().map(RedisServer::describe).collect();
-        lines.join("\n")
-    }
-
-    /// The cluster [`RedisCluster::describe`] names, started by another process.
-    pub(crate) fn attach(text: &str) -> Self {
-        Self {
-            nodes: text.lines().map(RedisServer::attach).collect(),
         }
     }
 
@@ -265,4 +253,28 @@ fn owns(line: &str, slot: u16) -> bool {
         let (a, b) = r.split_once('-').unwrap_or((r, r));
         matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
     })
+}
+
+impl Stoppable for RedisCluster {
+    fn leftovers(&self) -> (Vec<u32>, Vec<std::path::PathBuf>) {
+        let mut out = (Vec::new(), Vec::new());
+        for n in &self.nodes {
+            let (p, d) = n.leftovers();
+            out.0.extend(p);
+            out.1.extend(d);
+        }
+        out
+    }
+    /// One line per node, which [`RedisCluster::attach`] reads back in another process.
+    fn describe(&self) -> String {
+        let lines: Vec<String> = self.nodes.iter().map(RedisServer::describe).collect();
+        lines.join("\n")
+    }
+
+    /// The cluster [`RedisCluster::describe`] names, started by another process.
+    fn attach(text: &str) -> Self {
+        Self {
+            nodes: text.lines().map(RedisServer::attach).collect(),
+        }
+    }
 }

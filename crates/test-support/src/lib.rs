@@ -20,9 +20,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-use shared::DetachIfShared as _;
 use std::time::{Duration, Instant};
+
+use shared::{DetachIfShared as _, Stoppable};
 
 /// A running `redis-server` owned by a test, or attached to one another test process of
 /// the run started ([`shared`]).
@@ -237,33 +237,6 @@ impl RedisServer {
         self.child.is_some() || self.attached.is_some()
     }
 
-    /// One line that [`RedisServer::attach`] reads back in another process.
-    pub(crate) fn describe(&self) -> String {
-        format!(
-            "{} {} {}",
-            self.port,
-            self.pid().unwrap_or(0),
-            self.dir().display()
-        )
-    }
-
-    /// The server a [`RedisServer::describe`] line names, started by another process: usable
-    /// as the one that started it, but never killed or restarted from here.
-    pub(crate) fn attach(line: &str) -> Self {
-        let mut parts = line.splitn(3, ' ');
-        let mut next = || parts.next().expect("a described server");
-        let port = next().parse().expect("port");
-        let pid = next().parse().expect("pid");
-        Self {
-            child: None,
-            attached: Some(pid),
-            port,
-            dir: Dir::Kept(PathBuf::from(next())),
-            extra: Vec::new(),
-            prefix: Vec::new(),
-        }
-    }
-
     /// Sends one command (arguments as strings) and returns the raw RESP reply.
     pub fn command(&self, args: &[&str]) -> String {
         command_on(self.port, args)
@@ -307,6 +280,41 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+impl Stoppable for RedisServer {
+    fn leftovers(&self) -> (Vec<u32>, Vec<PathBuf>) {
+        (
+            self.pid().into_iter().collect(),
+            vec![self.dir().to_path_buf()],
+        )
+    }
+    /// One line that [`RedisServer::attach`] reads back in another process.
+    fn describe(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.port,
+            self.pid().unwrap_or(0),
+            self.dir().display()
+        )
+    }
+
+    /// The server a [`RedisServer::describe`] line names, started by another process: usable
+    /// as the one that started it, but never killed or restarted from here.
+    fn attach(line: &str) -> Self {
+        let mut parts = line.splitn(3, ' ');
+        let mut next = || parts.next().expect("a described server");
+        let port = next().parse().expect("port");
+        let pid = next().parse().expect("pid");
+        Self {
+            child: None,
+            attached: Some(pid),
+            port,
+            dir: Dir::Kept(PathBuf::from(next())),
+            extra: Vec::new(),
+            prefix: Vec::new(),
+        }
     }
 }
 

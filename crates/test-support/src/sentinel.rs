@@ -5,6 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::shared::DetachIfShared as _;
+use crate::shared::Stoppable;
 use crate::{RedisServer, command_on, free_port, ping};
 
 /// Name of the master the sentinel watches.
@@ -108,39 +109,6 @@ impl SentinelSet {
         )
     }
 
-    /// Lines that [`SentinelSet::attach`] reads back in another process.
-    pub(crate) fn describe(&self) -> String {
-        let (pids, _) = self.sentinel_leftovers();
-        format!(
-            "{}\n{}\n{} {} {}",
-            self.master.describe(),
-            self.replica.describe(),
-            self.sentinel_port,
-            pids.first().copied().unwrap_or(0),
-            self._dir.path().display()
-        )
-    }
-
-    /// The set [`SentinelSet::describe`] names, started by another process.
-    pub(crate) fn attach(text: &str) -> Self {
-        let lines: Vec<&str> = text.lines().collect();
-        let [master, replica, sentinel] = lines[..] else {
-            panic!("a described sentinel set: {text}")
-        };
-        let mut parts = sentinel.splitn(3, ' ');
-        let mut next = || parts.next().expect("a described sentinel");
-        let sentinel_port = next().parse().expect("sentinel port");
-        let pid = next().parse().expect("sentinel pid");
-        Self {
-            master: RedisServer::attach(master),
-            replica: RedisServer::attach(replica),
-            sentinel: None,
-            attached: Some(pid),
-            sentinel_port,
-            _dir: crate::Dir::Kept(std::path::PathBuf::from(next())),
-        }
-    }
-
     /// `redis+sentinel://127.0.0.1:<sentinel>/mymaster`.
     pub fn url(&self) -> String {
         format!("redis+sentinel://127.0.0.1:{}/{MASTER}", self.sentinel_port)
@@ -235,6 +203,51 @@ impl Drop for SentinelSet {
         if let Some(mut c) = self.sentinel.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+}
+
+impl Stoppable for SentinelSet {
+    fn leftovers(&self) -> (Vec<u32>, Vec<std::path::PathBuf>) {
+        let mut out = self.master.leftovers();
+        let (p, d) = self.replica.leftovers();
+        out.0.extend(p);
+        out.1.extend(d);
+        let (p, d) = self.sentinel_leftovers();
+        out.0.extend(p);
+        out.1.extend(d);
+        out
+    }
+    /// Lines that [`SentinelSet::attach`] reads back in another process.
+    fn describe(&self) -> String {
+        let (pids, _) = self.sentinel_leftovers();
+        format!(
+            "{}\n{}\n{} {} {}",
+            self.master.describe(),
+            self.replica.describe(),
+            self.sentinel_port,
+            pids.first().copied().unwrap_or(0),
+            self._dir.path().display()
+        )
+    }
+
+    /// The set [`SentinelSet::describe`] names, started by another process.
+    fn attach(text: &str) -> Self {
+        let lines: Vec<&str> = text.lines().collect();
+        let [master, replica, sentinel] = lines[..] else {
+            panic!("a described sentinel set: {text}")
+        };
+        let mut parts = sentinel.splitn(3, ' ');
+        let mut next = || parts.next().expect("a described sentinel");
+        let sentinel_port = next().parse().expect("sentinel port");
+        let pid = next().parse().expect("sentinel pid");
+        Self {
+            master: RedisServer::attach(master),
+            replica: RedisServer::attach(replica),
+            sentinel: None,
+            attached: Some(pid),
+            sentinel_port,
+            _dir: crate::Dir::Kept(std::path::PathBuf::from(next())),
         }
     }
 }

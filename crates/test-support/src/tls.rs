@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::shared::Stoppable;
 use crate::{RedisServer, free_port};
 
 /// A TLS server and its certificate files.
@@ -169,8 +170,25 @@ impl TlsServer {
         self.certs.path()
     }
 
+    /// The certificate files.
+    pub fn certs(&self) -> Certs {
+        let d = self.certs.path();
+        Certs {
+            ca: d.join("ca.crt"),
+            client_cert: d.join("client.crt"),
+            client_key: d.join("client.key"),
+        }
+    }
+}
+
+impl Stoppable for TlsServer {
+    fn leftovers(&self) -> (Vec<u32>, Vec<PathBuf>) {
+        let (p, mut d) = self.server.leftovers();
+        d.push(self.certs_dir().to_path_buf());
+        (p, d)
+    }
     /// Lines that [`TlsServer::attach`] reads back in another process.
-    pub(crate) fn describe(&self) -> String {
+    fn describe(&self) -> String {
         format!(
             "{}\n{} {}",
             self.server.describe(),
@@ -180,23 +198,13 @@ impl TlsServer {
     }
 
     /// The server [`TlsServer::describe`] names, started by another process.
-    pub(crate) fn attach(text: &str) -> Self {
+    fn attach(text: &str) -> Self {
         let (server, tls) = text.split_once('\n').expect("a described TLS server");
         let (port, certs) = tls.split_once(' ').expect("TLS port and certificates");
         Self {
             server: RedisServer::attach(server),
             tls_port: port.parse().expect("TLS port"),
             certs: crate::Dir::Kept(PathBuf::from(certs)),
-        }
-    }
-
-    /// The certificate files.
-    pub fn certs(&self) -> Certs {
-        let d = self.certs.path();
-        Certs {
-            ca: d.join("ca.crt"),
-            client_cert: d.join("client.crt"),
-            client_key: d.join("client.key"),
         }
     }
 }
