@@ -46,18 +46,6 @@ type Batch struct {
 	DoneAtMs    *int64 `json:"done_at_ms"`
 }
 
-func batchBodies(jobs []BatchJob) ([]map[string]any, error) {
-	bodies := make([]map[string]any, 0, len(jobs))
-	for _, j := range jobs {
-		b, err := jobBody(j.Payload, j.Options)
-		if err != nil {
-			return nil, err
-		}
-		bodies = append(bodies, b)
-	}
-	return bodies, nil
-}
-
 func callbackBody(cb *BatchCallback) map[string]any {
 	p := cb.Payload
 	if p == nil {

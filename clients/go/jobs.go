@@ -124,13 +124,9 @@ type BatchJob struct {
 
 // EnqueueBatch stores 1-10,000 jobs atomically; one answer per job, in order.
 func (c *Client) EnqueueBatch(ctx context.Context, queue string, jobs []BatchJob) ([]Enqueued, error) {
-	bodies := make([]map[string]any, 0, len(jobs))
-	for _, j := range jobs {
-		b, err := jobBody(j.Payload, j.Options)
-		if err != nil {
-			return nil, err
-		}
-		bodies = append(bodies, b)
+	bodies, err := batchBodies(jobs)
+	if err != nil {
+		return nil, err
 	}
 	var out []wireEnqueued
 	if err := c.call(ctx, "POST", q(queue)+"/jobs", bodies, &out, true); err != nil {
@@ -141,6 +137,19 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, jobs []BatchJob
 		res[i] = e.enqueued()
 	}
 	return res, nil
+}
+
+// batchBodies are the request bodies of jobs (a batch's or a batch enqueue's).
+func batchBodies(jobs []BatchJob) ([]map[string]any, error) {
+	bodies := make([]map[string]any, 0, len(jobs))
+	for _, j := range jobs {
+		b, err := jobBody(j.Payload, j.Options)
+		if err != nil {
+			return nil, err
+		}
+		bodies = append(bodies, b)
+	}
+	return bodies, nil
 }
 
 // Get is one job in any state; ErrNotFound when there is none.
