@@ -241,13 +241,21 @@ async fn pages(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listings_and_counts_see_into_the_windows() {
     let (s, b, q) = setup().await;
-    windows_on(&b, &q, 1_000).await;
+    windows_on(&b, &q, 60_000).await;
     let p = Producer::new(b.clone(), q.clone());
-    // 2,000 jobs over ~1,000 windows (more than one listing call reads), then 50 in the
-    // sorted sets (due soon) and the lane's in-order ones among them.
-    let mut due = fill(&p, &delays(2_000, 30_000, 1_000_000, 5)).await;
+    // 2,000 jobs over ~1,100 one-minute windows (more than one listing call reads), then 50
+    // due within the minute, in the lane (one delay, in order). Those 50 are due within one
+    // width, so they never sit in a window: however long the test takes (< 30 s), no window
+    // starts while it runs and the cancel below takes every window whole. (With 1-s windows
+    // and 1.5-s jobs, a run slower than a second left a started window's tombstones behind.)
+    let mut due = fill(&p, &delays(2_000, 120_000, 86_400_000, 5)).await;
     for i in 0..50 {
-        due.push(p.enqueue(w4_job(2_000 + i, 1_500)).await.unwrap().due_at_ms);
+        due.push(
+            p.enqueue(w4_job(2_000 + i, 30_000))
+                .await
+                .unwrap()
+                .due_at_ms,
+        );
     }
     let (wins, _) = windows(&s, &q);
     assert!(wins > 256, "{wins} windows");
