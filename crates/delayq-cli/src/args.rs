@@ -135,6 +135,26 @@ pub(crate) struct Cli {
         env = "DELAYQ_SERVER_TOKEN"
     )]
     pub server_token: Option<String>,
+    /// File holding the bearer token for that server (its first line), instead of
+    /// --server-token: it stays out of the environment and the unit file.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_SERVER_TOKEN_FILE",
+        conflicts_with = "server_token"
+    )]
+    pub server_token_file: Option<PathBuf>,
+    /// Take secret files (tokens, passwords, push secrets) that every user may read. Refused
+    /// by default, as ssh refuses such a key; for where a file's mode cannot be set (Docker
+    /// Compose mounts a file secret with its host file's mode).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store and connection",
+        env = "DELAYQ_ALLOW_READABLE_SECRETS"
+    )]
+    pub allow_readable_secrets: bool,
     /// Directory of the embedded store (used when no Redis URL is configured).
     #[arg(
         long,

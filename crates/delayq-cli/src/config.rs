@@ -284,7 +284,7 @@ impl Layer {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("reading {}: {e}", path.display())))?;
         let table: BTreeMap<Spanned<String>, Spanned<toml::Value>> =
-            toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+            toml::from_str(&text).map_err(|e| syntax_error(path, &text, &e))?;
         let mut entries: Vec<_> = table.into_iter().collect();
         entries.sort_by_key(|(k, _)| k.span().start);
         let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
@@ -316,7 +316,9 @@ impl Layer {
                 strings(name, &arg, v.get_ref()).map_err(|e| ConfigError(format!("{at}: {e}")))?;
             if !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse) {
                 for v in &vals {
-                    valid(&arg, v).map_err(|e| ConfigError(format!("{at}: `{name}`: {e}")))?;
+                    let shown = if secret(name) { "***" } else { v };
+                    valid(&arg, v, shown)
+                        .map_err(|e| ConfigError(format!("{at}: `{name}`: {e}")))?;
                 }
             }
             values.push((place, id, vals));
@@ -349,8 +351,33 @@ impl Layer {
     }
 }
 
-/// Runs the flag's own parser on `value`: the file is checked as the command line would be.
-fn valid(arg: &Arg, value: &str) -> Result<(), String> {
+/// A TOML syntax error as its line and column and what is wrong — never the offending line,
+/// which toml's own message quotes and which may hold a token or a password; quoted text in
+/// the message is masked too.
+fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+    let at = e.span().map_or(String::new(), |span| {
+        let before = &text[..span.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        format!(":{line}:{column}")
+    });
+    let mut message = String::new();
+    for (i, part) in e.message().trim().split('"').enumerate() {
+        if i > 0 {
+            message.push('"');
+        }
+        message.push_str(if i % 2 == 1 { "***" } else { part });
+    }
+    ConfigError(format!(
+        "{}{at}: not valid TOML: {}",
+        path.display(),
+        message.replace('\n', "; ")
+    ))
+}
+
+/// Runs the flag's own parser on `value`: the file is checked as the command line would be;
+/// errors show `shown` for the value (`***` for a secret).
+fn valid(arg: &Arg, value: &str, shown: &str) -> Result<(), String> {
     let probe = Command::new("probe").no_binary_name(true).arg(
         Arg::new("v")
             .long("v")
@@ -369,11 +396,12 @@ fn valid(arg: &Arg, value: &str) -> Result<(), String> {
                 .iter()
                 .map(|p| p.get_name().to_owned())
                 .collect();
+            let why = why.replace(value, shown);
             if possible.is_empty() {
-                Err(format!("invalid value {value:?}: {why}"))
+                Err(format!("invalid value {shown:?}: {why}"))
             } else {
                 Err(format!(
-                    "invalid value {value:?} (possible values: {})",
+                    "invalid value {shown:?} (possible values: {})",
                     possible.join(", ")
                 ))
             }

@@ -55,11 +55,8 @@ fn first_line(s: &str) -> &str {
 /// The Redis password given apart from the URL: `--redis-password-file` (its first line), else
 /// `DELAYQ_REDIS_PASSWORD`.
 pub(crate) fn password(cli: &crate::args::Cli) -> anyhow::Result<Option<String>> {
-    use anyhow::Context;
     if let Some(f) = &cli.redis_password_file {
-        let text = std::fs::read_to_string(f)
-            .with_context(|| format!("reading --redis-password-file {}", f.display()))?;
-        return Ok(Some(text.lines().next().unwrap_or("").trim().to_owned()));
+        return Ok(Some(crate::secrets::first_line(f, "--redis-password-file")?));
     }
     Ok(cli.redis_password.clone().filter(|p| !p.is_empty()))
 }

@@ -31,6 +31,7 @@ mod percentiles;
 mod push;
 mod reload;
 mod remote;
+mod secrets;
 mod serve;
 mod store;
 mod version;
@@ -48,6 +49,7 @@ use crate::args::{Cli, Command};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = config::parse();
+    secrets::allow_readable(cli.allow_readable_secrets);
     otlp::set_trace_mode(cli.trace_mode);
     let tracer = match cli.command.exports_spans() {
         true => otlp::tracer(cli.otlp_endpoint.as_deref()),
@@ -146,7 +148,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             clap_mangen::Man::new(config::command()).render(&mut std::io::stdout())?;
             return Ok(0);
         }
-        Command::Health { url } => return health::run(url.as_deref()).await,
+        Command::Health { url } => {
+            return health::run(url.as_deref().or(cli.server.as_deref())).await;
+        }
         Command::Backup { dest } => return store::backup(&cli, dest),
         Command::Worker(w) if w.exec.is_none() && w.bench_record.is_none() => {
             return Err(config::ConfigError::new(
@@ -171,7 +175,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     let (backend, desc) = match (&cli.server, &cli.redis) {
         (Some(url), _) if !matches!(cli.command, Command::Serve(_)) => {
-            let remote = remote::connect(url, cli.server_token.clone())?;
+            let remote = remote::connect(url, secrets::server_token(&cli)?)?;
             let desc = format!("delayq serve at {}", remote.client().base_url());
             (AnyBackend::Remote(remote), desc)
         }

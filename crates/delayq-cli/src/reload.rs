@@ -48,7 +48,15 @@ fn reload<B>(
     let Command::Serve(a) = &cli.command else {
         anyhow::bail!("the command line no longer names serve");
     };
+    crate::secrets::allow_readable(cli.allow_readable_secrets);
     let secrets = crate::serve::check(a)?;
+    if secrets.tokens.is_empty() && !state.credentials().tokens.is_empty() && !a.allow_no_tokens
+    {
+        anyhow::bail!(
+            "the new settings leave no token, which would open the API to every caller: the \
+             running tokens stay (set allow_no_tokens = true to run without tokens)"
+        );
+    }
     let level = crate::logging::filter(cli.log_level.as_deref()).map_err(anyhow::Error::msg)?;
     if let Some(p) = push {
         // The last check: a CA file that cannot be read keeps every running setting.

@@ -18,23 +18,21 @@ pub(crate) struct Secrets {
     pub push: Vec<delayq_push::Secret>,
 }
 
-fn lines_of(f: &std::path::Path, what: &str) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(f)
-        .with_context(|| format!("reading {what} file {}", f.display()))?;
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect())
-}
-
 /// The accepted tokens and secrets; refuses a public address without a token. Called before
 /// the store is opened, so a refused `serve` creates nothing.
 pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
-    let mut tokens: Vec<String> = a.tokens.iter().filter(|t| !t.is_empty()).cloned().collect();
+    let mut tokens: Vec<Token> = a
+        .tokens
+        .iter()
+        .filter(|t| !t.is_empty())
+        .map(|t| Token::parse(t).map_err(|e| anyhow::anyhow!("--token / DELAYQ_TOKEN: {e}")))
+        .collect::<anyhow::Result<_>>()?;
     if let Some(f) = &a.token_file {
-        tokens.extend(lines_of(f, "token")?);
+        for (line, text) in crate::secrets::lines(f, "token")? {
+            tokens.push(Token::parse_scoped(&text).map_err(|e| {
+                anyhow::anyhow!("token file {}, line {line}: {e}", f.display())
+            })?);
+        }
     }
     if tokens.is_empty() && !a.listen.ip().is_loopback() && !a.insecure {
         bail!(
@@ -60,7 +58,11 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
         .filter(|s| !s.is_empty())
         .collect();
     if let Some(f) = &a.push.push_secret_file {
-        push.extend(lines_of(f, "push secret")?);
+        push.extend(
+            crate::secrets::lines(f, "push secret")?
+                .into_iter()
+                .map(|(_, l)| l),
+        );
     }
     let push = push
         .iter()
@@ -68,13 +70,12 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
         .collect::<Result<Vec<_>, _>>()
         .context("--push-secret / DELAYQ_PUSH_SECRET / --push-secret-file")?;
     let metrics_token = match &a.metrics_token_file {
-        Some(f) => lines_of(f, "metrics token")?.into_iter().next(),
+        Some(f) => crate::secrets::lines(f, "metrics token")?
+            .into_iter()
+            .next()
+            .map(|(_, l)| l),
         None => a.metrics_token.clone().filter(|t| !t.is_empty()),
     };
-    let tokens = tokens
-        .iter()
-        .map(|t| Token::parse(t).map_err(anyhow::Error::msg))
-        .collect::<anyhow::Result<_>>()?;
     Ok(Secrets {
         tokens,
         metrics_token,
@@ -153,7 +154,8 @@ async fn run_on(
     crate::otlp::describe_metrics();
     let config = HttpConfig {
         max_payload: a.max_payload,
-        loopback_hosts_only: tokens.is_empty() && a.listen.ip().is_loopback(),
+        // Checked whenever the tokens are none, so a reload to none keeps the guard.
+        loopback_hosts_only: a.listen.ip().is_loopback(),
         tokens,
         metrics_token: secrets.metrics_token,
         max_connections: a.limits.max_connections,

@@ -48,7 +48,7 @@ pub(crate) fn embedded_or_server(cli: &Cli) -> anyhow::Result<(AnyBackend, Strin
                     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
                 );
             };
-            let remote = crate::remote::connect(&url, cli.server_token.clone())?;
+            let remote = crate::remote::connect(&url, crate::secrets::server_token(cli)?)?;
             if std::io::stderr().is_terminal() {
                 eprintln!(
                     "delayq: the store in {} is owned by delayq serve at {url}; going through it",

@@ -92,18 +92,49 @@ impl Token {
         }
     }
 
-    /// Parses `SCOPE:TOKEN` (`read`, `produce`, `consume`, `admin`) or a bare `TOKEN` (every
-    /// scope; a bare token may hold `:` as long as what precedes it is not a scope name).
+    /// Parses `SCOPE:TOKEN` — a scope of `read`, `produce`, `consume`, `admin`, or `all` for
+    /// every scope — or a bare `TOKEN` holding no `:` (every scope; the command line's short
+    /// form). Whatever precedes a `:` must be one of those scopes exactly (lower case, no
+    /// spaces): a mistyped scope (`reed:x`, `Read:x`, `read :x`) is refused, never taken as
+    /// a token of every scope. Errors never repeat the token.
     pub fn parse(s: &str) -> Result<Self, String> {
-        let (scope, secret) = match s.split_once(':') {
-            Some((name, secret)) => match Scope::ALL.into_iter().find(|sc| sc.as_str() == name) {
-                Some(sc) => (Some(sc), secret),
-                None => (None, s),
-            },
-            None => (None, s),
+        match s.split_once(':') {
+            Some(_) => Self::parse_scoped(s),
+            None => Self::checked(s, None),
+        }
+    }
+
+    /// Parses a line of a token file: always `SCOPE:TOKEN` (`all:TOKEN` for every scope), so
+    /// a line cannot grant every scope by a typo.
+    pub fn parse_scoped(s: &str) -> Result<Self, String> {
+        let Some((name, secret)) = s.split_once(':') else {
+            return Err(
+                "expected SCOPE:TOKEN (read, produce, consume, admin, or all: for every scope)"
+                    .into(),
+            );
         };
+        let scope = match name {
+            "all" => None,
+            _ => Some(
+                Scope::ALL
+                    .into_iter()
+                    .find(|sc| sc.as_str() == name)
+                    .ok_or_else(|| {
+                        "the scope before `:` is not read, produce, consume, admin or all \
+                         (lower case, no spaces)"
+                            .to_owned()
+                    })?,
+            ),
+        };
+        Self::checked(secret, scope)
+    }
+
+    fn checked(secret: &str, scope: Option<Scope>) -> Result<Self, String> {
         if secret.is_empty() {
             return Err("a token may not be empty".into());
+        }
+        if secret.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("a token may not hold spaces or control characters".into());
         }
         Ok(Self {
             secret: secret.to_owned(),
@@ -347,11 +378,30 @@ mod tests {
     use axum::http::Method;
 
     #[test]
+    fn a_mistyped_scope_is_refused_never_a_token_of_every_scope() {
+        for bad in [
+            "reed:x", "Read:x", "read :x", " read:x", "ADMIN:x", "x:y", "read:a b", "all:",
+        ] {
+            Token::parse(bad).expect_err(bad);
+        }
+        // A file line needs its scope, `all:` included.
+        assert!(Token::parse_scoped("bare").is_err());
+        assert_eq!(Token::parse_scoped("all:bare").unwrap(), Token::all("bare"));
+        assert_eq!(
+            Token::parse_scoped("consume:c").unwrap().scope,
+            Some(Scope::Consume)
+        );
+        // The error never repeats the secret.
+        let e = Token::parse("Read:hunter2").unwrap_err();
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
     fn scopes_by_route() {
         let t = |s: &str| Token::parse(s).unwrap();
         assert_eq!(t("read:abc").scope, Some(Scope::Read));
         assert_eq!(t("abc").scope, None);
-        assert_eq!(t("x:y"), Token::all("x:y"));
+        assert_eq!(t("all:x:y"), Token::all("x:y"));
         assert!(Token::parse("admin:").is_err());
         let needed = |m: Method, r: &str| Scope::needed(&m, r);
         assert_eq!(needed(Method::GET, "/v1/queues/{q}/jobs"), Scope::Read);

@@ -28,9 +28,10 @@ pub struct HttpConfig {
     pub metrics_token: Option<String>,
     /// Longest request (long polls end sooner: `wait_ms` is at most 60 s).
     pub request_timeout: Duration,
-    /// Without tokens, accept only loopback `Host` values (`localhost`, `127.0.0.1`, `[::1]`):
-    /// a web page that rebinds its own name to 127.0.0.1 cannot reach the API. `delayq serve`
-    /// sets it when it listens on loopback without tokens.
+    /// Whenever the server has no tokens — at start or after a reload that leaves none —
+    /// accept only loopback `Host` values (`localhost`, `127.0.0.1`, `[::1]`): a web page
+    /// that rebinds its own name to 127.0.0.1 cannot reach the API. `delayq serve` sets it
+    /// when it listens on loopback.
     pub loopback_hosts_only: bool,
     /// Most open connections (more wait in the listen backlog until one closes). Keep it
     /// above `max_streams_total + max_long_polls_total`: the rest is what short requests

@@ -288,39 +288,80 @@ impl delayq::Batches for RedisBackend {
     async fn finish_batches(&self, thorough: bool) -> Result<usize> {
         let queues = self.queue_registry(self.inner.space.batch_queues()).await?;
         let mut finished = 0;
+        let mut first_error = None;
+        // One queue's or one batch's failure (a callback its queue no longer takes, a shard
+        // that cannot be read) is logged and left for a later sweep; every other batch goes on.
         for q in queues {
-            let route = self.route(&q).await?;
-            let mut done: HashSet<BatchId> = HashSet::new();
-            // The batches a shard marked as left with no pending job there: each is tried
-            // (again for every shard that marked it: a try may have met another shard still
-            // pending, which marked it since), then its mark is dropped.
-            for k in &route.keys {
-                for (b, at) in self.batch_marks(k).await? {
-                    if !done.contains(&b) && self.finish_one(&route, &b).await? {
-                        finished += 1;
-                        done.insert(b.clone());
-                    }
-                    self.batch_unmark(k, &b, at).await?;
-                }
-            }
-            if !thorough {
-                continue;
-            }
-            // Every closed batch of every home shard, whatever its marks (a mark dropped by a
-            // sweep that crashed before it finished the batch), and the done ones to forget.
-            for k in &route.keys {
-                let (due, _, gone) = self.batch_scan(k, false).await?;
-                for b in due {
-                    if !done.contains(&b) && self.finish_one(&route, &b).await? {
-                        finished += 1;
-                        done.insert(b);
-                    }
-                }
-                for b in gone {
-                    self.forget(&route, &b).await?;
+            match self.finish_queue(&q, thorough).await {
+                Ok(n) => finished += n,
+                Err(e) => {
+                    tracing::warn!(queue = %q, error = %e, "finishing this queue's batches failed; retrying");
+                    first_error.get_or_insert(e);
                 }
             }
         }
+        match first_error {
+            Some(e) if finished == 0 => Err(e),
+            _ => Ok(finished),
+        }
+    }
+}
+
+impl RedisBackend {
+    /// [`delayq::Batches::finish_batches`] for one queue.
+    async fn finish_queue(&self, q: &QueueName, thorough: bool) -> Result<usize> {
+        let route = self.route(q).await?;
+        let mut finished = 0;
+        let mut done: HashSet<BatchId> = HashSet::new();
+        // The batches a shard marked as left with no pending job there: each is tried
+        // (again for every shard that marked it: a try may have met another shard still
+        // pending, which marked it since), then its mark is dropped. A batch whose try fails
+        // loses its mark too: the thorough sweep (every `THOROUGH_EVERY` sweeps) tries it
+        // again, so a batch that keeps failing is retried every few seconds, not every sweep.
+        for k in &route.keys {
+            for (b, at) in self.batch_marks(k).await? {
+                if !done.contains(&b) && self.try_finish(q, &route, &b).await {
+                    finished += 1;
+                    done.insert(b.clone());
+                }
+                self.batch_unmark(k, &b, at).await?;
+            }
+        }
+        if !thorough {
+            return Ok(finished);
+        }
+        // Every closed batch of every home shard, whatever its marks (a mark dropped by a
+        // sweep that crashed before it finished the batch), and the done ones to forget.
+        for k in &route.keys {
+            let (due, _, gone) = self.batch_scan(k, false).await?;
+            for b in due {
+                if !done.contains(&b) && self.try_finish(q, &route, &b).await {
+                    finished += 1;
+                    done.insert(b);
+                }
+            }
+            for b in gone {
+                self.forget(&route, &b).await?;
+            }
+        }
         Ok(finished)
+    }
+
+    /// [`Self::finish_one`], its failure logged and counted
+    /// (`delayq_batch_callback_failures_total`) instead of ending the sweep.
+    async fn try_finish(&self, q: &QueueName, route: &Route, b: &BatchId) -> bool {
+        match self.finish_one(route, b).await {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(
+                    queue = %q,
+                    batch = %b,
+                    error = %e,
+                    "a batch's callbacks could not be enqueued; it is tried again, other batches go on"
+                );
+                delayq::telemetry::batch_callback_failed(q.as_str());
+                false
+            }
+        }
     }
 }

@@ -51,7 +51,7 @@ pub struct ConnectOptions {
     pub connect_timeout: Option<Duration>,
     /// The password of the data nodes, given apart from the URL (a secret file, an
     /// environment variable) so it stays out of the process list; it wins over one in the
-    /// URL.
+    /// URL, and with it a URL's bare `user@` is the ACL user name (not a password).
     pub password: Option<String>,
     /// A namespace: every key and channel under `dq:<namespace>:` instead of `dq:`, so
     /// several applications (or test runs) share one server without seeing each other's
@@ -271,8 +271,13 @@ pub(crate) fn parse(opts: &ConnectOptions) -> Result<Target, Error> {
     };
     let mut redis = RedisConnectionInfo::default().set_protocol(ProtocolVersion::RESP2);
     if let Some(auth) = auth {
+        // `user:pass@`; a bare `word@` is the password (redis-cli's reading) unless the
+        // password is given apart (a file, the environment): then it is the ACL user name,
+        // as `redis://delayq@redis:6379` with `DELAYQ_REDIS_PASSWORD_FILE` means.
+        let apart = opts.password.as_deref().is_some_and(|p| !p.is_empty());
         let (user, pass) = match auth.split_once(':') {
             Some((u, p)) => (decode(u).map_err(&bad)?, decode(p).map_err(&bad)?),
+            None if apart => (decode(auth).map_err(&bad)?, String::new()),
             None => (String::new(), decode(auth).map_err(&bad)?),
         };
         if !user.is_empty() {
@@ -443,6 +448,35 @@ mod tests {
 
     fn p(url: &str) -> Result<Target, Error> {
         parse(&ConnectOptions::new(url))
+    }
+
+    #[test]
+    fn a_bare_user_with_a_password_apart_is_the_user() {
+        let settings = |url: &str, apart: Option<&str>| {
+            let mut o = ConnectOptions::new(url);
+            o.password = apart.map(str::to_owned);
+            let Topology::Single(i) = parse(&o).unwrap().topology else {
+                panic!()
+            };
+            let r = i.redis_settings();
+            (
+                r.username().map(str::to_owned),
+                r.password().map(str::to_owned),
+            )
+        };
+        assert_eq!(
+            settings("redis://delayq@redis:6379", Some("pw")),
+            (Some("delayq".into()), Some("pw".into()))
+        );
+        // Without a password apart, redis-cli's reading: the word is the password.
+        assert_eq!(
+            settings("redis://pw@redis:6379", None),
+            (None, Some("pw".into()))
+        );
+        assert_eq!(
+            settings("redis://u:old@redis:6379", Some("new")),
+            (Some("u".into()), Some("new".into()))
+        );
     }
 
     #[test]

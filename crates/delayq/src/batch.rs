@@ -75,6 +75,18 @@ impl BatchId {
     }
 }
 
+/// Whether `id` has the form of a batch's callback job, `batch-<id>-complete` or
+/// `batch-<id>-success`: ids reserved for the batches, refused to every producer so that no
+/// one can enqueue a callback's id first and run a forged payload in its place.
+pub fn is_callback_id(id: &JobId) -> bool {
+    let s = id.as_str();
+    s.strip_prefix("batch-").is_some_and(|rest| {
+        ["-complete", "-success"]
+            .iter()
+            .any(|end| rest.len() > end.len() && rest.ends_with(end))
+    })
+}
+
 impl std::fmt::Display for BatchId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)

@@ -111,11 +111,22 @@ impl<B: Backend> Producer<B> {
                 )
                 .into());
             }
-            if job.id.is_none() {
-                job.id = Some(match &job.key {
-                    Some(k) => JobId::generate_for(k),
-                    None => JobId::generate(),
-                });
+            match &job.id {
+                Some(id) if crate::batch::is_callback_id(id) => {
+                    return Err(InvalidInput::JobId(format!(
+                        "{:?} is reserved: ids batch-<id>-complete and batch-<id>-success \
+                         belong to the callbacks of batch <id>",
+                        id.as_str()
+                    ))
+                    .into());
+                }
+                Some(_) => {}
+                None => {
+                    job.id = Some(match &job.key {
+                        Some(k) => JobId::generate_for(k),
+                        None => JobId::generate(),
+                    });
+                }
             }
         }
         Ok(())

@@ -21,6 +21,15 @@ pub const CANCELLED: &str = "delayq_cancelled_total";
 pub const LEASE_LOST: &str = "delayq_lease_lost_total";
 /// Counter: jobs enqueued by schedule fires ([`crate::Ticker`]).
 pub const FIRES: &str = "delayq_schedule_fires_total";
+/// Counter: tries to finish a batch whose callbacks could not be enqueued (a callback queue
+/// that no longer takes them, a store error), by `queue`; each is tried again later.
+pub const BATCH_CALLBACK_FAILURES: &str = "delayq_batch_callback_failures_total";
+
+/// Counts one failed try to finish a batch of `queue` ([`BATCH_CALLBACK_FAILURES`]).
+pub fn batch_callback_failed(queue: &str) {
+    metrics::counter!(BATCH_CALLBACK_FAILURES, "queue" => queue.to_owned()).increment(1);
+}
+
 /// Histogram (seconds): due time → claim.
 pub const LATENESS: &str = "delayq_lateness_seconds";
 /// Histogram (seconds): handler run time (library consumers).

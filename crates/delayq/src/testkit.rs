@@ -21,7 +21,7 @@ pub mod throttle;
 pub mod trace;
 
 pub use batches::{
-    bad_batches_are_refused, batch_jobs_count_once_however_they_end,
+    bad_batches_are_refused, batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself, batch_jobs_count_once_however_they_end,
     batches_call_back_once_when_done, batches_on_a_sharded_queue,
     open_batches_take_jobs_until_closed,
 };
@@ -766,7 +766,8 @@ macro_rules! conformance_tests {
     (@batches $setup:path) => {
         $crate::conformance_tests!(@each $setup;
             batches_call_back_once_when_done, open_batches_take_jobs_until_closed,
-            batch_jobs_count_once_however_they_end, bad_batches_are_refused);
+            batch_jobs_count_once_however_they_end, bad_batches_are_refused,
+            batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

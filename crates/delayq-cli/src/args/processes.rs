@@ -94,12 +94,14 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: std::net::SocketAddr,
     /// Accepted bearer token, `SCOPE:TOKEN` with a scope of read (browse and stats), produce
-    /// (enqueue, cancel, reschedule), consume (claim, ack, nack, extend, release) or admin
-    /// (everything), or a bare TOKEN for every scope (repeatable).
+    /// (enqueue, cancel, reschedule), consume (claim, ack, nack, extend, release), admin
+    /// (everything) or all (every scope), or a bare TOKEN without `:` for every scope
+    /// (repeatable). A `:` after anything but a scope is refused.
     #[arg(long = "token", value_delimiter = ',')]
     pub tokens: Vec<String>,
-    /// File with one accepted bearer token per line (same forms as --token); re-read on
-    /// SIGHUP.
+    /// File with one accepted bearer token per line, each `SCOPE:TOKEN` (`all:TOKEN` for
+    /// every scope; blank lines and `#` comments skipped); re-read on SIGHUP. Refused when
+    /// other users may read it.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Token /metrics requires (queue names appear there); without it /metrics is open. Any
@@ -112,6 +114,11 @@ pub(crate) struct ServeArgs {
     /// Allow a non-loopback address without any token.
     #[arg(long)]
     pub insecure: bool,
+    /// Let a reload (SIGHUP) leave a server that has tokens with none. Without it such a
+    /// reload is refused and the running tokens stay: an emptied token file must not open
+    /// the API.
+    #[arg(long)]
+    pub allow_no_tokens: bool,
     /// Largest job payload, in bytes.
     #[arg(long, default_value_t = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES)]
     pub max_payload: usize,

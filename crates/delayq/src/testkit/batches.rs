@@ -341,6 +341,84 @@ pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: T
     );
 }
 
+/// A batch's callback cannot be pre-empted: a producer that guesses a batch id and enqueues
+/// its callback's id first is refused (alone, in a batch of jobs, or as a batch member), and
+/// the batch's own callback then arrives with the batch's payload.
+pub async fn batch_callbacks_cannot_be_squatted<B: Backend + Inspect + Batches>(b: B, t: Time) {
+    let (q, cb) = (qn("batch-squat"), qn("batch-squat-cb"));
+    let p = Producer::new(b.clone(), cb.clone());
+    let squat = JobId::new("batch-sq-complete").unwrap();
+    for forged in ["batch-sq-complete", "batch-sq-success"] {
+        let r = p
+            .enqueue(NewJob::new(b"forged".to_vec()).id(JobId::new(forged).unwrap()))
+            .await;
+        assert!(
+            matches!(r, Err(Error::Invalid(crate::InvalidInput::JobId(ref m))) if m.contains("reserved")),
+            "{r:?}"
+        );
+    }
+    let r = p
+        .enqueue_batch(vec![
+            member("fine"),
+            NewJob::new(b"forged".to_vec()).id(squat.clone()),
+        ])
+        .await;
+    assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
+    assert!(b.get(&cb, &squat).await.unwrap().is_none());
+    assert!(b.get(&cb, &JobId::new("fine").unwrap()).await.unwrap().is_none());
+    // Ids that only look alike stay free.
+    for free in ["batch-", "batch--complete", "my-batch-1-complete", "batch-1-completed"] {
+        p.enqueue(NewJob::new(b"ok".to_vec()).id(JobId::new(free).unwrap()))
+            .await
+            .unwrap_or_else(|e| panic!("{free}: {e}"));
+    }
+    let added = create(&b, &q, "sq", spec(&cb, false), vec![member("sq-1")], false).await;
+    assert_eq!(added.jobs.len(), 1);
+    t.pass(Duration::from_millis(2)).await;
+    let jobs = claim_all(&b, &q).await;
+    b.ack(&q, vec![jobs[0].lease_ref()]).await.unwrap();
+    for _ in 0..2 {
+        b.finish_batches(false).await.unwrap();
+    }
+    let fired = callback(&b, &cb, squat.clone())
+        .await
+        .expect("the batch's own callback");
+    assert_eq!(fired["report"], "orders", "{fired}");
+    assert_eq!(fired["batch"]["id"], "sq", "{fired}");
+}
+
+/// One batch whose callback its queue no longer takes (switched to push without a default
+/// target after the batch was made) touches only itself: another batch's callbacks arrive.
+pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b: B, t: Time) {
+    let (q, bad_cb, good_cb) = (qn("batch-iso"), qn("batch-iso-bad"), qn("batch-iso-good"));
+    create(&b, &q, "iso-bad", spec(&bad_cb, false), vec![member("iso-1")], false).await;
+    create(&b, &q, "iso-good", spec(&good_cb, false), vec![member("iso-2")], false).await;
+    let s = crate::QueueSettings {
+        delivery: crate::DeliveryMode::Push,
+        ..crate::QueueSettings::default()
+    };
+    b.configure(&bad_cb, s).await.unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let jobs = claim_all(&b, &q).await;
+    assert_eq!(jobs.len(), 2);
+    // Either order of the two batches: the bad one must not stop the good one.
+    for j in &jobs {
+        b.ack(&q, vec![j.lease_ref()]).await.unwrap();
+    }
+    for _ in 0..2 {
+        let _ = b.finish_batches(true).await;
+    }
+    let good = BatchId::new("iso-good").unwrap();
+    let fired = callback(&b, &good_cb, good.complete_job())
+        .await
+        .expect("the good batch's callback");
+    assert_eq!(fired["batch"]["id"], "iso-good");
+    assert_eq!(state(&b, &q, &good).await.0, BatchState::Done);
+    // The bad one: Redis leaves it closed and tries it again at later sweeps; the embedded
+    // store enqueues it in the step that ends its last job (its queue's pusher then
+    // dead-letters it, saying it has no target). Neither holds the good one back.
+}
+
 /// A batch's jobs spread over the shards of a sharded queue (each counted in its own shard):
 /// the batch is done only when the last of them, on whichever shard, has ended (Redis runs
 /// this on a Cluster and on one server).

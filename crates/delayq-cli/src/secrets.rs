@@ -1,0 +1,93 @@
+//! Secret files — tokens, the metrics token, push secrets, the Redis password, a worker's server
+//! token: read only when no other user can read or write them (as ssh treats a private key),
+//! with errors that name the file and the mode to set, never its content.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+
+/// `--allow-readable-secrets`: where a file's mode cannot be set (Docker Compose bind-mounts a
+/// file secret with the host file's mode), take it anyway. Set once the command line is read,
+/// and again by each reload.
+static ALLOW_READABLE: AtomicBool = AtomicBool::new(false);
+
+/// Sets whether secret files readable by every user are taken.
+pub(crate) fn allow_readable(yes: bool) {
+    ALLOW_READABLE.store(yes, Ordering::Relaxed);
+}
+
+/// Refuses `path` when other users may read or write it (its mode has any of `0o006`), unless
+/// `--allow-readable-secrets`.
+pub(crate) fn check_mode(path: &Path, what: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("reading {what} file {}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o006 != 0 && !ALLOW_READABLE.load(Ordering::Relaxed) {
+        anyhow::bail!(
+            "{what} file {} can be {} by every user (mode {mode:04o}): `chmod 0600` it (or \
+             0640 with a group the delayq user is in), or pass --allow-readable-secrets \
+             (DELAYQ_ALLOW_READABLE_SECRETS) where its mode cannot be set",
+            path.display(),
+            if mode & 0o004 != 0 { "read" } else { "changed" },
+        );
+    }
+    Ok(())
+}
+
+/// The lines of a secret file that are not blank or `#` comments, trimmed, with their line
+/// numbers (from 1); refused when its mode lets others read it.
+pub(crate) fn lines(path: &Path, what: &str) -> anyhow::Result<Vec<(usize, String)>> {
+    check_mode(path, what)?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading {what} file {}", path.display()))?;
+    Ok(text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| (i, l.to_owned()))
+        .collect())
+}
+
+/// The first line of a secret file (a password, a token), trimmed.
+pub(crate) fn first_line(path: &Path, what: &str) -> anyhow::Result<String> {
+    check_mode(path, what)?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading {what} file {}", path.display()))?;
+    Ok(text.lines().next().unwrap_or("").trim().to_owned())
+}
+
+/// The token for `--server`: `--server-token-file`'s first line, else `--server-token`.
+pub(crate) fn server_token(cli: &crate::args::Cli) -> anyhow::Result<Option<String>> {
+    match &cli.server_token_file {
+        Some(f) => Ok(Some(first_line(f, "server token")?).filter(|t| !t.is_empty())),
+        None => Ok(cli.server_token.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_file_others_can_read_or_write_is_refused_naming_it_and_the_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tokens");
+        std::fs::write(&f, "# c\n\nadmin:hunter2\n").unwrap();
+        for (mode, ok) in [(0o600, true), (0o640, true), (0o644, false), (0o602, false)] {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let r = lines(&f, "token");
+            assert_eq!(r.is_ok(), ok, "{mode:o}");
+            if let Err(e) = r {
+                let e = format!("{e:#}");
+                assert!(e.contains(&f.display().to_string()) && e.contains("chmod 0600"));
+                assert!(!e.contains("hunter2"), "{e}");
+            } else {
+                assert_eq!(r.unwrap(), vec![(3, "admin:hunter2".to_owned())]);
+            }
+        }
+    }
+}
