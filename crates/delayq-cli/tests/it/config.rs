@@ -2,7 +2,7 @@
 //! `delayq config check`, SIGHUP reloads of a running `serve`, and the build it reports.
 
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use crate::common::{Killed, delayq, free_port, request, until};
@@ -15,9 +15,12 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// Writes `dir/name` readable by its owner only (secret files must be; a config file may).
 fn write(dir: &Path, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
     let p = dir.join(name);
     std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p.display().to_string()
 }
 
@@ -208,8 +211,7 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let addr = free_addr();
-    let tokens = dir.join("tokens");
-    std::fs::write(&tokens, "old-token\n").unwrap();
+    let tokens = PathBuf::from(write(dir, "tokens", "all:old-token\n"));
     let f = write(
         dir,
         "delayq.toml",
@@ -229,7 +231,7 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
             http(&addr, "POST", "/v1/queues/q/claim", Some("old-token"), body)
         })
     };
-    std::fs::write(&tokens, "old-token\nnew-token\n").unwrap();
+    std::fs::write(&tokens, "all:old-token\nall:new-token\n").unwrap();
     hangup(&server);
     until("the first reload", || reloads(1));
     assert_eq!(
@@ -240,7 +242,7 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
     assert_eq!(s, 200, "the long poll across the reload: {b}");
 
     // The old token goes.
-    std::fs::write(&tokens, "new-token\n").unwrap();
+    std::fs::write(&tokens, "all:new-token\n").unwrap();
     hangup(&server);
     until("the second reload", || reloads(2));
     assert_eq!(
@@ -287,6 +289,91 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
         "{}",
         log(dir)
     );
+}
+
+/// Tokens fail closed: a reload that would leave none is refused (the running tokens stay),
+/// a mistyped scope is refused with its line, a token file others can read is refused; a file
+/// that says `allow_no_tokens` may leave none, and the Host guard then holds as at start.
+#[test]
+fn tokens_fail_closed_across_reloads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let addr = free_addr();
+    let tokens = PathBuf::from(write(dir, "tokens", "admin:keep-me\n"));
+    let conf = |extra: &str| {
+        format!(
+            "listen = \"{addr}\"\ntoken_file = \"{}\"\n{extra}",
+            tokens.display()
+        )
+    };
+    let f = write(dir, "delayq.toml", &conf(""));
+    let server = serve(dir, &addr, &["--config", &f, "serve"], &[]);
+    let refusals = |n: usize| log(dir).matches("reload refused").count() >= n;
+    let kept = || {
+        assert_eq!(http(&addr, "GET", "/v1/queues", None, "").0, 401);
+        assert_eq!(http(&addr, "GET", "/v1/queues", Some("keep-me"), "").0, 200);
+    };
+
+    // `sed -i '/^admin/d'`: no token left.
+    std::fs::write(&tokens, "# emptied\n").unwrap();
+    hangup(&server);
+    until("the first refusal", || refusals(1));
+    assert!(log(dir).contains("leave no token"), "{}", log(dir));
+    kept();
+    // A mistyped scope, in any case or spacing: refused with its line, the secret unsaid.
+    for (n, line) in ["reed:typo-secret", "Read:typo-secret", "read :typo-secret"]
+        .iter()
+        .enumerate()
+    {
+        std::fs::write(&tokens, format!("admin:keep-me\n{line}\n")).unwrap();
+        hangup(&server);
+        until("a scope refusal", || refusals(n + 2));
+        assert!(log(dir).contains("line 2"), "{}", log(dir));
+        kept();
+    }
+    // Readable by every user.
+    std::fs::write(&tokens, "admin:keep-me\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
+        hangup(&server);
+        until("the mode refusal", || refusals(5));
+        assert!(log(dir).contains("mode 0644"), "{}", log(dir));
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    kept();
+    // A TOML error holding a token: its line is not repeated.
+    std::fs::write(&f, format!("{}token = [\"admin:toml-secret\n", conf(""))).unwrap();
+    hangup(&server);
+    until("the syntax refusal", || refusals(6));
+    kept();
+    let o = delayq(dir)
+        .args(["config", "check", "--config", &f])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    for out in [text(&o), log(dir)] {
+        assert!(!out.contains("toml-secret"), "{out}");
+        assert!(!out.contains("typo-secret"), "{out}");
+    }
+    assert!(text(&o).contains(":3:"), "names the line: {}", text(&o));
+
+    // Said explicitly, no token: open to this machine only, the Host guard on.
+    std::fs::write(&tokens, "").unwrap();
+    std::fs::write(&f, conf("allow_no_tokens = true\n")).unwrap();
+    hangup(&server);
+    until("the reload to no token", || {
+        log(dir).matches("delayq serve: reloaded").count() >= 1
+    });
+    assert_eq!(http(&addr, "GET", "/v1/queues", None, "").0, 200);
+    let (status, body) = request(
+        &addr,
+        "GET",
+        "/v1/queues",
+        &[("host", "rebind.attacker.example")],
+        "",
+    );
+    assert_eq!(status, 403, "{body}");
 }
 
 #[test]
@@ -365,8 +452,7 @@ async fn sighup_rotates_push_secrets() {
         Secret::generate().to_string(),
         Secret::generate().to_string(),
     );
-    let secrets = dir.join("push-secrets");
-    std::fs::write(&secrets, format!("{old}\n")).unwrap();
+    let secrets = PathBuf::from(write(dir, "push-secrets", &format!("{old}\n")));
     let addr = free_addr();
     let s = secrets.display().to_string();
     let args = [

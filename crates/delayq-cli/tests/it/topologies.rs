@@ -195,8 +195,21 @@ fn the_redis_password_can_stay_out_of_the_process_list() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("redis-password");
     std::fs::write(&file, "file-pass\n").unwrap();
-    let url = format!("redis://app:@127.0.0.1:{}", s.port());
+    // Readable by every user: refused, naming the file and the mode.
     let f = file.to_str().unwrap();
+    let o = run(&["--redis", &s.url(), "--redis-password-file", f, "stats"]);
+    assert!(!o.status.success() && text(&o).contains("mode 0644"), "{}", text(&o));
+    assert!(!text(&o).contains("file-pass"), "{}", text(&o));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    // `redis://app@host` with the password in a file logs in as `app` (the shipped
+    // deploy files' form).
+    let bare = format!("redis://app@127.0.0.1:{}", s.port());
+    let o = run(&["--redis", &bare, "--redis-password-file", f, "stats"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let url = format!("redis://app:@127.0.0.1:{}", s.port());
     let o = run(&["--redis", &url, "--redis-password-file", f, "stats"]);
     assert!(o.status.success(), "{}", text(&o));
     let o = Command::new(env!("CARGO_BIN_EXE_delayq"))

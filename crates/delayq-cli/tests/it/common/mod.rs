@@ -71,12 +71,15 @@ pub(crate) fn request(
 ) -> (u16, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let extra: String = headers
+    let mut extra: String = headers
         .iter()
         .map(|(k, v)| format!("{k}: {v}\r\n"))
         .collect();
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        extra.insert_str(0, "host: localhost\r\n");
+    }
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{extra}content-type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\n{extra}content-type: application/json\r\n\
          content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
