@@ -56,7 +56,10 @@ fn first_line(s: &str) -> &str {
 /// `DELAYQ_REDIS_PASSWORD`.
 pub(crate) fn password(cli: &crate::args::Cli) -> anyhow::Result<Option<String>> {
     if let Some(f) = &cli.redis_password_file {
-        return Ok(Some(crate::secrets::first_line(f, "--redis-password-file")?));
+        return Ok(Some(crate::secrets::first_line(
+            f,
+            "--redis-password-file",
+        )?));
     }
     Ok(cli.redis_password.clone().filter(|p| !p.is_empty()))
 }

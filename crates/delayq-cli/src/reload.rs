@@ -50,8 +50,7 @@ fn reload<B>(
     };
     crate::secrets::allow_readable(cli.allow_readable_secrets);
     let secrets = crate::serve::check(a)?;
-    if secrets.tokens.is_empty() && !state.credentials().tokens.is_empty() && !a.allow_no_tokens
-    {
+    if secrets.tokens.is_empty() && !state.credentials().tokens.is_empty() && !a.allow_no_tokens {
         anyhow::bail!(
             "the new settings leave no token, which would open the API to every caller: the \
              running tokens stay (set allow_no_tokens = true to run without tokens)"

@@ -21,8 +21,8 @@ pub(crate) fn allow_readable(yes: bool) {
 /// `--allow-readable-secrets`.
 pub(crate) fn check_mode(path: &Path, what: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("reading {what} file {}", path.display()))?;
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("reading {what} file {}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o006 != 0 && !ALLOW_READABLE.load(Ordering::Relaxed) {
         anyhow::bail!(

@@ -29,9 +29,10 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
         .collect::<anyhow::Result<_>>()?;
     if let Some(f) = &a.token_file {
         for (line, text) in crate::secrets::lines(f, "token")? {
-            tokens.push(Token::parse_scoped(&text).map_err(|e| {
-                anyhow::anyhow!("token file {}, line {line}: {e}", f.display())
-            })?);
+            tokens
+                .push(Token::parse_scoped(&text).map_err(|e| {
+                    anyhow::anyhow!("token file {}, line {line}: {e}", f.display())
+                })?);
         }
     }
     if tokens.is_empty() && !a.listen.ip().is_loopback() && !a.insecure {

@@ -21,8 +21,9 @@ pub mod throttle;
 pub mod trace;
 
 pub use batches::{
-    bad_batches_are_refused, batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself, batch_jobs_count_once_however_they_end,
-    batches_call_back_once_when_done, batches_on_a_sharded_queue,
+    bad_batches_are_refused, batch_callbacks_cannot_be_squatted,
+    batch_jobs_count_once_however_they_end, batches_call_back_once_when_done,
+    batches_on_a_sharded_queue, one_bad_batch_touches_only_itself,
     open_batches_take_jobs_until_closed,
 };
 pub use console::{

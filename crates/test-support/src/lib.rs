@@ -357,7 +357,8 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// Whether a server answers `PING` on `port`.
+/// Whether a server answers `PING` on `port` (a `NOAUTH` refusal counts: the server is up,
+/// its `default` user is off, as deploy/redis/users.acl has it).
 pub fn ping(port: u16) -> bool {
     let Ok(mut s) =
         TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
@@ -369,7 +370,8 @@ pub fn ping(port: u16) -> bool {
         return false;
     }
     let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+    BufReader::new(s).read_line(&mut line).is_ok()
+        && (line.starts_with("+PONG") || line.starts_with("-NOAUTH"))
 }
 
 /// Reads one RESP2 reply and renders it as text (bulk strings as their content, arrays as

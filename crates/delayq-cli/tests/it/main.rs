@@ -10,6 +10,7 @@ mod clock;
 mod config;
 mod console;
 mod deadlines;
+mod deploy;
 mod first_hour;
 mod push;
 mod python;

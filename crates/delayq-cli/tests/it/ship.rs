@@ -318,6 +318,10 @@ fn env_is_understood(cmd: &str, env: &[(String, String)]) {
     let tmp = tempfile::tempdir().unwrap();
     let secret = tmp.path().join("secret");
     std::fs::write(&secret, "admin:x\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let mut c = crate::common::delayq(tmp.path());
     c.args(["config", "check", "--for", cmd]);
     for (k, v) in env {

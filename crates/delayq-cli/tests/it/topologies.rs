@@ -198,7 +198,11 @@ fn the_redis_password_can_stay_out_of_the_process_list() {
     // Readable by every user: refused, naming the file and the mode.
     let f = file.to_str().unwrap();
     let o = run(&["--redis", &s.url(), "--redis-password-file", f, "stats"]);
-    assert!(!o.status.success() && text(&o).contains("mode 0644"), "{}", text(&o));
+    assert!(
+        !o.status.success() && text(&o).contains("mode 0644"),
+        "{}",
+        text(&o)
+    );
     assert!(!text(&o).contains("file-pass"), "{}", text(&o));
     {
         use std::os::unix::fs::PermissionsExt;

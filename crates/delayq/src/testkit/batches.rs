@@ -365,9 +365,19 @@ pub async fn batch_callbacks_cannot_be_squatted<B: Backend + Inspect + Batches>(
         .await;
     assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
     assert!(b.get(&cb, &squat).await.unwrap().is_none());
-    assert!(b.get(&cb, &JobId::new("fine").unwrap()).await.unwrap().is_none());
+    assert!(
+        b.get(&cb, &JobId::new("fine").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
     // Ids that only look alike stay free.
-    for free in ["batch-", "batch--complete", "my-batch-1-complete", "batch-1-completed"] {
+    for free in [
+        "batch-",
+        "batch--complete",
+        "my-batch-1-complete",
+        "batch-1-completed",
+    ] {
         p.enqueue(NewJob::new(b"ok".to_vec()).id(JobId::new(free).unwrap()))
             .await
             .unwrap_or_else(|e| panic!("{free}: {e}"));
@@ -391,8 +401,24 @@ pub async fn batch_callbacks_cannot_be_squatted<B: Backend + Inspect + Batches>(
 /// target after the batch was made) touches only itself: another batch's callbacks arrive.
 pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b: B, t: Time) {
     let (q, bad_cb, good_cb) = (qn("batch-iso"), qn("batch-iso-bad"), qn("batch-iso-good"));
-    create(&b, &q, "iso-bad", spec(&bad_cb, false), vec![member("iso-1")], false).await;
-    create(&b, &q, "iso-good", spec(&good_cb, false), vec![member("iso-2")], false).await;
+    create(
+        &b,
+        &q,
+        "iso-bad",
+        spec(&bad_cb, false),
+        vec![member("iso-1")],
+        false,
+    )
+    .await;
+    create(
+        &b,
+        &q,
+        "iso-good",
+        spec(&good_cb, false),
+        vec![member("iso-2")],
+        false,
+    )
+    .await;
     let s = crate::QueueSettings {
         delivery: crate::DeliveryMode::Push,
         ..crate::QueueSettings::default()
