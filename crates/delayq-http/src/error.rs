@@ -18,7 +18,8 @@ pub struct ApiError {
     pub message: String,
     /// For a job that is not in the state an action needs: the state it is in.
     pub state: Option<String>,
-    /// Seconds for the `Retry-After` header (429s of the long-lived budgets).
+    /// Seconds for the `Retry-After` header (429s of the long-lived budgets, which also close
+    /// their connection: `Connection: close`).
     pub retry_after: Option<u64>,
 }
 
@@ -63,6 +64,13 @@ impl IntoResponse for ApiError {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(secs),
+            );
+            // A long-lived request refused by its budget gives its connection back: kept
+            // open, the refused connections of one address would fill that address's
+            // connection limit and lock out its health checks and admins.
+            resp.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
             );
         }
         resp

@@ -187,6 +187,62 @@ async fn full_budgets_leave_room_for_health_checks_claims_and_admins() {
     drop((streams, others, polls));
 }
 
+/// Refused means gone: behind one address (a proxy, a NAT, the node of the health checker),
+/// 520 event streams of one read token — every socket kept by the client — leave that
+/// address's health checks and admin calls served, because each refused stream's connection
+/// is closed by the server (`Connection: close`) instead of counting against the address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn refused_streams_give_their_connections_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = EmbeddedBackend::open(dir.path()).unwrap();
+    let config = HttpConfig {
+        tokens: ["read:viewer", "admin:boss"]
+            .iter()
+            .map(|t| Token::parse(t).unwrap())
+            .collect(),
+        ..HttpConfig::default()
+    };
+    let (addr, state, _stop) = start(backend, config).await;
+    let mut kept = Vec::new();
+    let (mut streams, mut refused) = (0, 0);
+    for _ in 0..520 {
+        let Ok(mut s) = connect_from("127.0.0.1", addr).await else {
+            continue;
+        };
+        match head(&mut s, &get("/v1/queues/q/events", "viewer")).await {
+            Ok((200, _)) => streams += 1,
+            Ok((429, h)) => {
+                assert!(h.to_ascii_lowercase().contains("connection: close"), "{h}");
+                refused += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+        kept.push(s);
+    }
+    assert_eq!((streams, refused), (32, 488));
+    assert_eq!(state.open_streams(), 32);
+    // The server closed every refused one: reading it ends.
+    let mut closed = 0;
+    for s in kept.iter_mut().skip(32) {
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 488);
+    for (name, req) in [
+        ("healthz", get("/healthz", "")),
+        ("readyz", get("/readyz", "")),
+        ("admin", get("/v1/queues", "boss")),
+    ] {
+        let (status, took) = timed(addr, req).await;
+        assert_eq!(status, 200, "{name}");
+        // 100 ms on a quiet machine; the bound leaves room for a loaded CI.
+        assert!(took < Duration::from_secs(1), "{name} took {took:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn churning_half_sent_connections_do_not_crowd_out_another_address() {
     let dir = tempfile::tempdir().unwrap();
