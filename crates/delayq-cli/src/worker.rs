@@ -33,12 +33,15 @@ impl Handler for RecordHandler {
     }
 }
 
-/// Runs the worker until SIGTERM or SIGINT, then drains.
+/// Runs the worker until SIGTERM or SIGINT, then drains. SIGHUP (a closed terminal, a
+/// `systemctl reload`, a reload sent to every delayq process) is logged and ignored: a
+/// worker's settings apply at its start, and dying on it would orphan its `--exec` programs.
 pub(crate) async fn run(
     backend: AnyBackend,
     queues: Vec<QueueSpec>,
     a: WorkerArgs,
 ) -> anyhow::Result<u8> {
+    let _hangups = ignore_hangups();
     let served: Vec<(QueueName, u32)> = queues
         .iter()
         .map(|q| (q.name.clone(), q.weight.unwrap_or(1)))
@@ -173,6 +176,30 @@ fn closing(
     });
     async move {
         let _ = rx.wait_for(|v| *v).await;
+    }
+}
+
+/// Takes SIGHUP off the default action (which ends the process) until the task is aborted:
+/// each is logged, and the worker runs on.
+fn ignore_hangups() -> Option<AbortOnDrop> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup()).ok()?;
+    Some(AbortOnDrop(tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            eprintln!(
+                "delayq worker: SIGHUP ignored: a worker's settings apply at its start; \
+                 restart it (SIGTERM drains) to apply changed ones"
+            );
+        }
+    })))
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -218,3 +218,57 @@ async fn a_worker_paused_past_its_lease_has_its_late_acks_refused() {
     .unwrap();
     assert_eq!((st.waiting(), st.leased, st.dead), (0, 0, 0), "{st:?}");
 }
+
+/// SIGHUP does not end a worker (it used to exit 129, orphaning its `--exec` programs): the
+/// running program finishes, its job is acked, and the worker serves the next job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_outlives_sighup_and_its_programs_finish() {
+    let server = RedisServer::start();
+    let (dir, out) = delayq_test_support::temp_path("handled.txt");
+    let started = dir.path().join("started");
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    let q = QueueName::new("hup").unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    let job = |id: &str| NewJob::new(Vec::new()).id(delayq::JobId::new(id).unwrap());
+    p.enqueue(job("first")).await.unwrap();
+    // The program says it started, then waits until the test lets it go.
+    let gate = dir.path().join("gate");
+    let mut w = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &server.url(), "--queue", "hup", "worker"])
+        .args([
+            "--exec",
+            &format!(
+                "touch {s}; while [ ! -e {g} ]; do sleep 0.02; done; echo \"$DELAYQ_JOB_ID\" >> {o}",
+                s = started.display(),
+                g = gate.display(),
+                o = out.display()
+            ),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("the program starts", &|| started.exists());
+    let hup = Command::new("kill")
+        .args(["-HUP", &w.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    std::thread::sleep(Duration::from_millis(200)); // a death would have come by now
+    assert!(w.try_wait().unwrap().is_none(), "the worker died of SIGHUP");
+    std::fs::write(&gate, "").unwrap();
+    p.enqueue(job("second")).await.unwrap();
+    wait_for("both jobs run", &|| lines(&out).len() >= 2);
+    assert_eq!(lines(&out), ["first", "second"]);
+    let _ = Command::new("kill")
+        .args(["-TERM", &w.id().to_string()])
+        .status();
+    assert!(w.wait().unwrap().success());
+}
