@@ -102,7 +102,7 @@ pub(crate) struct Cli {
     /// How long to keep trying to reach Redis when it cannot be reached (starting beside this
     /// process, mid-failover), with backoff, logging why every few seconds; then exit with a
     /// clear message. Default: indefinitely for `serve` and `worker` (serve answers /healthz
-    /// meanwhile, /readyz 503), 10s for other commands; 0s tries once.
+    /// meanwhile, /readyz 503), 2s for other commands; 0s tries once.
     #[arg(long, global = true, help_heading = "Store and connection", env = "DELAYQ_CONNECT_TIMEOUT", value_parser = parse_duration)]
     pub connect_timeout: Option<Duration>,
     /// File holding the Redis password (a mounted secret): it stays out of the process list,

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 /// How often a wait for Redis says why it is still waiting.
 const SAY_EVERY: Duration = Duration::from_secs(5);
 
-/// Default wait of a one-shot command (`enqueue`, `get`, …).
-const ONE_SHOT: Duration = Duration::from_secs(10);
+/// Default wait of a one-shot command (`enqueue`, `get`, …): long enough for a failover's
+/// or a restart's blip, short enough that a wrong URL says so at once.
+const ONE_SHOT: Duration = Duration::from_secs(2);
 
 /// The connect timeout: the one given, else none (wait indefinitely) for the long-running
 /// `serve` and `worker` and [`ONE_SHOT`] for the others.
@@ -31,6 +32,15 @@ impl RetryLog {
         Self {
             desc: desc.to_owned(),
             last: None,
+        }
+    }
+
+    /// A log that first speaks after [`SAY_EVERY`]: a wait shorter than that ends with its
+    /// error alone.
+    pub(crate) fn quiet_at_first(desc: &str) -> Self {
+        Self {
+            desc: desc.to_owned(),
+            last: Some(Instant::now()),
         }
     }
 

@@ -209,7 +209,12 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             if let Command::Serve(a) = cli.command {
                 return serve::run_redis(opts, &desc, a).await;
             }
-            let mut log = connect::RetryLog::new(&desc);
+            // A worker says at once why it waits; a one-shot command gives up within its
+            // short wait with one message (the error), unless told to wait longer.
+            let mut log = match cli.command {
+                Command::Worker(_) => connect::RetryLog::new(&desc),
+                _ => connect::RetryLog::quiet_at_first(&desc),
+            };
             let backend = RedisBackend::connect_retrying(opts, |e| log.retrying(e)).await?;
             (AnyBackend::Redis(backend), desc)
         }

@@ -247,3 +247,27 @@ fn a_redis_url_that_reaches_something_else_says_so_and_does_not_wait() {
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains("not the Redis protocol"), "{text}");
 }
+
+/// A one-shot command against a Redis that is not there gives up after its short default
+/// wait (2 s) with one message naming the URL, not a wait of 10 s and the refusal thrice.
+#[test]
+fn a_one_shot_command_gives_up_soon_with_one_message() {
+    let port = crate::common::free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["stats", "--redis", &url])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        took >= Duration::from_millis(1500),
+        "it tried for its wait: {took:?}"
+    );
+    assert!(took < Duration::from_secs(8), "gave up late: {took:?}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains(&url), "{err}");
+}
