@@ -158,7 +158,7 @@ pub(crate) async fn dead<B: Backend + Inspect>(
                         j.id,
                         j.attempt,
                         j.failed_at_ms.map(format_ms).unwrap_or_default(),
-                        j.last_error.unwrap_or_default()
+                        crate::output::one_line(&j.last_error.unwrap_or_default())
                     );
                 }
             }
@@ -428,7 +428,7 @@ pub(crate) async fn jobs<B: Backend + Inspect>(
                 j.id,
                 j.attempt,
                 j.max_attempts,
-                last.trim_end()
+                crate::output::one_line(last.trim_end())
             );
         }
     }

@@ -1,4 +1,6 @@
-//! Formatting of times and jobs for people.
+//! Formatting of times and jobs for people: stored text (payloads, errors, results — written
+//! by handlers and push receivers) is shown with its control characters escaped, so none of
+//! it runs in the operator's terminal.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -33,13 +35,65 @@ pub(crate) fn job_text(j: &JobInfo) -> String {
         s += &format!("key: {k}\n");
     }
     if let Some(e) = &j.last_error {
-        s += &format!("last_error: {e}\n");
+        s += &format!("last_error: {}\n", one_line(e));
     }
     if let Some(r) = &j.result {
-        s += &format!("result: {}\n", String::from_utf8_lossy(r).trim_end());
+        s += &format!(
+            "result: {}\n",
+            one_line(String::from_utf8_lossy(r).trim_end())
+        );
     }
-    s += &format!("payload: {}", String::from_utf8_lossy(&j.payload));
+    s += &format!(
+        "payload: {}",
+        escaped(&String::from_utf8_lossy(&j.payload), true)
+    );
     s
+}
+
+/// Stored text on one line: every control character escaped (`\x1b`, `\r`, `\n`, `\t`).
+pub(crate) fn one_line(text: &str) -> String {
+    escaped(text, false)
+}
+
+/// `text` with its control characters — and the bidirectional overrides that reorder what a
+/// terminal shows — escaped as `\xNN` / `\u{NNNN}` (`\r`, `\t`, `\n` by name); newlines kept
+/// when `newlines`.
+pub(crate) fn escaped(text: &str, newlines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' if newlines => out.push('\n'),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x100 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control()
+                || ('\u{202a}'..='\u{202e}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c) =>
+            {
+                out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_never_sent_to_the_terminal() {
+        assert_eq!(one_line("a\u{1b}]0;X\u{7}b"), "a\\x1b]0;X\\x07b");
+        assert_eq!(one_line("x\r\ny\tz"), "x\\r\\ny\\tz");
+        assert_eq!(escaped("{\n  \"a\": 1\n}", true), "{\n  \"a\": 1\n}");
+        assert_eq!(one_line("\u{202e}evil"), "\\u{202e}evil");
+        assert_eq!(one_line("back\\slash é"), "back\\\\slash é");
+    }
 }
 
 /// A job as one JSON object, in the HTTP API's shape (`due_at`, `created_at`, … in ms; the
