@@ -243,6 +243,14 @@ fn the_package_installs_runs_as_its_user_and_purges_to_its_data() {
             "{unit}: {said}"
         );
     }
+    // The settings may hold secrets: root and the service's group only.
+    let mode = run(Command::new("stat").args(["-c", "%a %U:%G", "/etc/delayq/delayq.toml"]));
+    assert_eq!(mode, "640 root:delayq");
+    // The binary is stripped: no symbol table, no debug sections.
+    let sections = run(Command::new("readelf").args(["-S", "-W", "/usr/bin/delayq"]));
+    for s in [".symtab", ".debug_info"] {
+        assert!(!sections.contains(s), "/usr/bin/delayq has {s}");
+    }
     let o = run(Command::new("/usr/bin/delayq").args([
         "config",
         "check",
@@ -310,6 +318,29 @@ fn the_package_installs_runs_as_its_user_and_purges_to_its_data() {
             .is_some(),
         "purge keeps the data directory"
     );
+}
+
+/// Both units rate OK (at most 2.5) in `systemd-analyze security`, read offline from the
+/// files the package installs.
+#[test]
+fn the_units_are_hardened() {
+    for unit in ["delayq.service", "delayq-worker@.service"] {
+        let path = root().join("deploy/systemd").join(unit);
+        let o = Command::new("systemd-analyze")
+            .args(["security", "--offline=true", "--no-pager"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let level: f64 = out
+            .lines()
+            .find_map(|l| l.split_once("Overall exposure level for "))
+            .and_then(|(_, rest)| rest.split_once(": "))
+            .and_then(|(_, v)| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{unit}: no level in {out}"));
+        assert!(level <= 2.5, "{unit}: exposure {level}\n{out}");
+    }
 }
 
 /// Runs `delayq config check --for CMD` with `env` (secret file paths pointed at a temporary
@@ -414,6 +445,12 @@ fn the_deploy_files_agree_with_the_binary_and_the_image() {
     env_is_understood("serve", &yaml_env(c));
     let worker = &docs[2]["spec"]["template"]["spec"]["containers"][0];
     env_is_understood("worker", &yaml_env(worker));
+
+    // The build context carries no build output, history or secrets.
+    let ignore = std::fs::read_to_string(root().join(".dockerignore")).unwrap();
+    for path in ["target/", ".git/", "deploy/secrets/"] {
+        assert!(ignore.lines().any(|l| l == path), ".dockerignore: {path}");
+    }
 
     // The Dockerfile's runtime stage says what scripts/image builds.
     let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
