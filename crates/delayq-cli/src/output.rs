@@ -82,6 +82,12 @@ pub(crate) fn escaped(text: &str, newlines: bool) -> String {
     out
 }
 
+/// A job as one JSON object, in the HTTP API's shape (`due_at`, `created_at`, … in ms; the
+/// payload as JSON when it is JSON, else `payload_b64`), so scripts read one shape from both.
+pub(crate) fn job_json(j: &JobInfo) -> serde_json::Value {
+    serde_json::to_value(delayq_http::model::JobView::from(j.clone())).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,10 +100,4 @@ mod tests {
         assert_eq!(one_line("\u{202e}evil"), "\\u{202e}evil");
         assert_eq!(one_line("back\\slash é"), "back\\\\slash é");
     }
-}
-
-/// A job as one JSON object, in the HTTP API's shape (`due_at`, `created_at`, … in ms; the
-/// payload as JSON when it is JSON, else `payload_b64`), so scripts read one shape from both.
-pub(crate) fn job_json(j: &JobInfo) -> serde_json::Value {
-    serde_json::to_value(delayq_http::model::JobView::from(j.clone())).unwrap_or_default()
 }

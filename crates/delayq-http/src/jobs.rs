@@ -58,7 +58,16 @@ pub async fn enqueue<B: Backend + Inspect>(
                 keyed(with_trace(job), key.as_deref(), Some(i))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let sent: Vec<_> = jobs
+            .iter()
+            .map(|j| (j.id.clone(), j.payload.clone()))
+            .collect();
         let out = producer.enqueue_batch(jobs).await?;
+        if let Some(k) = &key {
+            for (e, (id, payload)) in out.iter().zip(&sent) {
+                same_body(&producer, k, e, id.as_ref(), payload).await?;
+            }
+        }
         let status = if out.iter().any(|e| e.created) {
             StatusCode::CREATED
         } else {
@@ -73,7 +82,11 @@ pub async fn enqueue<B: Backend + Inspect>(
         None,
     )?;
     st.config().check_target(job.target.as_ref())?;
+    let (id, payload) = (job.id.clone(), job.payload.clone());
     let e = producer.enqueue(job).await?;
+    if let Some(k) = &key {
+        same_body(&producer, k, &e, id.as_ref(), &payload).await?;
+    }
     let status = if e.created {
         StatusCode::CREATED
     } else {
@@ -119,6 +132,34 @@ fn keyed(
         job.id = Some(delayq::JobId::new(id)?);
     }
     Ok(job)
+}
+
+/// An `Idempotency-Key` names one request: reused with another payload for a job it named,
+/// the call is refused (409 `conflict`, as Stripe answers) instead of answering `created:
+/// false` and dropping the new payload. A job already gone (done, no retention) cannot be
+/// compared and reads as the repeat it most likely is.
+async fn same_body<B: Backend + Inspect>(
+    producer: &delayq::Producer<B>,
+    key: &str,
+    e: &delayq::Enqueued,
+    sent_id: Option<&delayq::JobId>,
+    payload: &[u8],
+) -> Result<(), ApiError> {
+    let by_key = sent_id.is_some_and(|id| id.as_str().starts_with("idem:"));
+    if e.created || !by_key {
+        return Ok(());
+    }
+    match producer.get(&e.id).await? {
+        Some(stored) if stored.payload != payload => Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "Idempotency-Key {key:?} was used by an earlier request with another payload \
+                 (job {}); use a new key for a new request",
+                e.id
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn view(e: delayq::Enqueued) -> EnqueueResponse {

@@ -114,7 +114,8 @@ async fn retries_with_an_id_store_each_job_once() {
 }
 
 /// A retried id-less enqueue with the same `Idempotency-Key` stores one job (a batch: one per
-/// position); a bad key is refused.
+/// position); the key reused with another payload is refused (409 `conflict`); a bad key is
+/// refused.
 #[tokio::test]
 async fn idempotency_keys_make_id_less_enqueues_safe_to_retry() {
     use tower::ServiceExt;
@@ -158,6 +159,21 @@ async fn idempotency_keys_make_id_less_enqueues_safe_to_retry() {
     );
     let (s, again) = post("k-2", json!([{"payload": 1}, {"id": "own", "payload": 2}])).await;
     assert_eq!(s, 200, "{again}");
+    // The same key with another payload is another request: refused, nothing changed.
+    let (s, clash) = post("k-1", json!({"payload": 2})).await;
+    assert_eq!(
+        (s, clash["code"].as_str()),
+        (409, Some("conflict")),
+        "{clash}"
+    );
+    let (s, clash) = post("k-2", json!([{"payload": 9}, {"id": "own", "payload": 2}])).await;
+    assert_eq!(
+        (s, clash["code"].as_str()),
+        (409, Some("conflict")),
+        "{clash}"
+    );
+    let (_, again) = post("k-1", json!({"payload": 1})).await;
+    assert_eq!(again["created"], false, "{again}");
     let (s, bad) = post(&"x".repeat(201), json!({"payload": 1})).await;
     assert_eq!(
         (s, bad["code"].as_str()),
