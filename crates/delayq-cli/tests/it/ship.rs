@@ -141,6 +141,13 @@ fn the_image_runs_as_its_user_with_its_store_in_the_volume() {
     let secrets = fs.join("run/secrets");
     std::fs::create_dir_all(&secrets).unwrap();
     std::fs::write(secrets.join("tokens"), "admin:image-token\n").unwrap();
+    // Mounted as a secret should be: the image's user reads it, no one else.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let tokens = secrets.join("tokens");
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o400)).unwrap();
+        std::os::unix::fs::chown(&tokens, Some(10001), Some(10001)).unwrap();
+    }
     let chroot = |args: &[String], listen: &str| {
         let mut c = Command::new("/usr/sbin/chroot");
         c.arg("--userspec=10001:10001")

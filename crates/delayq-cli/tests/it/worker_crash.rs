@@ -266,7 +266,9 @@ async fn a_worker_outlives_sighup_and_its_programs_finish() {
     std::fs::write(&gate, "").unwrap();
     p.enqueue(job("second")).await.unwrap();
     wait_for("both jobs run", &|| lines(&out).len() >= 2);
-    assert_eq!(lines(&out), ["first", "second"]);
+    let mut ran = lines(&out);
+    ran.sort();
+    assert_eq!(ran, ["first", "second"]);
     let _ = Command::new("kill")
         .args(["-TERM", &w.id().to_string()])
         .status();
