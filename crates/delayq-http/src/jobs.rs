@@ -58,16 +58,9 @@ pub async fn enqueue<B: Backend + Inspect>(
                 keyed(with_trace(job), key.as_deref(), Some(i))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let sent: Vec<_> = jobs
-            .iter()
-            .map(|j| (j.id.clone(), j.payload.clone()))
-            .collect();
+        let (jobs, named): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
         let out = producer.enqueue_batch(jobs).await?;
-        if let Some(k) = &key {
-            for (e, (id, payload)) in out.iter().zip(&sent) {
-                same_body(&producer, k, e, id.as_ref(), payload).await?;
-            }
-        }
+        same_payloads(&producer, key.as_deref(), &out, &named).await?;
         let status = if out.iter().any(|e| e.created) {
             StatusCode::CREATED
         } else {
@@ -76,17 +69,20 @@ pub async fn enqueue<B: Backend + Inspect>(
         let body: Vec<EnqueueResponse> = out.into_iter().map(view).collect();
         return Ok((status, Json(body)).into_response());
     }
-    let job = keyed(
+    let (job, named) = keyed(
         with_trace(parse::<EnqueueRequest>(text)?.into_job()?),
         key.as_deref(),
         None,
     )?;
     st.config().check_target(job.target.as_ref())?;
-    let (id, payload) = (job.id.clone(), job.payload.clone());
     let e = producer.enqueue(job).await?;
-    if let Some(k) = &key {
-        same_body(&producer, k, &e, id.as_ref(), &payload).await?;
-    }
+    same_payloads(
+        &producer,
+        key.as_deref(),
+        std::slice::from_ref(&e),
+        &[named],
+    )
+    .await?;
     let status = if e.created {
         StatusCode::CREATED
     } else {
@@ -118,39 +114,53 @@ fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Ap
     }
 }
 
-/// `job` with the id its request's idempotency key gives it, when it has none.
+/// `job` with the id its request's idempotency key gives it, when it has none; then also a
+/// copy of the payload that id names, for [`same_payloads`]. A job with its own id is left
+/// as it is (and an existing one answers `created: false`, whatever its payload).
 fn keyed(
     mut job: delayq::NewJob,
     key: Option<&str>,
     index: Option<usize>,
-) -> Result<delayq::NewJob, ApiError> {
+) -> Result<(delayq::NewJob, Option<Vec<u8>>), ApiError> {
+    let mut named = None;
     if let (None, Some(k)) = (&job.id, key) {
         let id = match index {
             Some(i) => format!("idem:{k}:{i}"),
             None => format!("idem:{k}"),
         };
         job.id = Some(delayq::JobId::new(id)?);
+        named = Some(job.payload.clone());
     }
-    Ok(job)
+    Ok((job, named))
 }
 
-/// An `Idempotency-Key` names one request: reused with another payload for a job it named,
-/// the call is refused (409 `conflict`, as Stripe answers) instead of answering `created:
-/// false` and dropping the new payload. A job already gone (done, no retention) cannot be
-/// compared and reads as the repeat it most likely is.
-async fn same_body<B: Backend + Inspect>(
+/// An `Idempotency-Key` names one request: reused with another payload, the call is refused
+/// (409 `conflict`, as Stripe answers) instead of answering `created: false` and dropping the
+/// new payload. Only jobs whose id the key gave (`named`, in `out`'s order) and that existed
+/// already are read back — a retry's jobs, concurrently; a first request reads nothing. A job
+/// already gone (done, no retention) cannot be compared and reads as the repeat it most
+/// likely is.
+async fn same_payloads<B: Backend + Inspect>(
     producer: &delayq::Producer<B>,
-    key: &str,
-    e: &delayq::Enqueued,
-    sent_id: Option<&delayq::JobId>,
-    payload: &[u8],
+    key: Option<&str>,
+    out: &[delayq::Enqueued],
+    named: &[Option<Vec<u8>>],
 ) -> Result<(), ApiError> {
-    let by_key = sent_id.is_some_and(|id| id.as_str().starts_with("idem:"));
-    if e.created || !by_key {
+    let Some(key) = key else {
         return Ok(());
-    }
-    match producer.get(&e.id).await? {
-        Some(stored) if stored.payload != payload => Err(ApiError::new(
+    };
+    let existing = out
+        .iter()
+        .zip(named)
+        .filter(|(e, _)| !e.created)
+        .filter_map(|(e, sent)| Some((e, sent.as_deref()?)));
+    let reads = existing.map(|(e, sent)| async move {
+        let stored = producer.get(&e.id).await?;
+        Ok::<_, delayq::Error>((e, stored.is_some_and(|s| s.payload != sent)))
+    });
+    let read = futures_util::future::try_join_all(reads).await?;
+    match read.into_iter().find(|(_, differs)| *differs) {
+        Some((e, _)) => Err(ApiError::new(
             ErrorCode::Conflict,
             format!(
                 "Idempotency-Key {key:?} was used by an earlier request with another payload \
@@ -158,7 +168,7 @@ async fn same_body<B: Backend + Inspect>(
                 e.id
             ),
         )),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 

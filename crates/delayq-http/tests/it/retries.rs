@@ -174,6 +174,10 @@ async fn idempotency_keys_make_id_less_enqueues_safe_to_retry() {
     );
     let (_, again) = post("k-1", json!({"payload": 1})).await;
     assert_eq!(again["created"], false, "{again}");
+    // A job's own id is the idempotent enqueue's, whatever the key: an existing one answers
+    // `created: false`, even when it reads like a key's id.
+    let (s, own) = post("k-1", json!({"id": "idem:k-1", "payload": 3})).await;
+    assert_eq!((s, own["created"].as_bool()), (200, Some(false)), "{own}");
     let (s, bad) = post(&"x".repeat(201), json!({"payload": 1})).await;
     assert_eq!(
         (s, bad["code"].as_str()),
