@@ -18,8 +18,15 @@ use crate::job::{Due, Enqueued, NewJob, Retention};
 use crate::limits::MAX_ID_BYTES;
 use crate::name::{JobId, QueueName};
 
+/// How a batch's callback job ids begin: `batch-<id>-complete`, `batch-<id>-success`.
+const CALLBACK_PREFIX: &str = "batch-";
+/// How its `on_complete` callback's id ends.
+const COMPLETE_SUFFIX: &str = "-complete";
+/// How its `on_success` callback's id ends.
+const SUCCESS_SUFFIX: &str = "-success";
+
 /// Longest batch id: `batch-<id>-complete` must be a job id.
-pub const MAX_BATCH_ID_BYTES: usize = MAX_ID_BYTES - "batch--complete".len();
+pub const MAX_BATCH_ID_BYTES: usize = MAX_ID_BYTES - CALLBACK_PREFIX.len() - COMPLETE_SUFFIX.len();
 
 /// Most job results a callback carries (`include_results`).
 pub const MAX_CALLBACK_RESULTS: usize = 1_000;
@@ -66,12 +73,17 @@ impl BatchId {
 
     /// The id of its `on_complete` callback job: `batch-<id>-complete`.
     pub fn complete_job(&self) -> JobId {
-        JobId::new(format!("batch-{}-complete", self.0)).expect("bounded by MAX_BATCH_ID_BYTES")
+        self.callback_job(COMPLETE_SUFFIX)
     }
 
     /// The id of its `on_success` callback job: `batch-<id>-success`.
     pub fn success_job(&self) -> JobId {
-        JobId::new(format!("batch-{}-success", self.0)).expect("bounded by MAX_BATCH_ID_BYTES")
+        self.callback_job(SUCCESS_SUFFIX)
+    }
+
+    fn callback_job(&self, suffix: &str) -> JobId {
+        JobId::new(format!("{CALLBACK_PREFIX}{}{suffix}", self.0))
+            .expect("bounded by MAX_BATCH_ID_BYTES")
     }
 }
 
@@ -79,12 +91,13 @@ impl BatchId {
 /// `batch-<id>-success`: ids reserved for the batches, refused to every producer so that no
 /// one can enqueue a callback's id first and run a forged payload in its place.
 pub fn is_callback_id(id: &JobId) -> bool {
-    let s = id.as_str();
-    s.strip_prefix("batch-").is_some_and(|rest| {
-        ["-complete", "-success"]
-            .iter()
-            .any(|end| rest.len() > end.len() && rest.ends_with(end))
-    })
+    id.as_str()
+        .strip_prefix(CALLBACK_PREFIX)
+        .is_some_and(|rest| {
+            [COMPLETE_SUFFIX, SUCCESS_SUFFIX]
+                .iter()
+                .any(|end| rest.len() > end.len() && rest.ends_with(end))
+        })
 }
 
 impl std::fmt::Display for BatchId {
@@ -443,6 +456,28 @@ impl<S: Batches> BatchSweeper<S> {
                 tracing::warn!(error = %e, "finishing batches failed; retrying");
             }
             tokio::time::sleep(self.every).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_callback_id_is_reserved_and_only_those() {
+        for b in ["b", "x-complete", "1", &"y".repeat(MAX_BATCH_ID_BYTES)] {
+            let b = BatchId::new(b).unwrap();
+            assert!(is_callback_id(&b.complete_job()), "{b}");
+            assert!(is_callback_id(&b.success_job()), "{b}");
+        }
+        for free in [
+            "batch-",
+            "batch--complete",
+            "my-batch-1-complete",
+            "batch-1-done",
+        ] {
+            assert!(!is_callback_id(&JobId::new(free).unwrap()), "{free}");
         }
     }
 }
