@@ -141,19 +141,13 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Store and connection",
-        env = "DELAYQ_SERVER_TOKEN_FILE",
         conflicts_with = "server_token"
     )]
     pub server_token_file: Option<PathBuf>,
     /// Take secret files (tokens, passwords, push secrets) that every user may read. Refused
     /// by default, as ssh refuses such a key; for where a file's mode cannot be set (Docker
     /// Compose mounts a file secret with its host file's mode).
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Store and connection",
-        env = "DELAYQ_ALLOW_READABLE_SECRETS"
-    )]
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub allow_readable_secrets: bool,
     /// Directory of the embedded store (used when no Redis URL is configured).
     #[arg(

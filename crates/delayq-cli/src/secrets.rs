@@ -19,7 +19,7 @@ pub(crate) fn allow_readable(yes: bool) {
 
 /// Refuses `path` when other users may read or write it (its mode has any of `0o006`), unless
 /// `--allow-readable-secrets`.
-pub(crate) fn check_mode(path: &Path, what: &str) -> anyhow::Result<()> {
+fn check_mode(path: &Path, what: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path)
         .with_context(|| format!("reading {what} file {}", path.display()))?;
@@ -39,10 +39,7 @@ pub(crate) fn check_mode(path: &Path, what: &str) -> anyhow::Result<()> {
 /// The lines of a secret file that are not blank or `#` comments, trimmed, with their line
 /// numbers (from 1); refused when its mode lets others read it.
 pub(crate) fn lines(path: &Path, what: &str) -> anyhow::Result<Vec<(usize, String)>> {
-    check_mode(path, what)?;
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading {what} file {}", path.display()))?;
-    Ok(text
+    Ok(read(path, what)?
         .lines()
         .enumerate()
         .map(|(i, l)| (i + 1, l.trim()))
@@ -53,10 +50,18 @@ pub(crate) fn lines(path: &Path, what: &str) -> anyhow::Result<Vec<(usize, Strin
 
 /// The first line of a secret file (a password, a token), trimmed.
 pub(crate) fn first_line(path: &Path, what: &str) -> anyhow::Result<String> {
+    Ok(read(path, what)?
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned())
+}
+
+/// The text of secret file `path`, after [`check_mode`].
+fn read(path: &Path, what: &str) -> anyhow::Result<String> {
     check_mode(path, what)?;
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading {what} file {}", path.display()))?;
-    Ok(text.lines().next().unwrap_or("").trim().to_owned())
+    std::fs::read_to_string(path).with_context(|| format!("reading {what} file {}", path.display()))
 }
 
 /// The token for `--server`: `--server-token-file`'s first line, else `--server-token`.

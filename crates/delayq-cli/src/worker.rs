@@ -41,7 +41,7 @@ pub(crate) async fn run(
     queues: Vec<QueueSpec>,
     a: WorkerArgs,
 ) -> anyhow::Result<u8> {
-    let _hangups = ignore_hangups();
+    ignore_hangups();
     let served: Vec<(QueueName, u32)> = queues
         .iter()
         .map(|q| (q.name.clone(), q.weight.unwrap_or(1)))
@@ -179,28 +179,21 @@ fn closing(
     }
 }
 
-/// Takes SIGHUP off the default action (which ends the process) until the task is aborted:
-/// each is logged, and the worker runs on.
-fn ignore_hangups() -> Option<AbortOnDrop> {
+/// Takes SIGHUP off the default action (which ends the process) for the rest of the
+/// process's life: each is logged, and the worker runs on.
+fn ignore_hangups() {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).ok()?;
-    Some(AbortOnDrop(tokio::spawn(async move {
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    tokio::spawn(async move {
         while hup.recv().await.is_some() {
             eprintln!(
                 "delayq worker: SIGHUP ignored: a worker's settings apply at its start; \
                  restart it (SIGTERM drains) to apply changed ones"
             );
         }
-    })))
-}
-
-/// A task aborted when this is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    });
 }
 
 /// Completes on SIGTERM or SIGINT. The handlers are installed when this is called, not when
