@@ -70,9 +70,11 @@ pub(crate) fn env_name(key: &str) -> String {
     format!("DELAYQ_{}", key.to_ascii_uppercase())
 }
 
-/// Whether a key holds a secret (masked by `config check`).
+/// Whether a key holds a secret (masked by `config check`): not a file's path, not a switch
+/// about secrets (`allow_readable_secrets`, `allow_no_tokens`).
 pub(crate) fn secret(key: &str) -> bool {
     !key.ends_with("_file")
+        && !key.starts_with("allow_")
         && (key.contains("token") || key.contains("secret") || key.contains("password"))
 }
 
@@ -606,6 +608,22 @@ pub(crate) fn check(for_section: Option<&str>) -> anyhow::Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_masked_and_switches_about_them_are_not() {
+        for k in ["token", "metrics_token", "push_secret", "server_token"] {
+            assert!(secret(k), "{k}");
+        }
+        for k in [
+            "token_file",
+            "redis_password_file",
+            "server_token_file",
+            "allow_readable_secrets",
+            "allow_no_tokens",
+        ] {
+            assert!(!secret(k), "{k}");
+        }
+    }
 
     #[test]
     fn every_key_has_one_place_and_its_environment_name() {
