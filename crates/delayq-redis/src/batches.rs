@@ -289,21 +289,18 @@ impl delayq::Batches for RedisBackend {
         let queues = self.queue_registry(self.inner.space.batch_queues()).await?;
         let mut finished = 0;
         let mut first_error = None;
-        // One queue's or one batch's failure (a callback its queue no longer takes, a shard
-        // that cannot be read) is logged and left for a later sweep; every other batch goes on.
+        // A batch that fails is logged where it fails (`try_finish`); a queue that cannot be
+        // read (its shards, its marks) does not stop the others, and the first such error is
+        // the sweep's, logged once by the sweeper (not once per queue while Redis is away).
         for q in queues {
             match self.finish_queue(&q, thorough).await {
                 Ok(n) => finished += n,
                 Err(e) => {
-                    tracing::warn!(queue = %q, error = %e, "finishing this queue's batches failed; retrying");
                     first_error.get_or_insert(e);
                 }
             }
         }
-        match first_error {
-            Some(e) if finished == 0 => Err(e),
-            _ => Ok(finished),
-        }
+        first_error.map_or(Ok(finished), Err)
     }
 }
 
