@@ -5,7 +5,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::common::{Killed, delayq, free_port, request, until};
+use crate::common::{Killed, chmod, delayq, free_port, request, until};
 
 fn text(o: &Output) -> String {
     format!(
@@ -17,10 +17,9 @@ fn text(o: &Output) -> String {
 
 /// Writes `dir/name` readable by its owner only (secret files must be; a config file may).
 fn write(dir: &Path, name: &str, body: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
     let p = dir.join(name);
     std::fs::write(&p, body).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    chmod(&p, 0o600);
     p.display().to_string()
 }
 
@@ -333,14 +332,11 @@ fn tokens_fail_closed_across_reloads() {
     }
     // Readable by every user.
     std::fs::write(&tokens, "admin:keep-me\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
-        hangup(&server);
-        until("the mode refusal", || refusals(5));
-        assert!(log(dir).contains("mode 0644"), "{}", log(dir));
-        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    chmod(&tokens, 0o644);
+    hangup(&server);
+    until("the mode refusal", || refusals(5));
+    assert!(log(dir).contains("mode 0644"), "{}", log(dir));
+    chmod(&tokens, 0o600);
     kept();
     // A TOML error holding a token: its line is not repeated.
     std::fs::write(&f, format!("{}token = [\"admin:toml-secret\n", conf(""))).unwrap();

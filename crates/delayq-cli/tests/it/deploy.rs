@@ -10,7 +10,7 @@ use std::process::Stdio;
 
 use delayq_test_support::RedisServer;
 
-use crate::common::{Killed, delayq, free_port, request, until};
+use crate::common::{Killed, chmod, delayq, free_port, request, until};
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
@@ -33,10 +33,9 @@ fn strings(v: &serde_yaml_ng::Value) -> Vec<String> {
 
 /// Writes a secret as its orchestrator mounts it: `mode`.
 fn secret(dir: &Path, name: &str, body: &str, mode: u32) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let p = dir.join(name);
     std::fs::write(&p, body).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    chmod(&p, mode);
     p
 }
 
@@ -146,22 +145,13 @@ fn the_compose_stack_connects_and_runs_a_job_as_shipped() {
     };
     let addr = format!("127.0.0.1:{}", free_port());
     let listen = [("DELAYQ_LISTEN", addr.clone())];
-    let _serve = start(
-        dir,
-        &strings(&services["delayq"]["command"]),
-        &env("delayq"),
-        &mounts,
-        r.port(),
-        &listen,
-    );
-    let _worker = start(
-        dir,
-        &strings(&services["worker"]["command"]),
-        &env("worker"),
-        &mounts,
-        r.port(),
-        &[],
-    );
+    let _processes: Vec<Killed> = [("delayq", &listen[..]), ("worker", &[][..])]
+        .into_iter()
+        .map(|(svc, extra)| {
+            let command = strings(&services[svc]["command"]);
+            start(dir, &command, &env(svc), &mounts, r.port(), extra)
+        })
+        .collect();
     let tokens = std::fs::read_to_string(deploy().join("secrets/delayq_tokens")).unwrap();
     let token = tokens
         .lines()

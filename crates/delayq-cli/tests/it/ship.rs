@@ -142,12 +142,9 @@ fn the_image_runs_as_its_user_with_its_store_in_the_volume() {
     std::fs::create_dir_all(&secrets).unwrap();
     std::fs::write(secrets.join("tokens"), "admin:image-token\n").unwrap();
     // Mounted as a secret should be: the image's user reads it, no one else.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let tokens = secrets.join("tokens");
-        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o400)).unwrap();
-        std::os::unix::fs::chown(&tokens, Some(10001), Some(10001)).unwrap();
-    }
+    let tokens = secrets.join("tokens");
+    crate::common::chmod(&tokens, 0o400);
+    std::os::unix::fs::chown(&tokens, Some(10001), Some(10001)).unwrap();
     let chroot = |args: &[String], listen: &str| {
         let mut c = Command::new("/usr/sbin/chroot");
         c.arg("--userspec=10001:10001")
@@ -356,10 +353,7 @@ fn env_is_understood(cmd: &str, env: &[(String, String)]) {
     let tmp = tempfile::tempdir().unwrap();
     let secret = tmp.path().join("secret");
     std::fs::write(&secret, "admin:x\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    crate::common::chmod(&secret, 0o600);
     let mut c = crate::common::delayq(tmp.path());
     c.args(["config", "check", "--for", cmd]);
     for (k, v) in env {

@@ -204,10 +204,7 @@ fn the_redis_password_can_stay_out_of_the_process_list() {
         text(&o)
     );
     assert!(!text(&o).contains("file-pass"), "{}", text(&o));
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    crate::common::chmod(&file, 0o600);
     // `redis://app@host` with the password in a file logs in as `app` (the shipped
     // deploy files' form).
     let bare = format!("redis://app@127.0.0.1:{}", s.port());

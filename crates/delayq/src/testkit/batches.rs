@@ -401,24 +401,12 @@ pub async fn batch_callbacks_cannot_be_squatted<B: Backend + Inspect + Batches>(
 /// target after the batch was made) touches only itself: another batch's callbacks arrive.
 pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b: B, t: Time) {
     let (q, bad_cb, good_cb) = (qn("batch-iso"), qn("batch-iso-bad"), qn("batch-iso-good"));
-    create(
-        &b,
-        &q,
-        "iso-bad",
-        spec(&bad_cb, false),
-        vec![member("iso-1")],
-        false,
-    )
-    .await;
-    create(
-        &b,
-        &q,
-        "iso-good",
-        spec(&good_cb, false),
-        vec![member("iso-2")],
-        false,
-    )
-    .await;
+    for (id, cb, job) in [
+        ("iso-bad", &bad_cb, "iso-1"),
+        ("iso-good", &good_cb, "iso-2"),
+    ] {
+        create(&b, &q, id, spec(cb, false), vec![member(job)], false).await;
+    }
     let s = crate::QueueSettings {
         delivery: crate::DeliveryMode::Push,
         ..crate::QueueSettings::default()

@@ -167,3 +167,10 @@ impl SharedClock {
         self.clock.publish(&self.file).unwrap();
     }
 }
+
+/// Sets `path`'s mode (a secret file: delayq refuses one that every user can read).
+#[allow(dead_code)] // not every test file writes secret files
+pub(crate) fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
