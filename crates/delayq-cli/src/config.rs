@@ -596,7 +596,8 @@ pub(crate) fn check(for_section: Option<&str>) -> anyhow::Result<u8> {
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))?;
     let cli = Cli::from_arg_matches(&m)?;
     if let crate::args::Command::Serve(a) = &cli.command {
-        crate::serve::check(a).map_err(|e| ConfigError(format!("{e:#}")))?;
+        crate::serve::check(a, cli.allow_readable_secrets)
+            .map_err(|e| ConfigError(format!("{e:#}")))?;
     }
     if let Some(f) = &file {
         println!("# {}: valid for delayq {section}", f.path.display());

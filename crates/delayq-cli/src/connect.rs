@@ -69,6 +69,7 @@ pub(crate) fn password(cli: &crate::args::Cli) -> anyhow::Result<Option<String>>
         return Ok(Some(crate::secrets::first_line(
             f,
             "--redis-password-file",
+            cli.allow_readable_secrets,
         )?));
     }
     Ok(cli.redis_password.clone().filter(|p| !p.is_empty()))

@@ -49,7 +49,6 @@ use crate::args::{Cli, Command};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = config::parse();
-    secrets::allow_readable(cli.allow_readable_secrets);
     otlp::set_trace_mode(cli.trace_mode);
     let tracer = match cli.command.exports_spans() {
         true => otlp::tracer(cli.otlp_endpoint.as_deref()),
@@ -170,9 +169,12 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Chaos(a) = cli.command {
         return chaos::run(a, cli.wait_replicas).await;
     }
-    if let Command::Serve(a) = &cli.command {
-        serve::check(a)?;
-    }
+    // The server's tokens and secrets, read once before anything is opened (a refused serve
+    // creates nothing) and handed to the server.
+    let mut serve_secrets = match &cli.command {
+        Command::Serve(a) => Some(serve::check(a, cli.allow_readable_secrets)?),
+        _ => None,
+    };
     let (backend, desc) = match (&cli.server, &cli.redis) {
         (Some(url), _) if !matches!(cli.command, Command::Serve(_)) => {
             let remote = remote::connect(url, secrets::server_token(&cli)?)?;
@@ -207,7 +209,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             let desc = delayq_redis::mask(url);
             if let Command::Serve(a) = cli.command {
-                return serve::run_redis(opts, &desc, a).await;
+                let secrets = serve_secrets.take().expect("read above for serve");
+                return serve::run_redis(opts, &desc, a, secrets).await;
             }
             // A worker says at once why it waits; a one-shot command gives up within its
             // short wait with one message (the error), unless told to wait longer.
@@ -238,7 +241,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Worker(_) => unreachable!("handled above"),
         Command::Serve(a) => {
             let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());
-            serve::run(backend, &desc, owned, a).await
+            let secrets = serve_secrets.take().expect("read above for serve");
+            serve::run(backend, &desc, owned, a, secrets).await
         }
         Command::Demo { orders } => demo::run(backend, orders).await,
         #[cfg(feature = "bench")]

@@ -3,28 +3,18 @@
 //! with errors that name the file and the mode to set, never its content.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 
-/// `--allow-readable-secrets`: where a file's mode cannot be set (Docker Compose bind-mounts a
-/// file secret with the host file's mode), take it anyway. Set once the command line is read,
-/// and again by each reload.
-static ALLOW_READABLE: AtomicBool = AtomicBool::new(false);
-
-/// Sets whether secret files readable by every user are taken.
-pub(crate) fn allow_readable(yes: bool) {
-    ALLOW_READABLE.store(yes, Ordering::Relaxed);
-}
-
 /// Refuses `path` when other users may read or write it (its mode has any of `0o006`), unless
-/// `--allow-readable-secrets`.
-fn check_mode(path: &Path, what: &str) -> anyhow::Result<()> {
+/// `allow_readable` (`--allow-readable-secrets`: where a file's mode cannot be set, as Docker
+/// Compose bind-mounts a file secret with its host file's mode).
+fn check_mode(path: &Path, what: &str, allow_readable: bool) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path)
         .with_context(|| format!("reading {what} file {}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o006 != 0 && !ALLOW_READABLE.load(Ordering::Relaxed) {
+    if mode & 0o006 != 0 && !allow_readable {
         anyhow::bail!(
             "{what} file {} can be {} by every user (mode {mode:04o}): `chmod 0600` it (or \
              0640 with a group the delayq user is in), or pass --allow-readable-secrets \
@@ -38,8 +28,12 @@ fn check_mode(path: &Path, what: &str) -> anyhow::Result<()> {
 
 /// The lines of a secret file that are not blank or `#` comments, trimmed, with their line
 /// numbers (from 1); refused when its mode lets others read it.
-pub(crate) fn lines(path: &Path, what: &str) -> anyhow::Result<Vec<(usize, String)>> {
-    Ok(read(path, what)?
+pub(crate) fn lines(
+    path: &Path,
+    what: &str,
+    allow_readable: bool,
+) -> anyhow::Result<Vec<(usize, String)>> {
+    Ok(read(path, what, allow_readable)?
         .lines()
         .enumerate()
         .map(|(i, l)| (i + 1, l.trim()))
@@ -49,8 +43,8 @@ pub(crate) fn lines(path: &Path, what: &str) -> anyhow::Result<Vec<(usize, Strin
 }
 
 /// The first line of a secret file (a password, a token), trimmed.
-pub(crate) fn first_line(path: &Path, what: &str) -> anyhow::Result<String> {
-    Ok(read(path, what)?
+pub(crate) fn first_line(path: &Path, what: &str, allow_readable: bool) -> anyhow::Result<String> {
+    Ok(read(path, what, allow_readable)?
         .lines()
         .next()
         .unwrap_or("")
@@ -59,15 +53,18 @@ pub(crate) fn first_line(path: &Path, what: &str) -> anyhow::Result<String> {
 }
 
 /// The text of secret file `path`, after [`check_mode`].
-fn read(path: &Path, what: &str) -> anyhow::Result<String> {
-    check_mode(path, what)?;
+fn read(path: &Path, what: &str, allow_readable: bool) -> anyhow::Result<String> {
+    check_mode(path, what, allow_readable)?;
     std::fs::read_to_string(path).with_context(|| format!("reading {what} file {}", path.display()))
 }
 
 /// The token for `--server`: `--server-token-file`'s first line, else `--server-token`.
 pub(crate) fn server_token(cli: &crate::args::Cli) -> anyhow::Result<Option<String>> {
     match &cli.server_token_file {
-        Some(f) => Ok(Some(first_line(f, "server token")?).filter(|t| !t.is_empty())),
+        Some(f) => Ok(
+            Some(first_line(f, "server token", cli.allow_readable_secrets)?)
+                .filter(|t| !t.is_empty()),
+        ),
         None => Ok(cli.server_token.clone()),
     }
 }
@@ -84,7 +81,7 @@ mod tests {
         std::fs::write(&f, "# c\n\nadmin:hunter2\n").unwrap();
         for (mode, ok) in [(0o600, true), (0o640, true), (0o644, false), (0o602, false)] {
             std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
-            let r = lines(&f, "token");
+            let r = lines(&f, "token", false);
             assert_eq!(r.is_ok(), ok, "{mode:o}");
             if let Err(e) = r {
                 let e = format!("{e:#}");
@@ -93,6 +90,8 @@ mod tests {
             } else {
                 assert_eq!(r.unwrap(), vec![(3, "admin:hunter2".to_owned())]);
             }
+            // Where a mode cannot be set, the operator may take the file anyway.
+            assert!(lines(&f, "token", true).is_ok(), "{mode:o}");
         }
     }
 }

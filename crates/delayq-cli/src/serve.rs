@@ -19,8 +19,9 @@ pub(crate) struct Secrets {
 }
 
 /// The accepted tokens and secrets; refuses a public address without a token. Called before
-/// the store is opened, so a refused `serve` creates nothing.
-pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
+/// the store is opened, so a refused `serve` creates nothing; `allow_readable`:
+/// `--allow-readable-secrets`.
+pub(crate) fn check(a: &ServeArgs, allow_readable: bool) -> anyhow::Result<Secrets> {
     let mut tokens: Vec<Token> = a
         .tokens
         .iter()
@@ -28,7 +29,7 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
         .map(|t| Token::parse(t).map_err(|e| anyhow::anyhow!("--token / DELAYQ_TOKEN: {e}")))
         .collect::<anyhow::Result<_>>()?;
     if let Some(f) = &a.token_file {
-        for (line, text) in crate::secrets::lines(f, "token")? {
+        for (line, text) in crate::secrets::lines(f, "token", allow_readable)? {
             tokens
                 .push(Token::parse_scoped(&text).map_err(|e| {
                     anyhow::anyhow!("token file {}, line {line}: {e}", f.display())
@@ -60,7 +61,7 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
         .collect();
     if let Some(f) = &a.push.push_secret_file {
         push.extend(
-            crate::secrets::lines(f, "push secret")?
+            crate::secrets::lines(f, "push secret", allow_readable)?
                 .into_iter()
                 .map(|(_, l)| l),
         );
@@ -71,7 +72,7 @@ pub(crate) fn check(a: &ServeArgs) -> anyhow::Result<Secrets> {
         .collect::<Result<Vec<_>, _>>()
         .context("--push-secret / DELAYQ_PUSH_SECRET / --push-secret-file")?;
     let metrics_token = match &a.metrics_token_file {
-        Some(f) => crate::secrets::lines(f, "metrics token")?
+        Some(f) => crate::secrets::lines(f, "metrics token", allow_readable)?
             .into_iter()
             .next()
             .map(|(_, l)| l),
@@ -90,6 +91,7 @@ pub(crate) async fn run_redis(
     opts: delayq_redis::ConnectOptions,
     backend_desc: &str,
     a: ServeArgs,
+    secrets: Secrets,
 ) -> anyhow::Result<u8> {
     let listener = bind(a.listen).await?;
     let reason: delayq_http::starting::Reason =
@@ -122,7 +124,15 @@ pub(crate) async fn run_redis(
         return Ok(0);
     };
     let backend = backend.context("connecting to Redis")?;
-    run_on(listener, AnyBackend::Redis(backend), backend_desc, None, a).await
+    run_on(
+        listener,
+        AnyBackend::Redis(backend),
+        backend_desc,
+        None,
+        a,
+        secrets,
+    )
+    .await
 }
 
 async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
@@ -131,15 +141,17 @@ async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListe
         .with_context(|| format!("binding {addr}"))
 }
 
-/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully, with the `secrets`
+/// [`check`] read.
 pub(crate) async fn run(
     backend: AnyBackend,
     backend_desc: &str,
     owned_store: Option<std::path::PathBuf>,
     a: ServeArgs,
+    secrets: Secrets,
 ) -> anyhow::Result<u8> {
     let listener = bind(a.listen).await?;
-    run_on(listener, backend, backend_desc, owned_store, a).await
+    run_on(listener, backend, backend_desc, owned_store, a, secrets).await
 }
 
 async fn run_on(
@@ -148,8 +160,8 @@ async fn run_on(
     backend_desc: &str,
     owned_store: Option<std::path::PathBuf>,
     a: ServeArgs,
+    secrets: Secrets,
 ) -> anyhow::Result<u8> {
-    let secrets = check(&a)?;
     let tokens = secrets.tokens;
     let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
     crate::otlp::describe_metrics();

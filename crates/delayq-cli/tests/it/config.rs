@@ -372,6 +372,40 @@ fn tokens_fail_closed_across_reloads() {
     assert_eq!(status, 403, "{body}");
 }
 
+/// `config check` refuses a token file every user can read, unless the file it checks says
+/// `allow_readable_secrets` (the setting of the file checked, not of the checking process).
+#[test]
+fn config_check_reads_secret_files_as_the_server_would() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let tokens = write(dir, "tokens", "admin:readable\n");
+    chmod(Path::new(&tokens), 0o644);
+    let check = |extra: &str| {
+        let f = write(
+            dir,
+            "delayq.toml",
+            &format!("token_file = \"{tokens}\"\n{extra}"),
+        );
+        delayq(dir)
+            .args(["config", "check", "--config", &f])
+            .output()
+            .unwrap()
+    };
+    let o = check("");
+    assert!(
+        !o.status.success() && text(&o).contains("mode 0644"),
+        "{}",
+        text(&o)
+    );
+    let o = check("allow_readable_secrets = true\n");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("allow_readable_secrets = true"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn a_worker_reads_its_file_and_refuses_to_start_without_a_command() {
     let tmp = tempfile::tempdir().unwrap();
