@@ -39,8 +39,8 @@ impl RetryLog {
     /// error alone.
     pub(crate) fn quiet_at_first(desc: &str) -> Self {
         Self {
-            desc: desc.to_owned(),
             last: Some(Instant::now()),
+            ..Self::new(desc)
         }
     }
 
