@@ -206,11 +206,13 @@ fn give_back<B: Backend + Inspect>(st: &AppState<B>, queue: &QueueName, jobs: Ve
 async fn run<B: Backend + Inspect>(st: AppState<B>, q: QueueName) {
     let backend = st.backend().clone();
     let mut wake = backend.wakeups(&q).await.ok();
+    let mut moves = delayq::clock::Moves::watch();
     let mut shutdown = st.inner.shutdown.clone();
     loop {
         if let Some(w) = wake.as_mut() {
             w.borrow_and_update();
         }
+        moves.mark();
         let next_due = serve(&st, &q).await;
         // Sleep until the next due job, a wake-up, or the last waiter's deadline.
         let last = {
@@ -225,7 +227,7 @@ async fn run<B: Backend + Inspect>(st: AppState<B>, q: QueueName) {
         };
         let until = next_due.map_or(last, |d| (Instant::now() + d).min(last));
         tokio::select! {
-            _ = delayq::wait::until_due_or_woken(Some(until), &mut wake) => {}
+            _ = delayq::wait::until_due_or_woken(Some(until), &mut wake, &mut moves) => {}
             _ = shutdown.changed() => {}
         }
         if wake.is_none() {

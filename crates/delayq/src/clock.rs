@@ -2,7 +2,7 @@
 //! store and local measurements (lateness) read a [`Clock`], so tests can skew it or move it
 //! forward instead of sleeping. With feature `test-clock` (tests only) a test moves the clock
 //! of the processes it starts too ([`from_env`], `TestClock::publish`), and whatever waits
-//! for a due time wakes when a [`TestClock`] moves ([`moved`]).
+//! for a due time wakes when a [`TestClock`] moves ([`Moves`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,7 +65,7 @@ impl TestClock {
     }
 
     /// Moves the clock `by` forward (and, with feature `test-clock`, wakes what waits in this
-    /// process: [`moved`]).
+    /// process: [`Moves`]).
     pub fn advance(&self, by: Duration) {
         self.offset_us
             .fetch_add(by.as_micros() as u64, Ordering::SeqCst);
@@ -142,16 +142,42 @@ pub fn follow(path: std::path::PathBuf) -> TestClock {
     clock
 }
 
-/// Resolves when a [`TestClock`] of this process moves after the call (feature `test-clock`);
-/// never otherwise. A wait for a due time read on a clock that can jump selects on it.
-pub async fn moved() {
+/// The moves of this process's [`TestClock`]s as one waiting loop sees them (feature
+/// `test-clock`; without it nothing ever moves and [`Moves::moved`] never resolves). A loop
+/// marks it before it reads the clock — a claim, a tick — and waits on it after, so a move in
+/// between wakes the wait instead of being lost: a wait that subscribed only once it began
+/// would sleep until a due time read before the move (a long poll would run out its wait).
+#[derive(Debug)]
+pub struct Moves {
     #[cfg(feature = "test-clock")]
-    {
-        let mut rx = moves::TX.subscribe();
-        let _ = rx.changed().await;
+    rx: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Moves {
+    /// Starts watching: moves from now on count.
+    pub fn watch() -> Self {
+        Self {
+            #[cfg(feature = "test-clock")]
+            rx: moves::TX.subscribe(),
+        }
     }
-    #[cfg(not(feature = "test-clock"))]
-    std::future::pending::<()>().await
+
+    /// Marks every move so far as seen: call it before reading the clock.
+    pub fn mark(&mut self) {
+        #[cfg(feature = "test-clock")]
+        self.rx.borrow_and_update();
+    }
+
+    /// Resolves once a test clock has moved since the last [`Moves::mark`] (at once if one
+    /// already has); never without feature `test-clock`. Cancel-safe.
+    pub async fn moved(&mut self) {
+        #[cfg(feature = "test-clock")]
+        {
+            let _ = self.rx.changed().await;
+        }
+        #[cfg(not(feature = "test-clock"))]
+        std::future::pending::<()>().await
+    }
 }
 
 #[cfg(feature = "test-clock")]
@@ -190,14 +216,14 @@ mod tests {
         let test = TestClock::new();
         test.publish(&file).unwrap();
         let followed = follow(file.clone());
-        let woken = tokio::spawn(moved());
-        tokio::task::yield_now().await;
+        let mut moves = Moves::watch();
+        moves.mark();
+        // The move comes before the wait begins: it still wakes it (marked, not lost).
         test.advance(Duration::from_secs(3600));
         test.publish(&file).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), woken)
+        tokio::time::timeout(Duration::from_secs(5), moves.moved())
             .await
-            .expect("a move wakes a waiter")
-            .unwrap();
+            .expect("a move wakes a waiter");
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while followed.offset() < Duration::from_secs(3600) {
             assert!(

@@ -91,7 +91,9 @@ impl<S: Schedules> Ticker<S> {
     /// fire (at most [`LOOK_EVERY`]); after an error, [`LOOK_EVERY`].
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let mut shutdown = std::pin::pin!(shutdown);
+        let mut moves = crate::clock::Moves::watch();
         loop {
+            moves.mark();
             let wait = match self.tick().await {
                 Ok((_, Some(until))) => until.min(LOOK_EVERY),
                 Ok((_, None)) => LOOK_EVERY,
@@ -104,7 +106,7 @@ impl<S: Schedules> Ticker<S> {
                 _ = &mut shutdown => return,
                 _ = sleep(wait) => {}
                 // Tests only (feature `test-clock`): the store's clock moved forward.
-                _ = crate::clock::moved() => {}
+                _ = moves.moved() => {}
             }
         }
     }

@@ -22,9 +22,15 @@ pub enum Woke {
 /// Longest wait without a wake-up channel before the caller is asked to resubscribe.
 pub const RESUBSCRIBE: Duration = Duration::from_millis(500);
 
-/// Waits until `deadline` (with sub-millisecond precision; `None`: no due time, no timer) or a
-/// wake-up on `wake`. Marks the wake-up as seen. Cancel-safe.
-pub async fn until_due_or_woken(deadline: Option<Instant>, wake: &mut Option<Wakeups>) -> Woke {
+/// Waits until `deadline` (with sub-millisecond precision; `None`: no due time, no timer), a
+/// wake-up on `wake`, or (tests only) a move of a test clock since `moves` was last marked —
+/// mark it, as `wake` is marked, before reading what `deadline` came from. Marks the wake-up
+/// as seen. Cancel-safe.
+pub async fn until_due_or_woken(
+    deadline: Option<Instant>,
+    wake: &mut Option<Wakeups>,
+    moves: &mut crate::clock::Moves,
+) -> Woke {
     let Some(w) = wake.as_mut() else {
         let give_up = Instant::now() + RESUBSCRIBE;
         if let Some(d) = deadline.filter(|d| *d <= give_up) {
@@ -36,7 +42,7 @@ pub async fn until_due_or_woken(deadline: Option<Instant>, wake: &mut Option<Wak
     };
     // Never resolves outside tests (feature `test-clock`): there, the deadline was read on a
     // clock the test may move forward.
-    let moved = crate::clock::moved();
+    let moved = moves.moved();
     let due = async {
         match deadline {
             Some(d) => precise_sleep_until(d).await,
@@ -88,20 +94,55 @@ mod tests {
     async fn ends_at_the_deadline_on_a_signal_or_without_a_channel() {
         let (tx, rx) = watch::channel(0u64);
         let mut wake = Some(rx);
+        let mut moves = crate::clock::Moves::watch();
         let start = Instant::now();
         let d = start + Duration::from_secs(5);
-        assert_eq!(until_due_or_woken(Some(d), &mut wake).await, Woke::Due);
+        assert_eq!(
+            until_due_or_woken(Some(d), &mut wake, &mut moves).await,
+            Woke::Due
+        );
         assert!(Instant::now() >= d);
         tx.send(1).unwrap();
         let far = Some(Instant::now() + Duration::from_secs(3600));
-        assert_eq!(until_due_or_woken(far, &mut wake).await, Woke::Signalled);
+        assert_eq!(
+            until_due_or_woken(far, &mut wake, &mut moves).await,
+            Woke::Signalled
+        );
         tx.send(2).unwrap();
-        assert_eq!(until_due_or_woken(None, &mut wake).await, Woke::Signalled);
+        assert_eq!(
+            until_due_or_woken(None, &mut wake, &mut moves).await,
+            Woke::Signalled
+        );
         drop(tx);
-        assert_eq!(until_due_or_woken(None, &mut wake).await, Woke::NoChannel);
+        assert_eq!(
+            until_due_or_woken(None, &mut wake, &mut moves).await,
+            Woke::NoChannel
+        );
         assert!(wake.is_none());
         let t = Instant::now();
-        assert_eq!(until_due_or_woken(far, &mut wake).await, Woke::NoChannel);
+        assert_eq!(
+            until_due_or_woken(far, &mut wake, &mut moves).await,
+            Woke::NoChannel
+        );
         assert_eq!(Instant::now() - t, RESUBSCRIBE);
+    }
+
+    /// A test clock that moves after the loop marked its moves — during its claim, before
+    /// the wait begins — still ends the wait (it used to be lost: the wait slept on).
+    #[cfg(feature = "test-clock")]
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_move_before_the_wait_begins_ends_it() {
+        let (_tx, rx) = watch::channel(0u64);
+        let mut wake = Some(rx);
+        let mut moves = crate::clock::Moves::watch();
+        moves.mark();
+        crate::clock::TestClock::new().advance(Duration::from_secs(3600));
+        let far = Some(Instant::now() + Duration::from_secs(3600));
+        let t = Instant::now();
+        assert_eq!(
+            until_due_or_woken(far, &mut wake, &mut moves).await,
+            Woke::Signalled
+        );
+        assert_eq!(Instant::now(), t, "woken at once, not at the deadline");
     }
 }

@@ -417,6 +417,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
         if let Some(w) = self.src.list[i].wake.as_mut() {
             w.borrow_and_update();
         }
+        self.src.moves.mark();
         let max = if lease_jobs {
             self.want().min(self.c.opts.batch)
         } else {

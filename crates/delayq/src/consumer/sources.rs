@@ -47,6 +47,9 @@ pub(super) struct Sources {
     /// The virtual time of the last queue asked: a queue that comes back after a while
     /// without due jobs starts here, not with the credit of the time it had nothing.
     now: f64,
+    /// Test clocks' moves (feature `test-clock`): marked before each claim, so a move during
+    /// it wakes the next wait.
+    pub(super) moves: crate::clock::Moves,
 }
 
 impl Sources {
@@ -70,6 +73,7 @@ impl Sources {
             list,
             order,
             now: 0.0,
+            moves: crate::clock::Moves::watch(),
         }
     }
 
@@ -166,7 +170,7 @@ impl Sources {
     pub(super) async fn wait(&mut self, deadline: Option<Instant>) {
         if self.list.len() == 1 {
             let s = &mut self.list[0];
-            wait::until_due_or_woken(deadline, &mut s.wake).await;
+            wait::until_due_or_woken(deadline, &mut s.wake, &mut self.moves).await;
             s.claim_now = true;
             return;
         }
@@ -195,12 +199,17 @@ impl Sources {
                     None => std::future::pending().await,
                 }
             };
+            // A test clock's move reads like the deadline: every queue due by now claims.
+            let moved = self.moves.moved();
             if changes.is_empty() {
-                due.await;
-                None
+                tokio::select! {
+                    () = due => None,
+                    () = moved => None,
+                }
             } else {
                 tokio::select! {
                     () = due => None,
+                    () = moved => None,
                     ((i, open), _, _) = futures::future::select_all(changes) => Some((i, open)),
                 }
             }
