@@ -32,7 +32,9 @@ type BatchOptions struct {
 }
 
 // Batch is a batch and how its jobs stand. State is "open" (jobs may join), "closed"
-// (waiting for its jobs) or "done" (its callbacks enqueued).
+// (waiting for its jobs), "done" (its callbacks enqueued) or "callback_failed" (its jobs
+// ended but its callbacks could not be enqueued: CallbackError says why; tried again with a
+// backoff).
 type Batch struct {
 	ID          string `json:"id"`
 	Queue       string `json:"queue"`
@@ -44,6 +46,12 @@ type Batch struct {
 	Cancelled   int64  `json:"cancelled"`
 	CreatedAtMs int64  `json:"created_at_ms"`
 	DoneAtMs    *int64 `json:"done_at_ms"`
+	// CallbackError is why its callbacks could not be enqueued (state "callback_failed").
+	CallbackError *string `json:"callback_error"`
+	// CallbackAttempts counts their failed tries.
+	CallbackAttempts *int64 `json:"callback_attempts"`
+	// CallbackNextTryAtMs is their next try, ms since the epoch.
+	CallbackNextTryAtMs *int64 `json:"callback_next_try_at_ms"`
 }
 
 func callbackBody(cb *BatchCallback) map[string]any {

@@ -161,6 +161,10 @@ function batchOf(b: Json): Batch {
     cancelled: Number(b.cancelled),
     createdAt: new Date(Number(b.created_at_ms)),
     doneAt: b.done_at_ms === undefined || b.done_at_ms === null ? undefined : new Date(Number(b.done_at_ms)),
+    callbackError: b.callback_error === undefined ? undefined : String(b.callback_error),
+    callbackAttempts: b.callback_attempts === undefined ? undefined : Number(b.callback_attempts),
+    callbackNextTryAt:
+      b.callback_next_try_at_ms === undefined ? undefined : new Date(Number(b.callback_next_try_at_ms)),
   };
 }
 

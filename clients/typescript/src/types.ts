@@ -262,8 +262,12 @@ export interface CreateBatchOptions {
 export interface Batch {
   id: string;
   queue: string;
-  /** `open` (jobs may join), `closed` (waiting for its jobs) or `done` (callbacks enqueued). */
-  state: "open" | "closed" | "done";
+  /**
+   * `open` (jobs may join), `closed` (waiting for its jobs), `done` (callbacks enqueued) or
+   * `callback_failed` (its jobs ended but its callbacks could not be enqueued: see
+   * `callbackError`; tried again with a backoff).
+   */
+  state: "open" | "closed" | "done" | "callback_failed";
   total: number;
   pending: number;
   succeeded: number;
@@ -271,4 +275,10 @@ export interface Batch {
   cancelled: number;
   createdAt: Date;
   doneAt?: Date;
+  /** Why its callbacks could not be enqueued (state `callback_failed`). */
+  callbackError?: string;
+  /** Failed tries of its callbacks. */
+  callbackAttempts?: number;
+  /** Their next try. */
+  callbackNextTryAt?: Date;
 }

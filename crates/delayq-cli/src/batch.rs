@@ -68,16 +68,20 @@ pub(crate) enum BatchCommand {
 
 fn line(i: &BatchInfo) -> String {
     let c = i.counts;
-    let state = match i.state {
-        delayq::BatchState::Open => "open",
-        delayq::BatchState::Closed => "closed",
-        delayq::BatchState::Done => "done",
-    };
+    let state = i.state.as_str();
     let done = i
         .done_ms
         .map_or(String::new(), |d| format!("\tdone {}", format_ms(d)));
+    let failed = i.callback_failure.as_ref().map_or(String::new(), |f| {
+        format!(
+            "\tcallbacks failed {} time(s), next try {}: {}",
+            f.attempts,
+            format_ms(f.next_try_ms),
+            crate::output::one_line(&f.reason)
+        )
+    });
     format!(
-        "{}\t{state}\ttotal {}\tpending {}\tsucceeded {}\tdead {}\tcancelled {}{done}",
+        "{}\t{state}\ttotal {}\tpending {}\tsucceeded {}\tdead {}\tcancelled {}{done}{failed}",
         i.id,
         c.total(),
         c.pending,

@@ -9,7 +9,8 @@
 use std::cell::RefCell;
 
 use delayq::batch::{
-    self, BatchAdded, BatchCounts, BatchId, BatchInfo, BatchSpec, BatchState, Ending,
+    self, BatchAdded, BatchCounts, BatchId, BatchInfo, BatchSpec, BatchState, Ending, KeptResults,
+    ResultRoom,
 };
 use delayq::{Error, JobId, NewJob, QueueName, Result};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -65,12 +66,25 @@ pub(crate) fn ended(
         return Ok(());
     }
     if let Some(r) = result.filter(|r| !r.is_empty()) {
+        // Kept while the batch's kept results fit one callback (delayq::batch::ResultRoom);
+        // past that only counted, as an empty row.
         c.prepare_cached(
             "INSERT OR REPLACE INTO batch_results (queue, batch, job, result) \
-             SELECT ?1, ?2, ?3, ?4 FROM batches WHERE queue = ?1 AND id = ?2 AND results = 1",
+             SELECT ?1, ?2, ?3, CASE WHEN k.n < ?5 AND k.bytes + length(?4) <= ?6 \
+               THEN ?4 ELSE X'' END \
+             FROM batches, (SELECT count(*) AS n, total(length(result)) AS bytes \
+               FROM batch_results WHERE queue = ?1 AND batch = ?2 AND length(result) > 0) AS k \
+             WHERE queue = ?1 AND id = ?2 AND results = 1",
         )
         .map_err(sql)?
-        .execute(params![q, b, id, r])
+        .execute(params![
+            q,
+            b,
+            id,
+            r,
+            batch::MAX_CALLBACK_RESULTS as i64,
+            batch::MAX_CALLBACK_RESULT_BYTES as i64
+        ])
         .map_err(sql)?;
     }
     finish(c, q, b, now)
@@ -85,12 +99,12 @@ fn finish(c: &Connection, q: &str, b: &str, now: i64) -> Result<()> {
     if info.state != BatchState::Closed || info.counts.pending > 0 {
         return Ok(());
     }
-    let results = if info.spec.include_results {
+    let kept = if info.spec.include_results {
         results(c, q, b)?
     } else {
-        Vec::new()
+        KeptResults::default()
     };
-    for (cq, job) in batch::callbacks(&info.id, &info.spec, info.counts, &results) {
+    for (cq, job) in batch::callbacks(&info.id, &info.spec, info.counts, &kept) {
         let (_, wake) = insert(c, cq.as_str(), vec![job], now)?;
         if wake {
             WOKEN.with(|w| w.borrow_mut().push(cq.to_string()));
@@ -113,24 +127,31 @@ fn finish(c: &Connection, q: &str, b: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
-/// The kept results of batch `b`'s jobs, in the order they ended.
-fn results(c: &Connection, q: &str, b: &str) -> Result<Vec<(JobId, Vec<u8>)>> {
-    let rows: Vec<(String, Vec<u8>)> = c
+/// The kept results of batch `b`'s jobs, in the order they ended, within one
+/// [`ResultRoom`]; the rest (and those only counted when they ended) left out.
+fn results(c: &Connection, q: &str, b: &str) -> Result<KeptResults> {
+    let mut room = ResultRoom::default();
+    let mut out = KeptResults::default();
+    let mut stmt = c
         .prepare_cached(
-            "SELECT job, result FROM batch_results WHERE queue = ?1 AND batch = ?2 \
-             ORDER BY rowid LIMIT ?3",
+            "SELECT job, length(result), CASE WHEN length(result) <= ?3 THEN result END \
+             FROM batch_results WHERE queue = ?1 AND batch = ?2 ORDER BY rowid",
         )
-        .map_err(sql)?
-        .query_map(
-            params![q, b, (batch::MAX_CALLBACK_RESULTS + 1) as i64],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .map_err(sql)?
-        .collect::<rusqlite::Result<_>>()
         .map_err(sql)?;
-    rows.into_iter()
-        .map(|(id, r)| Ok((JobId::new(id)?, r)))
-        .collect()
+    let mut rows = stmt
+        .query(params![q, b, batch::MAX_CALLBACK_RESULT_BYTES as i64])
+        .map_err(sql)?;
+    while let Some(row) = rows.next().map_err(sql)? {
+        let len: i64 = row.get(1).map_err(sql)?;
+        if len == 0 || !room.take(len as usize) {
+            out.left_out += 1;
+            continue;
+        }
+        let job: String = row.get(0).map_err(sql)?;
+        let r: Vec<u8> = row.get(2).map_err(sql)?;
+        out.results.push((JobId::new(job)?, r));
+    }
+    Ok(out)
 }
 
 /// A row of `batches`: state, spec, created, done_at and the four counts.
@@ -174,6 +195,8 @@ pub(crate) fn read(c: &Connection, q: &str, b: &str) -> Result<Option<BatchInfo>
         created_ms: created as u64,
         done_ms: done_at.map(|d| d as u64),
         spec: BatchSpec::from_json(&spec)?,
+        // Callbacks go in with the step that ends the last job: they cannot fail apart.
+        callback_failure: None,
     }))
 }
 

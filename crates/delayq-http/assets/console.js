@@ -532,7 +532,8 @@ async function keysPanel(name, redraw) {
 }
 
 // The batches of a queue not done yet, each with its progress (its jobs ended of all that
-// joined, and how) and where its callbacks go; shown only when it has any.
+// joined, and how) and where its callbacks go — and, when they could not be enqueued, why
+// and when they are tried next; shown only when it has any.
 async function batchesPanel(name) {
   const v = await api('GET', `${q(name)}/batches?limit=10`);
   if (!v.batches.length) return el('span', {});
@@ -540,7 +541,11 @@ async function batchesPanel(name) {
     const ended = b.total - b.pending;
     const to = [b.on_complete ? `done → ${b.on_complete.queue}` : '', b.on_success ? `ok → ${b.on_success.queue}` : ''];
     return el('tr', {},
-      el('td', { class: 'mono' }, b.id), el('td', {}, el('span', { class: b.state === 'open' ? 'badge' : 'badge warn' }, b.state)),
+      el('td', { class: 'mono' }, b.id),
+      el('td', {}, el('span', { class: { open: 'badge', callback_failed: 'badge bad' }[b.state] || 'badge warn' }, b.state.replace('_', ' ')),
+        b.callback_error ? el('div', { class: 'err-box why' }, b.callback_error) : '',
+        b.callback_error ? el('div', { class: 'count' },
+          `tried ${fmt(b.callback_attempts)}×, next at ${new Date(b.callback_next_try_at_ms).toLocaleTimeString()}`) : ''),
       el('td', {}, el('progress', { max: String(b.total || 1), value: String(ended) }), ` ${fmt(ended)} of ${fmt(b.total)}`),
       el('td', { class: 'num' }, fmt(b.succeeded)), el('td', { class: 'num' }, fmt(b.dead)), el('td', { class: 'num' }, fmt(b.cancelled)),
       el('td', {}, to.filter(Boolean).join(' · ') || '–'));

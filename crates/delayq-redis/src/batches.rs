@@ -17,7 +17,9 @@
 
 use std::collections::HashSet;
 
-use delayq::batch::{self, BatchAdded, BatchCounts, BatchInfo, BatchState};
+use delayq::batch::{
+    self, BatchAdded, BatchCounts, BatchInfo, BatchState, KeptResults, ResultRoom,
+};
 use delayq::{Backend, BatchId, BatchSpec, Error, JobId, NewJob, QueueName, Result};
 use futures::future::join_all;
 
@@ -27,6 +29,9 @@ use crate::keys::Keys;
 use crate::route::{Route, group};
 use crate::transitions::batch_home::{HomeOp, HomeRecord};
 use crate::transitions::batch_shard::ShardOp;
+
+/// Most jobs one `batch_join.lua` call enqueues (~3-6 ms of Redis's time).
+const JOIN_STEP: usize = 500;
 
 /// The error of a call that would add to a closed batch.
 pub(crate) fn closed(b: &BatchId) -> Error {
@@ -80,11 +85,21 @@ impl RedisBackend {
             .enumerate()
             .filter(|(_, (p, _))| !p.is_empty())
             .map(|(s, (pos, jobs))| async move {
-                (
-                    pos,
-                    self.batch_join_shard(&route.keys[s], b, results, jobs)
-                        .await,
-                )
+                // At most JOIN_STEP jobs a script call: a batch of 10,000 does not hold Redis
+                // for one long call (each job joins on its own, so steps change nothing else).
+                let mut out = Vec::with_capacity(jobs.len());
+                let mut rest = jobs.into_iter().peekable();
+                while rest.peek().is_some() {
+                    let step: Vec<_> = rest.by_ref().take(JOIN_STEP).collect();
+                    match self
+                        .batch_join_shard(&route.keys[s], b, results, step)
+                        .await
+                    {
+                        Ok(e) => out.extend(e),
+                        Err(e) => return (pos, Err(e)),
+                    }
+                }
+                (pos, Ok(out))
             });
         let mut out: Vec<Option<delayq::Enqueued>> = vec![None; total];
         for (pos, r) in join_all(calls).await {
@@ -95,68 +110,90 @@ impl RedisBackend {
         Ok(out.into_iter().flatten().collect())
     }
 
-    /// Every shard's part of batch `b`: the summed counts and the kept results (with
-    /// `results`).
-    async fn parts(
-        &self,
-        route: &Route,
-        b: &BatchId,
-        op: ShardOp,
-        results: bool,
-    ) -> Result<(BatchCounts, Vec<(JobId, Vec<u8>)>)> {
-        let calls = route
-            .keys
-            .iter()
-            .map(|k| self.batch_shard(k, b, op, results));
+    /// Every shard's counts of batch `b`, summed (after `op` on each).
+    async fn parts(&self, route: &Route, b: &BatchId, op: ShardOp) -> Result<BatchCounts> {
+        let calls = route.keys.iter().map(|k| self.batch_shard(k, b, op, None));
         let mut counts = BatchCounts::default();
-        let mut kept = Vec::new();
         for r in join_all(calls).await {
-            let (c, k) = r?;
-            counts = counts.plus(c);
-            kept.extend(k);
+            counts = counts.plus(r?.counts);
         }
-        Ok((counts, kept))
+        Ok(counts)
+    }
+
+    /// The results batch `b`'s callbacks carry: each shard's kept results within what is left
+    /// of one [`ResultRoom`], a shard at a time (a shard keeps at most one room's worth, so
+    /// each read is short and the whole read at most one room plus what it leaves out).
+    async fn kept_results(&self, route: &Route, b: &BatchId) -> Result<KeptResults> {
+        let mut room = ResultRoom::default();
+        let mut out = KeptResults::default();
+        for k in &route.keys {
+            let part = self.batch_shard(k, b, ShardOp::Read, Some(room)).await?;
+            for (_, r) in &part.kept {
+                room.take(r.len());
+            }
+            out.results.extend(part.kept);
+            out.left_out += part.left_out;
+        }
+        out.results.sort();
+        Ok(out)
     }
 
     /// Closes batch `b`: every shard first (no job joins after), then its home; then finishes
-    /// it when its jobs have all ended.
-    async fn close_in(&self, route: &Route, b: &BatchId) -> Result<()> {
-        self.parts(route, b, ShardOp::Close, false).await?;
+    /// it when its jobs have all ended (a failure to enqueue its callbacks is the batch's,
+    /// not the close's: [`Self::try_finish`]).
+    async fn close_in(&self, q: &QueueName, route: &Route, b: &BatchId) -> Result<()> {
+        self.parts(route, b, ShardOp::Close).await?;
         self.batch_home(home(route, b), b, HomeOp::Close).await?;
-        self.finish_one(route, b).await?;
+        self.try_finish(q, route, b).await;
         Ok(())
     }
 
     /// Finishes batch `b` if it is closed and none of its jobs is pending (or it was being
-    /// finished): enqueues its callbacks, then marks it done. Whether it finished it now.
+    /// finished, and a failed try's backoff has passed): enqueues its callbacks, drops its
+    /// kept results, then marks it done. Whether it finished it now.
     pub(crate) async fn finish_one(&self, route: &Route, b: &BatchId) -> Result<bool> {
         let k = home(route, b);
         let Some(rec) = self.batch_home(k, b, HomeOp::Read).await? else {
             return Ok(false);
         };
-        // One read of every shard: the counts and, when the batch keeps them, the results.
-        let keep = rec.spec.include_results;
-        let (rec, mut results): (HomeRecord, _) = match (rec.state, rec.finishing) {
+        let rec: HomeRecord = match (rec.state, rec.finishing) {
             (BatchState::Closed, false) => {
-                let (counts, kept) = self.parts(route, b, ShardOp::Read, keep).await?;
+                let counts = self.parts(route, b, ShardOp::Read).await?;
                 if counts.pending > 0 {
                     return Ok(false);
                 }
                 match self.batch_home(k, b, HomeOp::Done(counts)).await? {
-                    Some(r) if r.finishing => (r, kept),
+                    Some(r) if r.finishing => r,
                     _ => return Ok(false),
                 }
             }
-            (BatchState::Closed, true) if keep => {
-                (rec, self.parts(route, b, ShardOp::Read, true).await?.1)
+            (BatchState::Closed, true) => {
+                if rec
+                    .failure
+                    .as_ref()
+                    .is_some_and(|f| f.next_try_ms > rec.now)
+                {
+                    return Ok(false);
+                }
+                rec
             }
-            (BatchState::Closed, true) => (rec, Vec::new()),
             _ => return Ok(false),
         };
-        results.sort();
+        let keep = rec.spec.include_results;
+        let kept = if keep {
+            self.kept_results(route, b).await?
+        } else {
+            KeptResults::default()
+        };
         let counts = rec.counts.unwrap_or_default();
-        for (cq, job) in batch::callbacks(b, &rec.spec, counts, &results) {
+        for (cq, job) in batch::callbacks(b, &rec.spec, counts, &kept) {
             self.enqueue(&cq, vec![job]).await?;
+        }
+        // The results go once the callbacks carry them. A crash before the next step leaves
+        // the batch finishing: the next try enqueues the callbacks again (refused by their
+        // ids, so the results they carry are not needed again) and marks it done.
+        if keep {
+            self.parts(route, b, ShardOp::Drop).await?;
         }
         self.batch_home(k, b, HomeOp::Fired).await?;
         Ok(true)
@@ -164,7 +201,7 @@ impl RedisBackend {
 
     /// Forgets done batch `b`: every shard's part, then its home.
     async fn forget(&self, route: &Route, b: &BatchId) -> Result<()> {
-        self.parts(route, b, ShardOp::Forget, false).await?;
+        self.parts(route, b, ShardOp::Forget).await?;
         self.batch_home(home(route, b), b, HomeOp::Forget).await?;
         Ok(())
     }
@@ -177,7 +214,7 @@ impl RedisBackend {
         let live = if rec.counts.is_some() {
             BatchCounts::default()
         } else {
-            self.parts(route, b, ShardOp::Read, false).await?.0
+            self.parts(route, b, ShardOp::Read).await?
         };
         Ok(Some(rec.info(b.clone(), live)))
     }
@@ -215,7 +252,7 @@ impl delayq::Batches for RedisBackend {
         let results = rec.spec.include_results || results;
         let jobs = self.join(queue, &route, &b, results, jobs).await?;
         if !open {
-            self.close_in(&route, &b).await?;
+            self.close_in(queue, &route, &b).await?;
         }
         Ok(BatchAdded { id: b, jobs })
     }
@@ -238,7 +275,7 @@ impl delayq::Batches for RedisBackend {
             .join(queue, &route, id, rec.spec.include_results, jobs)
             .await?;
         if close {
-            self.close_in(&route, id).await?;
+            self.close_in(queue, &route, id).await?;
         }
         Ok(Some(BatchAdded {
             id: id.clone(),
@@ -255,7 +292,7 @@ impl delayq::Batches for RedisBackend {
         {
             return Ok(None);
         }
-        self.close_in(&route, id).await?;
+        self.close_in(queue, &route, id).await?;
         self.read_batch(&route, id).await
     }
 
@@ -344,21 +381,35 @@ impl RedisBackend {
         Ok(finished)
     }
 
-    /// [`Self::finish_one`], its failure logged and counted
-    /// (`delayq_batch_callback_failures_total`) instead of ending the sweep.
+    /// [`Self::finish_one`], its failure logged, counted
+    /// (`delayq_batch_callback_failures_total`) and kept in the batch — which then reads
+    /// [`BatchState::CallbackFailed`] with the reason, and is tried again after
+    /// [`batch::callback_retry_in`] — instead of ending the sweep.
     async fn try_finish(&self, q: &QueueName, route: &Route, b: &BatchId) -> bool {
-        match self.finish_one(route, b).await {
-            Ok(done) => done,
-            Err(e) => {
-                tracing::warn!(
-                    queue = %q,
-                    batch = %b,
-                    error = %e,
-                    "a batch's callbacks could not be enqueued; it is tried again, other batches go on"
-                );
-                delayq::telemetry::batch_callback_failed(q.as_str());
-                false
-            }
+        let e = match self.finish_one(route, b).await {
+            Ok(done) => return done,
+            Err(e) => e,
+        };
+        delayq::telemetry::batch_callback_failed(q.as_str());
+        let k = home(route, b);
+        let tries = match self.batch_home(k, b, HomeOp::Read).await {
+            Ok(Some(r)) => r.failure.map_or(0, |f| f.attempts) + 1,
+            _ => 1,
+        };
+        let after = batch::callback_retry_in(tries);
+        tracing::warn!(
+            queue = %q,
+            batch = %b,
+            error = %e,
+            tries,
+            retry_in_ms = after.as_millis() as u64,
+            "a batch's callbacks could not be enqueued; it is tried again, other batches go on"
+        );
+        // Only a finishing batch takes it (a failure before — Redis away — changes nothing).
+        let reason = e.to_string();
+        if let Err(e) = self.batch_home(k, b, HomeOp::Failed(reason, after)).await {
+            tracing::debug!(batch = %b, error = %e, "the failure could not be kept");
         }
+        false
     }
 }

@@ -219,6 +219,14 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         format!("'{}'", char::from(crate::keys::IndexTag::WINDOW)),
     );
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
+    def(
+        "MAX_CB_RESULTS",
+        delayq::batch::MAX_CALLBACK_RESULTS.to_string(),
+    );
+    def(
+        "MAX_CB_BYTES",
+        delayq::batch::MAX_CALLBACK_RESULT_BYTES.to_string(),
+    );
     let b = Backoff::default();
     let (base, cap) = b.base_cap_ms();
     def("DEFAULT_BKIND", b.kind_code().to_string());

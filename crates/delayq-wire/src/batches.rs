@@ -123,7 +123,9 @@ pub struct BatchView {
     pub id: String,
     /// The queue of its jobs.
     pub queue: String,
-    /// `open` (jobs may join), `closed` (waiting for its jobs) or `done` (callbacks enqueued).
+    /// `open` (jobs may join), `closed` (waiting for its jobs), `done` (callbacks enqueued) or
+    /// `callback_failed` (every job ended but its callbacks could not be enqueued: see
+    /// `callback_error`; tried again with a backoff).
     pub state: String,
     /// Jobs that joined.
     pub total: u64,
@@ -149,6 +151,15 @@ pub struct BatchView {
     /// Whether the callbacks carry the jobs' results.
     #[serde(default)]
     pub include_results: bool,
+    /// Why its callbacks could not be enqueued (state `callback_failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_error: Option<String>,
+    /// Failed tries of its callbacks (state `callback_failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_attempts: Option<u32>,
+    /// Their next try, ms since the epoch (state `callback_failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_next_try_at_ms: Option<u64>,
 }
 
 impl BatchView {
@@ -158,12 +169,7 @@ impl BatchView {
         Self {
             id: i.id.to_string(),
             queue: queue.to_owned(),
-            state: match i.state {
-                BatchState::Open => "open",
-                BatchState::Closed => "closed",
-                BatchState::Done => "done",
-            }
-            .to_owned(),
+            state: i.state.as_str().to_owned(),
             total: c.total(),
             pending: c.pending,
             succeeded: c.succeeded,
@@ -174,21 +180,19 @@ impl BatchView {
             on_complete: i.spec.on_complete.map(CallbackBody::from),
             on_success: i.spec.on_success.map(CallbackBody::from),
             include_results: i.spec.include_results,
+            callback_error: i.callback_failure.as_ref().map(|f| f.reason.clone()),
+            callback_attempts: i.callback_failure.as_ref().map(|f| f.attempts),
+            callback_next_try_at_ms: i.callback_failure.as_ref().map(|f| f.next_try_ms),
         }
     }
 
     /// The core's batch info (a client reads a server's answer).
     pub fn into_info(self) -> Result<BatchInfo, Invalid> {
-        let state = match self.state.as_str() {
-            "open" => BatchState::Open,
-            "closed" => BatchState::Closed,
-            "done" => BatchState::Done,
-            other => {
-                return Err(Invalid::new(
-                    ErrorCode::InvalidBody,
-                    format!("batch state {other:?}"),
-                ));
-            }
+        let Some(state) = BatchState::parse(&self.state) else {
+            return Err(Invalid::new(
+                ErrorCode::InvalidBody,
+                format!("batch state {:?}", self.state),
+            ));
         };
         Ok(BatchInfo {
             id: delayq::BatchId::new(self.id)?,
@@ -212,6 +216,13 @@ impl BatchView {
                     .transpose()?,
                 include_results: self.include_results,
             },
+            callback_failure: self
+                .callback_error
+                .map(|reason| delayq::batch::CallbackFailure {
+                    reason,
+                    attempts: self.callback_attempts.unwrap_or(0),
+                    next_try_ms: self.callback_next_try_at_ms.unwrap_or(0),
+                }),
         })
     }
 }

@@ -35,6 +35,50 @@ pub const MAX_CALLBACK_RESULTS: usize = 1_000;
 /// out and the payload says how many (`results_left_out`).
 pub const MAX_CALLBACK_RESULT_BYTES: usize = 1 << 20;
 
+/// What a batch's callback can still carry of its jobs' results: at most
+/// [`MAX_CALLBACK_RESULTS`] results and [`MAX_CALLBACK_RESULT_BYTES`] bytes. A store keeps a
+/// batch's results within it as its jobs end — a result past it is only counted — and reads
+/// them within it when the batch is done, so a batch costs what its callback carries, not
+/// what its jobs returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResultRoom {
+    /// Results it may still take.
+    pub count: usize,
+    /// Bytes it may still take.
+    pub bytes: usize,
+}
+
+impl Default for ResultRoom {
+    fn default() -> Self {
+        Self {
+            count: MAX_CALLBACK_RESULTS,
+            bytes: MAX_CALLBACK_RESULT_BYTES,
+        }
+    }
+}
+
+impl ResultRoom {
+    /// Takes a result of `len` bytes when it fits; whether it did.
+    pub fn take(&mut self, len: usize) -> bool {
+        if self.count == 0 || len > self.bytes {
+            return false;
+        }
+        self.count -= 1;
+        self.bytes -= len;
+        true
+    }
+}
+
+/// The results a done batch's callbacks carry, and how many were left out (past the
+/// [`ResultRoom`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeptResults {
+    /// Job id → its result, at most a [`ResultRoom`]'s worth.
+    pub results: Vec<(JobId, Vec<u8>)>,
+    /// Results left out.
+    pub left_out: u64,
+}
+
 /// How long after a callback job is done a second enqueue of its id still creates nothing.
 pub const CALLBACK_DEDUPE: Duration = Duration::from_secs(30 * 24 * 3600);
 
@@ -218,6 +262,48 @@ pub enum BatchState {
     Closed,
     /// Closed and every job ended: its callbacks were enqueued.
     Done,
+    /// Closed and every job ended, but its callbacks could not be enqueued (the reason is in
+    /// [`BatchInfo::callback_failure`]): tried again with a backoff until they are. Only a
+    /// store that enqueues callbacks apart from the step that ends the last job (Redis) can
+    /// leave a batch here.
+    CallbackFailed,
+}
+
+impl BatchState {
+    /// Its name on the wire: `open`, `closed`, `done`, `callback_failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed => "closed",
+            Self::Done => "done",
+            Self::CallbackFailed => "callback_failed",
+        }
+    }
+
+    /// The state named `s` ([`BatchState::as_str`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Open, Self::Closed, Self::Done, Self::CallbackFailed]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// Why a batch's callbacks could not be enqueued, and when they are tried next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallbackFailure {
+    /// The last try's error.
+    pub reason: String,
+    /// Tries so far.
+    pub attempts: u32,
+    /// The next try, ms since the epoch (store clock).
+    pub next_try_ms: u64,
+}
+
+/// How long after its `n`-th failed try (from 1) a batch's callbacks are tried again: one
+/// second doubled per try, at most five minutes.
+pub fn callback_retry_in(n: u32) -> Duration {
+    let ms = 1_000u64.saturating_mul(1 << n.saturating_sub(1).min(16));
+    Duration::from_millis(ms.min(300_000))
 }
 
 /// How a job of a batch ended.
@@ -285,6 +371,8 @@ pub struct BatchInfo {
     pub done_ms: Option<u64>,
     /// Its callbacks.
     pub spec: BatchSpec,
+    /// Why its callbacks could not be enqueued yet ([`BatchState::CallbackFailed`]).
+    pub callback_failure: Option<CallbackFailure>,
 }
 
 /// What a create or add call did.
@@ -365,13 +453,14 @@ pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
 pub const THOROUGH_EVERY: u64 = 20;
 
 /// The callbacks of a done batch: `(queue, job)` pairs, each job's payload its callback's
-/// with `batch: {id, total, succeeded, dead, cancelled[, results]}` added (`results`: job id →
-/// its result, JSON when it parses as JSON, else text).
+/// with `batch: {id, total, succeeded, dead, cancelled[, results, results_left_out]}` added
+/// (`results`: job id → its result, JSON when it parses as JSON, else text; at most a
+/// [`ResultRoom`]'s worth, the rest counted in `results_left_out`).
 pub fn callbacks(
     id: &BatchId,
     spec: &BatchSpec,
     counts: BatchCounts,
-    results: &[(JobId, Vec<u8>)],
+    kept: &KeptResults,
 ) -> Vec<(QueueName, NewJob)> {
     let mut out = Vec::new();
     let mut end = serde_json::json!({
@@ -383,14 +472,13 @@ pub fn callbacks(
     });
     if spec.include_results {
         let mut map = serde_json::Map::new();
-        let mut bytes = 0;
-        let mut left_out = 0u64;
-        for (job, r) in results {
-            if map.len() >= MAX_CALLBACK_RESULTS || bytes + r.len() > MAX_CALLBACK_RESULT_BYTES {
+        let mut room = ResultRoom::default();
+        let mut left_out = kept.left_out;
+        for (job, r) in &kept.results {
+            if !room.take(r.len()) {
                 left_out += 1;
                 continue;
             }
-            bytes += r.len();
             let v = serde_json::from_slice(r)
                 .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(r).into()));
             map.insert(job.as_str().to_owned(), v);
@@ -463,6 +551,29 @@ impl<S: Batches> BatchSweeper<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn callbacks_are_retried_ever_later_up_to_five_minutes() {
+        let s = |n| callback_retry_in(n).as_secs();
+        assert_eq!([s(1), s(2), s(3), s(9)], [1, 2, 4, 256]);
+        assert_eq!(s(10), 300);
+        assert_eq!(s(u32::MAX), 300);
+    }
+
+    #[test]
+    fn a_result_room_takes_what_fits() {
+        let mut room = ResultRoom::default();
+        assert!(!room.take(MAX_CALLBACK_RESULT_BYTES + 1));
+        assert!(room.take(MAX_CALLBACK_RESULT_BYTES - 10));
+        assert!(!room.take(11));
+        assert!(room.take(10));
+        assert_eq!(room.count, MAX_CALLBACK_RESULTS - 2);
+        let mut full = ResultRoom {
+            count: 0,
+            bytes: 100,
+        };
+        assert!(!full.take(1));
+    }
 
     #[test]
     fn every_callback_id_is_reserved_and_only_those() {

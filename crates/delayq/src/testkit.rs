@@ -22,9 +22,9 @@ pub mod trace;
 
 pub use batches::{
     bad_batches_are_refused, batch_callbacks_cannot_be_squatted,
-    batch_jobs_count_once_however_they_end, batches_call_back_once_when_done,
-    batches_on_a_sharded_queue, one_bad_batch_touches_only_itself,
-    open_batches_take_jobs_until_closed,
+    batch_jobs_count_once_however_they_end, batch_results_are_bounded,
+    batches_call_back_once_when_done, batches_on_a_sharded_queue,
+    one_bad_batch_touches_only_itself, open_batches_take_jobs_until_closed,
 };
 pub use console::{
     counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,
@@ -768,7 +768,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $setup;
             batches_call_back_once_when_done, open_batches_take_jobs_until_closed,
             batch_jobs_count_once_however_they_end, bad_batches_are_refused,
-            batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself);
+            batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself,
+            batch_results_are_bounded);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

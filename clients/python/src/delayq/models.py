@@ -197,7 +197,9 @@ class KeyStats:
 @dataclass(frozen=True)
 class Batch:
     """A batch (``Client.create_batch``) and how its jobs stand: ``state`` is ``open`` (jobs
-    may join), ``closed`` (waiting for its jobs) or ``done`` (its callbacks enqueued)."""
+    may join), ``closed`` (waiting for its jobs), ``done`` (its callbacks enqueued) or
+    ``callback_failed`` (its jobs ended but its callbacks could not be enqueued:
+    ``callback_error`` says why; tried again with a backoff)."""
 
     id: str
     queue: str
@@ -211,8 +213,16 @@ class Batch:
     """When it was created (ms since the epoch)."""
     done_at: Optional[int] = None
     """When it was done (ms since the epoch); ``None`` while it is not."""
+    callback_error: Optional[str] = None
+    """Why its callbacks could not be enqueued (state ``callback_failed``)."""
+    callback_attempts: Optional[int] = None
+    """Failed tries of its callbacks."""
+    callback_next_try_at: Optional[int] = None
+    """Their next try (ms since the epoch)."""
 
     @classmethod
     def from_json(cls, d: dict) -> "Batch":
         return cls(d["id"], d["queue"], d["state"], d["total"], d["pending"], d["succeeded"],
-                   d["dead"], d["cancelled"], d["created_at_ms"], d.get("done_at_ms"))
+                   d["dead"], d["cancelled"], d["created_at_ms"], d.get("done_at_ms"),
+                   d.get("callback_error"), d.get("callback_attempts"),
+                   d.get("callback_next_try_at_ms"))

@@ -1,7 +1,7 @@
 //! A batch's own record in its home shard — its state, callbacks and final counts:
 //! `lua/batch_home.lua`.
 
-use delayq::batch::{BATCH_KEPT, BatchCounts, BatchInfo, BatchState};
+use delayq::batch::{BATCH_KEPT, BatchCounts, BatchInfo, BatchState, CallbackFailure};
 use delayq::{BatchId, BatchSpec, Result};
 
 use crate::backend::RedisBackend;
@@ -13,7 +13,7 @@ script! {
     file: "batch_home.lua",
     keys: [Batches, BatchIndex],
     args: {
-        /// `open`, `close`, `done`, `fired`, `read` or `forget`.
+        /// `open`, `close`, `done`, `failed`, `fired`, `read` or `forget`.
         op: String,
         /// The batch.
         id: String,
@@ -23,6 +23,10 @@ script! {
         counts: String,
         /// How long a done batch is kept, ms (`fired`).
         kept_ms: u64,
+        /// Why its callbacks failed (`failed`).
+        reason: String,
+        /// When they are tried next, ms from now (`failed`).
+        retry_ms: u64,
     },
     helpers: [now_ms],
     reply: Home,
@@ -41,6 +45,14 @@ reply! {
         done_at: i64,
         /// Its counts when done.
         counts: Vec<u8>,
+        /// Why its callbacks failed last (empty: they did not).
+        error: Vec<u8>,
+        /// Failed tries of its callbacks.
+        attempts: i64,
+        /// Their next try, ms (0: none planned).
+        retry_at: i64,
+        /// The store's clock, ms.
+        now: i64,
     }
 }
 
@@ -53,6 +65,8 @@ pub(crate) enum HomeOp {
     Close,
     /// Closed → finishing, with its counts.
     Done(BatchCounts),
+    /// Finishing: its callbacks failed with this error, tried again after this long.
+    Failed(String, std::time::Duration),
     /// Finishing → done.
     Fired,
     /// Read it.
@@ -75,15 +89,24 @@ pub(crate) struct HomeRecord {
     pub done_at: Option<u64>,
     /// Its counts once done.
     pub counts: Option<BatchCounts>,
+    /// Why its callbacks could not be enqueued so far.
+    pub failure: Option<CallbackFailure>,
+    /// The store's clock when read, ms.
+    pub now: u64,
 }
 
 impl HomeRecord {
     /// As a [`BatchInfo`] of `id`, with `live` counts when it has none of its own. A batch
-    /// whose callbacks are being enqueued reads as closed: done means they are enqueued.
+    /// whose callbacks are being enqueued reads as closed (done means they are enqueued), or
+    /// as [`BatchState::CallbackFailed`] once they failed.
     pub(crate) fn info(self, id: BatchId, live: BatchCounts) -> BatchInfo {
         BatchInfo {
             id,
-            state: self.state,
+            state: match self.failure {
+                Some(_) if self.finishing => BatchState::CallbackFailed,
+                _ => self.state,
+            },
+            callback_failure: self.failure,
             counts: self.counts.unwrap_or(live),
             created_ms: self.created,
             done_ms: self.done_at,
@@ -118,21 +141,35 @@ impl RedisBackend {
         b: &BatchId,
         op: HomeOp,
     ) -> Result<Option<HomeRecord>> {
-        let (name, spec, counts) = match op {
-            HomeOp::Open(s) => ("open", s.to_json(), String::new()),
-            HomeOp::Close => ("close", String::new(), String::new()),
-            HomeOp::Done(c) => ("done", String::new(), counts_text(c)),
-            HomeOp::Fired => ("fired", String::new(), String::new()),
-            HomeOp::Read => ("read", String::new(), String::new()),
-            HomeOp::Forget => ("forget", String::new(), String::new()),
-        };
-        let args = Args {
-            op: name.to_owned(),
+        let mut args = Args {
+            op: String::new(),
             id: b.to_string(),
-            spec,
-            counts,
+            spec: String::new(),
+            counts: String::new(),
             kept_ms: BATCH_KEPT.as_millis() as u64,
+            reason: String::new(),
+            retry_ms: 0,
         };
+        args.op = match op {
+            HomeOp::Open(s) => {
+                args.spec = s.to_json();
+                "open"
+            }
+            HomeOp::Close => "close",
+            HomeOp::Done(c) => {
+                args.counts = counts_text(c);
+                "done"
+            }
+            HomeOp::Failed(reason, after) => {
+                args.reason = reason;
+                args.retry_ms = after.as_millis() as u64;
+                "failed"
+            }
+            HomeOp::Fired => "fired",
+            HomeOp::Read => "read",
+            HomeOp::Forget => "forget",
+        }
+        .to_owned();
         let h: Home = self.run(&SCRIPT, k, args, true).await?;
         let (state, finishing) = match &h.state[..] {
             b"" => return Ok(None),
@@ -155,6 +192,12 @@ impl RedisBackend {
             created: h.created.max(0) as u64,
             done_at: (h.done_at > 0).then_some(h.done_at as u64),
             counts: counts_of(&h.counts),
+            failure: (!h.error.is_empty()).then(|| CallbackFailure {
+                reason: String::from_utf8_lossy(&h.error).into_owned(),
+                attempts: h.attempts.max(0) as u32,
+                next_try_ms: h.retry_at.max(0) as u64,
+            }),
+            now: h.now.max(0) as u64,
         }))
     }
 }

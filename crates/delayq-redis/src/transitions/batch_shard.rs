@@ -1,7 +1,7 @@
-//! One batch's jobs of one shard — their counts and kept results — closing it there or
-//! forgetting it: `lua/batch_shard.lua`.
+//! One batch's jobs of one shard — their counts and kept results — closing it there,
+//! dropping its results or forgetting it: `lua/batch_shard.lua`.
 
-use delayq::batch::BatchCounts;
+use delayq::batch::{BatchCounts, ResultRoom};
 use delayq::{BatchId, JobId, Result};
 
 use crate::backend::RedisBackend;
@@ -15,10 +15,14 @@ script! {
     args: {
         /// The batch.
         batch: String,
-        /// `read`, `close` or `forget`.
+        /// `read`, `close`, `drop` or `forget`.
         op: String,
         /// Answer the kept results too.
         results: bool,
+        /// Most results to answer.
+        room_count: u64,
+        /// Most bytes of results to answer.
+        room_bytes: u64,
     },
     helpers: [],
     reply: ShardPart,
@@ -29,8 +33,10 @@ reply! {
     pub(crate) struct ShardPart as "batch_shard" {
         /// Pending, acked, dead, cancelled.
         counts: Vec<i64>,
-        /// The results kept (with `results`).
+        /// The results kept (with `results`), within the room.
         kept: Flat<Kept>,
+        /// Results of this shard not answered.
+        left_out: i64,
     }
 }
 
@@ -51,28 +57,45 @@ pub(crate) enum ShardOp {
     Read,
     /// No job joins in this shard from now on; read its counts.
     Close,
+    /// Delete its kept results (its callbacks are enqueued); keep none from now on.
+    Drop,
     /// Delete its entries.
     Forget,
 }
 
+/// A shard's part of a batch: its counts, the results it answered and how many it left out.
+pub(crate) struct Part {
+    /// Its jobs' counts.
+    pub counts: BatchCounts,
+    /// Job id → result, within the room asked.
+    pub kept: Vec<(JobId, Vec<u8>)>,
+    /// Results not answered (past the room, or never kept).
+    pub left_out: u64,
+}
+
 impl RedisBackend {
-    /// Batch `b`'s jobs of shard `k`: their counts, and their kept results when `results`.
+    /// Batch `b`'s jobs of shard `k`: their counts, and their kept results within `room`
+    /// when given.
     pub(crate) async fn batch_shard(
         &self,
         k: &Keys,
         b: &BatchId,
         op: ShardOp,
-        results: bool,
-    ) -> Result<(BatchCounts, Vec<(JobId, Vec<u8>)>)> {
+        room: Option<ResultRoom>,
+    ) -> Result<Part> {
         let op = match op {
             ShardOp::Read => "read",
             ShardOp::Close => "close",
+            ShardOp::Drop => "drop",
             ShardOp::Forget => "forget",
         };
+        let r = room.unwrap_or(ResultRoom { count: 0, bytes: 0 });
         let args = Args {
             batch: b.to_string(),
             op: op.to_owned(),
-            results,
+            results: room.is_some(),
+            room_count: r.count as u64,
+            room_bytes: r.bytes as u64,
         };
         let part: ShardPart = self.run(&SCRIPT, k, args, true).await?;
         let [pending, succeeded, dead, cancelled] = part.counts[..] else {
@@ -86,6 +109,10 @@ impl RedisBackend {
             cancelled: n(cancelled),
         };
         let Flat(kept) = part.kept;
-        Ok((counts, kept.into_iter().map(|k| (k.id, k.result)).collect()))
+        Ok(Part {
+            counts,
+            kept: kept.into_iter().map(|k| (k.id, k.result)).collect(),
+            left_out: part.left_out.max(0) as u64,
+        })
     }
 }

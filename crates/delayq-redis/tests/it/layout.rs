@@ -124,3 +124,42 @@ async fn the_series_ring_recycles_slots_and_folds_intervals_into_totals() {
     p.enqueue(job("c", 0)).await.unwrap();
     assert_eq!(b.series(&q).await.unwrap().totals.enqueued, 7);
 }
+
+/// A batch keeps no more of its jobs' results than its callback carries (16 of 40 results of
+/// ~64 KiB: 1 MiB), and none once its callback is enqueued.
+#[tokio::test]
+async fn a_batch_keeps_only_the_results_its_callback_carries() {
+    use delayq::{BatchId, BatchSpec, Batches, Callback};
+    let (s, b, q) = setup().await;
+    let cb = delayq::QueueName::new(format!("{q}-cb")).unwrap();
+    let spec = BatchSpec {
+        on_complete: Some(Callback::new(cb.clone())),
+        on_success: None,
+        include_results: true,
+    };
+    let jobs = (0..40).map(|i| job(&format!("r{i}"), 0)).collect();
+    Producer::new(b.clone(), q.clone())
+        .create_batch(Some(BatchId::new("big").unwrap()), spec, jobs, false)
+        .await
+        .unwrap();
+    let got = b.claim(&q, claim_req(40, 30_000)).await.unwrap().jobs;
+    assert_eq!(got.len(), 40);
+    let result = vec![b'7'; delayq::limits::MAX_RESULT_BYTES];
+    let acks = got
+        .iter()
+        .map(|j| (j.lease_ref(), result.clone()))
+        .collect();
+    b.ack_results(&q, acks).await.unwrap();
+    let kept = format!("dq:{{{q}}}:bmr:big");
+    assert_eq!(s.command(&["HLEN", &kept]), "16", "1 MiB of results");
+    let bytes: usize = s.command(&["MEMORY", "USAGE", &kept]).parse().unwrap();
+    // 1 MiB, and the allocator's size classes (a 64 KiB value takes 80 KiB).
+    assert!(bytes < 1_500_000, "{bytes} bytes kept");
+    b.finish_batches(true).await.unwrap();
+    assert_eq!(s.command(&["EXISTS", &kept]), "0", "gone with the callback");
+    let callback = BatchId::new("big").unwrap().complete_job();
+    let info = b.get(&cb, &callback).await.unwrap().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&info.payload).unwrap();
+    assert_eq!(v["batch"]["results"].as_object().unwrap().len(), 16);
+    assert_eq!(v["batch"]["results_left_out"], 24);
+}

@@ -428,9 +428,75 @@ pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b
         .expect("the good batch's callback");
     assert_eq!(fired["batch"]["id"], "iso-good");
     assert_eq!(state(&b, &q, &good).await.0, BatchState::Done);
-    // The bad one: Redis leaves it closed and tries it again at later sweeps; the embedded
-    // store enqueues it in the step that ends its last job (its queue's pusher then
-    // dead-letters it, saying it has no target). Neither holds the good one back.
+    // The bad one: the embedded store enqueues its callback in the step that ends its last
+    // job (its queue's pusher then dead-letters it, saying it has no target); Redis keeps it
+    // visible as failed, with the reason, and tries it again with a backoff.
+    let bad = BatchId::new("iso-bad").unwrap();
+    let info = b.batch(&q, &bad).await.unwrap().unwrap();
+    if info.state == BatchState::Done {
+        assert!(callback(&b, &bad_cb, bad.complete_job()).await.is_some());
+        return;
+    }
+    assert_eq!(info.state, BatchState::CallbackFailed, "{info:?}");
+    let failure = info.callback_failure.expect("the reason is kept");
+    assert!(failure.reason.contains("batch-iso-bad"), "{failure:?}");
+    assert_eq!(failure.attempts, 1, "later sweeps wait for the backoff");
+    assert_eq!(info.counts.succeeded, 1);
+    // Still failing after the backoff: tried once more, the next try further away.
+    t.pass(crate::batch::callback_retry_in(1) + Duration::from_millis(10))
+        .await;
+    b.finish_batches(true).await.unwrap();
+    let again = b.batch(&q, &bad).await.unwrap().unwrap();
+    let f2 = again.callback_failure.expect("failed again");
+    assert_eq!(f2.attempts, 2);
+    assert!(f2.next_try_ms > failure.next_try_ms);
+    // Mended: its next try enqueues the callback, and the batch is done.
+    b.configure(&bad_cb, crate::QueueSettings::default())
+        .await
+        .unwrap();
+    b.finish_batches(true).await.unwrap();
+    assert_eq!(state(&b, &q, &bad).await.0, BatchState::CallbackFailed);
+    t.pass(crate::batch::callback_retry_in(2) + Duration::from_millis(10))
+        .await;
+    b.finish_batches(true).await.unwrap();
+    let done = b.batch(&q, &bad).await.unwrap().unwrap();
+    assert_eq!(done.state, BatchState::Done);
+    assert_eq!(done.callback_failure, None);
+    assert!(callback(&b, &bad_cb, bad.complete_job()).await.is_some());
+}
+
+/// A batch costs what its callback carries: of 40 results of ~64 KiB, the callback carries
+/// the 16 that fit its 1 MiB and says how many it left out; the results do not outlive it.
+pub async fn batch_results_are_bounded<B: Backend + Inspect + Batches>(b: B, t: Time) {
+    let (q, cb) = (qn("batch-big"), qn("batch-big-cb"));
+    let jobs: Vec<NewJob> = (0..40).map(|i| member(&format!("big-{i:02}"))).collect();
+    let id = create(&b, &q, "big", spec(&cb, true), jobs, false).await.id;
+    t.pass(Duration::from_millis(2)).await;
+    let leased = claim_all(&b, &q).await;
+    assert_eq!(leased.len(), 40);
+    // The largest result each (64 KiB less a byte): a string and its quotes.
+    let big = |j: &crate::Job| {
+        let text = format!(
+            "{}{}",
+            j.id,
+            "x".repeat(crate::limits::MAX_RESULT_BYTES - 8)
+        );
+        serde_json::to_vec(&serde_json::Value::String(text)).unwrap()
+    };
+    assert_eq!(big(&leased[0]).len(), crate::limits::MAX_RESULT_BYTES);
+    for chunk in leased.chunks(7) {
+        let acks = chunk.iter().map(|j| (j.lease_ref(), big(j)));
+        b.ack_results(&q, acks.collect()).await.unwrap();
+    }
+    b.finish_batches(true).await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 40, 0, 0]));
+    let done = callback(&b, &cb, id.complete_job()).await.unwrap();
+    let results = done["batch"]["results"].as_object().unwrap();
+    assert_eq!(results.len(), 16, "1 MiB of 64 KiB results");
+    assert_eq!(done["batch"]["results_left_out"], 24);
+    for (job, r) in results {
+        assert!(r.as_str().unwrap().starts_with(job.as_str()), "{job}");
+    }
 }
 
 /// A batch's jobs spread over the shards of a sharded queue (each counted in its own shard):
