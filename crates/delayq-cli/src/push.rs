@@ -44,6 +44,7 @@ pub(crate) fn pusher<B: Backend + Inspect>(
         ca: a.push_ca.clone(),
         queues,
         trace_mode: crate::otlp::trace_mode(),
+        max_key_hold: std::time::Duration::from_secs(a.push_max_key_hold),
         ..PusherOptions::default()
     };
     Ok(Some(Pusher::new(backend, opts)?))

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod batches;
 pub mod budget;
 pub mod claims;
+mod conns;
 pub mod console;
 mod console_model;
 pub mod depth;
@@ -62,6 +63,8 @@ pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";
 /// Counter of connections closed as they arrived because their address already held
 /// [`HttpConfig::max_short_per_address`] connections outside long-lived requests.
 pub const REFUSED_CONNECTIONS: &str = "delayq_http_connections_refused_total";
+
+pub use conns::EVICTED_CONNECTIONS;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -213,6 +216,14 @@ pub fn router<B: Backend + Inspect + Schedules + Batches>(state: AppState<B>) ->
             "/v1/queues/{q}/dead/{id}/requeue",
             post(queues::requeue_one::<B>),
         )
+        // Once authenticated, a request's body is read within the header timeout.
+        .route_layer(middleware::from_fn_with_state(
+            conns::BodyRules {
+                deadline: state.inner.config.header_timeout,
+                max: max_body,
+            },
+            conns::read_body,
+        ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token::<B>,
@@ -255,6 +266,7 @@ pub fn router<B: Backend + Inspect + Schedules + Batches>(state: AppState<B>) ->
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(Counter::default()))
+        .layer(middleware::from_fn(conns::serving))
 }
 
 async fn no_route() -> ApiError {
@@ -326,8 +338,9 @@ impl MakeRequestId for Counter {
 /// ends pending long polls and finishes requests in flight.
 ///
 /// Connections are HTTP/1.1 with a header-read timeout ([`HttpConfig::header_timeout`]: a
-/// half-sent request or an idle connection is closed), at most
-/// [`HttpConfig::max_connections`] open at once and at most
+/// half-sent request or an idle connection is closed; a request body gets as long), at most
+/// [`HttpConfig::max_connections`] open at once — when full, the oldest connection not
+/// serving a request is closed for a new one (`conns.rs`) — and at most
 /// [`HttpConfig::max_short_per_address`] per client address outside long-lived requests;
 /// long-lived requests have budgets of their own (`budget.rs`), so slow, idle or streaming
 /// clients cannot exhaust the process's file descriptors and lock well-behaved clients out.
@@ -344,15 +357,14 @@ pub async fn serve<B: Backend + Inspect + Schedules + Batches>(
     let sweeper = tokio::spawn(delayq::batch::BatchSweeper::new(state.backend().clone()).run());
     let _sweeping = AbortOnDrop(sweeper);
     let config = &state.inner.config;
-    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
-    let short = state.inner.short_conns.clone();
+    let pool = conns::Pool::new(
+        config.max_connections,
+        config.max_short_per_address,
+        state.inner.short_conns.clone(),
+    );
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p.expect("semaphore open"),
-            () = &mut shutdown => break,
-        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(s) => s,
@@ -365,36 +377,50 @@ pub async fn serve<B: Backend + Inspect + Schedules + Batches>(
             },
             () = &mut shutdown => break,
         };
-        // One address may hold only so many connections outside long-lived requests: past
-        // that, its new connections are closed at once (the others' keep being accepted).
-        let Some(track) = short.admit(peer.ip(), config.max_short_per_address) else {
-            metrics::counter!(REFUSED_CONNECTIONS).increment(1);
-            drop(stream);
-            continue;
+        // A place among the open connections: at once, or by closing the oldest that is not
+        // serving a request (its address's place is taken in the connection's own task).
+        let (place, mut evicted) = tokio::select! {
+            p = pool.enter(peer.ip()) => p,
+            () = &mut shutdown => break,
         };
+        let pool = pool.clone();
         let _ = stream.set_nodelay(true);
         let addr = budget::ClientAddr(peer.ip());
-        let conn_track = track.clone();
-        let tagged = tower::ServiceExt::map_request(
-            app.clone(),
-            move |mut req: axum::http::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(addr);
-                req.extensions_mut().insert(conn_track.clone());
-                req
-            },
-        );
-        let service = hyper_util::service::TowerToHyperService::new(tagged);
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(config.header_timeout)
-            // Request line and headers beyond 64 KiB: 431, connection closed.
-            .max_header_size(64 * 1024)
-            .serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
+        let app = app.clone();
+        let header_timeout = config.header_timeout;
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let _ = conn.await;
+            // Its address's place: an address whose every short connection serves a request
+            // has this one closed at once (the others' keep being accepted).
+            let Some(track) = pool.admit(&place).await else {
+                return;
+            };
+            let place = Arc::new(place);
+            let (conn_track, conn_place) = (track.clone(), place.clone());
+            let tagged = tower::ServiceExt::map_request(
+                app,
+                move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(addr);
+                    req.extensions_mut().insert(conn_track.clone());
+                    req.extensions_mut().insert(conn_place.clone());
+                    req
+                },
+            );
+            let service = hyper_util::service::TowerToHyperService::new(tagged);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                // Request line and headers beyond 64 KiB: 431, connection closed.
+                .max_header_size(64 * 1024)
+                .serve_connection(TokioIo::new(stream), service);
+            let conn = watcher.watch(conn);
+            tokio::select! {
+                _ = conn => {}
+                // Evicted to make room: dropping the connection closes it.
+                Ok(()) = &mut evicted => {}
+            }
             track.closed();
-            drop(permit);
+            drop(place);
         });
     }
     state.begin_shutdown();

@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub allow_private: bool,
     pub hosts: Hosts,
     pub log: Arc<DeliveryLog>,
+    /// Longest a 429 holds a key ([`crate::PusherOptions::max_key_hold`]).
+    pub max_key_hold: Duration,
 }
 
 /// How one request ended.

@@ -79,6 +79,10 @@ pub struct PusherOptions {
     pub shutdown_grace: Duration,
     /// How a delivery's `process` span relates to its job's creation context.
     pub trace_mode: TraceMode,
+    /// Longest a target's 429 `Retry-After` holds its job's key (`pause_key_on_429`): the
+    /// job itself waits what the target asked, but the key's other jobs — possibly for other
+    /// targets — go on after this, and are held again only if a target answers 429 again.
+    pub max_key_hold: Duration,
 }
 
 impl Default for PusherOptions {
@@ -95,9 +99,13 @@ impl Default for PusherOptions {
             discover_every: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(30),
             trace_mode: TraceMode::Child,
+            max_key_hold: DEFAULT_MAX_KEY_HOLD,
         }
     }
 }
+
+/// [`PusherOptions::max_key_hold`] by default: five minutes.
+pub const DEFAULT_MAX_KEY_HOLD: Duration = Duration::from_secs(300);
 
 /// Delivers the due jobs of push queues by HTTP (see the module docs).
 pub struct Pusher<B> {
@@ -130,6 +138,7 @@ impl<B: Backend + Inspect> Pusher<B> {
             allow_private: opts.allow_private,
             hosts: Hosts::new(opts.hosts),
             log: Arc::new(DeliveryLog::new()),
+            max_key_hold: opts.max_key_hold,
         });
         Ok(Self {
             backend,
@@ -307,6 +316,9 @@ impl<B: Backend + Inspect> Deliver<B> {
         if !on || wait.is_zero() {
             return;
         }
+        // Any producer can put a job with a victim's key and its own target answering 429
+        // with a day's Retry-After: the key is held a bounded time, the job waits its own.
+        let wait = wait.min(self.shared.max_key_hold);
         match self
             .backend
             .pause_key(&self.queue, key, delayq::KeyHold::For(wait))

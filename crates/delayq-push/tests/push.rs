@@ -462,9 +462,10 @@ async fn https_with_a_given_ca_and_http2() {
     assert!(matches!(bad, Err(delayq_push::PushError::Ca { .. })));
 }
 
-/// A target answering 429 with `Retry-After: 60` holds its job's key for 60 s when the queue
-/// says so (`pause_key_on_429`): the queue's other keys are delivered meanwhile, and the held
-/// key's other job waits. Without the setting nothing is held.
+/// A target answering 429 with `Retry-After: 60` holds its job's key when the queue says so
+/// (`pause_key_on_429`) — for at most `max_key_hold` (20 s here), while the job itself waits
+/// the 60 s — : the queue's other keys are delivered meanwhile, and the held key's other job
+/// waits. Without the setting nothing is held.
 async fn a_429_holds_its_key<B: Backend + Inspect>(b: B) {
     let rx = Receiver::start().await;
     let held = q("tenants");
@@ -490,6 +491,7 @@ async fn a_429_holds_its_key<B: Backend + Inspect>(b: B) {
         secrets: vec![Secret::parse(SECRET).unwrap()],
         allow_private: true,
         discover_every: Duration::from_millis(100),
+        max_key_hold: Duration::from_secs(20),
         ..PusherOptions::default()
     };
     let pusher = Pusher::new(b.clone(), opts).unwrap();
@@ -522,8 +524,8 @@ async fn a_429_holds_its_key<B: Backend + Inspect>(b: B) {
     };
     let now = delayq::job::system_now_ms();
     assert!(
-        hold > now + 50_000 && hold <= now + 61_000,
-        "held for Retry-After's 60 s: {hold} at {now}"
+        hold > now + 10_000 && hold <= now + 21_000,
+        "held for max_key_hold's 20 s, not Retry-After's 60 s: {hold} at {now}"
     );
     let a1 = b
         .get(&held, &JobId::new("tenants-a1").unwrap())
@@ -531,6 +533,11 @@ async fn a_429_holds_its_key<B: Backend + Inspect>(b: B) {
         .unwrap()
         .unwrap();
     assert_eq!(a1.state, JobState::Scheduled, "retried after Retry-After");
+    assert!(
+        a1.due_at_ms > now + 50_000,
+        "the job waits the 60 s: {} at {now}",
+        a1.due_at_ms
+    );
     let untouched = b.keys(&plain, 10).await.unwrap();
     assert!(
         untouched.iter().all(|k| k.paused_until_ms.is_none()),

@@ -79,6 +79,7 @@ error_codes! {
     PayloadTooLarge = "payload_too_large", 413, "a job payload over the configured limit";
     ResultTooLarge = "result_too_large", 413, "an ack's result over 65,535 bytes";
     BodyTooLarge = "body_too_large", 413, "a request body over the configured limit";
+    RequestTimeout = "request_timeout", 408, "the request body did not arrive within the header timeout (10 s by default); the connection is closed";
     UnsupportedMediaType = "unsupported_media_type", 415, "a body without Content-Type: application/json";
     TooManyLongPolls = "too_many_long_polls", 429, "this caller (its token; its address without tokens) or the whole server already has the maximum of long polls waiting; `Retry-After` says when to try again";
     TooManyStreams = "too_many_streams", 429, "this caller (its token; its address without tokens) or the whole server already has the maximum of event streams open; `Retry-After` says when to try again";
@@ -98,6 +99,7 @@ impl ErrorCode {
                 | ErrorCode::StoreFull
                 | ErrorCode::TooManyLongPolls
                 | ErrorCode::TooManyStreams
+                | ErrorCode::RequestTimeout
         )
     }
 }

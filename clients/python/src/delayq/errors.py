@@ -93,6 +93,7 @@ _BY_CODE = {
     "body_too_large": PayloadTooLarge,
     "too_many_long_polls": TooManyLongPolls,
     "unavailable": Unavailable,
+    "request_timeout": Unavailable,
     "store_full": StoreFull,
 }
 

@@ -192,6 +192,10 @@ pub(crate) struct PushArgs {
     /// Requests a target host may get at once after a quiet spell.
     #[arg(long, default_value_t = 50)]
     pub push_host_burst: u32,
+    /// Longest a target's 429 `Retry-After` holds its job's key on a queue with
+    /// `pause_key_on_429`, seconds (the job itself waits what the target asked).
+    #[arg(long, default_value_t = 300)]
+    pub push_max_key_hold: u64,
     /// PEM file of CA certificates trusted for https targets besides the system's.
     #[arg(long)]
     pub push_ca: Option<PathBuf>,

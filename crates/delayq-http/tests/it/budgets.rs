@@ -6,15 +6,17 @@
 //! Attackers connect from 127.0.0.2 (all of 127/8 is loopback on Linux), well-behaved
 //! clients from 127.0.0.1.
 
-use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use delayq::{Backend, Inspect, Schedules};
 use delayq_embedded::EmbeddedBackend;
 use delayq_http::auth::Token;
 use delayq_http::{AppState, HttpConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
+
+use crate::raw::{connect_from, get, head, post, timed};
 
 const ATTACKER: &str = "127.0.0.2";
 
@@ -30,59 +32,6 @@ async fn start<B: Backend + Inspect + Schedules + delayq::Batches>(
         let _ = rx.await;
     }));
     (addr, state, stop)
-}
-
-async fn connect_from(src: &str, addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let s = TcpSocket::new_v4()?;
-    s.bind(SocketAddr::new(src.parse::<IpAddr>().unwrap(), 0))?;
-    s.connect(addr).await
-}
-
-/// Sends `req` and reads until the end of the response's headers; (status, headers).
-async fn head(s: &mut TcpStream, req: &str) -> std::io::Result<(u16, String)> {
-    s.write_all(req.as_bytes()).await?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = s.read(&mut chunk).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text
-        .get(9..12)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_default();
-    Ok((status, text))
-}
-
-fn get(path: &str, token: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\r\n")
-}
-
-fn post(path: &str, token: &str, body: &str) -> String {
-    format!(
-        "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-/// One short request from 127.0.0.1 on a new connection: its status and how long it took.
-async fn timed(addr: SocketAddr, req: String) -> (u16, Duration) {
-    let t = Instant::now();
-    let r = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut s = connect_from("127.0.0.1", addr).await?;
-        head(&mut s, &req).await
-    })
-    .await;
-    let status = match r {
-        Ok(Ok((status, _))) => status,
-        _ => 0,
-    };
-    (status, t.elapsed())
 }
 
 /// Opens `n` long-lived requests from the attacker's address; keeps those answered 200,
