@@ -87,7 +87,10 @@ pub async fn claim_many<B: Backend + Inspect>(
     let cut = poll_id
         .as_deref()
         .filter(|_| !wait.is_zero())
-        .map(|id| st.inner.cuts.watch(&queues[0].0, id));
+        .map(|id| {
+            let caller = crate::budget::caller_key(&ext);
+            st.inner.cuts.watch(&caller, &queues[0].0, id)
+        });
     let deadline = Instant::now() + wait;
     let outcomes = ack_each(&st, acks).await?;
 

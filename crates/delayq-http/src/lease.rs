@@ -50,7 +50,7 @@ pub async fn claim<B: Backend + Inspect>(
     let cut = poll_id
         .as_deref()
         .filter(|_| !wait.is_zero())
-        .map(|id| st.inner.cuts.watch(&q, id));
+        .map(|id| st.inner.cuts.watch(&crate::budget::caller_key(&ext), &q, id));
     let deadline = Instant::now() + wait;
     let split = SplitAcks::apply(&st, &q, acks).await?;
     let acks = split.plain.clone();
@@ -95,11 +95,12 @@ pub async fn claim<B: Backend + Inspect>(
 )]
 pub async fn cut_poll<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
+    ext: axum::http::Extensions,
     axum::extract::Path((q, id)): axum::extract::Path<(String, String)>,
 ) -> Result<axum::http::StatusCode, ApiError> {
     let q = QueueName::new(q)?;
     let id = checked_poll_id(id)?;
-    st.inner.cuts.cut(&q, &id);
+    st.inner.cuts.cut(&crate::budget::caller_key(&ext), &q, &id);
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 

@@ -3,8 +3,8 @@
 //! script per waiting poll on every wake-up). A poll first claims on its own; if nothing is
 //! due it joins its queue's waiters, and the loop — started by the first waiter, ended when
 //! none is left — claims for them in arrival order and hands each its jobs. A poll that names
-//! itself (`poll_id`) can be cut short by its client ([`Cuts`]): a worker shutting down does
-//! not wait out its long poll.
+//! itself (`poll_id`) can be cut short by its client — the same token, or the same address
+//! without tokens ([`Cuts`]): a worker shutting down does not wait out its long poll.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -34,14 +34,15 @@ pub(crate) struct Cuts {
     map: Mutex<HashMap<PollKey, (Arc<Notify>, Instant)>>,
 }
 
-/// A poll's queue and `poll_id`.
-type PollKey = (QueueName, String);
+/// A poll's caller (its token; its address without tokens: `budget::caller_key`), queue and
+/// `poll_id`: a poll is cut only by its own caller.
+type PollKey = (String, QueueName, String);
 
 impl Cuts {
-    /// The notify of poll `id` on `queue`, made if new (`None` when full and new).
-    fn entry(&self, queue: &QueueName, id: &str) -> Option<Arc<Notify>> {
+    /// The notify of `caller`'s poll `id` on `queue`, made if new (`None` when full and new).
+    fn entry(&self, caller: &str, queue: &QueueName, id: &str) -> Option<Arc<Notify>> {
         let mut m = self.map.lock().expect("cuts lock");
-        let key = (queue.clone(), id.to_owned());
+        let key = (caller.to_owned(), queue.clone(), id.to_owned());
         if let Some((n, _)) = m.get(&key) {
             return Some(n.clone());
         }
@@ -57,20 +58,21 @@ impl Cuts {
         Some(n)
     }
 
-    /// Cuts poll `id` on `queue` short: it answers now with what it holds, or at once if it
-    /// arrives within [`CUT_TTL`].
-    pub(crate) fn cut(&self, queue: &QueueName, id: &str) {
-        if let Some(n) = self.entry(queue, id) {
+    /// Cuts `caller`'s poll `id` on `queue` short: it answers now with what it holds, or at
+    /// once if it arrives within [`CUT_TTL`]. Another caller's poll of the same id is not
+    /// touched.
+    pub(crate) fn cut(&self, caller: &str, queue: &QueueName, id: &str) {
+        if let Some(n) = self.entry(caller, queue, id) {
             n.notify_one();
         }
     }
 
-    /// Registers a poll that may be cut, until the guard drops.
-    pub(crate) fn watch<'a>(&'a self, queue: &QueueName, id: &str) -> CutGuard<'a> {
+    /// Registers `caller`'s poll that may be cut, until the guard drops.
+    pub(crate) fn watch<'a>(&'a self, caller: &str, queue: &QueueName, id: &str) -> CutGuard<'a> {
         CutGuard {
             cuts: self,
-            key: (queue.clone(), id.to_owned()),
-            notify: self.entry(queue, id),
+            key: (caller.to_owned(), queue.clone(), id.to_owned()),
+            notify: self.entry(caller, queue, id),
         }
     }
 }

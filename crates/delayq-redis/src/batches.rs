@@ -239,6 +239,12 @@ impl delayq::Batches for RedisBackend {
                 .delivery()
                 .admits(cq.as_str(), false)?;
         }
+        // Every job must be one its queue takes before anything is written: a refused create
+        // leaves no batch behind.
+        let delivery = route.delivery();
+        for j in &jobs {
+            delivery.admits(queue.as_str(), j.target.is_some())?;
+        }
         let b = id.unwrap_or_else(BatchId::generate);
         let results = spec.include_results;
         self.register_batches(queue).await?;

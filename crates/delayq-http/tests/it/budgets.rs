@@ -315,3 +315,37 @@ async fn without_tokens_each_address_has_its_own_long_poll_budget() {
     assert_eq!(state.waiting_polls(), 257);
     drop(polls);
 }
+
+/// A long poll is cut only by its own caller: another token's `DELETE …/polls/{id}` of the
+/// same id answers 204 and leaves it waiting; its own token's cut ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_its_caller_cuts_a_long_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = EmbeddedBackend::open(dir.path()).unwrap();
+    let config = HttpConfig {
+        tokens: ["consume:alice", "consume:mallory"]
+            .iter()
+            .map(|t| Token::parse_scoped(t).unwrap())
+            .collect(),
+        ..HttpConfig::default()
+    };
+    let (addr, state, _stop) = start(backend, config).await;
+    let body = r#"{"wait_ms": 20000, "poll_id": "w-1"}"#;
+    let poll = tokio::spawn(timed(addr, post("/v1/queues/cut/claim", "alice", body)));
+    while state.waiting_polls() == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cut = |who: &str| {
+        format!(
+            "DELETE /v1/queues/cut/polls/w-1 HTTP/1.1\r\nHost: localhost\r\n\
+             Authorization: Bearer {who}\r\n\r\n"
+        )
+    };
+    assert_eq!(timed(addr, cut("mallory")).await.0, 204);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!poll.is_finished(), "another caller's cut left it waiting");
+    assert_eq!(timed(addr, cut("alice")).await.0, 204);
+    let (status, took) = poll.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(took < Duration::from_secs(10), "cut by alice: {took:?}");
+}

@@ -316,6 +316,23 @@ pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: T
         matches!(r, Err(Error::Invalid(crate::InvalidInput::Delivery(_)))),
         "{r:?}"
     );
+    // A job its queue would not take (a push queue without a default target): refused with
+    // nothing written — no empty batch left behind.
+    let r = Producer::new(b.clone(), push.clone())
+        .create_batch(
+            Some(BatchId::new("y").unwrap()),
+            spec(&q, false),
+            vec![member("bad-3")],
+            false,
+        )
+        .await;
+    assert!(
+        matches!(r, Err(Error::Invalid(crate::InvalidInput::Delivery(_)))),
+        "{r:?}"
+    );
+    let y = BatchId::new("y").unwrap();
+    assert!(b.batch(&push, &y).await.unwrap().is_none(), "no batch y");
+    assert!(b.open_batches(&push, 10).await.unwrap().is_empty());
     assert!(BatchId::new("x".repeat(300)).is_err());
     assert!(BatchId::new("a\nb").is_err());
     let mut sneaky = member("bad-2");
