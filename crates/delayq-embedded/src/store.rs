@@ -68,6 +68,10 @@ impl Store {
         migrate(&conn)?;
         conn.pragma_update(None, "user_version", LAYOUT)?;
         conn.pragma_update(None, "busy_timeout", 5000)?;
+        // Temporary tables and sorts (a claim of hundreds of jobs) stay in memory: SQLite's
+        // temporary files would go to TMPDIR or /var/tmp, which a hardened unit or a
+        // read-only root does not let it write ("disk I/O error").
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         let (tx, rx) = mpsc::channel::<Op>();
         std::thread::Builder::new()
             .name("delayq-store".into())

@@ -271,3 +271,55 @@ fn a_one_shot_command_gives_up_soon_with_one_message() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains(&url), "{err}");
 }
+
+/// The embedded store works where only its data directory is writable (a read-only root, a
+/// hardened unit): a claim of 500 jobs — which sorts more than SQLite keeps in its page
+/// cache — needs no temporary file in /tmp or /var/tmp. (A mount namespace with both
+/// read-only; skipped where one cannot be made.)
+#[test]
+fn a_large_embedded_claim_needs_no_writable_tmp() {
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // A read-only root (and /tmp, /var/tmp, which may be mounts of their own), the data
+    // directory alone writable, and the working directory `/` (SQLite's last resort).
+    let d = data.path().display();
+    let script = format!(
+        "mount --bind -o ro / / && mount --bind -o ro /tmp /tmp && \
+         mount --bind -o ro /var/tmp /var/tmp && mount --bind {d} {d} && \
+         mount -o remount,bind,rw {d} && cd / && \
+         exec {} serve --data {d} --listen 127.0.0.1:{port}",
+        env!("CARGO_BIN_EXE_delayq"),
+    );
+    let probe = Command::new("unshare")
+        .args(["-m", "sh", "-c", "mount --bind -o ro /tmp /tmp"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no mount namespace here");
+        return;
+    }
+    let child = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _serve = Killed(child);
+    let addr = format!("127.0.0.1:{port}");
+    until("serve", Duration::from_secs(20), || {
+        http(&addr, "GET", "/healthz", "").is_some_and(|(s, _)| s == 200)
+    });
+    let jobs: Vec<String> = (0..600)
+        .map(|i| format!(r#"{{"id": "j{i}", "payload": {{"pad": "{}"}}}}"#, "x".repeat(1000)))
+        .collect();
+    let body = format!(r#"{{"jobs": [{}]}}"#, jobs.join(","));
+    let (status, out) = http(&addr, "POST", "/v1/queues/ro/batches", &body).unwrap();
+    assert_eq!(status, 201, "{out}");
+    let (status, out) = http(&addr, "POST", "/v1/queues/ro/claim", r#"{"max": 500}"#).unwrap();
+    assert_eq!(status, 200, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["jobs"].as_array().map(Vec::len), Some(500));
+}
