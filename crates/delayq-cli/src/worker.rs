@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use crate::backend::AnyBackend;
 use crate::remote::RemoteBackend;
-use delayq::{Completion, Consumer, ConsumerOptions, Failure, Handler, Job, QueueName, QueueOrder};
+use delayq::{
+    Completion, Consumer, ConsumerOptions, Failure, Handler, Inspect, Job, QueueName, QueueOrder,
+};
 use tokio::sync::Notify;
 
 use crate::args::{QueueSpec, WorkerArgs};
@@ -93,6 +95,9 @@ pub(crate) async fn run(
     } else {
         QueueOrder::Weighted
     };
+    if a.keep_output {
+        warn_where_output_is_kept_nowhere(&backend, &names).await;
+    }
     let consumer = Consumer::over(backend, served, order, opts)
         .map_err(|e| crate::config::ConfigError::new(format!("--queue: {e}")))?;
     let report = match (a.exec, a.bench_record) {
@@ -207,6 +212,23 @@ pub(crate) fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
+        }
+    }
+}
+
+/// `--keep-output` keeps a command's output as its job's result, which lives as long as the
+/// done job is kept: says so at start for each queue that keeps no done jobs (only jobs
+/// enqueued with their own `keep_done_ms` keep their output there).
+async fn warn_where_output_is_kept_nowhere(backend: &AnyBackend, queues: &[QueueName]) {
+    for q in queues {
+        match backend.settings(q).await {
+            Ok(s) if s.retention.keep_done_ms == 0 => eprintln!(
+                "warning: --keep-output: queue {q} keeps no done jobs, so outputs are dropped \
+                 as jobs end (only jobs enqueued with their own keep_done_ms keep theirs); \
+                 keep them with: delayq queue set {q} --keep-done 1h"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(queue = %q, error = %e, "reading a queue's retention"),
         }
     }
 }

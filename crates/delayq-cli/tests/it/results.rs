@@ -97,3 +97,36 @@ fn keep_output_needs_exec() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--exec"), "{err}");
 }
+
+/// `--keep-output` on a queue that keeps no done jobs says so at start (the outputs would be
+/// dropped as the jobs end), naming the command that keeps them; on a queue that keeps done
+/// jobs it says nothing.
+#[test]
+fn keep_output_without_retention_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(delayq(d).args(["queue", "set", "kept", "--keep-done", "10m"]));
+    for (queue, warned) in [("bare", true), ("kept", false)] {
+        let mut worker = delayq(d)
+            .args(["--queue", queue, "worker", "--keep-output", "--exec", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(worker.stderr.take().unwrap());
+        // Its first line is the warning or the start line; the start line comes either way.
+        let mut seen = String::new();
+        while !seen.contains("delayq worker:") {
+            let mut line = String::new();
+            if std::io::BufRead::read_line(&mut err, &mut line).unwrap() == 0 {
+                break;
+            }
+            seen.push_str(&line);
+        }
+        drop(Killed(worker));
+        assert_eq!(seen.contains("keeps no done jobs"), warned, "{queue}: {seen}");
+        if warned {
+            assert!(seen.contains("delayq queue set bare --keep-done"), "{seen}");
+        }
+    }
+}
