@@ -61,4 +61,5 @@ if acked > 0 then
   limit_freed(stat, wake, lflags)
 end
 if kept > 0 or ret then trim_done(jobs, done, now) end
+if kept > 0 and not ret then mark_retains(stat) end
 return out

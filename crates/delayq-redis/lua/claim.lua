@@ -80,6 +80,7 @@ end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
   in_lane)
 if kept > 0 or ret then trim_done(jobs, done, now) end
+if kept > 0 and not ret then mark_retains(stat) end
 -- What this call counts (common.lua: count): counter index -> n.
 local c = { [1] = 0, [2] = 0, [3] = 0 }
 -- Keys of the leases that end in this call (keyed.lua: key_ended), freed before the claim.

@@ -321,6 +321,18 @@ local function keep_done(jobs, lease, done, id, raw, ret, now, result)
   return true
 end
 
+--@ mark_retains
+-- A job was kept by its own retention on a queue without one (`ret` nil): the queue is marked
+-- as retaining (L_RETAIN with a zero retention: keeps nothing itself), so that later acks and
+-- claims trim kept jobs whose time is up. A settings change without retention clears the mark;
+-- the next job kept by its own sets it again.
+local function mark_retains(stat)
+  local f = redis.call('BITFIELD', stat, 'GET', 'u8', S_FLAGS * 8)[1]
+  if bit.band(f, L_RETAIN) ~= 0 then return end
+  redis.call('SETRANGE', stat, S_RETAIN, struct.pack('>dd', 0, 0))
+  redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, f + L_RETAIN)
+end
+
 --@ trim_done needs has
 -- Deletes up to TRIM_PER_CALL kept jobs whose retention is over (an entry whose id was
 -- enqueued again since only leaves the index).

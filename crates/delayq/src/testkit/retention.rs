@@ -175,4 +175,32 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
         .await
         .unwrap_err();
     assert!(matches!(e, crate::Error::Invalid(_)), "{e}");
+    // Its own retention is honoured on a queue without one: once its time is up, a later
+    // ack — of a job without retention — trims it.
+    let short = Retention {
+        keep_done_ms: 2_000,
+        dedupe_ms: 0,
+    };
+    p.enqueue(job("brief", 0).retention(short)).await.unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let got = b.claim(&kq(), req(10, 30_000)).await.unwrap().jobs;
+    b.ack(&kq(), got.iter().map(|j| j.lease_ref()).collect())
+        .await
+        .unwrap();
+    assert_eq!(
+        b.get(&kq(), &id("brief")).await.unwrap().map(|i| i.state),
+        Some(JobState::Done)
+    );
+    t.pass(Duration::from_millis(3_000)).await;
+    p.enqueue(job("later", 0)).await.unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let got = b.claim(&kq(), req(10, 30_000)).await.unwrap().jobs;
+    assert_eq!(got.len(), 1);
+    b.ack(&kq(), got.iter().map(|j| j.lease_ref()).collect())
+        .await
+        .unwrap();
+    assert!(
+        b.get(&kq(), &id("brief")).await.unwrap().is_none(),
+        "trimmed once its own 2 s were up"
+    );
 }
