@@ -140,7 +140,7 @@ fn ack_all(
         .collect::<Result<Vec<_>>>()?;
     // Kept jobs whose time is up go — a job's own retention too, on a queue without one
     // (an indexed look that finds nothing costs next to nothing beside the commit).
-    if out.iter().any(|o| *o == AckOutcome::Acked) {
+    if out.contains(&AckOutcome::Acked) {
         c.prepare_cached(
             "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = ?1 \
              AND state = ?2 AND score <= ?3 ORDER BY score LIMIT ?4)",

@@ -84,13 +84,10 @@ pub async fn claim_many<B: Backend + Inspect>(
     };
     // Registered before the first claim (a cut that overtakes it still ends the poll), under
     // the first queue: the client cuts it there.
-    let cut = poll_id
-        .as_deref()
-        .filter(|_| !wait.is_zero())
-        .map(|id| {
-            let caller = crate::budget::caller_key(&ext);
-            st.inner.cuts.watch(&caller, &queues[0].0, id)
-        });
+    let cut = poll_id.as_deref().filter(|_| !wait.is_zero()).map(|id| {
+        let caller = crate::budget::caller_key(&ext);
+        st.inner.cuts.watch(&caller, &queues[0].0, id)
+    });
     let deadline = Instant::now() + wait;
     let outcomes = ack_each(&st, acks).await?;
 

@@ -47,10 +47,11 @@ pub async fn claim<B: Backend + Inspect>(
         Some(st.long_lived(crate::budget::Kind::LongPoll, &ext)?)
     };
     // Registered before the first claim: a cut that overtakes it still ends the poll.
-    let cut = poll_id
-        .as_deref()
-        .filter(|_| !wait.is_zero())
-        .map(|id| st.inner.cuts.watch(&crate::budget::caller_key(&ext), &q, id));
+    let cut = poll_id.as_deref().filter(|_| !wait.is_zero()).map(|id| {
+        st.inner
+            .cuts
+            .watch(&crate::budget::caller_key(&ext), &q, id)
+    });
     let deadline = Instant::now() + wait;
     let split = SplitAcks::apply(&st, &q, acks).await?;
     let acks = split.plain.clone();

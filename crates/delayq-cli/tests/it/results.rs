@@ -108,7 +108,14 @@ fn keep_output_without_retention_says_so() {
     ok(delayq(d).args(["queue", "set", "kept", "--keep-done", "10m"]));
     for (queue, warned) in [("bare", true), ("kept", false)] {
         let mut worker = delayq(d)
-            .args(["--queue", queue, "worker", "--keep-output", "--exec", "true"])
+            .args([
+                "--queue",
+                queue,
+                "worker",
+                "--keep-output",
+                "--exec",
+                "true",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -124,7 +131,11 @@ fn keep_output_without_retention_says_so() {
             seen.push_str(&line);
         }
         drop(Killed(worker));
-        assert_eq!(seen.contains("keeps no done jobs"), warned, "{queue}: {seen}");
+        assert_eq!(
+            seen.contains("keeps no done jobs"),
+            warned,
+            "{queue}: {seen}"
+        );
         if warned {
             assert!(seen.contains("delayq queue set bare --keep-done"), "{seen}");
         }

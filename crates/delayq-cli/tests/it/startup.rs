@@ -313,7 +313,12 @@ fn a_large_embedded_claim_needs_no_writable_tmp() {
         http(&addr, "GET", "/healthz", "").is_some_and(|(s, _)| s == 200)
     });
     let jobs: Vec<String> = (0..600)
-        .map(|i| format!(r#"{{"id": "j{i}", "payload": {{"pad": "{}"}}}}"#, "x".repeat(1000)))
+        .map(|i| {
+            format!(
+                r#"{{"id": "j{i}", "payload": {{"pad": "{}"}}}}"#,
+                "x".repeat(1000)
+            )
+        })
         .collect();
     let body = format!(r#"{{"jobs": [{}]}}"#, jobs.join(","));
     let (status, out) = http(&addr, "POST", "/v1/queues/ro/batches", &body).unwrap();
