@@ -134,13 +134,16 @@ pub(crate) struct ServeArgs {
 #[derive(Args, Debug)]
 #[command(next_help_heading = "Connection limits")]
 pub(crate) struct LimitArgs {
-    /// Most open connections; more wait in the listen backlog. Keep it above
-    /// --max-streams-total plus --max-long-polls-total: the rest is always there for short
-    /// requests (health checks, claims without wait_ms, admin calls).
+    /// Most open connections; when full, the oldest connection not serving a request (idle,
+    /// or still sending its request) is closed for a new one, else the new one waits in the
+    /// listen backlog. Keep it above --max-streams-total plus --max-long-polls-total: the rest
+    /// is always there for short requests (health checks, claims without wait_ms, admin
+    /// calls).
     #[arg(long, default_value_t = 2048)]
     pub max_connections: usize,
     /// Most connections one client address may hold outside long-lived requests (sending
-    /// headers, idle, short requests); more are closed as they arrive.
+    /// headers, idle, short requests); past it, the address's oldest connection not serving
+    /// a request is closed for the new one, or the new one is closed when all serve one.
     #[arg(long, default_value_t = 64)]
     pub max_connections_per_address: usize,
     /// How long a client may take to send a request's headers (and an idle keep-alive
