@@ -190,6 +190,7 @@ pub async fn series<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     QueuePath(q): QueuePath,
 ) -> Result<Json<SeriesView>, ApiError> {
+    st.note(&q);
     let s = st.backend().series(&q).await?;
     let mut view = SeriesView::new(&s, delayq::job::system_now_ms());
     view.depth = st.inner.depths.of(&q);

@@ -1,6 +1,9 @@
-//! Queue depth over time, for the console's depth chart: the server samples every queue it
+//! Queue depth over time, for the console's depth chart: the server samples the queues it
 //! knows (the store's list and those it served) every 10 s ([`EVERY`]) into a ring of 360
-//! samples per queue (an hour). Counts come from the store, so they are every process's; the history is this
+//! samples per queue (an hour). An empty queue is sampled again only when something happens
+//! to it here (an enqueue, a claim, a page or stream of the console: `AppState::note`, a
+//! stream's reader) or every [`RECHECK`] (a queue fed only by other processes), so idle
+//! queues cost the store nothing measurable (each sample is a dozen Redis commands). Counts come from the store, so they are every process's; the history is this
 //! server's (it starts when the server does). `delayq_http::serve` runs the sampler; an app
 //! that mounts the router itself can run [`sample`].
 
@@ -16,6 +19,8 @@ use crate::state::AppState;
 pub const EVERY: Duration = Duration::from_secs(10);
 /// Samples kept per queue (one hour).
 const KEEP: usize = 360;
+/// How often an empty queue nothing happened to is sampled anyway.
+pub const RECHECK: Duration = Duration::from_secs(1800);
 
 pub use delayq_wire::DepthSample;
 
@@ -51,6 +56,8 @@ pub async fn sample<B: Backend + Inspect>(st: AppState<B>) {
     let mut tick =
         tokio::time::interval(st.inner.config.depth_every.max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Per queue: whether it held jobs at its last sample, and when that was.
+    let mut last: HashMap<QueueName, (bool, tokio::time::Instant)> = HashMap::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -60,7 +67,21 @@ pub async fn sample<B: Backend + Inspect>(st: AppState<B>) {
             return;
         }
         let at = delayq::job::system_now_ms();
+        let touched = st.take_touched();
+        let now = tokio::time::Instant::now();
         for q in st.known_queues().await {
+            let due = match last.get(&q) {
+                None => true,
+                Some((held_jobs, sampled)) => {
+                    *held_jobs
+                        || touched.contains(&q)
+                        || st.inner.stats_hub.watched(&q)
+                        || now.duration_since(*sampled) >= RECHECK
+                }
+            };
+            if !due {
+                continue;
+            }
             if let Ok(s) = st.backend().stats(&q).await {
                 let sample = DepthSample {
                     at,
@@ -69,6 +90,8 @@ pub async fn sample<B: Backend + Inspect>(st: AppState<B>) {
                     leased: s.leased,
                     dead: s.dead,
                 };
+                let held = s.scheduled + s.due + s.leased + s.dead > 0;
+                last.insert(q.clone(), (held, now));
                 st.inner.depths.push(&q, sample);
             }
         }

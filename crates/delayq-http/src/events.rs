@@ -63,6 +63,11 @@ impl StatsHub {
         rx
     }
 
+    /// Whether a stream is watching `q` now.
+    pub(crate) fn watched(&self, q: &QueueName) -> bool {
+        self.feeds.lock().is_ok_and(|f| f.contains_key(q))
+    }
+
     /// Queues with a reader running now.
     pub fn readers(&self) -> usize {
         self.feeds.lock().map_or(0, |f| f.len())

@@ -37,6 +37,7 @@ pub async fn enqueue<B: Backend + Inspect>(
     ApiJson(body): ApiJson<Box<RawValue>>,
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(&headers)?;
+    st.note(&q);
     let trace = header_trace(&headers);
     let with_trace = |mut job: delayq::NewJob| {
         if job.trace.is_none() {

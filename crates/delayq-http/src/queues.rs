@@ -37,6 +37,7 @@ pub async fn stats<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     QueuePath(q): QueuePath,
 ) -> Result<Json<QueueView>, ApiError> {
+    st.note(&q);
     let s = st.backend().stats(&q).await?;
     let settings = st.backend().settings(&q).await?;
     Ok(Json(QueueView::new(q.as_str(), s).with_settings(&settings)))

@@ -166,6 +166,9 @@ pub(crate) struct Inner<B> {
     pub shutdown: watch::Receiver<bool>,
     /// Queues seen by this server, so their gauges are exported even when empty.
     pub seen: Mutex<BTreeSet<QueueName>>,
+    /// Queues this server served or showed since the depth sampler last looked (it samples
+    /// an empty queue only then: `depth.rs`).
+    pub touched: Mutex<std::collections::HashSet<QueueName>>,
     /// Long polls waiting now, per caller and in total.
     pub poll_budget: Arc<crate::budget::Budget>,
     /// Event streams open now, per caller and in total.
@@ -211,6 +214,7 @@ impl<B: Backend + Inspect> AppState<B> {
                 shutdown_tx,
                 shutdown,
                 seen: Mutex::default(),
+                touched: Mutex::default(),
                 poll_budget: crate::budget::Budget::new(
                     config.max_long_polls,
                     config.max_long_polls_total,
@@ -340,5 +344,19 @@ impl<B: Backend + Inspect> AppState<B> {
         {
             seen.insert(q.clone());
         }
+        if let Ok(mut t) = self.inner.touched.lock()
+            && !t.contains(q)
+        {
+            t.insert(q.clone());
+        }
+    }
+
+    /// The queues noted since the last call ([`AppState::note`]).
+    pub(crate) fn take_touched(&self) -> std::collections::HashSet<QueueName> {
+        self.inner
+            .touched
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default()
     }
 }

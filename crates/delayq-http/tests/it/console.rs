@@ -495,3 +495,66 @@ async fn raw(addr: std::net::SocketAddr, req: &str) -> String {
     s.read_to_string(&mut out).await.unwrap();
     out
 }
+
+/// Idle queues cost the store nothing: the depth sampler reads an empty queue again only when
+/// something happens to it here (an enqueue, the console's page) — 60 empty queues sampled
+/// every 50 ms cost a few Redis commands a second, not 60 × 13 × 20 — and a queue that gains
+/// jobs is sampled from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_queues_are_not_sampled() {
+    use delayq::{Backend, NewJob, Producer};
+    let server = RedisServer::start();
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    for i in 0..60 {
+        let q = delayq::QueueName::new(format!("idle-{i}")).unwrap();
+        let p = Producer::new(b.clone(), q.clone());
+        let id = delayq::JobId::new("x").unwrap();
+        p.enqueue(NewJob::new(b"1".to_vec()).id(id.clone()))
+            .await
+            .unwrap();
+        assert!(b.cancel(&q, &id).await.is_ok());
+    }
+    let config = HttpConfig {
+        depth_every: Duration::from_millis(50),
+        ..HttpConfig::default()
+    };
+    let state = AppState::new(b.clone(), config, None);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server_task = tokio::spawn(delayq_http::serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    // The first round samples each once; after that the empty ones are left alone.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let commands = || {
+        server
+            .info_field("stats", "total_commands_processed")
+            .unwrap()
+    };
+    let before = commands();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = commands() - before;
+    assert!(idle < 200.0, "{idle} commands in 1 s for 60 idle queues");
+    // One gains a job through the server: it is sampled from then on.
+    let body = r#"{"id":"a","payload":1,"delay_ms":60000}"#;
+    let req = format!(
+        "POST /v1/queues/idle-7/jobs HTTP/1.1\r\nhost: localhost\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    assert!(raw(addr, &req).await.starts_with("HTTP/1.1 201"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = reqwest_lite(addr, "GET", "/v1/queues/idle-7/series").await;
+        let v: Value = serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).unwrap();
+        let sampled = v["depth"].as_array().unwrap().iter();
+        if sampled.filter(|d| d["scheduled"] == 1).count() >= 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(());
+    server_task.await.unwrap().unwrap();
+}
