@@ -14,13 +14,18 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-const ADMIN: &str = "adm1n-token";
+pub(crate) const ADMIN: &str = "adm1n-token";
 const XSS_ID: &str = "<img src=x onerror=window.__pwned=1>";
 
 use crate::common::{Killed, delayq, spawn_serve};
 
 /// One request with the admin token; (status, JSON body).
-fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut s = TcpStream::connect(addr).unwrap();
     let body = body.map(|b| b.to_string()).unwrap_or_default();
     let req = format!(
@@ -40,7 +45,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16
 }
 
 /// `delayq serve --push` on the embedded store in `dir`, with an admin and a read token.
-fn serve(dir: &Path) -> (Killed, SocketAddr) {
+pub(crate) fn serve(dir: &Path) -> (Killed, SocketAddr) {
     let (child, addr) = spawn_serve(
         delayq(dir)
             .args(["serve", "--listen", "127.0.0.1:0"])
@@ -168,7 +173,7 @@ fn find_binary(names: &[&str]) -> PathBuf {
     panic!("none of {names:?} is installed: `.ci/run` installs chromium and chromium-driver")
 }
 
-async fn browser() -> (Killed, Client) {
+pub(crate) async fn browser() -> (Killed, Client) {
     let port = free_port();
     let driver = Command::new(find_binary(&["chromedriver"]))
         .arg(format!("--port={port}"))
@@ -205,7 +210,7 @@ async fn browser() -> (Killed, Client) {
     }
 }
 
-async fn text_of(c: &Client, css: &str) -> String {
+pub(crate) async fn text_of(c: &Client, css: &str) -> String {
     let e = c
         .wait()
         .at_most(Duration::from_secs(10))
@@ -216,7 +221,7 @@ async fn text_of(c: &Client, css: &str) -> String {
 }
 
 /// Waits until `css` has text containing `want` (ignoring case: CSS may upper-case labels).
-async fn wait_text(c: &Client, css: &str, want: &str) {
+pub(crate) async fn wait_text(c: &Client, css: &str, want: &str) {
     let started = Instant::now();
     loop {
         if let Ok(e) = c.find(Locator::Css(css)).await
@@ -247,7 +252,7 @@ async fn click(c: &Client, at: Locator<'_>) {
 }
 
 /// Waits for the sign-in form, types `token` and signs in.
-async fn sign_in(c: &Client, token: &str) {
+pub(crate) async fn sign_in(c: &Client, token: &str) {
     c.wait()
         .at_most(Duration::from_secs(10))
         .for_element(Locator::Css("#token"))
@@ -259,14 +264,14 @@ async fn sign_in(c: &Client, token: &str) {
     click(c, Locator::Css("#signin")).await;
 }
 
-async fn shot(c: &Client, name: &str) {
+pub(crate) async fn shot(c: &Client, name: &str) {
     let png = c.screenshot().await.unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("console-{name}.png")), png).unwrap();
 }
 
-async fn pwned(c: &Client) -> bool {
+pub(crate) async fn pwned(c: &Client) -> bool {
     c.execute("return window.__pwned !== undefined;", vec![])
         .await
         .unwrap()
@@ -666,141 +671,4 @@ async fn the_console_shows_the_busiest_keys() {
         "{v}"
     );
     assert!(!pwned(&c).await);
-}
-
-/// A queue with a batch not done yet shows its progress — its jobs ended of all that joined,
-/// acked, dead and cancelled, where its callbacks go — and no longer once it is done.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_shows_a_batchs_progress() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (_server, addr) = serve(tmp.path());
-    let jobs: Vec<Value> = (0..4)
-        .map(|i| json!({"id": format!("r{i}"), "payload": {"n": i}}))
-        .collect();
-    let (s, v) = http(
-        addr,
-        "POST",
-        "/v1/queues/mail/batches",
-        Some(json!({"id": "report-7", "jobs": jobs, "on_complete": {"queue": "reports"}})),
-    );
-    assert_eq!(s, 201, "{v}");
-    assert_eq!(v["batch"]["state"], "closed", "{v}");
-    let (_, v) = http(
-        addr,
-        "POST",
-        "/v1/queues/mail/claim",
-        Some(json!({"max": 1})),
-    );
-    let j = &v["jobs"][0];
-    let (s, v) = http(
-        addr,
-        "POST",
-        "/v1/queues/mail/acks",
-        Some(json!({"acks": [{"id": j["id"], "lease_token": j["lease_token"]}]})),
-    );
-    assert_eq!(s, 200, "{v}");
-
-    let (_driver, c) = browser().await;
-    c.goto(&format!("http://{addr}/#/q/mail")).await.unwrap();
-    sign_in(&c, ADMIN).await;
-    wait_text(&c, "#batches", "report-7").await;
-    let row = c
-        .find(Locator::Css("#batches tbody tr"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        row.contains("1 of 4") && row.to_lowercase().contains("closed") && row.contains("reports"),
-        "{row}"
-    );
-    shot(&c, "batches").await;
-    assert!(!pwned(&c).await);
-}
-
-/// A batch whose callbacks cannot be enqueued (its callback queue was switched to push
-/// without a target) shows as failed — in GET, on the console with the reason, in the
-/// metrics — and goes through once its queue is mended.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_whose_callbacks_fail_shows_why() {
-    let redis = delayq_test_support::RedisServer::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let (_server, addr) = spawn_serve(
-        delayq(tmp.path())
-            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
-            .args(["--token", &format!("admin:{ADMIN}"), "--push"]),
-    );
-    let addr: SocketAddr = addr.parse().unwrap();
-    let batch = json!({"id": "nightly", "jobs": [{"id": "n1", "payload": {}}],
-                       "on_complete": {"queue": "reports"}});
-    let (s, v) = http(addr, "POST", "/v1/queues/mail/batches", Some(batch));
-    assert_eq!(s, 201, "{v}");
-    let push = Some(json!({"delivery": "push"}));
-    assert_eq!(http(addr, "PUT", "/v1/queues/reports", push).0, 200);
-    let (_, v) = http(
-        addr,
-        "POST",
-        "/v1/queues/mail/claim",
-        Some(json!({"max": 1})),
-    );
-    let j = &v["jobs"][0];
-    let ack = json!({"acks": [{"id": j["id"], "lease_token": j["lease_token"]}]});
-    assert_eq!(http(addr, "POST", "/v1/queues/mail/acks", Some(ack)).0, 200);
-    let started = Instant::now();
-    let failed = loop {
-        let (_, v) = http(addr, "GET", "/v1/queues/mail/batches/nightly", None);
-        if v["state"] == "callback_failed" {
-            break v;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let why = failed["callback_error"].as_str().unwrap();
-    assert!(why.contains("reports"), "{failed}");
-    assert!(
-        failed["callback_attempts"].as_u64().unwrap() >= 1,
-        "{failed}"
-    );
-    let mut s = TcpStream::connect(addr).unwrap();
-    let req = format!(
-        "GET /metrics HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {ADMIN}\r\n\
-         connection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut metrics = String::new();
-    s.read_to_string(&mut metrics).unwrap();
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("delayq_batch_callback_failures_total{queue=\"mail\"}")),
-        "{metrics}"
-    );
-
-    let (_driver, c) = browser().await;
-    c.goto(&format!("http://{addr}/#/q/mail")).await.unwrap();
-    sign_in(&c, ADMIN).await;
-    wait_text(&c, "#batches", "nightly").await;
-    let row = text_of(&c, "#batches tbody tr").await;
-    assert!(
-        row.to_lowercase().contains("callback failed") && row.contains("reports"),
-        "{row}"
-    );
-    shot(&c, "batch-callback-failed").await;
-
-    // Mended: the next try (backoff 1 s, then 2 s) enqueues the callback.
-    let pull = Some(json!({"delivery": "pull"}));
-    assert_eq!(http(addr, "PUT", "/v1/queues/reports", pull).0, 200);
-    let started = Instant::now();
-    while http(addr, "GET", "/v1/queues/mail/batches/nightly", None).1["state"] != "done" {
-        assert!(started.elapsed() < Duration::from_secs(30), "not done");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let (s, v) = http(
-        addr,
-        "GET",
-        "/v1/queues/reports/jobs/batch-nightly-complete",
-        None,
-    );
-    assert_eq!(s, 200, "{v}");
 }

@@ -9,6 +9,7 @@ mod clients;
 mod clock;
 mod config;
 mod console;
+mod console_batches;
 mod deadlines;
 mod deploy;
 mod first_hour;
