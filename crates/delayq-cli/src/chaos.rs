@@ -12,6 +12,8 @@ use delayq::testkit::chaos::{self, Plan};
 use delayq::{Inspect, QueueName, QueueSettings};
 use delayq_redis::{ConnectOptions, RedisBackend};
 
+use delayq_test_support::partition;
+
 use crate::chaos_faults::{self, Servers};
 
 /// The scenarios.
@@ -33,6 +35,15 @@ pub(crate) enum Scenario {
     /// Cluster failovers (`--failovers`) of the master serving the queue's first shard, in
     /// turn a graceful `CLUSTER FAILOVER` and a SIGKILL with automatic promotion.
     ClusterFailover,
+    /// Network partitions (`--failovers`, each `--partition-ms` long; iptables in a network
+    /// namespace of the run's own): the master cut off from its replica and the sentinel
+    /// while every client still reaches it; the sentinel promotes the replica, and when the
+    /// partition heals the old master is made its replica.
+    SentinelPartition,
+    /// Network partitions (`--failovers`, each `--partition-ms` long) of the master serving
+    /// the queue's first shard from every other node (the minority side), clients reaching
+    /// every node.
+    ClusterPartition,
     /// Kills, restarts, `CLIENT PAUSE WRITE` and `DEBUG SLEEP` together.
     Mixed,
 }
@@ -74,7 +85,10 @@ pub(crate) struct ChaosArgs {
     /// Failovers (sentinel-failover, cluster-failover).
     #[arg(long, default_value_t = 3)]
     pub failovers: usize,
-    /// Shards of the queue (cluster-failover: 4 unless given).
+    /// How long each partition lasts (sentinel-partition, cluster-partition), in ms.
+    #[arg(long, default_value_t = 8000)]
+    pub partition_ms: u64,
+    /// Shards of the queue (cluster-failover, cluster-partition: 4 unless given).
     #[arg(long)]
     pub shards: Option<u32>,
     /// Give the queue the lane with time windows this wide (ms, 100–60,000): the jobs (due
@@ -112,12 +126,25 @@ fn connector(
 /// Runs the scenario; exit 1 when the checker finds a loss outside an unsynced window, an
 /// early start, an unexpected job or a stale ack accepted.
 pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> {
+    let partitions = matches!(
+        a.scenario,
+        Scenario::SentinelPartition | Scenario::ClusterPartition
+    );
+    if partitions && !partition::in_namespace() {
+        // The rules go in a network namespace of the run's own: the host's network is never
+        // touched, and they vanish with the run however it ends.
+        let code = partition::enter_namespace().map_err(anyhow::Error::msg)?;
+        return Ok(u8::try_from(code).unwrap_or(1));
+    }
+    if partitions {
+        partition::loopback_up().map_err(anyhow::Error::msg)?;
+    }
     let servers = Servers::start(&a)?;
     let url = servers.url();
     let q = QueueName::new("chaos")?;
     let shards = match (a.shards, a.scenario) {
         (Some(n), _) => n,
-        (None, Scenario::ClusterFailover) => 4,
+        (None, Scenario::ClusterFailover | Scenario::ClusterPartition) => 4,
         (None, _) => 1,
     };
     let connect = connector(url.clone(), wait_replicas);

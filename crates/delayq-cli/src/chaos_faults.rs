@@ -5,8 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::QueueName;
-use delayq::testkit::chaos::{Fault, background, fault, windowed};
+use delayq::testkit::chaos::{Fault, background, fault, held, windowed};
 use delayq_test_support::cluster::RedisCluster;
+use delayq_test_support::partition;
 use delayq_test_support::proxy::Proxy;
 use delayq_test_support::sentinel::SentinelSet;
 use delayq_test_support::{RedisServer, command_on};
@@ -33,9 +34,15 @@ impl Servers {
             Scenario::SentinelFailover => {
                 Self::Sentinel(Arc::new(Mutex::new(SentinelSet::start())))
             }
+            Scenario::SentinelPartition => {
+                Self::Sentinel(Arc::new(Mutex::new(SentinelSet::start_partitionable())))
+            }
             Scenario::ClusterFailover => {
                 Self::Cluster(Arc::new(Mutex::new(RedisCluster::start(3, 1))))
             }
+            Scenario::ClusterPartition => Self::Cluster(Arc::new(Mutex::new(
+                RedisCluster::start_partitionable(3, 1),
+            ))),
             s => {
                 let fsync = if s == Scenario::PowerLoss || a.fsync == Fsync::Everysec {
                     "everysec"
@@ -175,13 +182,25 @@ pub(crate) fn build(
                 ));
             }
         }
+        (Scenario::SentinelPartition, Servers::Sentinel(set)) => {
+            for k in 0..a.failovers {
+                faults.push((
+                    at(a.jobs, k, a.failovers),
+                    sentinel_partition(k, a.partition_ms, wait_replicas, set.clone()),
+                ));
+            }
+        }
+        (Scenario::ClusterPartition, Servers::Cluster(c)) => {
+            let slot = lock(c).slot_of(&first_shard_key(q, shards));
+            for k in 0..a.failovers {
+                faults.push((
+                    at(a.jobs, k, a.failovers),
+                    cluster_partition(k, a.partition_ms, wait_replicas, c.clone(), slot),
+                ));
+            }
+        }
         (Scenario::ClusterFailover, Servers::Cluster(c)) => {
-            let key = if shards > 1 {
-                format!("dq:{{{q}#0}}:sched")
-            } else {
-                format!("dq:{{{q}}}:sched")
-            };
-            let slot = lock(c).slot_of(&key);
+            let slot = lock(c).slot_of(&first_shard_key(q, shards));
             for k in 0..a.failovers {
                 let (c1, c2) = (c.clone(), c.clone());
                 let f = if k % 2 == 0 {
@@ -204,6 +223,85 @@ pub(crate) fn build(
         _ => {}
     }
     (faults, kills)
+}
+
+/// A key of the queue's first shard (its slot is the one the cluster scenarios strike).
+fn first_shard_key(q: &QueueName, shards: u32) -> String {
+    if shards > 1 {
+        format!("dq:{{{q}#0}}:sched")
+    } else {
+        format!("dq:{{{q}}}:sched")
+    }
+}
+
+/// The `k`-th Sentinel partition: the master the sentinel names is cut off from its replica
+/// and the sentinel for `ms`; clients still reach it. The sentinel promotes the replica;
+/// once the cut ends it makes the old master a replica, which throws away what the old
+/// master took meanwhile. Without `--wait-replicas` every enqueue it acknowledged from the
+/// cut until it was demoted may be lost (an unsynced window, as Jepsen found); with it,
+/// nothing acknowledged may be.
+fn sentinel_partition(k: usize, ms: u64, wait_replicas: u32, set: Arc<Mutex<SentinelSet>>) -> Fault {
+    let (s1, s2, s3) = (set.clone(), set.clone(), set);
+    let isolated = Arc::new(Mutex::new(0u16));
+    let i2 = isolated.clone();
+    held(
+        format!("partition #{} ({ms} ms): master cut from replica and sentinel", k + 1),
+        Duration::from_millis(ms),
+        wait_replicas == 0,
+        move || {
+            let set = lock(&s1);
+            let (master, others) = set.sides().expect("a partitionable sentinel set");
+            *lock(&isolated) = master.ports[0];
+            for o in &others {
+                partition::cut(&master, o).unwrap_or_else(|e| panic!("{e}"));
+            }
+        },
+        move || {
+            partition::heal().unwrap_or_else(|e| panic!("{e}"));
+            // The cut ends; the old master takes writes until the sentinel demotes it.
+            let port = *lock(&i2);
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while !delayq_test_support::command_on(port, &["INFO", "replication"])
+                .contains("role:slave")
+            {
+                assert!(std::time::Instant::now() < deadline, "old master not demoted");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        },
+        move || lock(&s3).wait_settled(),
+    )
+}
+
+/// The `k`-th Cluster partition: the master serving `slot` is cut off from every other node
+/// (the minority side) for `ms`; clients reach every node. The majority promotes its replica
+/// after the node timeout; the old master refuses writes once it has seen no majority for
+/// the node timeout, and rejoins as a replica when the cut ends. Without `--wait-replicas`
+/// what it acknowledged in between may be lost.
+fn cluster_partition(
+    k: usize,
+    ms: u64,
+    wait_replicas: u32,
+    c: Arc<Mutex<RedisCluster>>,
+    slot: u16,
+) -> Fault {
+    let (c1, c2) = (c.clone(), c);
+    let isolated = Arc::new(Mutex::new(0u16));
+    let i2 = isolated.clone();
+    held(
+        format!("partition #{} ({ms} ms): the queue's master on the minority side", k + 1),
+        Duration::from_millis(ms),
+        wait_replicas == 0,
+        move || {
+            let c = lock(&c1);
+            let (master, others) = c.sides(slot).expect("a partitionable cluster");
+            *lock(&isolated) = master.ports[0];
+            for o in &others {
+                partition::cut(&master, o).unwrap_or_else(|e| panic!("{e}"));
+            }
+        },
+        || partition::heal().unwrap_or_else(|e| panic!("{e}")),
+        move || lock(&c2).wait_rejoined(*lock(&i2)),
+    )
 }
 
 /// A master lost without warning: with `--wait-replicas` nothing acknowledged may be lost;

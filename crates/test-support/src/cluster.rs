@@ -6,12 +6,15 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::RedisServer;
+use crate::partition::{self, Endpoint};
 use crate::shared::Stoppable;
 
 /// A running cluster.
 pub struct RedisCluster {
     /// Every node (masters first, as created).
     pub nodes: Vec<RedisServer>,
+    /// Each node's source address when started partitionable.
+    sources: Vec<std::net::Ipv4Addr>,
 }
 
 impl RedisCluster {
@@ -22,25 +25,45 @@ impl RedisCluster {
 
     /// The same, each node started as `prefix… redis-server …` (e.g. `taskset -c 0`).
     pub fn start_prefixed(prefix: &[&str], masters: usize, replicas: usize) -> Self {
+        Self::start_inner(prefix, masters, replicas, false)
+    }
+
+    /// [`RedisCluster::start`] with each node connecting out from an address of its own, so
+    /// that [`partition::cut`] can separate them ([`RedisCluster::sides`]). Only inside a
+    /// network namespace of the caller's ([`partition::enter_namespace`]).
+    pub fn start_partitionable(masters: usize, replicas: usize) -> Self {
+        Self::start_inner(&[], masters, replicas, true)
+    }
+
+    fn start_inner(prefix: &[&str], masters: usize, replicas: usize, part: bool) -> Self {
         let n = masters * (1 + replicas);
+        let sources: Vec<std::net::Ipv4Addr> = if part {
+            (0..n).map(|_| partition::next_source()).collect()
+        } else {
+            Vec::new()
+        };
         let nodes: Vec<RedisServer> = (0..n)
-            .map(|_| {
-                RedisServer::start_prefixed(
-                    prefix,
-                    &[
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                    ],
-                )
-                .unwrap_or_else(|e| panic!("{e}"))
+            .map(|i| {
+                let mut args: Vec<String> = [
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ]
+                .map(String::from)
+                .to_vec();
+                if let Some(src) = sources.get(i) {
+                    args.extend(partition::server_args(*src));
+                    args.extend(["--cluster-announce-ip".into(), "127.0.0.1".into()]);
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                RedisServer::start_prefixed(prefix, &args).unwrap_or_else(|e| panic!("{e}"))
             })
             .collect();
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
@@ -60,7 +83,7 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let c = Self { nodes };
+        let c = Self { nodes, sources };
         c.wait_ok();
         c
     }
@@ -239,6 +262,43 @@ impl RedisCluster {
         self.wait_ok();
     }
 
+    /// For a partition: the master serving `slot` and every other node (its replica and the
+    /// other masters with theirs), with their client and bus ports. `None` unless started by
+    /// [`RedisCluster::start_partitionable`].
+    pub fn sides(&self, slot: u16) -> Option<(Endpoint, Vec<Endpoint>)> {
+        let port = self.master_of(slot).port();
+        let mut master = None;
+        let mut others = Vec::new();
+        for (n, src) in self.nodes.iter().zip(&self.sources) {
+            let e = Endpoint {
+                source: *src,
+                ports: vec![n.port(), n.port() + 10_000],
+            };
+            if n.port() == port {
+                master = Some(e);
+            } else {
+                others.push(e);
+            }
+        }
+        Some((master?, others))
+    }
+
+    /// After a partition healed: waits until `port` (a master cut off on the minority side)
+    /// serves as a replica in sync and every node is ok again.
+    pub fn wait_rejoined(&self, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let node = self.nodes.iter().find(|n| n.port() == port).expect("a node");
+        loop {
+            let info = node.info("replication");
+            if info.contains("role:slave") && info.contains("master_link_status:up") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the old master did not rejoin");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.wait_ok();
+    }
+
     /// Adds a user with `rule` on every node.
     pub fn add_user(&self, user: &str, password: &str, rule: &str) {
         for n in &self.nodes {
@@ -275,6 +335,7 @@ impl Stoppable for RedisCluster {
     fn attach(text: &str) -> Self {
         Self {
             nodes: text.lines().map(RedisServer::attach).collect(),
+            sources: Vec::new(),
         }
     }
 }

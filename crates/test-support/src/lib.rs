@@ -5,11 +5,13 @@
 //!
 //! Beyond one plain server: [`tls`] (certificates made at test time, a TLS port beside the
 //! plain one), ACL users ([`RedisServer::add_user`]), [`cluster`] (a local Redis Cluster) and
-//! [`sentinel`] (master, replica and a sentinel); and [`receiver`], an HTTP server that push
+//! [`sentinel`] (master, replica and a sentinel), both of which [`partition`] can cut apart;
+//! and [`receiver`], an HTTP server that push
 //! deliveries are sent to.
 
 pub mod cluster;
 pub mod otlp;
+pub mod partition;
 pub mod proxy;
 pub mod receiver;
 pub mod sentinel;

@@ -4,6 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::partition::{self, Endpoint};
 use crate::shared::DetachIfShared as _;
 use crate::shared::Stoppable;
 use crate::{RedisServer, command_on, free_port, ping};
@@ -21,6 +22,8 @@ pub struct SentinelSet {
     /// The sentinel's process id when another test process started it.
     attached: Option<u32>,
     sentinel_port: u16,
+    /// The source addresses of master, replica and sentinel when started partitionable.
+    sources: Option<[std::net::Ipv4Addr; 3]>,
     _dir: crate::Dir,
 }
 
@@ -33,18 +36,29 @@ impl SentinelSet {
     /// [`SentinelSet::start`] with extra arguments for the replica's `redis-server` (e.g. an
     /// ACL that refuses the sentinel's `REPLICAOF NO ONE`, to hold a failover in progress).
     pub fn start_with_replica(extra: &[&str]) -> Self {
-        let master = RedisServer::start();
+        Self::start_inner(extra, None)
+    }
+
+    /// [`SentinelSet::start`] with each process connecting out from an address of its own,
+    /// so that [`partition::cut`] can separate them ([`SentinelSet::sides`]). Only inside a
+    /// network namespace of the caller's ([`partition::enter_namespace`]).
+    pub fn start_partitionable() -> Self {
+        let sources = [(); 3].map(|()| partition::next_source());
+        Self::start_inner(&[], Some(sources))
+    }
+
+    fn start_inner(extra: &[&str], sources: Option<[std::net::Ipv4Addr; 3]>) -> Self {
+        let own = |i: usize| sources.map(|s| partition::server_args(s[i])).unwrap_or_default();
+        let plain = ["--save", "", "--appendonly", "no"];
+        let master_args: Vec<String> = plain.iter().map(|s| s.to_string()).chain(own(0)).collect();
+        let master_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
+        let master = RedisServer::start_with(&master_args);
         let port = master.port().to_string();
-        let mut args = vec![
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--replicaof",
-            "127.0.0.1",
-            &port,
-        ];
+        let mut args: Vec<&str> = plain.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &port]);
         args.extend_from_slice(extra);
+        let replica_own = own(1);
+        args.extend(replica_own.iter().map(String::as_str));
         let replica = RedisServer::start_with(&args);
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
@@ -56,9 +70,13 @@ impl SentinelSet {
                  sentinel monitor {MASTER} 127.0.0.1 {} 1\n\
                  sentinel down-after-milliseconds {MASTER} 1000\n\
                  sentinel failover-timeout {MASTER} 5000\n\
-                 sentinel parallel-syncs {MASTER} 1\n",
+                 sentinel parallel-syncs {MASTER} 1\n{}",
                 dir.path().display(),
-                master.port()
+                master.port(),
+                sources.map_or(String::new(), |s| format!(
+                    "bind-source-addr {}\nsentinel announce-ip 127.0.0.1\n",
+                    s[2]
+                ))
             ),
         )
         .expect("sentinel.conf");
@@ -77,6 +95,7 @@ impl SentinelSet {
             sentinel: Some(child),
             attached: None,
             sentinel_port: port,
+            sources,
             _dir: crate::Dir::Own(dir),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -177,6 +196,12 @@ impl SentinelSet {
         } else {
             self.replica.restart();
         }
+        self.wait_settled();
+    }
+
+    /// Waits until the sentinel names a master and the other server replicates it in sync
+    /// (asking the sentinel every time: a failover may still end otherwise).
+    pub fn wait_settled(&self) {
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             if let Some(m) = self.current_master_port() {
@@ -195,6 +220,21 @@ impl SentinelSet {
             assert!(Instant::now() < deadline, "the old master did not rejoin");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// For a partition: the server the sentinel names master now, and the two others (its
+    /// replica and the sentinel). `None` unless started by
+    /// [`SentinelSet::start_partitionable`].
+    pub fn sides(&self) -> Option<(Endpoint, Vec<Endpoint>)> {
+        let [m, r, s] = self.sources?;
+        let master = Endpoint { source: m, ports: vec![self.master.port()] };
+        let replica = Endpoint { source: r, ports: vec![self.replica.port()] };
+        let sentinel = Endpoint { source: s, ports: vec![self.sentinel_port] };
+        Some(if self.current_master_port() == Some(self.replica.port()) {
+            (replica, vec![master, sentinel])
+        } else {
+            (master, vec![replica, sentinel])
+        })
     }
 }
 
@@ -247,6 +287,7 @@ impl Stoppable for SentinelSet {
             sentinel: None,
             attached: Some(pid),
             sentinel_port,
+            sources: None,
             _dir: crate::Dir::Kept(std::path::PathBuf::from(next())),
         }
     }

@@ -15,7 +15,7 @@ use crate::{
 
 /// A fault the caller injects: given the history (to record when it strikes), it strikes
 /// and may leave a task running (a fault that strikes later, or heals later); the run waits
-/// for that task before it heals. Build one with [`fault`] or [`windowed`].
+/// for that task before it heals. Build one with [`fault`], [`windowed`] or [`held`].
 pub type Fault = Box<
     dyn FnOnce(History) -> Pin<Box<dyn Future<Output = Option<tokio::task::JoinHandle<()>>> + Send>>
         + Send,
@@ -57,17 +57,34 @@ pub fn windowed(
     strike: impl FnOnce() + Send + 'static,
     heal: impl FnOnce() + Send + 'static,
 ) -> Fault {
+    held(name, window.unwrap_or_default(), window.is_some(), open, strike, heal)
+}
+
+/// A fault held for a while (a partition): `open` runs (the network is cut), the run
+/// carries on for `hold`, then `strike` runs (the cut ends), [`Event::Fault`] `name` is
+/// recorded, and `heal` runs (waiting until the servers settle) — all while the run carries
+/// on. With `unsynced`, the hold is an [`Event::Unsynced`] window: losses of enqueues
+/// acknowledged in it are reported apart (an isolated master acknowledging what it cannot
+/// replicate).
+pub fn held(
+    name: impl Into<String>,
+    hold: Duration,
+    unsynced: bool,
+    open: impl FnOnce() + Send + 'static,
+    strike: impl FnOnce() + Send + 'static,
+    heal: impl FnOnce() + Send + 'static,
+) -> Fault {
     let name = name.into();
     Box::new(move |h: History| {
         Box::pin(async move {
-            if window.is_some() {
+            if unsynced {
                 // The window opens before `open` starts: a write acknowledged while it runs
                 // may or may not be in what it froze.
                 h.record(Event::Unsynced(name.clone()));
             }
             let _ = tokio::task::spawn_blocking(open).await;
             Some(tokio::spawn(async move {
-                tokio::time::sleep(window.unwrap_or_default()).await;
+                tokio::time::sleep(hold).await;
                 let _ = tokio::task::spawn_blocking(strike).await;
                 h.record(Event::Fault(name));
                 let _ = tokio::task::spawn_blocking(heal).await;
