@@ -85,6 +85,11 @@ pub(crate) struct ChaosArgs {
     /// Failovers (sentinel-failover, cluster-failover).
     #[arg(long, default_value_t = 3)]
     pub failovers: usize,
+    /// Each job is due 0..this many ms after its enqueue. Jobs due within a partition run
+    /// on the isolated side and hide its losses: give them longer (e.g. 30,000) to see what a
+    /// partition takes from jobs due after it.
+    #[arg(long, default_value_t = 1000)]
+    pub max_delay_ms: u64,
     /// How long each partition lasts (sentinel-partition, cluster-partition), in ms.
     #[arg(long, default_value_t = 8000)]
     pub partition_ms: u64,
@@ -153,7 +158,17 @@ pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> 
         if let Some(w) = a.lane_window {
             s.set_lane(Some(true), Some(w));
         }
-        connect().await.configure(&q, s).await?;
+        // A replica may still be syncing when the servers report ready: with
+        // --wait-replicas the first write waits for it.
+        let b = connect().await;
+        let mut tries = 0;
+        while let Err(e) = b.configure(&q, s.clone()).await {
+            tries += 1;
+            if tries == 30 {
+                return Err(e.into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
     let (faults, kills) = chaos_faults::build(&a, &servers, &q, shards, wait_replicas);
     eprintln!(
@@ -175,6 +190,7 @@ pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> 
         lease: Duration::from_secs(2),
         drain: Duration::from_secs(180),
         rate: a.rate,
+        max_delay: Duration::from_millis(a.max_delay_ms),
     };
     let report = chaos::run(q, connect, plan).await;
     print!("{}", report.table());

@@ -240,12 +240,20 @@ fn first_shard_key(q: &QueueName, shards: u32) -> String {
 /// master took meanwhile. Without `--wait-replicas` every enqueue it acknowledged from the
 /// cut until it was demoted may be lost (an unsynced window, as Jepsen found); with it,
 /// nothing acknowledged may be.
-fn sentinel_partition(k: usize, ms: u64, wait_replicas: u32, set: Arc<Mutex<SentinelSet>>) -> Fault {
-    let (s1, s2, s3) = (set.clone(), set.clone(), set);
+fn sentinel_partition(
+    k: usize,
+    ms: u64,
+    wait_replicas: u32,
+    set: Arc<Mutex<SentinelSet>>,
+) -> Fault {
+    let (s1, s3) = (set.clone(), set);
     let isolated = Arc::new(Mutex::new(0u16));
     let i2 = isolated.clone();
     held(
-        format!("partition #{} ({ms} ms): master cut from replica and sentinel", k + 1),
+        format!(
+            "partition #{} ({ms} ms): master cut from replica and sentinel",
+            k + 1
+        ),
         Duration::from_millis(ms),
         wait_replicas == 0,
         move || {
@@ -261,10 +269,11 @@ fn sentinel_partition(k: usize, ms: u64, wait_replicas: u32, set: Arc<Mutex<Sent
             // The cut ends; the old master takes writes until the sentinel demotes it.
             let port = *lock(&i2);
             let deadline = std::time::Instant::now() + Duration::from_secs(120);
-            while !delayq_test_support::command_on(port, &["INFO", "replication"])
-                .contains("role:slave")
-            {
-                assert!(std::time::Instant::now() < deadline, "old master not demoted");
+            while !command_on(port, &["INFO", "replication"]).contains("role:slave") {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "old master not demoted"
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
         },
@@ -288,7 +297,10 @@ fn cluster_partition(
     let isolated = Arc::new(Mutex::new(0u16));
     let i2 = isolated.clone();
     held(
-        format!("partition #{} ({ms} ms): the queue's master on the minority side", k + 1),
+        format!(
+            "partition #{} ({ms} ms): the queue's master on the minority side",
+            k + 1
+        ),
         Duration::from_millis(ms),
         wait_replicas == 0,
         move || {

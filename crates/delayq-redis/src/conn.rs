@@ -77,20 +77,32 @@ struct Shared {
     target: Target,
     /// Generation and connection; the generation tells a stale failure report from a new one.
     current: RwLock<(u64, Live)>,
+    /// Behind Sentinel: the master's address the current connection goes to.
+    master: RwLock<Option<redis::ConnectionAddr>>,
     rebuilding: tokio::sync::Mutex<()>,
 }
+
+/// How often a connection behind Sentinel asks the sentinels whether its master is still
+/// theirs ([`watch_sentinels`]).
+const SENTINEL_WATCH: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Conn {
     /// Connects to `target` (at most [`CONNECT_TIMEOUT`] per attempt).
     pub(crate) async fn connect(target: Target) -> Result<Self, RedisError> {
-        let live = open(&target).await?;
-        Ok(Self {
+        let (live, master) = open(&target).await?;
+        let sentinel = master.is_some();
+        let me = Self {
             inner: Arc::new(Shared {
                 target,
                 current: RwLock::new((0, live)),
+                master: RwLock::new(master),
                 rebuilding: tokio::sync::Mutex::new(()),
             }),
-        })
+        };
+        if sentinel {
+            tokio::spawn(watch_sentinels(Arc::downgrade(&me.inner)));
+        }
+        Ok(me)
     }
 
     /// The target it connects to.
@@ -136,14 +148,49 @@ impl Conn {
             return; // another caller already replaced it
         }
         match open(&self.inner.target).await {
-            Ok(live) => {
+            Ok((live, master)) => {
                 tracing::warn!(redis = %self.inner.target.shown, "Redis connection replaced");
                 *self.inner.current.write().expect("conn lock") = (generation + 1, live);
+                *self.inner.master.write().expect("conn lock") = master;
             }
             Err(e) => {
                 tracing::warn!(redis = %self.inner.target.shown, error = %e,
                     "Redis connection not replaced yet");
             }
+        }
+    }
+}
+
+/// Behind Sentinel, every [`SENTINEL_WATCH`] while the connection lives: when the sentinels
+/// no longer call its master a settled master of theirs — they think it down (a partition
+/// that leaves it reachable from here but not from them), they are failing it over, or they
+/// name another — the connection is replaced (again each round until a new one is made,
+/// which waits for the failover to end). Without this a client that still reaches an
+/// isolated master writes there until the partition heals and the sentinels demote it,
+/// losing every write in between (`delayq chaos --scenario sentinel-partition`).
+async fn watch_sentinels(shared: std::sync::Weak<Shared>) {
+    loop {
+        tokio::time::sleep(SENTINEL_WATCH).await;
+        let Some(inner) = shared.upgrade() else {
+            return;
+        };
+        let Topology::Sentinel {
+            sentinels, master, ..
+        } = &inner.target.topology
+        else {
+            return;
+        };
+        let Ok(named) = ask_sentinels(&inner.target, sentinels, master).await else {
+            continue; // no sentinel answers: nothing to go on
+        };
+        let ours = inner.master.read().expect("conn lock").clone();
+        let theirs = named.settled() && ours.as_ref().is_some_and(|a| named.is(a));
+        if !theirs {
+            let me = Conn { inner };
+            let generation = me.get().0;
+            tracing::warn!(redis = %me.inner.target.shown, flags = %named.flags,
+                "the sentinels no longer call this connection's master theirs");
+            me.rebuild(generation).await;
         }
     }
 }
@@ -385,21 +432,23 @@ async fn manager(c: Client) -> Result<Live, RedisError> {
         .map(Live::Single)
 }
 
-async fn open(target: &Target) -> Result<Live, RedisError> {
+/// Opens a connection; behind Sentinel, also the master's address it goes to.
+async fn open(target: &Target) -> Result<(Live, Option<redis::ConnectionAddr>), RedisError> {
     install_crypto();
     match &target.topology {
-        Topology::Single(info) => manager(client(target, info.clone())?).await,
+        Topology::Single(info) => Ok((manager(client(target, info.clone())?).await?, None)),
         Topology::Sentinel {
             sentinels, master, ..
         } => {
             let config = redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(CONNECT_TIMEOUT))
                 .set_response_timeout(Some(RESPONSE_TIMEOUT));
-            let opened: Result<Live, RedisError> = async {
+            let opened: Result<_, RedisError> = async {
                 let c = master_client(target).await?;
                 let live = timeout(c.get_multiplexed_async_connection_with_config(&config)).await?;
-                confirm_master(target, c.get_connection_info().addr()).await?;
-                Ok(Live::Sentinel(live))
+                let addr = c.get_connection_info().addr().clone();
+                confirm_master(target, &addr).await?;
+                Ok((Live::Sentinel(live), Some(addr)))
             }
             .await;
             match opened {
@@ -415,7 +464,7 @@ async fn open(target: &Target) -> Result<Live, RedisError> {
             // `get_async_connection` can hang (redis-rs #1953): bound it.
             timeout(b.build()?.get_async_connection())
                 .await
-                .map(Live::Cluster)
+                .map(|c| (Live::Cluster(c), None))
         }
     }
 }

@@ -287,7 +287,11 @@ impl RedisCluster {
     /// serves as a replica in sync and every node is ok again.
     pub fn wait_rejoined(&self, port: u16) {
         let deadline = Instant::now() + Duration::from_secs(120);
-        let node = self.nodes.iter().find(|n| n.port() == port).expect("a node");
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.port() == port)
+            .expect("a node");
         loop {
             let info = node.info("replication");
             if info.contains("role:slave") && info.contains("master_link_status:up") {

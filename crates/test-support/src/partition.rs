@@ -30,9 +30,12 @@ pub fn next_source() -> Ipv4Addr {
     Ipv4Addr::new(127, 0, 0, NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The `redis-server` arguments that make a server partitionable from `source`.
+/// The `redis-server` arguments that make a server partitionable from `source` (protected
+/// mode off: it counts only 127.0.0.1 as local, and peers now come from 127.0.0.N).
 pub fn server_args(source: Ipv4Addr) -> Vec<String> {
     vec![
+        "--protected-mode".into(),
+        "no".into(),
         "--bind-source-addr".into(),
         source.to_string(),
         "--replica-announce-ip".into(),

@@ -36,7 +36,13 @@ impl SentinelSet {
     /// [`SentinelSet::start`] with extra arguments for the replica's `redis-server` (e.g. an
     /// ACL that refuses the sentinel's `REPLICAOF NO ONE`, to hold a failover in progress).
     pub fn start_with_replica(extra: &[&str]) -> Self {
-        Self::start_inner(extra, None)
+        Self::start_inner(&[], extra, None)
+    }
+
+    /// [`SentinelSet::start`] with extra arguments for the master's `redis-server` (e.g. an
+    /// ACL that refuses the sentinel's `REPLICAOF`: demoted, it goes on taking writes).
+    pub fn start_with_master(extra: &[&str]) -> Self {
+        Self::start_inner(extra, &[], None)
     }
 
     /// [`SentinelSet::start`] with each process connecting out from an address of its own,
@@ -44,13 +50,26 @@ impl SentinelSet {
     /// network namespace of the caller's ([`partition::enter_namespace`]).
     pub fn start_partitionable() -> Self {
         let sources = [(); 3].map(|()| partition::next_source());
-        Self::start_inner(&[], Some(sources))
+        Self::start_inner(&[], &[], Some(sources))
     }
 
-    fn start_inner(extra: &[&str], sources: Option<[std::net::Ipv4Addr; 3]>) -> Self {
-        let own = |i: usize| sources.map(|s| partition::server_args(s[i])).unwrap_or_default();
+    fn start_inner(
+        master_extra: &[&str],
+        extra: &[&str],
+        sources: Option<[std::net::Ipv4Addr; 3]>,
+    ) -> Self {
+        let own = |i: usize| {
+            sources
+                .map(|s| partition::server_args(s[i]))
+                .unwrap_or_default()
+        };
         let plain = ["--save", "", "--appendonly", "no"];
-        let master_args: Vec<String> = plain.iter().map(|s| s.to_string()).chain(own(0)).collect();
+        let master_args: Vec<String> = plain
+            .iter()
+            .chain(master_extra)
+            .map(|s| s.to_string())
+            .chain(own(0))
+            .collect();
         let master_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
         let master = RedisServer::start_with(&master_args);
         let port = master.port().to_string();
@@ -74,7 +93,7 @@ impl SentinelSet {
                 dir.path().display(),
                 master.port(),
                 sources.map_or(String::new(), |s| format!(
-                    "bind-source-addr {}\nsentinel announce-ip 127.0.0.1\n",
+                    "bind-source-addr {}\nprotected-mode no\nsentinel announce-ip 127.0.0.1\n",
                     s[2]
                 ))
             ),
@@ -227,9 +246,18 @@ impl SentinelSet {
     /// [`SentinelSet::start_partitionable`].
     pub fn sides(&self) -> Option<(Endpoint, Vec<Endpoint>)> {
         let [m, r, s] = self.sources?;
-        let master = Endpoint { source: m, ports: vec![self.master.port()] };
-        let replica = Endpoint { source: r, ports: vec![self.replica.port()] };
-        let sentinel = Endpoint { source: s, ports: vec![self.sentinel_port] };
+        let master = Endpoint {
+            source: m,
+            ports: vec![self.master.port()],
+        };
+        let replica = Endpoint {
+            source: r,
+            ports: vec![self.replica.port()],
+        };
+        let sentinel = Endpoint {
+            source: s,
+            ports: vec![self.sentinel_port],
+        };
         Some(if self.current_master_port() == Some(self.replica.port()) {
             (replica, vec![master, sentinel])
         } else {

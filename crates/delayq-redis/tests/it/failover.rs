@@ -466,3 +466,54 @@ async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
         .command(&["HEXISTS", "dq:{unanswered}:jobs", "mid"]);
     assert_eq!(written, "0", "written to the restarted old master");
 }
+
+/// A master the sentinels have replaced but that still answers — cut off from them by a
+/// partition while this client reaches it, or here refusing their `REPLICAOF` — gets no more
+/// writes once the sentinels name another: the connection asks them every second whether its
+/// master is still theirs. Without that it wrote there until the master was demoted (for the
+/// whole partition; here for ever), and every such write was lost.
+#[tokio::test]
+async fn a_master_the_sentinels_replaced_gets_no_more_writes() {
+    let set = SentinelSet::start_with_master(&[
+        "--user",
+        "default",
+        "on",
+        "nopass",
+        "~*",
+        "&*",
+        "+@all",
+        "-replicaof",
+        "-slaveof",
+    ]);
+    let q = QueueName::new("replaced").unwrap();
+    let producer = Producer::new(connect_retrying(&set.url()).await, q.clone());
+    let job = |id: &str| NewJob::new("x").id(delayq::JobId::new(id).unwrap());
+    producer.enqueue(job("before")).await.unwrap();
+    let on = |s: &RedisServer, id: &str| s.command(&["HEXISTS", "dq:{replaced}:jobs", id]) == "1";
+    assert!(on(&set.master, "before"));
+    set.sentinel_command(&["SENTINEL", "FAILOVER", "mymaster"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while set.current_master_port() != Some(set.replica.port()) || !set.master_flags().eq("master")
+    {
+        assert!(Instant::now() < deadline, "no failover");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The old master refused to become a replica: it still takes writes.
+    assert!(set.master.info("replication").contains("role:master"));
+    let mut n = 0;
+    loop {
+        n += 1;
+        let id = format!("after{n}");
+        if producer.enqueue(job(&id)).await.is_ok() && on(&set.replica, &id) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writes still go to the replaced master ({n} tries)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // From then on nothing lands on the old master.
+    producer.enqueue(job("last")).await.unwrap();
+    assert!(on(&set.replica, "last") && !on(&set.master, "last"));
+}

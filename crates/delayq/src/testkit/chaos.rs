@@ -1,5 +1,5 @@
 //! A chaos run any backend can host: producers enqueue `jobs` jobs (each with an id, due in
-//! 0–1 s) while consumers run; at chosen points a consumer is killed (its task aborted: leases
+//! `max_delay`) while consumers run; at chosen points a consumer is killed (its task aborted: leases
 //! held, nothing acknowledged or released — a SIGKILL as the store sees it) or a fault the
 //! caller supplies strikes (a server restart, a pause…); then everything heals, consumers
 //! drain, and the [`History`] checker reports. Used by the Redis chaos test and `delayq chaos`.
@@ -57,7 +57,14 @@ pub fn windowed(
     strike: impl FnOnce() + Send + 'static,
     heal: impl FnOnce() + Send + 'static,
 ) -> Fault {
-    held(name, window.unwrap_or_default(), window.is_some(), open, strike, heal)
+    held(
+        name,
+        window.unwrap_or_default(),
+        window.is_some(),
+        open,
+        strike,
+        heal,
+    )
 }
 
 /// A fault held for a while (a partition): `open` runs (the network is cut), the run
@@ -110,6 +117,8 @@ pub struct Plan {
     /// Enqueues per second (`None`: as fast as the store answers) — faults that take their
     /// time to heal (a failover) need a run long enough to space them.
     pub rate: Option<f64>,
+    /// Each job is due in 0..`max_delay` (uniform) after its enqueue.
+    pub max_delay: Duration,
 }
 
 fn start<B: Backend>(
@@ -172,7 +181,9 @@ where
         let id = format!("j{i}");
         let job = NewJob::new(id.clone().into_bytes())
             .id(JobId::new(id.clone()).expect("valid id"))
-            .delay(Duration::from_millis(rand::random::<u64>() % 1000));
+            .delay(Duration::from_millis(
+                rand::random::<u64>() % (plan.max_delay.as_millis() as u64).max(1),
+            ));
         h.record(Event::Invoke(id.clone()));
         match producer.enqueue(job).await {
             Ok(_) => h.record(Event::Ok(id)),
