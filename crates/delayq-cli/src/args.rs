@@ -234,6 +234,9 @@ pub(crate) enum Command {
     /// Settings files: check one, list every key, print a commented example.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// What this build sends a store: the Redis scripts' text and SHA1s.
+    #[command(subcommand)]
+    Debug(crate::debug::DebugCommand),
     /// Exit 0 when a `delayq serve` is ready (`/readyz` answers 200), 1 otherwise: a container
     /// HEALTHCHECK or a probe that needs no curl.
     Health {

@@ -15,6 +15,7 @@ mod chaos_faults;
 mod config;
 mod config_docs;
 mod connect;
+mod debug;
 mod demo;
 #[cfg(test)]
 mod doc_commands;
@@ -143,6 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             return Ok(0);
         }
         Command::Config(c) => return config::run(c),
+        Command::Debug(c) => return debug::run(c),
         Command::Manpage => {
             clap_mangen::Man::new(config::command()).render(&mut std::io::stdout())?;
             return Ok(0);
@@ -252,6 +254,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Doctor { .. } => unreachable!("handled above"),
         Command::PushSecret
         | Command::Config(_)
+        | Command::Debug(_)
         | Command::Health { .. }
         | Command::Manpage
         | Command::Backup { .. } => {

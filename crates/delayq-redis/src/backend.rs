@@ -103,9 +103,7 @@ impl RedisBackend {
         args: A,
         wait: bool,
     ) -> Result<R> {
-        #[allow(unused_mut)]
         let (extra, mut argv) = args.encode();
-        #[cfg(feature = "test-clock")]
         argv.insert(0, self.clock_offset_us().to_string().into_bytes());
         R::from_reply(self.eval(&script.def, k, &extra, argv, wait).await?)
     }

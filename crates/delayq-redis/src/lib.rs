@@ -52,6 +52,7 @@ pub use conn::Live as Connection;
 pub use error::Error;
 pub use lane::{LANE_INDEX_BUCKETS, LANE_WINDOW_ENTRIES, LaneShard};
 pub use nodes::{Master, SentinelAnswer, SentinelView};
+pub use scripts::{ScriptText, scripts};
 pub use target::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, TlsFiles, mask};
 pub use wake::HEALTH_EVERY;
 

@@ -1,6 +1,6 @@
 //! The Rust/Lua boundary, declared once per script. A script's declaration ([`script!`]) names
 //! its file, its KEYS, its variable-length key tails, its ARGV by name and type, an argument
-//! tail of items, the helpers it calls and its reply type; from it come both sides: the Lua
+//! tail of items and its reply type (the helpers it calls are read from its text); from it come both sides: the Lua
 //! header of locals the script's own text starts from, and the Rust encoder (the script's
 //! `Args`) and decoder ([`FromReply`]). A reply's declaration ([`reply!`]) gives its Rust
 //! type, its decoder and the Lua function that builds it. No position is written by hand.
@@ -308,8 +308,9 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    /// An empty header for `file`. With the test clock the first argument is the offset
-    /// (µs) the scripts add to the server's clock.
+    /// An empty header for `file`. The first argument of every script is the offset (µs)
+    /// it adds to the server's clock: 0 in production, a test clock's offset in tests — the
+    /// same text either way (the scripts the tests load are the scripts that ship).
     pub(crate) fn new(file: &str) -> Self {
         let mut h = Header {
             text: format!("-- {file}: header generated from its declaration in Rust\n"),
@@ -317,9 +318,7 @@ impl Header {
             argv: 0,
             key_tails: Vec::new(),
         };
-        if cfg!(feature = "test-clock") {
-            h.arg("clock_offset_us", "tonumber(@)");
-        }
+        h.arg("clock_offset_us", "tonumber(@)");
         h
     }
 
@@ -391,7 +390,6 @@ macro_rules! script {
         $(key_tails: [$($ktail:ident),* $(,)?],)?
         args: { $($(#[$ameta:meta])* $arg:ident : $aty:ty),* $(,)? },
         $(tail: $tail:ident : $item:ty,)?
-        helpers: [$($helper:ident),* $(,)?],
         reply: $reply:ty $(,)?
     ) => {
         #[doc = concat!("The arguments of `lua/", $file, "`, by name.")]
@@ -445,16 +443,13 @@ macro_rules! script {
         pub(crate) static SCRIPT: $crate::scripts::Script<Args, $reply> =
             $crate::scripts::Script::new($crate::scripts::ScriptDef {
                 keys: &[$($crate::keys::Key::$key),*],
-                #[cfg(test)]
                 file: $file,
-                #[cfg(test)]
-                helpers: &[$(stringify!($helper)),*],
                 #[cfg(test)]
                 source: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)),
                 #[cfg(test)]
                 header,
                 built: std::sync::LazyLock::new(|| {
-                    $crate::scripts::build(header(), &[$(stringify!($helper)),*],
+                    $crate::scripts::build(header(),
                         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)))
                 }),
             });
@@ -485,8 +480,8 @@ mod tests {
         h.arg("max", "tonumber(@)");
         h.tail("acks", &[("id", "@"), ("token", "tonumber(@)")]);
         let text = h.finish();
-        // (The test clock's offset comes first, in this crate's tests.)
-        let o = usize::from(cfg!(feature = "test-clock"));
+        // (The clock offset comes first.)
+        let o = 1;
         assert!(text.contains("local sched = KEYS[1]\nlocal jobs = KEYS[2]\n"));
         let sweep = format!(
             "local sweep_n = tonumber(ARGV[{}])\nlocal sweep_at = 3 ",

@@ -710,7 +710,6 @@ mod tests {
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let build = crate::scripts::full(
             "",
-            &["encode"],
             "return encode({ attempt = 3, max_attempts = 9, due = 1764000000123, \
              created = 1764000000000, token = 77, lease = 2500, bkind = 0, bbase = 40, \
              bcap = 40, timeout = 5000, expires = 60000, expires_rel = true, prio = 7, \
@@ -731,12 +730,7 @@ mod tests {
             .unwrap();
         assert_eq!(decode(&from_lua).unwrap(), r);
         assert_eq!(encode(&r), from_lua);
-        let again = crate::scripts::full(
-            "",
-            &["encode", "decode"],
-            "return encode(decode(ARGV[1]))",
-            false,
-        );
+        let again = crate::scripts::full("", "return encode(decode(ARGV[1]))", false);
         for rec in [
             r.clone(),
             Record {

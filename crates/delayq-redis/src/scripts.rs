@@ -27,12 +27,8 @@ use crate::reply::Reply;
 pub(crate) struct ScriptDef {
     /// Its declared `KEYS`, in order (the key tails follow them).
     pub keys: &'static [Key],
-    /// File name under `lua/` (what the tests check).
-    #[cfg(test)]
+    /// File name under `lua/`.
     pub file: &'static str,
-    /// The helpers its own text calls, by name.
-    #[cfg(test)]
-    pub helpers: &'static [&'static str],
     /// The file's own text (without header, prelude and helpers).
     #[cfg(test)]
     pub source: &'static str,
@@ -80,6 +76,35 @@ pub(crate) struct Built {
     pub text: String,
 }
 
+/// One script as delayq sends it to Redis (`delayq debug scripts`; committed under
+/// `lua/built/`).
+#[derive(Debug, Clone)]
+pub struct ScriptText {
+    /// Its file under `lua/` (and `lua/built/`).
+    pub file: &'static str,
+    /// SHA1 of its text for one server or Sentinel (what `EVALSHA` names).
+    pub sha1: String,
+    /// SHA1 of its Cluster build (`SPUBLISH` for `PUBLISH`, the only difference).
+    pub sha1_cluster: String,
+    /// Its whole text for one server: header, helpers, its own file, constants written in.
+    pub text: String,
+}
+
+/// Every script as this build sends it, by file name. The same text in tests and in
+/// production: the tests' clock reaches the scripts as an argument (`clock_offset_us`, 0 in
+/// production), never as another text.
+pub fn scripts() -> Vec<ScriptText> {
+    crate::transitions::all()
+        .into_iter()
+        .map(|d| ScriptText {
+            file: d.file,
+            sha1: d.built(false).sha.clone(),
+            sha1_cluster: d.built(true).sha.clone(),
+            text: d.built(false).text.clone(),
+        })
+        .collect()
+}
+
 /// How far apart two priorities' turns are in a keyed queue's `ready` (keyed.lua:
 /// key_promote): 2^40 turns, more than any queue takes, so a higher priority always comes
 /// first and the keys share each priority round-robin.
@@ -93,7 +118,7 @@ const KEY_PARKED: u64 = 1 << 50;
 /// every prelude constant (and `PUBLISH`) written in as its value — a value costs nothing at
 /// run time, a `local` captured by each helper costs an upvalue per call. A script's
 /// `#!lua flags=…` line (Redis 7 script flags) stays the first line.
-pub(crate) fn full(header: &str, helpers: &[&str], source: &str, sharded_pubsub: bool) -> String {
+pub(crate) fn full(header: &str, source: &str, sharded_pubsub: bool) -> String {
     let (shebang, source) = match source.split_once('\n') {
         Some((first, rest)) if first.starts_with("#!") => (format!("{first}\n"), rest),
         _ => (String::new(), source),
@@ -103,7 +128,8 @@ pub(crate) fn full(header: &str, helpers: &[&str], source: &str, sharded_pubsub:
     } else {
         "'PUBLISH'"
     };
-    let (before, late, source) = crate::helpers::place_helpers(helpers, source);
+    let helpers = crate::helpers::called(source);
+    let (before, late, source) = crate::helpers::place_helpers(&helpers, source);
     let forward = if late.is_empty() {
         String::new()
     } else {
@@ -154,9 +180,9 @@ fn inline(text: &str, values: &HashMap<String, String>) -> String {
 }
 
 /// Both builds of a declared script.
-pub(crate) fn build(header: String, helpers: &[&str], source: &str) -> [Built; 2] {
+pub(crate) fn build(header: String, source: &str) -> [Built; 2] {
     [false, true].map(|sharded| {
-        let text = full(&header, helpers, source, sharded);
+        let text = full(&header, source, sharded);
         Built {
             sha: redis::Script::new(&text).get_hash().to_owned(),
             text,
@@ -284,17 +310,11 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     for (r, name) in Reply::ALL {
         def(name, (r as i64).to_string());
     }
-    // The server's clock in µs — with the test clock, plus the offset every call carries
-    // (`protocol::Header`: `clock_offset_us`, the first argument).
-    let offset = if cfg!(feature = "test-clock") {
-        " + clock_offset_us"
-    } else {
-        ""
-    };
-    let _ = write!(
-        s,
+    // The server's clock in µs, plus the offset every call carries (`protocol::Header`:
+    // `clock_offset_us`, the first argument: 0 but in tests driving the clock).
+    s.push_str(
         "\n--@ now_us\nlocal function now_us()\n  local t = redis.call('TIME')\n  \
-         return tonumber(t[1]) * 1000000 + tonumber(t[2]){offset}\nend\n"
+         return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us\nend\n",
     );
     // The lateness bucket (1-based) of a delay in ms: comparisons, no table built per call.
     s.push_str("\n--@ late_bucket\nlocal function late_bucket(ms)\n");
@@ -315,7 +335,7 @@ mod tests {
 
     use super::*;
     use crate::helpers::HELPER_FILES;
-    use crate::helpers::tests::words;
+    use crate::helpers::words;
     use crate::transitions;
 
     /// The names a script's comment lists under "Keys (declared in …)": one per line.
@@ -366,6 +386,7 @@ mod tests {
         let dir = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua")).unwrap();
         let mut files: Vec<String> = dir
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".lua"))
             .filter(|f| HELPER_FILES.iter().all(|(name, _)| f != name))
             .collect();
         files.sort();
@@ -487,12 +508,7 @@ mod tests {
             0u64, 1, 2, 3, 9, 10, 11, 99, 100, 101, 999, 1_000, 59_999, 60_000, 60_001,
         ];
         let list: Vec<String> = probes.iter().map(|p| format!("late_bucket({p})")).collect();
-        let script = full(
-            "",
-            &["late_bucket"],
-            &format!("return {{ {} }}", list.join(", ")),
-            false,
-        );
+        let script = full("", &format!("return {{ {} }}", list.join(", ")), false);
         let got = server.command(&["EVAL", &script, "0"]);
         let want: Vec<String> = probes
             .iter()
@@ -509,7 +525,6 @@ mod tests {
         let k = Keys::shard(&delayq::QueueName::new("orders").unwrap(), 2, 4);
         let script = full(
             "",
-            &["win_key", "wins_key", "wtombs_key", "ix_prefix"],
             "return { win_key(KEYS[1], 1796175823000), win_key(KEYS[1], '1796175823000'), \
              wins_key(KEYS[1]), wtombs_key(KEYS[1]), ix_prefix(KEYS[1]) .. '17' }",
             false,
@@ -536,7 +551,6 @@ mod tests {
         let mut conn = client.get_connection().unwrap();
         let read = full(
             "",
-            &["ix_entry"],
             "local kind, a, b = ix_entry(KEYS[1]) return { kind, a, b or -1 }",
             false,
         );
@@ -579,7 +593,6 @@ mod tests {
         // What enqueue.lua writes for each kind (IX_LANE .. n, IX_WINDOW .. pack) reads back.
         let write = full(
             "",
-            &[],
             "return { IX_LANE .. 42, IX_WINDOW .. struct.pack('>I6I3', 1796175823000, 7) }",
             false,
         );
@@ -606,7 +619,6 @@ mod tests {
         let mut conn = client.get_connection().unwrap();
         let script = full(
             "",
-            &["due_from", "has"],
             "local m = string.byte(ARGV[1], 1) \
              return { due_from(m, tonumber(ARGV[2]), 1000), has(m, SPEC_REPLACE) and 1 or 0 }",
             false,
@@ -640,6 +652,34 @@ mod tests {
         }
     }
 
+    /// `lua/built/` holds the text Redis runs for every script, and `SHA1SUMS` both builds'
+    /// SHA1s: what this (test) build loads is what is committed there — and scripts/test
+    /// compares the shipped build's `delayq debug scripts --sha1` with the same file.
+    #[test]
+    fn the_committed_built_scripts_are_current() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/built");
+        let again = "regenerate with `cargo run -p delayq-cli -- debug scripts --write \
+                     crates/delayq-redis/lua/built`";
+        let mut sums = String::new();
+        for s in scripts() {
+            let committed = std::fs::read_to_string(dir.join(s.file)).unwrap_or_default();
+            assert!(
+                committed == s.text,
+                "lua/built/{} is stale: {again}",
+                s.file
+            );
+            sums += &format!("{}  {}  {}\n", s.sha1, s.sha1_cluster, s.file);
+        }
+        let committed = std::fs::read_to_string(dir.join("SHA1SUMS")).unwrap_or_default();
+        assert_eq!(committed, sums, "lua/built/SHA1SUMS is stale: {again}");
+        let files = std::fs::read_dir(&dir).expect("lua/built").count();
+        assert_eq!(
+            files,
+            scripts().len() + 1,
+            "a file in lua/built/ no script builds"
+        );
+    }
+
     #[test]
     fn constants_are_written_in_as_whole_words() {
         let values = [("S_SLOT".to_owned(), "84".to_owned())]
@@ -649,7 +689,7 @@ mod tests {
             inline("x = S_SLOT + SERIES_SLOTS - S_SLOT2", &values),
             "x = 84 + SERIES_SLOTS - S_SLOT2"
         );
-        let text = full("", &[], "return R_OK", false);
+        let text = full("", "return R_OK", false);
         assert!(!text.contains("local R_OK"), "constants are not locals");
         assert!(text.ends_with(&format!("return {}", Reply::Ok as i64)));
     }

@@ -16,9 +16,6 @@ script! {
     key_tails: [ix],
     args: {},
     tail: acks: Finish,
-    helpers: [now_ms, queue_retention, trim_done, mark_retains, count, limit_freed, ack_pairs, lane_find, key_ended,
-        key_free, batch_end, batch_count,
-    ],
     reply: Vec<AckOutcome>,
 }
 

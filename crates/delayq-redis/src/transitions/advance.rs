@@ -17,7 +17,6 @@ script! {
         /// The next fire to store, ms.
         next_fire: u64,
     },
-    helpers: [],
     reply: bool,
 }
 

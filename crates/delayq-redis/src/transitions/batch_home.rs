@@ -28,7 +28,6 @@ script! {
         /// When they are tried next, ms from now (`failed`).
         retry_ms: u64,
     },
-    helpers: [now_ms],
     reply: Home,
 }
 

@@ -21,7 +21,6 @@ script! {
         results: bool,
     },
     tail: jobs: Spec,
-    helpers: [now_ms, has, rec_due, decode, due_from, call_chunked, wake_if_earlier, count, rec_kp],
     reply: Flat<Outcome>,
 }
 

@@ -23,7 +23,6 @@ script! {
         /// Most marks read.
         limit: u32,
     },
-    helpers: [],
     reply: Flat<Mark>,
 }
 

@@ -18,7 +18,6 @@ script! {
         /// Answer the open batches too.
         open: bool,
     },
-    helpers: [now_ms],
     reply: Scan,
 }
 

@@ -24,7 +24,6 @@ script! {
         /// Most bytes of results to answer.
         room_bytes: u64,
     },
-    helpers: [],
     reply: ShardPart,
 }
 

@@ -15,7 +15,6 @@ script! {
         /// The job.
         id: JobId,
     },
-    helpers: [now_ms, has, refusal, lane_drop, state_of, batch_end, batch_count],
     reply: Reply,
 }
 

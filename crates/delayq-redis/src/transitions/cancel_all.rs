@@ -17,11 +17,6 @@ script! {
         /// Most jobs in this call.
         most: usize,
     },
-    helpers: [
-        now_ms, rec_due, call_chunked, lane_dead, lane_due, lane_hb, lane_tombs, win_key,
-        wins_key, wtombs_key, win_width, win_entry, win_tombs, win_gone, win_unindex,
-        lane_unmark_from, lane_pos, lane_trim, batch_end, batch_count,
-    ],
     reply: u64,
 }
 

@@ -31,13 +31,6 @@ script! {
         reap_limit: u32,
     },
     tail: acks: Ack,
-    helpers: [
-        now_us, rec_attempt, rec_due, rec_lease, rec_claimed, decode, encode, rec_expires,
-        call_chunked, queue_retention, trim_done, mark_retains, bury, count, limits_read, limit_freed, promote,
-        lane_entry, lane_dead, lane_due, lane_h, ix_entry, win_width, win_promote, lane_trim,
-        lane_spill, lane_first_due, lane_find, ack_pairs, late_bucket, key_ended, key_free, key_unwait,
-        key_promote, key_take, key_limits, batch_end, batch_count,
-    ],
     reply: ClaimReply,
 }
 

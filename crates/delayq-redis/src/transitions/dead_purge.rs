@@ -21,7 +21,6 @@ script! {
         /// Most jobs in this call, without `one`.
         most: usize,
     },
-    helpers: [call_chunked, refusal, state_of],
     reply: Coded,
 }
 

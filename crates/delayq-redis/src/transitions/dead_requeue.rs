@@ -21,7 +21,6 @@ script! {
         /// Most jobs in this call, without `one`.
         most: usize,
     },
-    helpers: [now_ms, decode, encode, wake_if_earlier, refusal, state_of],
     reply: Coded,
 }
 

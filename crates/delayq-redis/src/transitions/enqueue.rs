@@ -16,11 +16,6 @@ script! {
     key_tails: [ix],
     args: {},
     tail: batch: Spec,
-    helpers: [
-        now_ms, has, rec_token, rec_attempt, rec_due, rec_claimed, decode, due_from, call_chunked,
-        wake_if_earlier, count, win_member, win_key, wins_key, win_width, lane_find, lane_pull,
-        lane_first_due, rec_kp,
-    ],
     reply: Flat<Outcome>,
 }
 

@@ -22,7 +22,6 @@ script! {
         /// The new lease from now, ms.
         lease_ms: u64,
     },
-    helpers: [now_ms, leased_raw],
     reply: Coded,
 }
 

@@ -27,7 +27,6 @@ script! {
         rest: Vec<u8>,
     },
     tail: fires: Fire,
-    helpers: [now_ms, call_chunked, wake_if_earlier, count, lane_find],
     reply: bool,
 }
 

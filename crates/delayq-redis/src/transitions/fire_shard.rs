@@ -22,7 +22,6 @@ script! {
         /// The job's record after its header (`record::tail`).
         rest: Vec<u8>,
     },
-    helpers: [now_ms, wake_if_earlier, count, lane_find],
     reply: bool,
 }
 

@@ -14,7 +14,6 @@ script! {
         /// The job.
         id: JobId,
     },
-    helpers: [has, lane_find],
     reply: Option<Found>,
 }
 

@@ -18,7 +18,6 @@ script! {
         /// The hold's length from the store's clock, ms (0: `until_ms` says).
         for_ms: u64,
     },
-    helpers: [now_ms],
     reply: u64,
 }
 

@@ -14,7 +14,6 @@ script! {
         /// Most due jobs read from the front of `ready`, and keys from each hash.
         sample: u32,
     },
-    helpers: [now_ms, rec_kp],
     reply: Flat<KeyRow>,
 }
 

@@ -22,10 +22,6 @@ script! {
         /// The cursor's id.
         after_id: String,
     },
-    helpers: [
-        now_ms, has, rec_due, promote, lane_entry, lane_dead, lane_due, win_key, wins_key,
-        win_width, win_entry, win_promote, lane_pos, lane_spill, key_promote,
-    ],
     reply: ListReply,
 }
 

@@ -47,7 +47,6 @@ reply! {
 }
 
 /// Every declared script.
-#[cfg(test)]
 pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 26] {
     [
         &ack::SCRIPT.def,

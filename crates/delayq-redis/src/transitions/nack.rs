@@ -29,10 +29,6 @@ script! {
         /// Uniform in [0, 1): the backoff's jitter.
         rnd: f64,
     },
-    helpers: [
-        now_ms, decode, encode, backoff_ms, wake_if_earlier, bury, count, limit_freed, leased_raw,
-        key_ended, key_free, batch_end, batch_count,
-    ],
     reply: Coded,
 }
 

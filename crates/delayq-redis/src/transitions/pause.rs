@@ -13,7 +13,6 @@ script! {
         /// Pause (else resume).
         paused: bool,
     },
-    helpers: [],
     reply: bool,
 }
 

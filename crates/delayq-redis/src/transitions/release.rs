@@ -17,7 +17,6 @@ script! {
         undo: bool,
     },
     tail: leases: Ack,
-    helpers: [now_ms, decode, encode, wake_if_earlier, limit_freed, leased_raw, key_ended, key_free],
     reply: u64,
 }
 

@@ -21,7 +21,6 @@ script! {
         /// The delay or the time, ms.
         t: u64,
     },
-    helpers: [now_ms, decode, encode, due_from, wake_if_earlier, refusal, lane_pull, state_of],
     reply: Coded,
 }
 

@@ -32,7 +32,6 @@ script! {
         /// The key rate's burst.
         key_burst: u32,
     },
-    helpers: [now_us, limits_read],
     reply: i64,
 }
 

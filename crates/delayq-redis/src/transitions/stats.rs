@@ -10,10 +10,6 @@ script! {
     file: "stats.lua",
     keys: [Sched, Lease, Dead, Stat, Done, Ready, Jobs, Lane, LaneMeta, LaneGone],
     args: {},
-    helpers: [
-        now_us, now_ms, rec_due, limits_read, lane_dead, lane_due, lane_hb, lane_tombs, win_key,
-        wins_key, wtombs_key, win_width, win_entry, lane_pos,
-    ],
     reply: QueueStats,
 }
 

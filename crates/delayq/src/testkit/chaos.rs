@@ -167,7 +167,7 @@ where
         let label = labels.next().expect("endless");
         consumers.push(start(connect().await, &h, &queue, plan.lease, label));
     }
-    let mut background = Vec::new();
+    let mut background: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let producer = Producer::new(connect().await, queue.clone());
     let kill_every = (plan.jobs / (plan.kills + 1)).max(1);
     let mut kills = 0;
@@ -207,7 +207,21 @@ where
         }
         while faults.peek().is_some_and(|(at, _)| *at <= i) {
             let (_, f) = faults.next().expect("peeked");
-            background.extend(f(h.clone()).await);
+            // One fault at a time: a fault still healing (a failover, a partition) holds the
+            // next one back — they would pile up on servers that have not settled — while
+            // the producers go on.
+            match background.pop().filter(|t| !t.is_finished()) {
+                None => background.extend(f(h.clone()).await),
+                Some(previous) => {
+                    let h = h.clone();
+                    background.push(tokio::spawn(async move {
+                        let _ = previous.await;
+                        if let Some(task) = f(h).await {
+                            let _ = task.await;
+                        }
+                    }));
+                }
+            }
         }
     }
     for task in background {

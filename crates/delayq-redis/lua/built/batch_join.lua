@@ -1,0 +1,315 @@
+-- delayq script; constants from Rust written in (scripts.rs)
+-- batch_join.lua: header generated from its declaration in Rust
+local clock_offset_us = tonumber(ARGV[1])
+local sched = KEYS[1]
+local jobs = KEYS[2]
+local wake = KEYS[3]
+local stat = KEYS[4]
+local done = KEYS[5]
+local bm = KEYS[6]
+local batch = ARGV[2]
+local results = (ARGV[3] == '1')
+local jobs_n = (#ARGV - 3) / 2
+local jobs_id, jobs_spec = {}, {}
+for i = 1, jobs_n do local a = 4 + (i - 1) * 2 jobs_id[i] = ARGV[a + 0] jobs_spec[i] = ARGV[a + 1] end
+local function push_enqueued(list, code, due) list[#list + 1] = code list[#list + 1] = due end
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
+end
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+local function has(flags, f)
+  return bit.band(flags, f) ~= 0
+end
+local function rec_due(rec)
+  return (struct.unpack('>I6', rec, 7))
+end
+-- Full decode and encode, for the paths that change more than the header.
+local function decode(s)
+  local r = {}
+  local version, flags, pos
+  version, flags, r.attempt, r.max_attempts, r.due, r.created, r.token, pos =
+    struct.unpack('>BBHHI6I6I6', s)
+  if version ~= 1 then
+    error('delayq: unknown record version ' .. tostring(version))
+  end
+  if has(flags, 1) then
+    r.lease, pos = struct.unpack('>I4', s, pos)
+  end
+  if has(flags, 2) then
+    r.bkind, r.bbase, r.bcap, pos = struct.unpack('>BI4I4', s, pos)
+  end
+  if has(flags, 8) then
+    r.timeout, pos = struct.unpack('>I4', s, pos)
+  end
+  if has(flags, 16) then
+    r.expires, pos = struct.unpack('>I6', s, pos)
+    r.expires_rel = has(flags, 32)
+  end
+  if has(flags, 64) then
+    local n
+    n, pos = struct.unpack('>B', s, pos)
+    for _ = 1, n do
+      local tag
+      tag, pos = struct.unpack('>B', s, pos)
+      if tag == 1 then
+        r.prio, pos = struct.unpack('>B', s, pos)
+      elseif tag == 2 then
+        r.keep, pos = struct.unpack('>I6', s, pos)
+      elseif tag == 3 then
+        r.dedupe, pos = struct.unpack('>I6', s, pos)
+      elseif tag == 4 then
+        local n
+        n, pos = struct.unpack('>H', s, pos)
+        r.target = string.sub(s, pos, pos + n - 1)
+        pos = pos + n
+      elseif tag >= 16 then
+        -- 16, 17, or a later build's sized extra: kept as read, written back by
+        -- encode.
+        local n
+        n, pos = struct.unpack('>H', s, pos)
+        if tag == 16 then
+          r.trace = string.sub(s, pos, pos + n - 1)
+        elseif tag == 17 then
+          r.result = string.sub(s, pos, pos + n - 1)
+        else
+          r.sized = r.sized or {}
+          r.sized[#r.sized + 1] = string.sub(s, pos - 3, pos + n - 1)
+        end
+        pos = pos + n
+      else
+        error('delayq: unknown record extra ' .. tostring(tag))
+      end
+    end
+  end
+  if has(flags, 128) then
+    r.done_at, r.dedupe_until, pos = struct.unpack('>I6I6', s, pos)
+  end
+  if has(flags, 4) then
+    local n
+    n, pos = struct.unpack('>H', s, pos)
+    r.err = string.sub(s, pos, pos + n - 1)
+    pos = pos + n
+  end
+  r.payload = string.sub(s, pos)
+  return r
+end
+-- Due time from a schedule: `mode` (its bits 3) 1 now, 2 a delay of
+-- `t` ms, 3 the absolute ms `t` (past = now).
+local function due_from(mode, t, now)
+  -- (4 is the highest bit: the rest of the byte is 3; arithmetic, no call.)
+  local when = mode % 4
+  if when == 2 then
+    return now + t
+  elseif when == 3 and t > now then
+    return t
+  end
+  return now
+end
+-- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
+local function call_chunked(cmd, key, list)
+  local step = 2000
+  for i = 1, #list, step do
+    local j = math.min(i + step - 1, #list)
+    redis.call(cmd, key, unpack(list, i, j))
+  end
+end
+-- Tells waiting consumers that a job due at `due` exists, if it is earlier than the head
+-- they are sleeping towards (and than `bound`, when given: the lane's first due time). Call
+-- before adding the job to `sched`.
+local function wake_if_earlier(sched, wake, due, bound)
+  if bound and due >= bound then return end
+  local head = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+  if head[2] == nil or due < tonumber(head[2]) then
+    redis.call('PUBLISH', wake, due)
+  end
+end
+-- Interval n begins in the slot at byte `at`, where `c` was just added: folds the last
+-- interval into the totals (minus `c` when it shares the slot), then zeroes and stamps the
+-- slot and sets it as the last. A clock stepping back across an interval boundary leaves the
+-- counts where they landed (lost to the series).
+local function new_interval(stat, n, at, c)
+  local last = redis.call('BITFIELD', stat, 'GET', 'u32', 4 * 8)[1]
+  if last > n then return false end
+  if last ~= 0 then
+    local lat = 168 + (last % 360) * 84
+    local raw = redis.call('GETRANGE', stat, lat, lat + 84 - 1)
+    if #raw == 84 and struct.unpack('>I4', raw) == last then
+      local add = { 'BITFIELD', stat }
+      for i = 0, 20 - 1 do
+        local v = struct.unpack('>I4', raw, 5 + 4 * i)
+        if lat == at then v = v - (c[i] or 0) end
+        if v > 0 then
+          add[#add + 1] = 'INCRBY'
+          add[#add + 1] = 'i64'
+          add[#add + 1] = (8 + 8 * i) * 8
+          add[#add + 1] = v
+        end
+      end
+      if #add > 2 then redis.call(unpack(add)) end
+    end
+  end
+  redis.call('SETRANGE', stat, at, struct.pack('>I4', n) .. string.rep('\0', 84 - 4))
+  redis.call('BITFIELD', stat, 'SET', 'u32', 4 * 8, n)
+  return true
+end
+-- Adds `v` to counter `i` — or, with `c` (counter index -> n), every count of `c` — in now's
+-- interval: one BITFIELD that also reads the slot's interval number; when the slot held
+-- another one (once per interval, see new_interval) it is counted in again. Counting never
+-- fails a transition: under a full store (`maxmemory`) the counts are skipped.
+local function count(stat, now, i, v, c)
+  local n = math.floor(now / 10000)
+  local at = 168 + (n % 360) * 84
+  local base = (at + 4) * 8
+  local r, args
+  if c == nil then
+    r = redis.pcall('BITFIELD', stat, 'GET', 'u32', at * 8, 'INCRBY', 'u32', base + 32 * i, v)
+  else
+    args = { 'BITFIELD', stat, 'GET', 'u32', at * 8 }
+    local k = 5
+    for j, w in pairs(c) do
+      if w > 0 then
+        args[k + 1], args[k + 2], args[k + 3], args[k + 4] = 'INCRBY', 'u32', base + 32 * j, w
+        k = k + 4
+      end
+    end
+    if k == 5 then return end
+    r = redis.pcall(unpack(args))
+  end
+  if type(r) ~= 'table' or r.err or r[1] == n then return end
+  -- Rare: the first count of an interval.
+  if c == nil then
+    c = { [i] = v }
+    args = { 'BITFIELD', stat, 'INCRBY', 'u32', base + 32 * i, v }
+  end
+  local ok, again = pcall(new_interval, stat, n, at, c)
+  if ok and again then redis.pcall(unpack(args)) end
+end
+
+-- Rate and concurrency limits (delayq::QueueSettings::shard_throttle): when the byte at 1
+-- has 1, the 32 bytes at 30408 of the `stat` string hold per_s (0: no rate
+-- limit), burst, max_in_flight (0: none), the bucket's tokens and when they were counted (µs).
+-- 2: a claim was held back by max_in_flight, so the next freed slot wakes consumers.
+-- A queue without limits pays one byte more in a GETRANGE the claim makes anyway.
+-- The key ('' for a job without one) and priority of the raw record `raw`, read from its
+-- extras without decoding the rest.
+local function rec_kp(raw)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return '', 5 end
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  local key, prio = '', 5
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    pos = pos + 1
+    if tag == 1 then
+      prio = string.byte(raw, pos)
+      pos = pos + 1
+    elseif tag == 2 or tag == 3 then
+      pos = pos + 6
+    else
+      -- 4 and every sized extra: a u16 length, then the bytes.
+      local len = struct.unpack('>H', raw, pos)
+      if tag == 18 then key = string.sub(raw, pos + 2, pos + 1 + len) end
+      pos = pos + 2 + len
+    end
+  end
+  return key, prio
+end
+
+-- batch_join.lua: enqueues jobs into one shard as jobs of a batch: each job it creates joins
+-- the batch (its id pending in `bm:<batch>`), unless the batch is closed in this shard.
+-- Keys (declared in transitions/batch_join.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- jobs      HASH id -> record
+-- wake      channel of the queue's consumers
+-- stat      STRING flags (128, and 8 / 32 for jobs with a priority or a key) and
+--           series of counts (common.lua: count)
+-- done      ZSET id -> when its retention ends: completed jobs kept as done
+-- bm        prefix of `bm:<batch>`, the batch's jobs of this shard (batch.lua)
+-- Arguments: batch (its id), results (the batch keeps its jobs' results), then the tail
+-- `jobs` of (id, spec) as enqueue.lua's (the record carries 19).
+-- Returns per job (code, due_ms) (push_enqueued): 1 (created: it joined) | 4 (the id
+-- exists: nothing written, it did not join) | -6 (done and kept within its dedupe window:
+-- the same) | -7 (the batch is closed: nothing written).
+-- Jobs of a batch go to `sched` (never the lane); a replace is not offered.
+-- Safe to run twice: a second run finds every job of the first and answers 4 (a job
+-- joins once: only an id `bm:<batch>` does not hold yet is written there).
+local now = now_ms()
+local k = bm .. ':' .. batch
+local out = {}
+if redis.call('HGET', k, '\0x') then
+  for _ = 1, jobs_n do push_enqueued(out, -7, 0) end
+  return out
+end
+if results then redis.call('HSET', k, '\0R', 1) end
+local created, earliest, prio, keyed = 0, nil, false, false
+local zadd, new, joined, fresh = {}, {}, {}, {}
+for c = 1, jobs_n, 1000 do
+  local last = math.min(c + 999, jobs_n)
+  local stored_all = redis.call('HMGET', jobs, unpack(jobs_id, c, last))
+  local known = redis.call('HMGET', k, unpack(jobs_id, c, last))
+  for i = c, last do
+    local id, spec = jobs_id[i], jobs_spec[i]
+    local due = due_from(string.byte(spec, 1), struct.unpack('>I6', spec, 1 + 7), now)
+    local stored = stored_all[i - c + 1]
+    if fresh[id] then
+      -- An id twice in one call: the first is written.
+      push_enqueued(out, 4, fresh[id])
+    else
+      if stored and has(string.byte(stored, 2), 128) and decode(stored).dedupe_until <= now then
+        -- Done, its dedupe window over: the id is free again.
+        redis.call('ZREM', done, id)
+        stored = nil
+      end
+      if stored then
+        local code = has(string.byte(stored, 2), 128) and -6 or 4
+        push_enqueued(out, code, rec_due(stored))
+      else
+        local rec = string.sub(spec, 2, 7) .. struct.pack('>I6I6', due, now)
+          .. string.sub(spec, 1 + 19)
+        new[#new + 1] = id
+        new[#new + 1] = rec
+        zadd[#zadd + 1] = due
+        zadd[#zadd + 1] = id
+        fresh[id] = due
+        created = created + 1
+        if earliest == nil or due < earliest then earliest = due end
+        -- It joins unless its id already ended in this batch (it then runs outside it).
+        if not known[i - c + 1] then
+          joined[#joined + 1] = id
+          joined[#joined + 1] = 'p'
+        end
+        -- (A job at the default priority leaves the queue's claim order as it is.)
+        local key, p = rec_kp(rec)
+        if key ~= '' then keyed = true end
+        if p ~= 5 then prio = true end
+        push_enqueued(out, 1, due)
+      end
+    end
+  end
+end
+if #new > 0 then call_chunked('HSET', jobs, new) end
+if #joined > 0 then
+  call_chunked('HSET', k, joined)
+  redis.call('HINCRBY', k, '\0p', #joined / 2)
+end
+local f = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0
+local add = 0
+if bit.band(f, 128) == 0 then add = add + 128 end
+if prio and bit.band(f, 8) == 0 then add = add + 8 end
+if keyed and bit.band(f, 32) == 0 then add = add + 32 end
+if add > 0 then redis.call('BITFIELD', stat, 'SET', 'u8', 1 * 8, f + add) end
+if earliest ~= nil then
+  wake_if_earlier(sched, wake, earliest)
+  call_chunked('ZADD', sched, zadd)
+end
+if created > 0 then count(stat, now, 0, created) end
+return out

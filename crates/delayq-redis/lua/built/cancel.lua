@@ -1,0 +1,298 @@
+-- delayq script; constants from Rust written in (scripts.rs)
+-- cancel.lua: header generated from its declaration in Rust
+local clock_offset_us = tonumber(ARGV[1])
+local sched = KEYS[1]
+local lease = KEYS[2]
+local jobs = KEYS[3]
+local dead = KEYS[4]
+local ready = KEYS[5]
+local lane = KEYS[6]
+local lanemeta = KEYS[7]
+local lanegone = KEYS[8]
+local bm = KEYS[9]
+local ix_n = tonumber(ARGV[2])
+local ix_at = 10 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local id = ARGV[3]
+local call_chunked, rec_batch, batch_end, batch_count
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
+end
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+local function has(flags, f)
+  return bit.band(flags, f) ~= 0
+end
+local function rec_due(rec)
+  return (struct.unpack('>I6', rec, 7))
+end
+-- The reply code refusing an operation on a job in state `st` (nil: missing).
+local function refusal(st)
+  if st == 0 then return -3 end
+  if st == 1 then return -4 end
+  if st == 2 then return -5 end
+  return -1
+end
+-- The id and the record of a lane entry.
+local function lane_entry(e)
+  local n = string.byte(e, 1)
+  return string.sub(e, 2, 1 + n), string.sub(e, 2 + n)
+end
+-- Whether a lane entry is a cancelled job's tombstone.
+local function lane_dead(e)
+  return string.byte(e, 1) == 0
+end
+-- What a cancelled entry keeps of its job: its due time (7 bytes instead of the whole job; no
+-- id has length 0, so lane_find never takes it for a job).
+local function lane_tomb(due)
+  return '\0' .. struct.pack('>I6', due)
+end
+-- The lane's head sequence number and the sequence number of bit 0 of `lanegone`.
+local function lane_hb(meta)
+  local v = redis.call('HMGET', meta, 'h', 'b')
+  return tonumber(v[1] or 0), tonumber(v[2] or 0)
+end
+-- A window's start as its member of `<lane>:w`, its field of `<lane>:t` and its key's suffix
+-- (`s`: a number or the member string).
+local function win_member(s)
+  return string.format('%.0f', s)
+end
+-- The LIST of the window that starts at `s`.
+local function win_key(lane, s)
+  return lane .. ':' .. win_member(s)
+end
+-- The HASH start -> tombstones of each window that has any.
+local function wtombs_key(lane)
+  return lane .. ':t'
+end
+-- What an index entry `v` points at, tagged by its first byte (keys.rs `IndexEntry` writes
+-- the same): 'L' and the one-delay lane's sequence number, or 'W' and the window's
+-- start and place. An entry written before the tags (a decimal number, or the 9 bytes of start
+-- and place, whose first byte is below '0') reads as the same kind.
+-- Returns kind, a, b: 'L', sequence number, nil | 'W', start, place.
+local function ix_entry(v)
+  local tag = string.sub(v, 1, 1)
+  if tag == 'L' then return 'L', tonumber(string.sub(v, 2)), nil end
+  if tag == 'W' then
+    local start, pos = struct.unpack('>I6I3', v, 2)
+    return 'W', start, pos
+  end
+  if string.byte(v, 1) >= 48 then return 'L', tonumber(v), nil end
+  local start, pos = struct.unpack('>I6I3', v)
+  return 'W', start, pos
+end
+-- The id, index bucket and record of a window's entry.
+local function win_entry(e)
+  local n = string.byte(e, 1)
+  return string.sub(e, 2, 1 + n), (struct.unpack('>H', e, 2 + n)), string.sub(e, 4 + n)
+end
+-- `k` entries of the window starting at `s` became tombstones (negative: tombstones left it
+-- with the entries around them).
+local function win_tombs(lane, s, k)
+  redis.call('HINCRBY', wtombs_key(lane), win_member(s), k)
+end
+-- The lane entry of `id` (index bucket `ix`), or nil. Returns kind, rec, a, b, c: 'L',
+-- its record, its sequence number, the lane's head sequence number and bitmap base (lane_hb)
+-- | 'W', its record, the window's start, its place there, nil.
+local function lane_find(L, id)
+  local v = redis.call('HGET', L.ix, id)
+  if not v then return nil end
+  local kind, s, pos = ix_entry(v)
+  if kind == 'W' then
+    local e = redis.call('LINDEX', win_key(L.lane, s), pos)
+    if not e or lane_dead(e) then return nil end
+    local eid, _, rec = win_entry(e)
+    if eid ~= id then return nil end
+    return 'W', rec, s, pos, nil
+  end
+  local h, b = lane_hb(L.meta)
+  if s < h then return nil end
+  local e = redis.call('LINDEX', L.lane, s - h)
+  if not e then return nil end
+  local eid, rec = lane_entry(e)
+  if eid ~= id then return nil end
+  return 'L', rec, s, h, b
+end
+-- Sets the tombstone bit of sequence number `s` (head `h`, base `b`). Once the bits of entries
+-- already passed (below `h`) fill 4 KiB, they are cut off the bitmap's front first and the
+-- base moves up by as many: the bitmap then spans the lane, not its history.
+local function lane_mark(L, s, h, b)
+  local stale = math.floor((h - b) / 8)
+  if stale >= 4096 then
+    local rest = redis.call('GETRANGE', L.gone, stale, -1)
+    if rest == '' then
+      redis.call('DEL', L.gone)
+    else
+      redis.call('SET', L.gone, rest)
+    end
+    b = b + 8 * stale
+    redis.call('HSET', L.meta, 'b', b)
+  end
+  redis.call('SETBIT', L.gone, s - b, 1)
+end
+-- Takes job `id` out of the lane: its entry becomes a tombstone, marked gone, that waits for
+-- a claim, and its index entry goes. Returns its record, or nil when the lane does not hold it.
+local function lane_drop(L, id)
+  local kind, rec, s, h, b = lane_find(L, id)
+  if not kind then return nil end
+  if kind == 'W' then
+    -- (s: the window's start, h: the place in it.)
+    redis.call('LSET', win_key(L.lane, s), h, '\0')
+    win_tombs(L.lane, s, 1)
+    redis.call('HINCRBY', L.meta, 'wn', -1)
+  else
+    lane_mark(L, s, h, b)
+    redis.call('LSET', L.lane, s - h, lane_tomb(rec_due(rec)))
+  end
+  redis.call('HDEL', L.ix, id)
+  return rec
+end
+-- The state code of `id` by the sorted set that holds it, or nil when it does not exist
+-- (`ready`: due jobs of a queue with priorities, see promote; `L`: the lane, lane_find).
+local function state_of(sched, lease, dead, id, ready, L)
+  if redis.call('ZSCORE', sched, id) then return 0 end
+  if L and lane_find(L, id) then return 0 end
+  if ready and redis.call('ZSCORE', ready, id) then return 0 end
+  if redis.call('ZSCORE', lease, id) then return 1 end
+  if redis.call('ZSCORE', dead, id) then return 2 end
+  return nil
+end
+
+-- cancel.lua: removes a scheduled job; reports what it found otherwise.
+-- Keys (declared in transitions/cancel.rs, which generates the locals):
+-- sched     ZSET id -> due_ms
+-- lease     ZSET id -> lease deadline ms
+-- jobs      HASH id -> record
+-- dead      ZSET id -> failed_at ms
+-- ready     ZSET id -> due_ms - priority x aging: due jobs of a queue with priorities
+-- lane      LIST the one-delay lane (lane.lua, above lane_entry)
+-- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua): a job that ends is counted there
+-- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
+-- Arguments: id.
+-- Returns 1 (this call removed it) | -4 | -5 | -1 (nothing changed).
+-- A lane job's entry stays in the lane as a tombstone of its due time, its bit set in
+-- lanegone, until a claim passes it.
+-- Safe to run twice: the second run finds nothing and answers -1.
+if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
+  local raw = redis.call('HGET', jobs, id)
+  redis.call('HDEL', jobs, id)
+  if raw and has(string.byte(raw, 2), 64) then
+-- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
+call_chunked = function(cmd, key, list)
+  local step = 2000
+  for i = 1, #list, step do
+    local j = math.min(i + step - 1, #list)
+    redis.call(cmd, key, unpack(list, i, j))
+  end
+end
+-- The batch of the raw record `raw` ('' for none), read from its extras without decoding
+-- the rest.
+rec_batch = function(raw)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return '' end
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    pos = pos + 1
+    if tag == 1 then
+      pos = pos + 1
+    elseif tag == 2 or tag == 3 then
+      pos = pos + 6
+    else
+      -- 4 and every sized extra: a u16 length, then the bytes.
+      local len = struct.unpack('>H', raw, pos)
+      if tag == 19 then return string.sub(raw, pos + 2, pos + 1 + len) end
+      pos = pos + 2 + len
+    end
+  end
+  return ''
+end
+-- Job `id` (its record `raw`, as it was before it ended) ended as `how` — 'o' acked, 'd'
+-- dead, 'c' cancelled — with `result` (an ack's, or nil): noted in `acc` (batch -> its ends in
+-- this call), counted by batch_count at the end of the script.
+batch_end = function(acc, raw, id, how, result)
+  local b = rec_batch(raw)
+  if b == '' then return end
+  local a = acc[b]
+  if not a then
+    a = { ids = {}, hows = {}, results = {} }
+    acc[b] = a
+  end
+  local n = #a.ids + 1
+  a.ids[n] = id
+  a.hows[n] = how
+  a.results[n] = result or false
+end
+-- Counts the ends noted in `acc` (batch_end) in their batches' `bm:<batch>` hashes of a queue
+-- of prefix `bm`, a batch at a time (one read, one write and the counts, whatever the number
+-- of its jobs): only a job still pending changes, so each job is counted once. When the
+-- batch keeps results, an acked job's result goes to `bmr:<batch>` (HASH id -> result) while
+-- the shard's kept results stay within what a callback carries (1000 results,
+-- 1048576 bytes: `\0rn`, `\0rb` in `bm:<batch>`); past that it is only counted
+-- (`\0rl`, left out), so a batch costs what its callback carries. A batch left with no
+-- pending job in this shard is marked in `bm!` (ZSET batch -> `now`), where the sweeps look
+-- first (batch_ready.lua).
+batch_count = function(bm, acc, now)
+  for b, a in pairs(acc) do
+    local k = bm .. ':' .. b
+    local kr = redis.call('HMGET', k, '\0R', '\0rn', '\0rb')
+    local keep, kn, kb, left = kr[1], tonumber(kr[2] or 0), tonumber(kr[3] or 0), 0
+    local set, kept, n, total = {}, {}, { o = 0, d = 0, c = 0 }, 0
+    for i = 1, #a.ids, 1000 do
+      local st = redis.call('HMGET', k, unpack(a.ids, i, math.min(i + 999, #a.ids)))
+      for j = 1, #st do
+        local x = i + j - 1
+        if st[j] == 'p' then
+          local id, how, r = a.ids[x], a.hows[x], a.results[x]
+          set[#set + 1] = id
+          set[#set + 1] = how
+          n[how] = n[how] + 1
+          total = total + 1
+          if keep and r and r ~= '' then
+            if kn < 1000 and kb + #r <= 1048576 then
+              kn, kb = kn + 1, kb + #r
+              kept[#kept + 1] = id
+              kept[#kept + 1] = r
+            else
+              left = left + 1
+            end
+          end
+        end
+      end
+    end
+    if total > 0 then
+      call_chunked('HSET', k, set)
+      for how, c in pairs(n) do
+        if c > 0 then redis.call('HINCRBY', k, '\0' .. how, c) end
+      end
+      if #kept > 0 then
+        call_chunked('HSET', bm .. 'r:' .. b, kept)
+        redis.call('HSET', k, '\0rn', kn, '\0rb', kb)
+      end
+      if left > 0 then redis.call('HINCRBY', k, '\0rl', left) end
+      if redis.call('HINCRBY', k, '\0p', -total) <= 0 then
+        redis.call('ZADD', bm .. '!', now, b)
+      end
+    end
+  end
+end
+    local bacc = {}
+    batch_end(bacc, raw, id, 'c')
+    batch_count(bm, bacc, now_ms())
+  end
+  return 1
+end
+if ix_n > 0 then
+  local L = { lane = lane, meta = lanemeta, gone = lanegone, ix = KEYS[ix_at] }
+  if lane_drop(L, id) then return 1 end
+end
+return refusal(state_of(sched, lease, dead, id, ready))
