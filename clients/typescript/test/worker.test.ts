@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -43,28 +43,37 @@ function serve(dir: string, listen = "127.0.0.1:0"): Promise<{ proc: ChildProces
 test("a worker carries on across a server restart and loses nothing", { skip: !BIN && "DELAYQ_BIN is not set" }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "delayq-ts-"));
   let { proc, addr } = await serve(dir);
-  const client = new Client({ baseUrl: `http://${addr}`, retries: 0 });
-  const q = queue();
-  for (let n = 0; n < 20; n++) await client.enqueue(q, { n }, { id: `now-${n}` });
-  for (let n = 0; n < 20; n++) await client.enqueue(q, { n }, { id: `later-${n}`, delayMs: 1500 });
-  const seen = new Set<string>();
-  const worker = new Worker(client, q, async (job) => void seen.add(job.id), {
-    concurrency: 4,
-    waitMs: 500,
-    onError: () => undefined,
-  });
-  const running = worker.run();
-  await until("the due jobs", () => seen.size >= 20);
-  proc.kill("SIGKILL");
-  await new Promise((r) => proc.once("exit", r));
-  await sleep(300); // real time: the worker meets a dead server and keeps trying
-  ({ proc } = await serve(dir, addr));
-  await until("every job after the restart", () => seen.size === 40);
-  await worker.close();
-  await running;
-  const s = await client.stats(q);
-  assert.deepEqual([s.scheduled, s.leased, s.dead], [0, 0, 0]);
-  proc.kill("SIGTERM");
+  try {
+    const client = new Client({ baseUrl: `http://${addr}`, retries: 0 });
+    const q = queue();
+    for (let n = 0; n < 20; n++) await client.enqueue(q, { n }, { id: `now-${n}` });
+    for (let n = 0; n < 20; n++) await client.enqueue(q, { n }, { id: `later-${n}`, delayMs: 1500 });
+    const seen = new Set<string>();
+    const worker = new Worker(client, q, async (job) => void seen.add(job.id), {
+      concurrency: 4,
+      waitMs: 500,
+      onError: () => undefined,
+    });
+    const running = worker.run();
+    await until("the due jobs", () => seen.size >= 20);
+    proc.kill("SIGKILL");
+    await new Promise((r) => proc.once("exit", r));
+    await sleep(300); // real time: the worker meets a dead server and keeps trying
+    ({ proc } = await serve(dir, addr));
+    await until("every job after the restart", () => seen.size === 40);
+    await worker.close();
+    await running;
+    const s = await client.stats(q);
+    assert.deepEqual([s.scheduled, s.leased, s.dead], [0, 0, 0]);
+  } finally {
+    // The server and its data directory go with the test, whatever it found.
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const gone = new Promise((r) => proc.once("exit", r));
+      proc.kill("SIGKILL");
+      await gone;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("a worker closed mid-job finishes it and acks it", { skip: !URL_ && "DELAYQ_URL is not set" }, async () => {

@@ -173,22 +173,73 @@ fn find_binary(names: &[&str]) -> PathBuf {
     panic!("none of {names:?} is installed: `.ci/run` installs chromium and chromium-driver")
 }
 
-pub(crate) async fn browser() -> (Killed, Client) {
+/// chromedriver and the Chromium it starts, with a profile directory of their own. Killing
+/// chromedriver alone leaves Chromium running (parent 1, for ever): dropping this kills every
+/// process whose command line names the profile, waits for them, then removes it.
+pub(crate) struct Browser {
+    _driver: Killed,
+    profile: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let mark = format!("--user-data-dir={}", self.profile.path().display());
+        let started = Instant::now();
+        loop {
+            let mut alive = 0;
+            for pid in processes_naming(&mark) {
+                alive += 1;
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            }
+            if alive == 0 || started.elapsed() > Duration::from_secs(5) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Process ids whose command line contains `mark`.
+fn processes_naming(mark: &str) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            (pid.parse::<u32>().is_ok() && cmd.contains(mark)).then_some(pid)
+        })
+        .collect()
+}
+
+pub(crate) async fn browser() -> (Browser, Client) {
     let port = free_port();
+    let profile = tempfile::tempdir().expect("profile dir");
+    // Chromium's own temporary directories (org.chromium.Chromium.*) go in the profile too:
+    // a killed Chromium cannot remove them.
+    let tmp = profile.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("profile tmp");
     let driver = Command::new(find_binary(&["chromedriver"]))
         .arg(format!("--port={port}"))
+        .env("TMPDIR", &tmp)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let driver = Killed(driver);
+    let browser = Browser {
+        _driver: Killed(driver),
+        profile,
+    };
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
         json!({
             "binary": find_binary(&["chromium", "chromium-browser"]),
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,900", "--force-prefers-reduced-motion"],
+                     "--window-size=1280,900", "--force-prefers-reduced-motion",
+                     format!("--user-data-dir={}", browser.profile.path().display())],
         }),
     );
     let url = format!("http://127.0.0.1:{port}");
@@ -200,7 +251,7 @@ pub(crate) async fn browser() -> (Killed, Client) {
             .connect(&url)
             .await
         {
-            Ok(c) => return (driver, c),
+            Ok(c) => return (browser, c),
             Err(e) if started.elapsed() < Duration::from_secs(20) => {
                 let _ = e;
                 tokio::time::sleep(Duration::from_millis(200)).await;
