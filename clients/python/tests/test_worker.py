@@ -254,9 +254,11 @@ class FaultTest(unittest.TestCase):
     @unittest.skipUnless(os.environ.get("DELAYQ_BIN"), "DELAYQ_BIN is not set")
     def test_a_worker_carries_on_across_a_server_restart(self):
         import re
+        import shutil
         import tempfile
 
         data = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, data, ignore_errors=True)
 
         def serve(listen):
             p = subprocess.Popen([os.environ["DELAYQ_BIN"], "--data", data, "serve", "--listen", listen],

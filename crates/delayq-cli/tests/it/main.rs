@@ -3,6 +3,7 @@
 
 mod common;
 
+mod architecture;
 mod batches;
 mod cli;
 mod clients;
