@@ -10,8 +10,6 @@ mod batch;
 mod bench;
 #[cfg(feature = "bench")]
 mod chaos;
-#[cfg(feature = "bench")]
-mod chaos_faults;
 mod config;
 mod config_docs;
 mod connect;
@@ -20,8 +18,6 @@ mod demo;
 #[cfg(test)]
 mod doc_commands;
 mod doctor;
-mod doctor_embedded;
-mod doctor_topology;
 mod enqueue;
 mod exec;
 mod health;
@@ -185,7 +181,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         (_, None) => {
             if let Command::Doctor { .. } = cli.command {
-                return doctor_embedded::run(&cli.data);
+                return doctor::embedded::run(&cli.data);
             }
             store::embedded_or_server(&cli)?
         }

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
-use crate::scripts::PRELUDE;
+use crate::prelude::PRELUDE;
 
 /// The helper files, in the order their functions are defined (keyed.lua calls common.lua's,
 /// lane.lua both).

@@ -37,6 +37,7 @@ mod inspect;
 mod keys;
 mod lane;
 mod nodes;
+mod prelude;
 mod protocol;
 mod record;
 mod reply;
@@ -52,8 +53,8 @@ pub use conn::Live as Connection;
 pub use error::Error;
 pub use lane::{LANE_INDEX_BUCKETS, LANE_WINDOW_ENTRIES, LaneShard};
 pub use nodes::{Master, SentinelAnswer, SentinelView};
-pub use scripts::{ScriptText, scripts};
 pub use target::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, TlsFiles, mask};
+pub use transitions::{ScriptText, scripts};
 pub use wake::HEALTH_EVERY;
 
 /// The ACL rule a delayq user needs (after `ACL SETUSER NAME on >PASSWORD`): its keys and

@@ -308,7 +308,7 @@ impl Env {
                     if self.keep_done {
                         let mut settings = QueueSettings::default();
                         settings.retention.keep_done_ms = KEEP_DONE_MS;
-                        b.configure(&super::util::queue(), settings).await?;
+                        b.configure(&queue(), settings).await?;
                     }
                     e.current = Some(b);
                 }
@@ -324,7 +324,7 @@ impl Env {
                     if self.keep_done {
                         settings.retention.keep_done_ms = KEEP_DONE_MS;
                     }
-                    b.configure(&super::util::queue(), settings).await?;
+                    b.configure(&queue(), settings).await?;
                 }
                 Ok(AnyBackend::Redis(b))
             }
@@ -488,4 +488,9 @@ impl Ceiling {
         env.reset().await?;
         Ok(c)
     }
+}
+
+/// The queue every workload uses.
+pub(crate) fn queue() -> delayq::QueueName {
+    delayq::QueueName::new("bench").expect("valid name")
 }

@@ -11,12 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
 use super::env::Env;
+pub(crate) use super::env::queue;
 use crate::backend::AnyBackend;
-
-/// The queue every workload uses.
-pub(crate) fn queue() -> QueueName {
-    QueueName::new("bench").expect("valid name")
-}
 
 /// `orderId` of job `i`: "1" and `i` zero-padded to 19 digits.
 pub(crate) fn order_id(i: usize) -> String {

@@ -4,6 +4,7 @@ use delayq::{JobId, JobInfo, JobState, ListState, Result};
 
 use crate::backend::RedisBackend;
 use crate::keys::Keys;
+use crate::prelude::which_code;
 use crate::protocol::{Flat, reply, script};
 use crate::reply::job_info;
 
@@ -23,20 +24,6 @@ script! {
         after_id: String,
     },
     reply: ListReply,
-}
-
-/// The codes of `which` (the Lua prelude defines each name): the listing's kinds.
-pub(crate) const WHICH: [(&str, ListState); 5] = [
-    ("LIST_SCHEDULED", ListState::Scheduled),
-    ("LIST_DUE", ListState::Due),
-    ("LIST_LEASED", ListState::Leased),
-    ("LIST_DEAD", ListState::Dead),
-    ("LIST_DONE", ListState::Done),
-];
-
-/// The code of `which` for a kind of listing.
-pub(crate) fn which_code(which: ListState) -> u8 {
-    WHICH.iter().position(|(_, w)| *w == which).unwrap_or(0) as u8 + 1
 }
 
 reply! {

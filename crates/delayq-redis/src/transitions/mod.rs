@@ -46,6 +46,35 @@ reply! {
     }
 }
 
+/// One script as delayq sends it to Redis (`delayq debug scripts`; committed under
+/// `lua/built/`).
+#[derive(Debug, Clone)]
+pub struct ScriptText {
+    /// Its file under `lua/` (and `lua/built/`).
+    pub file: &'static str,
+    /// SHA1 of its text for one server or Sentinel (what `EVALSHA` names).
+    pub sha1: String,
+    /// SHA1 of its Cluster build (`SPUBLISH` for `PUBLISH`, the only difference).
+    pub sha1_cluster: String,
+    /// Its whole text for one server: header, helpers, its own file, constants written in.
+    pub text: String,
+}
+
+/// Every script as this build sends it, by file name. The same text in tests and in
+/// production: the tests' clock reaches the scripts as an argument (`clock_offset_us`, 0 in
+/// production), never as another text.
+pub fn scripts() -> Vec<ScriptText> {
+    all()
+        .into_iter()
+        .map(|d| ScriptText {
+            file: d.file,
+            sha1: d.built(false).sha.clone(),
+            sha1_cluster: d.built(true).sha.clone(),
+            text: d.built(false).text.clone(),
+        })
+        .collect()
+}
+
 /// Every declared script.
 pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 26] {
     [

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::doctor::{Check, Verdict, report};
+use super::report::{Check, Verdict, report};
 
 /// A write-ahead log past this is worth a word: checkpoints are not keeping up.
 const WAL_WARN: u64 = 256 * 1024 * 1024;

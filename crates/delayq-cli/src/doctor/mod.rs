@@ -1,50 +1,17 @@
 //! `delayq doctor`: checks the Redis deployment it is pointed at — one server, a Cluster or
 //! Sentinel — and says in plain words what is wrong. Per-server checks (version, eviction,
-//! persistence) run on every master; topology checks are in `doctor_topology`; the embedded
-//! store's checks in `doctor_embedded`.
+//! persistence) run on every master; topology checks are in `topology`; the embedded
+//! store's checks in `embedded`; what a check is and how the verdicts are printed, in `report`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use delayq_redis::{ConnectOptions, Connection, RedisBackend};
 
-use crate::doctor_topology;
+pub(crate) mod embedded;
+mod report;
+mod topology;
 
-/// How a check came out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Verdict {
-    /// Fine.
-    Ok,
-    /// Works, with a caveat worth reading.
-    Warn,
-    /// delayq's guarantees do not hold on this server.
-    Fail,
-}
-
-/// One check's outcome.
-pub(crate) struct Check {
-    /// What was checked.
-    pub name: &'static str,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// What was found and what to do.
-    pub detail: String,
-}
-
-impl Check {
-    pub(crate) fn new(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Self {
-        Self {
-            name,
-            verdict,
-            detail: detail.into(),
-        }
-    }
-}
-
-pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .map(str::trim)
-}
+use report::{Check, Verdict, field, report};
 
 async fn config_get(conn: &mut Connection, name: &str) -> Option<String> {
     redis::cmd("CONFIG")
@@ -86,7 +53,7 @@ async fn server_checks(conn: &mut Connection, at: &str, out: &mut Vec<Check>) {
             format!("{at}Redis {version}: delayq needs 7.0 or newer"),
         )
     });
-    if let Some(c) = doctor_topology::lua_cves(&version) {
+    if let Some(c) = topology::lua_cves(&version) {
         out.push(Check::new("lua-cves", Verdict::Warn, format!("{at}{c}")));
     } else {
         out.push(Check::new(
@@ -315,7 +282,7 @@ pub(crate) async fn checks(
 ) -> anyhow::Result<Vec<Check>> {
     let backend = RedisBackend::connect_with(opts).await?;
     let mut out = Vec::new();
-    doctor_topology::topology_checks(&backend, &mut out).await;
+    topology::topology_checks(&backend, &mut out).await;
     let masters = backend.masters().await?;
     let several = masters.len() > 1;
     // The smallest listpack limits of any master (a lane's index buckets must fit them).
@@ -334,7 +301,7 @@ pub(crate) async fn checks(
         }
     }
     lane_checks(&backend, limits, &mut out).await;
-    doctor_topology::acl_check(&backend, acl_user, &mut out).await;
+    topology::acl_check(&backend, acl_user, &mut out).await;
     latency_and_clock(&mut backend.connection(), &mut out).await?;
     Ok(out)
 }
@@ -352,22 +319,4 @@ pub(crate) async fn run(opts: ConnectOptions, acl_user: Option<String>) -> anyho
         ));
     }
     Ok(report(&checks))
-}
-
-/// Prints a verdict per check; the exit code: 1 when one fails.
-pub(crate) fn report(checks: &[Check]) -> u8 {
-    for c in checks {
-        let v = match c.verdict {
-            Verdict::Ok => "ok  ",
-            Verdict::Warn => "WARN",
-            Verdict::Fail => "FAIL",
-        };
-        println!("{v}  {:<12} {}", c.name, c.detail);
-    }
-    let worst = checks
-        .iter()
-        .map(|c| c.verdict)
-        .max()
-        .unwrap_or(Verdict::Ok);
-    if worst == Verdict::Fail { 1 } else { 0 }
 }

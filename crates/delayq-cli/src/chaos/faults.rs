@@ -12,7 +12,7 @@ use delayq_test_support::proxy::Proxy;
 use delayq_test_support::sentinel::SentinelSet;
 use delayq_test_support::{RedisServer, command_on};
 
-use crate::chaos::{ChaosArgs, Fsync, Scenario};
+use super::args::{ChaosArgs, Fsync, Scenario};
 
 /// The servers of a run; dropping them stops every process.
 pub(crate) enum Servers {

@@ -4,7 +4,7 @@
 
 use delayq_redis::RedisBackend;
 
-use crate::doctor::{Check, Verdict, field};
+use super::report::{Check, Verdict, field};
 
 /// Lua sandbox CVEs and, per release line, the first release that fixes all of them:
 /// CVE-2025-49844 (use-after-free, "RediShell"), CVE-2025-46817 (`unpack` overflow),
