@@ -145,7 +145,7 @@ pub(crate) async fn dead<B: Backend + Inspect>(
             json,
         } => {
             let dead = delayq::ListState::Dead;
-            let jobs = delayq::listing::skip_take(b, q, dead, offset, limit).await?;
+            let jobs = delayq::backend::skip_take(b, q, dead, offset, limit).await?;
             if jobs.is_empty() && !json {
                 eprintln!("no dead jobs in queue {q}{}", from_offset(offset));
             }

@@ -85,7 +85,7 @@ pub async fn dead_list<B: Backend + Inspect>(
     }
     // Offset paging over the cursor listing (GET …/jobs?state=dead pages by cursor).
     let offset = page.offset.unwrap_or(0);
-    let jobs = delayq::listing::skip_take(st.backend(), &q, ListState::Dead, offset, limit).await?;
+    let jobs = delayq::backend::skip_take(st.backend(), &q, ListState::Dead, offset, limit).await?;
     Ok(Json(jobs.into_iter().map(JobView::from).collect()))
 }
 

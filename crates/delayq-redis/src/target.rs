@@ -19,6 +19,10 @@ use redis::{
 
 use crate::error::Error;
 
+/// How often an idle Pub/Sub connection is checked with `PING` by default
+/// ([`ConnectOptions::health_check`]).
+pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
+
 /// Files for TLS: a private CA to trust, and a client certificate and key for mutual TLS.
 #[derive(Clone, Debug, Default)]
 pub struct TlsFiles {
@@ -71,7 +75,7 @@ impl Default for ConnectOptions {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             password: None,
             namespace: None,
-            health_check: crate::wake::HEALTH_EVERY,
+            health_check: HEALTH_EVERY,
         }
     }
 }

@@ -27,10 +27,6 @@ pub(crate) type Notify = Arc<dyn Fn() + Send + Sync>;
 type Notifiers = Arc<Mutex<HashMap<String, Notify>>>;
 type Request = (String, oneshot::Sender<()>);
 
-/// How often an idle Pub/Sub connection is checked with `PING` by default
-/// ([`crate::ConnectOptions::health_check`]).
-pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
-
 /// Owner of the Pub/Sub connection. Dropping it stops its task.
 pub(crate) struct WakeHub {
     notifiers: Notifiers,

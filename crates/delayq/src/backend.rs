@@ -272,3 +272,29 @@ pub trait Inspect: Clone + Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<KeyStats>>> + Send;
 }
+
+/// Jobs of `state` from position `offset`, at most `limit`, walking the cursor listing: the
+/// offset-paged dead-letter list of the API and the CLI.
+pub async fn skip_take<B: Inspect>(
+    b: &B,
+    queue: &QueueName,
+    state: ListState,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<JobInfo>> {
+    let mut out = Vec::new();
+    let (mut skip, mut after) = (offset, None);
+    while out.len() < limit {
+        let want = (skip + limit - out.len()).min(crate::listing::MAX_PAGE);
+        let page = b.list(queue, state, want, after).await?;
+        let dropped = skip.min(page.jobs.len());
+        skip -= dropped;
+        out.extend(page.jobs.into_iter().skip(dropped));
+        after = page.next;
+        if after.is_none() {
+            break;
+        }
+    }
+    out.truncate(limit);
+    Ok(out)
+}

@@ -11,10 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::Inspect;
 use crate::error::InvalidInput;
 use crate::job::JobInfo;
-use crate::name::QueueName;
 
 /// Most jobs one listing page may hold.
 pub const MAX_PAGE: usize = 1000;
@@ -137,32 +135,6 @@ impl FromStr for Cursor {
         let id = String::from_utf8(bytes).map_err(|_| bad())?;
         Ok(Self { score, id })
     }
-}
-
-/// Jobs of `state` from position `offset`, at most `limit`, walking the cursor listing: the
-/// offset-paged dead-letter list of the API and the CLI.
-pub async fn skip_take<B: Inspect>(
-    b: &B,
-    queue: &QueueName,
-    state: ListState,
-    offset: usize,
-    limit: usize,
-) -> crate::Result<Vec<JobInfo>> {
-    let mut out = Vec::new();
-    let (mut skip, mut after) = (offset, None);
-    while out.len() < limit {
-        let want = (skip + limit - out.len()).min(MAX_PAGE);
-        let page = b.list(queue, state, want, after).await?;
-        let dropped = skip.min(page.jobs.len());
-        skip -= dropped;
-        out.extend(page.jobs.into_iter().skip(dropped));
-        after = page.next;
-        if after.is_none() {
-            break;
-        }
-    }
-    out.truncate(limit);
-    Ok(out)
 }
 
 /// One page of a listing.

@@ -507,12 +507,12 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B, t: Time) {
         .collect();
     assert_eq!(ids, ["d0", "d1", "d2", "d3", "d4"]);
     // Offset paging over the cursor listing (the API's `/dead?offset=`).
-    let middle = crate::listing::skip_take(&b, &q(), ListState::Dead, 1, 3)
+    let middle = crate::backend::skip_take(&b, &q(), ListState::Dead, 1, 3)
         .await
         .unwrap();
     let middle: Vec<String> = middle.iter().map(|j| j.id.to_string()).collect();
     assert_eq!(middle, ["d1", "d2", "d3"]);
-    let tail = crate::listing::skip_take(&b, &q(), ListState::Dead, 4, 10)
+    let tail = crate::backend::skip_take(&b, &q(), ListState::Dead, 4, 10)
         .await
         .unwrap();
     assert_eq!(tail.len(), 1);

@@ -6,8 +6,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::RedisServer;
+use crate::lifecycle::Stoppable;
 use crate::partition::{self, Endpoint};
-use crate::shared::Stoppable;
 
 /// A running cluster.
 pub struct RedisCluster {

@@ -10,6 +10,7 @@
 //! deliveries are sent to.
 
 pub mod cluster;
+mod lifecycle;
 pub mod otlp;
 pub mod partition;
 pub mod proxy;
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use shared::{DetachIfShared as _, Stoppable};
+use lifecycle::{DetachIfShared as _, Stoppable};
 
 /// A running `redis-server` owned by a test, or attached to one another test process of
 /// the run started ([`shared`]).

@@ -4,9 +4,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::lifecycle::DetachIfShared as _;
+use crate::lifecycle::Stoppable;
 use crate::partition::{self, Endpoint};
-use crate::shared::DetachIfShared as _;
-use crate::shared::Stoppable;
 use crate::{RedisServer, command_on, free_port, ping};
 
 /// Name of the master the sentinel watches.

@@ -8,7 +8,6 @@
 //! ([`namespace`]: `delayq_redis::ConnectOptions::namespace`), so tests never see each
 //! other's queues. A test that breaks its server (kills, fails over, fills it) starts its own.
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -16,21 +15,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::RedisServer;
 use crate::cluster::RedisCluster;
+pub use crate::lifecycle::Stoppable;
+use crate::lifecycle::{self, DetachIfShared as _};
 use crate::sentinel::SentinelSet;
 use crate::tls::TlsServer;
 
 /// The user the shared ACL servers know, with `delayq_redis::ACL_RULE` (added by the caller).
 pub const ACL_USER: (&str, &str) = ("delayq", "s3cret");
-
-/// A server that can be shared: what it leaves behind, and how another test process finds it.
-pub trait Stoppable: Sized {
-    /// Process ids to kill and directories to remove at exit.
-    fn leftovers(&self) -> (Vec<u32>, Vec<PathBuf>);
-    /// Text from which [`Stoppable::attach`] rebuilds it in another process.
-    fn describe(&self) -> String;
-    /// The server `text` describes, started by another test process of the run.
-    fn attach(text: &str) -> Self;
-}
 
 /// Where the shared servers of a nextest run are described: nextest runs each test in a
 /// process of its own, so "shared by the binary's tests" becomes "shared by the run's test
@@ -44,34 +35,6 @@ fn run_dir() -> Option<PathBuf> {
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .collect();
     Some(std::env::temp_dir().join(format!("delayq-shared-{run}")))
-}
-
-thread_local! {
-    /// Whether this thread is starting a server that outlives its process (a run's).
-    static STARTING_SHARED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Spawning a server: one started to be shared by a run's test processes gets a process group
-/// of its own, so the end of the test process that happened to start it (nextest signals a
-/// test's group when it times out or is cancelled) does not take it from the others.
-pub(crate) trait DetachIfShared {
-    /// Puts the command in a new process group while a run's shared server starts.
-    fn detached_if_shared(&mut self) -> &mut Self;
-    /// Puts the command in a new process group when `detach`.
-    fn detached_if(&mut self, detach: bool) -> &mut Self;
-}
-
-impl DetachIfShared for Command {
-    fn detached_if_shared(&mut self) -> &mut Self {
-        self.detached_if(STARTING_SHARED.get())
-    }
-    fn detached_if(&mut self, detach: bool) -> &mut Self {
-        if detach {
-            use std::os::unix::process::CommandExt as _;
-            self.process_group(0);
-        }
-        self
-    }
 }
 
 /// `cell`'s server, started by `start` on first use. Under `cargo test` it is this process's
@@ -104,9 +67,9 @@ fn run_shared<T: Stoppable>(dir: &Path, name: &str, start: fn() -> T) -> T {
     if let Ok(text) = std::fs::read_to_string(&described) {
         return T::attach(&text);
     }
-    STARTING_SHARED.set(true);
+    lifecycle::starting_shared(true);
     let server = start();
-    STARTING_SHARED.set(false);
+    lifecycle::starting_shared(false);
     // The test process's parent is the nextest runner, which lives until the run ends.
     watch(std::os::unix::process::parent_id(), &server, Some(dir));
     let tmp = dir.join(format!("{name}.tmp"));

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::shared::Stoppable;
+use crate::lifecycle::Stoppable;
 use crate::{RedisServer, free_port};
 
 /// A TLS server and its certificate files.
