@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, Parser, Subcommand};
 use delayq::{Due, JobId, QueueName};
 
+mod batch;
 mod processes;
+pub(crate) use batch::BatchCommand;
 pub(crate) use processes::{PushArgs, ServeArgs, TargetArgs, WorkerArgs};
 
 /// delayq: jobs that run at a future time.
@@ -228,7 +230,7 @@ pub(crate) enum Command {
     Schedule(ScheduleCommand),
     /// Batches: jobs enqueued together whose ends enqueue a callback once (`batch-<id>-complete`).
     #[command(subcommand)]
-    Batch(crate::batch::BatchCommand),
+    Batch(BatchCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
     /// Settings files: check one, list every key, print a commented example.
@@ -719,13 +721,13 @@ impl std::str::FromStr for QueueSpec {
 impl Cli {
     /// Checks the queues before anything is opened: `worker` takes several, each once; any
     /// other command exactly one, without a weight.
-    pub(crate) fn check_queues(&self) -> Result<(), crate::config::ConfigError> {
+    pub(crate) fn check_queues(&self) -> Result<(), crate::errors::ConfigError> {
         if !matches!(self.command, Command::Worker(_)) {
             return self.one_queue().map(|_| ());
         }
         for (i, q) in self.queue.iter().enumerate() {
             if self.queue[..i].iter().any(|o| o.name == q.name) {
-                return Err(crate::config::ConfigError::new(format!(
+                return Err(crate::errors::ConfigError::new(format!(
                     "--queue {} is named twice",
                     q.name
                 )));
@@ -735,10 +737,10 @@ impl Cli {
     }
 
     /// The queue of a command other than `worker`: exactly one, without a weight.
-    pub(crate) fn one_queue(&self) -> Result<QueueName, crate::config::ConfigError> {
+    pub(crate) fn one_queue(&self) -> Result<QueueName, crate::errors::ConfigError> {
         match &self.queue[..] {
             [one] if one.weight.is_none() => Ok(one.name.clone()),
-            _ => Err(crate::config::ConfigError::new(
+            _ => Err(crate::errors::ConfigError::new(
                 "only `delayq worker` serves several queues or takes a weight (NAME:WEIGHT); \
                  this command takes one --queue",
             )),

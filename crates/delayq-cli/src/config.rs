@@ -28,33 +28,7 @@ const ALIASES: [(&str, &str); 3] = [
     ("push_secret", "DELAYQ_PUSH_SECRETS"),
 ];
 
-/// A settings file that cannot be used, said with its file and line.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct ConfigError(String);
-
-impl ConfigError {
-    /// An error saying `msg`.
-    pub(crate) fn new(msg: impl Into<String>) -> Self {
-        Self(msg.into())
-    }
-}
-
-/// `delayq config …`.
-pub(crate) fn run(c: &crate::args::ConfigCommand) -> anyhow::Result<u8> {
-    use crate::args::ConfigCommand as C;
-    match c {
-        C::Check { command } => check(command.as_deref()),
-        C::Reference => {
-            print!("{}", crate::config_docs::reference());
-            Ok(0)
-        }
-        C::Example { command } => {
-            print!("{}", crate::config_docs::example(command));
-            Ok(0)
-        }
-    }
-}
+pub(crate) use crate::errors::ConfigError;
 
 /// The file key of an argument: its long name with `-` written `_`.
 pub(crate) fn key(arg: &Arg) -> Option<String> {
@@ -596,7 +570,7 @@ pub(crate) fn check(for_section: Option<&str>) -> anyhow::Result<u8> {
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))?;
     let cli = Cli::from_arg_matches(&m)?;
     if let crate::args::Command::Serve(a) = &cli.command {
-        crate::serve::check(a, cli.allow_readable_secrets)
+        crate::secrets::check(a, cli.allow_readable_secrets)
             .map_err(|e| ConfigError(format!("{e:#}")))?;
     }
     if let Some(f) = &file {

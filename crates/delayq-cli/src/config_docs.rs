@@ -1,6 +1,6 @@
-//! The documents generated from the settings' definition (`config.rs`): docs/CONFIG.md
-//! (`delayq config reference`, checked by a test) and the commented settings file of the
-//! package (`delayq config example`).
+//! `delayq config`, and the documents generated from the settings' definition (`config.rs`):
+//! docs/CONFIG.md (`delayq config reference`, checked by a test) and the commented settings
+//! file of the package (`delayq config example`).
 
 use std::fmt::Write as _;
 
@@ -136,6 +136,22 @@ fn wrap(text: &str, prefix: &str) -> String {
         }
     }
     lines.join("\n")
+}
+
+/// `delayq config …`.
+pub(crate) fn run(c: &crate::args::ConfigCommand) -> anyhow::Result<u8> {
+    use crate::args::ConfigCommand as C;
+    match c {
+        C::Check { command } => crate::config::check(command.as_deref()),
+        C::Reference => {
+            print!("{}", reference());
+            Ok(0)
+        }
+        C::Example { command } => {
+            print!("{}", example(command));
+            Ok(0)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ mod demo;
 mod doc_commands;
 mod doctor;
 mod enqueue;
+mod errors;
 mod exec;
 mod health;
 mod logging;
@@ -139,7 +140,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             println!("{}", delayq_push::signing::Secret::generate());
             return Ok(0);
         }
-        Command::Config(c) => return config::run(c),
+        Command::Config(c) => return config_docs::run(c),
         Command::Debug(c) => return debug::run(c),
         Command::Manpage => {
             clap_mangen::Man::new(config::command()).render(&mut std::io::stdout())?;
@@ -170,7 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     // The server's tokens and secrets, read once before anything is opened (a refused serve
     // creates nothing) and handed to the server.
     let mut serve_secrets = match &cli.command {
-        Command::Serve(a) => Some(serve::check(a, cli.allow_readable_secrets)?),
+        Command::Serve(a) => Some(secrets::check(a, cli.allow_readable_secrets)?),
         _ => None,
     };
     let (backend, desc) = match (&cli.server, &cli.redis) {

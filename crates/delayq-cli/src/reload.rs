@@ -48,7 +48,7 @@ fn reload<B>(
     let Command::Serve(a) = &cli.command else {
         anyhow::bail!("the command line no longer names serve");
     };
-    let secrets = crate::serve::check(a, cli.allow_readable_secrets)?;
+    let secrets = crate::secrets::check(a, cli.allow_readable_secrets)?;
     if secrets.tokens.is_empty() && !state.credentials().tokens.is_empty() && !a.allow_no_tokens {
         anyhow::bail!(
             "the new settings leave no token, which would open the API to every caller: the \

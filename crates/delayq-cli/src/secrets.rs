@@ -1,10 +1,14 @@
 //! Secret files — tokens, the metrics token, push secrets, the Redis password, a worker's server
 //! token: read only when no other user can read or write them (as ssh treats a private key),
-//! with errors that name the file and the mode to set, never its content.
+//! with errors that name the file and the mode to set, never its content; and `serve`'s
+//! secrets gathered from flags, the environment and those files ([`check`]).
 
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use delayq_http::auth::Token;
+
+use crate::args::ServeArgs;
 
 /// Refuses `path` when other users may read or write it (its mode has any of `0o006`), unless
 /// `allow_readable` (`--allow-readable-secrets`: where a file's mode cannot be set, as Docker
@@ -67,6 +71,84 @@ pub(crate) fn server_token(cli: &crate::args::Cli) -> anyhow::Result<Option<Stri
         ),
         None => Ok(cli.server_token.clone()),
     }
+}
+
+/// The secrets of a running server, from flags, the environment, the config file and the
+/// secret files; a SIGHUP loads them again.
+pub(crate) struct Secrets {
+    /// Accepted bearer tokens.
+    pub tokens: Vec<Token>,
+    /// The token `/metrics` requires.
+    pub metrics_token: Option<String>,
+    /// Push signing secrets.
+    pub push: Vec<delayq_push::Secret>,
+}
+
+/// The accepted tokens and secrets; refuses a public address without a token. Called before
+/// the store is opened, so a refused `serve` creates nothing; `allow_readable`:
+/// `--allow-readable-secrets`.
+pub(crate) fn check(a: &ServeArgs, allow_readable: bool) -> anyhow::Result<Secrets> {
+    let mut tokens: Vec<Token> = a
+        .tokens
+        .iter()
+        .filter(|t| !t.is_empty())
+        .map(|t| Token::parse(t).map_err(|e| anyhow::anyhow!("--token / DELAYQ_TOKEN: {e}")))
+        .collect::<anyhow::Result<_>>()?;
+    if let Some(f) = &a.token_file {
+        for (line, text) in lines(f, "token", allow_readable)? {
+            tokens
+                .push(Token::parse_scoped(&text).map_err(|e| {
+                    anyhow::anyhow!("token file {}, line {line}: {e}", f.display())
+                })?);
+        }
+    }
+    if tokens.is_empty() && !a.listen.ip().is_loopback() && !a.insecure {
+        bail!(
+            "refusing to listen on {} without a token: give --token (or DELAYQ_TOKEN, \
+             --token-file), listen on a loopback address, or pass --insecure",
+            a.listen
+        );
+    }
+    let l = &a.limits;
+    let long_lived = l.max_streams_total + l.max_long_polls_total;
+    if l.max_connections <= long_lived {
+        bail!(
+            "--max-connections {} must be above --max-streams-total + --max-long-polls-total \
+             ({long_lived}): short requests need connections the long-lived ones cannot take",
+            l.max_connections
+        );
+    }
+    let mut push: Vec<String> = a
+        .push
+        .secrets
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(f) = &a.push.push_secret_file {
+        push.extend(
+            lines(f, "push secret", allow_readable)?
+                .into_iter()
+                .map(|(_, l)| l),
+        );
+    }
+    let push = push
+        .iter()
+        .map(|s| delayq_push::Secret::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .context("--push-secret / DELAYQ_PUSH_SECRET / --push-secret-file")?;
+    let metrics_token = match &a.metrics_token_file {
+        Some(f) => lines(f, "metrics token", allow_readable)?
+            .into_iter()
+            .next()
+            .map(|(_, l)| l),
+        None => a.metrics_token.clone().filter(|t| !t.is_empty()),
+    };
+    Ok(Secrets {
+        tokens,
+        metrics_token,
+        push,
+    })
 }
 
 #[cfg(test)]

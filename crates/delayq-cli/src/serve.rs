@@ -1,89 +1,11 @@
 //! `delayq serve`: the HTTP API over the configured backend.
 
 use crate::backend::AnyBackend;
-use anyhow::{Context, bail};
-use delayq_http::auth::Token;
+use anyhow::Context;
 use delayq_http::{AppState, HttpConfig};
 
 use crate::args::ServeArgs;
-
-/// The secrets of a running server, from flags, the environment, the config file and the
-/// secret files; a SIGHUP loads them again.
-pub(crate) struct Secrets {
-    /// Accepted bearer tokens.
-    pub tokens: Vec<Token>,
-    /// The token `/metrics` requires.
-    pub metrics_token: Option<String>,
-    /// Push signing secrets.
-    pub push: Vec<delayq_push::Secret>,
-}
-
-/// The accepted tokens and secrets; refuses a public address without a token. Called before
-/// the store is opened, so a refused `serve` creates nothing; `allow_readable`:
-/// `--allow-readable-secrets`.
-pub(crate) fn check(a: &ServeArgs, allow_readable: bool) -> anyhow::Result<Secrets> {
-    let mut tokens: Vec<Token> = a
-        .tokens
-        .iter()
-        .filter(|t| !t.is_empty())
-        .map(|t| Token::parse(t).map_err(|e| anyhow::anyhow!("--token / DELAYQ_TOKEN: {e}")))
-        .collect::<anyhow::Result<_>>()?;
-    if let Some(f) = &a.token_file {
-        for (line, text) in crate::secrets::lines(f, "token", allow_readable)? {
-            tokens
-                .push(Token::parse_scoped(&text).map_err(|e| {
-                    anyhow::anyhow!("token file {}, line {line}: {e}", f.display())
-                })?);
-        }
-    }
-    if tokens.is_empty() && !a.listen.ip().is_loopback() && !a.insecure {
-        bail!(
-            "refusing to listen on {} without a token: give --token (or DELAYQ_TOKEN, \
-             --token-file), listen on a loopback address, or pass --insecure",
-            a.listen
-        );
-    }
-    let l = &a.limits;
-    let long_lived = l.max_streams_total + l.max_long_polls_total;
-    if l.max_connections <= long_lived {
-        bail!(
-            "--max-connections {} must be above --max-streams-total + --max-long-polls-total \
-             ({long_lived}): short requests need connections the long-lived ones cannot take",
-            l.max_connections
-        );
-    }
-    let mut push: Vec<String> = a
-        .push
-        .secrets
-        .iter()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if let Some(f) = &a.push.push_secret_file {
-        push.extend(
-            crate::secrets::lines(f, "push secret", allow_readable)?
-                .into_iter()
-                .map(|(_, l)| l),
-        );
-    }
-    let push = push
-        .iter()
-        .map(|s| delayq_push::Secret::parse(s))
-        .collect::<Result<Vec<_>, _>>()
-        .context("--push-secret / DELAYQ_PUSH_SECRET / --push-secret-file")?;
-    let metrics_token = match &a.metrics_token_file {
-        Some(f) => crate::secrets::lines(f, "metrics token", allow_readable)?
-            .into_iter()
-            .next()
-            .map(|(_, l)| l),
-        None => a.metrics_token.clone().filter(|t| !t.is_empty()),
-    };
-    Ok(Secrets {
-        tokens,
-        metrics_token,
-        push,
-    })
-}
+use crate::secrets::Secrets;
 
 /// Runs the server on Redis: it listens at once and answers `/healthz` (and `/readyz` 503 with
 /// the reason) while it waits for Redis, then serves until SIGTERM or SIGINT.
@@ -142,7 +64,7 @@ async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListe
 }
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully, with the `secrets`
-/// [`check`] read.
+/// [`crate::secrets::check`] read.
 pub(crate) async fn run(
     backend: AnyBackend,
     backend_desc: &str,
