@@ -58,28 +58,13 @@ pub(crate) struct Cli {
     #[arg(long, global = true, help_heading = "Store and connection")]
     pub redis: Option<String>,
     /// PEM file of a private CA that signed the Redis server's certificate.
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Store and connection",
-        env = "DELAYQ_TLS_CA"
-    )]
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub tls_ca: Option<PathBuf>,
     /// PEM client certificate for mutual TLS (with --tls-key).
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Store and connection",
-        env = "DELAYQ_TLS_CERT"
-    )]
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub tls_cert: Option<PathBuf>,
     /// PEM client key for mutual TLS (with --tls-cert).
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Store and connection",
-        env = "DELAYQ_TLS_KEY"
-    )]
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub tls_key: Option<PathBuf>,
     /// Make every enqueue and acknowledgement wait until N replicas have it (Redis WAIT), so
     /// a failover cannot lose it.
@@ -87,7 +72,6 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Store and connection",
-        env = "DELAYQ_WAIT_REPLICAS",
         default_value_t = 0
     )]
     pub wait_replicas: u32,
@@ -97,7 +81,6 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Store and connection",
-        env = "DELAYQ_NAMESPACE",
         value_name = "NAME"
     )]
     pub namespace: Option<String>,
@@ -105,16 +88,11 @@ pub(crate) struct Cli {
     /// process, mid-failover), with backoff, logging why every few seconds; then exit with a
     /// clear message. Default: indefinitely for `serve` and `worker` (serve answers /healthz
     /// meanwhile, /readyz 503), 2s for other commands; 0s tries once.
-    #[arg(long, global = true, help_heading = "Store and connection", env = "DELAYQ_CONNECT_TIMEOUT", value_parser = parse_duration)]
+    #[arg(long, global = true, help_heading = "Store and connection", value_parser = parse_duration)]
     pub connect_timeout: Option<Duration>,
     /// File holding the Redis password (a mounted secret): it stays out of the process list,
     /// where a password in --redis is visible. Wins over a password in the URL.
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Store and connection",
-        env = "DELAYQ_REDIS_PASSWORD_FILE"
-    )]
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub redis_password_file: Option<PathBuf>,
     /// The Redis password, from the environment only (never a flag: the process list shows
     /// flags).
@@ -122,20 +100,10 @@ pub(crate) struct Cli {
     pub redis_password: Option<String>,
     /// A running `delayq serve` to send every command to (http://HOST:PORT). Without it, a
     /// command on the embedded store goes to the server that owns it, when one runs.
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Store and connection",
-        env = "DELAYQ_SERVER"
-    )]
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub server: Option<String>,
     /// Bearer token for that server, when it needs one.
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Store and connection",
-        env = "DELAYQ_SERVER_TOKEN"
-    )]
+    #[arg(long, global = true, help_heading = "Store and connection")]
     pub server_token: Option<String>,
     /// File holding the bearer token for that server (its first line), instead of
     /// --server-token: it stays out of the environment and the unit file.
@@ -156,7 +124,6 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Store and connection",
-        env = "DELAYQ_DATA",
         default_value = "./delayq-data"
     )]
     pub data: PathBuf,
@@ -168,7 +135,6 @@ pub(crate) struct Cli {
         long,
         short,
         global = true,
-        env = "DELAYQ_QUEUE",
         default_value = "default",
         value_delimiter = ',',
         action = clap::ArgAction::Append,
