@@ -29,8 +29,8 @@ impl RedisBackend {
             let mut total = 0;
             loop {
                 let n = match bulk {
-                    Bulk::RequeueDead => self.requeue_dead_chunk(k).await?,
-                    Bulk::PurgeDead => self.purge_dead_chunk(k).await?,
+                    Bulk::RequeueDead => self.dead_chunk(k, true).await?,
+                    Bulk::PurgeDead => self.dead_chunk(k, false).await?,
                     Bulk::Cancel { due_ones } => self.cancel_chunk(k, due_ones).await?,
                 };
                 total += n;
@@ -176,7 +176,7 @@ impl Inspect for RedisBackend {
     }
 
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        self.requeue_dead(queue, id).await
+        self.dead_one(queue, id, true).await
     }
 
     async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
@@ -188,7 +188,7 @@ impl Inspect for RedisBackend {
     }
 
     async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
-        self.delete_dead(queue, id).await
+        self.dead_one(queue, id, false).await
     }
 
     async fn cancel_all(&self, queue: &QueueName, which: ListState) -> Result<u64> {

@@ -16,8 +16,7 @@ pub(crate) mod batch_shard;
 pub(crate) mod cancel;
 pub(crate) mod cancel_all;
 pub(crate) mod claim;
-pub(crate) mod dead_purge;
-pub(crate) mod dead_requeue;
+pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod extend;
 pub(crate) mod fire;
@@ -76,7 +75,7 @@ pub fn scripts() -> Vec<ScriptText> {
 }
 
 /// Every declared script.
-pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 26] {
+pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 25] {
     [
         &ack::SCRIPT.def,
         &advance::SCRIPT.def,
@@ -88,8 +87,7 @@ pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 26] {
         &cancel::SCRIPT.def,
         &cancel_all::SCRIPT.def,
         &claim::SCRIPT.def,
-        &dead_purge::SCRIPT.def,
-        &dead_requeue::SCRIPT.def,
+        &dead::SCRIPT.def,
         &enqueue::SCRIPT.def,
         &extend::SCRIPT.def,
         &fire::SCRIPT.def,

@@ -1,5 +1,6 @@
--- dead_requeue.lua: puts dead jobs back, due now, with attempts and error reset.
--- Keys (declared in transitions/dead_requeue.rs, which generates the locals):
+-- dead.lua: puts dead jobs back (requeue: due now, attempts and error reset) or deletes them
+-- (not requeue): one by id, or the oldest failures first.
+-- Keys (declared in transitions/dead.rs, which generates the locals):
 -- sched     ZSET id -> due_ms
 -- lease     ZSET id -> lease deadline ms
 -- dead      ZSET id -> failed_at ms
@@ -9,13 +10,13 @@
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- ix        (tail; a queue with a lane, one job only) the id's index bucket `ix:<b>`
--- Arguments: one (true: the job `id`; false: the oldest failures, at most `most` of them), id,
--- most.
--- Returns coded{ code, value }: R_OK and the number requeued, or (one job) R_SCHEDULED /
--- R_LEASED / R_MISSING (nothing changed).
--- Safe to run twice: a requeued job is no longer dead, so a second call for one job answers
--- R_SCHEDULED (or R_LEASED) and a second for the oldest requeues only jobs that died
--- meanwhile.
+-- Arguments: requeue (true: put back; false: delete), one (true: the job `id`; false: the
+-- oldest failures, at most `most` of them), id, most.
+-- Returns coded{ code, value }: R_OK and the number requeued or deleted, or (one job)
+-- R_SCHEDULED / R_LEASED / R_MISSING (nothing changed).
+-- Safe to run twice: a job requeued or deleted is no longer dead, so a second call for one
+-- job answers R_SCHEDULED, R_LEASED or R_MISSING, and a second for the oldest touches only
+-- jobs that died meanwhile (the caller asked for all of them).
 local ids
 if one then
   ids = { id }
@@ -27,6 +28,11 @@ else
   ids = redis.call('ZRANGE', dead, 0, most - 1)
 end
 if #ids == 0 then return coded{ code = R_OK, value = 0 } end
+if not requeue then
+  call_chunked('HDEL', jobs, ids)
+  call_chunked('ZREM', dead, ids)
+  return coded{ code = R_OK, value = #ids }
+end
 local now = now_ms()
 wake_if_earlier(sched, wake, now)
 for _, job in ipairs(ids) do

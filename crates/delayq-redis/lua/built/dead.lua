@@ -1,5 +1,5 @@
 -- delayq script; constants from Rust written in (scripts.rs)
--- dead_requeue.lua: header generated from its declaration in Rust
+-- dead.lua: header generated from its declaration in Rust
 local clock_offset_us = tonumber(ARGV[1])
 local sched = KEYS[1]
 local lease = KEYS[2]
@@ -11,9 +11,10 @@ local lane = KEYS[7]
 local lanemeta = KEYS[8]
 local ix_n = tonumber(ARGV[2])
 local ix_at = 9 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
-local one = (ARGV[3] == '1')
-local id = ARGV[4]
-local most = tonumber(ARGV[5])
+local requeue = (ARGV[3] == '1')
+local one = (ARGV[4] == '1')
+local id = ARGV[5]
+local most = tonumber(ARGV[6])
 local function coded(t) return { t.code, t.value } end
 local function now_us()
   local t = redis.call('TIME')
@@ -145,6 +146,14 @@ local function encode(r)
   return struct.pack('>BBHHI6I6I6', 1, flags, r.attempt, r.max_attempts, r.due, r.created,
     r.token or 0) .. table.concat(parts) .. r.payload
 end
+-- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
+local function call_chunked(cmd, key, list)
+  local step = 2000
+  for i = 1, #list, step do
+    local j = math.min(i + step - 1, #list)
+    redis.call(cmd, key, unpack(list, i, j))
+  end
+end
 -- Tells waiting consumers that a job due at `due` exists, if it is earlier than the head
 -- they are sleeping towards (and than `bound`, when given: the lane's first due time). Call
 -- before adding the job to `sched`.
@@ -239,8 +248,9 @@ local function state_of(sched, lease, dead, id, ready, L)
   return nil
 end
 
--- dead_requeue.lua: puts dead jobs back, due now, with attempts and error reset.
--- Keys (declared in transitions/dead_requeue.rs, which generates the locals):
+-- dead.lua: puts dead jobs back (requeue: due now, attempts and error reset) or deletes them
+-- (not requeue): one by id, or the oldest failures first.
+-- Keys (declared in transitions/dead.rs, which generates the locals):
 -- sched     ZSET id -> due_ms
 -- lease     ZSET id -> lease deadline ms
 -- dead      ZSET id -> failed_at ms
@@ -250,13 +260,13 @@ end
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- ix        (tail; a queue with a lane, one job only) the id's index bucket `ix:<b>`
--- Arguments: one (true: the job `id`; false: the oldest failures, at most `most` of them), id,
--- most.
--- Returns coded{ code, value }: 1 and the number requeued, or (one job) -3 /
--- -4 / -1 (nothing changed).
--- Safe to run twice: a requeued job is no longer dead, so a second call for one job answers
--- -3 (or -4) and a second for the oldest requeues only jobs that died
--- meanwhile.
+-- Arguments: requeue (true: put back; false: delete), one (true: the job `id`; false: the
+-- oldest failures, at most `most` of them), id, most.
+-- Returns coded{ code, value }: 1 and the number requeued or deleted, or (one job)
+-- -3 / -4 / -1 (nothing changed).
+-- Safe to run twice: a job requeued or deleted is no longer dead, so a second call for one
+-- job answers -3, -4 or -1, and a second for the oldest touches only
+-- jobs that died meanwhile (the caller asked for all of them).
 local ids
 if one then
   ids = { id }
@@ -268,6 +278,11 @@ else
   ids = redis.call('ZRANGE', dead, 0, most - 1)
 end
 if #ids == 0 then return coded{ code = 1, value = 0 } end
+if not requeue then
+  call_chunked('HDEL', jobs, ids)
+  call_chunked('ZREM', dead, ids)
+  return coded{ code = 1, value = #ids }
+end
 local now = now_ms()
 wake_if_earlier(sched, wake, now)
 for _, job in ipairs(ids) do

@@ -1,4 +1,4 @@
-//! Putting dead jobs back: `lua/dead_requeue.lua`.
+//! Putting dead jobs back or deleting them: `lua/dead.lua`.
 
 use delayq::{JobId, JobState, QueueName, Result};
 
@@ -10,10 +10,12 @@ use crate::reply::Reply;
 use super::{ADMIN_CHUNK, Coded};
 
 script! {
-    file: "dead_requeue.lua",
+    file: "dead.lua",
     keys: [Sched, Lease, Dead, Jobs, Wake, Ready, Lane, LaneMeta],
     key_tails: [ix],
     args: {
+        /// Put the jobs back (else delete them).
+        requeue: bool,
         /// The job `id` (else the oldest failures, at most `most`).
         one: bool,
         /// The job, with `one`.
@@ -25,11 +27,17 @@ script! {
 }
 
 impl RedisBackend {
-    /// Requeues dead job `id`.
-    pub(crate) async fn requeue_dead(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+    /// Requeues (`requeue`) or deletes dead job `id`.
+    pub(crate) async fn dead_one(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+        requeue: bool,
+    ) -> Result<()> {
         let (k, ix) = self.keys_and_bucket(queue, id).await?;
         let args = Args {
             ix,
+            requeue,
             one: true,
             id: id.to_string(),
             most: 1,
@@ -40,10 +48,12 @@ impl RedisBackend {
         }
     }
 
-    /// Requeues up to [`ADMIN_CHUNK`] of shard `k`'s dead jobs; how many.
-    pub(crate) async fn requeue_dead_chunk(&self, k: &Keys) -> Result<u64> {
+    /// Requeues (`requeue`) or deletes up to [`ADMIN_CHUNK`] of shard `k`'s dead jobs; how
+    /// many.
+    pub(crate) async fn dead_chunk(&self, k: &Keys, requeue: bool) -> Result<u64> {
         let args = Args {
             ix: Vec::new(),
+            requeue,
             one: false,
             id: String::new(),
             most: ADMIN_CHUNK,
