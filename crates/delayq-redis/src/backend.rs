@@ -254,7 +254,7 @@ impl RedisBackend {
 
     /// Tests only (feature `test-clock`): the scripts read `TIME` plus `clock`'s offset, so
     /// [`delayq::TestClock::advance`] moves this store's time as it moves the test's
-    /// (`delayq::testkit::Time::Driven`). Set once.
+    /// (`delayq_testkit::Time::Driven`). Set once.
     #[cfg(feature = "test-clock")]
     pub fn drive_clock(&self, clock: delayq::TestClock) {
         let _ = self.inner.test_clock.set(clock);

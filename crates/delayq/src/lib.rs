@@ -56,8 +56,6 @@ pub mod series;
 pub mod settings;
 pub mod target;
 pub mod telemetry;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod ticker;
 pub mod trace;
 pub mod wait;

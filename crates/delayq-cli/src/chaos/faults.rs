@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::QueueName;
-use delayq::testkit::chaos::{Fault, background, fault, held, windowed};
 use delayq_test_support::cluster::RedisCluster;
 use delayq_test_support::partition;
 use delayq_test_support::proxy::Proxy;
 use delayq_test_support::sentinel::SentinelSet;
 use delayq_test_support::{RedisServer, command_on};
+use delayq_testkit::chaos::{Fault, background, fault, held, windowed};
 
 use super::args::{ChaosArgs, Fsync, Scenario};
 

@@ -1,15 +1,15 @@
 //! `delayq chaos`: a named fault scenario against Redis servers it starts itself (one
 //! `redis-server`, a Sentinel set or a Cluster), checked by the history checker of
-//! `delayq::testkit::chaos`, its table printed — so anyone can reproduce the figures of
+//! `delayq_testkit::chaos`, its table printed — so anyone can reproduce the figures of
 //! docs/RELIABILITY.md. The faults of each scenario are built in `faults`, its arguments are `args`.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use delayq::testkit::chaos::{self, Plan};
 use delayq::{Inspect, QueueName, QueueSettings};
 use delayq_redis::{ConnectOptions, RedisBackend};
+use delayq_testkit::chaos::{self, Plan};
 
 use delayq_test_support::partition;
 

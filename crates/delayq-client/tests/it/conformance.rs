@@ -14,9 +14,9 @@
 
 use std::time::Duration;
 
-use delayq::testkit::Time;
 use delayq_client::{Client, RemoteBackend};
 use delayq_http::HttpConfig;
+use delayq_testkit::Time;
 
 use crate::Server;
 
@@ -27,7 +27,7 @@ async fn setup() -> (Server, RemoteBackend, Time) {
     (server, remote, time)
 }
 
-delayq::conformance_tests!(@each setup;
+delayq_testkit::conformance_tests!(@each setup;
     bad_input_writes_nothing, idempotent_enqueue, never_early, one_owner_and_fencing,
     ack_deletes, nack_retries_then_dead_letters, expired_leases_come_back, cancel_outcomes,
     reschedule, release_undoes_the_attempt, dead_letter_tools, consumer_handles_each_job_once,
@@ -41,4 +41,4 @@ delayq::conformance_tests!(@each setup;
     several_queues_in_strict_order, several_queues_wake_and_pause_each,
     results_stay_with_done_jobs, handlers_return_results, keys_share_claims_round_robin,
     key_limits_hold_each_key, keys_pause_and_resume, key_slots_come_back_when_leases_end);
-delayq::conformance_tests!(@batches setup);
+delayq_testkit::conformance_tests!(@batches setup);

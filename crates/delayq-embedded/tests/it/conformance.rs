@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use delayq::TestClock;
-use delayq::testkit::Time;
+use delayq_testkit::Time;
 
 async fn setup() -> (tempfile::TempDir, delayq_embedded::EmbeddedBackend, Time) {
     let dir = tempfile::tempdir().unwrap();
@@ -13,8 +13,8 @@ async fn setup() -> (tempfile::TempDir, delayq_embedded::EmbeddedBackend, Time) 
     (dir, b, Time::Driven(clock))
 }
 
-delayq::conformance_tests!(setup);
+delayq_testkit::conformance_tests!(setup);
 
 // The model check (random operation sequences, half with an injected fault) on the same set-up.
-delayq::model_tests!(setup);
-delayq::conformance_tests!(@batches setup);
+delayq_testkit::model_tests!(setup);
+delayq_testkit::conformance_tests!(@batches setup);

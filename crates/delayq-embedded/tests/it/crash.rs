@@ -165,12 +165,12 @@ async fn a_second_owner_is_refused() {
     assert!(EmbeddedBackend::open(dir.path()).is_ok());
 }
 
-/// Batches through worker and sweeper kills (`delayq::testkit::chaos_batches`; the embedded
+/// Batches through worker and sweeper kills (`delayq_testkit::chaos_batches`; the embedded
 /// store finishes a batch in the transaction that ends its last job): every batch calls back
 /// once, after its last job, and none is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_call_back_once_through_kills() {
-    use delayq::testkit::chaos_batches::{self, BatchPlan};
+    use delayq_testkit::chaos_batches::{self, BatchPlan};
     let dir = tempfile::tempdir().unwrap();
     let b = EmbeddedBackend::open(dir.path()).unwrap();
     let plan = BatchPlan {

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use delayq::testkit::{FaultPoint, Faulty, TokioClock};
 use delayq::{
     AckOutcome, Backend, Backoff, CancelOutcome, ClaimBatch, ClaimRequest, Consumer,
     ConsumerOptions, Due, Enqueued, Failure, Inspect, Job, JobId, JobState, LeaseRef, Nack,
     NackOutcome, NewJob, Producer, QueueName, RunReport, Wakeups,
 };
 use delayq_embedded::EmbeddedBackend;
+use delayq_testkit::{FaultPoint, Faulty, TokioClock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::sleep;

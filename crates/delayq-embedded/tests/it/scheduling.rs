@@ -11,11 +11,11 @@ fn backend() -> (tempfile::TempDir, delayq_embedded::EmbeddedBackend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_hold_across_ten_consumers() {
     let (_dir, b) = backend();
-    delayq::testkit::throttle::throttles_hold_across_consumers(b, 1).await;
+    delayq_testkit::throttle::throttles_hold_across_consumers(b, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handlers_past_their_timeout_are_cancelled() {
     let (_dir, b) = backend();
-    delayq::testkit::deadlines::handlers_past_their_timeout_are_cancelled(b).await;
+    delayq_testkit::deadlines::handlers_past_their_timeout_are_cancelled(b).await;
 }

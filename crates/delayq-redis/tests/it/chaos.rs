@@ -1,4 +1,4 @@
-//! The fast part of the chaos suite on Redis (`delayq::testkit::chaos`): producers and
+//! The fast part of the chaos suite on Redis (`delayq_testkit::chaos`): producers and
 //! consumers run while consumers are killed (tasks aborted: leases held, nothing acknowledged
 //! or released), writes are paused (`CLIENT PAUSE WRITE`), the server sleeps (`DEBUG SLEEP`),
 //! and Redis is SIGKILLed and restarted (`appendfsync always`); after a final drain the history
@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use crate::common::connect_retrying;
 use delayq::QueueName;
-use delayq::testkit::chaos::{self, Plan, fault};
-use delayq::testkit::history::Report;
 use delayq_redis::RedisBackend;
 use delayq_test_support::{RedisServer, command_on};
+use delayq_testkit::chaos::{self, Plan, fault};
+use delayq_testkit::history::Report;
 
 /// Nothing lost outside an unsynced window, nothing unexpected or early, no stale ack
 /// accepted, and something completed after every fault.
@@ -155,7 +155,7 @@ async fn network_stalls_resets_and_delays_lose_nothing_acknowledged() {
 /// attribute every loss to the unsynced window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everysec_loses_only_the_unsynced_second_of_a_power_cut() {
-    use delayq::testkit::chaos::windowed;
+    use delayq_testkit::chaos::windowed;
     let server = Arc::new(Mutex::new(
         RedisServer::start_for_faults_with("everysec").unwrap(),
     ));
@@ -211,13 +211,13 @@ async fn everysec_loses_only_the_unsynced_second_of_a_power_cut() {
     );
 }
 
-/// Batches under faults (`delayq::testkit::chaos_batches`) on an 8-shard queue (each batch's
+/// Batches under faults (`delayq_testkit::chaos_batches`) on an 8-shard queue (each batch's
 /// jobs over several shards): workers and sweepers killed mid-run (leases held, a batch's
 /// finishing steps cut between them) and Redis SIGKILLed and restarted (`appendfsync
 /// always`). Every batch calls back once, after its last job, and none is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_call_back_once_through_kills_and_restarts() {
-    use delayq::testkit::chaos_batches::{self, BatchPlan};
+    use delayq_testkit::chaos_batches::{self, BatchPlan};
     let server = Arc::new(Mutex::new(RedisServer::start_for_faults().unwrap()));
     let url = server.lock().unwrap().url();
     let q = QueueName::new("bchaos").unwrap();

@@ -2,8 +2,8 @@
 //! binary's server, each in a namespace of its own, and moves time instead of waiting for it:
 //! the scripts read the server's `TIME` plus the test clock's offset (feature `test-clock`).
 
-use delayq::testkit::Time;
 use delayq_test_support::shared;
+use delayq_testkit::Time;
 
 async fn setup() -> ((), delayq_redis::RedisBackend, Time) {
     let mut o = delayq_redis::ConnectOptions::new(shared::redis().url());
@@ -14,11 +14,11 @@ async fn setup() -> ((), delayq_redis::RedisBackend, Time) {
     ((), b, Time::Driven(clock))
 }
 
-delayq::conformance_tests!(setup);
-delayq::conformance_tests!(@batches setup);
+delayq_testkit::conformance_tests!(setup);
+delayq_testkit::conformance_tests!(@batches setup);
 
 // The model check (random operation sequences, half with an injected fault) on the same set-up.
-delayq::model_tests!(setup);
+delayq_testkit::model_tests!(setup);
 
 /// The same suite on queues with the one-delay lane (`QueueSettings::lane`): each queue the
 /// suite uses is given the lane before it starts, so every job whose due time is not earlier
@@ -26,14 +26,14 @@ delayq::model_tests!(setup);
 mod lane {
     use delayq::{Inspect, QueueName, QueueSettings};
 
-    pub(super) async fn setup() -> ((), delayq_redis::RedisBackend, delayq::testkit::Time) {
+    pub(super) async fn setup() -> ((), delayq_redis::RedisBackend, delayq_testkit::Time) {
         with_windows(QueueSettings::default().lane_window_ms).await
     }
 
     /// The suite's queues with the lane and time windows `window_ms` wide.
     pub(super) async fn with_windows(
         window_ms: u32,
-    ) -> ((), delayq_redis::RedisBackend, delayq::testkit::Time) {
+    ) -> ((), delayq_redis::RedisBackend, delayq_testkit::Time) {
         let (server, b, time) = super::setup().await;
         let names = [
             "conformance",
@@ -63,8 +63,8 @@ mod lane {
 
     // Every test of the suite but `bad_input_writes_nothing`, which checks that no queue
     // exists afterwards (this set-up creates them).
-    delayq::conformance_tests!(@on_existing_queues setup);
-    delayq::model_tests!(setup);
+    delayq_testkit::conformance_tests!(@on_existing_queues setup);
+    delayq_testkit::model_tests!(setup);
 }
 
 /// The same suite on lane queues whose time windows are the narrowest (100 ms): every job due
@@ -72,10 +72,10 @@ mod lane {
 /// suite's jobs due within a second or two move to the sorted sets while it runs (a claim
 /// moves a window one width before it starts).
 mod windows {
-    async fn setup() -> ((), delayq_redis::RedisBackend, delayq::testkit::Time) {
+    async fn setup() -> ((), delayq_redis::RedisBackend, delayq_testkit::Time) {
         super::lane::with_windows(delayq::settings::MIN_LANE_WINDOW_MS).await
     }
 
-    delayq::conformance_tests!(@on_existing_queues setup);
-    delayq::model_tests!(setup);
+    delayq_testkit::conformance_tests!(@on_existing_queues setup);
+    delayq_testkit::model_tests!(setup);
 }

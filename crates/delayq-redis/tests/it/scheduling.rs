@@ -12,7 +12,7 @@ async fn backend() -> (delayq_test_support::RedisServer, delayq_redis::RedisBack
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_hold_across_ten_consumers() {
     let (_server, b) = backend().await;
-    delayq::testkit::throttle::throttles_hold_across_consumers(b, 1).await;
+    delayq_testkit::throttle::throttles_hold_across_consumers(b, 1).await;
 }
 
 /// A queue of 4 shards: each keeps its share of the limits (rate 25/s, burst 2, 1 in flight),
@@ -20,13 +20,13 @@ async fn limits_hold_across_ten_consumers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_limits_hold_across_ten_consumers() {
     let (_server, b) = backend().await;
-    delayq::testkit::throttle::throttles_hold_across_consumers(b, 4).await;
+    delayq_testkit::throttle::throttles_hold_across_consumers(b, 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handlers_past_their_timeout_are_cancelled() {
     let (_server, b) = backend().await;
-    delayq::testkit::deadlines::handlers_past_their_timeout_are_cancelled(b).await;
+    delayq_testkit::deadlines::handlers_past_their_timeout_are_cancelled(b).await;
 }
 
 /// Aging on Redis, white-box (ten minutes cannot pass in a test): a priority-0 job whose due

@@ -5,10 +5,10 @@
 
 use std::sync::Once;
 
-use delayq::testkit::Time;
 use delayq::{Inspect, QueueName, QueueSettings};
 use delayq_redis::{ACL_RULE, ConnectOptions, RedisBackend};
 use delayq_test_support::shared::{self, ACL_USER};
+use delayq_testkit::Time;
 
 /// The queue the conformance suite uses, made an 8-shard queue.
 async fn shard(b: &RedisBackend) {
@@ -43,8 +43,8 @@ mod tls_acl {
         ((), b, time)
     }
 
-    delayq::conformance_tests!(setup);
-    delayq::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(setup);
+    delayq_testkit::conformance_tests!(@batches setup);
 }
 
 mod cluster {
@@ -56,17 +56,17 @@ mod cluster {
         ((), b, time)
     }
 
-    delayq::conformance_tests!(setup);
-    delayq::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(setup);
+    delayq_testkit::conformance_tests!(@batches setup);
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keys_on_a_sharded_queue() {
         let ((), b, time) = setup().await;
-        delayq::testkit::keys_on_a_sharded_queue(b, time).await;
+        delayq_testkit::keys_on_a_sharded_queue(b, time).await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn batches_on_a_sharded_queue() {
         let ((), b, time) = setup().await;
-        delayq::testkit::batches_on_a_sharded_queue(b, time).await;
+        delayq_testkit::batches_on_a_sharded_queue(b, time).await;
     }
 }
 
@@ -78,8 +78,8 @@ mod sentinel {
         ((), b, time)
     }
 
-    delayq::conformance_tests!(setup);
-    delayq::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(setup);
+    delayq_testkit::conformance_tests!(@batches setup);
 }
 
 mod sharded_single {
@@ -91,17 +91,17 @@ mod sharded_single {
         ((), b, time)
     }
 
-    delayq::conformance_tests!(setup);
-    delayq::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(setup);
+    delayq_testkit::conformance_tests!(@batches setup);
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keys_on_a_sharded_queue() {
         let ((), b, time) = setup().await;
-        delayq::testkit::keys_on_a_sharded_queue(b, time).await;
+        delayq_testkit::keys_on_a_sharded_queue(b, time).await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn batches_on_a_sharded_queue() {
         let ((), b, time) = setup().await;
-        delayq::testkit::batches_on_a_sharded_queue(b, time).await;
+        delayq_testkit::batches_on_a_sharded_queue(b, time).await;
     }
 }
 
@@ -128,6 +128,6 @@ mod cluster_windows {
         ((), b, time)
     }
 
-    delayq::conformance_tests!(setup);
-    delayq::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(setup);
+    delayq_testkit::conformance_tests!(@batches setup);
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Time, job, req};
-use crate::{
+use delayq::{
     Backend, Consumer, ConsumerOptions, Failure, Inspect, InvalidInput, Job, Producer, QueueName,
     QueueSettings, Rate,
 };
@@ -93,7 +93,7 @@ pub async fn max_in_flight_in_the_claim<B: Backend + Inspect>(b: B, t: Time) {
     b.nack(
         &lq(),
         first.jobs[1].lease_ref(),
-        crate::Nack::error("try later"),
+        delayq::Nack::error("try later"),
     )
     .await
     .unwrap();
@@ -119,7 +119,7 @@ pub async fn bad_throttles_are_refused<B: Backend + Inspect>(b: B, _t: Time) {
         };
         let e = b.configure(&lq(), s).await.unwrap_err();
         assert!(
-            matches!(e, crate::Error::Invalid(InvalidInput::Settings(_))),
+            matches!(e, delayq::Error::Invalid(InvalidInput::Settings(_))),
             "{e}"
         );
     }

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use super::{Time, id, job, q, req};
-use crate::{Backend, Due, Error, Inspect, InvalidInput, JobState, ListState, Nack, Producer};
+use delayq::{Backend, Due, Error, Inspect, InvalidInput, JobState, ListState, Nack, Producer};
 
-fn ids(jobs: &[crate::JobInfo]) -> Vec<String> {
+fn ids(jobs: &[delayq::JobInfo]) -> Vec<String> {
     jobs.iter().map(|j| j.id.to_string()).collect()
 }
 
@@ -67,7 +67,7 @@ pub async fn listings_page_stably<B: Backend + Inspect>(b: B, t: Time) {
     let due_now = b.list(&q(), ListState::Due, 1000, None).await.unwrap();
     assert_eq!(due_now.jobs.len(), 3, "7 due, 2 cancelled, 2 leased");
     // Limits out of range are refused.
-    for bad in [0, crate::listing::MAX_PAGE + 1] {
+    for bad in [0, delayq::listing::MAX_PAGE + 1] {
         assert!(matches!(
             b.list(&q(), ListState::Due, bad, None).await,
             Err(Error::Invalid(InvalidInput::Query(_)))
@@ -185,7 +185,7 @@ pub async fn series_count_transitions<B: Backend + Inspect>(b: B, _t: Time) {
         "{s:?}"
     );
     assert_eq!(t.lateness.iter().sum::<u64>(), 3);
-    let mut sum = crate::Counts::default();
+    let mut sum = delayq::Counts::default();
     for i in &s.intervals {
         assert_eq!(i.start_ms % s.interval_ms, 0);
         sum.add(&i.counts);

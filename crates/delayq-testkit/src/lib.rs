@@ -1,5 +1,6 @@
-//! The conformance suite every backend runs unchanged (feature `testkit`): each function
-//! checks one guarantee of DESIGN.md against a backend and panics when it does not hold.
+//! The conformance suite every backend runs unchanged (the `delayq-testkit` crate, a
+//! dev-dependency of the stores, kept out of the library that ships): each function checks one
+//! guarantee of DESIGN.md against a backend and panics when it does not hold.
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
 mod batches;
@@ -59,7 +60,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{
+use delayq::{
     AckOutcome, Backend, Backoff, CancelOutcome, ClaimRequest, Consumer, ConsumerOptions, Due,
     Error, Failure, Inspect, InvalidInput, Job, JobId, JobState, LeaseRef, ListState, Nack,
     NackOutcome, NewJob, Producer, QueueName, QueueStats, TestClock,
@@ -104,7 +105,7 @@ impl TokioClock {
         Self {
             handle: tokio::runtime::Handle::current(),
             base: tokio::time::Instant::now(),
-            base_us: crate::clock::system_now_us(),
+            base_us: delayq::clock::system_now_us(),
         }
     }
 }
@@ -115,7 +116,7 @@ impl Default for TokioClock {
     }
 }
 
-impl crate::Clock for TokioClock {
+impl delayq::Clock for TokioClock {
     fn now_us(&self) -> u64 {
         let _runtime = self.handle.enter();
         self.base_us + self.base.elapsed().as_micros() as u64
@@ -136,8 +137,8 @@ impl Time {
     /// Now on the store's clock, in ms since the epoch.
     pub fn now_ms(&self) -> u64 {
         match self {
-            Time::Real => crate::job::system_now_ms(),
-            Time::Driven(c) => crate::Clock::now_ms(c),
+            Time::Real => delayq::job::system_now_ms(),
+            Time::Driven(c) => delayq::Clock::now_ms(c),
         }
     }
 
@@ -213,7 +214,7 @@ pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B, _t: Time) {
     b.cancel(&q(), &id("d")).await.unwrap();
     // The largest batch, read and written in chunks by a store: an existing id and a repeat
     // far past the first chunk are still found.
-    let mut big: Vec<NewJob> = (0..crate::limits::MAX_BATCH)
+    let mut big: Vec<NewJob> = (0..delayq::limits::MAX_BATCH)
         .map(|i| job(&format!("m{i}"), 60_000))
         .collect();
     big[7_777] = job("a", 0);
@@ -225,7 +226,7 @@ pub async fn idempotent_enqueue<B: Backend + Inspect>(b: B, _t: Time) {
     assert_eq!(out[9_000].due_at_ms, out[2_500].due_at_ms);
     assert_eq!(
         b.stats(&q()).await.unwrap().waiting(),
-        2 + crate::limits::MAX_BATCH as u64 - 2
+        2 + delayq::limits::MAX_BATCH as u64 - 2
     );
 }
 
@@ -507,12 +508,12 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B, t: Time) {
         .collect();
     assert_eq!(ids, ["d0", "d1", "d2", "d3", "d4"]);
     // Offset paging over the cursor listing (the API's `/dead?offset=`).
-    let middle = crate::backend::skip_take(&b, &q(), ListState::Dead, 1, 3)
+    let middle = delayq::backend::skip_take(&b, &q(), ListState::Dead, 1, 3)
         .await
         .unwrap();
     let middle: Vec<String> = middle.iter().map(|j| j.id.to_string()).collect();
     assert_eq!(middle, ["d1", "d2", "d3"]);
-    let tail = crate::backend::skip_take(&b, &q(), ListState::Dead, 4, 10)
+    let tail = delayq::backend::skip_take(&b, &q(), ListState::Dead, 4, 10)
         .await
         .unwrap();
     assert_eq!(tail.len(), 1);
@@ -718,7 +719,7 @@ pub async fn long_errors_are_cut_on_a_character_boundary<B: Backend + Inspect>(b
         .unwrap();
     let info = b.get(&q(), &id("long")).await.unwrap().unwrap();
     let stored = info.last_error.expect("an error is kept");
-    assert_eq!(stored, crate::limits::truncate_error(&message));
+    assert_eq!(stored, delayq::limits::truncate_error(&message));
     assert_eq!(stored.len(), 1023);
 }
 
@@ -729,7 +730,7 @@ macro_rules! model_tests {
     ($setup:path) => {
         #[test]
         fn backend_matches_the_model() {
-            $crate::testkit::model::run($setup);
+            $crate::model::run($setup);
         }
     };
 }
@@ -776,7 +777,7 @@ macro_rules! conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let (_guard, backend, time) = $setup().await;
-                $crate::testkit::$name(backend, time).await;
+                $crate::$name(backend, time).await;
             }
         )*
     };

@@ -8,8 +8,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use crate::testkit::history::{Event, History, Recording, Report};
-use crate::{
+use crate::history::{Event, History, Recording, Report};
+use delayq::{
     Backend, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId, NewJob, Producer, QueueName,
 };
 

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{
+use delayq::{
     AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, JobId, LeaseRef,
     Nack, NackOutcome, NewJob, QueueName, Result, Wakeups,
 };

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Time, id, job, q, req};
-use crate::{
+use delayq::{
     Backend, Backoff, Consumer, ConsumerOptions, Due, Expiry, Failure, Inspect, Job, JobState,
     NewJob, Producer, QueueName,
 };
@@ -77,7 +77,7 @@ pub async fn timeouts_travel_with_the_job<B: Backend + Inspect>(b: B, t: Time) {
     for bad in [Duration::from_millis(1), Duration::from_secs(25 * 3600)] {
         let e = p.enqueue(job("bad", 0).timeout(bad)).await.unwrap_err();
         assert!(
-            matches!(e, crate::Error::Invalid(crate::InvalidInput::Deadline(_))),
+            matches!(e, delayq::Error::Invalid(delayq::InvalidInput::Deadline(_))),
             "{e}"
         );
     }
@@ -222,9 +222,9 @@ pub async fn replace_on_conflict<B: Backend + Inspect>(b: B, t: Time) {
     b.nack(
         &q(),
         got[0].lease_ref(),
-        crate::Nack {
+        delayq::Nack {
             dead: true,
-            ..crate::Nack::error("no")
+            ..delayq::Nack::error("no")
         },
     )
     .await
@@ -248,7 +248,7 @@ pub async fn replace_on_conflict<B: Backend + Inspect>(b: B, t: Time) {
     let got = b.claim(&q(), req(10, 30_000)).await.unwrap().jobs;
     assert_eq!(got.len(), 2);
     let r = got.iter().find(|j| j.id.as_str() == "r").unwrap();
-    b.nack(&q(), r.lease_ref(), crate::Nack::error("again"))
+    b.nack(&q(), r.lease_ref(), delayq::Nack::error("again"))
         .await
         .unwrap();
     let replaced = p

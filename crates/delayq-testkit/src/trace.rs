@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{Time, id, job, req};
-use crate::{Backend, Due, Inspect, Nack, Producer, QueueName, TraceContext};
+use delayq::{Backend, Due, Inspect, Nack, Producer, QueueName, TraceContext};
 
 /// The context is stored, returned by every read and claim, and kept by every transition.
 pub async fn traces_travel_with_the_job<B: Backend + Inspect>(b: B, t: Time) {
@@ -49,7 +49,7 @@ pub async fn traces_travel_with_the_job<B: Backend + Inspect>(b: B, t: Time) {
         .await
         .unwrap();
     let dead = b.get(&q, &id("a")).await.unwrap().unwrap();
-    assert_eq!(dead.state, crate::JobState::Dead);
+    assert_eq!(dead.state, delayq::JobState::Dead);
     assert_eq!(dead.trace.as_ref(), Some(&ctx));
     b.dead_requeue(&q, &id("a")).await.unwrap();
     assert_eq!(trace_of("a").await.as_ref(), Some(&ctx));

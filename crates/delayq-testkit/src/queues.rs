@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{Time, job, q};
-use crate::{
+use delayq::{
     Backend, Consumer, ConsumerOptions, Error, Failure, Inspect, InvalidInput, Job, NewJob,
     Producer, QueueName, QueueOrder,
 };
@@ -74,7 +74,7 @@ async fn handled<B: Backend>(
 pub async fn several_queues_share_claims_by_weight<B: Backend + Inspect>(b: B, _t: Time) {
     let (a, o) = (q(), other());
     let refused =
-        |r: crate::Result<Consumer<B>>| matches!(r, Err(Error::Invalid(InvalidInput::Queues(_))));
+        |r: delayq::Result<Consumer<B>>| matches!(r, Err(Error::Invalid(InvalidInput::Queues(_))));
     let opts = one_at_a_time;
     let order = QueueOrder::Weighted;
     assert!(refused(Consumer::over(b.clone(), vec![], order, opts())));

@@ -1,12 +1,12 @@
-//! Conformance tests of batches ([`crate::Batches`]): a batch's callbacks are enqueued once,
+//! Conformance tests of batches ([`delayq::Batches`]): a batch's callbacks are enqueued once,
 //! only when it is closed and every job of it has ended — acked, dead or cancelled, each
 //! counted once however it ended — with the counts (and results) in their payloads.
 
 use std::time::Duration;
 
 use super::{Time, req};
-use crate::batch::{BatchAdded, BatchState};
-use crate::{
+use delayq::batch::{BatchAdded, BatchState};
+use delayq::{
     Backend, BatchId, BatchSpec, Batches, Callback, Error, Inspect, JobId, JobState, Nack, NewJob,
     Producer, QueueName,
 };
@@ -57,7 +57,7 @@ async fn state<B: Batches>(b: &B, q: &QueueName, id: &BatchId) -> (BatchState, [
 }
 
 /// Claims every due job of `q`, returning them by id.
-async fn claim_all<B: Backend>(b: &B, q: &QueueName) -> Vec<crate::Job> {
+async fn claim_all<B: Backend>(b: &B, q: &QueueName) -> Vec<delayq::Job> {
     b.claim(q, req(100, 60_000)).await.unwrap().jobs
 }
 
@@ -101,7 +101,7 @@ pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b:
         .cancel(&q, &JobId::new("b1-later").unwrap())
         .await
         .unwrap();
-    assert_eq!(out, crate::CancelOutcome::Cancelled);
+    assert_eq!(out, delayq::CancelOutcome::Cancelled);
     for _ in 0..2 {
         b.finish_batches(false).await.unwrap();
     }
@@ -190,7 +190,7 @@ pub async fn open_batches_take_jobs_until_closed<B: Backend + Inspect + Batches>
     t.pass(Duration::from_millis(2)).await;
     let rest = claim_all(&b, &q).await;
     assert_eq!(rest.len(), 2);
-    b.ack(&q, rest.iter().map(crate::Job::lease_ref).collect())
+    b.ack(&q, rest.iter().map(delayq::Job::lease_ref).collect())
         .await
         .unwrap();
     b.finish_batches(false).await.unwrap();
@@ -299,9 +299,9 @@ pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: T
     // A callback its queue would not take (a push queue without a default target takes only
     // jobs with one): refused at once, not when the batch is done.
     let push = qn("batch-bad-push");
-    let s = crate::QueueSettings {
-        delivery: crate::DeliveryMode::Push,
-        ..crate::QueueSettings::default()
+    let s = delayq::QueueSettings {
+        delivery: delayq::DeliveryMode::Push,
+        ..delayq::QueueSettings::default()
     };
     b.configure(&push, s).await.unwrap();
     let r = p
@@ -313,7 +313,7 @@ pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: T
         )
         .await;
     assert!(
-        matches!(r, Err(Error::Invalid(crate::InvalidInput::Delivery(_)))),
+        matches!(r, Err(Error::Invalid(delayq::InvalidInput::Delivery(_)))),
         "{r:?}"
     );
     // A job its queue would not take (a push queue without a default target): refused with
@@ -327,7 +327,7 @@ pub async fn bad_batches_are_refused<B: Backend + Inspect + Batches>(b: B, _t: T
         )
         .await;
     assert!(
-        matches!(r, Err(Error::Invalid(crate::InvalidInput::Delivery(_)))),
+        matches!(r, Err(Error::Invalid(delayq::InvalidInput::Delivery(_)))),
         "{r:?}"
     );
     let y = BatchId::new("y").unwrap();
@@ -370,7 +370,7 @@ pub async fn batch_callbacks_cannot_be_squatted<B: Backend + Inspect + Batches>(
             .enqueue(NewJob::new(b"forged".to_vec()).id(JobId::new(forged).unwrap()))
             .await;
         assert!(
-            matches!(r, Err(Error::Invalid(crate::InvalidInput::JobId(ref m))) if m.contains("reserved")),
+            matches!(r, Err(Error::Invalid(delayq::InvalidInput::JobId(ref m))) if m.contains("reserved")),
             "{r:?}"
         );
     }
@@ -424,9 +424,9 @@ pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b
     ] {
         create(&b, &q, id, spec(cb, false), vec![member(job)], false).await;
     }
-    let s = crate::QueueSettings {
-        delivery: crate::DeliveryMode::Push,
-        ..crate::QueueSettings::default()
+    let s = delayq::QueueSettings {
+        delivery: delayq::DeliveryMode::Push,
+        ..delayq::QueueSettings::default()
     };
     b.configure(&bad_cb, s).await.unwrap();
     t.pass(Duration::from_millis(2)).await;
@@ -460,7 +460,7 @@ pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b
     assert_eq!(failure.attempts, 1, "later sweeps wait for the backoff");
     assert_eq!(info.counts.succeeded, 1);
     // Still failing after the backoff: tried once more, the next try further away.
-    t.pass(crate::batch::callback_retry_in(1) + Duration::from_millis(10))
+    t.pass(delayq::batch::callback_retry_in(1) + Duration::from_millis(10))
         .await;
     b.finish_batches(true).await.unwrap();
     let again = b.batch(&q, &bad).await.unwrap().unwrap();
@@ -468,12 +468,12 @@ pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b
     assert_eq!(f2.attempts, 2);
     assert!(f2.next_try_ms > failure.next_try_ms);
     // Mended: its next try enqueues the callback, and the batch is done.
-    b.configure(&bad_cb, crate::QueueSettings::default())
+    b.configure(&bad_cb, delayq::QueueSettings::default())
         .await
         .unwrap();
     b.finish_batches(true).await.unwrap();
     assert_eq!(state(&b, &q, &bad).await.0, BatchState::CallbackFailed);
-    t.pass(crate::batch::callback_retry_in(2) + Duration::from_millis(10))
+    t.pass(delayq::batch::callback_retry_in(2) + Duration::from_millis(10))
         .await;
     b.finish_batches(true).await.unwrap();
     let done = b.batch(&q, &bad).await.unwrap().unwrap();
@@ -492,15 +492,15 @@ pub async fn batch_results_are_bounded<B: Backend + Inspect + Batches>(b: B, t: 
     let leased = claim_all(&b, &q).await;
     assert_eq!(leased.len(), 40);
     // The largest result each (64 KiB less a byte): a string and its quotes.
-    let big = |j: &crate::Job| {
+    let big = |j: &delayq::Job| {
         let text = format!(
             "{}{}",
             j.id,
-            "x".repeat(crate::limits::MAX_RESULT_BYTES - 8)
+            "x".repeat(delayq::limits::MAX_RESULT_BYTES - 8)
         );
         serde_json::to_vec(&serde_json::Value::String(text)).unwrap()
     };
-    assert_eq!(big(&leased[0]).len(), crate::limits::MAX_RESULT_BYTES);
+    assert_eq!(big(&leased[0]).len(), delayq::limits::MAX_RESULT_BYTES);
     for chunk in leased.chunks(7) {
         let acks = chunk.iter().map(|j| (j.lease_ref(), big(j)));
         b.ack_results(&q, acks.collect()).await.unwrap();
@@ -521,13 +521,13 @@ pub async fn batch_results_are_bounded<B: Backend + Inspect + Batches>(b: B, t: 
 /// this on a Cluster and on one server).
 pub async fn batches_on_a_sharded_queue<B: Backend + Inspect + Batches>(b: B, t: Time) {
     let (q, cb) = (qn("batch-sharded"), qn("batch-sharded-cb"));
-    b.configure(&q, crate::QueueSettings::with_shards(8))
+    b.configure(&q, delayq::QueueSettings::with_shards(8))
         .await
         .unwrap();
     let jobs: Vec<NewJob> = (0..24).map(|i| member(&format!("b5-{i:02}"))).collect();
     let shards: std::collections::HashSet<u64> = jobs
         .iter()
-        .map(|j| crate::placement_hash(j.id.as_ref().unwrap().as_str()) % 8)
+        .map(|j| delayq::placement_hash(j.id.as_ref().unwrap().as_str()) % 8)
         .collect();
     assert!(shards.len() > 3, "spread: {shards:?}");
     let id = create(&b, &q, "b5", spec(&cb, true), jobs, false).await.id;

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{Time, req};
-use crate::schedule::{self, ScheduleSpec, Schedules, Timing};
-use crate::{Backend, Inspect, InvalidInput, QueueName, Ticker};
+use delayq::schedule::{self, ScheduleSpec, Schedules, Timing};
+use delayq::{Backend, Inspect, InvalidInput, QueueName, Ticker};
 
 fn pq() -> QueueName {
     QueueName::new("periodic").unwrap()
@@ -27,7 +27,7 @@ fn ticker<B: Schedules>(b: &B, _t: &Time) -> Ticker<B> {
 /// Every fire is enqueued once, with the id `NAME@<fire ms>`, however many tickers race for
 /// it; a fire with a stale next time writes nothing.
 pub async fn schedules_fire_once<B: Backend + Inspect + Schedules>(b: B, t: Time) {
-    let max = crate::limits::DEFAULT_MAX_PAYLOAD_BYTES;
+    let max = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES;
     let now = t.now_ms();
     let info = schedule::put(&b, &pq(), "tick", every(1000, "v1"), max, now)
         .await
@@ -113,7 +113,7 @@ fn cron(expr: &str, tz: &str) -> ScheduleSpec {
 /// Unknown time zones, bad cron syntax, too short intervals and bad names are refused with a
 /// typed error; nothing is stored.
 pub async fn bad_schedules_are_refused<B: Backend + Inspect + Schedules>(b: B, t: Time) {
-    let max = crate::limits::DEFAULT_MAX_PAYLOAD_BYTES;
+    let max = delayq::limits::DEFAULT_MAX_PAYLOAD_BYTES;
     let bad = [
         ("tz", cron("0 9 * * *", "Mars/Olympus")),
         ("syntax", cron("0 9 * *", "UTC")),
@@ -125,7 +125,7 @@ pub async fn bad_schedules_are_refused<B: Backend + Inspect + Schedules>(b: B, t
             .await
             .unwrap_err();
         assert!(
-            matches!(e, crate::Error::Invalid(InvalidInput::Schedule(_))),
+            matches!(e, delayq::Error::Invalid(InvalidInput::Schedule(_))),
             "{name}: {e}"
         );
     }
@@ -134,14 +134,14 @@ pub async fn bad_schedules_are_refused<B: Backend + Inspect + Schedules>(b: B, t
         .unwrap_err();
     assert!(matches!(
         e,
-        crate::Error::Invalid(InvalidInput::Schedule(_))
+        delayq::Error::Invalid(InvalidInput::Schedule(_))
     ));
     let e = schedule::put(&b, &pq(), "big", every(1000, "xx"), 1, t.now_ms())
         .await
         .unwrap_err();
     assert!(matches!(
         e,
-        crate::Error::Invalid(InvalidInput::PayloadTooLarge { .. })
+        delayq::Error::Invalid(InvalidInput::PayloadTooLarge { .. })
     ));
     assert!(b.schedules(&pq()).await.unwrap().is_empty());
 }

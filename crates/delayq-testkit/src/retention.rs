@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use super::{Time, id, job, req};
-use crate::{Backend, Inspect, JobState, ListState, Producer, QueueName, QueueSettings, Retention};
+use delayq::{
+    Backend, Inspect, JobState, ListState, Producer, QueueName, QueueSettings, Retention,
+};
 
 fn kq() -> QueueName {
     QueueName::new("kept").unwrap()
@@ -16,7 +18,7 @@ async fn run_one<B: Backend>(b: &B, t: &Time) -> String {
     let got = b.claim(&kq(), req(1, 30_000)).await.unwrap().jobs;
     assert_eq!(got.len(), 1);
     let acks = b.ack(&kq(), vec![got[0].lease_ref()]).await.unwrap();
-    assert_eq!(acks, [crate::AckOutcome::Acked]);
+    assert_eq!(acks, [delayq::AckOutcome::Acked]);
     got[0].id.to_string()
 }
 
@@ -144,17 +146,19 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
     let again = b.ack(&kq(), vec![own.clone()]).await.unwrap();
     assert_ne!(
         again,
-        [crate::AckOutcome::Acked],
+        [delayq::AckOutcome::Acked],
         "a second ack completes nothing"
     );
-    let nack = b.nack(&kq(), own.clone(), crate::Nack::error("late")).await;
+    let nack = b
+        .nack(&kq(), own.clone(), delayq::Nack::error("late"))
+        .await;
     assert!(
-        matches!(nack, Err(crate::Error::LeaseLost { .. })),
+        matches!(nack, Err(delayq::Error::LeaseLost { .. })),
         "{nack:?}"
     );
     let extend = b.extend(&kq(), own, Duration::from_secs(30)).await;
     assert!(
-        matches!(extend, Err(crate::Error::LeaseLost { .. })),
+        matches!(extend, Err(delayq::Error::LeaseLost { .. })),
         "{extend:?}"
     );
     assert_eq!(
@@ -174,7 +178,7 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
         }))
         .await
         .unwrap_err();
-    assert!(matches!(e, crate::Error::Invalid(_)), "{e}");
+    assert!(matches!(e, delayq::Error::Invalid(_)), "{e}");
     // Its own retention is honoured on a queue without one: once its time is up, a later
     // ack — of a job without retention — trims it.
     let short = Retention {

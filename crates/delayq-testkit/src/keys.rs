@@ -1,11 +1,11 @@
-//! Conformance tests of keys ([`crate::JobKey`]): claims share a queue round-robin among the
+//! Conformance tests of keys ([`delayq::JobKey`]): claims share a queue round-robin among the
 //! keys with due jobs, each key's in-flight and rate limits hold inside the claim, one key
 //! can be held and released, and what each key has shows in [`Inspect::keys`].
 
 use std::time::Duration;
 
 use super::{Time, req};
-use crate::{
+use delayq::{
     AckOutcome, Backend, Inspect, JobKey, KeyHold, NewJob, Producer, QueueName, QueueSettings, Rate,
 };
 
@@ -19,7 +19,7 @@ fn keyed(k: &str, n: usize) -> Vec<NewJob> {
         .map(|i| {
             let name = format!("{k}-{i:03}");
             NewJob::new(name.as_bytes().to_vec())
-                .id(crate::JobId::new(name).unwrap())
+                .id(delayq::JobId::new(name).unwrap())
                 .key(key(k))
         })
         .collect()
@@ -48,7 +48,7 @@ pub async fn keys_share_claims_round_robin<B: Backend + Inspect>(b: B, t: Time) 
     enqueue(&b, &q, keyed("big", 40)).await;
     enqueue(&b, &q, keyed("small", 4)).await;
     let mut plain = NewJob::new(b"plain".to_vec());
-    plain.id = Some(crate::JobId::new("plain").unwrap());
+    plain.id = Some(delayq::JobId::new("plain").unwrap());
     enqueue(&b, &q, vec![plain]).await;
     t.pass(Duration::from_millis(2)).await;
     let mut order = Vec::new();
@@ -79,7 +79,7 @@ pub async fn keys_share_claims_round_robin<B: Backend + Inspect>(b: B, t: Time) 
     assert_eq!(claim_keys(&b, &q, 1).await, ["urgent"]);
     // The key travels with the job.
     let info = b
-        .get(&q, &crate::JobId::new("big-039").unwrap())
+        .get(&q, &delayq::JobId::new("big-039").unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -127,9 +127,9 @@ pub async fn key_limits_hold_each_key<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!(claim_keys(&b, &q, 10).await, ["a"]);
     // A failed attempt frees a slot too.
     let bj = first.jobs.iter().find(|j| j.key == Some(key("b"))).unwrap();
-    let later = crate::Nack {
+    let later = delayq::Nack {
         retry_in: Some(Duration::from_secs(60)),
-        ..crate::Nack::error("later")
+        ..delayq::Nack::error("later")
     };
     b.nack(&q, bj.lease_ref(), later).await.unwrap();
     assert_eq!(claim_keys(&b, &q, 10).await, ["b"]);
@@ -242,7 +242,7 @@ pub async fn keys_on_a_sharded_queue<B: Backend + Inspect>(b: B, t: Time) {
     let mut shards = std::collections::HashSet::new();
     for k in ["a", "b"] {
         for e in p.enqueue_batch(unnamed(k, 10)).await.unwrap() {
-            shards.insert((k, crate::placement_hash(e.id.as_str()) % 4));
+            shards.insert((k, delayq::placement_hash(e.id.as_str()) % 4));
         }
     }
     assert_eq!(shards.len(), 2, "one shard per key: {shards:?}");
@@ -251,7 +251,7 @@ pub async fn keys_on_a_sharded_queue<B: Backend + Inspect>(b: B, t: Time) {
     for _ in 0..8 {
         leased.extend(b.claim(&q, req(32, 60_000)).await.unwrap().jobs);
     }
-    let of = |jobs: &[crate::Job], k: &str| {
+    let of = |jobs: &[delayq::Job], k: &str| {
         jobs.iter()
             .filter(|j| j.key.as_ref().map(JobKey::as_str) == Some(k))
             .count()
@@ -265,7 +265,7 @@ pub async fn keys_on_a_sharded_queue<B: Backend + Inspect>(b: B, t: Time) {
     b.pause_key(&q, &key("a"), KeyHold::For(Duration::from_secs(60)))
         .await
         .unwrap();
-    let acks: Vec<_> = leased.iter().map(crate::Job::lease_ref).collect();
+    let acks: Vec<_> = leased.iter().map(delayq::Job::lease_ref).collect();
     b.ack(&q, acks).await.unwrap();
     let mut next = Vec::new();
     for _ in 0..8 {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{Time, id, req};
-use crate::{Backend, Inspect, InvalidInput, NewJob, Producer, QueueName};
+use delayq::{Backend, Inspect, InvalidInput, NewJob, Producer, QueueName};
 
 fn prq() -> QueueName {
     QueueName::new("prio").unwrap()
@@ -66,17 +66,21 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
     p.enqueue(NewJob::new("r").id(id("r"))).await.unwrap();
     t.pass(Duration::from_millis(2)).await;
     let listed = b
-        .list(&prq(), crate::ListState::Due, 10, None)
+        .list(&prq(), delayq::ListState::Due, 10, None)
         .await
         .unwrap();
     assert_eq!(listed.jobs.len(), 2, "{listed:?}");
     assert_eq!(
         b.cancel(&prq(), &id("c")).await.unwrap(),
-        crate::CancelOutcome::Cancelled
+        delayq::CancelOutcome::Cancelled
     );
-    b.reschedule(&prq(), &id("r"), crate::Due::Delay(Duration::from_secs(30)))
-        .await
-        .unwrap();
+    b.reschedule(
+        &prq(),
+        &id("r"),
+        delayq::Due::Delay(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
     assert!(
         b.claim(&prq(), req(10, 60_000))
             .await
@@ -90,7 +94,7 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
         .await
         .unwrap_err();
     assert!(
-        matches!(e, crate::Error::Invalid(InvalidInput::Priority(10))),
+        matches!(e, delayq::Error::Invalid(InvalidInput::Priority(10))),
         "{e}"
     );
     assert!(b.get(&prq(), &id("x")).await.unwrap().is_none());
@@ -113,7 +117,7 @@ pub async fn due_listing_follows_claim_order<B: Backend + Inspect>(b: B, t: Time
     let (mut listed, mut cursor) = (Vec::new(), None);
     loop {
         let page = b
-            .list(&prq(), crate::ListState::Due, 4, cursor)
+            .list(&prq(), delayq::ListState::Due, 4, cursor)
             .await
             .unwrap();
         listed.extend(page.jobs.into_iter().map(|j| j.id));

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Time, id, job, req};
-use crate::{
+use delayq::{
     AckOutcome, Backend, Completion, Consumer, ConsumerOptions, Error, Inspect, InvalidInput, Job,
     JobState, Producer, QueueName, QueueSettings, Retention,
 };
@@ -87,20 +87,20 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     );
 
     // Over the limit: a typed error, the job untouched.
-    let big = vec![b'x'; crate::limits::MAX_RESULT_BYTES + 1];
+    let big = vec![b'x'; delayq::limits::MAX_RESULT_BYTES + 1];
     match b
         .ack_results(&q, vec![(lease("big"), big)])
         .await
         .map(|o| o[0])
     {
         Err(Error::Invalid(InvalidInput::ResultTooLarge(n))) => {
-            assert_eq!(n, crate::limits::MAX_RESULT_BYTES + 1)
+            assert_eq!(n, delayq::limits::MAX_RESULT_BYTES + 1)
         }
         other => panic!("an oversized result must be refused: {other:?}"),
     }
     assert_eq!(get("big").await.unwrap().state, JobState::Leased);
     // At the limit exactly: kept.
-    let most = vec![b'y'; crate::limits::MAX_RESULT_BYTES];
+    let most = vec![b'y'; delayq::limits::MAX_RESULT_BYTES];
     let o = b
         .ack_results(&q, vec![(lease("big"), most.clone())])
         .await
@@ -186,7 +186,7 @@ pub async fn handlers_return_results<B: Backend + Inspect>(b: B, t: Time) {
                     "none" => Ok(Completion::default()),
                     "huge" => Ok(Completion::result(vec![
                         0u8;
-                        crate::limits::MAX_RESULT_BYTES + 1
+                        delayq::limits::MAX_RESULT_BYTES + 1
                     ])),
                     other => Completion::json(&serde_json::json!({ "job": other })),
                 }

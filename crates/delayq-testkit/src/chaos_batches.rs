@@ -14,8 +14,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::batch::{BatchState, Batches};
-use crate::{
+use delayq::batch::{BatchState, Batches};
+use delayq::{
     Backend, BatchId, BatchSpec, Callback, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId,
     NewJob, Producer, QueueName,
 };
@@ -89,7 +89,7 @@ fn worker<B: Backend>(b: B, q: &QueueName, lease: Duration) -> tokio::task::Join
 /// A sweeper finishing batches every 50 ms.
 fn sweeper<B: Batches>(b: B) -> tokio::task::JoinHandle<()> {
     tokio::spawn(
-        crate::batch::BatchSweeper::new(b)
+        delayq::batch::BatchSweeper::new(b)
             .every(Duration::from_millis(50))
             .run(),
     )
@@ -181,7 +181,7 @@ where
                     done = true;
                     break;
                 }
-                Err(crate::Error::Conflict(_)) => {
+                Err(delayq::Error::Conflict(_)) => {
                     done = true;
                     break;
                 }

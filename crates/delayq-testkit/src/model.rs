@@ -5,7 +5,7 @@
 //! Time is kept out of the comparison: jobs are due now or in an hour, claims take every due
 //! job (so order does not matter), and lease expiry happens only in [`Op::Abandon`], which
 //! claims with a 20 ms lease, forgets the tokens (a crashed consumer) and lets time pass
-//! (advancing a [`crate::TestClock`] where the store reads one, sleeping otherwise).
+//! (advancing a [`delayq::TestClock`] where the store reads one, sleeping otherwise).
 //!
 //! A case may also fail one backend call through [`Faulty`], before or after it reaches the
 //! store: the model then keeps or undoes the operation accordingly and the run goes on, so
@@ -18,7 +18,7 @@ use proptest::prelude::*;
 
 use super::Time;
 use super::faulty::{FaultPoint, Faulty};
-use crate::{
+use delayq::{
     AckOutcome, Backend, CancelOutcome, ClaimRequest, Due, Error, Inspect, JobId, JobState,
     LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
 };

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::{
+use delayq::{
     AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Error,
     Found, Inspect, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob,
     QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
@@ -227,14 +227,14 @@ impl<B: Inspect> Inspect for Faulty<B> {
     async fn pause_key(
         &self,
         queue: &QueueName,
-        key: &crate::JobKey,
-        hold: crate::KeyHold,
+        key: &delayq::JobKey,
+        hold: delayq::KeyHold,
     ) -> Result<Option<u64>> {
         self.run("pause_key", self.inner.pause_key(queue, key, hold))
             .await
     }
 
-    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<crate::KeyStats>> {
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
         self.run("keys", self.inner.keys(queue, limit)).await
     }
 }

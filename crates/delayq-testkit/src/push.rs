@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::{Time, id, job, req};
-use crate::{
+use delayq::{
     Backend, DeliveryMode, Error, Inspect, InvalidInput, Nack, Producer, QueueName, QueueSettings,
     Target,
 };
