@@ -16,6 +16,20 @@ use delayq_test_support::cluster::RedisCluster;
 use delayq_test_support::sentinel::SentinelSet;
 use tokio::sync::watch;
 
+/// A server's arguments for an ACL that refuses the sentinel's `REPLICAOF` (everything else
+/// allowed): a failover that needs it hangs, an old master that should be demoted is not.
+const REFUSES_REPLICAOF: &[&str] = &[
+    "--user",
+    "default",
+    "on",
+    "nopass",
+    "~*",
+    "&*",
+    "+@all",
+    "-replicaof",
+    "-slaveof",
+];
+
 /// Starts of each job id: (start ms on this host, due ms).
 type Starts = Arc<Mutex<HashMap<String, Vec<(u64, u64)>>>>;
 
@@ -409,17 +423,7 @@ async fn a_client_connecting_mid_failover_waits_for_the_new_master() {
 /// refuses the sentinel's `REPLICAOF NO ONE` (the sentinel waits `failover-timeout`, set to 30 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
-    let mut set = SentinelSet::start_with_replica(&[
-        "--user",
-        "default",
-        "on",
-        "nopass",
-        "~*",
-        "&*",
-        "+@all",
-        "-replicaof",
-        "-slaveof",
-    ]);
+    let mut set = SentinelSet::start_with_replica(REFUSES_REPLICAOF);
     // The failover hangs until failover-timeout: long enough for a loaded machine.
     set.sentinel_command(&["SENTINEL", "SET", "mymaster", "failover-timeout", "30000"]);
     let proxy = delayq_test_support::proxy::Proxy::start(set.sentinel_port());
@@ -474,17 +478,7 @@ async fn no_connection_is_made_mid_failover_when_a_sentinel_does_not_answer() {
 /// whole partition; here for ever), and every such write was lost.
 #[tokio::test]
 async fn a_master_the_sentinels_replaced_gets_no_more_writes() {
-    let set = SentinelSet::start_with_master(&[
-        "--user",
-        "default",
-        "on",
-        "nopass",
-        "~*",
-        "&*",
-        "+@all",
-        "-replicaof",
-        "-slaveof",
-    ]);
+    let set = SentinelSet::start_with_master(REFUSES_REPLICAOF);
     let q = QueueName::new("replaced").unwrap();
     let producer = Producer::new(connect_retrying(&set.url()).await, q.clone());
     let job = |id: &str| NewJob::new("x").id(delayq::JobId::new(id).unwrap());
