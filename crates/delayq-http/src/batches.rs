@@ -70,7 +70,7 @@ async fn view<B: Backend + Inspect + Batches>(
 /// Creates a batch with its jobs and callbacks (closed unless `open`; an open batch of that
 /// id gains the jobs instead). 201 with the batch and what each job's enqueue did.
 #[utoipa::path(
-    post, path = "/v1/queues/{q}/batches", tag = "batches",
+    post, path = "/v1/queues/{q}/batches", operation_id = "create_batch", tag = "batches",
     params(("q" = String, Path)), request_body = BatchRequest,
     responses((status = 201, body = BatchAddedView), (status = "4XX", body = ErrorBody))
 )]
@@ -95,7 +95,7 @@ pub async fn create<B: Backend + Inspect + Batches>(
 /// Adds jobs to an open batch (409 `conflict` once it is closed), closing it after them when
 /// `close`.
 #[utoipa::path(
-    post, path = "/v1/queues/{q}/batches/{id}/jobs", tag = "batches",
+    post, path = "/v1/queues/{q}/batches/{id}/jobs", operation_id = "add_to_batch", tag = "batches",
     params(("q" = String, Path), ("id" = String, Path)), request_body = BatchJobsRequest,
     responses((status = 200, body = BatchAddedView), (status = "4XX", body = ErrorBody))
 )]
@@ -119,7 +119,7 @@ pub async fn add<B: Backend + Inspect + Batches>(
 /// Closes a batch: no job joins it any more; it is done when its last job ends (at once when
 /// they all have).
 #[utoipa::path(
-    post, path = "/v1/queues/{q}/batches/{id}/close", tag = "batches",
+    post, path = "/v1/queues/{q}/batches/{id}/close", operation_id = "close_batch", tag = "batches",
     params(("q" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = BatchView), (status = "4XX", body = ErrorBody))
 )]
@@ -137,7 +137,7 @@ pub async fn close<B: Backend + Inspect + Batches>(
 
 /// One batch: its state and counts.
 #[utoipa::path(
-    get, path = "/v1/queues/{q}/batches/{id}", tag = "batches",
+    get, path = "/v1/queues/{q}/batches/{id}", operation_id = "get_batch", tag = "batches",
     params(("q" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = BatchView), (status = "4XX", body = ErrorBody))
 )]
@@ -150,7 +150,7 @@ pub async fn get<B: Backend + Inspect + Batches>(
 
 /// The batches of a queue that are not done, oldest first.
 #[utoipa::path(
-    get, path = "/v1/queues/{q}/batches", tag = "batches",
+    get, path = "/v1/queues/{q}/batches", operation_id = "list_batches", tag = "batches",
     params(("q" = String, Path), BatchQuery),
     responses((status = 200, body = BatchList), (status = "4XX", body = ErrorBody))
 )]

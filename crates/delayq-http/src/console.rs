@@ -18,7 +18,7 @@ fn state_of(s: &str) -> Result<ListState, ApiError> {
 
 /// Jobs of one state, a page at a time; or a search by id prefix.
 #[utoipa::path(
-    get, path = "/v1/queues/{q}/jobs", tag = "console",
+    get, path = "/v1/queues/{q}/jobs", operation_id = "list_jobs", tag = "console",
     params(("q" = String, Path), ListQuery),
     responses((status = 200, body = JobList), (status = "4XX", body = ErrorBody))
 )]
@@ -156,7 +156,7 @@ async fn set_paused<B: Backend + Inspect>(
 
 /// Pause a queue: it accepts jobs and leases none (expired leases are still recovered).
 #[utoipa::path(
-    post, path = "/v1/queues/{q}/pause", tag = "console",
+    post, path = "/v1/queues/{q}/pause", operation_id = "pause_queue", tag = "console",
     params(("q" = String, Path)),
     responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
 )]
@@ -169,7 +169,7 @@ pub async fn pause<B: Backend + Inspect>(
 
 /// Resume a paused queue; its consumers wake at once.
 #[utoipa::path(
-    post, path = "/v1/queues/{q}/resume", tag = "console",
+    post, path = "/v1/queues/{q}/resume", operation_id = "resume_queue", tag = "console",
     params(("q" = String, Path)),
     responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
 )]

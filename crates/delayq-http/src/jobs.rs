@@ -179,7 +179,7 @@ fn view(e: delayq::Enqueued) -> EnqueueResponse {
 
 /// One job in any state.
 #[utoipa::path(
-    get, path = "/v1/queues/{q}/jobs/{id}", tag = "jobs",
+    get, path = "/v1/queues/{q}/jobs/{id}", operation_id = "get_job", tag = "jobs",
     params(("q" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = JobView), (status = "4XX", body = ErrorBody))
 )]

@@ -31,7 +31,7 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
 /// Holds one key's due jobs until `until` (ms since the epoch or RFC 3339) or for `for_ms`:
 /// the queue's other keys are claimed meanwhile. A second pause replaces the first.
 #[utoipa::path(
-    post, path = "/v1/queues/{q}/keys/{key}/pause", tag = "keys",
+    post, path = "/v1/queues/{q}/keys/{key}/pause", operation_id = "pause_key", tag = "keys",
     params(("q" = String, Path), ("key" = String, Path)), request_body = KeyPauseRequest,
     responses((status = 200, body = KeyHoldView), (status = "4XX", body = ErrorBody))
 )]
@@ -51,7 +51,7 @@ pub async fn pause<B: Backend + Inspect>(
 
 /// Lifts a key's hold: its due jobs are claimed again at once.
 #[utoipa::path(
-    post, path = "/v1/queues/{q}/keys/{key}/resume", tag = "keys",
+    post, path = "/v1/queues/{q}/keys/{key}/resume", operation_id = "resume_key", tag = "keys",
     params(("q" = String, Path), ("key" = String, Path)),
     responses((status = 200, body = KeyHoldView), (status = "4XX", body = ErrorBody))
 )]
@@ -69,7 +69,7 @@ pub async fn resume<B: Backend + Inspect>(
 
 /// The busiest keys of a queue: most jobs in flight and due first, then held ones.
 #[utoipa::path(
-    get, path = "/v1/queues/{q}/keys", tag = "keys",
+    get, path = "/v1/queues/{q}/keys", operation_id = "list_keys", tag = "keys",
     params(("q" = String, Path), KeyQuery),
     responses((status = 200, body = KeyList), (status = "4XX", body = ErrorBody))
 )]

@@ -79,7 +79,7 @@ pub use conns::EVICTED_CONNECTIONS;
         push_model::deliveries, auth::whoami, keys::pause, keys::resume, keys::list,
         batches::create, batches::add, batches::close, batches::get, batches::list,
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &Described),
 )]
 struct ApiDoc;
 
@@ -97,6 +97,50 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             Vec::<String>::new(),
         )]);
+    }
+}
+
+/// Every response gets the `description` OpenAPI requires (the handlers' declarations give
+/// a status and a body; a standard validator refuses a response without one): what the
+/// status means here.
+struct Described;
+
+impl utoipa::Modify for Described {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+                &mut item.head,
+                &mut item.options,
+                &mut item.trace,
+            ];
+            for op in ops.into_iter().flatten() {
+                for (status, r) in &mut op.responses.responses {
+                    if let utoipa::openapi::RefOr::T(r) = r
+                        && r.description.is_empty()
+                    {
+                        r.description = status_meaning(status).to_owned();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a response status means in this API.
+fn status_meaning(status: &str) -> &'static str {
+    match status {
+        "200" => "Done: the body says what happened.",
+        "201" => "Created: the body describes what was created.",
+        "204" => "Done; no body.",
+        "401" => "No valid bearer token (`code`: `unauthorized`).",
+        "4XX" => "Refused; nothing changed. The body's `code` says why (ErrorBody).",
+        "5XX" => "The store failed or is unavailable; the body's `code` says which.",
+        _ => "See the body.",
     }
 }
 

@@ -13,7 +13,7 @@ use crate::state::AppState;
 
 /// Every queue that holds jobs, with its counts.
 #[utoipa::path(
-    get, path = "/v1/queues", tag = "queues",
+    get, path = "/v1/queues", operation_id = "list_queues", tag = "queues",
     responses((status = 200, body = [QueueView]), (status = "4XX", body = ErrorBody))
 )]
 pub async fn list<B: Backend + Inspect>(

@@ -41,7 +41,7 @@ fn missing(q: &QueueName, name: &str) -> ApiError {
 /// Creates or changes a schedule. A change of its timing takes effect from now; a change of
 /// anything else keeps the next fire and applies from it.
 #[utoipa::path(
-    put, path = "/v1/queues/{q}/schedules/{name}", tag = "schedules",
+    put, path = "/v1/queues/{q}/schedules/{name}", operation_id = "put_schedule", tag = "schedules",
     params(("q" = String, Path), ("name" = String, Path)), request_body = ScheduleBody,
     responses((status = 200, body = ScheduleView), (status = "4XX", body = ErrorBody))
 )]
@@ -64,7 +64,7 @@ pub async fn put<B: Backend + Inspect + Schedules>(
 
 /// One schedule with its next fire.
 #[utoipa::path(
-    get, path = "/v1/queues/{q}/schedules/{name}", tag = "schedules",
+    get, path = "/v1/queues/{q}/schedules/{name}", operation_id = "get_schedule", tag = "schedules",
     params(("q" = String, Path), ("name" = String, Path)),
     responses((status = 200, body = ScheduleView), (status = "4XX", body = ErrorBody))
 )]
@@ -80,7 +80,7 @@ pub async fn get<B: Backend + Inspect + Schedules>(
 
 /// Deletes a schedule (jobs it already enqueued stay).
 #[utoipa::path(
-    delete, path = "/v1/queues/{q}/schedules/{name}", tag = "schedules",
+    delete, path = "/v1/queues/{q}/schedules/{name}", operation_id = "delete_schedule", tag = "schedules",
     params(("q" = String, Path), ("name" = String, Path)),
     responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
 )]
@@ -97,7 +97,7 @@ pub async fn delete<B: Backend + Inspect + Schedules>(
 
 /// The queue's schedules, by name, with their next fires.
 #[utoipa::path(
-    get, path = "/v1/queues/{q}/schedules", tag = "schedules",
+    get, path = "/v1/queues/{q}/schedules", operation_id = "list_schedules", tag = "schedules",
     params(("q" = String, Path)),
     responses((status = 200, body = ScheduleList), (status = "4XX", body = ErrorBody))
 )]

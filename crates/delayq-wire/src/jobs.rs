@@ -384,6 +384,7 @@ pub struct JobList {
 /// Query of `GET /v1/queues/{q}/jobs`.
 #[derive(Serialize, Deserialize, utoipa::IntoParams, Debug, Default)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// `scheduled` (due later), `due` (due now, waiting), `leased` or `dead`; required unless
     /// `id_prefix` is given.
@@ -404,6 +405,7 @@ pub struct ListQuery {
 /// Query of `DELETE /v1/queues/{q}/jobs`.
 #[derive(Serialize, Deserialize, utoipa::IntoParams, Debug)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct StateQuery {
     /// `scheduled` (every job due later) or `due` (every job due now, waiting).
     pub state: String,
@@ -412,6 +414,7 @@ pub struct StateQuery {
 /// Paging of the dead-letter list.
 #[derive(Serialize, Deserialize, utoipa::IntoParams, Debug, Default)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct Page {
     /// Skip this many (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]

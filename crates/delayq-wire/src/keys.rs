@@ -84,6 +84,7 @@ pub struct KeyList {
 /// `?limit=` of the key listing.
 #[derive(Deserialize, Serialize, IntoParams, Debug, Default)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct KeyQuery {
     /// Most keys (1-1000, default 20).
     pub limit: Option<usize>,

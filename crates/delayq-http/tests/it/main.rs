@@ -15,6 +15,7 @@ mod floods;
 mod fuzz;
 mod guard;
 mod long_polls;
+mod openapi;
 mod raw;
 mod results;
 mod retries;
