@@ -205,30 +205,19 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         extras.push((X_KEEP, u48_bytes(r.keep_done_ms).to_vec()));
         extras.push((X_DEDUPE, u48_bytes(r.dedupe_ms).to_vec()));
     }
-    if let Some(t) = target {
-        let mut v = (t.len() as u16).to_be_bytes().to_vec();
-        v.extend_from_slice(t);
-        extras.push((X_TARGET, v));
-    }
-    if let Some(t) = trace {
-        let mut v = (t.len() as u16).to_be_bytes().to_vec();
-        v.extend_from_slice(t);
-        extras.push((X_TRACE, v));
-    }
-    if let Some(t) = result {
-        let mut v = (t.len() as u16).to_be_bytes().to_vec();
-        v.extend_from_slice(t);
-        extras.push((X_RESULT, v));
-    }
-    if let Some(t) = key {
-        let mut v = (t.len() as u16).to_be_bytes().to_vec();
-        v.extend_from_slice(t);
-        extras.push((X_KEY, v));
-    }
-    if let Some(t) = batch {
-        let mut v = (t.len() as u16).to_be_bytes().to_vec();
-        v.extend_from_slice(t);
-        extras.push((X_BATCH, v));
+    // The variable-length extras: a u16 length, then the bytes.
+    for (tag, bytes) in [
+        (X_TARGET, target),
+        (X_TRACE, trace),
+        (X_RESULT, result),
+        (X_KEY, key),
+        (X_BATCH, batch),
+    ] {
+        if let Some(t) = bytes {
+            let mut v = (t.len() as u16).to_be_bytes().to_vec();
+            v.extend_from_slice(t);
+            extras.push((tag, v));
+        }
     }
     if !extras.is_empty() {
         flags |= F_EXTRA;
