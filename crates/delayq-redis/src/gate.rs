@@ -16,14 +16,11 @@
 //! have its jobs written, as one whose call was already on the wire would: retry with the same
 //! ids to know.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use delayq::limits::MAX_BATCH;
 use delayq::{Enqueued, Error, JobId, NewJob, Result};
 use tokio::sync::oneshot;
-
-use crate::backend::RedisBackend;
-use crate::route::Route;
 
 /// Enqueue calls of one shard this process has out before later ones wait and share one.
 const IN_FLIGHT: usize = 4;
@@ -59,9 +56,9 @@ pub(crate) enum Entry {
 /// Calls that go out together: their jobs in order, and who waits for which of the answers.
 pub(crate) struct Shared {
     /// Every sharer's jobs, one after the other.
-    jobs: Vec<(JobId, NewJob)>,
+    pub(crate) jobs: Vec<(JobId, NewJob)>,
     /// The sharers.
-    sharers: Sharers,
+    pub(crate) sharers: Sharers,
 }
 
 /// Per sharer of a call: how many of its jobs are its own, and where their answers go.
@@ -121,7 +118,7 @@ impl Gate {
 
 impl Sharers {
     /// Hands each sharer its part of the shared call's answer (or the error).
-    fn answer(self, out: Result<Vec<Enqueued>>) {
+    pub(crate) fn answer(self, out: Result<Vec<Enqueued>>) {
         match out {
             Ok(all) => {
                 let mut all = all.into_iter();
@@ -139,104 +136,12 @@ impl Sharers {
     }
 }
 
-impl RedisBackend {
-    /// Enqueues `jobs` into shard `s` through its gate (gate.rs): at once while few calls are
-    /// out, else together with the calls waiting beside it.
-    pub(crate) async fn enqueue_shard(
-        &self,
-        route: &Arc<Route>,
-        s: usize,
-        jobs: Vec<(JobId, NewJob)>,
-    ) -> Result<Vec<Enqueued>> {
-        match route.gates[s].enter(jobs) {
-            Entry::Go(jobs) => {
-                // Leaves the gate when the call is done or dropped, sending what waits then.
-                let _place = Place {
-                    backend: self,
-                    route,
-                    shard: s,
-                };
-                self.enqueue_call(route, &route.keys[s], jobs).await
-            }
-            Entry::Wait(rx) => rx.await.unwrap_or_else(|_| {
-                Err(Error::Unavailable(
-                    "enqueue: the call it shared was dropped".into(),
-                ))
-            }),
-        }
-    }
-
-    /// Sends calls that waited at shard `s`'s gate, one shared call after another, until none
-    /// wait.
-    async fn enqueue_shared(self, route: Arc<Route>, s: usize, first: Shared) {
-        let mut task = Draining {
-            route,
-            shard: s,
-            out: None,
-        };
-        let mut next = Some(first);
-        while let Some(Shared { jobs, sharers }) = next {
-            // (Held by the guard while the call is out: a task dropped there fails them.)
-            task.out = Some(sharers);
-            let out = self
-                .enqueue_call(&task.route, &task.route.keys[s], jobs)
-                .await;
-            if let Some(sharers) = task.out.take() {
-                sharers.answer(out);
-            }
-            next = task.route.gates[s].leave();
-        }
-    }
-}
-
-/// The task sending shared calls, as a guard: dropped with a call out (its runtime stopped),
-/// it fails that call's sharers and every call still waiting, and gives its place back, so the
-/// gate never loses a place.
-struct Draining {
-    route: Arc<Route>,
-    shard: usize,
-    /// The sharers of the call out now.
-    out: Option<Sharers>,
-}
-
-impl Drop for Draining {
-    fn drop(&mut self) {
-        if let Some(sharers) = self.out.take() {
-            fail_all(&self.route.gates[self.shard], sharers);
-        }
-    }
-}
-
 /// Fails `sharers` and every call waiting at `gate` after them, and gives the place back.
-fn fail_all(gate: &Gate, sharers: Sharers) {
+pub(crate) fn fail_all(gate: &Gate, sharers: Sharers) {
     let gone = || Error::Unavailable("enqueue: the runtime stopped".into());
     sharers.answer(Err(gone()));
     while let Some(more) = gate.leave() {
         more.sharers.answer(Err(gone()));
-    }
-}
-
-/// A place taken at a shard's enqueue gate. Dropped when its call is done (or the caller gave
-/// up): the calls waiting then go out as one shared call, on a task of their own so this
-/// caller has its answer at once. (It borrows: a lone producer's enqueue clones nothing.)
-struct Place<'a> {
-    backend: &'a RedisBackend,
-    route: &'a Arc<Route>,
-    shard: usize,
-}
-
-impl Drop for Place<'_> {
-    fn drop(&mut self) {
-        let gate = &self.route.gates[self.shard];
-        let Some(shared) = gate.leave() else { return };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                let b = self.backend.clone();
-                rt.spawn(b.enqueue_shared(self.route.clone(), self.shard, shared));
-            }
-            // No runtime to send them on (it is shutting down): every waiting call fails.
-            Err(_) => fail_all(gate, shared.sharers),
-        }
     }
 }
 
