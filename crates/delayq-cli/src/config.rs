@@ -258,7 +258,7 @@ impl Layer {
         section: Option<&str>,
     ) -> Result<Layer, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("reading {}: {e}", path.display())))?;
+            .map_err(|e| ConfigError::new(format!("reading {}: {e}", path.display())))?;
         let table: BTreeMap<Spanned<String>, Spanned<toml::Value>> =
             toml::from_str(&text).map_err(|e| syntax_error(path, &text, &e))?;
         let mut entries: Vec<_> = table.into_iter().collect();
@@ -269,7 +269,7 @@ impl Layer {
             let at = format!("{}:{}", path.display(), line(k.span().start));
             let name = k.get_ref().as_str();
             let Some((place, id)) = locate(cmd, name) else {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "{at}: unknown key `{name}`{}",
                     suggest(cmd, name)
                 )));
@@ -278,7 +278,7 @@ impl Layer {
                 (None, _) => {}
                 (Some(p), Some(s)) if p == s => {}
                 (Some(p), Some(s)) if SECTIONS.contains(&s) => {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::new(format!(
                         "{at}: `{name}` is a setting of `delayq {p}`, not of `delayq {s}`"
                     )));
                 }
@@ -288,13 +288,13 @@ impl Layer {
                 (Some(_), Some(_)) => continue,
             }
             let arg = arg_of(cmd, place, &id);
-            let vals =
-                strings(name, &arg, v.get_ref()).map_err(|e| ConfigError(format!("{at}: {e}")))?;
+            let vals = strings(name, &arg, v.get_ref())
+                .map_err(|e| ConfigError::new(format!("{at}: {e}")))?;
             if !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse) {
                 for v in &vals {
                     let shown = if secret(name) { "***" } else { v };
                     valid(&arg, v, shown)
-                        .map_err(|e| ConfigError(format!("{at}: `{name}`: {e}")))?;
+                        .map_err(|e| ConfigError::new(format!("{at}: `{name}`: {e}")))?;
                 }
             }
             values.push((place, id, vals));
@@ -344,7 +344,7 @@ fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
         }
         message.push_str(if i % 2 == 1 { "***" } else { part });
     }
-    ConfigError(format!(
+    ConfigError::new(format!(
         "{}{at}: not valid TOML: {}",
         path.display(),
         message.replace('\n', "; ")
@@ -571,7 +571,7 @@ pub(crate) fn check(for_section: Option<&str>) -> anyhow::Result<u8> {
     let cli = Cli::from_arg_matches(&m)?;
     if let crate::args::Command::Serve(a) = &cli.command {
         crate::secrets::check(a, cli.allow_readable_secrets)
-            .map_err(|e| ConfigError(format!("{e:#}")))?;
+            .map_err(|e| ConfigError::new(format!("{e:#}")))?;
     }
     if let Some(f) = &file {
         println!("# {}: valid for delayq {section}", f.path.display());

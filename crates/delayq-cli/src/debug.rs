@@ -28,10 +28,7 @@ pub(crate) enum DebugCommand {
 pub(crate) fn run(cmd: &DebugCommand) -> anyhow::Result<u8> {
     let DebugCommand::Scripts { sha1, write, file } = cmd;
     let scripts = delayq_redis::scripts();
-    let sums: String = scripts
-        .iter()
-        .map(|s| format!("{}  {}  {}\n", s.sha1, s.sha1_cluster, s.file))
-        .collect();
+    let sums = delayq_redis::sha1sums(&scripts);
     let mut out = std::io::stdout().lock();
     if let Some(dir) = write {
         std::fs::create_dir_all(dir)?;

@@ -4,7 +4,7 @@
 /// A settings file that cannot be used, said with its file and line.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct ConfigError(pub(crate) String);
+pub(crate) struct ConfigError(String);
 
 impl ConfigError {
     /// An error saying `msg`.

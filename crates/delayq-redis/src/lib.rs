@@ -54,7 +54,7 @@ pub use error::Error;
 pub use lane::{LANE_INDEX_BUCKETS, LANE_WINDOW_ENTRIES, LaneShard};
 pub use nodes::{Master, SentinelAnswer, SentinelView};
 pub use target::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, HEALTH_EVERY, TlsFiles, mask};
-pub use transitions::{ScriptText, scripts};
+pub use transitions::{ScriptText, scripts, sha1sums};
 
 /// The ACL rule a delayq user needs (after `ACL SETUSER NAME on >PASSWORD`): its keys and
 /// channels (`~dq:*`, `&dq:*` — Redis 7 denies Pub/Sub channels to new users by default) and

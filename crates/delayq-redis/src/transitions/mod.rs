@@ -74,6 +74,15 @@ pub fn scripts() -> Vec<ScriptText> {
         .collect()
 }
 
+/// The `lua/built/SHA1SUMS` text of `scripts`: per script the SHA1 of its one-server build, of
+/// its Cluster build, and its file, one line each.
+pub fn sha1sums(scripts: &[ScriptText]) -> String {
+    scripts
+        .iter()
+        .map(|s| format!("{}  {}  {}\n", s.sha1, s.sha1_cluster, s.file))
+        .collect()
+}
+
 /// Every declared script.
 pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 25] {
     [
