@@ -246,28 +246,18 @@ fn sentinel_partition(
     wait_replicas: u32,
     set: Arc<Mutex<SentinelSet>>,
 ) -> Fault {
-    let (s1, s3) = (set.clone(), set);
-    let isolated = Arc::new(Mutex::new(0u16));
-    let i2 = isolated.clone();
-    held(
+    let s2 = set.clone();
+    cut_off(
         format!(
             "partition #{} ({ms} ms): master cut from replica and sentinel",
             k + 1
         ),
-        Duration::from_millis(ms),
-        wait_replicas == 0,
-        move || {
-            let set = lock(&s1);
-            let (master, others) = set.sides().expect("a partitionable sentinel set");
-            *lock(&isolated) = master.ports[0];
-            for o in &others {
-                partition::cut(&master, o).unwrap_or_else(|e| panic!("{e}"));
-            }
-        },
-        move || {
-            partition::heal().unwrap_or_else(|e| panic!("{e}"));
-            // The cut ends; the old master takes writes until the sentinel demotes it.
-            let port = *lock(&i2);
+        ms,
+        wait_replicas,
+        move || lock(&set).sides().expect("a partitionable sentinel set"),
+        |port| {
+            // The old master takes writes until the sentinel demotes it: the window lasts
+            // until then.
             let deadline = std::time::Instant::now() + Duration::from_secs(120);
             while !command_on(port, &["INFO", "replication"]).contains("role:slave") {
                 assert!(
@@ -277,7 +267,7 @@ fn sentinel_partition(
                 std::thread::sleep(Duration::from_millis(20));
             }
         },
-        move || lock(&s3).wait_settled(),
+        move |_| lock(&s2).wait_settled(),
     )
 }
 
@@ -293,26 +283,51 @@ fn cluster_partition(
     c: Arc<Mutex<RedisCluster>>,
     slot: u16,
 ) -> Fault {
-    let (c1, c2) = (c.clone(), c);
-    let isolated = Arc::new(Mutex::new(0u16));
-    let i2 = isolated.clone();
-    held(
+    let c2 = c.clone();
+    cut_off(
         format!(
             "partition #{} ({ms} ms): the queue's master on the minority side",
             k + 1
         ),
+        ms,
+        wait_replicas,
+        move || lock(&c).sides(slot).expect("a partitionable cluster"),
+        |_| {},
+        move |port| lock(&c2).wait_rejoined(port),
+    )
+}
+
+/// A partition: the process `sides` names first is cut off from every other it names for
+/// `ms`; then the cut ends, `ended` runs (given the isolated process's port: what must happen
+/// before the isolated side stops taking writes), the fault is recorded, and `settle` waits
+/// until the servers agree again. Without `--wait-replicas` the partition up to the fault is
+/// an unsynced window: enqueues the isolated master acknowledged may be lost.
+fn cut_off(
+    name: String,
+    ms: u64,
+    wait_replicas: u32,
+    sides: impl FnOnce() -> (partition::Endpoint, Vec<partition::Endpoint>) + Send + 'static,
+    ended: impl FnOnce(u16) + Send + 'static,
+    settle: impl FnOnce(u16) + Send + 'static,
+) -> Fault {
+    let isolated = Arc::new(Mutex::new(0u16));
+    let (i2, i3) = (isolated.clone(), isolated.clone());
+    held(
+        name,
         Duration::from_millis(ms),
         wait_replicas == 0,
         move || {
-            let c = lock(&c1);
-            let (master, others) = c.sides(slot).expect("a partitionable cluster");
+            let (master, others) = sides();
             *lock(&isolated) = master.ports[0];
             for o in &others {
                 partition::cut(&master, o).unwrap_or_else(|e| panic!("{e}"));
             }
         },
-        || partition::heal().unwrap_or_else(|e| panic!("{e}")),
-        move || lock(&c2).wait_rejoined(*lock(&i2)),
+        move || {
+            partition::heal().unwrap_or_else(|e| panic!("{e}"));
+            ended(*lock(&i2));
+        },
+        move || settle(*lock(&i3)),
     )
 }
 
