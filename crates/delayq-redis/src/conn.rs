@@ -169,6 +169,9 @@ impl Conn {
 /// isolated master writes there until the partition heals and the sentinels demote it,
 /// losing every write in between (`delayq chaos --scenario sentinel-partition`).
 async fn watch_sentinels(shared: std::sync::Weak<Shared>) {
+    // The sentinel connection the last answer came on, asked again each round (a round
+    // costs one command, not a connection); on any error the sentinels are asked afresh.
+    let mut kept: Option<MultiplexedConnection> = None;
     loop {
         tokio::time::sleep(SENTINEL_WATCH).await;
         let Some(inner) = shared.upgrade() else {
@@ -180,8 +183,29 @@ async fn watch_sentinels(shared: std::sync::Weak<Shared>) {
         else {
             return;
         };
-        let Ok(named) = ask_sentinels(&inner.target, sentinels, master).await else {
-            continue; // no sentinel answers: nothing to go on
+        let again = match kept.as_mut() {
+            Some(c) => timeout(
+                redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(master.as_str())
+                    .query_async::<HashMap<String, String>>(c),
+            )
+            .await
+            .ok(),
+            None => None,
+        };
+        let named = match again {
+            Some(m) => Named::from_answer(&m),
+            None => match ask_sentinels_on(&inner.target, sentinels, master).await {
+                Ok((c, named)) => {
+                    kept = Some(c);
+                    named
+                }
+                Err(_) => {
+                    kept = None;
+                    continue; // no sentinel answers: nothing to go on
+                }
+            },
         };
         let ours = inner.master.read().expect("conn lock").clone();
         let theirs = named.settled() && ours.as_ref().is_some_and(|a| named.is(a));
@@ -249,6 +273,16 @@ struct Named {
 }
 
 impl Named {
+    /// From a `SENTINEL MASTER` answer.
+    fn from_answer(m: &HashMap<String, String>) -> Self {
+        let field = |k: &str| m.get(k).cloned().unwrap_or_default();
+        Named {
+            host: field("ip"),
+            port: field("port").parse().unwrap_or(0),
+            flags: field("flags"),
+        }
+    }
+
     /// Whether the sentinels agree on this master: no failover under way, not thought down.
     fn settled(&self) -> bool {
         !["failover_in_progress", "s_down", "o_down"]
@@ -300,17 +334,21 @@ async fn ask_sentinels(
     sentinels: &[redis::ConnectionAddr],
     master: &str,
 ) -> Result<Named, RedisError> {
+    ask_sentinels_on(target, sentinels, master)
+        .await
+        .map(|(_, named)| named)
+}
+
+/// [`ask_sentinels`], with the connection the answer came on (to ask again on it).
+async fn ask_sentinels_on(
+    target: &Target,
+    sentinels: &[redis::ConnectionAddr],
+    master: &str,
+) -> Result<(MultiplexedConnection, Named), RedisError> {
     let mut refused = None;
     for addr in sentinels {
         match sentinel_master(target, addr, master).await {
-            Ok((_, m)) => {
-                let field = |k: &str| m.get(k).cloned().unwrap_or_default();
-                return Ok(Named {
-                    host: field("ip"),
-                    port: field("port").parse().unwrap_or(0),
-                    flags: field("flags"),
-                });
-            }
+            Ok((c, m)) => return Ok((c, Named::from_answer(&m))),
             // It answered with an error (`No such master with that name`: the URL names a
             // master it does not watch): kept to report, unless another one knows the master.
             Err(e) if e.code().is_some() => refused = Some(e),
