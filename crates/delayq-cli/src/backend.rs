@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use delayq::{
     AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Found,
-    Inspect, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob, QueueName,
-    QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
+    Inspect, JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef, ListState, Nack, NackOutcome,
+    NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
 };
-use delayq::{Firing, ScheduleInfo, Schedules};
+use delayq::{BatchPut, Firing, ScheduleInfo, Schedules};
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
 
@@ -49,15 +49,8 @@ impl Backend for AnyBackend {
     async fn claim_over(&self, req: delayq::ClaimOverRequest) -> Result<ClaimBatch> {
         delegate!(self, b => b.claim_over(req).await)
     }
-    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        delegate!(self, b => b.ack(queue, leases).await)
-    }
-    async fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> Result<Vec<AckOutcome>> {
-        delegate!(self, b => b.ack_results(queue, acks).await)
+    async fn ack(&self, queue: &QueueName, acks: Vec<delayq::Ack>) -> Result<Vec<AckOutcome>> {
+        delegate!(self, b => b.ack(queue, acks).await)
     }
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         delegate!(self, b => b.nack(queue, lease, nack).await)
@@ -131,13 +124,8 @@ impl Inspect for AnyBackend {
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         delegate!(self, b => b.configure(queue, s.clone()).await)
     }
-    async fn pause_key(
-        &self,
-        queue: &QueueName,
-        key: &delayq::JobKey,
-        hold: delayq::KeyHold,
-    ) -> Result<Option<u64>> {
-        delegate!(self, b => b.pause_key(queue, key, hold).await)
+    async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
+        delegate!(self, b => b.pause_key(q, key, hold).await)
     }
     async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
         delegate!(self, b => b.keys(queue, limit).await)
@@ -169,12 +157,9 @@ impl delayq::Batches for AnyBackend {
     async fn put_batch(
         &self,
         queue: &QueueName,
-        id: Option<delayq::BatchId>,
-        spec: delayq::BatchSpec,
-        jobs: Vec<NewJob>,
-        open: bool,
+        put: BatchPut,
     ) -> Result<delayq::batch::BatchAdded> {
-        delegate!(self, b => b.put_batch(queue, id, spec, jobs, open).await)
+        delegate!(self, b => b.put_batch(queue, put).await)
     }
     async fn add_to_batch(
         &self,

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimOverRequest, ClaimRequest, Cursor, Due,
-    Enqueued, Error, Found, Inspect, Job, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack,
-    NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimOverRequest, ClaimRequest, Cursor,
+    Due, Enqueued, Error, Found, Inspect, Job, JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef,
+    ListState, Nack, NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats,
+    Result, Wakeups,
 };
 use delayq_wire::{ClaimAck, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page};
 use tokio::sync::watch;
@@ -73,34 +74,8 @@ fn decoded(e: delayq_wire::Invalid) -> Error {
     Error::Backend(format!("unexpected answer from the delayq server: {e}"))
 }
 
-fn acks_of(leases: &[LeaseRef]) -> Vec<ClaimAck> {
-    leases.iter().map(ClaimAck::from).collect()
-}
-
-impl RemoteBackend {
-    /// Acknowledges leases of several queues (one ack batch per queue and chunk); the
-    /// outcomes in the order given.
-    async fn ack_each(&self, acks: Vec<(QueueName, LeaseRef)>) -> Result<Vec<AckOutcome>> {
-        let mut out = vec![AckOutcome::NotFound; acks.len()];
-        let mut queues: Vec<&QueueName> = Vec::new();
-        for (q, _) in &acks {
-            if !queues.contains(&q) {
-                queues.push(q);
-            }
-        }
-        for q in queues {
-            let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = acks
-                .iter()
-                .enumerate()
-                .filter(|(_, (aq, _))| aq == q)
-                .map(|(i, (_, l))| (i, l.clone()))
-                .unzip();
-            for (p, o) in pos.into_iter().zip(self.ack(q, leases).await?) {
-                out[p] = o;
-            }
-        }
-        Ok(out)
-    }
+fn acks_of(acks: &[Ack]) -> Vec<ClaimAck> {
+    acks.iter().map(ClaimAck::from).collect()
 }
 
 /// A claim's answer carries one outcome per ack it sent.
@@ -191,13 +166,13 @@ impl Backend for RemoteBackend {
         if req.max == 0 {
             // Only acknowledging: one ack batch per queue, the outcomes in order.
             return Ok(ClaimBatch {
-                acks: self.ack_each(req.acks).await?,
+                acks: delayq::backend::ack_each(self, req.acks).await?,
                 ..ClaimBatch::default()
             });
         }
         // More acks than a claim carries: the rest go first, in ack batches per queue.
         let rest = req.acks.split_off(req.acks.len().min(MAX_ACKS));
-        let rest_out = self.ack_each(rest).await?;
+        let rest_out = delayq::backend::ack_each(self, rest).await?;
         let sent = req.acks.len();
         // The poll is named under the first queue: that is where `close` cuts it.
         let (poll_id, wait_ms) = self
@@ -219,13 +194,7 @@ impl Backend for RemoteBackend {
             acks: req
                 .acks
                 .iter()
-                .map(|(q, l)| delayq_wire::QueueAck {
-                    queue: q.to_string(),
-                    id: l.id.to_string(),
-                    lease_token: l.token,
-                    result: None,
-                    result_b64: None,
-                })
+                .map(|(q, a)| delayq_wire::QueueAck::of(q, a))
                 .collect(),
             poll_id,
         };
@@ -249,9 +218,10 @@ impl Backend for RemoteBackend {
         })
     }
 
-    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        let mut out = Vec::with_capacity(leases.len());
-        for chunk in leases.chunks(MAX_ACKS) {
+    async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        delayq::limits::check_acks(&acks)?;
+        let mut out = Vec::with_capacity(acks.len());
+        for chunk in acks.chunks(MAX_ACKS) {
             let acks = self
                 .client
                 .ack_batch(queue.as_str(), acks_of(chunk))
@@ -263,32 +233,6 @@ impl Backend for RemoteBackend {
                 ));
             }
             out.extend(acks);
-        }
-        Ok(out)
-    }
-
-    async fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> Result<Vec<AckOutcome>> {
-        let mut out = Vec::with_capacity(acks.len());
-        for chunk in acks.chunks(MAX_ACKS) {
-            let sent: Vec<ClaimAck> = chunk
-                .iter()
-                .map(|(l, r)| ClaimAck::with_result(l, r.clone()))
-                .collect();
-            let got = self
-                .client
-                .ack_batch(queue.as_str(), sent)
-                .await
-                .map_err(core(None))?;
-            if got.len() != chunk.len() {
-                return Err(Error::Backend(
-                    "unexpected answer from the delayq server: one ack outcome per ack".into(),
-                ));
-            }
-            out.extend(got);
         }
         Ok(out)
     }
@@ -558,31 +502,22 @@ impl Inspect for RemoteBackend {
         Ok(s)
     }
 
-    async fn pause_key(
-        &self,
-        queue: &QueueName,
-        key: &delayq::JobKey,
-        hold: delayq::KeyHold,
-    ) -> Result<Option<u64>> {
+    async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
         let v = match hold {
-            delayq::KeyHold::Lifted => self.client.resume_key(queue.as_str(), key.as_str()).await,
-            delayq::KeyHold::Until(t) => {
+            KeyHold::Lifted => self.client.resume_key(q.as_str(), key.as_str()).await,
+            KeyHold::Until(t) => {
                 let body = delayq_wire::KeyPauseRequest {
                     until: Some(t.into()),
                     for_ms: None,
                 };
-                self.client
-                    .pause_key(queue.as_str(), key.as_str(), &body)
-                    .await
+                self.client.pause_key(q.as_str(), key.as_str(), &body).await
             }
-            delayq::KeyHold::For(d) => {
+            KeyHold::For(d) => {
                 let body = delayq_wire::KeyPauseRequest {
                     until: None,
                     for_ms: Some(d.as_millis() as u64),
                 };
-                self.client
-                    .pause_key(queue.as_str(), key.as_str(), &body)
-                    .await
+                self.client.pause_key(q.as_str(), key.as_str(), &body).await
             }
         };
         Ok(v.map_err(core(None))?.paused_until)

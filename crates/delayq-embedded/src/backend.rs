@@ -11,9 +11,9 @@ use delayq::batch::Ending;
 use delayq::limits::truncate_error;
 use delayq::series::{Ring, lateness_bucket};
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Due, Enqueued, Error,
-    Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSeries, Result,
-    SharedClock, SystemClock, Wakeups,
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Counts, Due, Enqueued,
+    Error, Job, JobId, JobState, LeaseRef, Nack, NackOutcome, NewJob, QueueName, QueueSeries,
+    Result, SharedClock, SystemClock, Wakeups,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::watch;
@@ -67,18 +67,12 @@ impl Now {
     }
 }
 
-/// Deletes the records of valid leases — or keeps them as done when the job's retention (its
-/// own, else the queue's) says so, then trims kept jobs whose time is up; one outcome per
-/// lease. An expired lease that no claim recovered yet is still the job's current lease (as on
-/// Redis). `results[i]`, when there, is lease i's handler result, kept with a job kept as done.
-fn ack_all(
-    c: &Connection,
-    q: &str,
-    leases: &[LeaseRef],
-    results: &[Vec<u8>],
-    now: i64,
-) -> Result<Vec<AckOutcome>> {
-    if leases.is_empty() {
+/// Deletes the records of valid leases — or keeps them as done, with the ack's result, when
+/// the job's retention (its own, else the queue's) says so, then trims kept jobs whose time is
+/// up; one outcome per ack. An expired lease that no claim recovered yet is still the job's
+/// current lease (as on Redis).
+fn ack_all(c: &Connection, q: &str, acks: &[Ack], now: i64) -> Result<Vec<AckOutcome>> {
+    if acks.is_empty() {
         return Ok(Vec::new());
     }
     let ret = throttle::retention(c, q)?;
@@ -102,12 +96,11 @@ fn ack_all(
         )
         .map_err(sql)?;
     let mut kept = 0;
-    let out = leases
+    let out = acks
         .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let (id, token) = (l.id.as_str(), l.token as i64);
-            let result = results.get(i).filter(|r| !r.is_empty());
+        .map(|a| {
+            let (id, token) = (a.lease.id.as_str(), a.lease.token as i64);
+            let result = a.result.as_ref().filter(|r| !r.is_empty());
             let (keep_ms, dedupe_ms) = (ret.keep_done_ms as i64, ret.dedupe_ms as i64);
             // Each answers the job's batch when it acked it (RETURNING: no second read).
             let batch_of = |r: &rusqlite::Row<'_>| r.get::<_, Option<String>>(0);
@@ -461,34 +454,6 @@ impl EmbeddedBackend {
     }
 }
 
-impl EmbeddedBackend {
-    /// Acknowledges `leases`, lease i with `results[i]` when there (see [`ack_all`]).
-    async fn ack_with(
-        &self,
-        queue: &QueueName,
-        leases: Vec<LeaseRef>,
-        results: Vec<Vec<u8>>,
-    ) -> Result<Vec<AckOutcome>> {
-        let q = queue.to_string();
-        let out = self
-            .exec_waking(queue, move |c, now| {
-                let out = ack_all(c, &q, &leases, &results, now.ms())?;
-                let freed = out.contains(&AckOutcome::Acked) && throttle::freed(c, &q)?;
-                Ok((out, freed))
-            })
-            .await?;
-        let completed = out.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
-        self.count(
-            queue,
-            &Counts {
-                completed,
-                ..Counts::default()
-            },
-        );
-        Ok(out)
-    }
-}
-
 impl Backend for EmbeddedBackend {
     async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
         let delivery = self.delivery(queue).await?;
@@ -511,11 +476,12 @@ impl Backend for EmbeddedBackend {
     }
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        delayq::limits::check_acks(&req.acks)?;
         let q = queue.clone();
         let (batch, counts, wake) = self
             .exec(move |c, now| {
                 let mut counts = Counts::default();
-                let acks = ack_all(c, q.as_str(), &req.acks, &[], now.ms())?;
+                let acks = ack_all(c, q.as_str(), &req.acks, now.ms())?;
                 counts.completed = acks.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
                 recover(c, q.as_str(), now.ms(), &mut counts)?;
                 let want = req.max.min(MAX_CLAIM) as i64;
@@ -593,20 +559,25 @@ impl Backend for EmbeddedBackend {
         Ok(batch)
     }
 
-    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        self.ack_with(queue, leases, Vec::new()).await
-    }
-
-    async fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> Result<Vec<AckOutcome>> {
-        for (_, r) in &acks {
-            delayq::limits::check_result(r)?;
-        }
-        let (leases, results) = acks.into_iter().unzip();
-        self.ack_with(queue, leases, results).await
+    async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        delayq::limits::check_acks(&acks)?;
+        let q = queue.to_string();
+        let out = self
+            .exec_waking(queue, move |c, now| {
+                let out = ack_all(c, &q, &acks, now.ms())?;
+                let freed = out.contains(&AckOutcome::Acked) && throttle::freed(c, &q)?;
+                Ok((out, freed))
+            })
+            .await?;
+        let completed = out.iter().filter(|a| **a == AckOutcome::Acked).count() as u64;
+        self.count(
+            queue,
+            &Counts {
+                completed,
+                ..Counts::default()
+            },
+        );
+        Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {

@@ -12,7 +12,7 @@ use delayq::batch::{
     self, BatchAdded, BatchCounts, BatchId, BatchInfo, BatchSpec, BatchState, Ending, KeptResults,
     ResultRoom,
 };
-use delayq::{Error, JobId, NewJob, QueueName, Result};
+use delayq::{BatchPut, Error, JobId, NewJob, QueueName, Result};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::enqueue::insert;
@@ -303,17 +303,10 @@ pub(crate) fn queues(names: Vec<String>) -> Vec<QueueName> {
 }
 
 impl delayq::Batches for crate::EmbeddedBackend {
-    async fn put_batch(
-        &self,
-        queue: &QueueName,
-        id: Option<BatchId>,
-        spec: BatchSpec,
-        jobs: Vec<NewJob>,
-        open: bool,
-    ) -> Result<BatchAdded> {
-        let id = id.unwrap_or_else(BatchId::generate);
+    async fn put_batch(&self, queue: &QueueName, put: BatchPut) -> Result<BatchAdded> {
+        let id = put.id.unwrap_or_else(BatchId::generate);
         let added = self
-            .put_in(queue, id, Some(spec), jobs, !open)
+            .put_in(queue, id, Some(put.spec), put.jobs, !put.open)
             .await?
             .ok_or_else(|| Error::Backend("a batch put with its spec was not created".into()))?;
         Ok(added)

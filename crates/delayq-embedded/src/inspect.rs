@@ -3,8 +3,8 @@
 
 use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
-    Cursor, Error, Found, Inspect, InvalidInput, JobId, JobInfo, JobPage, JobState, ListState,
-    QueueName, QueueSeries, QueueSettings, QueueStats, Result,
+    Cursor, Error, Found, Inspect, InvalidInput, JobId, JobInfo, JobKey, JobPage, JobState,
+    KeyHold, ListState, QueueName, QueueSeries, QueueSettings, QueueStats, Result,
 };
 use rusqlite::{Connection, params};
 
@@ -372,25 +372,21 @@ impl Inspect for EmbeddedBackend {
         Ok(s)
     }
 
-    async fn pause_key(
-        &self,
-        queue: &QueueName,
-        key: &delayq::JobKey,
-        hold: delayq::KeyHold,
-    ) -> Result<Option<u64>> {
-        let (q, k) = (queue.to_string(), key.to_string());
+    async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
+        let queue = q.clone();
+        let (q, k) = (q.to_string(), key.to_string());
         let end = self
             .exec(move |c, now| {
                 let until = match hold {
-                    delayq::KeyHold::Until(t) => Some(t as i64),
-                    delayq::KeyHold::For(d) => Some(now.ms() + d.as_millis().max(1) as i64),
-                    delayq::KeyHold::Lifted => None,
+                    KeyHold::Until(t) => Some(t as i64),
+                    KeyHold::For(d) => Some(now.ms() + d.as_millis().max(1) as i64),
+                    KeyHold::Lifted => None,
                 };
                 crate::keyed::hold(c, &q, &k, until.filter(|t| *t > now.ms()))
             })
             .await?;
         // Consumers sleeping past the hold's end, or on the held key, look again.
-        self.wake(queue);
+        self.wake(&queue);
         Ok(end.map(|t| t as u64))
     }
 

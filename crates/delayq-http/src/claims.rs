@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use delayq::{AckOutcome, Backend, ClaimRequest as Claim, Inspect, JobId, LeaseRef, QueueName};
+use delayq::{Ack, AckOutcome, Backend, ClaimRequest as Claim, Inspect, QueueName};
 use delayq_wire::lease::{ClaimManyRequest, ClaimResponse, ClaimedJob};
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::ApiJson;
-use crate::lease::{Finished, MAX_ACKS, SplitAcks, checked_poll_id, claim_shape};
+use crate::lease::{acks_of, checked_poll_id, claim_shape};
 use crate::polls::Waiting;
 use crate::state::AppState;
 
@@ -56,23 +56,14 @@ pub async fn claim_many<B: Backend + Inspect>(
         queues.push((name, w));
     }
     let (max, lease, wait) = claim_shape(req.max, req.lease_ms, req.wait_ms)?;
-    if req.acks.len() > MAX_ACKS {
-        return Err(bad(format!("{} acks is over {MAX_ACKS}", req.acks.len())));
-    }
     // Every ack checked before any is applied.
-    let mut acks: Vec<(QueueName, LeaseRef, Option<Vec<u8>>)> = Vec::with_capacity(req.acks.len());
-    for a in req.acks {
-        let result =
-            delayq_wire::payload::result_bytes(a.result.as_deref(), a.result_b64.as_deref())?;
-        acks.push((
-            QueueName::new(a.queue)?,
-            LeaseRef {
-                id: JobId::new(a.id)?,
-                token: a.lease_token,
-            },
-            result,
-        ));
-    }
+    let (names, acks): (Vec<String>, Vec<_>) = req.acks.into_iter().map(|a| a.split()).unzip();
+    let acks: Vec<(QueueName, Ack)> = names
+        .into_iter()
+        .map(QueueName::new)
+        .zip(acks_of(acks)?)
+        .map(|(q, a)| Ok((q?, a)))
+        .collect::<Result<_, ApiError>>()?;
     let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
     for (q, _) in &queues {
         st.note(q);
@@ -89,7 +80,7 @@ pub async fn claim_many<B: Backend + Inspect>(
         st.inner.cuts.watch(&caller, &queues[0].0, id)
     });
     let deadline = Instant::now() + wait;
-    let outcomes = ack_each(&st, acks).await?;
+    let outcomes = delayq::backend::ack_each(st.backend(), acks).await?;
 
     let mut jobs = Vec::new();
     let mut next_due: Option<Duration> = None;
@@ -177,39 +168,6 @@ pub async fn claim_many<B: Backend + Inspect>(
             .claimed(&queues, &vec![false; queues.len()], &got);
     }
     Ok(Json(answer(jobs, outcomes, None)))
-}
-
-/// Acknowledges each finished job in its queue (one call per queue, and one per ack with a
-/// result); the outcomes in the request's order.
-async fn ack_each<B: Backend + Inspect>(
-    st: &AppState<B>,
-    acks: Vec<(QueueName, LeaseRef, Option<Vec<u8>>)>,
-) -> Result<Vec<AckOutcome>, ApiError> {
-    let mut outcomes = vec![AckOutcome::NotFound; acks.len()];
-    let mut queues: Vec<&QueueName> = Vec::new();
-    for (q, _, _) in &acks {
-        if !queues.contains(&q) {
-            queues.push(q);
-        }
-    }
-    for q in queues {
-        let mine: Vec<Finished> = acks
-            .iter()
-            .filter(|(aq, _, _)| aq == q)
-            .map(|(_, l, r)| (l.clone(), r.clone()))
-            .collect();
-        let pos: Vec<usize> = (0..acks.len()).filter(|i| acks[*i].0 == *q).collect();
-        let split = SplitAcks::apply(st, q, mine).await?;
-        let plain = if split.plain.is_empty() {
-            Vec::new()
-        } else {
-            st.backend().ack(q, split.plain.clone()).await?
-        };
-        for (p, o) in pos.into_iter().zip(split.merge(plain)) {
-            outcomes[p] = o;
-        }
-    }
-    Ok(outcomes)
 }
 
 fn answer(

@@ -6,15 +6,16 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use delayq::{
-    AckOutcome, Backend, ClaimRequest as Claim, Inspect, LeaseRef, Nack, NackOutcome, QueueName,
+    Ack, AckOutcome, Backend, ClaimRequest as Claim, Inspect, LeaseRef, Nack, NackOutcome,
+    QueueName,
 };
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, JobPath, QueuePath};
 use crate::model::{
-    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
-    ExtendRequest, NackRequest, Outcome, OutcomeKind, ReleaseRequest,
+    AckBatchRequest, AckBatchResponse, AckRequest, ClaimRequest, ClaimResponse, ExtendRequest,
+    NackRequest, Outcome, OutcomeKind, ReleaseRequest,
 };
 use crate::polls::{Waiting, valid_poll_id};
 use crate::state::AppState;
@@ -37,7 +38,7 @@ pub async fn claim<B: Backend + Inspect>(
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     let (max, lease, wait) = claim_shape(req.max, req.lease_ms, req.wait_ms)?;
-    let acks = leases_of(req.acks)?;
+    let acks = acks_of(req.acks)?;
     let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
     st.note(&q);
     // Each caller may keep only so many polls waiting (they hold a connection and a task).
@@ -53,10 +54,8 @@ pub async fn claim<B: Backend + Inspect>(
             .watch(&crate::budget::caller_key(&ext), &q, id)
     });
     let deadline = Instant::now() + wait;
-    let split = SplitAcks::apply(&st, &q, acks).await?;
-    let acks = split.plain.clone();
     let batch = st.backend().claim(&q, Claim { max, lease, acks }).await?;
-    let acks = split.merge(batch.acks.clone());
+    let acks = batch.acks;
     let mut shutdown = st.inner.shutdown.clone();
     if !batch.jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
         let next_due_in_ms = batch
@@ -146,77 +145,22 @@ pub(crate) fn checked_poll_id(id: String) -> Result<String, ApiError> {
 /// Most acks one claim or ack batch carries.
 pub(crate) const MAX_ACKS: usize = 1000;
 
-/// A lease to acknowledge, with the result its ack carries.
-pub(crate) type Finished = (LeaseRef, Option<Vec<u8>>);
-
-/// The leases of a request's acks, each with its result; more than [`MAX_ACKS`], a bad id or
-/// a bad result refuses the request (before any ack is applied).
-fn leases_of(acks: Vec<ClaimAck>) -> Result<Vec<Finished>, ApiError> {
+/// The acks of a request, checked: more than [`MAX_ACKS`], a bad id or a bad result refuses
+/// the request (before any ack is applied).
+pub(crate) fn acks_of<A>(acks: Vec<A>) -> Result<Vec<Ack>, ApiError>
+where
+    Ack: TryFrom<A, Error = delayq_wire::Invalid>,
+{
     if acks.len() > MAX_ACKS {
         return Err(ApiError::new(
             ErrorCode::InvalidBatch,
             format!("{} acks is over {MAX_ACKS}", acks.len()),
         ));
     }
-    acks.into_iter()
-        .map(|a| {
-            let result = a.result_bytes()?;
-            let lease = LeaseRef {
-                id: delayq::JobId::new(a.id)?,
-                token: a.lease_token,
-            };
-            Ok((lease, result))
-        })
-        .collect()
-}
-
-/// Acks with a result, applied in one call of their own (results never ride on a claim); the
-/// others, to ride on the claim or one ack call, and where their outcomes go.
-pub(crate) struct SplitAcks {
-    /// The outcome of each ack of the request, in order; `None` for one in `plain`.
-    outcomes: Vec<Option<AckOutcome>>,
-    /// The acks without a result.
-    pub(crate) plain: Vec<LeaseRef>,
-}
-
-impl SplitAcks {
-    /// Applies the acks of `acks` that carry a result, in `queue`; keeps the others.
-    pub(crate) async fn apply<B: Backend + Inspect>(
-        st: &AppState<B>,
-        queue: &QueueName,
-        acks: Vec<Finished>,
-    ) -> Result<Self, ApiError> {
-        let mut plain = Vec::new();
-        let mut with_results = Vec::new();
-        let mut at = Vec::with_capacity(acks.len());
-        for (lease, result) in acks {
-            at.push(result.is_some());
-            match result {
-                Some(r) => with_results.push((lease, r)),
-                None => plain.push(lease),
-            }
-        }
-        let mut done = if with_results.is_empty() {
-            Vec::new()
-        } else {
-            st.backend().ack_results(queue, with_results).await?
-        }
-        .into_iter();
-        let outcomes = at
-            .into_iter()
-            .map(|has| if has { done.next() } else { None })
-            .collect();
-        Ok(SplitAcks { outcomes, plain })
-    }
-
-    /// Every ack's outcome in the request's order, given the outcomes of `plain`.
-    pub(crate) fn merge(self, plain: Vec<AckOutcome>) -> Vec<AckOutcome> {
-        let mut rest = plain.into_iter();
-        self.outcomes
-            .into_iter()
-            .map(|o| o.or_else(|| rest.next()).unwrap_or(AckOutcome::NotFound))
-            .collect()
-    }
+    Ok(acks
+        .into_iter()
+        .map(Ack::try_from)
+        .collect::<Result<_, _>>()?)
 }
 
 /// Acknowledge several jobs in one request (a worker's finished jobs when it has no claim to
@@ -238,15 +182,8 @@ pub async fn ack_batch<B: Backend + Inspect>(
             "acks is empty (1-1000)",
         ));
     }
-    let split = SplitAcks::apply(&st, &q, leases_of(req.acks)?).await?;
-    let out = if split.plain.is_empty() {
-        Vec::new()
-    } else {
-        st.backend().ack(&q, split.plain.clone()).await?
-    };
-    Ok(Json(AckBatchResponse {
-        acks: split.merge(out),
-    }))
+    let acks = st.backend().ack(&q, acks_of(req.acks)?).await?;
+    Ok(Json(AckBatchResponse { acks }))
 }
 
 /// Acknowledge a job: it is done and deleted — or kept as done, with the `result` it carries,
@@ -268,10 +205,7 @@ pub async fn ack<B: Backend + Inspect>(
         id: id.clone(),
         token: req.lease_token,
     };
-    let out = match result {
-        Some(r) => st.backend().ack_results(&q, vec![(lease, r)]).await?,
-        None => st.backend().ack(&q, vec![lease]).await?,
-    };
+    let out = st.backend().ack(&q, vec![Ack { lease, result }]).await?;
     match out.first() {
         Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, OutcomeKind::Acked))),
         Some(AckOutcome::NotFound) => Err(delayq::Error::NotFound { id }.into()),

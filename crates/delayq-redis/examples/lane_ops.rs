@@ -89,7 +89,7 @@ async fn cancels(
         let batch = b.claim(q, req).await.unwrap();
         claims += 1;
         got += batch.jobs.len();
-        acks = batch.jobs.iter().map(|j| j.lease_ref()).collect();
+        acks = batch.jobs.iter().map(|j| j.to_ack()).collect();
     }
     let wall = t.elapsed().as_secs_f64();
     let (c1, u1) = usec(c).await;

@@ -80,7 +80,7 @@ async fn main() {
                 };
                 let got = b.claim(&q, req).await.unwrap();
                 done += got.jobs.len();
-                acks = got.jobs.iter().map(|j| j.lease_ref()).collect();
+                acks = got.jobs.iter().map(|j| j.to_ack()).collect();
             }
             b.ack(&q, acks).await.unwrap();
         }

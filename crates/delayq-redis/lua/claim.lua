@@ -24,7 +24,8 @@
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
 -- Arguments: max (jobs to lease), default_lease (ms), reap_limit (most expired leases to
--- recover in this call), then the tail `acks` of (id, token).
+-- recover in this call), then the tail `acks` of (id, token, result) as in ack.lua: result is
+-- the handler's result kept with a job kept as done (delayq::Ack; empty: none).
 -- A queue with a lane claims from the lane's head and `sched` in due order (a lane job's
 -- record moves to `jobs` as it is leased, so every later path finds it there); its time
 -- windows (lane.lua: win_promote) that start within a width move to `jobs` and `sched`
@@ -78,7 +79,7 @@ if batched then
   bacc = {}
 end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
-  in_lane)
+  in_lane, acks_result)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 if kept > 0 and not ret then mark_retains(stat) end
 -- What this call counts (common.lua: count): counter index -> n.
@@ -89,7 +90,7 @@ for i = 1, #acks do
   if acks[i] == R_OK then
     c[1] = c[1] + 1
     if keyed then key_ended(ended, acked[i]) end
-    if batched then batch_end(bacc, acked[i], acks_id[i], 'o') end
+    if batched then batch_end(bacc, acked[i], acks_id[i], 'o', acks_result[i]) end
   end
 end
 

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, Job, JobId,
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, Job, JobId,
     LeaseRef, Nack, NackOutcome, NewJob, QueueName, Result, Wakeups,
 };
 use futures::future::join_all;
@@ -293,10 +293,10 @@ impl RedisBackend {
     ) -> Result<ClaimBatch> {
         let n = route.shards as usize;
         let now = self.inner.routes.now_us();
-        let mut acks_by: Vec<Vec<(usize, LeaseRef)>> = vec![Vec::new(); n];
+        let mut acks_by: Vec<Vec<(usize, Ack)>> = vec![Vec::new(); n];
         let ack_count = req.acks.len();
-        for (pos, l) in req.acks.into_iter().enumerate() {
-            acks_by[shard_of(l.id.as_str(), route.shards) as usize].push((pos, l));
+        for (pos, a) in req.acks.into_iter().enumerate() {
+            acks_by[shard_of(a.lease.id.as_str(), route.shards) as usize].push((pos, a));
         }
         let mut candidates = if req.max > 0 {
             route.shards_to_claim(now)
@@ -335,16 +335,15 @@ impl RedisBackend {
             let results = join_all(calls.into_iter().map(|(s, share, a)| {
                 let guard = (share > 0).then(|| route.claiming(s));
                 let wakes_before = route.wakes(s);
-                let (pos, leases): (Vec<usize>, Vec<LeaseRef>) = a.into_iter().unzip();
+                let (pos, finished): (Vec<usize>, Vec<Ack>) = a.into_iter().unzip();
                 async move {
                     let k = &route.keys[s];
                     let r = if share > 0 {
-                        self.claim_shard(queue, route, k, share, req.lease, leases)
+                        self.claim_shard(queue, route, k, share, req.lease, finished)
                             .await
                             .map(|b| (b, true))
                     } else {
-                        let leases = leases.into_iter().map(|l| (l, Vec::new())).collect();
-                        self.ack_shard(route, k, leases).await.map(|acks| {
+                        self.ack_shard(route, k, finished).await.map(|acks| {
                             let b = ClaimBatch {
                                 acks,
                                 ..ClaimBatch::default()
@@ -458,6 +457,7 @@ impl Backend for RedisBackend {
     }
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        delayq::limits::check_acks(&req.acks)?;
         let route = self.route(queue).await?;
         if route.shards == 1 {
             return self
@@ -467,45 +467,14 @@ impl Backend for RedisBackend {
         self.claim_sharded(queue, &route, req).await
     }
 
-    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        if leases.is_empty() {
-            return Ok(Vec::new());
-        }
-        let route = self.route(queue).await?;
-        let count = leases.len();
-        let by = group(leases, route.shards, |l| l.id.as_str());
-        let calls = by
-            .into_iter()
-            .enumerate()
-            .filter(|(_, (p, _))| !p.is_empty())
-            .map(|(s, (pos, leases))| {
-                let route = &route;
-                let leases = leases.into_iter().map(|l| (l, Vec::new())).collect();
-                async move { (pos, self.ack_shard(route, &route.keys[s], leases).await) }
-            });
-        let mut out = vec![AckOutcome::NotFound; count];
-        for (pos, r) in join_all(calls).await {
-            for (p, o) in pos.into_iter().zip(r?) {
-                out[p] = o;
-            }
-        }
-        Ok(out)
-    }
-
-    async fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> Result<Vec<AckOutcome>> {
-        for (_, r) in &acks {
-            delayq::limits::check_result(r)?;
-        }
+    async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        delayq::limits::check_acks(&acks)?;
         if acks.is_empty() {
             return Ok(Vec::new());
         }
         let route = self.route(queue).await?;
         let count = acks.len();
-        let by = group(acks, route.shards, |(l, _)| l.id.as_str());
+        let by = group(acks, route.shards, |a| a.lease.id.as_str());
         let calls = by
             .into_iter()
             .enumerate()

@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use delayq::batch::{
     self, BatchAdded, BatchCounts, BatchInfo, BatchState, KeptResults, ResultRoom,
 };
-use delayq::{Backend, BatchId, BatchSpec, Error, JobId, NewJob, QueueName, Result};
+use delayq::{Backend, BatchId, BatchPut, Error, JobId, NewJob, QueueName, Result};
 use futures::future::join_all;
 
 use crate::backend::RedisBackend;
@@ -221,14 +221,13 @@ impl RedisBackend {
 }
 
 impl delayq::Batches for RedisBackend {
-    async fn put_batch(
-        &self,
-        queue: &QueueName,
-        id: Option<BatchId>,
-        spec: BatchSpec,
-        jobs: Vec<NewJob>,
-        open: bool,
-    ) -> Result<BatchAdded> {
+    async fn put_batch(&self, queue: &QueueName, put: BatchPut) -> Result<BatchAdded> {
+        let BatchPut {
+            id,
+            spec,
+            jobs,
+            open,
+        } = put;
         let route = self.route(queue).await?;
         // A callback (a job without a target) must be one its queue takes: refused now, not
         // when the batch is done.

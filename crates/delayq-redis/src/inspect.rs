@@ -8,8 +8,8 @@ use crate::keys::Keys;
 use crate::transitions::ADMIN_CHUNK;
 use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
-    Counts, Cursor, Error, Found, Inspect, JobId, JobInfo, JobPage, JobState, ListState, QueueName,
-    QueueSeries, QueueSettings, QueueStats, Rate, Result,
+    Counts, Cursor, Error, Found, Inspect, JobId, JobInfo, JobKey, JobPage, JobState, KeyHold,
+    ListState, QueueName, QueueSeries, QueueSettings, QueueStats, Rate, Result,
 };
 use futures::future::try_join_all;
 
@@ -434,18 +434,13 @@ impl Inspect for RedisBackend {
 
     /// Held in every shard: a key's jobs live in its shard when their ids were generated, in
     /// their ids' shards when the producer chose them.
-    async fn pause_key(
-        &self,
-        queue: &QueueName,
-        key: &delayq::JobKey,
-        hold: delayq::KeyHold,
-    ) -> Result<Option<u64>> {
+    async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
         let (until, for_ms) = match hold {
-            delayq::KeyHold::Until(t) => (t, 0),
-            delayq::KeyHold::For(d) => (0, (d.as_millis() as u64).max(1)),
-            delayq::KeyHold::Lifted => (0, 0),
+            KeyHold::Until(t) => (t, 0),
+            KeyHold::For(d) => (0, (d.as_millis() as u64).max(1)),
+            KeyHold::Lifted => (0, 0),
         };
-        let route = self.route(queue).await?;
+        let route = self.route(q).await?;
         let ends = try_join_all(
             route
                 .keys
@@ -465,7 +460,7 @@ impl Inspect for RedisBackend {
         for row in per_shard.into_iter().flatten() {
             let Some(key) = std::str::from_utf8(&row.key)
                 .ok()
-                .and_then(|k| delayq::JobKey::new(k).ok())
+                .and_then(|k| JobKey::new(k).ok())
             else {
                 continue;
             };

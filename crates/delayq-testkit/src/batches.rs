@@ -82,7 +82,7 @@ pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b:
     assert_eq!(leased.len(), 2);
     for j in &leased {
         if j.id.as_str() == "b1-ok" {
-            b.ack(&q, vec![j.lease_ref()]).await.unwrap();
+            b.ack(&q, vec![j.to_ack()]).await.unwrap();
         } else {
             b.nack(&q, j.lease_ref(), Nack::error("boom"))
                 .await
@@ -128,7 +128,7 @@ pub async fn batches_call_back_once_when_done<B: Backend + Inspect + Batches>(b:
     t.pass(Duration::from_millis(2)).await;
     let run = claim_all(&b, &cb).await;
     assert_eq!(run.len(), 1);
-    b.ack(&cb, vec![run[0].lease_ref()]).await.unwrap();
+    b.ack(&cb, vec![run[0].to_ack()]).await.unwrap();
     b.finish_batches(false).await.unwrap();
     let stats = b.stats(&cb).await.unwrap();
     assert_eq!(stats.scheduled + stats.due + stats.leased, 0);
@@ -150,7 +150,7 @@ pub async fn open_batches_take_jobs_until_closed<B: Backend + Inspect + Batches>
         .id;
     t.pass(Duration::from_millis(2)).await;
     let j = claim_all(&b, &q).await;
-    b.ack(&q, vec![j[0].lease_ref()]).await.unwrap();
+    b.ack(&q, vec![j[0].to_ack()]).await.unwrap();
     b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Open, [0, 1, 0, 0]));
     assert_eq!(
@@ -190,7 +190,7 @@ pub async fn open_batches_take_jobs_until_closed<B: Backend + Inspect + Batches>
     t.pass(Duration::from_millis(2)).await;
     let rest = claim_all(&b, &q).await;
     assert_eq!(rest.len(), 2);
-    b.ack(&q, rest.iter().map(delayq::Job::lease_ref).collect())
+    b.ack(&q, rest.iter().map(delayq::Job::to_ack).collect())
         .await
         .unwrap();
     b.finish_batches(false).await.unwrap();
@@ -252,9 +252,12 @@ pub async fn batch_jobs_count_once_however_they_end<B: Backend + Inspect + Batch
     assert_eq!(dead.map(|i| i.state), Some(JobState::Dead));
     assert_eq!(state(&b, &q, &id).await.1, [1, 0, 1, 0]);
     let result = br#"{"sent":2}"#.to_vec();
-    b.ack_results(&q, vec![(second[0].lease_ref(), result)])
-        .await
-        .unwrap();
+    b.ack(
+        &q,
+        vec![delayq::Ack::with_result(second[0].lease_ref(), result)],
+    )
+    .await
+    .unwrap();
     b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 1, 1, 0]));
     let done = callback(&b, &cb, id.complete_job()).await.unwrap();
@@ -269,7 +272,7 @@ pub async fn batch_jobs_count_once_however_they_end<B: Backend + Inspect + Batch
     t.pass(Duration::from_millis(2)).await;
     let again = claim_all(&b, &q).await;
     assert_eq!(again.len(), 1);
-    b.ack(&q, vec![again[0].lease_ref()]).await.unwrap();
+    b.ack(&q, vec![again[0].to_ack()]).await.unwrap();
     b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 1, 1, 0]));
     let stats = b.stats(&cb).await.unwrap();
@@ -403,7 +406,7 @@ pub async fn batch_callbacks_cannot_be_squatted<B: Backend + Inspect + Batches>(
     assert_eq!(added.jobs.len(), 1);
     t.pass(Duration::from_millis(2)).await;
     let jobs = claim_all(&b, &q).await;
-    b.ack(&q, vec![jobs[0].lease_ref()]).await.unwrap();
+    b.ack(&q, vec![jobs[0].to_ack()]).await.unwrap();
     for _ in 0..2 {
         b.finish_batches(false).await.unwrap();
     }
@@ -434,7 +437,7 @@ pub async fn one_bad_batch_touches_only_itself<B: Backend + Inspect + Batches>(b
     assert_eq!(jobs.len(), 2);
     // Either order of the two batches: the bad one must not stop the good one.
     for j in &jobs {
-        b.ack(&q, vec![j.lease_ref()]).await.unwrap();
+        b.ack(&q, vec![j.to_ack()]).await.unwrap();
     }
     for _ in 0..2 {
         let _ = b.finish_batches(true).await;
@@ -502,8 +505,10 @@ pub async fn batch_results_are_bounded<B: Backend + Inspect + Batches>(b: B, t: 
     };
     assert_eq!(big(&leased[0]).len(), delayq::limits::MAX_RESULT_BYTES);
     for chunk in leased.chunks(7) {
-        let acks = chunk.iter().map(|j| (j.lease_ref(), big(j)));
-        b.ack_results(&q, acks.collect()).await.unwrap();
+        let acks = chunk
+            .iter()
+            .map(|j| delayq::Ack::with_result(j.lease_ref(), big(j)));
+        b.ack(&q, acks.collect()).await.unwrap();
     }
     b.finish_batches(true).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 40, 0, 0]));
@@ -539,8 +544,10 @@ pub async fn batches_on_a_sharded_queue<B: Backend + Inspect + Batches>(b: B, t:
         leased.extend(got);
     }
     let last = leased.pop().unwrap();
-    let acks = leased.iter().map(|j| (j.lease_ref(), j.payload.clone()));
-    b.ack_results(&q, acks.collect()).await.unwrap();
+    let acks = leased
+        .iter()
+        .map(|j| delayq::Ack::with_result(j.lease_ref(), j.payload.clone()));
+    b.ack(&q, acks.collect()).await.unwrap();
     b.finish_batches(false).await.unwrap();
     assert_eq!(
         state(&b, &q, &id).await,
@@ -551,9 +558,15 @@ pub async fn batches_on_a_sharded_queue<B: Backend + Inspect + Batches>(b: B, t:
         .add_to_batch(&id, vec![member("b5-late")], false)
         .await;
     assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
-    b.ack_results(&q, vec![(last.lease_ref(), last.payload.clone())])
-        .await
-        .unwrap();
+    b.ack(
+        &q,
+        vec![delayq::Ack::with_result(
+            last.lease_ref(),
+            last.payload.clone(),
+        )],
+    )
+    .await
+    .unwrap();
     b.finish_batches(false).await.unwrap();
     assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 24, 0, 0]));
     let done = callback(&b, &cb, id.complete_job()).await.unwrap();

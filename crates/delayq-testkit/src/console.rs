@@ -168,7 +168,7 @@ pub async fn series_count_transitions<B: Backend + Inspect>(b: B, _t: Time) {
     let mut jobs = b.claim(&q(), req(3, 30_000)).await.unwrap().jobs;
     assert_eq!(jobs.len(), 3);
     let (j0, j1, j2) = (jobs.remove(0), jobs.remove(0), jobs.remove(0));
-    b.ack(&q(), vec![j0.lease_ref()]).await.unwrap();
+    b.ack(&q(), vec![j0.to_ack()]).await.unwrap();
     b.nack(&q(), j1.lease_ref(), Nack::error("again"))
         .await
         .unwrap();

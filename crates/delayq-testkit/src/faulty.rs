@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Error,
-    Found, Inspect, JobId, JobInfo, JobPage, LeaseRef, ListState, Nack, NackOutcome, NewJob,
-    QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued,
+    Error, Found, Inspect, JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef, ListState, Nack,
+    NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
 };
 
 /// Where an injected fault strikes.
@@ -110,16 +110,8 @@ impl<B: Backend> Backend for Faulty<B> {
         self.run("claim", self.inner.claim(queue, req)).await
     }
 
-    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        self.run("ack", self.inner.ack(queue, leases)).await
-    }
-
-    async fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> Result<Vec<AckOutcome>> {
-        self.run("ack", self.inner.ack_results(queue, acks)).await
+    async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        self.run("ack", self.inner.ack(queue, acks)).await
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
@@ -224,13 +216,8 @@ impl<B: Inspect> Inspect for Faulty<B> {
         self.run("configure", self.inner.configure(queue, s)).await
     }
 
-    async fn pause_key(
-        &self,
-        queue: &QueueName,
-        key: &delayq::JobKey,
-        hold: delayq::KeyHold,
-    ) -> Result<Option<u64>> {
-        self.run("pause_key", self.inner.pause_key(queue, key, hold))
+    async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
+        self.run("pause_key", self.inner.pause_key(q, key, hold))
             .await
     }
 

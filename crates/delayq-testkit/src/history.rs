@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, JobId, LeaseRef,
-    Nack, NackOutcome, NewJob, QueueName, Result, Wakeups,
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, JobId,
+    LeaseRef, Nack, NackOutcome, NewJob, QueueName, Result, Wakeups,
 };
 
 /// One recorded event.
@@ -330,8 +330,8 @@ impl<B> Recording<B> {
         Self { inner, history, by }
     }
 
-    fn unknown(&self, leases: &[LeaseRef]) {
-        for l in leases {
+    fn unknown(&self, acks: &[Ack]) {
+        for l in acks.iter().map(|a| &a.lease) {
             self.history.record(Event::AckUnknown {
                 id: l.id.to_string(),
                 token: l.token,
@@ -339,8 +339,8 @@ impl<B> Recording<B> {
         }
     }
 
-    fn acks(&self, leases: &[LeaseRef], outcomes: &[AckOutcome]) {
-        for (l, o) in leases.iter().zip(outcomes) {
+    fn acks(&self, acks: &[Ack], outcomes: &[AckOutcome]) {
+        for (l, o) in acks.iter().map(|a| &a.lease).zip(outcomes) {
             self.history.record(Event::Ack {
                 id: l.id.to_string(),
                 by: self.by,
@@ -376,22 +376,10 @@ impl<B: Backend> Backend for Recording<B> {
         Ok(b)
     }
 
-    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        self.unknown(&leases);
-        let out = self.inner.ack(queue, leases.clone()).await?;
-        self.acks(&leases, &out);
-        Ok(out)
-    }
-
-    async fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> Result<Vec<AckOutcome>> {
-        let leases: Vec<LeaseRef> = acks.iter().map(|(l, _)| l.clone()).collect();
-        self.unknown(&leases);
-        let out = self.inner.ack_results(queue, acks).await?;
-        self.acks(&leases, &out);
+    async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        self.unknown(&acks);
+        let out = self.inner.ack(queue, acks.clone()).await?;
+        self.acks(&acks, &out);
         Ok(out)
     }
 

@@ -121,7 +121,7 @@ pub async fn key_limits_hold_each_key<B: Backend + Inspect>(b: B, t: Time) {
     // An ack of a's job frees one of a's slots.
     let a = first.jobs.iter().find(|j| j.key == Some(key("a"))).unwrap();
     assert_eq!(
-        b.ack(&q, vec![a.lease_ref()]).await.unwrap(),
+        b.ack(&q, vec![a.to_ack()]).await.unwrap(),
         [AckOutcome::Acked]
     );
     assert_eq!(claim_keys(&b, &q, 10).await, ["a"]);
@@ -265,7 +265,7 @@ pub async fn keys_on_a_sharded_queue<B: Backend + Inspect>(b: B, t: Time) {
     b.pause_key(&q, &key("a"), KeyHold::For(Duration::from_secs(60)))
         .await
         .unwrap();
-    let acks: Vec<_> = leased.iter().map(delayq::Job::lease_ref).collect();
+    let acks: Vec<_> = leased.iter().map(delayq::Job::to_ack).collect();
     b.ack(&q, acks).await.unwrap();
     let mut next = Vec::new();
     for _ in 0..8 {

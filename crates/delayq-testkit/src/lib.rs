@@ -48,7 +48,7 @@ pub use queues::{
     several_queues_in_strict_order, several_queues_share_claims_by_weight,
     several_queues_wake_and_pause_each,
 };
-pub use results::{handlers_return_results, results_stay_with_done_jobs};
+pub use results::{handlers_return_results, results_ride_on_claims, results_stay_with_done_jobs};
 pub use retention::{per_job_retention, retention_and_dedupe};
 pub use schedule::{bad_schedules_are_refused, schedules_fire_once};
 pub use throttle::{
@@ -283,7 +283,7 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B, t: Time) {
         token: other.token,
     };
     assert_eq!(
-        b.ack(&q(), vec![forged]).await.unwrap(),
+        b.ack(&q(), vec![delayq::Ack::from(forged)]).await.unwrap(),
         [AckOutcome::LeaseLost]
     );
     let unknown = LeaseRef {
@@ -299,11 +299,13 @@ pub async fn one_owner_and_fencing<B: Backend + Inspect>(b: B, t: Time) {
             .is_ok()
     );
     assert_eq!(
-        b.ack(&q(), vec![fresh.clone()]).await.unwrap(),
+        b.ack(&q(), vec![delayq::Ack::from(fresh.clone())])
+            .await
+            .unwrap(),
         [AckOutcome::Acked]
     );
     assert_eq!(
-        b.ack(&q(), vec![fresh]).await.unwrap(),
+        b.ack(&q(), vec![delayq::Ack::from(fresh)]).await.unwrap(),
         [AckOutcome::NotFound],
         "an acked job is gone"
     );
@@ -317,7 +319,12 @@ async fn refused_everywhere<B: Backend>(b: &B, lease: &LeaseRef, want: AckOutcom
         (Error::NotFound { .. }, AckOutcome::NotFound) => true,
         (e, _) => panic!("{e} where {want:?} was expected"),
     };
-    assert_eq!(b.ack(&q(), vec![lease.clone()]).await.unwrap(), [want]);
+    assert_eq!(
+        b.ack(&q(), vec![delayq::Ack::from(lease.clone())])
+            .await
+            .unwrap(),
+        [want]
+    );
     let nack = b.nack(&q(), lease.clone(), Nack::error("x")).await;
     assert!(nack.map_or_else(as_want, |o| panic!("nack accepted: {o:?}")));
     let extend = b.extend(&q(), lease.clone(), Duration::from_secs(1)).await;
@@ -332,12 +339,12 @@ pub async fn ack_deletes<B: Backend + Inspect>(b: B, _t: Time) {
         .unwrap();
     let got = b.claim(&q(), req(1, 30_000)).await.unwrap();
     let mut r = req(1, 30_000);
-    r.acks = vec![got.jobs[0].lease_ref()];
+    r.acks = vec![got.jobs[0].to_ack()];
     let next = b.claim(&q(), r).await.unwrap();
     assert_eq!(next.acks, [AckOutcome::Acked]);
     assert_eq!(next.jobs.len(), 1);
     assert_eq!(
-        b.ack(&q(), vec![next.jobs[0].lease_ref()]).await.unwrap(),
+        b.ack(&q(), vec![next.jobs[0].to_ack()]).await.unwrap(),
         [AckOutcome::Acked]
     );
     let s = b.stats(&q()).await.unwrap();
@@ -761,7 +768,7 @@ macro_rules! conformance_tests {
             push_targets_travel, bad_targets_are_refused, delivery_decides_what_a_queue_takes,
             traces_travel_with_the_job, several_queues_share_claims_by_weight,
             several_queues_in_strict_order, several_queues_wake_and_pause_each,
-            results_stay_with_done_jobs, handlers_return_results,
+            results_stay_with_done_jobs, results_ride_on_claims, handlers_return_results,
             keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume,
             key_slots_come_back_when_leases_end);
     };

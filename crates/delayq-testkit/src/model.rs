@@ -329,7 +329,9 @@ pub async fn check<B: Backend + Inspect>(b: Faulty<B>, t: &Time, q: QueueName, o
                         w.cur.remove(&i);
                     }
                 }
-                let got = b.ack(&q, vec![LeaseRef { id: jid(i), token }]).await;
+                let got = b
+                    .ack(&q, vec![delayq::Ack::from(LeaseRef { id: jid(i), token })])
+                    .await;
                 (Seen::Ack(want), got.map(|o| Seen::Ack(o[0])))
             }
             Op::Nack(i, dead) => {

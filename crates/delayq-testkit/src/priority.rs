@@ -43,7 +43,7 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
         if got.is_empty() {
             break;
         }
-        let acks = got.iter().map(|j| j.lease_ref()).collect();
+        let acks = got.iter().map(|j| j.to_ack()).collect();
         out.extend(got.into_iter().map(|j| (j.priority, j.due_at_ms, j.id)));
         b.ack(&prq(), acks).await.unwrap();
     }

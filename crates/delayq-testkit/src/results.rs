@@ -49,7 +49,10 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     // JSON and arbitrary bytes come back byte for byte.
     let json = br#"{"sent": 3, "to": ["a@example.com"]}"#.to_vec();
     let o = b
-        .ack_results(&q, vec![(lease("json"), json.clone())])
+        .ack(
+            &q,
+            vec![delayq::Ack::with_result(lease("json"), json.clone())],
+        )
         .await
         .map(|o| o[0])
         .unwrap();
@@ -58,7 +61,10 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!((done.state, done.result), (JobState::Done, Some(json)));
     let bytes = vec![0u8, 255, 1, b'"', 0xC3];
     let o = b
-        .ack_results(&q, vec![(lease("bytes"), bytes.clone())])
+        .ack(
+            &q,
+            vec![delayq::Ack::with_result(lease("bytes"), bytes.clone())],
+        )
         .await
         .map(|o| o[0]);
     assert_eq!(o.unwrap(), AckOutcome::Acked);
@@ -68,7 +74,7 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     let mut stale = lease("stale");
     stale.token += 1_000_000;
     let o = b
-        .ack_results(&q, vec![(stale, b"no".to_vec())])
+        .ack(&q, vec![delayq::Ack::with_result(stale, b"no".to_vec())])
         .await
         .map(|o| o[0])
         .unwrap();
@@ -77,7 +83,10 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!((still.state, still.result), (JobState::Leased, None));
     // The same ack again after it went through (a resend after a lost reply): not acked twice.
     let o = b
-        .ack_results(&q, vec![(lease("json"), b"again".to_vec())])
+        .ack(
+            &q,
+            vec![delayq::Ack::with_result(lease("json"), b"again".to_vec())],
+        )
         .await
         .map(|o| o[0]);
     assert_ne!(o.unwrap(), AckOutcome::Acked);
@@ -89,7 +98,7 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     // Over the limit: a typed error, the job untouched.
     let big = vec![b'x'; delayq::limits::MAX_RESULT_BYTES + 1];
     match b
-        .ack_results(&q, vec![(lease("big"), big)])
+        .ack(&q, vec![delayq::Ack::with_result(lease("big"), big)])
         .await
         .map(|o| o[0])
     {
@@ -102,7 +111,10 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     // At the limit exactly: kept.
     let most = vec![b'y'; delayq::limits::MAX_RESULT_BYTES];
     let o = b
-        .ack_results(&q, vec![(lease("big"), most.clone())])
+        .ack(
+            &q,
+            vec![delayq::Ack::with_result(lease("big"), most.clone())],
+        )
         .await
         .map(|o| o[0])
         .unwrap();
@@ -110,7 +122,10 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!(get("big").await.unwrap().result, Some(most));
 
     // A plain ack keeps the job without a result.
-    let o = b.ack(&q, vec![lease("plain")]).await.unwrap();
+    let o = b
+        .ack(&q, vec![delayq::Ack::from(lease("plain"))])
+        .await
+        .unwrap();
     assert_eq!(o, [AckOutcome::Acked]);
     let plain = get("plain").await.unwrap();
     assert_eq!((plain.state, plain.result), (JobState::Done, None));
@@ -139,7 +154,11 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
         (stale, b"x".to_vec()),
         (m("m2"), b"2".to_vec()),
     ];
-    let out = b.ack_results(&q, acks).await.unwrap();
+    let acks = acks
+        .into_iter()
+        .map(|(l, r)| delayq::Ack::with_result(l, r))
+        .collect();
+    let out = b.ack(&q, acks).await.unwrap();
     assert_eq!(
         out,
         [AckOutcome::Acked, AckOutcome::LeaseLost, AckOutcome::Acked]
@@ -156,11 +175,62 @@ pub async fn results_stay_with_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
     t.pass(Duration::from_millis(2)).await;
     let g = b.claim(&gone, req(1, 30_000)).await.unwrap().jobs;
     let o = b
-        .ack_results(&gone, vec![(g[0].lease_ref(), b"1".to_vec())])
+        .ack(
+            &gone,
+            vec![delayq::Ack::with_result(g[0].lease_ref(), b"1".to_vec())],
+        )
         .await
         .map(|o| o[0]);
     assert_eq!(o.unwrap(), AckOutcome::Acked);
     assert_eq!(b.get(&gone, &id("g")).await.unwrap(), None);
+}
+
+/// Acks with results ride on a claim like plain ones: each result kept with its job, the
+/// outcomes in order; a result over the limit refuses the whole claim, nothing changed.
+pub async fn results_ride_on_claims<B: Backend + Inspect>(b: B, t: Time) {
+    let q = QueueName::new("results-claim").unwrap();
+    keeps_done_jobs(&b, &q).await;
+    let p = Producer::new(b.clone(), q.clone());
+    for name in ["c1", "c2", "c3", "c4"] {
+        p.enqueue(job(name, 0)).await.unwrap();
+    }
+    t.pass(Duration::from_millis(2)).await;
+    let got = b.claim(&q, req(2, 30_000)).await.unwrap().jobs;
+    assert_eq!(got.len(), 2);
+    let mut stale = got[1].lease_ref();
+    stale.token += 1_000_000;
+    let acks = vec![
+        delayq::Ack::with_result(got[0].lease_ref(), br#"{"n":1}"#.to_vec()),
+        delayq::Ack::with_result(stale, b"x".to_vec()),
+        got[1].to_ack(),
+    ];
+    let refused = vec![delayq::Ack::with_result(
+        got[0].lease_ref(),
+        vec![b'x'; delayq::limits::MAX_RESULT_BYTES + 1],
+    )];
+    let mut too_big = req(2, 30_000);
+    too_big.acks = refused;
+    match b.claim(&q, too_big).await {
+        Err(Error::Invalid(InvalidInput::ResultTooLarge(_))) => {}
+        other => panic!("a claim with a result over the limit: {other:?}"),
+    }
+    assert_eq!(
+        b.get(&q, &got[0].id).await.unwrap().unwrap().state,
+        JobState::Leased
+    );
+    let mut with_acks = req(2, 30_000);
+    with_acks.acks = acks;
+    let next = b.claim(&q, with_acks).await.unwrap();
+    assert_eq!(
+        next.acks,
+        [AckOutcome::Acked, AckOutcome::LeaseLost, AckOutcome::Acked]
+    );
+    assert_eq!(next.jobs.len(), 2, "the claim still leased");
+    let first = b.get(&q, &got[0].id).await.unwrap().unwrap();
+    assert_eq!(first.state, JobState::Done);
+    assert_eq!(first.result.as_deref(), Some(&br#"{"n":1}"#[..]));
+    let second = b.get(&q, &got[1].id).await.unwrap().unwrap();
+    assert_eq!((second.state, second.result), (JobState::Done, None));
 }
 
 /// A consumer's handler returns results: kept with each job; one over the limit fails the job

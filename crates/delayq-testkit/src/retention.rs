@@ -17,7 +17,7 @@ async fn run_one<B: Backend>(b: &B, t: &Time) -> String {
     t.pass(Duration::from_millis(2)).await;
     let got = b.claim(&kq(), req(1, 30_000)).await.unwrap().jobs;
     assert_eq!(got.len(), 1);
-    let acks = b.ack(&kq(), vec![got[0].lease_ref()]).await.unwrap();
+    let acks = b.ack(&kq(), vec![got[0].to_ack()]).await.unwrap();
     assert_eq!(acks, [delayq::AckOutcome::Acked]);
     got[0].id.to_string()
 }
@@ -130,7 +130,7 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
     t.pass(Duration::from_millis(2)).await;
     let got = b.claim(&kq(), req(10, 30_000)).await.unwrap().jobs;
     assert_eq!(got.len(), 2);
-    b.ack(&kq(), got.iter().map(|j| j.lease_ref()).collect())
+    b.ack(&kq(), got.iter().map(|j| j.to_ack()).collect())
         .await
         .unwrap();
     assert_eq!(
@@ -143,7 +143,10 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
         .find(|j| j.id.as_str() == "own")
         .unwrap()
         .lease_ref();
-    let again = b.ack(&kq(), vec![own.clone()]).await.unwrap();
+    let again = b
+        .ack(&kq(), vec![delayq::Ack::from(own.clone())])
+        .await
+        .unwrap();
     assert_ne!(
         again,
         [delayq::AckOutcome::Acked],
@@ -188,7 +191,7 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
     p.enqueue(job("brief", 0).retention(short)).await.unwrap();
     t.pass(Duration::from_millis(2)).await;
     let got = b.claim(&kq(), req(10, 30_000)).await.unwrap().jobs;
-    b.ack(&kq(), got.iter().map(|j| j.lease_ref()).collect())
+    b.ack(&kq(), got.iter().map(|j| j.to_ack()).collect())
         .await
         .unwrap();
     assert_eq!(
@@ -200,7 +203,7 @@ pub async fn per_job_retention<B: Backend + Inspect>(b: B, t: Time) {
     t.pass(Duration::from_millis(2)).await;
     let got = b.claim(&kq(), req(10, 30_000)).await.unwrap().jobs;
     assert_eq!(got.len(), 1);
-    b.ack(&kq(), got.iter().map(|j| j.lease_ref()).collect())
+    b.ack(&kq(), got.iter().map(|j| j.to_ack()).collect())
         .await
         .unwrap();
     assert!(

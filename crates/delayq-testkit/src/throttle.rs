@@ -82,7 +82,7 @@ pub async fn max_in_flight_in_the_claim<B: Backend + Inspect>(b: B, t: Time) {
         held.next_due_in
     );
     assert_eq!(b.stats(&lq()).await.unwrap().waiting_on_limit, 3);
-    b.ack(&lq(), vec![first.jobs[0].lease_ref()]).await.unwrap();
+    b.ack(&lq(), vec![first.jobs[0].to_ack()]).await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), wake.changed())
         .await
         .expect("the freed slot wakes the held-back consumer")

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use delayq::{AckOutcome, Job, JobId, LeaseRef, QueueName};
+use delayq::{Ack, AckOutcome, Job, JobId, LeaseRef, QueueName};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
@@ -240,43 +240,61 @@ pub struct ClaimAck {
     pub result_b64: Option<String>,
 }
 
-impl From<&LeaseRef> for ClaimAck {
-    fn from(l: &LeaseRef) -> Self {
+/// The ack of `a` (its result as `result` when the bytes are JSON, else `result_b64`).
+impl From<&Ack> for ClaimAck {
+    fn from(a: &Ack) -> Self {
+        let (result, result_b64) = a.result.clone().map_or((None, None), payload_fields);
         Self {
-            id: l.id.to_string(),
-            lease_token: l.token,
-            result: None,
-            result_b64: None,
-        }
-    }
-}
-
-impl ClaimAck {
-    /// The ack of `lease` with `result` (as `result` when the bytes are JSON, else
-    /// `result_b64`).
-    pub fn with_result(lease: &LeaseRef, result: Vec<u8>) -> Self {
-        let (result, result_b64) = payload_fields(result);
-        Self {
+            id: a.lease.id.to_string(),
+            lease_token: a.lease.token,
             result,
             result_b64,
-            ..Self::from(lease)
         }
-    }
-
-    /// The result it carries, checked (see [`crate::payload::result_bytes`]).
-    pub fn result_bytes(&self) -> Result<Option<Vec<u8>>, Invalid> {
-        crate::payload::result_bytes(self.result.as_deref(), self.result_b64.as_deref())
     }
 }
 
-impl TryFrom<ClaimAck> for LeaseRef {
+/// The ack it carries: a bad id or result refuses it.
+impl TryFrom<ClaimAck> for Ack {
     type Error = Invalid;
 
     fn try_from(a: ClaimAck) -> Result<Self, Invalid> {
         Ok(Self {
-            id: JobId::new(a.id)?,
-            token: a.lease_token,
+            result: crate::payload::result_bytes(a.result.as_deref(), a.result_b64.as_deref())?,
+            lease: LeaseRef {
+                id: JobId::new(a.id)?,
+                token: a.lease_token,
+            },
         })
+    }
+}
+
+impl QueueAck {
+    /// The ack of `a`, in `queue`.
+    pub fn of(queue: &QueueName, a: &Ack) -> Self {
+        let ClaimAck {
+            id,
+            lease_token,
+            result,
+            result_b64,
+        } = a.into();
+        Self {
+            queue: queue.to_string(),
+            id,
+            lease_token,
+            result,
+            result_b64,
+        }
+    }
+
+    /// Its queue (unchecked) and the ack it carries.
+    pub fn split(self) -> (String, ClaimAck) {
+        let ack = ClaimAck {
+            id: self.id,
+            lease_token: self.lease_token,
+            result: self.result,
+            result_b64: self.result_b64,
+        };
+        (self.queue, ack)
     }
 }
 

@@ -11,8 +11,8 @@ use tokio::sync::watch;
 
 use crate::error::Result;
 use crate::job::{
-    AckOutcome, CancelOutcome, Due, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
-    QueueStats,
+    Ack, AckOutcome, CancelOutcome, Due, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome,
+    NewJob, QueueStats,
 };
 use crate::keyed::{KeyHold, KeyStats};
 use crate::listing::{Cursor, Found, JobPage, ListState};
@@ -27,8 +27,8 @@ pub struct ClaimRequest {
     pub max: usize,
     /// Lease length for jobs that do not carry their own.
     pub lease: Duration,
-    /// Leases to acknowledge first.
-    pub acks: Vec<LeaseRef>,
+    /// Finished jobs to acknowledge first, each with its result if it has one.
+    pub acks: Vec<Ack>,
 }
 
 /// What a claim returned.
@@ -56,8 +56,8 @@ pub struct ClaimOverRequest {
     pub max: usize,
     /// Lease length for jobs that do not carry their own.
     pub lease: Duration,
-    /// Leases to acknowledge first, each with its queue.
-    pub acks: Vec<(QueueName, LeaseRef)>,
+    /// Finished jobs to acknowledge first, each with its queue.
+    pub acks: Vec<(QueueName, Ack)>,
 }
 
 /// A counter that a backend bumps whenever a queue may have gained an earlier due job (an
@@ -104,22 +104,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
         }
     }
 
-    /// Acknowledges leases; stale tokens come back as [`AckOutcome::LeaseLost`].
+    /// Acknowledges finished jobs, each keeping its result (at most
+    /// [`crate::limits::MAX_RESULT_BYTES`]; more refuses the call, nothing changed) with the
+    /// job while it is retained as done; a job without a retention is deleted. Stale tokens
+    /// come back as [`AckOutcome::LeaseLost`]; one outcome per ack, in order.
     fn ack(
         &self,
         queue: &QueueName,
-        leases: Vec<LeaseRef>,
-    ) -> impl Future<Output = Result<Vec<AckOutcome>>> + Send;
-
-    /// Acknowledges leases, each keeping its result (at most
-    /// [`crate::limits::MAX_RESULT_BYTES`]; more refuses the call, nothing changed) with the
-    /// job while it is retained as done; a job without a retention is deleted as by
-    /// [`Backend::ack`]. One outcome per lease, in order. Never rides on a claim: a queue whose
-    /// handlers return no result pays nothing for results.
-    fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
+        acks: Vec<Ack>,
     ) -> impl Future<Output = Result<Vec<AckOutcome>>> + Send;
 
     /// Fails one attempt: retry by backoff (or `retry_in`), or dead-letter when attempts are
@@ -255,12 +247,12 @@ pub trait Inspect: Clone + Send + Sync + 'static {
         settings: QueueSettings,
     ) -> impl Future<Output = Result<QueueSettings>> + Send;
 
-    /// Holds `key`'s due jobs in `queue` (or lifts the hold: [`KeyHold::Lifted`]); the
+    /// Holds `key`'s due jobs in queue `q` (or lifts the hold: [`KeyHold::Lifted`]); the
     /// other keys' jobs are claimed meanwhile. Returns the hold's end (ms since the epoch;
     /// `None`: no hold).
     fn pause_key(
         &self,
-        queue: &QueueName,
+        q: &QueueName,
         key: &JobKey,
         hold: KeyHold,
     ) -> impl Future<Output = Result<Option<u64>>> + Send;
@@ -271,6 +263,34 @@ pub trait Inspect: Clone + Send + Sync + 'static {
         queue: &QueueName,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<KeyStats>>> + Send;
+}
+
+/// Acknowledges finished jobs of several queues, one [`Backend::ack`] call per queue (a
+/// claim over several queues that a store answers queue by queue); the outcomes in the order
+/// given.
+pub async fn ack_each<B: Backend>(
+    backend: &B,
+    acks: Vec<(QueueName, Ack)>,
+) -> Result<Vec<AckOutcome>> {
+    let mut out = vec![AckOutcome::NotFound; acks.len()];
+    let mut queues: Vec<&QueueName> = Vec::new();
+    for (q, _) in &acks {
+        if !queues.contains(&q) {
+            queues.push(q);
+        }
+    }
+    for q in queues {
+        let (pos, mine): (Vec<usize>, Vec<Ack>) = acks
+            .iter()
+            .enumerate()
+            .filter(|(_, (aq, _))| aq == q)
+            .map(|(i, (_, a))| (i, a.clone()))
+            .unzip();
+        for (p, o) in pos.into_iter().zip(backend.ack(q, mine).await?) {
+            out[p] = o;
+        }
+    }
+    Ok(out)
 }
 
 /// Jobs of `state` from position `offset`, at most `limit`, walking the cursor listing: the

@@ -384,21 +384,31 @@ pub struct BatchAdded {
     pub jobs: Vec<Enqueued>,
 }
 
+/// What a create call puts: batch `id` (generated when `None`) with `spec`'s callbacks and
+/// `jobs`, closed unless `open` ([`Batches::put_batch`]).
+#[derive(Clone, Debug)]
+pub struct BatchPut {
+    /// The batch's id; `None`: a generated one.
+    pub id: Option<BatchId>,
+    /// Its callbacks (kept when the batch exists and is open: the spec is not changed).
+    pub spec: BatchSpec,
+    /// The jobs to enqueue into it, already validated.
+    pub jobs: Vec<NewJob>,
+    /// Leave it open for more jobs ([`Batches::add_to_batch`]); `false` closes it.
+    pub open: bool,
+}
+
 /// Batches of one store. Every method is safe to retry: a job joins once (by its id), a
 /// callback is enqueued once (by its id, with a dedupe window).
 pub trait Batches: Clone + Send + Sync + 'static {
-    /// Creates batch `id` (generated when `None`) of `queue` with `spec` — or, when it exists
-    /// and is open, adds to it (its spec unchanged) — and enqueues `jobs` into it; closes it
-    /// unless `open`. Jobs must already be validated; a job whose id exists does not join
-    /// (`created: false`). Fails with [`crate::Error::Conflict`] when the batch exists and
-    /// is closed.
+    /// Creates batch `put.id` (generated when `None`) of `queue` with `put.spec` — or, when
+    /// it exists and is open, adds to it (its spec unchanged) — and enqueues `put.jobs` into
+    /// it; closes it unless `put.open`. A job whose id exists does not join (`created:
+    /// false`). Fails with [`crate::Error::Conflict`] when the batch exists and is closed.
     fn put_batch(
         &self,
         queue: &QueueName,
-        id: Option<BatchId>,
-        spec: BatchSpec,
-        jobs: Vec<NewJob>,
-        open: bool,
+        put: BatchPut,
     ) -> impl Future<Output = Result<BatchAdded>> + Send;
 
     /// Enqueues `jobs` into the open batch `id`, then closes it when `close`. Fails with

@@ -11,7 +11,7 @@ use crate::backend::{Backend, ClaimBatch, ClaimRequest, Inspect, Wakeups};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::job::{
-    AckOutcome, CancelOutcome, Due, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
+    Ack, AckOutcome, CancelOutcome, Due, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
     QueueStats,
 };
 use crate::listing::{Cursor, Found, JobPage, ListState};
@@ -19,6 +19,7 @@ use crate::name::{JobId, QueueName};
 use crate::series::QueueSeries;
 use crate::settings::QueueSettings;
 use crate::telemetry::QueueCounters;
+use crate::{JobKey, KeyHold};
 
 /// Wraps a backend and meters what passes through it. Cheap to clone; clones share the
 /// registered counters. Without an installed `metrics` recorder it records nothing.
@@ -124,18 +125,8 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(batch)
     }
 
-    async fn ack(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<AckOutcome>> {
-        let out = self.inner.ack(queue, leases).await?;
-        count_acks(&self.of(queue), &out);
-        Ok(out)
-    }
-
-    async fn ack_results(
-        &self,
-        queue: &QueueName,
-        acks: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> Result<Vec<AckOutcome>> {
-        let out = self.inner.ack_results(queue, acks).await?;
+    async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        let out = self.inner.ack(queue, acks).await?;
         count_acks(&self.of(queue), &out);
         Ok(out)
     }
@@ -246,13 +237,8 @@ impl<B: Inspect> Inspect for Instrumented<B> {
         self.inner.configure(queue, s).await
     }
 
-    async fn pause_key(
-        &self,
-        queue: &QueueName,
-        key: &crate::JobKey,
-        hold: crate::KeyHold,
-    ) -> Result<Option<u64>> {
-        self.inner.pause_key(queue, key, hold).await
+    async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
+        self.inner.pause_key(q, key, hold).await
     }
 
     async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<crate::KeyStats>> {
@@ -290,12 +276,9 @@ impl<B: crate::batch::Batches> crate::batch::Batches for Instrumented<B> {
     async fn put_batch(
         &self,
         queue: &QueueName,
-        id: Option<crate::BatchId>,
-        spec: crate::BatchSpec,
-        jobs: Vec<NewJob>,
-        open: bool,
+        put: crate::BatchPut,
     ) -> Result<crate::batch::BatchAdded> {
-        self.inner.put_batch(queue, id, spec, jobs, open).await
+        self.inner.put_batch(queue, put).await
     }
 
     async fn add_to_batch(

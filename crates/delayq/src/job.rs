@@ -395,6 +395,37 @@ pub struct LeaseRef {
     pub token: u64,
 }
 
+/// A finished job to acknowledge: its lease, with the result its handler returned if it
+/// gave one ([`crate::Completion`]). One type from the handler to the store: an ack rides on
+/// a claim or goes in an ack call alike, with or without a result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// The lease to finish.
+    pub lease: LeaseRef,
+    /// The result, kept with the job while it is retained as done (at most
+    /// [`crate::limits::MAX_RESULT_BYTES`]); `None`: none.
+    pub result: Option<Vec<u8>>,
+}
+
+impl From<LeaseRef> for Ack {
+    fn from(lease: LeaseRef) -> Self {
+        Ack {
+            lease,
+            result: None,
+        }
+    }
+}
+
+impl Ack {
+    /// An ack of `lease` keeping `result`.
+    pub fn with_result(lease: LeaseRef, result: impl Into<Vec<u8>>) -> Self {
+        Ack {
+            lease,
+            result: Some(result.into()),
+        }
+    }
+}
+
 /// A claimed job, as a handler receives it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
@@ -446,6 +477,11 @@ impl Job {
             id: self.id.clone(),
             token: self.lease_token,
         }
+    }
+
+    /// The ack of this lease, without a result ([`Ack::with_result`] keeps one).
+    pub fn to_ack(&self) -> Ack {
+        self.lease_ref().into()
     }
 }
 

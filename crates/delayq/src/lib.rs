@@ -62,7 +62,7 @@ pub mod wait;
 
 pub use backend::{Backend, ClaimBatch, ClaimOverRequest, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
-pub use batch::{BatchId, BatchInfo, BatchSpec, BatchState, Batches, Callback};
+pub use batch::{BatchId, BatchInfo, BatchPut, BatchSpec, BatchState, Batches, Callback};
 pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, QueueOrder, RunReport};
 pub use delivery::{Delivery, DeliveryLog};
@@ -70,8 +70,8 @@ pub use error::{Error, InvalidInput, Result};
 pub use handler::{Completion, Failure, Handler};
 pub use instrumented::Instrumented;
 pub use job::{
-    AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Due, Enqueued, Expiry, Job,
-    JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueStats, Retention,
+    Ack, AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Due, Enqueued, Expiry,
+    Job, JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueStats, Retention,
 };
 pub use keyed::{KeyHold, KeyStats};
 pub use listing::{Cursor, Found, JobPage, ListState};

@@ -66,6 +66,14 @@ pub fn check_result(result: &[u8]) -> Result<(), crate::InvalidInput> {
     Ok(())
 }
 
+/// Every ack's result within [`MAX_RESULT_BYTES`]: one too large refuses the whole call.
+pub fn check_acks(acks: &[crate::Ack]) -> Result<(), crate::InvalidInput> {
+    for r in acks.iter().filter_map(|a| a.result.as_deref()) {
+        check_result(r)?;
+    }
+    Ok(())
+}
+
 /// `error` cut to at most [`MAX_ERROR_BYTES`] bytes on a character boundary: the one rule every
 /// store applies to `last_error`.
 pub fn truncate_error(error: &str) -> &str {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, Inspect};
-use crate::batch::{BatchAdded, BatchId, BatchSpec, Batches};
+use crate::batch::{BatchAdded, BatchId, BatchPut, BatchSpec, Batches};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{InvalidInput, Result};
 use crate::instrumented::Instrumented;
@@ -165,9 +165,13 @@ impl<B: Backend + Batches> Producer<B> {
     ) -> Result<BatchAdded> {
         spec.validate(self.max_payload)?;
         self.prepare(&mut jobs)?;
-        self.backend
-            .put_batch(&self.queue, id, spec, jobs, open)
-            .await
+        let put = BatchPut {
+            id,
+            spec,
+            jobs,
+            open,
+        };
+        self.backend.put_batch(&self.queue, put).await
     }
 
     /// Adds `jobs` to the open batch `id`, then closes it when `close` (see

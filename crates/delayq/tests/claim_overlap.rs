@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Consumer, ConsumerOptions, Due,
-    Enqueued, Error, Job, JobId, LeaseRef, Nack, NackOutcome, NewJob, QueueName, Wakeups,
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Consumer, ConsumerOptions,
+    Due, Enqueued, Error, Job, JobId, LeaseRef, Nack, NackOutcome, NewJob, QueueName, Wakeups,
 };
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep};
@@ -50,10 +50,10 @@ impl Memory {
         }
     }
 
-    fn ack_all(&self, leases: &[LeaseRef]) -> Vec<AckOutcome> {
+    fn ack_all(&self, acks: &[Ack]) -> Vec<AckOutcome> {
         let mut leased = self.leased.lock().unwrap();
-        leases
-            .iter()
+        acks.iter()
+            .map(|a| &a.lease)
             .map(|l| match leased.get(&l.id) {
                 Some(t) if *t == l.token => {
                     leased.remove(&l.id);
@@ -119,7 +119,7 @@ impl Backend for Memory {
             next_due_in: None,
         })
     }
-    async fn ack(&self, _: &QueueName, leases: Vec<LeaseRef>) -> delayq::Result<Vec<AckOutcome>> {
+    async fn ack(&self, _: &QueueName, leases: Vec<Ack>) -> delayq::Result<Vec<AckOutcome>> {
         let n = self.lone_acks.fetch_add(1, Ordering::SeqCst);
         if self.fail_lone_acks {
             if n > 1000 {
@@ -129,13 +129,6 @@ impl Backend for Memory {
             return Err(Error::Unavailable("ack lost".into()));
         }
         Ok(self.ack_all(&leases))
-    }
-    async fn ack_results(
-        &self,
-        _: &QueueName,
-        _: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> delayq::Result<Vec<AckOutcome>> {
-        unsupported()
     }
     async fn nack(&self, _: &QueueName, _: LeaseRef, _: Nack) -> delayq::Result<NackOutcome> {
         unsupported()

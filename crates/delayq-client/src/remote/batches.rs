@@ -2,7 +2,7 @@
 //! server keeps the batches and enqueues their callbacks.
 
 use delayq::batch::{BatchAdded, BatchInfo};
-use delayq::{BatchId, BatchSpec, Batches, Enqueued, NewJob, QueueName, Result};
+use delayq::{BatchId, BatchPut, Batches, Enqueued, NewJob, QueueName, Result};
 use delayq_wire::{
     BatchAddedView, BatchJobsRequest, BatchRequest, BatchView, CallbackBody, EnqueueRequest,
     ErrorCode,
@@ -35,21 +35,14 @@ fn added(v: BatchAddedView) -> Result<BatchAdded> {
 }
 
 impl Batches for RemoteBackend {
-    async fn put_batch(
-        &self,
-        queue: &QueueName,
-        id: Option<BatchId>,
-        spec: BatchSpec,
-        jobs: Vec<NewJob>,
-        open: bool,
-    ) -> Result<BatchAdded> {
+    async fn put_batch(&self, queue: &QueueName, put: BatchPut) -> Result<BatchAdded> {
         let req = BatchRequest {
-            id: id.map(String::from),
-            jobs: jobs.into_iter().map(EnqueueRequest::from_job).collect(),
-            on_complete: spec.on_complete.map(CallbackBody::from),
-            on_success: spec.on_success.map(CallbackBody::from),
-            open,
-            include_results: spec.include_results,
+            id: put.id.map(String::from),
+            jobs: put.jobs.into_iter().map(EnqueueRequest::from_job).collect(),
+            on_complete: put.spec.on_complete.map(CallbackBody::from),
+            on_success: put.spec.on_success.map(CallbackBody::from),
+            open: put.open,
+            include_results: put.spec.include_results,
         };
         let v = self
             .client

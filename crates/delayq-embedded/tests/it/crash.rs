@@ -40,7 +40,7 @@ async fn child(dir: &str) {
             if n.is_multiple_of(2) {
                 writeln!(out, "acking {n}").unwrap();
                 out.flush().unwrap();
-                b.ack(&q(), vec![j.lease_ref()]).await.unwrap();
+                b.ack(&q(), vec![j.to_ack()]).await.unwrap();
                 writeln!(out, "A {n}").unwrap();
             } else {
                 writeln!(out, "L {n}").unwrap();
@@ -131,7 +131,7 @@ async fn sigkill_loses_no_acknowledged_enqueue_or_ack() {
         }
         for j in got.jobs {
             again.insert(j.id.to_string());
-            b.ack(&q(), vec![j.lease_ref()]).await.unwrap();
+            b.ack(&q(), vec![j.to_ack()]).await.unwrap();
         }
     }
     for id in leased.difference(&acked) {

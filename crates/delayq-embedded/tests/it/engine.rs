@@ -362,15 +362,8 @@ impl Backend for LongPoll {
         batch.next_due_in = Some(Duration::ZERO);
         Ok(batch)
     }
-    async fn ack(&self, q: &QueueName, l: Vec<LeaseRef>) -> delayq::Result<Vec<AckOutcome>> {
-        self.0.ack(q, l).await
-    }
-    async fn ack_results(
-        &self,
-        q: &QueueName,
-        a: Vec<(LeaseRef, Vec<u8>)>,
-    ) -> delayq::Result<Vec<AckOutcome>> {
-        self.0.ack_results(q, a).await
+    async fn ack(&self, q: &QueueName, a: Vec<delayq::Ack>) -> delayq::Result<Vec<AckOutcome>> {
+        self.0.ack(q, a).await
     }
     async fn nack(&self, q: &QueueName, l: LeaseRef, n: Nack) -> delayq::Result<NackOutcome> {
         self.0.nack(q, l, n).await

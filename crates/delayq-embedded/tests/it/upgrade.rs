@@ -9,9 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use delayq::{
-    Backend, ClaimRequest, Inspect, JobId, JobState, LeaseRef, ListState, QueueName, Schedules,
-};
+use delayq::{Backend, ClaimRequest, Inspect, JobId, JobState, ListState, QueueName, Schedules};
 use delayq_embedded::{EmbeddedBackend, Error, LAYOUT};
 
 fn fixture(name: &str) -> tempfile::TempDir {
@@ -85,14 +83,7 @@ async fn a_store_of_the_first_layout_opens_with_everything_in_it() {
     let mut ids: Vec<String> = batch.jobs.iter().map(|j| j.id.to_string()).collect();
     ids.sort();
     assert_eq!(ids, ["due-1", "due-2"]);
-    let acks: Vec<LeaseRef> = batch
-        .jobs
-        .iter()
-        .map(|j| LeaseRef {
-            id: j.id.clone(),
-            token: j.lease_token,
-        })
-        .collect();
+    let acks: Vec<delayq::Ack> = batch.jobs.iter().map(delayq::Job::to_ack).collect();
     let outcomes = b.ack(&orders, acks).await.unwrap();
     assert!(
         outcomes.iter().all(|o| *o == delayq::AckOutcome::Acked),
@@ -186,7 +177,10 @@ async fn a_store_of_layout_2_gains_results() {
     assert_eq!(batch.jobs.len(), 1);
     let lease = batch.jobs[0].lease_ref();
     let o = b
-        .ack_results(&q, vec![(lease, b"{\"ok\":1}".to_vec())])
+        .ack(
+            &q,
+            vec![delayq::Ack::with_result(lease, b"{\"ok\":1}".to_vec())],
+        )
         .await
         .map(|o| o[0]);
     assert_eq!(o.unwrap(), delayq::AckOutcome::Acked);
@@ -303,10 +297,10 @@ async fn a_store_of_layout_4_gains_batches() {
         acks: Vec::new(),
     };
     let leased = b.claim(&q, claim).await.unwrap().jobs;
-    let mine: Vec<LeaseRef> = leased
+    let mine: Vec<delayq::Ack> = leased
         .iter()
         .filter(|j| j.id.as_str() == "in-batch")
-        .map(|j| j.lease_ref())
+        .map(|j| j.to_ack())
         .collect();
     assert_eq!(mine.len(), 1);
     b.ack(&q, mine).await.unwrap();

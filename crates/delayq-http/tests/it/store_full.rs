@@ -106,7 +106,7 @@ async fn a_full_store_says_so_writes_nothing_and_recovers() {
 
     // Acks free memory: they go through.
     assert_eq!(
-        backend.ack(&q, vec![held]).await.unwrap(),
+        backend.ack(&q, vec![held.into()]).await.unwrap(),
         vec![delayq::AckOutcome::Acked]
     );
 

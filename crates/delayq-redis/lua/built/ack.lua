@@ -322,9 +322,8 @@ end
 -- -1 (nothing changed), how many were kept, and the records read (pair i's before the
 -- ack, nil when `jobs` had none: a keyed queue frees the keys of those acked).
 -- `in_lane(i, id)`, when given: whether pair i's lane holds `id` (lane_find), asked only
--- about an id `jobs` does not hold. `results`, when given
--- (ack.lua; never a claim's acks): pair i's handler result, kept with a job kept as done
--- (an empty string: none).
+-- about an id `jobs` does not hold. `results`, when given: pair i's handler result, kept
+-- with a job kept as done (an empty string: none).
 local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lane, results)
   local out, gone, kept = {}, {}, {}
   if k == 0 then

@@ -25,9 +25,9 @@ local ix_at = sweep_at + sweep_n -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local max = tonumber(ARGV[4])
 local default_lease = tonumber(ARGV[5])
 local reap_limit = tonumber(ARGV[6])
-local acks_n = (#ARGV - 6) / 2
-local acks_id, acks_token = {}, {}
-for i = 1, acks_n do local a = 7 + (i - 1) * 2 acks_id[i] = ARGV[a + 0] acks_token[i] = tonumber(ARGV[a + 1]) end
+local acks_n = (#ARGV - 6) / 3
+local acks_id, acks_token, acks_result = {}, {}, {}
+for i = 1, acks_n do local a = 7 + (i - 1) * 3 acks_id[i] = ARGV[a + 0] acks_token[i] = tonumber(ARGV[a + 1]) acks_result[i] = ARGV[a + 2] end
 local function push_leased(list, id, deadline, lease_ms, rec) list[#list + 1] = id list[#list + 1] = deadline list[#list + 1] = lease_ms list[#list + 1] = rec end
 local function claim_reply(t) return { t.acks, t.jobs, t.next_us } end
 local lane_entry, lane_dead, lane_due, lane_h, lane_hb, win_member, win_key, wins_key, wtombs_key, ix_prefix, ix_entry, win_width, win_entry, win_tombs, win_gone, win_unindex, win_promote, lane_find, lane_trim, lane_spill, lane_first_due, rec_kp, key_promote, key_unpark, key_ended, key_free, key_unwait, key_limits, key_take, rec_batch, batch_end, batch_count
@@ -435,9 +435,8 @@ end
 -- -1 (nothing changed), how many were kept, and the records read (pair i's before the
 -- ack, nil when `jobs` had none: a keyed queue frees the keys of those acked).
 -- `in_lane(i, id)`, when given: whether pair i's lane holds `id` (lane_find), asked only
--- about an id `jobs` does not hold. `results`, when given
--- (ack.lua; never a claim's acks): pair i's handler result, kept with a job kept as done
--- (an empty string: none).
+-- about an id `jobs` does not hold. `results`, when given: pair i's handler result, kept
+-- with a job kept as done (an empty string: none).
 local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lane, results)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
@@ -498,7 +497,8 @@ end
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
 -- Arguments: max (jobs to lease), default_lease (ms), reap_limit (most expired leases to
--- recover in this call), then the tail `acks` of (id, token).
+-- recover in this call), then the tail `acks` of (id, token, result) as in ack.lua: result is
+-- the handler's result kept with a job kept as done (delayq::Ack; empty: none).
 -- A queue with a lane claims from the lane's head and `sched` in due order (a lane job's
 -- record moves to `jobs` as it is leased, so every later path finds it there); its time
 -- windows (lane.lua: win_promote) that start within a width move to `jobs` and `sched`
@@ -1070,7 +1070,7 @@ end
   bacc = {}
 end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
-  in_lane)
+  in_lane, acks_result)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 if kept > 0 and not ret then mark_retains(stat) end
 -- What this call counts (common.lua: count): counter index -> n.
@@ -1081,7 +1081,7 @@ for i = 1, #acks do
   if acks[i] == 1 then
     c[1] = c[1] + 1
     if keyed then key_ended(ended, acked[i]) end
-    if batched then batch_end(bacc, acked[i], acks_id[i], 'o') end
+    if batched then batch_end(bacc, acked[i], acks_id[i], 'o', acks_result[i]) end
   end
 end
 

@@ -1,6 +1,6 @@
 //! Acknowledging leases of one shard: `lua/ack.lua`.
 
-use delayq::{AckOutcome, LeaseRef, Result};
+use delayq::{Ack, AckOutcome, Result};
 use redis::Value;
 
 use crate::backend::RedisBackend;
@@ -20,17 +20,8 @@ script! {
 }
 
 item! {
-    /// One ack: a lease to finish.
-    pub(crate) struct Ack {
-        /// The job.
-        id: delayq::JobId,
-        /// Its lease's token.
-        token: u64,
-    }
-}
-
-item! {
-    /// One ack of `ack.lua`: a lease to finish, with the handler's result (empty: none).
+    /// One ack of `ack.lua` and `claim.lua`: a lease to finish, with the handler's result
+    /// (empty: none).
     pub(crate) struct Finish {
         /// The job.
         id: delayq::JobId,
@@ -41,14 +32,14 @@ item! {
     }
 }
 
-impl Ack {
-    /// The acks of `leases`, in order.
-    pub(crate) fn of(leases: Vec<LeaseRef>) -> Vec<Ack> {
-        leases
-            .into_iter()
-            .map(|l| Ack {
-                id: l.id,
-                token: l.token,
+impl Finish {
+    /// The script's acks of `acks`, in order.
+    pub(crate) fn of(acks: Vec<Ack>) -> Vec<Finish> {
+        acks.into_iter()
+            .map(|a| Finish {
+                id: a.lease.id,
+                token: a.lease.token,
+                result: a.result.unwrap_or_default(),
             })
             .collect()
     }
@@ -67,23 +58,16 @@ impl FromReply for AckOutcome {
 }
 
 impl RedisBackend {
-    /// Acknowledges leases of one shard, each with its result (empty: none).
+    /// Acknowledges finished jobs of one shard, each with its result.
     pub(crate) async fn ack_shard(
         &self,
         route: &Route,
         k: &Keys,
-        leases: Vec<(LeaseRef, Vec<u8>)>,
+        acks: Vec<Ack>,
     ) -> Result<Vec<AckOutcome>> {
         let args = Args {
-            ix: route.buckets(k, leases.iter().map(|(l, _)| l.id.as_str())),
-            acks: leases
-                .into_iter()
-                .map(|(l, result)| Finish {
-                    id: l.id,
-                    token: l.token,
-                    result,
-                })
-                .collect(),
+            ix: route.buckets(k, acks.iter().map(|a| a.lease.id.as_str())),
+            acks: Finish::of(acks),
         };
         self.run(&SCRIPT, k, args, true).await
     }

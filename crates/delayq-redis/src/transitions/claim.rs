@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use delayq::{ClaimBatch, Job, JobId, LeaseRef, QueueName, Result};
+use delayq::{Ack, ClaimBatch, Job, JobId, QueueName, Result};
 
 use crate::backend::{MAX_CLAIM, RedisBackend};
 use crate::keys::Keys;
@@ -10,7 +10,7 @@ use crate::protocol::{Flat, reply, script};
 use crate::record;
 use crate::route::Route;
 
-use super::ack::Ack;
+use super::ack::Finish;
 
 /// Most expired leases recovered per claim.
 const REAP_LIMIT: u32 = 100;
@@ -30,7 +30,7 @@ script! {
         /// Most expired leases to recover in this call.
         reap_limit: u32,
     },
-    tail: acks: Ack,
+    tail: acks: Finish,
     reply: ClaimReply,
 }
 
@@ -69,7 +69,7 @@ impl RedisBackend {
         k: &Keys,
         max: usize,
         lease: Duration,
-        acks: Vec<LeaseRef>,
+        acks: Vec<Ack>,
     ) -> Result<ClaimBatch> {
         let wait = !acks.is_empty();
         let args = Args {
@@ -77,8 +77,8 @@ impl RedisBackend {
             default_lease: lease.as_millis() as u64,
             reap_limit: REAP_LIMIT,
             sweep: route.sweep_bucket(k),
-            ix: route.buckets(k, acks.iter().map(|l| l.id.as_str())),
-            acks: Ack::of(acks),
+            ix: route.buckets(k, acks.iter().map(|a| a.lease.id.as_str())),
+            acks: Finish::of(acks),
         };
         let reply = self.run(&SCRIPT, k, args, wait).await?;
         let mut jobs = Vec::with_capacity(reply.jobs.0.len());

@@ -4,10 +4,8 @@ use delayq::{LeaseRef, QueueName, Result};
 use futures::future::join_all;
 
 use crate::backend::RedisBackend;
-use crate::protocol::script;
+use crate::protocol::{item, script};
 use crate::route::group;
-
-use super::ack::Ack;
 
 script! {
     file: "release.lua",
@@ -16,8 +14,18 @@ script! {
         /// The attempts never started: each is given back.
         undo: bool,
     },
-    tail: leases: Ack,
+    tail: leases: Given,
     reply: u64,
+}
+
+item! {
+    /// One lease to give back.
+    pub(crate) struct Given {
+        /// The job.
+        id: delayq::JobId,
+        /// Its lease's token.
+        token: u64,
+    }
 }
 
 impl RedisBackend {
@@ -40,7 +48,13 @@ impl RedisBackend {
             .map(|(s, (_, leases))| {
                 let args = Args {
                     undo,
-                    leases: Ack::of(leases),
+                    leases: leases
+                        .into_iter()
+                        .map(|l| Given {
+                            id: l.id,
+                            token: l.token,
+                        })
+                        .collect(),
                 };
                 let k = &route.keys[s];
                 async move { self.run(&SCRIPT, k, args, false).await }

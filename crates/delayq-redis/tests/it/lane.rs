@@ -107,7 +107,7 @@ async fn drain(b: &delayq_redis::RedisBackend, q: &delayq::QueueName, n: usize) 
     for _ in 0..n / 64 {
         let got = b.claim(q, claim_req(64, 30_000)).await.unwrap();
         assert_eq!(got.jobs.len(), 64);
-        b.ack(q, got.jobs.iter().map(|j| j.lease_ref()).collect())
+        b.ack(q, got.jobs.iter().map(|j| j.to_ack()).collect())
             .await
             .unwrap();
     }
@@ -537,10 +537,10 @@ async fn the_counts_follow_a_model_through_random_cancels() {
                 let leases: Vec<_> = m
                     .iter()
                     .filter_map(|(i, s)| match s {
-                        St::Leased(t) => Some(delayq::LeaseRef {
+                        St::Leased(t) => Some(delayq::Ack::from(delayq::LeaseRef {
                             id: w4_id(*i),
                             token: *t,
-                        }),
+                        })),
                         _ => None,
                     })
                     .collect();

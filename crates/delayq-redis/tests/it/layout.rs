@@ -147,9 +147,9 @@ async fn a_batch_keeps_only_the_results_its_callback_carries() {
     let result = vec![b'7'; delayq::limits::MAX_RESULT_BYTES];
     let acks = got
         .iter()
-        .map(|j| (j.lease_ref(), result.clone()))
+        .map(|j| delayq::Ack::with_result(j.lease_ref(), result.clone()))
         .collect();
-    b.ack_results(&q, acks).await.unwrap();
+    b.ack(&q, acks).await.unwrap();
     let kept = format!("dq:{{{q}}}:bmr:big");
     assert_eq!(s.command(&["HLEN", &kept]), "16", "1 MiB of results");
     let bytes: usize = s.command(&["MEMORY", "USAGE", &kept]).parse().unwrap();

@@ -206,6 +206,6 @@ async fn a_rolled_back_fence_counter_never_repeats_a_token() {
         "token {} after a rollback, the old lease had {t1}",
         second[0].lease_token
     );
-    let stale = b.ack(&q, vec![first[0].lease_ref()]).await.unwrap();
+    let stale = b.ack(&q, vec![first[0].to_ack()]).await.unwrap();
     assert_eq!(stale, vec![delayq::AckOutcome::LeaseLost]);
 }

@@ -130,7 +130,7 @@ async fn schedules_fire_once_on_a_sharded_queue() {
         .unwrap()
         .jobs;
     assert_eq!(got.len(), 1);
-    b.ack(&q, vec![got[0].lease_ref()]).await.unwrap();
+    b.ack(&q, vec![got[0].to_ack()]).await.unwrap();
     // ... then a ticker repeats that fire: nothing is enqueued again.
     let again = spec.plan(info.next_ms, info.next_ms).unwrap();
     assert!(!b.fire(&q, "tick", again).await.unwrap());

@@ -107,7 +107,7 @@ async fn records_written_by_an_earlier_build_are_read_claimed_and_acked() {
     let mut ids: Vec<String> = batch.jobs.iter().map(|j| j.id.to_string()).collect();
     ids.sort();
     assert_eq!(ids, ["due-1", "due-2"]);
-    let acks = batch.jobs.iter().map(|j| j.lease_ref()).collect();
+    let acks = batch.jobs.iter().map(|j| j.to_ack()).collect();
     let out = b.ack(&orders, acks).await.unwrap();
     assert!(
         out.iter().all(|o| *o == delayq::AckOutcome::Acked),

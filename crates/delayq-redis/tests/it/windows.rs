@@ -170,9 +170,11 @@ async fn window_jobs_are_found_deduped_rescheduled_and_cancelled_by_id() {
     // Guarantee 3: a token for a job waiting in a window (or the lane) is a lost lease, not a
     // missing job, and changes nothing.
     let stale = (0..300)
-        .map(|i| delayq::LeaseRef {
-            id: w4_id(i),
-            token: 12_345,
+        .map(|i| {
+            delayq::Ack::from(delayq::LeaseRef {
+                id: w4_id(i),
+                token: 12_345,
+            })
         })
         .collect();
     let acks = b.ack(&q, stale).await.unwrap();
@@ -339,7 +341,7 @@ async fn windows_move_before_they_start_and_no_job_starts_early() {
             assert!(at >= due[i], "job {i} claimed at {at}, due {}", due[i]);
             assert!(seen.insert(i), "job {i} twice");
         }
-        b.ack(&q, got.jobs.iter().map(|j| j.lease_ref()).collect())
+        b.ack(&q, got.jobs.iter().map(|j| j.to_ack()).collect())
             .await
             .unwrap();
         if got.jobs.is_empty() {
@@ -435,7 +437,7 @@ async fn the_lanes_sweep_leaves_window_entries_alone() {
     for _ in 0..64 {
         let got = b.claim(&q, claim_req(64, 30_000)).await.unwrap();
         assert_eq!(got.jobs.len(), 64);
-        b.ack(&q, got.jobs.iter().map(|j| j.lease_ref()).collect())
+        b.ack(&q, got.jobs.iter().map(|j| j.to_ack()).collect())
             .await
             .unwrap();
     }

@@ -1,67 +1,36 @@
-//! A consumer's finished jobs on their way out: each lease with its handler's result, split
-//! into the plain acks that ride on claims and the acks with results that go in a call of
-//! their own, and the ack calls made without a claim.
+//! A consumer's finished jobs on their way out without a claim: one ack call of a queue's
+//! pending acks (each with its handler's result, if any), and what to send again when it
+//! failed. Acks that ride on a claim go in the claim as they are.
 
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::job::{AckOutcome, LeaseRef};
+use crate::job::{Ack, AckOutcome};
 use crate::name::QueueName;
 
-/// A finished job's lease, with its handler's result if it gave one.
-pub(crate) type Finished = (LeaseRef, Option<Vec<u8>>);
-
-/// What an ack call of finished jobs did: the outcomes of the acks that went through, the
-/// finished jobs whose call failed (to go again), and that failure.
+/// What an ack call of finished jobs did: the outcomes when it went through, else the acks
+/// to go again and the failure.
 pub(super) struct Acked {
     pub(super) outcomes: Vec<AckOutcome>,
-    pub(super) again: Vec<Finished>,
+    pub(super) again: Vec<Ack>,
     pub(super) error: Option<Error>,
 }
 
-/// Splits finished jobs into plain acks (which ride on claims) and acks with results.
-pub(super) fn split_finished(finished: Vec<Finished>) -> (Vec<LeaseRef>, Vec<(LeaseRef, Vec<u8>)>) {
-    let mut plain = Vec::new();
-    let mut results = Vec::new();
-    for (lease, result) in finished {
-        match result {
-            Some(r) => results.push((lease, r)),
-            None => plain.push(lease),
-        }
-    }
-    (plain, results)
-}
-
-/// Acknowledges finished jobs of `queue` without a claim: the plain ones in one ack call, those
-/// with results in one [`Backend::ack_results`] call.
+/// Acknowledges finished jobs of `queue` in one ack call, without a claim.
 pub(super) async fn ack_finished<B: Backend>(
     backend: &B,
     queue: &QueueName,
-    finished: Vec<Finished>,
+    finished: Vec<Ack>,
 ) -> Acked {
-    let (plain, results) = split_finished(finished);
-    let mut done = Acked {
-        outcomes: Vec::new(),
-        again: Vec::new(),
-        error: None,
-    };
-    if !results.is_empty() {
-        match backend.ack_results(queue, results.clone()).await {
-            Ok(out) => done.outcomes.extend(out),
-            Err(e) => {
-                done.again
-                    .extend(results.into_iter().map(|(l, r)| (l, Some(r))));
-                done.error = Some(e);
-            }
-        }
+    match backend.ack(queue, finished.clone()).await {
+        Ok(outcomes) => Acked {
+            outcomes,
+            again: Vec::new(),
+            error: None,
+        },
+        Err(e) => Acked {
+            outcomes: Vec::new(),
+            again: finished,
+            error: Some(e),
+        },
     }
-    if !plain.is_empty() {
-        match backend.ack(queue, plain.clone()).await {
-            Ok(out) => done.outcomes.extend(out),
-            Err(e) => {
-                done.again.extend(plain.into_iter().map(|l| (l, None)));
-                done.error = Some(e);
-            }
-        }
-    }
-    done
 }

@@ -23,7 +23,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::error::Result;
 use crate::handler::Handler;
 use crate::instrumented::Instrumented;
-use crate::job::{AckOutcome, Job, LeaseRef, NackOutcome, validate_lease};
+use crate::job::{Ack, AckOutcome, Job, LeaseRef, NackOutcome, validate_lease};
 use crate::name::QueueName;
 use crate::otel::TraceMode;
 
@@ -31,7 +31,7 @@ mod acks;
 mod attempt;
 mod sources;
 
-use acks::{Acked, Finished, ack_finished, split_finished};
+use acks::{Acked, ack_finished};
 use attempt::{Outcome, process_span, run_job};
 
 pub use sources::QueueOrder;
@@ -296,7 +296,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
     }
 
     /// Takes queue `i`'s pending acks (for a call that carries them).
-    fn take_acks(&mut self, i: usize) -> Vec<Finished> {
+    fn take_acks(&mut self, i: usize) -> Vec<Ack> {
         let s = &mut self.src.list[i];
         s.acks_since = None;
         std::mem::take(&mut s.acks)
@@ -423,29 +423,17 @@ impl<B: Backend, H: Handler> Run<B, H> {
         } else {
             0
         };
-        // Plain acks ride on the claim; those with results go in one call just before it.
-        let (plain, results) = split_finished(self.take_acks(i));
+        // The pending acks (with their results) ride on the claim.
         let req = ClaimRequest {
             max,
             lease: self.c.opts.lease,
-            acks: plain,
+            acks: self.take_acks(i),
         };
-        let sent: Vec<Finished> = req.acks.iter().map(|l| (l.clone(), None)).collect();
+        let sent = req.acks.clone();
         let (backend, queue) = (self.c.backend.clone(), self.src.list[i].queue.clone());
-        let (acked, result) = self
-            .beside(async move {
-                let acked = if results.is_empty() {
-                    None
-                } else {
-                    let finished = results.into_iter().map(|(l, r)| (l, Some(r))).collect();
-                    Some(ack_finished(&backend, &queue, finished).await)
-                };
-                (acked, backend.claim(&queue, req).await)
-            })
+        let result = self
+            .beside(async move { backend.claim(&queue, req).await })
             .await;
-        if let Some(a) = acked {
-            self.acked_alone(i, a);
-        }
         match result {
             Ok(batch) => {
                 self.claimed(&batch, max);
@@ -484,15 +472,9 @@ impl<B: Backend, H: Handler> Run<B, H> {
             0
         };
         let mut acks = Vec::new();
-        let mut results = Vec::new();
         for i in 0..self.src.list.len() {
             let q = self.src.list[i].queue.clone();
-            let (plain, with) = split_finished(self.take_acks(i));
-            acks.extend(plain.into_iter().map(|l| (q.clone(), l)));
-            if !with.is_empty() {
-                let with: Vec<Finished> = with.into_iter().map(|(l, r)| (l, Some(r))).collect();
-                results.push((i, q, with));
-            }
+            acks.extend(self.take_acks(i).into_iter().map(|a| (q.clone(), a)));
         }
         let req = crate::ClaimOverRequest {
             queues: self.c.queues.clone(),
@@ -502,18 +484,9 @@ impl<B: Backend, H: Handler> Run<B, H> {
             acks: acks.clone(),
         };
         let backend = self.c.backend.clone();
-        let (acked, result) = self
-            .beside(async move {
-                let mut acked = Vec::with_capacity(results.len());
-                for (i, q, with) in results {
-                    acked.push((i, ack_finished(&backend, &q, with).await));
-                }
-                (acked, backend.claim_over(req).await)
-            })
+        let result = self
+            .beside(async move { backend.claim_over(req).await })
             .await;
-        for (i, a) in acked {
-            self.acked_alone(i, a);
-        }
         match result {
             Ok(batch) => {
                 self.claimed(&batch, max);
@@ -529,9 +502,9 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 Ok(())
             }
             Err(e) => {
-                for (q, l) in acks {
+                for (q, a) in acks {
                     let i = self.src.index(&q);
-                    self.ack_again(i, vec![(l, None)]);
+                    self.ack_again(i, vec![a]);
                 }
                 Err(self.claim_failed("(several)", &e))
             }
@@ -637,9 +610,9 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     /// The acks of a failed call (a claim's or an ack call's) go again with the next call,
     /// before those of jobs that finished meanwhile.
-    fn ack_again(&mut self, i: usize, leases: Vec<Finished>) {
+    fn ack_again(&mut self, i: usize, acks: Vec<Ack>) {
         let s = &mut self.src.list[i];
-        let meanwhile = std::mem::replace(&mut s.acks, leases);
+        let meanwhile = std::mem::replace(&mut s.acks, acks);
         s.acks.extend(meanwhile);
         if !s.acks.is_empty() {
             // (Not due at once: a failed call is retried with the next claim, not in a loop.)
@@ -746,7 +719,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
                         if s.acks.is_empty() {
                             s.acks_since = Some(Instant::now());
                         }
-                        s.acks.push((lease, result));
+                        s.acks.push(Ack { lease, result });
                     }
                     Outcome::Nacked(NackOutcome::Retrying { .. }) => self.report.retried += 1,
                     Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,

@@ -31,7 +31,7 @@ pub(super) struct Source {
     served: f64,
     /// Leases of finished jobs, acknowledged by the next call on this queue — or on their own
     /// once the first of them has waited [`super::ACK_WITHIN`].
-    pub(super) acks: Vec<super::acks::Finished>,
+    pub(super) acks: Vec<crate::job::Ack>,
     /// When the oldest pending ack was added (`None`: none pending).
     pub(super) acks_since: Option<Instant>,
     pub(super) wake: Option<Wakeups>,
