@@ -279,21 +279,13 @@ type ClaimManyOptions struct {
 // those with due jobs, or in the order given with Strict; with Wait, one long poll over all of
 // them. Each job's Queue names its queue. Not retried.
 func (c *Client) ClaimMany(ctx context.Context, queues []QueueWeight, o ClaimManyOptions) (Claimed, error) {
-	b := map[string]any{"queues": queues, "max": o.Max, "wait_ms": o.Wait.Milliseconds()}
-	if o.Max == 0 {
-		b["max"] = 1
-	}
+	b := claimBody(o.Max, o.Wait, o.Lease, o.PollID)
+	b["queues"] = queues
 	if o.Strict {
 		b["strict"] = true
 	}
-	if o.Lease > 0 {
-		b["lease_ms"] = o.Lease.Milliseconds()
-	}
 	if len(o.Acks) > 0 {
 		b["acks"] = o.Acks
-	}
-	if o.PollID != "" {
-		b["poll_id"] = o.PollID
 	}
 	return c.claimAt(ctx, "/v1/claim", b, "")
 }
@@ -338,20 +330,27 @@ type Claimed struct {
 // Claim leases up to Max due jobs, waiting up to Wait for one; its Acks are applied first.
 // Not retried: a lost answer's jobs come back when their leases end.
 func (c *Client) Claim(ctx context.Context, queue string, o ClaimOptions) (Claimed, error) {
-	b := map[string]any{"max": o.Max, "wait_ms": o.Wait.Milliseconds()}
-	if o.Max == 0 {
-		b["max"] = 1
-	}
-	if o.Lease > 0 {
-		b["lease_ms"] = o.Lease.Milliseconds()
-	}
+	b := claimBody(o.Max, o.Wait, o.Lease, o.PollID)
 	if len(o.Acks) > 0 {
 		b["acks"] = o.Acks
 	}
-	if o.PollID != "" {
-		b["poll_id"] = o.PollID
-	}
 	return c.claimAt(ctx, q(queue)+"/claim", b, queue)
+}
+
+// claimBody is what a claim of one queue and a claim over several both send: most jobs
+// (default 1), how long to wait, the lease (the server's default when 0) and the poll's name.
+func claimBody(most int, wait, lease time.Duration, pollID string) map[string]any {
+	if most == 0 {
+		most = 1
+	}
+	b := map[string]any{"max": most, "wait_ms": wait.Milliseconds()}
+	if lease > 0 {
+		b["lease_ms"] = lease.Milliseconds()
+	}
+	if pollID != "" {
+		b["poll_id"] = pollID
+	}
+	return b
 }
 
 // CutPoll ends the waiting claim named pollID now.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::{CancelOutcome, Consumer, ConsumerOptions, Failure, Job, QueueName};
-use delayq_client::wire::EnqueueRequest;
+use delayq_client::wire::{EnqueueRequest, RunOptions};
 use delayq_client::{Client, RemoteBackend};
 
 #[tokio::main]
@@ -33,7 +33,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             id: Some(id),
             payload: Some(payload),
             delay_ms: Some(timeout_ms),
-            max_attempts: Some(5),
+            run: RunOptions {
+                max_attempts: Some(5),
+                ..RunOptions::default()
+            },
             ..EnqueueRequest::default()
         };
         client.enqueue(&queue, job).await?;

@@ -389,7 +389,9 @@ pub(crate) async fn jobs<B: Backend + Inspect>(
         cursor,
         json,
     } = cmd;
-    let page = b.list(q, state, limit, cursor).await?;
+    let page = b
+        .list(q, delayq::ListRequest::new(state, limit, cursor))
+        .await?;
     if page.jobs.is_empty() && !json {
         eprintln!("no {state} jobs in queue {q}");
     }

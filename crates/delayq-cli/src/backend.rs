@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use delayq::{
-    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued, Found,
-    Inspect, JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef, ListState, Nack, NackOutcome,
+    AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, Found, Inspect,
+    JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef, ListRequest, ListState, Nack, NackOutcome,
     NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
 };
-use delayq::{BatchPut, Firing, ScheduleInfo, Schedules};
+use delayq::{BatchAdd, BatchPut, Firing, ScheduleInfo, Schedules};
 use delayq_embedded::EmbeddedBackend;
 use delayq_redis::RedisBackend;
 
@@ -82,14 +82,8 @@ impl Inspect for AnyBackend {
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         delegate!(self, b => b.stats(queue).await)
     }
-    async fn list(
-        &self,
-        q: &QueueName,
-        state: ListState,
-        limit: usize,
-        after: Option<Cursor>,
-    ) -> Result<JobPage> {
-        delegate!(self, b => b.list(q, state, limit, after.clone()).await)
+    async fn list(&self, q: &QueueName, page: ListRequest) -> Result<JobPage> {
+        delegate!(self, b => b.list(q, page.clone()).await)
     }
     async fn search(&self, q: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
         delegate!(self, b => b.search(q, prefix, limit).await)
@@ -164,11 +158,9 @@ impl delayq::Batches for AnyBackend {
     async fn add_to_batch(
         &self,
         queue: &QueueName,
-        id: &delayq::BatchId,
-        jobs: Vec<NewJob>,
-        close: bool,
+        add: BatchAdd,
     ) -> Result<Option<delayq::batch::BatchAdded>> {
-        delegate!(self, b => b.add_to_batch(queue, id, jobs, close).await)
+        delegate!(self, b => b.add_to_batch(queue, add).await)
     }
     async fn close_batch(
         &self,

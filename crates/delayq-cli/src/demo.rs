@@ -157,7 +157,10 @@ pub(crate) async fn run(backend: AnyBackend, orders: usize) -> anyhow::Result<u8
     consumer.await??;
 
     let dead = backend
-        .list(&queue, delayq::ListState::Dead, 10, None)
+        .list(
+            &queue,
+            delayq::ListRequest::new(delayq::ListState::Dead, 10, None),
+        )
         .await?
         .jobs;
     let t = std::mem::take(&mut *tally.lock().expect("tally"));

@@ -241,7 +241,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Serve(a) => {
             let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());
             let secrets = serve_secrets.take().expect("read above for serve");
-            serve::run(backend, &desc, owned, a, secrets).await
+            let listener = serve::bind(a.listen).await?;
+            serve::run(listener, backend, &desc, owned, a, secrets).await
         }
         Command::Demo { orders } => demo::run(backend, orders).await,
         #[cfg(feature = "bench")]

@@ -46,7 +46,7 @@ pub(crate) async fn run_redis(
         return Ok(0);
     };
     let backend = backend.context("connecting to Redis")?;
-    run_on(
+    run(
         listener,
         AnyBackend::Redis(backend),
         backend_desc,
@@ -57,26 +57,16 @@ pub(crate) async fn run_redis(
     .await
 }
 
-async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+/// Listens on `addr`.
+pub(crate) async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))
 }
 
-/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully, with the `secrets`
-/// [`crate::secrets::check`] read.
+/// Runs the server on `listener` until SIGTERM or SIGINT, then shuts down gracefully, with the
+/// `secrets` [`crate::secrets::check`] read.
 pub(crate) async fn run(
-    backend: AnyBackend,
-    backend_desc: &str,
-    owned_store: Option<std::path::PathBuf>,
-    a: ServeArgs,
-    secrets: Secrets,
-) -> anyhow::Result<u8> {
-    let listener = bind(a.listen).await?;
-    run_on(listener, backend, backend_desc, owned_store, a, secrets).await
-}
-
-async fn run_on(
     listener: tokio::net::TcpListener,
     backend: AnyBackend,
     backend_desc: &str,

@@ -9,8 +9,8 @@ use std::time::Duration;
 use delayq::{
     Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimOverRequest, ClaimRequest, Cursor,
     Due, Enqueued, Error, Found, Inspect, Job, JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef,
-    ListState, Nack, NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats,
-    Result, Wakeups,
+    ListRequest, ListState, Nack, NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings,
+    QueueStats, Result, Wakeups,
 };
 use delayq_wire::{ClaimAck, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page};
 use tokio::sync::watch;
@@ -349,13 +349,12 @@ impl Inspect for RemoteBackend {
         Ok((&v).into())
     }
 
-    async fn list(
-        &self,
-        queue: &QueueName,
-        state: ListState,
-        limit: usize,
-        after: Option<Cursor>,
-    ) -> Result<JobPage> {
+    async fn list(&self, queue: &QueueName, page: ListRequest) -> Result<JobPage> {
+        let ListRequest {
+            state,
+            limit,
+            after,
+        } = page;
         let query = ListQuery {
             state: Some(state.to_string()),
             limit: Some(limit),

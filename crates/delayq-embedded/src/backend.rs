@@ -21,8 +21,8 @@ use tokio::sync::watch;
 use crate::batches;
 use crate::enqueue::insert;
 use crate::rows::{
-    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, due_from, head, job_id,
-    leased_row, refused, row, state, state_of,
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, due_from, head, leased_row,
+    refused, row, state, state_of,
 };
 use crate::store::{Store, sql};
 use crate::throttle::{self, Bucket, Held};
@@ -255,7 +255,7 @@ fn lease_rows(
         )
         .map_err(sql)?;
     let mut jobs = Vec::with_capacity(due_rows.len());
-    for r in due_rows {
+    for mut r in due_rows {
         if r.expires_at.is_some_and(|e| now > e) {
             c.prepare_cached(
                 "UPDATE jobs SET state = ?3, score = ?4, token = 0, last_error = 'expired' \
@@ -271,32 +271,14 @@ fn lease_rows(
             continue;
         }
         token += 1;
-        let target = r.target_value()?;
-        let trace = r.trace_value();
-        let key = r.key_value();
         let lease_ms = r.lease_ms.unwrap_or(default.as_millis() as i64);
         let deadline = now + lease_ms;
         upd.execute(params![qs, r.id, deadline, token, LEASED])
             .map_err(sql)?;
-        jobs.push(Job {
-            id: job_id(r.id)?,
-            queue: q.clone(),
-            payload: r.payload,
-            attempt: r.attempt as u32 + 1,
-            max_attempts: r.max_attempts as u32,
-            due_at_ms: r.due as u64,
-            created_at_ms: r.created as u64,
-            lease_token: token as u64,
-            lease_deadline_ms: deadline as u64,
-            lease: Duration::from_millis(lease_ms as u64),
-            last_error: r.last_error,
-            timeout: r.timeout_ms.map(|t| Duration::from_millis(t as u64)),
-            expires_at_ms: r.expires_at.map(|t| t as u64),
-            priority: r.priority.map_or(delayq::DEFAULT_PRIORITY, |p| p as u8),
-            target,
-            trace,
-            key,
-        });
+        // The row as the update left it.
+        (r.state, r.score, r.attempt) = (LEASED, deadline, r.attempt + 1);
+        let lease = Duration::from_millis(lease_ms as u64);
+        jobs.push(r.info()?.into_job(q.clone(), token as u64, lease));
     }
     Ok(jobs)
 }

@@ -12,7 +12,7 @@ use delayq::batch::{
     self, BatchAdded, BatchCounts, BatchId, BatchInfo, BatchSpec, BatchState, Ending, KeptResults,
     ResultRoom,
 };
-use delayq::{BatchPut, Error, JobId, NewJob, QueueName, Result};
+use delayq::{BatchAdd, BatchPut, Error, JobId, NewJob, QueueName, Result};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::enqueue::insert;
@@ -312,14 +312,9 @@ impl delayq::Batches for crate::EmbeddedBackend {
         Ok(added)
     }
 
-    async fn add_to_batch(
-        &self,
-        queue: &QueueName,
-        id: &BatchId,
-        jobs: Vec<NewJob>,
-        close: bool,
-    ) -> Result<Option<BatchAdded>> {
-        self.put_in(queue, id.clone(), None, jobs, close).await
+    async fn add_to_batch(&self, queue: &QueueName, add: BatchAdd) -> Result<Option<BatchAdded>> {
+        let BatchAdd { id, jobs, close } = add;
+        self.put_in(queue, id, None, jobs, close).await
     }
 
     async fn close_batch(&self, queue: &QueueName, id: &BatchId) -> Result<Option<BatchInfo>> {

@@ -2,7 +2,7 @@
 //! idempotent ids and `on_conflict: replace`).
 
 use delayq::{Enqueued, Error, JobId, JobState, NewJob, OnConflict, Result};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, ToSql, params, params_from_iter};
 
 use crate::rows::{DONE, SCHEDULED, due_from, due_of, head, state, state_of};
 use crate::store::sql;
@@ -47,8 +47,7 @@ pub(crate) fn insert(
             let (base, cap) = b.base_cap_ms();
             (i64::from(b.kind_code()), base as i64, cap as i64)
         });
-        let replace = (job.on_conflict == OnConflict::Replace)
-            .then(|| (job.payload.clone(), job.max_attempts, job.lease));
+        let replace = job.on_conflict == OnConflict::Replace;
         let retention = job.retention;
         let target = job.target.as_ref().map(delayq::Target::to_json);
         let trace = job
@@ -67,31 +66,38 @@ pub(crate) fn insert(
             crate::keyed::add_key(c, q, k.as_str())?;
             added.insert(k.to_string());
         }
+        // The job's columns as the insert and the replace write them (?3 … ?19 of both).
+        let max_attempts = i64::from(job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS));
+        let lease_ms = job.lease.map(|l| l.as_millis() as i64);
+        let (keep_ms, dedupe_ms) = (
+            retention.map(|r| r.keep_done_ms as i64),
+            retention.map(|r| r.dedupe_ms as i64),
+        );
+        let cols: [&dyn ToSql; 17] = [
+            &due,
+            &now,
+            &max_attempts,
+            &backoff.map(|b| b.0),
+            &backoff.map(|b| b.1),
+            &backoff.map(|b| b.2),
+            &lease_ms,
+            &job.payload,
+            &SCHEDULED,
+            &timeout_ms,
+            &expires_at,
+            &job.priority,
+            &keep_ms,
+            &dedupe_ms,
+            &target,
+            &trace,
+            &key,
+        ];
+        let qid: [&dyn ToSql; 2] = [&q, &id.as_str()];
+        let batch = job.batch.as_ref().map(delayq::BatchId::as_str);
+        let last: [&dyn ToSql; 1] = [&batch];
         let mut insert_it = || {
-            insert
-                .execute(params![
-                    q,
-                    id.as_str(),
-                    due,
-                    now,
-                    i64::from(job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)),
-                    backoff.map(|b| b.0),
-                    backoff.map(|b| b.1),
-                    backoff.map(|b| b.2),
-                    job.lease.map(|l| l.as_millis() as i64),
-                    &job.payload,
-                    SCHEDULED,
-                    timeout_ms,
-                    expires_at,
-                    job.priority,
-                    retention.map(|r| r.keep_done_ms as i64),
-                    retention.map(|r| r.dedupe_ms as i64),
-                    target,
-                    trace,
-                    key,
-                    job.batch.as_ref().map(delayq::BatchId::as_str),
-                ])
-                .map_err(sql)
+            let all = qid.iter().chain(&cols).chain(&last);
+            insert.execute(params_from_iter(all)).map_err(sql)
         };
         let mut n = insert_it()?;
         if job.priority.is_some() {
@@ -101,7 +107,7 @@ pub(crate) fn insert(
             n = insert_it()?;
         }
         let mut e = Enqueued {
-            id,
+            id: id.clone(),
             due_at_ms: due as u64,
             created: n == 1,
             replaced: false,
@@ -113,7 +119,7 @@ pub(crate) fn insert(
             // Done, inside its dedupe window: refused, the original outcome answered.
             e.existing = Some(JobState::Done);
             e.due_at_ms = done as u64;
-        } else if let Some((payload, max, lease)) = replace {
+        } else if replace {
             // Debounce: only a scheduled job is replaced (created now, attempts
             // kept).
             let replaced = c
@@ -121,32 +127,12 @@ pub(crate) fn insert(
                     "UPDATE jobs SET score = ?3, due = ?3, created = ?4, \
                      max_attempts = ?5, backoff_kind = ?6, backoff_base = ?7, \
                      backoff_cap = ?8, lease_ms = ?9, payload = ?10, \
-                     timeout_ms = ?11, expires_at = ?12, target = ?14, priority = ?15, \
-                     keep_done_ms = ?16, dedupe_ms = ?17, trace = ?18, key = ?19 \
-                     WHERE queue = ?1 AND id = ?2 AND state = ?13",
+                     timeout_ms = ?12, expires_at = ?13, priority = ?14, \
+                     keep_done_ms = ?15, dedupe_ms = ?16, target = ?17, trace = ?18, key = ?19 \
+                     WHERE queue = ?1 AND id = ?2 AND state = ?11",
                 )
                 .map_err(sql)?
-                .execute(params![
-                    q,
-                    e.id.as_str(),
-                    due,
-                    now,
-                    i64::from(max.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS)),
-                    backoff.map(|b| b.0),
-                    backoff.map(|b| b.1),
-                    backoff.map(|b| b.2),
-                    lease.map(|l| l.as_millis() as i64),
-                    payload,
-                    timeout_ms,
-                    expires_at,
-                    SCHEDULED,
-                    target,
-                    job.priority,
-                    retention.map(|r| r.keep_done_ms as i64),
-                    retention.map(|r| r.dedupe_ms as i64),
-                    trace,
-                    key,
-                ])
+                .execute(params_from_iter(qid.iter().chain(&cols)))
                 .map_err(sql)?;
             if replaced == 1 {
                 e.replaced = true;

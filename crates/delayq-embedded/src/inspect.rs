@@ -4,7 +4,7 @@
 use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
     Cursor, Error, Found, Inspect, InvalidInput, JobId, JobInfo, JobKey, JobPage, JobState,
-    KeyHold, ListState, QueueName, QueueSeries, QueueSettings, QueueStats, Result,
+    KeyHold, ListRequest, ListState, QueueName, QueueSeries, QueueSettings, QueueStats, Result,
 };
 use rusqlite::{Connection, params};
 
@@ -87,13 +87,12 @@ impl Inspect for EmbeddedBackend {
         .await
     }
 
-    async fn list(
-        &self,
-        queue: &QueueName,
-        which: ListState,
-        limit: usize,
-        after: Option<Cursor>,
-    ) -> Result<JobPage> {
+    async fn list(&self, queue: &QueueName, page: ListRequest) -> Result<JobPage> {
+        let ListRequest {
+            state: which,
+            limit,
+            after,
+        } = page;
         check_limit(limit)?;
         let q = queue.to_string();
         self.exec(move |c, now| {

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use delayq::{QueueSettings, Rate, Result, Retention};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::types::FromSql;
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::rows::{LEASED, SCHEDULED, head};
 use crate::store::sql;
@@ -16,6 +17,33 @@ type SettingsRow = (Option<f64>, u32, Option<u32>, i64, i64);
 
 /// `per_s, burst, max_in_flight, tokens, at_us` of a `queue_limits` row.
 type BucketRow = (Option<f64>, u32, Option<u32>, f64, i64);
+
+/// The first five columns of a row.
+fn five<A, B, C, D, E>(r: &Row<'_>) -> rusqlite::Result<(A, B, C, D, E)>
+where
+    A: FromSql,
+    B: FromSql,
+    C: FromSql,
+    D: FromSql,
+    E: FromSql,
+{
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+/// What `read` makes of the columns that `select` (`SELECT … FROM queue_limits WHERE queue =
+/// ?1`) reads of queue `q`'s row; `None` without a row.
+fn limits_row<T>(
+    c: &Connection,
+    q: &str,
+    select: &str,
+    read: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    c.prepare_cached(select)
+        .map_err(sql)?
+        .query_row(params![q], read)
+        .optional()
+        .map_err(sql)
+}
 
 /// One queue's limits with its bucket refilled to the claim's now.
 pub(crate) struct Bucket {
@@ -27,17 +55,9 @@ pub(crate) struct Bucket {
 
 /// A queue's limits and retention as stored (none without a row).
 pub(crate) fn stored(c: &Connection, q: &str) -> Result<(Option<Rate>, Option<u32>, Retention)> {
-    let row: Option<SettingsRow> = c
-        .prepare_cached(
-            "SELECT per_s, burst, max_in_flight, keep_done_ms, dedupe_ms FROM queue_limits \
-             WHERE queue = ?1",
-        )
-        .map_err(sql)?
-        .query_row(params![q], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })
-        .optional()
-        .map_err(sql)?;
+    let select = "SELECT per_s, burst, max_in_flight, keep_done_ms, dedupe_ms FROM queue_limits \
+                  WHERE queue = ?1";
+    let row: Option<SettingsRow> = limits_row(c, q, select, five)?;
     Ok(row.map_or(
         (None, None, Retention::default()),
         |(per_s, burst, m, keep, dedupe)| {
@@ -101,17 +121,9 @@ pub(crate) fn retention(c: &Connection, q: &str) -> Result<Retention> {
 impl Bucket {
     /// The queue's limits refilled to `now_us`; `None` when it has none.
     pub(crate) fn read(c: &Connection, q: &str, now_us: u64) -> Result<Option<Self>> {
-        let row: Option<BucketRow> = c
-            .prepare_cached(
-                "SELECT per_s, burst, max_in_flight, tokens, at_us FROM queue_limits \
-                 WHERE queue = ?1",
-            )
-            .map_err(sql)?
-            .query_row(params![q], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .optional()
-            .map_err(sql)?;
+        let select = "SELECT per_s, burst, max_in_flight, tokens, at_us FROM queue_limits \
+                      WHERE queue = ?1";
+        let row: Option<BucketRow> = limits_row(c, q, select, five)?;
         let Some((per_s, burst, max_in_flight, mut tokens, at_us)) = row else {
             return Ok(None);
         };

@@ -3,7 +3,7 @@
 //! store once every job has ended (on Redis by the server's sweep).
 
 use axum::Json;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use delayq::{Backend, BatchId, Batches, Inspect, QueueName};
@@ -13,7 +13,7 @@ use delayq_wire::{
 };
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::extract::{ApiJson, ApiQuery, QueuePath};
+use crate::extract::{ApiJson, ApiQuery, QueuePath, queue_and};
 use crate::state::AppState;
 
 /// The `{q}` and `{id}` path segments, validated.
@@ -23,13 +23,8 @@ impl<S: Send + Sync> FromRequestParts<S> for BatchPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::InvalidBatchId, e.body_text()))?;
-        let mut it = segments.into_iter();
-        let q = QueueName::new(it.next().unwrap_or_default())?;
-        let id = BatchId::new(it.next().unwrap_or_default())?;
-        Ok(BatchPath(q, id))
+        let (q, id) = queue_and(parts, state, ErrorCode::InvalidBatchId).await?;
+        Ok(BatchPath(q, BatchId::new(id)?))
     }
 }
 

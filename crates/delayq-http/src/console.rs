@@ -61,7 +61,10 @@ pub async fn list<B: Backend + Inspect>(
         .map(|c| c.parse::<Cursor>())
         .transpose()
         .map_err(ApiError::from)?;
-    let page = st.backend().list(&q, state, limit, after).await?;
+    let page = st
+        .backend()
+        .list(&q, delayq::ListRequest::new(state, limit, after))
+        .await?;
     let mut jobs: Vec<JobView> = page.jobs.into_iter().map(JobView::from).collect();
     if state == ListState::Due {
         for j in &mut jobs {

@@ -59,6 +59,21 @@ impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
     }
 }
 
+/// The `{q}` path segment, validated, and the one after it (a job id, a batch id, a key, a
+/// schedule's name) as it is; `code` answers a path that does not parse.
+pub(crate) async fn queue_and<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    code: ErrorCode,
+) -> Result<(QueueName, String), ApiError> {
+    let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError::new(code, e.body_text()))?;
+    let mut it = segments.into_iter();
+    let q = QueueName::new(it.next().unwrap_or_default())?;
+    Ok((q, it.next().unwrap_or_default()))
+}
+
 /// The `{q}` and `{id}` path segments, validated.
 pub struct JobPath(pub QueueName, pub JobId);
 
@@ -66,13 +81,8 @@ impl<S: Send + Sync> FromRequestParts<S> for JobPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::InvalidJobId, e.body_text()))?;
-        let mut it = segments.into_iter();
-        let q = QueueName::new(it.next().unwrap_or_default())?;
-        let id = JobId::new(it.next().unwrap_or_default())?;
-        Ok(JobPath(q, id))
+        let (q, id) = queue_and(parts, state, ErrorCode::InvalidJobId).await?;
+        Ok(JobPath(q, JobId::new(id)?))
     }
 }
 

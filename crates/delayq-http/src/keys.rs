@@ -2,7 +2,7 @@
 //! and list the busiest keys (in flight, due, held) for the console.
 
 use axum::Json;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use delayq::{Backend, Inspect, JobKey, KeyHold, QueueName};
 use delayq_wire::{KeyHoldView, KeyList, KeyPauseRequest, KeyQuery, KeyView};
@@ -18,13 +18,8 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::InvalidKey, e.body_text()))?;
-        let mut it = segments.into_iter();
-        let q = QueueName::new(it.next().unwrap_or_default())?;
-        let key = JobKey::new(it.next().unwrap_or_default())?;
-        Ok(KeyPath(q, key))
+        let (q, key) = crate::extract::queue_and(parts, state, ErrorCode::InvalidKey).await?;
+        Ok(KeyPath(q, JobKey::new(key)?))
     }
 }
 

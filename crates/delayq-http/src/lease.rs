@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequest, FromRequestParts, State};
 use delayq::{
     Ack, AckOutcome, Backend, ClaimRequest as Claim, Inspect, LeaseRef, Nack, NackOutcome,
     QueueName,
@@ -186,6 +186,44 @@ pub async fn ack_batch<B: Backend + Inspect>(
     Ok(Json(AckBatchResponse { acks }))
 }
 
+/// A request about one lease of the job its path names (ack, nack, extend, release): the
+/// queue, the lease (the path's job with the body's `lease_token`) and the body — the one
+/// skeleton of those handlers.
+pub struct LeaseCall<T>(pub QueueName, pub LeaseRef, pub T);
+
+/// A body that names a lease by its token.
+pub trait LeaseBody: serde::de::DeserializeOwned {
+    /// The lease's fencing token.
+    fn lease_token(&self) -> u64;
+}
+
+macro_rules! lease_bodies {
+    ($($t:ty),*) => {
+        $(impl LeaseBody for $t {
+            fn lease_token(&self) -> u64 {
+                self.lease_token
+            }
+        })*
+    };
+}
+lease_bodies!(AckRequest, ReleaseRequest, NackRequest, ExtendRequest);
+
+impl<S: Send + Sync, T: LeaseBody> FromRequest<S> for LeaseCall<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let JobPath(q, id) = JobPath::from_request_parts(&mut parts, state).await?;
+        let req = axum::extract::Request::from_parts(parts, body);
+        let ApiJson(body) = ApiJson::<T>::from_request(req, state).await?;
+        let lease = LeaseRef {
+            id,
+            token: body.lease_token(),
+        };
+        Ok(LeaseCall(q, lease, body))
+    }
+}
+
 /// Acknowledge a job: it is done and deleted — or kept as done, with the `result` it carries,
 /// when its queue or the job says to keep done jobs (`keep_done_ms`).
 #[utoipa::path(
@@ -196,15 +234,11 @@ pub async fn ack_batch<B: Backend + Inspect>(
 )]
 pub async fn ack<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
-    JobPath(q, id): JobPath,
-    ApiJson(req): ApiJson<AckRequest>,
+    LeaseCall(q, lease, req): LeaseCall<AckRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
     let result =
         delayq_wire::payload::result_bytes(req.result.as_deref(), req.result_b64.as_deref())?;
-    let lease = LeaseRef {
-        id: id.clone(),
-        token: req.lease_token,
-    };
+    let id = lease.id.clone();
     let out = st.backend().ack(&q, vec![Ack { lease, result }]).await?;
     match out.first() {
         Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, OutcomeKind::Acked))),
@@ -223,13 +257,9 @@ pub async fn ack<B: Backend + Inspect>(
 )]
 pub async fn release<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
-    JobPath(q, id): JobPath,
-    ApiJson(req): ApiJson<ReleaseRequest>,
+    LeaseCall(q, lease, req): LeaseCall<ReleaseRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
-    let lease = LeaseRef {
-        id: id.clone(),
-        token: req.lease_token,
-    };
+    let id = lease.id.clone();
     st.backend()
         .release(&q, vec![lease], req.undo_attempt)
         .await?;
@@ -245,8 +275,7 @@ pub async fn release<B: Backend + Inspect>(
 )]
 pub async fn nack<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
-    JobPath(q, id): JobPath,
-    ApiJson(req): ApiJson<NackRequest>,
+    LeaseCall(q, lease, req): LeaseCall<NackRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
     let retry_in = req.retry_in_ms.map(Duration::from_millis);
     if let Some(d) = retry_in
@@ -262,10 +291,7 @@ pub async fn nack<B: Backend + Inspect>(
         retry_in,
         dead: req.dead,
     };
-    let lease = LeaseRef {
-        id: id.clone(),
-        token: req.lease_token,
-    };
+    let id = lease.id.clone();
     match st.backend().nack(&q, lease, nack).await {
         Ok(NackOutcome::Retrying { due_at_ms }) => Ok(Json(Outcome {
             due_at: Some(due_at_ms),
@@ -285,14 +311,10 @@ pub async fn nack<B: Backend + Inspect>(
 )]
 pub async fn extend<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
-    JobPath(q, id): JobPath,
-    ApiJson(req): ApiJson<ExtendRequest>,
+    LeaseCall(q, lease, req): LeaseCall<ExtendRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
     let len = req.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
-    let lease = LeaseRef {
-        id: id.clone(),
-        token: req.lease_token,
-    };
+    let id = lease.id.clone();
     match st.backend().extend(&q, lease, len).await {
         Ok(deadline) => Ok(Json(Outcome {
             lease_deadline: Some(deadline),

@@ -2,13 +2,13 @@
 //! `GET /v1/queues/{q}/schedules` (see `delayq::schedule`). The server's ticker fires them.
 
 use axum::Json;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use delayq::schedule::{self, Schedules};
 use delayq::{Backend, Inspect, QueueName};
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, queue_and};
 use crate::model::{Outcome, OutcomeKind};
 use crate::state::AppState;
 pub use delayq_wire::{ScheduleBody, ScheduleList, ScheduleView};
@@ -20,12 +20,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SchedulePath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::InvalidSchedule, e.body_text()))?;
-        let mut it = segments.into_iter();
-        let q = QueueName::new(it.next().unwrap_or_default())?;
-        let name = it.next().unwrap_or_default();
+        let (q, name) = queue_and(parts, state, ErrorCode::InvalidSchedule).await?;
         schedule::check_name(&name)?;
         Ok(SchedulePath(q, name))
     }

@@ -15,6 +15,26 @@ use delayq_test_support::receiver::{Received, Receiver};
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const OTHER: &str = "whsec_dGhpcyBpcyBhbm90aGVyIHNlY3JldCE=";
 
+/// A scenario run on each store, as `<scenario>::embedded` and `<scenario>::redis`.
+macro_rules! on_both_stores {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn embedded() {
+                let dir = tempfile::tempdir().unwrap();
+                super::$name(delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis() {
+                let server = delayq_test_support::RedisServer::start();
+                let url = server.url();
+                super::$name(delayq_redis::RedisBackend::connect(&url).await.unwrap()).await;
+            }
+        }
+    };
+}
+
 fn q(name: &str) -> QueueName {
     QueueName::new(name).unwrap()
 }
@@ -254,39 +274,9 @@ async fn private_targets_refused<B: Backend + Inspect>(b: B) {
     assert_eq!(rx.requests().len(), 0, "no request reached the receiver");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn outcomes_embedded() {
-    let dir = tempfile::tempdir().unwrap();
-    outcomes(delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap()).await;
-}
+on_both_stores!(outcomes);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn outcomes_redis() {
-    let server = delayq_test_support::RedisServer::start();
-    outcomes(
-        delayq_redis::RedisBackend::connect(&server.url())
-            .await
-            .unwrap(),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn private_targets_refused_embedded() {
-    let dir = tempfile::tempdir().unwrap();
-    private_targets_refused(delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn private_targets_refused_redis() {
-    let server = delayq_test_support::RedisServer::start();
-    private_targets_refused(
-        delayq_redis::RedisBackend::connect(&server.url())
-            .await
-            .unwrap(),
-    )
-    .await;
-}
+on_both_stores!(private_targets_refused);
 
 /// Two pushers on one Redis deliver 300 jobs exactly once between them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -547,19 +537,4 @@ async fn a_429_holds_its_key<B: Backend + Inspect>(b: B) {
     run.await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_429_holds_its_key_embedded() {
-    let dir = tempfile::tempdir().unwrap();
-    a_429_holds_its_key(delayq_embedded::EmbeddedBackend::open(dir.path()).unwrap()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_429_holds_its_key_redis() {
-    let server = delayq_test_support::RedisServer::start();
-    a_429_holds_its_key(
-        delayq_redis::RedisBackend::connect(&server.url())
-            .await
-            .unwrap(),
-    )
-    .await;
-}
+on_both_stores!(a_429_holds_its_key);

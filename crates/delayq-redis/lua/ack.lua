@@ -35,18 +35,18 @@ local now = now_ms()
 local ret = queue_retention(stat, lflags)
 local out, kept, raws =
   ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, in_lane, acks_result)
-local acked, ended = 0, {}
+-- A batch queue's and a keyed queue's helpers are defined only when it is one (scripts.rs:
+-- DEFINE); `bacc` notes the ends of batch jobs (batch.lua), counted at the end.
+local batched = bit.band(lflags, L_BATCH) ~= 0
+local bacc = batched and {} or nil
+if batched then
+  --@ define batch_end batch_count
+end
 local keyed = bit.band(lflags, L_KEYS) ~= 0
--- A keyed queue's helpers are defined only when it is one (scripts.rs: DEFINE).
 if keyed then
   --@ define key_ended key_free
 end
-local batched = bit.band(lflags, L_BATCH) ~= 0
-local bacc = nil
-if batched then
-  --@ define batch_end batch_count
-  bacc = {}
-end
+local acked, ended = 0, {}
 for i = 1, #out do
   if out[i] == R_OK then
     acked = acked + 1

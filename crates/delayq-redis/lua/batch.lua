@@ -9,34 +9,13 @@
 -- nothing. The batch's home shard holds its state and callbacks (batch_home.lua); a sweep
 -- reads every shard's counts and finishes it there (ARCHITECTURE.md, "Batches").
 
---@ rec_batch needs has
+--@ rec_batch needs rec_extra
 -- The batch of the raw record `raw` ('' for none), read from its extras without decoding
 -- the rest.
 local function rec_batch(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, F_EXTRA) then return '' end
-  local pos = HEADER_LEN + 1
-  if has(flags, F_LEASE) then pos = pos + 4 end
-  if has(flags, F_BACKOFF) then pos = pos + 9 end
-  if has(flags, F_TIMEOUT) then pos = pos + 4 end
-  if has(flags, F_EXPIRES) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == X_PRIORITY then
-      pos = pos + 1
-    elseif tag == X_KEEP or tag == X_DEDUPE then
-      pos = pos + 6
-    else
-      -- X_TARGET and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == X_BATCH then return string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
-  end
-  return ''
+  local at, len = rec_extra(raw, X_BATCH)
+  if not at then return '' end
+  return string.sub(raw, at, at + len - 1)
 end
 
 --@ batch_end needs rec_batch

@@ -178,21 +178,55 @@ local function encode(r)
     r.token or 0) .. table.concat(parts) .. r.payload
 end
 
---@ rec_expires needs has
--- When the raw record `raw` expires (ms since the epoch), or nil: the hot path reads the flags
--- byte only; the sections before the expiry are skipped by their fixed widths.
-local function rec_expires(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, F_EXPIRES) then return nil end
+--@ rec_fixed needs has
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+local function rec_fixed(flags)
   local pos = HEADER_LEN + 1
   if has(flags, F_LEASE) then pos = pos + 4 end
   if has(flags, F_BACKOFF) then pos = pos + 9 end
   if has(flags, F_TIMEOUT) then pos = pos + 4 end
-  local v = struct.unpack('>I6', raw, pos)
+  return pos
+end
+
+--@ rec_expires needs has rec_fixed
+-- When the raw record `raw` expires (ms since the epoch), or nil: the hot path reads the flags
+-- byte only.
+local function rec_expires(raw)
+  local flags = string.byte(raw, 2)
+  if not has(flags, F_EXPIRES) then return nil end
+  local v = struct.unpack('>I6', raw, rec_fixed(flags))
   if has(flags, F_EXPIRES_REL) then
     v = v + struct.unpack('>I6', raw, AT_CREATED)
   end
   return v
+end
+
+--@ rec_extra needs has rec_fixed
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: X_PRIORITY holds one byte, X_KEEP and X_DEDUPE six, every other extra (X_TARGET, the
+-- sized ones) a u16 length, then its bytes.
+local function rec_extra(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, F_EXTRA) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, F_EXPIRES) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == X_KEEP or tag == X_DEDUPE then
+      len = 6
+    elseif tag ~= X_PRIORITY then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
 end
 
 --@ backoff_ms
@@ -270,32 +304,11 @@ local function queue_retention(stat, lflags)
   return { keep = keep, dedupe = dedupe }
 end
 
---@ rec_keeps needs has
--- Whether the raw record `raw` has a retention of its own (extra X_KEEP or X_DEDUPE), read
--- from its extras without decoding the rest: an ack deletes every other completed job of a
--- queue without retention in one batch.
+--@ rec_keeps needs rec_extra
+-- Whether the raw record `raw` has a retention of its own (extra X_KEEP or X_DEDUPE): an ack
+-- deletes every other completed job of a queue without retention in one batch.
 local function rec_keeps(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, F_EXTRA) then return false end
-  local pos = HEADER_LEN + 1
-  if has(flags, F_LEASE) then pos = pos + 4 end
-  if has(flags, F_BACKOFF) then pos = pos + 9 end
-  if has(flags, F_TIMEOUT) then pos = pos + 4 end
-  if has(flags, F_EXPIRES) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == X_KEEP or tag == X_DEDUPE then return true end
-    if tag == X_PRIORITY then
-      pos = pos + 1
-    else
-      -- X_TARGET and every sized extra: a u16 length, then the bytes.
-      pos = pos + 2 + struct.unpack('>H', raw, pos)
-    end
-  end
-  return false
+  return rec_extra(raw, X_KEEP, X_DEDUPE) ~= nil
 end
 
 --@ keep_done needs decode encode

@@ -21,35 +21,18 @@
 -- its jobs is claimed (a chain: one parked job at a time, each parked again at once if the
 -- key is still held).
 
---@ rec_kp needs has
+--@ rec_kp needs rec_extra
 -- The key ('' for a job without one) and priority of the raw record `raw`, read from its
--- extras without decoding the rest.
+-- extras without decoding the rest. Both writers (encode, record.rs) put X_PRIORITY first, so
+-- a key found first means no priority.
 local function rec_kp(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, F_EXTRA) then return '', DEFAULT_PRIORITY end
-  local pos = HEADER_LEN + 1
-  if has(flags, F_LEASE) then pos = pos + 4 end
-  if has(flags, F_BACKOFF) then pos = pos + 9 end
-  if has(flags, F_TIMEOUT) then pos = pos + 4 end
-  if has(flags, F_EXPIRES) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
   local key, prio = '', DEFAULT_PRIORITY
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == X_PRIORITY then
-      prio = string.byte(raw, pos)
-      pos = pos + 1
-    elseif tag == X_KEEP or tag == X_DEDUPE then
-      pos = pos + 6
-    else
-      -- X_TARGET and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == X_KEY then key = string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
+  local at, len, tag = rec_extra(raw, X_KEY, X_PRIORITY)
+  if tag == X_PRIORITY then
+    prio = string.byte(raw, at)
+    at, len = rec_extra(raw, X_KEY)
   end
+  if at then key = string.sub(raw, at, at + len - 1) end
   return key, prio
 end
 

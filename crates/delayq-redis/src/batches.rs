@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use delayq::batch::{
     self, BatchAdded, BatchCounts, BatchInfo, BatchState, KeptResults, ResultRoom,
 };
-use delayq::{Backend, BatchId, BatchPut, Error, JobId, NewJob, QueueName, Result};
+use delayq::{Backend, BatchAdd, BatchId, BatchPut, Error, JobId, NewJob, QueueName, Result};
 use futures::future::join_all;
 
 use crate::backend::RedisBackend;
@@ -262,13 +262,9 @@ impl delayq::Batches for RedisBackend {
         Ok(BatchAdded { id: b, jobs })
     }
 
-    async fn add_to_batch(
-        &self,
-        queue: &QueueName,
-        id: &BatchId,
-        jobs: Vec<NewJob>,
-        close: bool,
-    ) -> Result<Option<BatchAdded>> {
+    async fn add_to_batch(&self, queue: &QueueName, add: BatchAdd) -> Result<Option<BatchAdded>> {
+        let BatchAdd { id, jobs, close } = add;
+        let id = &id;
         let route = self.route(queue).await?;
         let Some(rec) = self.batch_home(home(&route, id), id, HomeOp::Read).await? else {
             return Ok(None);

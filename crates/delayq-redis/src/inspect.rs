@@ -9,7 +9,7 @@ use crate::transitions::ADMIN_CHUNK;
 use delayq::listing::{check_cancellable, check_limit};
 use delayq::{
     Counts, Cursor, Error, Found, Inspect, JobId, JobInfo, JobKey, JobPage, JobState, KeyHold,
-    ListState, QueueName, QueueSeries, QueueSettings, QueueStats, Rate, Result,
+    ListRequest, ListState, QueueName, QueueSeries, QueueSettings, QueueStats, Rate, Result,
 };
 use futures::future::try_join_all;
 
@@ -102,13 +102,12 @@ impl Inspect for RedisBackend {
             }))
     }
 
-    async fn list(
-        &self,
-        queue: &QueueName,
-        which: ListState,
-        limit: usize,
-        after: Option<Cursor>,
-    ) -> Result<JobPage> {
+    async fn list(&self, queue: &QueueName, page: ListRequest) -> Result<JobPage> {
+        let ListRequest {
+            state: which,
+            limit,
+            after,
+        } = page;
         check_limit(limit)?;
         let route = self.route(queue).await?;
         let state = match which {

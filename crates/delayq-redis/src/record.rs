@@ -26,7 +26,8 @@ pub(crate) const F_EXPIRES: u8 = 16;
 /// Flag: the expiry counts from the created time.
 pub(crate) const F_EXPIRES_REL: u8 = 32;
 /// Flag: extras follow: a `u8` count, then per extra a `u8` tag and its value — [`X_PRIORITY`]
-/// (`u8`), [`X_KEEP`] and [`X_DEDUPE`] (`u48` ms each), [`X_TARGET`] (`u16` length, then bytes).
+/// (`u8`, always the first extra: the scripts' `rec_kp` relies on it), [`X_KEEP`] and
+/// [`X_DEDUPE`] (`u48` ms each), [`X_TARGET`] (`u16` length, then bytes).
 pub(crate) const F_EXTRA: u8 = 64;
 /// Flag: the job is done and kept (retention): its completion time and the end of its dedupe
 /// window follow (`u48` ms each).

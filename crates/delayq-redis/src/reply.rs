@@ -132,15 +132,20 @@ pub(crate) fn job_id(v: Value) -> Result<JobId> {
 }
 
 /// A job from its state, the score that goes with it (lease deadline or failed-at, -1 for
-/// none) and its record.
-pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Result<JobInfo> {
+/// none) and its record; with the record's lease token.
+pub(crate) fn job_info(
+    id: JobId,
+    state: JobState,
+    extra: i64,
+    raw: &[u8],
+) -> Result<(JobInfo, u64)> {
     let r = crate::record::decode(raw)?;
     let extra = (extra >= 0).then_some(extra as u64);
     let expires_at_ms = r.expires_at_ms();
     let target = r.target_value()?;
     let trace = r.trace_value();
     let key = r.key_value();
-    Ok(JobInfo {
+    let info = JobInfo {
         id,
         state,
         attempt: r.attempt,
@@ -163,7 +168,8 @@ pub(crate) fn job_info(id: JobId, state: JobState, extra: i64, raw: &[u8]) -> Re
         key,
         payload: r.payload,
         result: r.result,
-    })
+    };
+    Ok((info, r.token))
 }
 
 #[cfg(test)]

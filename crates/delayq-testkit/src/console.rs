@@ -23,7 +23,10 @@ pub async fn listings_page_stably<B: Backend + Inspect>(b: B, t: Time) {
             .unwrap();
     }
     t.pass(Duration::from_millis(5)).await;
-    let first = b.list(&q(), ListState::Due, 2, None).await.unwrap();
+    let first = b
+        .list(&q(), delayq::ListRequest::new(ListState::Due, 2, None))
+        .await
+        .unwrap();
     assert_eq!(first.jobs.len(), 2);
     let cursor = first.next.clone().expect("more due jobs");
     // The cursor's own job leaves, and a job ahead of the cursor leaves: nothing shifts.
@@ -32,7 +35,10 @@ pub async fn listings_page_stably<B: Backend + Inspect>(b: B, t: Time) {
     let mut seen = ids(&first.jobs);
     let mut next = Some(cursor);
     while let Some(c) = next {
-        let page = b.list(&q(), ListState::Due, 2, Some(c)).await.unwrap();
+        let page = b
+            .list(&q(), delayq::ListRequest::new(ListState::Due, 2, Some(c)))
+            .await
+            .unwrap();
         assert!(page.jobs.len() <= 2);
         seen.extend(ids(&page.jobs));
         next = page.next;
@@ -44,7 +50,13 @@ pub async fn listings_page_stably<B: Backend + Inspect>(b: B, t: Time) {
     sorted.sort();
     want.sort();
     assert_eq!(sorted, want, "every due job exactly once: {seen:?}");
-    let scheduled = b.list(&q(), ListState::Scheduled, 10, None).await.unwrap();
+    let scheduled = b
+        .list(
+            &q(),
+            delayq::ListRequest::new(ListState::Scheduled, 10, None),
+        )
+        .await
+        .unwrap();
     assert_eq!(ids(&scheduled.jobs), ["s0", "s1", "s2"]);
     assert!(scheduled.next.is_none());
     assert!(
@@ -56,7 +68,10 @@ pub async fn listings_page_stably<B: Backend + Inspect>(b: B, t: Time) {
     // Leased: ordered by lease deadline.
     let claimed = b.claim(&q(), req(2, 30_000)).await.unwrap().jobs;
     assert_eq!(claimed.len(), 2);
-    let leased = b.list(&q(), ListState::Leased, 10, None).await.unwrap();
+    let leased = b
+        .list(&q(), delayq::ListRequest::new(ListState::Leased, 10, None))
+        .await
+        .unwrap();
     assert_eq!(leased.jobs.len(), 2);
     assert!(
         leased
@@ -64,12 +79,16 @@ pub async fn listings_page_stably<B: Backend + Inspect>(b: B, t: Time) {
             .iter()
             .all(|j| j.state == JobState::Leased && j.lease_deadline_ms.is_some())
     );
-    let due_now = b.list(&q(), ListState::Due, 1000, None).await.unwrap();
+    let due_now = b
+        .list(&q(), delayq::ListRequest::new(ListState::Due, 1000, None))
+        .await
+        .unwrap();
     assert_eq!(due_now.jobs.len(), 3, "7 due, 2 cancelled, 2 leased");
     // Limits out of range are refused.
     for bad in [0, delayq::listing::MAX_PAGE + 1] {
         assert!(matches!(
-            b.list(&q(), ListState::Due, bad, None).await,
+            b.list(&q(), delayq::ListRequest::new(ListState::Due, bad, None))
+                .await,
             Err(Error::Invalid(InvalidInput::Query(_)))
         ));
     }
@@ -221,7 +240,10 @@ pub async fn counts_match_listings<B: Backend + Inspect>(b: B, t: Time) {
             let mut n = 0u64;
             let mut next = None;
             loop {
-                let page = b.list(&q(), state, 2, next).await.unwrap();
+                let page = b
+                    .list(&q(), delayq::ListRequest::new(state, 2, next))
+                    .await
+                    .unwrap();
                 n += page.jobs.len() as u64;
                 match page.next {
                     Some(c) => next = Some(c),

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use delayq::{
-    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Cursor, Due, Enqueued,
-    Error, Found, Inspect, JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef, ListState, Nack,
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, Error, Found,
+    Inspect, JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef, ListRequest, ListState, Nack,
     NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
 };
 
@@ -155,15 +155,8 @@ impl<B: Inspect> Inspect for Faulty<B> {
         self.run("stats", self.inner.stats(queue)).await
     }
 
-    async fn list(
-        &self,
-        queue: &QueueName,
-        state: ListState,
-        limit: usize,
-        after: Option<Cursor>,
-    ) -> Result<JobPage> {
-        self.run("list", self.inner.list(queue, state, limit, after))
-            .await
+    async fn list(&self, queue: &QueueName, page: ListRequest) -> Result<JobPage> {
+        self.run("list", self.inner.list(queue, page)).await
     }
 
     async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {

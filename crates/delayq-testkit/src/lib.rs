@@ -501,9 +501,15 @@ pub async fn dead_letter_tools<B: Backend + Inspect>(b: B, t: Time) {
         b.nack(&q(), j.lease_ref(), nack).await.unwrap();
         t.pass(Duration::from_millis(2)).await;
     }
-    let page1 = b.list(&q(), ListState::Dead, 3, None).await.unwrap();
+    let page1 = b
+        .list(&q(), delayq::ListRequest::new(ListState::Dead, 3, None))
+        .await
+        .unwrap();
     let page2 = b
-        .list(&q(), ListState::Dead, 3, page1.next.clone())
+        .list(
+            &q(),
+            delayq::ListRequest::new(ListState::Dead, 3, page1.next.clone()),
+        )
         .await
         .unwrap();
     assert!(page2.next.is_none(), "the second page reaches the end");
@@ -746,6 +752,7 @@ macro_rules! model_tests {
 /// `(guard, backend, time)`; the guard (a server, a temporary directory) lives for the test.
 /// `conformance_tests!(@on_existing_queues $setup)`: every test but `bad_input_writes_nothing`
 /// (which checks that no queue exists afterwards), for a set-up that creates queues.
+/// `@batches`: the batch tests; `@sharded`: the tests of a queue with several shards.
 #[macro_export]
 macro_rules! conformance_tests {
     ($setup:path) => {
@@ -778,6 +785,10 @@ macro_rules! conformance_tests {
             batch_jobs_count_once_however_they_end, bad_batches_are_refused,
             batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself,
             batch_results_are_bounded);
+    };
+    (@sharded $setup:path) => {
+        $crate::conformance_tests!(@each $setup;
+            keys_on_a_sharded_queue, batches_on_a_sharded_queue);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

@@ -66,7 +66,10 @@ pub async fn priorities_order_due_jobs<B: Backend + Inspect>(b: B, t: Time) {
     p.enqueue(NewJob::new("r").id(id("r"))).await.unwrap();
     t.pass(Duration::from_millis(2)).await;
     let listed = b
-        .list(&prq(), delayq::ListState::Due, 10, None)
+        .list(
+            &prq(),
+            delayq::ListRequest::new(delayq::ListState::Due, 10, None),
+        )
         .await
         .unwrap();
     assert_eq!(listed.jobs.len(), 2, "{listed:?}");
@@ -117,7 +120,10 @@ pub async fn due_listing_follows_claim_order<B: Backend + Inspect>(b: B, t: Time
     let (mut listed, mut cursor) = (Vec::new(), None);
     loop {
         let page = b
-            .list(&prq(), delayq::ListState::Due, 4, cursor)
+            .list(
+                &prq(),
+                delayq::ListRequest::new(delayq::ListState::Due, 4, cursor),
+            )
             .await
             .unwrap();
         listed.extend(page.jobs.into_iter().map(|j| j.id));

@@ -44,7 +44,10 @@ pub async fn retention_and_dedupe<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!(done.payload, b"a");
     let st = b.stats(&kq()).await.unwrap();
     assert_eq!((st.done, st.waiting(), st.leased), (1, 0, 0));
-    let listed = b.list(&kq(), ListState::Done, 10, None).await.unwrap();
+    let listed = b
+        .list(&kq(), delayq::ListRequest::new(ListState::Done, 10, None))
+        .await
+        .unwrap();
     assert_eq!(listed.jobs.len(), 1);
     assert_eq!(listed.jobs[0].state, JobState::Done);
     // Within the dedupe window: refused, the original outcome answered.

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use delayq::{Backoff, Enqueued, JobId, JobInfo, JobState, NewJob};
+use delayq::{Enqueued, JobId, JobInfo, JobState, NewJob};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::error::{ErrorCode, Invalid};
+use crate::fields::{Carried, JobFacts, RunOptions};
 use crate::payload::{
     answer_bytes, due_fields, due_of, payload_bytes, payload_fields, result_bytes, run_at,
 };
@@ -36,20 +37,6 @@ pub struct EnqueueRequest {
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<serde_json::Value>,
-    /// Deliveries before dead-lettering (1-10000, default 10).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_attempts: Option<u32>,
-    /// Retry backoff.
-    #[schema(value_type = Object)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff: Option<Backoff>,
-    /// Lease length for this job, overriding the consumer's (10 ms - 24 h).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ms: Option<u64>,
-    /// Longest one attempt may run (10 ms - 24 h): the library's consumer cancels the
-    /// handler then and the attempt fails with `timeout`; HTTP consumers read it from the claim.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
     /// A delivery not started by this time (ms since the epoch or RFC 3339) goes to the dead
     /// letters with the error `expired` instead of running late.
     #[schema(value_type = Object)]
@@ -75,22 +62,17 @@ pub struct EnqueueRequest {
     /// Refuse its id again for this long after it completes, ms (overrides the queue's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedupe_ms: Option<u64>,
-    /// Deliver by HTTP: a pusher (`delayq serve --push`) sends the payload to this target at
-    /// the due time (`timeout_ms` is then the dispatch deadline: default 30 s, at most 30 min).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetView>,
-    /// W3C trace context of the code that enqueued the job, carried to every attempt (wins
-    /// over the request's `traceparent` header).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
-    /// W3C `tracestate` that goes with `traceparent`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracestate: Option<String>,
     /// Its key (a tenant, a customer, an upstream host: 1-128 bytes): the queue shares its
     /// claims among the keys with due jobs round-robin, and its `key_max_in_flight` and
     /// `key_rate` bound each key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Attempts, lease, timeout.
+    #[serde(flatten)]
+    pub run: RunOptions,
+    /// Push target, trace context.
+    #[serde(flatten)]
+    pub carried: Carried,
 }
 
 impl EnqueueRequest {
@@ -101,22 +83,22 @@ impl EnqueueRequest {
         if let Some(id) = self.id {
             job = job.id(JobId::new(id)?);
         }
-        if let Some(n) = self.max_attempts {
+        let run = self.run;
+        if let Some(n) = run.max_attempts {
             job = job.max_attempts(n);
         }
-        if let Some(b) = self.backoff {
+        if let Some(b) = run.backoff {
             job = job.backoff(b);
         }
-        if let Some(l) = self.lease_ms {
+        if let Some(l) = run.lease_ms {
             job = job.lease(Duration::from_millis(l));
         }
-        if let Some(t) = self.timeout_ms {
+        if let Some(t) = run.timeout_ms {
             job = job.timeout(Duration::from_millis(t));
         }
         job.on_conflict = self.on_conflict.unwrap_or_default();
         job.priority = self.priority;
-        job.target = self.target.map(Into::into);
-        job.trace = trace_request(self.traceparent.as_deref(), self.tracestate.as_deref())?;
+        (job.target, job.trace) = self.carried.checked()?;
         job.key = self.key.map(delayq::JobKey::new).transpose()?;
         if self.keep_done_ms.is_some() || self.dedupe_ms.is_some() {
             job.retention = Some(delayq::Retention {
@@ -167,10 +149,6 @@ impl EnqueueRequest {
             payload_b64,
             delay_ms,
             run_at,
-            max_attempts: job.max_attempts,
-            backoff: job.backoff,
-            lease_ms: job.lease.map(|l| l.as_millis() as u64),
-            timeout_ms: job.timeout.map(|t| t.as_millis() as u64),
             expires_at,
             expire_after_ms,
             on_conflict: (job.on_conflict == delayq::OnConflict::Replace)
@@ -178,10 +156,14 @@ impl EnqueueRequest {
             priority: job.priority,
             keep_done_ms: job.retention.map(|r| r.keep_done_ms),
             dedupe_ms: job.retention.map(|r| r.dedupe_ms),
-            target: job.target.map(Into::into),
-            traceparent: traceparent_of(job.trace.as_ref()),
-            tracestate: tracestate_of(job.trace.as_ref()),
             key: job.key.map(String::from),
+            run: RunOptions {
+                max_attempts: job.max_attempts,
+                backoff: job.backoff,
+                lease_ms: job.lease.map(|l| l.as_millis() as u64),
+                timeout_ms: job.timeout.map(|t| t.as_millis() as u64),
+            },
+            carried: Carried::of(job.target, job.trace.as_ref()),
         }
     }
 }
@@ -239,14 +221,6 @@ pub struct JobView {
     pub id: String,
     /// `scheduled`, `leased`, `dead` or `done` (a listing of due jobs says `due`).
     pub state: String,
-    /// Deliveries so far.
-    pub attempt: u32,
-    /// Deliveries allowed.
-    pub max_attempts: u32,
-    /// Due time, ms since the epoch.
-    pub due_at: u64,
-    /// Creation time, ms since the epoch.
-    pub created_at: u64,
     /// Lease deadline of a leased job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_deadline: Option<u64>,
@@ -256,29 +230,12 @@ pub struct JobView {
     /// When a done job completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<u64>,
-    /// Error of the last failed attempt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// Longest one attempt may run, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// When the job expires unstarted, ms since the epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<u64>,
-    /// Priority among due jobs (0-9, default 5).
-    pub priority: u8,
-    /// Its HTTP push target.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetView>,
-    /// The W3C trace context it was enqueued with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
-    /// The `tracestate` that goes with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracestate: Option<String>,
-    /// Its key, if it carries one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    /// Attempts, times, limits, key.
+    #[serde(flatten)]
+    pub facts: JobFacts,
+    /// Push target and trace context.
+    #[serde(flatten)]
+    pub carried: Carried,
     /// The payload when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -302,21 +259,21 @@ impl From<JobInfo> for JobView {
         Self {
             id: j.id.to_string(),
             state: j.state.to_string(),
-            attempt: j.attempt,
-            max_attempts: j.max_attempts,
-            due_at: j.due_at_ms,
-            created_at: j.created_at_ms,
             lease_deadline: j.lease_deadline_ms,
             failed_at: j.failed_at_ms,
             completed_at: j.completed_at_ms,
-            last_error: j.last_error,
-            timeout_ms: j.timeout_ms,
-            expires_at: j.expires_at_ms,
-            priority: j.priority,
-            target: j.target.map(Into::into),
-            traceparent: traceparent_of(j.trace.as_ref()),
-            tracestate: tracestate_of(j.trace.as_ref()),
-            key: j.key.map(String::from),
+            facts: JobFacts {
+                attempt: j.attempt,
+                max_attempts: j.max_attempts,
+                due_at: j.due_at_ms,
+                created_at: j.created_at_ms,
+                last_error: j.last_error,
+                timeout_ms: j.timeout_ms,
+                expires_at: j.expires_at_ms,
+                priority: j.priority,
+                key: j.key.map(String::from),
+            },
+            carried: Carried::of(j.target, j.trace.as_ref()),
             payload,
             payload_b64,
             result,
@@ -341,28 +298,27 @@ impl TryFrom<JobView> for JobInfo {
                 ));
             }
         };
+        let f = j.facts;
+        let (target, trace) = j.carried.read();
         Ok(Self {
             payload: answer_bytes(j.payload.as_deref(), j.payload_b64.as_deref())?,
             result: result_bytes(j.result.as_deref(), j.result_b64.as_deref())?,
             id: JobId::new(j.id)?,
             state,
-            attempt: j.attempt,
-            max_attempts: j.max_attempts,
-            due_at_ms: j.due_at,
-            created_at_ms: j.created_at,
+            attempt: f.attempt,
+            max_attempts: f.max_attempts,
+            due_at_ms: f.due_at,
+            created_at_ms: f.created_at,
             lease_deadline_ms: j.lease_deadline,
             failed_at_ms: j.failed_at,
             completed_at_ms: j.completed_at,
-            last_error: j.last_error,
-            timeout_ms: j.timeout_ms,
-            expires_at_ms: j.expires_at,
-            priority: j.priority,
-            target: j.target.map(Into::into),
-            trace: delayq::TraceContext::from_headers(
-                j.traceparent.as_deref(),
-                j.tracestate.as_deref(),
-            ),
-            key: j.key.map(delayq::JobKey::new).transpose()?,
+            last_error: f.last_error,
+            timeout_ms: f.timeout_ms,
+            expires_at_ms: f.expires_at,
+            priority: f.priority,
+            target,
+            trace,
+            key: f.key.map(delayq::JobKey::new).transpose()?,
         })
     }
 }
@@ -599,30 +555,4 @@ pub struct Deliveries {
     pub deliveries: Vec<DeliveryView>,
     /// Whether this server runs a pusher (without one the list is always empty).
     pub pusher: bool,
-}
-
-/// A context's `traceparent` field.
-pub(crate) fn traceparent_of(t: Option<&delayq::TraceContext>) -> Option<String> {
-    t.map(|t| t.traceparent().to_owned())
-}
-
-/// A context's `tracestate` field.
-pub(crate) fn tracestate_of(t: Option<&delayq::TraceContext>) -> Option<String> {
-    t.and_then(|t| t.tracestate().map(str::to_owned))
-}
-
-/// A request's `traceparent` / `tracestate` fields as a context; malformed (or a tracestate
-/// alone) is `invalid_trace`.
-pub(crate) fn trace_request(
-    traceparent: Option<&str>,
-    tracestate: Option<&str>,
-) -> Result<Option<delayq::TraceContext>, Invalid> {
-    match (traceparent, tracestate) {
-        (Some(tp), ts) => Ok(Some(delayq::TraceContext::new(tp, ts)?)),
-        (None, Some(_)) => Err(Invalid::new(
-            ErrorCode::InvalidTrace,
-            "tracestate without traceparent",
-        )),
-        (None, None) => Ok(None),
-    }
 }

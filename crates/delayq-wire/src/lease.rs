@@ -9,8 +9,9 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::error::Invalid;
-use crate::jobs::TargetView;
-use crate::payload::{answer_bytes, payload_fields};
+use crate::fields::{Carried, JobFacts};
+use crate::jobs::JobView;
+use crate::payload::payload_fields;
 
 /// A job handed to a consumer.
 #[derive(Serialize, Deserialize, ToSchema, Debug)]
@@ -19,40 +20,14 @@ pub struct ClaimedJob {
     pub id: String,
     /// Fencing token: give it back with ack, nack and extend.
     pub lease_token: u64,
-    /// This delivery's number (1 for the first).
-    pub attempt: u32,
-    /// Deliveries allowed.
-    pub max_attempts: u32,
-    /// Due time, ms since the epoch.
-    pub due_at: u64,
-    /// Creation time, ms since the epoch.
-    pub created_at: u64,
     /// When this lease expires, ms since the epoch.
     pub lease_deadline: u64,
-    /// Error of the previous attempt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// Longest this attempt may run, ms: stop the work and nack with `timeout` after it (and
-    /// stop extending the lease).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// When the job expires unstarted, ms since the epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<u64>,
-    /// Priority among due jobs (0-9, default 5).
-    pub priority: u8,
-    /// Its HTTP push target.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetView>,
-    /// The W3C trace context the job was enqueued with: continue the trace from it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
-    /// The `tracestate` that goes with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracestate: Option<String>,
-    /// Its key (a tenant, a customer, an upstream host), if it carries one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    /// This delivery's number, times, limits, key.
+    #[serde(flatten)]
+    pub facts: JobFacts,
+    /// Push target and trace context.
+    #[serde(flatten)]
+    pub carried: Carried,
     /// The payload when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,19 +46,19 @@ impl From<Job> for ClaimedJob {
         Self {
             id: j.id.to_string(),
             lease_token: j.lease_token,
-            attempt: j.attempt,
-            max_attempts: j.max_attempts,
-            due_at: j.due_at_ms,
-            created_at: j.created_at_ms,
             lease_deadline: j.lease_deadline_ms,
-            last_error: j.last_error,
-            timeout_ms: j.timeout.map(|t| t.as_millis() as u64),
-            expires_at: j.expires_at_ms,
-            priority: j.priority,
-            target: j.target.map(Into::into),
-            traceparent: crate::jobs::traceparent_of(j.trace.as_ref()),
-            tracestate: crate::jobs::tracestate_of(j.trace.as_ref()),
-            key: j.key.map(String::from),
+            facts: JobFacts {
+                attempt: j.attempt,
+                max_attempts: j.max_attempts,
+                due_at: j.due_at_ms,
+                created_at: j.created_at_ms,
+                last_error: j.last_error,
+                timeout_ms: j.timeout.map(|t| t.as_millis() as u64),
+                expires_at: j.expires_at_ms,
+                priority: j.priority,
+                key: j.key.map(String::from),
+            },
+            carried: Carried::of(j.target, j.trace.as_ref()),
             payload,
             payload_b64,
             queue: None,
@@ -92,30 +67,24 @@ impl From<Job> for ClaimedJob {
 }
 
 impl ClaimedJob {
-    /// The core's job, leased from `queue` for `lease`.
+    /// The core's job, leased from `queue` for `lease`: read as the stored job it is
+    /// ([`JobView`] into `JobInfo`), then claimed ([`delayq::JobInfo::into_job`]).
     pub fn into_job(self, queue: &QueueName, lease: Duration) -> Result<Job, Invalid> {
-        Ok(Job {
-            payload: answer_bytes(self.payload.as_deref(), self.payload_b64.as_deref())?,
-            id: JobId::new(self.id)?,
-            queue: queue.clone(),
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            due_at_ms: self.due_at,
-            created_at_ms: self.created_at,
-            lease_token: self.lease_token,
-            lease_deadline_ms: self.lease_deadline,
-            lease,
-            last_error: self.last_error,
-            timeout: self.timeout_ms.map(Duration::from_millis),
-            expires_at_ms: self.expires_at,
-            priority: self.priority,
-            target: self.target.map(Into::into),
-            trace: delayq::TraceContext::from_headers(
-                self.traceparent.as_deref(),
-                self.tracestate.as_deref(),
-            ),
-            key: self.key.map(delayq::JobKey::new).transpose()?,
-        })
+        let view = JobView {
+            id: self.id,
+            state: "leased".into(),
+            lease_deadline: Some(self.lease_deadline),
+            failed_at: None,
+            completed_at: None,
+            facts: self.facts,
+            carried: self.carried,
+            payload: self.payload,
+            payload_b64: self.payload_b64,
+            result: None,
+            result_b64: None,
+        };
+        let info = delayq::JobInfo::try_from(view)?;
+        Ok(info.into_job(queue.clone(), self.lease_token, lease))
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod batches;
 pub mod error;
+pub mod fields;
 pub mod jobs;
 pub mod keys;
 pub mod lease;
@@ -22,6 +23,7 @@ pub use batches::{
     BatchAddedView, BatchJobsRequest, BatchList, BatchQuery, BatchRequest, BatchView, CallbackBody,
 };
 pub use error::{ErrorBody, ErrorCode, Invalid};
+pub use fields::{Carried, JobFacts, RunOptions};
 pub use jobs::{
     Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView, ListQuery,
     Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,

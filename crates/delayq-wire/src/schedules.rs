@@ -1,14 +1,13 @@
 //! Cron and interval schedules on the wire: `PUT / GET / DELETE /v1/queues/{q}/schedules/{name}`
 //! and the list of a queue's schedules (see `delayq::schedule`).
 
-use delayq::Backoff;
 use delayq::schedule::{CatchUp, ScheduleInfo, ScheduleSpec, Timing};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::error::{ErrorCode, Invalid};
-use crate::jobs::TargetView;
+use crate::fields::{Carried, RunOptions};
 use crate::payload::{answer_bytes, payload_bytes, payload_fields};
 
 /// A schedule to store: `cron` (+ `tz`) or `every_ms`, and the job each fire enqueues.
@@ -35,30 +34,12 @@ pub struct ScheduleBody {
     /// `one` (run the latest once) or `all` (each, the latest 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up: Option<String>,
-    /// `max_attempts` of each job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_attempts: Option<u32>,
-    /// Retry backoff of each job.
-    #[schema(value_type = Object)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff: Option<Backoff>,
-    /// Lease length of each job, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ms: Option<u64>,
-    /// Timeout of each attempt, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// HTTP push target of each fire's job (a periodic webhook: `delayq serve --push` sends
-    /// it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetView>,
-    /// W3C trace context every fire's job carries (wins over the request's `traceparent`
-    /// header).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
-    /// The `tracestate` that goes with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracestate: Option<String>,
+    /// How each fire's job runs.
+    #[serde(flatten)]
+    pub run: RunOptions,
+    /// What each fire's job carries (a target makes the schedule a periodic webhook).
+    #[serde(flatten)]
+    pub carried: Carried,
 }
 
 impl ScheduleBody {
@@ -80,17 +61,17 @@ impl ScheduleBody {
             None => CatchUp::None,
             Some(c) => c.parse::<CatchUp>()?,
         };
-        let trace =
-            crate::jobs::trace_request(self.traceparent.as_deref(), self.tracestate.as_deref())?;
+        let run = self.run;
+        let (target, trace) = self.carried.checked()?;
         Ok(ScheduleSpec {
             timing,
             payload,
             catch_up,
-            max_attempts: self.max_attempts,
-            backoff: self.backoff,
-            lease_ms: self.lease_ms,
-            timeout_ms: self.timeout_ms,
-            target: self.target.map(Into::into),
+            max_attempts: run.max_attempts,
+            backoff: run.backoff,
+            lease_ms: run.lease_ms,
+            timeout_ms: run.timeout_ms,
+            target,
             trace,
         })
     }
@@ -114,28 +95,12 @@ pub struct ScheduleView {
     pub catch_up: String,
     /// Next fire, ms since the epoch; its job will have the id `NAME@<this>`.
     pub next_fire: u64,
-    /// `max_attempts` of each job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_attempts: Option<u32>,
-    /// Retry backoff of each job.
-    #[schema(value_type = Object)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff: Option<Backoff>,
-    /// Lease length of each job, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ms: Option<u64>,
-    /// Timeout of each attempt, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// HTTP push target of each fire's job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<TargetView>,
-    /// W3C trace context every fire's job carries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
-    /// The `tracestate` that goes with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracestate: Option<String>,
+    /// How each fire's job runs.
+    #[serde(flatten)]
+    pub run: RunOptions,
+    /// What each fire's job carries.
+    #[serde(flatten)]
+    pub carried: Carried,
     /// The payload of each fire's job when it is valid JSON (byte for byte).
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,6 +112,7 @@ pub struct ScheduleView {
 
 impl From<ScheduleInfo> for ScheduleView {
     fn from(i: ScheduleInfo) -> Self {
+        let (run, carried) = run_of(&i.spec);
         let (cron, tz, every_ms) = match i.spec.timing {
             Timing::Cron { cron, tz } => (Some(cron), Some(tz), None),
             Timing::Every { every_ms } => (None, None, Some(every_ms)),
@@ -159,13 +125,8 @@ impl From<ScheduleInfo> for ScheduleView {
             every_ms,
             catch_up: i.spec.catch_up.as_str().to_owned(),
             next_fire: i.next_ms,
-            max_attempts: i.spec.max_attempts,
-            backoff: i.spec.backoff,
-            lease_ms: i.spec.lease_ms,
-            timeout_ms: i.spec.timeout_ms,
-            target: i.spec.target.map(Into::into),
-            traceparent: crate::jobs::traceparent_of(i.spec.trace.as_ref()),
-            tracestate: crate::jobs::tracestate_of(i.spec.trace.as_ref()),
+            run,
+            carried,
             payload,
             payload_b64,
         }
@@ -182,6 +143,7 @@ pub struct ScheduleList {
 impl ScheduleBody {
     /// The body that stores `spec`.
     pub fn from_spec(spec: ScheduleSpec) -> Self {
+        let (run, carried) = run_of(&spec);
         let (cron, tz, every_ms) = match spec.timing {
             Timing::Cron { cron, tz } => (Some(cron), Some(tz), None),
             Timing::Every { every_ms } => (None, None, Some(every_ms)),
@@ -194,13 +156,8 @@ impl ScheduleBody {
             payload,
             payload_b64,
             catch_up: Some(spec.catch_up.as_str().to_owned()),
-            max_attempts: spec.max_attempts,
-            backoff: spec.backoff,
-            lease_ms: spec.lease_ms,
-            timeout_ms: spec.timeout_ms,
-            target: spec.target.map(Into::into),
-            traceparent: crate::jobs::traceparent_of(spec.trace.as_ref()),
-            tracestate: crate::jobs::tracestate_of(spec.trace.as_ref()),
+            run,
+            carried,
         }
     }
 }
@@ -222,23 +179,32 @@ impl TryFrom<ScheduleView> for ScheduleInfo {
                 ));
             }
         };
+        let (target, trace) = v.carried.read();
         Ok(ScheduleInfo {
             name: v.name,
             spec: ScheduleSpec {
                 timing,
                 payload: answer_bytes(v.payload.as_deref(), v.payload_b64.as_deref())?,
                 catch_up: v.catch_up.parse::<CatchUp>()?,
-                max_attempts: v.max_attempts,
-                backoff: v.backoff,
-                lease_ms: v.lease_ms,
-                timeout_ms: v.timeout_ms,
-                target: v.target.map(Into::into),
-                trace: delayq::TraceContext::from_headers(
-                    v.traceparent.as_deref(),
-                    v.tracestate.as_deref(),
-                ),
+                max_attempts: v.run.max_attempts,
+                backoff: v.run.backoff,
+                lease_ms: v.run.lease_ms,
+                timeout_ms: v.run.timeout_ms,
+                target,
+                trace,
             },
             next_ms: v.next_fire,
         })
     }
+}
+
+/// How the jobs `spec` fires run and what they carry, as the wire says it.
+fn run_of(spec: &ScheduleSpec) -> (RunOptions, Carried) {
+    let run = RunOptions {
+        max_attempts: spec.max_attempts,
+        backoff: spec.backoff,
+        lease_ms: spec.lease_ms,
+        timeout_ms: spec.timeout_ms,
+    };
+    (run, Carried::of(spec.target.clone(), spec.trace.as_ref()))
 }

@@ -15,7 +15,7 @@ use crate::job::{
     NewJob, QueueStats,
 };
 use crate::keyed::{KeyHold, KeyStats};
-use crate::listing::{Cursor, Found, JobPage, ListState};
+use crate::listing::{Found, JobPage, ListRequest, ListState};
 use crate::name::{JobId, JobKey, QueueName};
 use crate::series::QueueSeries;
 use crate::settings::QueueSettings;
@@ -174,14 +174,12 @@ pub trait Inspect: Clone + Send + Sync + 'static {
     /// Counts of one queue.
     fn stats(&self, queue: &QueueName) -> impl Future<Output = Result<QueueStats>> + Send;
 
-    /// A page of the jobs in one state, in listing order (see [`crate::listing`]), at most
-    /// `limit` (1–[`crate::listing::MAX_PAGE`]) starting strictly after `after`.
+    /// A page of the jobs in `page.state`, in listing order (see [`crate::listing`]), at most
+    /// `page.limit` (1–[`crate::listing::MAX_PAGE`]) starting strictly after `page.after`.
     fn list(
         &self,
         queue: &QueueName,
-        state: ListState,
-        limit: usize,
-        after: Option<Cursor>,
+        page: ListRequest,
     ) -> impl Future<Output = Result<JobPage>> + Send;
 
     /// Jobs whose id starts with `prefix`, any state, at most `limit`, by id — where the store
@@ -306,7 +304,7 @@ pub async fn skip_take<B: Inspect>(
     let (mut skip, mut after) = (offset, None);
     while out.len() < limit {
         let want = (skip + limit - out.len()).min(crate::listing::MAX_PAGE);
-        let page = b.list(queue, state, want, after).await?;
+        let page = b.list(queue, ListRequest::new(state, want, after)).await?;
         let dropped = skip.min(page.jobs.len());
         skip -= dropped;
         out.extend(page.jobs.into_iter().skip(dropped));

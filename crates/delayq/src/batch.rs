@@ -398,6 +398,18 @@ pub struct BatchPut {
     pub open: bool,
 }
 
+/// What an add call puts into the open batch `id`: `jobs`, then it closes the batch when
+/// `close` ([`Batches::add_to_batch`]).
+#[derive(Clone, Debug)]
+pub struct BatchAdd {
+    /// The batch.
+    pub id: BatchId,
+    /// The jobs to enqueue into it, already validated.
+    pub jobs: Vec<NewJob>,
+    /// Close it after them.
+    pub close: bool,
+}
+
 /// Batches of one store. Every method is safe to retry: a job joins once (by its id), a
 /// callback is enqueued once (by its id, with a dedupe window).
 pub trait Batches: Clone + Send + Sync + 'static {
@@ -411,14 +423,13 @@ pub trait Batches: Clone + Send + Sync + 'static {
         put: BatchPut,
     ) -> impl Future<Output = Result<BatchAdded>> + Send;
 
-    /// Enqueues `jobs` into the open batch `id`, then closes it when `close`. Fails with
-    /// [`crate::Error::Conflict`] when it is closed; `None` when there is no such batch.
+    /// Enqueues `add.jobs` into the open batch `add.id`, then closes it when `add.close`.
+    /// Fails with [`crate::Error::Conflict`] when it is closed; `None` when there is no such
+    /// batch.
     fn add_to_batch(
         &self,
         queue: &QueueName,
-        id: &BatchId,
-        jobs: Vec<NewJob>,
-        close: bool,
+        add: BatchAdd,
     ) -> impl Future<Output = Result<Option<BatchAdded>>> + Send;
 
     /// Closes batch `id` (no job may join it any more; closing a closed batch changes

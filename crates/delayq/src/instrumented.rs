@@ -14,7 +14,7 @@ use crate::job::{
     Ack, AckOutcome, CancelOutcome, Due, Enqueued, JobInfo, LeaseRef, Nack, NackOutcome, NewJob,
     QueueStats,
 };
-use crate::listing::{Cursor, Found, JobPage, ListState};
+use crate::listing::{Found, JobPage, ListRequest, ListState};
 use crate::name::{JobId, QueueName};
 use crate::series::QueueSeries;
 use crate::settings::QueueSettings;
@@ -183,14 +183,8 @@ impl<B: Inspect> Inspect for Instrumented<B> {
         self.inner.stats(queue).await
     }
 
-    async fn list(
-        &self,
-        queue: &QueueName,
-        state: ListState,
-        limit: usize,
-        after: Option<Cursor>,
-    ) -> Result<JobPage> {
-        self.inner.list(queue, state, limit, after).await
+    async fn list(&self, queue: &QueueName, page: ListRequest) -> Result<JobPage> {
+        self.inner.list(queue, page).await
     }
 
     async fn search(&self, queue: &QueueName, prefix: &str, limit: usize) -> Result<Found> {
@@ -284,11 +278,9 @@ impl<B: crate::batch::Batches> crate::batch::Batches for Instrumented<B> {
     async fn add_to_batch(
         &self,
         queue: &QueueName,
-        id: &crate::BatchId,
-        jobs: Vec<NewJob>,
-        close: bool,
+        add: crate::BatchAdd,
     ) -> Result<Option<crate::batch::BatchAdded>> {
-        self.inner.add_to_batch(queue, id, jobs, close).await
+        self.inner.add_to_batch(queue, add).await
     }
 
     async fn close_batch(

@@ -587,6 +587,33 @@ pub struct JobInfo {
     pub result: Option<Vec<u8>>,
 }
 
+impl JobInfo {
+    /// The job as a handler receives it, leased from `queue` under `lease_token` for `lease`
+    /// until [`JobInfo::lease_deadline_ms`]: the one mapping of a stored job to a claimed one
+    /// (each store reads its record into a `JobInfo`, then this).
+    pub fn into_job(self, queue: QueueName, lease_token: u64, lease: Duration) -> Job {
+        Job {
+            id: self.id,
+            queue,
+            payload: self.payload,
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            due_at_ms: self.due_at_ms,
+            created_at_ms: self.created_at_ms,
+            lease_token,
+            lease_deadline_ms: self.lease_deadline_ms.unwrap_or_default(),
+            lease,
+            last_error: self.last_error,
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            expires_at_ms: self.expires_at_ms,
+            priority: self.priority,
+            target: self.target,
+            trace: self.trace,
+            key: self.key,
+        }
+    }
+}
+
 /// What a cancel found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -62,7 +62,7 @@ pub mod wait;
 
 pub use backend::{Backend, ClaimBatch, ClaimOverRequest, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
-pub use batch::{BatchId, BatchInfo, BatchPut, BatchSpec, BatchState, Batches, Callback};
+pub use batch::{BatchAdd, BatchId, BatchInfo, BatchPut, BatchSpec, BatchState, Batches, Callback};
 pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, QueueOrder, RunReport};
 pub use delivery::{Delivery, DeliveryLog};
@@ -74,7 +74,7 @@ pub use job::{
     Job, JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueStats, Retention,
 };
 pub use keyed::{KeyHold, KeyStats};
-pub use listing::{Cursor, Found, JobPage, ListState};
+pub use listing::{Cursor, Found, JobPage, ListRequest, ListState};
 pub use name::{JobId, JobKey, QueueName, placement_hash};
 pub use otel::TraceMode;
 pub use producer::Producer;

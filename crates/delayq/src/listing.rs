@@ -137,6 +137,29 @@ impl FromStr for Cursor {
     }
 }
 
+/// Which page of a listing ([`crate::Inspect::list`]): jobs in `state`, at most `limit`, after
+/// the `after` of the previous page.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListRequest {
+    /// The state listed.
+    pub state: ListState,
+    /// Most jobs on the page.
+    pub limit: usize,
+    /// The previous page's [`JobPage::next`]; `None`: the first page.
+    pub after: Option<Cursor>,
+}
+
+impl ListRequest {
+    /// The page of `state` after `after`, at most `limit` jobs.
+    pub fn new(state: ListState, limit: usize, after: Option<Cursor>) -> Self {
+        Self {
+            state,
+            limit,
+            after,
+        }
+    }
+}
+
 /// One page of a listing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobPage {

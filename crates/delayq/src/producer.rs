@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, Inspect};
-use crate::batch::{BatchAdded, BatchId, BatchPut, BatchSpec, Batches};
+use crate::batch::{BatchAdd, BatchAdded, BatchId, BatchPut, BatchSpec, Batches};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{InvalidInput, Result};
 use crate::instrumented::Instrumented;
@@ -183,8 +183,11 @@ impl<B: Backend + Batches> Producer<B> {
         close: bool,
     ) -> Result<Option<BatchAdded>> {
         self.prepare(&mut jobs)?;
-        self.backend
-            .add_to_batch(&self.queue, id, jobs, close)
-            .await
+        let add = BatchAdd {
+            id: id.clone(),
+            jobs,
+            close,
+        };
+        self.backend.add_to_batch(&self.queue, add).await
     }
 }

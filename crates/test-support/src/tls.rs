@@ -27,9 +27,10 @@ pub struct Certs {
     pub client_key: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
+/// Runs `openssl` in `dir` with `args` (words separated by spaces; none holds a space).
+fn openssl(dir: &Path, args: &str) {
     let out = Command::new("openssl")
-        .args(args)
+        .args(args.split(' '))
         .current_dir(dir)
         .output()
         .expect("openssl not runnable (is it installed?)");
@@ -47,42 +48,20 @@ fn issue(dir: &Path, name: &str, ext: &str) {
     let crt = format!("{name}.crt");
     let extfile = format!("{name}.ext");
     std::fs::write(dir.join(&extfile), ext).expect("ext file");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={name}"),
-        ],
+    let (ec, subj) = (
+        "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1",
+        format!("/CN={name}"),
     );
     openssl(
         dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &crt,
-            "-days",
-            "2",
-            "-extfile",
-            &extfile,
-        ],
+        &format!("req {ec} -nodes -keyout {key} -out {csr} -subj {subj}"),
+    );
+    openssl(
+        dir,
+        &format!(
+            "x509 -req -in {csr} -CA ca.crt -CAkey ca.key -CAcreateserial -out {crt} -days 2 \
+             -extfile {extfile}"
+        ),
     );
 }
 
@@ -94,23 +73,8 @@ pub fn make_certs() -> tempfile::TempDir {
     let d = certs.path();
     openssl(
         d,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=delayq-test-ca",
-        ],
+        "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key \
+         -out ca.crt -days 2 -subj /CN=delayq-test-ca",
     );
     issue(
         d,

@@ -454,10 +454,7 @@ fn without_redis_the_embedded_store_is_used_and_owned_by_one_process() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
-    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let first = crate::common::first_line(&mut server);
     assert!(first.contains("embedded store"), "{first}");
     let through = run(&["stats", "--json"]);
     assert_eq!(through.status.code(), Some(0), "{through:?}");

@@ -8,14 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{Killed, delayq, spawn_serve};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+use crate::common::{Killed, delayq, root, spawn_serve};
 
 /// A server on the embedded store in `dir` and one on the shared Redis; their base URLs.
 fn servers(dir: &Path) -> Vec<(Killed, String)> {
@@ -118,18 +111,9 @@ fn python_passes_the_conformance_suite_on_both_stores() {
     let pkg = root().join("clients/python");
     let dir = tempfile::tempdir().unwrap();
     for (_server, url) in servers(dir.path()) {
-        let o = Command::new("python3")
+        let o = crate::common::python3()
             .args(["-m", "unittest", "test_conformance", "-v"])
-            .env(
-                "PYTHONPATH",
-                format!(
-                    "{}:{}",
-                    pkg.join("src").display(),
-                    pkg.join("tests").display()
-                ),
-            )
             .env("DELAYQ_URL", &url)
-            .env("PYTHONDONTWRITEBYTECODE", "1")
             .current_dir(&pkg)
             .output()
             .unwrap();

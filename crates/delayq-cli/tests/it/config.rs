@@ -3,17 +3,9 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-use crate::common::{Killed, chmod, delayq, free_port, request, until};
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::{Killed, chmod, delayq, free_port, request, text, until};
 
 /// Writes `dir/name` readable by its owner only (secret files must be; a config file may).
 fn write(dir: &Path, name: &str, body: &str) -> String {
@@ -211,15 +203,15 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
     let dir = tmp.path();
     let addr = free_addr();
     let tokens = PathBuf::from(write(dir, "tokens", "all:old-token\n"));
-    let f = write(
-        dir,
-        "delayq.toml",
-        &format!(
-            "listen = \"{addr}\"\ntoken_file = \"{}\"\n",
+    let conf = |extra: &str| {
+        format!(
+            "listen = \"{addr}\"\ntoken_file = \"{}\"\n{extra}",
             tokens.display()
-        ),
-    );
+        )
+    };
+    let f = write(dir, "delayq.toml", &conf(""));
     let server = serve(dir, &addr, &["--config", &f, "serve"], &[]);
+    let status = |token: &str| http(&addr, "GET", "/v1/queues", Some(token), "").0;
     let reloads = |n: usize| log(dir).matches("delayq serve: reloaded").count() >= n;
 
     // Rotation: both tokens, while a long poll by the old one waits.
@@ -233,10 +225,7 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
     std::fs::write(&tokens, "all:old-token\nall:new-token\n").unwrap();
     hangup(&server);
     until("the first reload", || reloads(1));
-    assert_eq!(
-        http(&addr, "GET", "/v1/queues", Some("new-token"), "").0,
-        200
-    );
+    assert_eq!(status("new-token"), 200);
     let (s, b) = poll.join().unwrap();
     assert_eq!(s, 200, "the long poll across the reload: {b}");
 
@@ -244,24 +233,11 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
     std::fs::write(&tokens, "all:new-token\n").unwrap();
     hangup(&server);
     until("the second reload", || reloads(2));
-    assert_eq!(
-        http(&addr, "GET", "/v1/queues", Some("old-token"), "").0,
-        401
-    );
-    assert_eq!(
-        http(&addr, "GET", "/v1/queues", Some("new-token"), "").0,
-        200
-    );
+    assert_eq!(status("old-token"), 401);
+    assert_eq!(status("new-token"), 200);
 
     // A broken file keeps what runs and says why; a setting that cannot change live is named.
-    std::fs::write(
-        &f,
-        format!(
-            "listen = \"{addr}\"\ntoken_file = \"{}\"\nmax_conections = 1\n",
-            tokens.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&f, conf("max_conections = 1\n")).unwrap();
     hangup(&server);
     until("the refusal", || log(dir).contains("reload refused"));
     assert!(
@@ -269,18 +245,8 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
         "{}",
         log(dir)
     );
-    assert_eq!(
-        http(&addr, "GET", "/v1/queues", Some("new-token"), "").0,
-        200
-    );
-    std::fs::write(
-        &f,
-        format!(
-            "listen = \"{addr}\"\ntoken_file = \"{}\"\nmax_payload = 10\nlog_level = \"info\"\n",
-            tokens.display()
-        ),
-    )
-    .unwrap();
+    assert_eq!(status("new-token"), 200);
+    std::fs::write(&f, conf("max_payload = 10\nlog_level = \"info\"\n")).unwrap();
     hangup(&server);
     until("the third reload", || reloads(3));
     assert!(

@@ -406,26 +406,19 @@ async fn the_console_in_a_real_browser() {
     assert_eq!(stored["settings"]["rate"], Value::Null, "{stored}");
     // The delivery: shown, and switched to push and back from the form.
     wait_text(&c, "#settings-summary", "pull (workers claim)").await;
-    c.find(Locator::Css("#set-delivery option[value=push]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    click(&c, Locator::Css("#set-save")).await;
-    wait_text(&c, "#settings-summary", "push delivery").await;
-    let stored = http(addr, "GET", "/v1/queues/orders", None).1;
-    assert_eq!(stored["settings"]["delivery"], "push", "{stored}");
-    c.find(Locator::Css("#set-delivery option[value=pull]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    click(&c, Locator::Css("#set-save")).await;
-    wait_text(&c, "#settings-summary", "pull (workers claim)").await;
-    let stored = http(addr, "GET", "/v1/queues/orders", None).1;
-    assert_eq!(stored["settings"]["delivery"], "pull", "{stored}");
+    for (delivery, shown) in [("push", "push delivery"), ("pull", "pull (workers claim)")] {
+        let option = format!("#set-delivery option[value={delivery}]");
+        c.find(Locator::Css(&option))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        click(&c, Locator::Css("#set-save")).await;
+        wait_text(&c, "#settings-summary", shown).await;
+        let stored = http(addr, "GET", "/v1/queues/orders", None).1;
+        assert_eq!(stored["settings"]["delivery"], delivery, "{stored}");
+    }
 
     // Find the dead job by id, open it, requeue it.
     c.find(Locator::Css("#find"))

@@ -28,20 +28,7 @@ async fn the_console_shows_a_batchs_progress() {
     );
     assert_eq!(s, 201, "{v}");
     assert_eq!(v["batch"]["state"], "closed", "{v}");
-    let (_, v) = http(
-        addr,
-        "POST",
-        "/v1/queues/mail/claim",
-        Some(json!({"max": 1})),
-    );
-    let j = &v["jobs"][0];
-    let (s, v) = http(
-        addr,
-        "POST",
-        "/v1/queues/mail/acks",
-        Some(json!({"acks": [{"id": j["id"], "lease_token": j["lease_token"]}]})),
-    );
-    assert_eq!(s, 200, "{v}");
+    run_one(addr, "mail");
 
     let (_driver, c) = browser().await;
     c.goto(&format!("http://{addr}/#/q/mail")).await.unwrap();
@@ -81,15 +68,7 @@ async fn a_batch_whose_callbacks_fail_shows_why() {
     assert_eq!(s, 201, "{v}");
     let push = Some(json!({"delivery": "push"}));
     assert_eq!(http(addr, "PUT", "/v1/queues/reports", push).0, 200);
-    let (_, v) = http(
-        addr,
-        "POST",
-        "/v1/queues/mail/claim",
-        Some(json!({"max": 1})),
-    );
-    let j = &v["jobs"][0];
-    let ack = json!({"acks": [{"id": j["id"], "lease_token": j["lease_token"]}]});
-    assert_eq!(http(addr, "POST", "/v1/queues/mail/acks", Some(ack)).0, 200);
+    run_one(addr, "mail");
     let started = Instant::now();
     let failed = loop {
         let (_, v) = http(addr, "GET", "/v1/queues/mail/batches/nightly", None);
@@ -145,5 +124,15 @@ async fn a_batch_whose_callbacks_fail_shows_why() {
         "/v1/queues/reports/jobs/batch-nightly-complete",
         None,
     );
+    assert_eq!(s, 200, "{v}");
+}
+
+/// Claims one job of `queue` and acks it, as a worker would.
+fn run_one(addr: SocketAddr, queue: &str) {
+    let claim = Some(json!({"max": 1}));
+    let (_, v) = http(addr, "POST", &format!("/v1/queues/{queue}/claim"), claim);
+    let j = &v["jobs"][0];
+    let ack = json!({"acks": [{"id": j["id"], "lease_token": j["lease_token"]}]});
+    let (s, v) = http(addr, "POST", &format!("/v1/queues/{queue}/acks"), Some(ack));
     assert_eq!(s, 200, "{v}");
 }

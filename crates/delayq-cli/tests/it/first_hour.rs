@@ -7,18 +7,10 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Killed, delayq, spawn_serve, spawn_serve_line, until};
+use crate::common::{Killed, delayq, spawn_serve, spawn_serve_line, text, until};
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     delayq(dir).args(args).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

@@ -42,9 +42,10 @@ async fn api_jobs_are_pushed_listed_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let rx = Receiver::start().await;
     let (_server, addr) = serve(dir.path(), &[], &[]);
+    let post = |job: Value| http(&addr, "POST", "/v1/queues/orders/jobs", Some(job));
     // A job with a target needs a push queue; a pull queue refuses it, writing nothing.
     let aimed = json!({"id": "early", "payload": 1, "target": {"url": rx.url("/ok")}});
-    let (s, b) = http(&addr, "POST", "/v1/queues/orders/jobs", Some(aimed));
+    let (s, b) = post(aimed);
     assert_eq!(
         (s, json_of(&b)["code"].as_str()),
         (400, Some("delivery_mismatch")),
@@ -61,35 +62,20 @@ async fn api_jobs_are_pushed_listed_and_counted() {
         (200, Some("push")),
         "{b}"
     );
-    let (s, b) = http(
-        &addr,
-        "POST",
-        "/v1/queues/orders/jobs",
-        Some(json!({"id": "bare", "payload": 1})),
-    );
+    let (s, b) = post(json!({"id": "bare", "payload": 1}));
     assert_eq!(
         (s, json_of(&b)["code"].as_str()),
         (400, Some("delivery_mismatch")),
         "{b}"
     );
-    let (s, b) = http(
-        &addr,
-        "POST",
-        "/v1/queues/orders/jobs",
-        Some(json!({
-            "id": "order-1", "payload": {"order": 1}, "delay_ms": 200, "max_attempts": 2,
-            "backoff": {"kind": "fixed", "delay_ms": 100},
-            "target": {"url": rx.url("/fail"), "headers": {"authorization": "Bearer k"}}
-        })),
-    );
+    let (s, b) = post(json!({
+        "id": "order-1", "payload": {"order": 1}, "delay_ms": 200, "max_attempts": 2,
+        "backoff": {"kind": "fixed", "delay_ms": 100},
+        "target": {"url": rx.url("/fail"), "headers": {"authorization": "Bearer k"}}
+    }));
     assert_eq!(s, 201, "{b}");
-    let (s, b) = http(
-        &addr,
-        "POST",
-        "/v1/queues/orders/jobs",
-        Some(
-            json!({"id": "order-2", "payload": {"order": 2}, "target": {"url": rx.url("/ok"), "method": "PUT"}}),
-        ),
+    let (s, b) = post(
+        json!({"id": "order-2", "payload": {"order": 2}, "target": {"url": rx.url("/ok"), "method": "PUT"}}),
     );
     assert_eq!(s, 201, "{b}");
     let (s, b) = http(&addr, "GET", "/v1/queues/orders/jobs/order-1", None);
@@ -102,23 +88,13 @@ async fn api_jobs_are_pushed_listed_and_counted() {
         json!({"url": rx.url("/ok"), "method": "TRACE"}),
         json!({"url": rx.url("/ok"), "extra": 1}),
     ] {
-        let (s, b) = http(
-            &addr,
-            "POST",
-            "/v1/queues/orders/jobs",
-            Some(json!({"id": "bad", "payload": 1, "target": bad})),
-        );
+        let (s, b) = post(json!({"id": "bad", "payload": 1, "target": bad}));
         assert_eq!(s, 400, "{b}");
         let code = json_of(&b)["code"].as_str().unwrap_or("").to_owned();
         assert!(code == "invalid_target" || code == "invalid_body", "{b}");
     }
-    let (s, b) = http(
-        &addr,
-        "POST",
-        "/v1/queues/orders/jobs",
-        Some(
-            json!({"id": "bad", "payload": 1, "timeout_ms": 3_600_000, "target": {"url": rx.url("/ok")}}),
-        ),
+    let (s, b) = post(
+        json!({"id": "bad", "payload": 1, "timeout_ms": 3_600_000, "target": {"url": rx.url("/ok")}}),
     );
     assert_eq!(s, 400, "{b}");
     assert_eq!(json_of(&b)["code"], "invalid_deadline");

@@ -2,16 +2,12 @@
 //! suite (client calls, typed errors, retries, workers, webhook verification), the examples of
 //! `examples/python` (the order-timeout story), and `pip install` of the package.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-use crate::common::{Killed, delayq, spawn_serve};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::common::{Killed, delayq, root, spawn_serve};
 
 /// `delayq serve --push` on the embedded store in `dir`; returns it and its base URL.
 fn serve(dir: &Path) -> (Killed, String) {
@@ -24,20 +20,10 @@ fn serve(dir: &Path) -> (Killed, String) {
 }
 
 fn python(dir: &Path, args: &[&str], url: &str) -> std::process::Output {
-    let pkg = root().join("clients/python");
-    Command::new("python3")
+    crate::common::python3()
         .current_dir(dir)
-        .env(
-            "PYTHONPATH",
-            format!(
-                "{}:{}",
-                pkg.join("src").display(),
-                pkg.join("tests").display()
-            ),
-        )
         .env("DELAYQ_URL", url)
         .env("DELAYQ_BIN", env!("CARGO_BIN_EXE_delayq"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("DELAYQ_TEST_PUSH_SECRET", SECRET)
         .args(args)
         .output()
@@ -131,16 +117,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn the_package_installs_with_pip() {
     let venv = tempfile::tempdir().unwrap();
-    let run = |cmd: &mut Command| {
-        let o = cmd.output().unwrap();
-        assert!(
-            o.status.success(),
-            "{cmd:?}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let run = crate::common::succeeds;
     // Exactly what the README says, in a fresh virtual environment (pip fetches the build
     // backend, setuptools, from the package index the machine uses), from a copy of the
     // package (setuptools writes build/ and *.egg-info beside the sources it builds).

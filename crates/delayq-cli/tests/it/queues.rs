@@ -19,6 +19,15 @@ fn fill(dir: &Path, queue: &str, n: usize) {
     assert!(out.status.success(), "{out:?}");
 }
 
+/// A fresh store with `n` jobs in each of `queues`, drained by [`drain`] with `args`.
+fn fill_and_drain(queues: &[(&str, usize)], args: &[&str], strict: bool, n: usize) -> Vec<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    for (q, jobs) in queues {
+        fill(tmp.path(), q, *jobs);
+    }
+    drain(tmp.path(), args, strict, n)
+}
+
 /// Runs a one-at-a-time worker of the queues `args` name (`--strict` with `strict`) until it
 /// handled `n` jobs; answers each job's queue in the order handled.
 fn drain(dir: &Path, args: &[&str], strict: bool, n: usize) -> Vec<String> {
@@ -54,12 +63,8 @@ fn drain(dir: &Path, args: &[&str], strict: bool, n: usize) -> Vec<String> {
 
 #[test]
 fn a_worker_shares_its_claims_by_weight() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    fill(dir, "mails", 100);
-    fill(dir, "reports", 100);
-    let seen = drain(
-        dir,
+    let seen = fill_and_drain(
+        &[("mails", 100), ("reports", 100)],
         &["--queue", "mails:3", "--queue", "reports:1"],
         false,
         80,
@@ -74,13 +79,9 @@ fn a_worker_shares_its_claims_by_weight() {
 
 #[test]
 fn a_strict_worker_serves_its_queues_in_order() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    fill(dir, "urgent", 10);
-    fill(dir, "bulk", 10);
     // Given as "urgent,bulk" then "later": three queues in that order.
-    let seen = drain(
-        dir,
+    let seen = fill_and_drain(
+        &[("urgent", 10), ("bulk", 10)],
         &["--queue", "urgent,bulk", "--queue", "later"],
         true,
         20,
@@ -88,11 +89,12 @@ fn a_strict_worker_serves_its_queues_in_order() {
     assert!(seen[..10].iter().all(|q| q == "urgent"), "{seen:?}");
     assert!(seen[10..].iter().all(|q| q == "bulk"), "{seen:?}");
     // The order given decides, not the names.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    fill(dir, "urgent", 5);
-    fill(dir, "bulk", 5);
-    let seen = drain(dir, &["--queue", "bulk", "--queue", "urgent"], true, 10);
+    let seen = fill_and_drain(
+        &[("urgent", 5), ("bulk", 5)],
+        &["--queue", "bulk", "--queue", "urgent"],
+        true,
+        10,
+    );
     assert!(seen[..5].iter().all(|q| q == "bulk"), "{seen:?}");
 }
 

@@ -9,21 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{free_port, request, until};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::common::{free_port, request, root, until};
 
 fn run(cmd: &mut Command) -> String {
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    crate::common::succeeds(cmd).trim().to_owned()
 }
 
 fn buildah() -> Command {
@@ -165,10 +154,7 @@ fn the_image_runs_as_its_user_with_its_store_in_the_volume() {
         .stderr(log)
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
-    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let first = crate::common::first_line(&mut server);
     let port = first
         .rsplit_once(':')
         .map(|(_, p)| p.trim_end_matches(|c: char| !c.is_ascii_digit()))

@@ -4,6 +4,7 @@
 
 use std::process::{Command, Output};
 
+use crate::common::text;
 use delayq_test_support::RedisServer;
 use delayq_test_support::cluster::RedisCluster;
 use delayq_test_support::sentinel::SentinelSet;
@@ -15,14 +16,6 @@ fn run(args: &[&str]) -> Output {
         .env_remove("DELAYQ_REDIS_URL")
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
@@ -87,27 +80,22 @@ fn tls_as_an_acl_user_and_doctor_checks_the_rule() {
 
     // An admin checks users' rules with ACL DRYRUN.
     let admin = s.url(None);
-    let o = run(&[
-        "--redis",
-        &admin,
-        "--tls-ca",
-        &ca,
-        "doctor",
-        "--acl-user",
-        "delayq",
-    ]);
-    let t = text(&o);
+    let doctor = |user: &str| {
+        let args = [
+            "--redis",
+            &admin,
+            "--tls-ca",
+            &ca,
+            "doctor",
+            "--acl-user",
+            user,
+        ];
+        run(&args)
+    };
+    let t = text(&doctor("delayq"));
     assert!(t.contains("ok    tls"), "{t}");
     assert!(t.contains("ok    acl          user delayq"), "{t}");
-    let o = run(&[
-        "--redis",
-        &admin,
-        "--tls-ca",
-        &ca,
-        "doctor",
-        "--acl-user",
-        "weak",
-    ]);
+    let o = doctor("weak");
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(

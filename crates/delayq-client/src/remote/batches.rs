@@ -2,7 +2,7 @@
 //! server keeps the batches and enqueues their callbacks.
 
 use delayq::batch::{BatchAdded, BatchInfo};
-use delayq::{BatchId, BatchPut, Batches, Enqueued, NewJob, QueueName, Result};
+use delayq::{BatchAdd, BatchId, BatchPut, Batches, Enqueued, QueueName, Result};
 use delayq_wire::{
     BatchAddedView, BatchJobsRequest, BatchRequest, BatchView, CallbackBody, EnqueueRequest,
     ErrorCode,
@@ -52,13 +52,8 @@ impl Batches for RemoteBackend {
         added(v)
     }
 
-    async fn add_to_batch(
-        &self,
-        queue: &QueueName,
-        id: &BatchId,
-        jobs: Vec<NewJob>,
-        close: bool,
-    ) -> Result<Option<BatchAdded>> {
+    async fn add_to_batch(&self, queue: &QueueName, add: BatchAdd) -> Result<Option<BatchAdded>> {
+        let BatchAdd { id, jobs, close } = add;
         let req = BatchJobsRequest {
             jobs: jobs.into_iter().map(EnqueueRequest::from_job).collect(),
             close,

@@ -106,7 +106,7 @@ async fn consumers_claim_ack_nack_extend_and_are_fenced() {
     let c = Client::new(&s.url);
     for id in ["c-1", "c-2", "c-3"] {
         let mut j = job(id, 0.0);
-        j.max_attempts = Some(2);
+        j.run.max_attempts = Some(2);
         c.enqueue("work", j).await.unwrap();
     }
     let got = c.claim("work", &claim(3)).await.unwrap();
@@ -154,7 +154,7 @@ async fn consumers_claim_ack_nack_extend_and_are_fenced() {
     assert_eq!(next.jobs.len(), 2);
     let retried = next.jobs.iter().find(|j| j.id == b.id).unwrap();
     assert_eq!(
-        (retried.attempt, retried.last_error.as_deref()),
+        (retried.facts.attempt, retried.facts.last_error.as_deref()),
         (2, Some("boom"))
     );
 
@@ -168,7 +168,7 @@ async fn consumers_claim_ack_nack_extend_and_are_fenced() {
     assert_eq!(o.outcome, OutcomeKind::Dead);
     let dead = c.list_dead("work", &Page::default()).await.unwrap();
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0].last_error.as_deref(), Some("again"));
+    assert_eq!(dead[0].facts.last_error.as_deref(), Some("again"));
     let o = c.requeue_dead("work", &b.id).await.unwrap();
     assert_eq!(o.outcome, OutcomeKind::Requeued);
     let other = next.jobs.iter().find(|j| j.id == d.id).unwrap();
@@ -264,7 +264,7 @@ async fn errors_carry_their_code_status_and_whether_to_retry() {
     assert!(c.whoami().await.unwrap().tokens_required);
 
     let mut bad = job("j", -5.0);
-    bad.max_attempts = Some(3);
+    bad.run.max_attempts = Some(3);
     let e = c.enqueue("q", bad).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::InvalidDelay), "{e}");
     let e = c.get("bad queue!", "j").await.unwrap_err();

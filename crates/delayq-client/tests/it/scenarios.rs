@@ -7,8 +7,9 @@ use std::path::Path;
 
 use delayq::CancelOutcome;
 use delayq_client::wire::{
-    BatchJobsRequest, BatchRequest, BatchView, CallbackBody, ClaimRequest, EnqueueRequest,
-    ListQuery, NackRequest, OutcomeKind, Page, RescheduleRequest, ScheduleBody, SettingsPatch,
+    BatchJobsRequest, BatchRequest, BatchView, CallbackBody, Carried, ClaimRequest, EnqueueRequest,
+    ListQuery, NackRequest, OutcomeKind, Page, RescheduleRequest, RunOptions, ScheduleBody,
+    SettingsPatch,
 };
 use delayq_client::{Client, Error};
 use serde_json::{Value, json};
@@ -44,15 +45,21 @@ fn enqueue_of(a: &Value) -> EnqueueRequest {
         payload: raw(&a["payload"]),
         delay_ms: a["delay_ms"].as_f64(),
         run_at: a.get("run_at").cloned(),
-        max_attempts: a["max_attempts"].as_u64().map(|n| n as u32),
         priority: a["priority"].as_u64().map(|n| n as u8),
         on_conflict: a
             .get("on_conflict")
             .map(|v| serde_json::from_value(v.clone()).unwrap()),
-        target: a
-            .get("target")
-            .map(|v| serde_json::from_value(v.clone()).unwrap()),
         key: a["key"].as_str().map(Into::into),
+        run: RunOptions {
+            max_attempts: a["max_attempts"].as_u64().map(|n| n as u32),
+            ..RunOptions::default()
+        },
+        carried: Carried {
+            target: a
+                .get("target")
+                .map(|v| serde_json::from_value(v.clone()).unwrap()),
+            ..Carried::default()
+        },
         ..EnqueueRequest::default()
     }
 }
@@ -126,13 +133,13 @@ impl Runner {
             "get" => match c.get(q, id).await? {
                 None => Value::Null,
                 Some(j) => {
-                    let mut v = json!({"id": j.id, "state": j.state, "attempt": j.attempt,
-                        "max_attempts": j.max_attempts,
+                    let mut v = json!({"id": j.id, "state": j.state, "attempt": j.facts.attempt,
+                        "max_attempts": j.facts.max_attempts,
                         "payload": serde_json::from_str::<Value>(j.payload.unwrap().get()).unwrap()});
-                    if let Some(e) = j.last_error {
+                    if let Some(e) = j.facts.last_error {
                         v["last_error"] = e.into();
                     }
-                    if let Some(k) = j.key {
+                    if let Some(k) = j.facts.key {
                         v["key"] = k.into();
                     }
                     v["result"] = match (j.result, j.result_b64) {
@@ -167,7 +174,7 @@ impl Runner {
                 for j in &r.jobs {
                     self.leases.insert(j.id.clone(), j.lease_token);
                 }
-                let mut jobs: Vec<_> = r.jobs.into_iter().map(|j| (j.id, j.key)).collect();
+                let mut jobs: Vec<_> = r.jobs.into_iter().map(|j| (j.id, j.facts.key)).collect();
                 jobs.sort();
                 let keys: Vec<Value> = jobs.iter().map(|(_, k)| json!(k)).collect();
                 let mut v = listed(jobs.into_iter().map(|(id, _)| id).collect());

@@ -29,6 +29,22 @@ async fn stored(b: &EmbeddedBackend, q: &QueueName, id: &str) -> delayq::JobInfo
     b.get(q, &id).await.unwrap().expect("the job is there")
 }
 
+/// Fixture `name`, written at layout `written`, opened by this build: its queue `mail` holds
+/// `done-1` kept as done with its result, `dead-1` dead and `later-1` scheduled, read as
+/// written. Answers the store, its directory and `done-1`.
+async fn opened(name: &str, written: i64) -> (tempfile::TempDir, EmbeddedBackend, delayq::JobInfo) {
+    let dir = fixture(name);
+    assert_eq!(layout(dir.path()), written);
+    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let q = QueueName::new("mail").unwrap();
+    let done = stored(&b, &q, "done-1").await;
+    assert_eq!(done.state, JobState::Done);
+    assert_eq!(done.result.as_deref(), Some(&b"{\"sent\":true}\n"[..]));
+    assert_eq!(stored(&b, &q, "dead-1").await.state, JobState::Dead);
+    assert_eq!(stored(&b, &q, "later-1").await.state, JobState::Scheduled);
+    (dir, b, done)
+}
+
 fn layout(dir: &Path) -> i64 {
     let c = rusqlite::Connection::open(dir.join("delayq.sqlite3")).unwrap();
     c.pragma_query_value(None, "user_version", |r| r.get(0))
@@ -65,7 +81,10 @@ async fn a_store_of_the_first_layout_opens_with_everything_in_it() {
     let schedules = b.schedules(&orders).await.unwrap();
     assert_eq!(schedules.len(), 1);
     assert_eq!(schedules[0].name, "nightly");
-    let dead = b.list(&mail, ListState::Dead, 10, None).await.unwrap();
+    let dead = b
+        .list(&mail, delayq::ListRequest::new(ListState::Dead, 10, None))
+        .await
+        .unwrap();
     assert_eq!(dead.jobs.len(), 1);
 
     // The due jobs are claimed and acknowledged by this build.
@@ -199,16 +218,9 @@ async fn a_store_of_layout_2_gains_results() {
 /// claims among them.
 #[tokio::test]
 async fn a_store_of_layout_3_gains_keys() {
-    let dir = fixture("layout-3");
-    assert_eq!(layout(dir.path()), 3);
-    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let (dir, b, done) = opened("layout-3", 3).await;
     let q = QueueName::new("mail").unwrap();
-    let done = stored(&b, &q, "done-1").await;
-    assert_eq!(done.state, JobState::Done);
-    assert_eq!(done.result.as_deref(), Some(&b"{\"sent\":true}\n"[..]));
     assert_eq!(done.key, None);
-    assert_eq!(stored(&b, &q, "dead-1").await.state, JobState::Dead);
-    assert_eq!(stored(&b, &q, "later-1").await.state, JobState::Scheduled);
     let s = b.settings(&q).await.unwrap();
     assert_eq!(s.max_in_flight, Some(5));
     assert_eq!(s.retention.keep_done_ms, 3_600_000);
@@ -262,16 +274,9 @@ async fn a_store_of_layout_3_gains_keys() {
 #[tokio::test]
 async fn a_store_of_layout_4_gains_batches() {
     use delayq::{BatchId, BatchSpec, Callback};
-    let dir = fixture("layout-4");
-    assert_eq!(layout(dir.path()), 4);
-    let b = EmbeddedBackend::open(dir.path()).unwrap();
+    let (dir, b, done) = opened("layout-4", 4).await;
     let q = QueueName::new("mail").unwrap();
-    let done = stored(&b, &q, "done-1").await;
-    assert_eq!(done.state, JobState::Done);
-    assert_eq!(done.result.as_deref(), Some(&b"{\"sent\":true}\n"[..]));
     assert_eq!(done.key.as_ref().map(|k| k.as_str()), Some("acme"));
-    assert_eq!(stored(&b, &q, "dead-1").await.state, JobState::Dead);
-    assert_eq!(stored(&b, &q, "later-1").await.state, JobState::Scheduled);
     assert_eq!(stored(&b, &q, "due-1").await.state, JobState::Scheduled);
     let s = b.settings(&q).await.unwrap();
     assert_eq!((s.max_in_flight, s.key_max_in_flight), (Some(5), Some(2)));

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
+use crate::common::{call_as as call, ids};
 use axum::Router;
-use axum::body::Body;
-use axum::http::Request;
 use delayq_embedded::EmbeddedBackend;
 use delayq_http::auth::Token;
 use delayq_http::{AppState, HttpConfig};
@@ -14,7 +13,6 @@ use delayq_redis::RedisBackend;
 use delayq_test_support::RedisServer;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tower::ServiceExt;
 
 enum Guard {
     Redis(#[allow(dead_code)] RedisServer),
@@ -33,47 +31,6 @@ async fn state_on(redis: bool, config: HttpConfig) -> (Guard, Router) {
         let r = delayq_http::router(AppState::new(b, config, None));
         (Guard::Embedded(dir), r)
     }
-}
-
-async fn call(
-    r: &Router,
-    method: &str,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "localhost");
-    if !token.is_empty() {
-        req = req.header("authorization", format!("Bearer {token}"));
-    }
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string())),
-        None => req.body(Body::empty()),
-    }
-    .unwrap();
-    let resp = r.clone().oneshot(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
-fn ids(v: &Value) -> Vec<String> {
-    v["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 async fn enqueue(r: &Router, id: &str, delay_ms: u64) {

@@ -29,13 +29,7 @@ async fn ids_of(resp: axum::response::Response) -> Vec<String> {
     let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
         .await
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    v["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| j["id"].as_str().unwrap().to_owned())
-        .collect()
+    crate::common::ids(&serde_json::from_slice(&body).unwrap())
 }
 
 async fn until(mut f: impl FnMut() -> bool) {

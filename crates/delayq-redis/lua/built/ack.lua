@@ -17,7 +17,7 @@ local ix_at = 12 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local acks_n = (#ARGV - 2) / 3
 local acks_id, acks_token, acks_result = {}, {}, {}
 for i = 1, acks_n do local a = 3 + (i - 1) * 3 acks_id[i] = ARGV[a + 0] acks_token[i] = tonumber(ARGV[a + 1]) acks_result[i] = ARGV[a + 2] end
-local lane_entry, lane_dead, lane_hb, win_member, win_key, ix_entry, win_entry, lane_find, rec_kp, key_unpark, key_ended, key_free, rec_batch, batch_end, batch_count
+local lane_entry, lane_dead, lane_hb, win_member, win_key, ix_entry, win_entry, lane_find, rec_batch, batch_end, batch_count, rec_kp, key_unpark, key_ended, key_free
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -152,6 +152,40 @@ local function encode(r)
   return struct.pack('>BBHHI6I6I6', 1, flags, r.attempt, r.max_attempts, r.due, r.created,
     r.token or 0) .. table.concat(parts) .. r.payload
 end
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+local function rec_fixed(flags)
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  return pos
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+local function rec_extra(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
+end
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 local function call_chunked(cmd, key, list)
   local step = 2000
@@ -167,31 +201,10 @@ local function queue_retention(stat, lflags)
   local keep, dedupe = struct.unpack('>dd', redis.call('GETRANGE', stat, 30440, 30440 + 15))
   return { keep = keep, dedupe = dedupe }
 end
--- Whether the raw record `raw` has a retention of its own (extra 2 or 3), read
--- from its extras without decoding the rest: an ack deletes every other completed job of a
--- queue without retention in one batch.
+-- Whether the raw record `raw` has a retention of its own (extra 2 or 3): an ack
+-- deletes every other completed job of a queue without retention in one batch.
 local function rec_keeps(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return false end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 2 or tag == 3 then return true end
-    if tag == 1 then
-      pos = pos + 1
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      pos = pos + 2 + struct.unpack('>H', raw, pos)
-    end
-  end
-  return false
+  return rec_extra(raw, 2, 3) ~= nil
 end
 -- A completed job: deleted, or kept as done when its retention (its own, else the queue's
 -- `ret`) says so — marked 128 with its completion time and the end of its dedupe window
@@ -460,102 +473,17 @@ local now = now_ms()
 local ret = queue_retention(stat, lflags)
 local out, kept, raws =
   ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, in_lane, acks_result)
-local acked, ended = 0, {}
-local keyed = bit.band(lflags, 32) ~= 0
--- A keyed queue's helpers are defined only when it is one (scripts.rs: DEFINE).
-if keyed then
--- The key ('' for a job without one) and priority of the raw record `raw`, read from its
--- extras without decoding the rest.
-rec_kp = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '', 5 end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  local key, prio = '', 5
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      prio = string.byte(raw, pos)
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 18 then key = string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
-  end
-  return key, prio
-end
--- Brings key `k`'s first `n` parked jobs back to their turns in `ready`; returns how many
--- did. An entry whose job left `ready` meanwhile (cancelled, rescheduled) is dropped.
-key_unpark = function(kwait, ready, k, n)
-  local parked = kwait .. ':' .. k
-  local h = redis.call('ZRANGE', parked, 0, n - 1, 'WITHSCORES')
-  if #h == 0 then return 0 end
-  local ids, back = {}, 0
-  for i = 1, #h, 2 do
-    ids[#ids + 1] = h[i]
-    back = back + redis.call('ZADD', ready, 'XX', 'CH', h[i + 1], h[i])
-  end
-  call_chunked('ZREM', parked, ids)
-  return back
-end
--- A leased job (raw record `raw`) ended its lease (acked, failed, released, expired): counts
--- it under its key in `ended` (key -> jobs), for key_free.
-key_ended = function(ended, raw)
-  local k = rec_kp(raw)
-  if k ~= '' then ended[k] = (ended[k] or 0) + 1 end
-end
--- The leases counted in `ended` (key_ended) are over: each key has that many jobs less in
--- flight, and as many of its parked jobs go back to their turns — one call per key, however
--- many of its jobs ended. Returns whether any came back (the caller wakes consumers).
-key_free = function(kinfl, kwait, ready, ended)
-  local back = false
-  for k, n in pairs(ended) do
-    if redis.call('HINCRBY', kinfl, k, -n) <= 0 then redis.call('HDEL', kinfl, k) end
-    if key_unpark(kwait, ready, k, n) > 0 then back = true end
-  end
-  return back
-end
-end
+-- A batch queue's and a keyed queue's helpers are defined only when it is one (scripts.rs:
+-- DEFINE); `bacc` notes the ends of batch jobs (batch.lua), counted at the end.
 local batched = bit.band(lflags, 128) ~= 0
-local bacc = nil
+local bacc = batched and {} or nil
 if batched then
 -- The batch of the raw record `raw` ('' for none), read from its extras without decoding
 -- the rest.
 rec_batch = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '' end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 19 then return string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
-  end
-  return ''
+  local at, len = rec_extra(raw, 19)
+  if not at then return '' end
+  return string.sub(raw, at, at + len - 1)
 end
 -- Job `id` (its record `raw`, as it was before it ended) ended as `how` — 'o' acked, 'd'
 -- dead, 'c' cancelled — with `result` (an ack's, or nil): noted in `acc` (batch -> its ends in
@@ -626,8 +554,55 @@ batch_count = function(bm, acc, now)
     end
   end
 end
-  bacc = {}
 end
+local keyed = bit.band(lflags, 32) ~= 0
+if keyed then
+-- The key ('' for a job without one) and priority of the raw record `raw`, read from its
+-- extras without decoding the rest. Both writers (encode, record.rs) put 1 first, so
+-- a key found first means no priority.
+rec_kp = function(raw)
+  local key, prio = '', 5
+  local at, len, tag = rec_extra(raw, 18, 1)
+  if tag == 1 then
+    prio = string.byte(raw, at)
+    at, len = rec_extra(raw, 18)
+  end
+  if at then key = string.sub(raw, at, at + len - 1) end
+  return key, prio
+end
+-- Brings key `k`'s first `n` parked jobs back to their turns in `ready`; returns how many
+-- did. An entry whose job left `ready` meanwhile (cancelled, rescheduled) is dropped.
+key_unpark = function(kwait, ready, k, n)
+  local parked = kwait .. ':' .. k
+  local h = redis.call('ZRANGE', parked, 0, n - 1, 'WITHSCORES')
+  if #h == 0 then return 0 end
+  local ids, back = {}, 0
+  for i = 1, #h, 2 do
+    ids[#ids + 1] = h[i]
+    back = back + redis.call('ZADD', ready, 'XX', 'CH', h[i + 1], h[i])
+  end
+  call_chunked('ZREM', parked, ids)
+  return back
+end
+-- A leased job (raw record `raw`) ended its lease (acked, failed, released, expired): counts
+-- it under its key in `ended` (key -> jobs), for key_free.
+key_ended = function(ended, raw)
+  local k = rec_kp(raw)
+  if k ~= '' then ended[k] = (ended[k] or 0) + 1 end
+end
+-- The leases counted in `ended` (key_ended) are over: each key has that many jobs less in
+-- flight, and as many of its parked jobs go back to their turns — one call per key, however
+-- many of its jobs ended. Returns whether any came back (the caller wakes consumers).
+key_free = function(kinfl, kwait, ready, ended)
+  local back = false
+  for k, n in pairs(ended) do
+    if redis.call('HINCRBY', kinfl, k, -n) <= 0 then redis.call('HDEL', kinfl, k) end
+    if key_unpark(kwait, ready, k, n) > 0 then back = true end
+  end
+  return back
+end
+end
+local acked, ended = 0, {}
 for i = 1, #out do
   if out[i] == 1 then
     acked = acked + 1

@@ -13,7 +13,7 @@ local bm = KEYS[9]
 local ix_n = tonumber(ARGV[2])
 local ix_at = 10 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local id = ARGV[3]
-local call_chunked, rec_batch, batch_end, batch_count
+local rec_fixed, rec_extra, call_chunked, rec_batch, batch_end, batch_count
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -180,6 +180,40 @@ if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
   local raw = redis.call('HGET', jobs, id)
   redis.call('HDEL', jobs, id)
   if raw and has(string.byte(raw, 2), 64) then
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+rec_fixed = function(flags)
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  return pos
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+rec_extra = function(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
+end
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 call_chunked = function(cmd, key, list)
   local step = 2000
@@ -191,30 +225,9 @@ end
 -- The batch of the raw record `raw` ('' for none), read from its extras without decoding
 -- the rest.
 rec_batch = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '' end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 19 then return string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
-  end
-  return ''
+  local at, len = rec_extra(raw, 19)
+  if not at then return '' end
+  return string.sub(raw, at, at + len - 1)
 end
 -- Job `id` (its record `raw`, as it was before it ended) ended as `how` — 'o' acked, 'd'
 -- dead, 'c' cancelled — with `result` (an ack's, or nil): noted in `acc` (batch -> its ends in

@@ -198,20 +198,50 @@ local function encode(r)
   return struct.pack('>BBHHI6I6I6', 1, flags, r.attempt, r.max_attempts, r.due, r.created,
     r.token or 0) .. table.concat(parts) .. r.payload
 end
--- When the raw record `raw` expires (ms since the epoch), or nil: the hot path reads the flags
--- byte only; the sections before the expiry are skipped by their fixed widths.
-local function rec_expires(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 16) then return nil end
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+local function rec_fixed(flags)
   local pos = 24 + 1
   if has(flags, 1) then pos = pos + 4 end
   if has(flags, 2) then pos = pos + 9 end
   if has(flags, 8) then pos = pos + 4 end
-  local v = struct.unpack('>I6', raw, pos)
+  return pos
+end
+-- When the raw record `raw` expires (ms since the epoch), or nil: the hot path reads the flags
+-- byte only.
+local function rec_expires(raw)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 16) then return nil end
+  local v = struct.unpack('>I6', raw, rec_fixed(flags))
   if has(flags, 32) then
     v = v + struct.unpack('>I6', raw, 13)
   end
   return v
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+local function rec_extra(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
 end
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 local function call_chunked(cmd, key, list)
@@ -228,31 +258,10 @@ local function queue_retention(stat, lflags)
   local keep, dedupe = struct.unpack('>dd', redis.call('GETRANGE', stat, 30440, 30440 + 15))
   return { keep = keep, dedupe = dedupe }
 end
--- Whether the raw record `raw` has a retention of its own (extra 2 or 3), read
--- from its extras without decoding the rest: an ack deletes every other completed job of a
--- queue without retention in one batch.
+-- Whether the raw record `raw` has a retention of its own (extra 2 or 3): an ack
+-- deletes every other completed job of a queue without retention in one batch.
 local function rec_keeps(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return false end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 2 or tag == 3 then return true end
-    if tag == 1 then
-      pos = pos + 1
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      pos = pos + 2 + struct.unpack('>H', raw, pos)
-    end
-  end
-  return false
+  return rec_extra(raw, 2, 3) ~= nil
 end
 -- A completed job: deleted, or kept as done when its retention (its own, else the queue's
 -- `ret`) says so — marked 128 with its completion time and the end of its dedupe window
@@ -734,33 +743,16 @@ end
 local keyed = bit.band(lflags, 32) ~= 0
 if keyed then
 -- The key ('' for a job without one) and priority of the raw record `raw`, read from its
--- extras without decoding the rest.
+-- extras without decoding the rest. Both writers (encode, record.rs) put 1 first, so
+-- a key found first means no priority.
 rec_kp = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '', 5 end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
   local key, prio = '', 5
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      prio = string.byte(raw, pos)
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 18 then key = string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
+  local at, len, tag = rec_extra(raw, 18, 1)
+  if tag == 1 then
+    prio = string.byte(raw, at)
+    at, len = rec_extra(raw, 18)
   end
+  if at then key = string.sub(raw, at, at + len - 1) end
   return key, prio
 end
 -- Moves up to `n` due jobs from `sched` to `ready`, each at its key's next turn (see the top
@@ -973,30 +965,9 @@ if batched then
 -- The batch of the raw record `raw` ('' for none), read from its extras without decoding
 -- the rest.
 rec_batch = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '' end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 19 then return string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
-  end
-  return ''
+  local at, len = rec_extra(raw, 19)
+  if not at then return '' end
+  return string.sub(raw, at, at + len - 1)
 end
 -- Job `id` (its record `raw`, as it was before it ended) ended as `how` — 'o' acked, 'd'
 -- dead, 'c' cancelled — with `result` (an ack's, or nil): noted in `acc` (batch -> its ends in

@@ -18,7 +18,7 @@ local after_score = tonumber(ARGV[5])
 local after_id = ARGV[6]
 local function push_listed(list, id, score, rec) list[#list + 1] = id list[#list + 1] = score list[#list + 1] = rec end
 local function list_reply(t) return { t.jobs, t.cut } end
-local rec_kp, key_promote
+local rec_fixed, rec_extra, rec_kp, key_promote
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -339,34 +339,51 @@ if by_prio then
   if W > 0 then win_promote(lane, lmeta, jobs, sched, now, W, 10000) end
   lane_spill(lane, lmeta, jobs, sched, now, 10000)
   if keyed then
--- The key ('' for a job without one) and priority of the raw record `raw`, read from its
--- extras without decoding the rest.
-rec_kp = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '', 5 end
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+rec_fixed = function(flags)
   local pos = 24 + 1
   if has(flags, 1) then pos = pos + 4 end
   if has(flags, 2) then pos = pos + 9 end
   if has(flags, 8) then pos = pos + 4 end
+  return pos
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+rec_extra = function(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
   if has(flags, 16) then pos = pos + 6 end
   local n = string.byte(raw, pos)
   pos = pos + 1
-  local key, prio = '', 5
   for _ = 1, n do
     local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      prio = string.byte(raw, pos)
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 18 then key = string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
     end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
   end
+  return nil
+end
+-- The key ('' for a job without one) and priority of the raw record `raw`, read from its
+-- extras without decoding the rest. Both writers (encode, record.rs) put 1 first, so
+-- a key found first means no priority.
+rec_kp = function(raw)
+  local key, prio = '', 5
+  local at, len, tag = rec_extra(raw, 18, 1)
+  if tag == 1 then
+    prio = string.byte(raw, at)
+    at, len = rec_extra(raw, 18)
+  end
+  if at then key = string.sub(raw, at, at + len - 1) end
   return key, prio
 end
 -- Moves up to `n` due jobs from `sched` to `ready`, each at its key's next turn (see the top

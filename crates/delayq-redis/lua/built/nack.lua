@@ -22,7 +22,7 @@ local retry_ms = tonumber(ARGV[6])
 local dead_now = (ARGV[7] == '1')
 local rnd = tonumber(ARGV[8])
 local function coded(t) return { t.code, t.value } end
-local call_chunked, rec_kp, key_unpark, key_ended, key_free, rec_batch, batch_end, batch_count
+local rec_fixed, rec_extra, call_chunked, rec_kp, key_unpark, key_ended, key_free, rec_batch, batch_end, batch_count
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -399,6 +399,40 @@ redis.call('ZREM', lease, id)
 local lflags = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0
 limit_freed(stat, wake, lflags)
 if bit.band(lflags, 32) ~= 0 then
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+rec_fixed = function(flags)
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  return pos
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+rec_extra = function(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
+end
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 call_chunked = function(cmd, key, list)
   local step = 2000
@@ -408,33 +442,16 @@ call_chunked = function(cmd, key, list)
   end
 end
 -- The key ('' for a job without one) and priority of the raw record `raw`, read from its
--- extras without decoding the rest.
+-- extras without decoding the rest. Both writers (encode, record.rs) put 1 first, so
+-- a key found first means no priority.
 rec_kp = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '', 5 end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
   local key, prio = '', 5
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      prio = string.byte(raw, pos)
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 18 then key = string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
+  local at, len, tag = rec_extra(raw, 18, 1)
+  if tag == 1 then
+    prio = string.byte(raw, at)
+    at, len = rec_extra(raw, 18)
   end
+  if at then key = string.sub(raw, at, at + len - 1) end
   return key, prio
 end
 -- Brings key `k`'s first `n` parked jobs back to their turns in `ready`; returns how many
@@ -476,6 +493,40 @@ r.err = err
 if dead_now or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)
   if bit.band(lflags, 128) ~= 0 then
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+rec_fixed = function(flags)
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  return pos
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+rec_extra = function(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
+end
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 call_chunked = function(cmd, key, list)
   local step = 2000
@@ -487,30 +538,9 @@ end
 -- The batch of the raw record `raw` ('' for none), read from its extras without decoding
 -- the rest.
 rec_batch = function(raw)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return '' end
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    pos = pos + 1
-    if tag == 1 then
-      pos = pos + 1
-    elseif tag == 2 or tag == 3 then
-      pos = pos + 6
-    else
-      -- 4 and every sized extra: a u16 length, then the bytes.
-      local len = struct.unpack('>H', raw, pos)
-      if tag == 19 then return string.sub(raw, pos + 2, pos + 1 + len) end
-      pos = pos + 2 + len
-    end
-  end
-  return ''
+  local at, len = rec_extra(raw, 19)
+  if not at then return '' end
+  return string.sub(raw, at, at + len - 1)
 end
 -- Job `id` (its record `raw`, as it was before it ended) ended as `how` — 'o' acked, 'd'
 -- dead, 'c' cancelled — with `result` (an ack's, or nil): noted in `acc` (batch -> its ends in

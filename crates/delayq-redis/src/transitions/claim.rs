@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use delayq::{Ack, ClaimBatch, Job, JobId, QueueName, Result};
+use delayq::{Ack, ClaimBatch, JobId, JobState, QueueName, Result};
 
 use crate::backend::{MAX_CLAIM, RedisBackend};
 use crate::keys::Keys;
 use crate::protocol::{Flat, reply, script};
-use crate::record;
+use crate::reply::job_info;
 use crate::route::Route;
 
 use super::ack::Finish;
@@ -83,30 +83,9 @@ impl RedisBackend {
         let reply = self.run(&SCRIPT, k, args, wait).await?;
         let mut jobs = Vec::with_capacity(reply.jobs.0.len());
         for l in reply.jobs.0 {
-            let r = record::decode(&l.rec)?;
-            let expires_at_ms = r.expires_at_ms();
-            let target = r.target_value()?;
-            let trace = r.trace_value();
-            let key = r.key_value();
-            jobs.push(Job {
-                id: l.id,
-                queue: queue.clone(),
-                payload: r.payload,
-                attempt: r.attempt,
-                max_attempts: r.max_attempts,
-                due_at_ms: r.due_ms,
-                created_at_ms: r.created_ms,
-                lease_token: r.token,
-                lease_deadline_ms: l.deadline as u64,
-                lease: Duration::from_millis(l.lease_ms as u64),
-                last_error: r.last_error,
-                timeout: r.timeout_ms.map(|t| Duration::from_millis(t.into())),
-                expires_at_ms,
-                priority: r.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
-                target,
-                trace,
-                key,
-            });
+            let lease = Duration::from_millis(l.lease_ms as u64);
+            let (info, token) = job_info(l.id, JobState::Leased, l.deadline, &l.rec)?;
+            jobs.push(info.into_job(queue.clone(), token, lease));
         }
         Ok(ClaimBatch {
             jobs,

@@ -36,7 +36,7 @@ impl RedisBackend {
         let args = Args { ix, id: id.clone() };
         match self.run(&SCRIPT, &k, args, false).await? {
             None => Ok(None),
-            Some(f) => job_info(id.clone(), state(f.state)?, f.at, &f.rec).map(Some),
+            Some(f) => job_info(id.clone(), state(f.state)?, f.at, &f.rec).map(|(i, _)| Some(i)),
         }
     }
 }

@@ -77,7 +77,7 @@ impl RedisBackend {
             } else {
                 j.score
             };
-            got.push((score, job_info(j.id, state, extra, &j.rec)?));
+            got.push((score, job_info(j.id, state, extra, &j.rec)?.0));
         }
         Ok((page.cut >= 0).then_some(page.cut as u64))
     }

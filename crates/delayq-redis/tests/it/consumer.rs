@@ -108,7 +108,10 @@ async fn failures_retry_with_backoff_then_dead_letter() {
     // The backoff was respected between deliveries.
     assert!(seen[1].due_at_ms >= seen[0].due_at_ms + 100);
     let dead = b
-        .list(&q, delayq::ListState::Dead, 10, None)
+        .list(
+            &q,
+            delayq::ListRequest::new(delayq::ListState::Dead, 10, None),
+        )
         .await
         .unwrap()
         .jobs;

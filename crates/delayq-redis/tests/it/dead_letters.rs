@@ -35,7 +35,10 @@ async fn list_pages_through_dead_jobs_with_their_history() {
     let mut cursor = None;
     loop {
         let page = b
-            .list(&q, delayq::ListState::Dead, 10, cursor)
+            .list(
+                &q,
+                delayq::ListRequest::new(delayq::ListState::Dead, 10, cursor),
+            )
             .await
             .unwrap();
         listed.extend(page.jobs);

@@ -90,6 +90,18 @@ async fn consumers(backends: Vec<RedisBackend>, q: &QueueName, concurrency: usiz
 impl Consumers {
     /// Waits until every id in `ids` started at least once (at most `secs`); returns the
     /// ones that did not.
+    /// Waits up to `secs` for every job of `ids` to have started; fails the test naming those
+    /// that never did.
+    async fn all_ran(&self, ids: &HashSet<String>, secs: u64) {
+        let missing = self.wait_for(ids, secs).await;
+        assert!(
+            missing.is_empty(),
+            "{} acknowledged jobs never ran: {:?}",
+            missing.len(),
+            &missing[..missing.len().min(10)]
+        );
+    }
+
     async fn wait_for(&self, ids: &HashSet<String>, secs: u64) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
@@ -186,13 +198,7 @@ async fn sentinel_failover_mid_run_loses_no_replicated_job() {
     let p2 = connect_retrying(&url).await;
     acked.extend(produce(&p2, &q, "b", 0..200, 500, vec![]).await);
 
-    let missing = c.wait_for(&acked, 60).await;
-    assert!(
-        missing.is_empty(),
-        "{} acknowledged jobs never ran: {:?}",
-        missing.len(),
-        &missing[..missing.len().min(10)]
-    );
+    c.all_ran(&acked, 60).await;
     assert_eq!(
         set.lock().unwrap().current_master_port(),
         Some(replica_port),
@@ -222,13 +228,7 @@ async fn cluster_failover_and_slot_migration_mid_run() {
     ];
     let acked = produce(&b, &q, "j", 0..1500, 2000, faults).await;
 
-    let missing = c.wait_for(&acked, 60).await;
-    assert!(
-        missing.is_empty(),
-        "{} acknowledged jobs never ran: {:?}",
-        missing.len(),
-        &missing[..missing.len().min(10)]
-    );
+    c.all_ran(&acked, 60).await;
     let starts = c.stop().await;
     assert!(never_early(&starts) >= acked.len());
     let st = b.stats(&q).await.unwrap();

@@ -206,7 +206,13 @@ async fn a_settings_change_keeps_a_queues_priorities() {
         .await
         .unwrap();
     // A listing of due jobs moves them to the priorities' index.
-    let due = b.list(&q, delayq::ListState::Due, 10, None).await.unwrap();
+    let due = b
+        .list(
+            &q,
+            delayq::ListRequest::new(delayq::ListState::Due, 10, None),
+        )
+        .await
+        .unwrap();
     assert_eq!(due.jobs.len(), 2);
     let s = QueueSettings {
         max_in_flight: Some(100),
@@ -303,7 +309,10 @@ async fn a_cancelled_lane_job_gives_its_record_back() {
     // The rest are there, in due order; every reader passes the tombstones.
     assert_eq!(b.stats(&q).await.unwrap().waiting(), (n - cancelled) as u64);
     let page = b
-        .list(&q, delayq::ListState::Scheduled, 5, None)
+        .list(
+            &q,
+            delayq::ListRequest::new(delayq::ListState::Scheduled, 5, None),
+        )
         .await
         .unwrap();
     assert_eq!(page.jobs[0].id, w4_id(cancelled));
@@ -407,7 +416,10 @@ async fn the_bits_of_passed_entries_are_cut_off_the_tombstone_bitmap() {
     let st = b.stats(&q).await.unwrap();
     assert_eq!(st.waiting(), 2);
     let page = b
-        .list(&q, delayq::ListState::Scheduled, 10, None)
+        .list(
+            &q,
+            delayq::ListRequest::new(delayq::ListState::Scheduled, 10, None),
+        )
         .await
         .unwrap();
     let ids: Vec<_> = page.jobs.iter().map(|j| j.id.clone()).collect();
@@ -594,7 +606,10 @@ async fn a_listing_reads_a_lane_of_tombstones_in_bounded_calls() {
 
     let before = s.scripts_run();
     let first = b
-        .list(&q, delayq::ListState::Scheduled, 5, None)
+        .list(
+            &q,
+            delayq::ListRequest::new(delayq::ListState::Scheduled, 5, None),
+        )
         .await
         .unwrap();
     let calls = s.scripts_run() - before;
@@ -604,7 +619,10 @@ async fn a_listing_reads_a_lane_of_tombstones_in_bounded_calls() {
     let mut pages = 1;
     while let Some(cursor) = next {
         let page = b
-            .list(&q, delayq::ListState::Scheduled, 5, Some(cursor))
+            .list(
+                &q,
+                delayq::ListRequest::new(delayq::ListState::Scheduled, 5, Some(cursor)),
+            )
             .await
             .unwrap();
         assert!(

@@ -58,16 +58,7 @@ mod cluster {
 
     delayq_testkit::conformance_tests!(setup);
     delayq_testkit::conformance_tests!(@batches setup);
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn keys_on_a_sharded_queue() {
-        let ((), b, time) = setup().await;
-        delayq_testkit::keys_on_a_sharded_queue(b, time).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn batches_on_a_sharded_queue() {
-        let ((), b, time) = setup().await;
-        delayq_testkit::batches_on_a_sharded_queue(b, time).await;
-    }
+    delayq_testkit::conformance_tests!(@sharded setup);
 }
 
 mod sentinel {
@@ -93,16 +84,7 @@ mod sharded_single {
 
     delayq_testkit::conformance_tests!(setup);
     delayq_testkit::conformance_tests!(@batches setup);
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn keys_on_a_sharded_queue() {
-        let ((), b, time) = setup().await;
-        delayq_testkit::keys_on_a_sharded_queue(b, time).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn batches_on_a_sharded_queue() {
-        let ((), b, time) = setup().await;
-        delayq_testkit::batches_on_a_sharded_queue(b, time).await;
-    }
+    delayq_testkit::conformance_tests!(@sharded setup);
 }
 
 /// The lane's time windows on a Cluster, as an ACL user with exactly `ACL_RULE`: the scripts

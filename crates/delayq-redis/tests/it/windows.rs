@@ -231,7 +231,10 @@ async fn pages(
     let mut out = Vec::new();
     let mut after: Option<Cursor> = None;
     loop {
-        let page = b.list(q, state, limit, after.clone()).await.unwrap();
+        let page = b
+            .list(q, delayq::ListRequest::new(state, limit, after.clone()))
+            .await
+            .unwrap();
         out.extend(page.jobs.iter().map(|j| (j.due_at_ms, j.id.to_string())));
         match page.next {
             Some(c) => after = Some(c),

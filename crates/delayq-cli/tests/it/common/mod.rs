@@ -2,8 +2,63 @@
 //! settings, a `delayq serve` child that stops with the test, and where it listens.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The repository's root (an absolute path without `..`).
+#[allow(dead_code)] // not every test file reads the tree
+pub(crate) fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// `python3` with the Python client's sources and tests on its path (`PYTHONPATH`), no
+/// bytecode written into the tree.
+#[allow(dead_code)] // not every test file runs Python
+pub(crate) fn python3() -> Command {
+    let pkg = root().join("clients/python");
+    let mut c = Command::new("python3");
+    let path = format!(
+        "{}:{}",
+        pkg.join("src").display(),
+        pkg.join("tests").display()
+    );
+    c.env("PYTHONPATH", path)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    c
+}
+
+/// What a command wrote, standard output then standard error.
+#[allow(dead_code)] // not every test file reads output
+pub(crate) fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Runs `cmd`, which must succeed (else the test fails with what it wrote); its standard
+/// output.
+#[allow(dead_code)] // not every test file runs tools
+pub(crate) fn succeeds(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{cmd:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The first line `child` writes to its piped standard output; the rest keeps being read (a
+/// closed pipe would end it).
+#[allow(dead_code)] // not every test file starts a server
+pub(crate) fn first_line(child: &mut Child) -> String {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    first
+}
 
 /// `delayq` run in `dir`, deaf to the environment's store, server and token settings.
 #[allow(dead_code)] // not every test file builds its commands here
@@ -39,10 +94,7 @@ pub(crate) fn spawn_serve_line(cmd: &mut Command) -> (Killed, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let first = first_line(&mut child);
     (Killed(child), first)
 }
 
@@ -93,7 +145,7 @@ pub(crate) fn request(
 
 /// Runs `cmd` with `stdin` written to its standard input; its output.
 #[allow(dead_code)] // not every test file writes to stdin
-pub(crate) fn with_stdin(cmd: &mut Command, stdin: &str) -> std::process::Output {
+pub(crate) fn with_stdin(cmd: &mut Command, stdin: &str) -> Output {
     use std::io::Write;
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -137,7 +189,7 @@ pub(crate) fn free_port() -> u16 {
 pub(crate) struct SharedClock {
     /// The test's own clock (give it to in-process backends too).
     pub(crate) clock: delayq::TestClock,
-    file: std::path::PathBuf,
+    file: PathBuf,
     _dir: tempfile::TempDir,
 }
 

@@ -11,10 +11,24 @@ pub(crate) async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
+    call_as(router, method, path, "", body).await
+}
+
+/// [`call`] with `token` as the bearer token (none when empty).
+pub(crate) async fn call_as(
+    router: &Router,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut req = axum::http::Request::builder()
         .method(method)
         .uri(path)
-        .header("host", "test");
+        .header("host", "localhost");
+    if !token.is_empty() {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
     if body.is_some() {
         req = req.header("content-type", "application/json");
     }
@@ -32,4 +46,14 @@ pub(crate) async fn call(
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     )
+}
+
+/// The ids of a page of jobs or a claim's answer (`jobs`), in order.
+pub(crate) fn ids(v: &Value) -> Vec<String> {
+    v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect()
 }
