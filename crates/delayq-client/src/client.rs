@@ -288,7 +288,7 @@ impl Client {
     /// when their leases end.
     pub async fn claim(&self, queue: &str, req: &ClaimRequest) -> Result<ClaimResponse> {
         let body = serde_json::to_vec(req).expect("a claim serializes");
-        let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
+        let wait = Duration::from_millis(req.poll.wait_ms.unwrap_or(0));
         let bytes = self
             .call(
                 Method::POST,
@@ -307,7 +307,7 @@ impl Client {
     /// answered in order. Not retried, as [`Client::claim`].
     pub async fn claim_many(&self, req: &ClaimManyRequest) -> Result<ClaimResponse> {
         let body = serde_json::to_vec(req).expect("a claim serializes");
-        let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
+        let wait = Duration::from_millis(req.poll.wait_ms.unwrap_or(0));
         let bytes = self
             .call(Method::POST, "/v1/claim", Some(body), Repeat::Once, wait)
             .await?;

@@ -12,7 +12,7 @@ use delayq::{
     ListRequest, ListState, Nack, NackOutcome, NewJob, QueueName, QueueSeries, QueueSettings,
     QueueStats, Result, Wakeups,
 };
-use delayq_wire::{ClaimAck, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page};
+use delayq_wire::{ClaimAck, ClaimPoll, EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page};
 use tokio::sync::watch;
 
 use crate::Client;
@@ -74,6 +74,16 @@ fn decoded(e: delayq_wire::Invalid) -> Error {
     Error::Backend(format!("unexpected answer from the delayq server: {e}"))
 }
 
+/// A claim's most jobs (at most 1000), lease, wait and poll name on the wire.
+fn poll_of(max: usize, lease: Duration, wait_ms: u64, poll_id: Option<String>) -> ClaimPoll {
+    ClaimPoll {
+        max: Some(max.min(1000)),
+        lease_ms: Some(lease.as_millis() as u64),
+        wait_ms: Some(wait_ms),
+        poll_id,
+    }
+}
+
 fn acks_of(acks: &[Ack]) -> Vec<ClaimAck> {
     acks.iter().map(ClaimAck::from).collect()
 }
@@ -132,11 +142,8 @@ impl Backend for RemoteBackend {
         let sent = req.acks.len();
         let (poll_id, wait_ms) = self.closing.start(queue, self.long_poll.as_millis() as u64);
         let body = delayq_wire::ClaimRequest {
-            max: Some(req.max.min(1000)),
-            lease_ms: Some(req.lease.as_millis() as u64),
-            wait_ms: Some(wait_ms),
+            poll: poll_of(req.max, req.lease, wait_ms, poll_id),
             acks: acks_of(&req.acks),
-            poll_id,
         };
         let r = self.client.claim(queue.as_str(), &body).await;
         self.closing.done();
@@ -188,15 +195,12 @@ impl Backend for RemoteBackend {
                 })
                 .collect(),
             strict: req.order == delayq::QueueOrder::Strict,
-            max: Some(req.max.min(1000)),
-            lease_ms: Some(req.lease.as_millis() as u64),
-            wait_ms: Some(wait_ms),
+            poll: poll_of(req.max, req.lease, wait_ms, poll_id),
             acks: req
                 .acks
                 .iter()
                 .map(|(q, a)| delayq_wire::QueueAck::of(q, a))
                 .collect(),
-            poll_id,
         };
         let r = self.client.claim_many(&body).await;
         self.closing.done();

@@ -88,12 +88,7 @@ impl Inspect for EmbeddedBackend {
     }
 
     async fn list(&self, queue: &QueueName, page: ListRequest) -> Result<JobPage> {
-        let ListRequest {
-            state: which,
-            limit,
-            after,
-        } = page;
-        check_limit(limit)?;
+        let (which, limit, after) = page.checked()?;
         let q = queue.to_string();
         self.exec(move |c, now| {
             let now = now.ms();

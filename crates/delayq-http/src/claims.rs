@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::ApiJson;
-use crate::lease::{acks_of, checked_poll_id, claim_shape};
+use crate::lease::{acks_of, claim_shape};
 use crate::polls::Waiting;
 use crate::state::AppState;
 
@@ -55,7 +55,7 @@ pub async fn claim_many<B: Backend + Inspect>(
         }
         queues.push((name, w));
     }
-    let (max, lease, wait) = claim_shape(req.max, req.lease_ms, req.wait_ms)?;
+    let (max, lease, wait, poll_id) = claim_shape(req.poll)?;
     // Every ack checked before any is applied.
     let (names, acks): (Vec<String>, Vec<_>) = req.acks.into_iter().map(|a| a.split()).unzip();
     let acks: Vec<(QueueName, Ack)> = names
@@ -64,7 +64,6 @@ pub async fn claim_many<B: Backend + Inspect>(
         .zip(acks_of(acks)?)
         .map(|(q, a)| Ok((q?, a)))
         .collect::<Result<_, ApiError>>()?;
-    let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
     for (q, _) in &queues {
         st.note(q);
     }

@@ -19,6 +19,7 @@ use crate::model::{
 };
 use crate::polls::{Waiting, valid_poll_id};
 use crate::state::AppState;
+use delayq_wire::ClaimPoll;
 
 /// Longest long poll.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -37,9 +38,8 @@ pub async fn claim<B: Backend + Inspect>(
     QueuePath(q): QueuePath,
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    let (max, lease, wait) = claim_shape(req.max, req.lease_ms, req.wait_ms)?;
+    let (max, lease, wait, poll_id) = claim_shape(req.poll)?;
     let acks = acks_of(req.acks)?;
-    let poll_id = req.poll_id.map(checked_poll_id).transpose()?;
     st.note(&q);
     // Each caller may keep only so many polls waiting (they hold a connection and a task).
     let _slot = if wait.is_zero() {
@@ -104,13 +104,18 @@ pub async fn cut_poll<B: Backend + Inspect>(
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
-/// A claim's `max` (1-1000, default 1), lease (default 30 s, checked) and wait (0-60 s), or
-/// the error that refuses it: the same rules for one queue's claim and a claim over several.
+/// A claim's `max` (1-1000, default 1), lease (default 30 s, checked), wait (0-60 s) and
+/// `poll_id` (checked), or the error that refuses it: the same rules for one queue's claim and
+/// a claim over several.
 pub(crate) fn claim_shape(
-    max: Option<usize>,
-    lease_ms: Option<u64>,
-    wait_ms: Option<u64>,
-) -> Result<(usize, Duration, Duration), ApiError> {
+    poll: ClaimPoll,
+) -> Result<(usize, Duration, Duration, Option<String>), ApiError> {
+    let ClaimPoll {
+        max,
+        lease_ms,
+        wait_ms,
+        poll_id,
+    } = poll;
     let max = max.unwrap_or(1);
     if !(1..=1000).contains(&max) {
         return Err(ApiError::new(
@@ -127,7 +132,8 @@ pub(crate) fn claim_shape(
             "wait_ms is over 60000",
         ));
     }
-    Ok((max, lease, wait))
+    let poll_id = poll_id.map(checked_poll_id).transpose()?;
+    Ok((max, lease, wait, poll_id))
 }
 
 /// `id` if it is a valid `poll_id`, else `invalid_poll_id`.

@@ -35,6 +35,17 @@ macro_rules! on_both_stores {
     };
 }
 
+/// A pusher that signs with `SECRET`, may reach this machine's receivers and looks for new
+/// push queues every 100 ms.
+fn signing_locally() -> PusherOptions {
+    PusherOptions {
+        secrets: vec![Secret::parse(SECRET).unwrap()],
+        allow_private: true,
+        discover_every: Duration::from_millis(100),
+        ..PusherOptions::default()
+    }
+}
+
 fn q(name: &str) -> QueueName {
     QueueName::new(name).unwrap()
 }
@@ -128,12 +139,7 @@ async fn outcomes<B: Backend + Inspect>(b: B) {
         .await
         .unwrap();
 
-    let opts = PusherOptions {
-        secrets: vec![Secret::parse(SECRET).unwrap()],
-        allow_private: true,
-        discover_every: Duration::from_millis(100),
-        ..PusherOptions::default()
-    };
+    let opts = signing_locally();
     let pusher = Pusher::new(b.clone(), opts).unwrap();
     let log = pusher.log();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
@@ -478,11 +484,8 @@ async fn a_429_holds_its_key<B: Backend + Inspect>(b: B) {
             .unwrap();
     }
     let opts = PusherOptions {
-        secrets: vec![Secret::parse(SECRET).unwrap()],
-        allow_private: true,
-        discover_every: Duration::from_millis(100),
         max_key_hold: Duration::from_secs(20),
-        ..PusherOptions::default()
+        ..signing_locally()
     };
     let pusher = Pusher::new(b.clone(), opts).unwrap();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);

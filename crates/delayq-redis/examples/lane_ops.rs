@@ -9,24 +9,14 @@
 //!
 //! `cargo run --release -p delayq-redis --example lane_ops -- redis://127.0.0.1:PORT lane|sets [N] [cancels]`
 //! (it runs FLUSHALL on that server).
-use delayq::{
-    Backend, ClaimRequest, Due, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings,
-};
+use delayq::{Backend, ClaimRequest, Inspect, JobId, NewJob, Producer, QueueName, QueueSettings};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::job_in;
 
 fn job(i: usize) -> NewJob {
     job_in(i, 5_400_000)
-}
-
-fn job_in(i: usize, delay_ms: u64) -> NewJob {
-    let id = format!("1{i:019}");
-    let payload = format!(
-        r#"{{"orderId":"{id}","action":"cancel","pad":"{}"}}"#,
-        "x".repeat(39)
-    );
-    NewJob::new(payload.into_bytes())
-        .id(JobId::new(id).unwrap())
-        .due(Due::Delay(Duration::from_millis(delay_ms)))
 }
 
 async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> f64 {

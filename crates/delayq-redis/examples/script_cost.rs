@@ -13,19 +13,10 @@
 //! awaited|batch|batch-one-delay|drain [N]` (it runs FLUSHALL on that server).
 use std::time::Duration;
 
-use delayq::{Backend, ClaimRequest, Due, JobId, NewJob, Producer, QueueName};
+use delayq::{Backend, ClaimRequest, Producer, QueueName};
 
-/// Job `i`: docs/BENCHMARKS.md's 100-byte payload, its order id as the job id, due after `delay_ms`.
-fn job(i: usize, delay_ms: u64) -> NewJob {
-    let id = format!("1{i:019}");
-    let payload = format!(
-        r#"{{"orderId":"{id}","action":"cancel","pad":"{}"}}"#,
-        "x".repeat(39)
-    );
-    NewJob::new(payload.into_bytes())
-        .id(JobId::new(id).unwrap())
-        .due(Due::Delay(Duration::from_millis(delay_ms)))
-}
+mod common;
+use common::job_in as job;
 
 /// A delay in 1–2 h from a fixed sequence (the same jobs on every run).
 fn delay(i: usize) -> u64 {

@@ -103,12 +103,7 @@ impl Inspect for RedisBackend {
     }
 
     async fn list(&self, queue: &QueueName, page: ListRequest) -> Result<JobPage> {
-        let ListRequest {
-            state: which,
-            limit,
-            after,
-        } = page;
-        check_limit(limit)?;
+        let (which, limit, after) = page.checked()?;
         let route = self.route(queue).await?;
         let state = match which {
             ListState::Scheduled | ListState::Due => JobState::Scheduled,

@@ -128,6 +128,17 @@ fn start<B: Backend>(
     lease: Duration,
     label: usize,
 ) -> (usize, tokio::task::JoinHandle<()>) {
+    let task = worker(Recording::labelled(b, h.clone(), label), q, lease);
+    (label, task)
+}
+
+/// A consumer of `q` (concurrency 8, leases of `lease`) whose jobs take 2 ms, running until its
+/// task is aborted.
+pub(crate) fn worker<B: Backend>(
+    b: B,
+    q: &QueueName,
+    lease: Duration,
+) -> tokio::task::JoinHandle<()> {
     let opts = ConsumerOptions {
         concurrency: 8,
         lease,
@@ -135,9 +146,8 @@ fn start<B: Backend>(
         shutdown_grace: Duration::from_secs(1),
         ..ConsumerOptions::default()
     };
-    let c = Consumer::new(Recording::labelled(b, h.clone(), label), q.clone(), opts)
-        .expect("valid options");
-    let task = tokio::spawn(async move {
+    let c = Consumer::new(b, q.clone(), opts).expect("valid options");
+    tokio::spawn(async move {
         let _ = c
             .run(
                 |_job: Job| async {
@@ -147,8 +157,7 @@ fn start<B: Backend>(
                 std::future::pending(),
             )
             .await;
-    });
-    (label, task)
+    })
 }
 
 /// Runs `plan` on `queue`; `connect` makes a backend per consumer and one for the producer

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::chaos::worker;
 use delayq::batch::{BatchState, Batches};
 use delayq::{
     Backend, BatchId, BatchSpec, Callback, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId,
@@ -61,29 +62,6 @@ struct Seen {
 
 fn member_ids(batch: usize, jobs: usize) -> Vec<String> {
     (0..jobs).map(|j| format!("b{batch}-j{j}")).collect()
-}
-
-/// A consumer of `q` whose jobs take 2 ms.
-fn worker<B: Backend>(b: B, q: &QueueName, lease: Duration) -> tokio::task::JoinHandle<()> {
-    let opts = ConsumerOptions {
-        concurrency: 8,
-        lease,
-        max_idle: Duration::from_secs(1),
-        shutdown_grace: Duration::from_secs(1),
-        ..ConsumerOptions::default()
-    };
-    let c = Consumer::new(b, q.clone(), opts).expect("valid options");
-    tokio::spawn(async move {
-        let _ = c
-            .run(
-                |_job: Job| async {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                    Ok::<(), Failure>(())
-                },
-                std::future::pending(),
-            )
-            .await;
-    })
 }
 
 /// A sweeper finishing batches every 50 ms.

@@ -1,12 +1,14 @@
 //! The field blocks that several bodies share, each declared once and flattened into them
 //! (`#[serde(flatten)]`): what a job carries to its attempts ([`Carried`]), how its attempts
-//! run ([`RunOptions`]: an enqueue and a schedule's jobs) and the facts of a stored job
-//! ([`JobFacts`]: a job as read and as claimed). Two rules keep flattening exact: a payload or
+//! run ([`RunOptions`]: an enqueue and a schedule's jobs), the facts of a stored job
+//! ([`JobFacts`]: a job as read and as claimed), when a schedule fires ([`ScheduleTiming`])
+//! and how a claim leases and waits ([`ClaimPoll`]: one queue's and several queues'). Two rules keep flattening exact: a payload or
 //! a result (raw JSON, kept byte for byte) never sits in a flattened block (serde hands a
 //! flattened block buffered values, and raw JSON must be read from the document itself), and
 //! no flattened block flattens another (a body that refuses unknown fields would then refuse
 //! the inner block's fields): a body flattens each block it has side by side.
 
+use delayq::schedule::Timing;
 use delayq::{Backoff, Target, TraceContext};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -113,6 +115,72 @@ pub struct JobFacts {
     /// Its key (a tenant, a customer, an upstream host), if it carries one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+}
+
+/// When a schedule fires: `cron` (in `tz`) or every `every_ms`.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default, Clone)]
+pub struct ScheduleTiming {
+    /// Cron expression: 5 fields, or 6 with seconds first (e.g. `*/5 * * * *`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// IANA time zone of `cron` (default `UTC`), e.g. `Europe/Paris`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// Instead of `cron`: a fire every so many ms (at least 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<u64>,
+}
+
+impl ScheduleTiming {
+    /// The fields of `timing`.
+    pub fn of(timing: Timing) -> Self {
+        match timing {
+            Timing::Cron { cron, tz } => Self {
+                cron: Some(cron),
+                tz: Some(tz),
+                every_ms: None,
+            },
+            Timing::Every { every_ms } => Self {
+                every_ms: Some(every_ms),
+                ..Self::default()
+            },
+        }
+    }
+
+    /// The timing they give: `cron` (+ `tz`, default UTC) or `every_ms`, exactly one of them
+    /// (`invalid_schedule` otherwise).
+    pub fn timing(self) -> Result<Timing, Invalid> {
+        let bad = |m: &str| Invalid::new(ErrorCode::InvalidSchedule, m);
+        match (self.cron, self.every_ms, self.tz) {
+            (Some(cron), None, tz) => Ok(Timing::Cron {
+                cron,
+                tz: tz.unwrap_or_else(|| "UTC".into()),
+            }),
+            (None, Some(every_ms), None) => Ok(Timing::Every { every_ms }),
+            (None, Some(_), Some(_)) => Err(bad("tz goes with cron, not every_ms")),
+            (Some(_), Some(_), _) => Err(bad("give cron or every_ms, not both")),
+            (None, None, _) => Err(bad("cron or every_ms is required")),
+        }
+    }
+}
+
+/// How much a claim leases and how long it waits.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default, Clone)]
+pub struct ClaimPoll {
+    /// Most jobs to lease (1-1000, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<usize>,
+    /// Lease length in ms (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// How long to wait for a due job (0-60000 ms, default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// A name for this long poll (1-64 characters of `[A-Za-z0-9._-]`, unique per client), so
+    /// the client can end it early with `DELETE /v1/queues/{q}/polls/{poll_id}` (for a claim
+    /// over several queues: on the first of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_id: Option<String>,
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::error::Invalid;
-use crate::fields::{Carried, JobFacts};
+use crate::fields::{Carried, ClaimPoll, JobFacts};
 use crate::jobs::JobView;
 use crate::payload::payload_fields;
 
@@ -92,23 +92,13 @@ impl ClaimedJob {
 #[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
-    /// Most jobs to lease (1-1000, default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<usize>,
-    /// Lease length in ms (default 30000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ms: Option<u64>,
-    /// How long to wait for a due job (0-60000 ms, default 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_ms: Option<u64>,
+    /// Most jobs, lease, wait, the poll's name.
+    #[serde(flatten)]
+    pub poll: ClaimPoll,
     /// Finished jobs to acknowledge before leasing (at most 1000), so a worker acks and
     /// claims in one request; the answer's `acks` says how each went, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acks: Vec<ClaimAck>,
-    /// A name for this long poll (1-64 characters of `[A-Za-z0-9._-]`, unique per client), so
-    /// the client can end it early with `DELETE /v1/queues/{q}/polls/{poll_id}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll_id: Option<String>,
 }
 
 /// One queue of a claim over several, with its weight.
@@ -154,24 +144,13 @@ pub struct ClaimManyRequest {
     /// nothing due.
     #[serde(default)]
     pub strict: bool,
-    /// Most jobs to lease (1-1000, default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<usize>,
-    /// Lease length in ms (default 30000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ms: Option<u64>,
-    /// How long to wait for a due job in any of the queues (0-60000 ms, default 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_ms: Option<u64>,
+    /// Most jobs, lease, wait (on all the queues at once), the poll's name.
+    #[serde(flatten)]
+    pub poll: ClaimPoll,
     /// Finished jobs to acknowledge first, each with its queue (at most 1000); the answer's
     /// `acks` says how each went, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acks: Vec<QueueAck>,
-    /// A name for this long poll (1-64 characters of `[A-Za-z0-9._-]`, unique per client), so
-    /// the client can end it early with `DELETE /v1/queues/{q}/polls/{poll_id}` on the first
-    /// of its queues.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll_id: Option<String>,
 }
 
 /// Acks of several jobs at once.

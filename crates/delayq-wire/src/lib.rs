@@ -23,7 +23,7 @@ pub use batches::{
     BatchAddedView, BatchJobsRequest, BatchList, BatchQuery, BatchRequest, BatchView, CallbackBody,
 };
 pub use error::{ErrorBody, ErrorCode, Invalid};
-pub use fields::{Carried, JobFacts, RunOptions};
+pub use fields::{Carried, ClaimPoll, JobFacts, RunOptions, ScheduleTiming};
 pub use jobs::{
     Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView, ListQuery,
     Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,

@@ -1,28 +1,22 @@
 //! Cron and interval schedules on the wire: `PUT / GET / DELETE /v1/queues/{q}/schedules/{name}`
 //! and the list of a queue's schedules (see `delayq::schedule`).
 
-use delayq::schedule::{CatchUp, ScheduleInfo, ScheduleSpec, Timing};
+use delayq::schedule::{CatchUp, ScheduleInfo, ScheduleSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use crate::error::{ErrorCode, Invalid};
-use crate::fields::{Carried, RunOptions};
+use crate::error::Invalid;
+use crate::fields::{Carried, RunOptions, ScheduleTiming};
 use crate::payload::{answer_bytes, payload_bytes, payload_fields};
 
 /// A schedule to store: `cron` (+ `tz`) or `every_ms`, and the job each fire enqueues.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleBody {
-    /// Cron expression: 5 fields, or 6 with seconds first (e.g. `*/5 * * * *`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cron: Option<String>,
-    /// IANA time zone of `cron` (default `UTC`), e.g. `Europe/Paris`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tz: Option<String>,
-    /// Instead of `cron`: a fire every so many ms (at least 1,000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub every_ms: Option<u64>,
+    /// `cron` (+ `tz`) or `every_ms`.
+    #[serde(flatten)]
+    pub timing: ScheduleTiming,
     /// Payload of each fire's job, as JSON.
     #[schema(value_type = Object)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,17 +39,7 @@ pub struct ScheduleBody {
 impl ScheduleBody {
     /// Validates the shape and builds the spec (the name and limits are checked on `PUT`).
     pub fn into_spec(self) -> Result<ScheduleSpec, Invalid> {
-        let bad = |m: &str| Invalid::new(ErrorCode::InvalidSchedule, m);
-        let timing = match (self.cron, self.every_ms, self.tz) {
-            (Some(cron), None, tz) => Timing::Cron {
-                cron,
-                tz: tz.unwrap_or_else(|| "UTC".into()),
-            },
-            (None, Some(every_ms), None) => Timing::Every { every_ms },
-            (None, Some(_), Some(_)) => return Err(bad("tz goes with cron, not every_ms")),
-            (Some(_), Some(_), _) => return Err(bad("give cron or every_ms, not both")),
-            (None, None, _) => return Err(bad("cron or every_ms is required")),
-        };
+        let timing = self.timing.timing()?;
         let payload = payload_bytes(self.payload.as_deref(), self.payload_b64.as_deref())?;
         let catch_up = match self.catch_up.as_deref() {
             None => CatchUp::None,
@@ -82,15 +66,9 @@ impl ScheduleBody {
 pub struct ScheduleView {
     /// Its name.
     pub name: String,
-    /// Cron expression.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cron: Option<String>,
-    /// Time zone of `cron`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tz: Option<String>,
-    /// Interval in ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub every_ms: Option<u64>,
+    /// `cron` (+ `tz`) or `every_ms`.
+    #[serde(flatten)]
+    pub timing: ScheduleTiming,
     /// `none`, `one` or `all`.
     pub catch_up: String,
     /// Next fire, ms since the epoch; its job will have the id `NAME@<this>`.
@@ -113,16 +91,10 @@ pub struct ScheduleView {
 impl From<ScheduleInfo> for ScheduleView {
     fn from(i: ScheduleInfo) -> Self {
         let (run, carried) = run_of(&i.spec);
-        let (cron, tz, every_ms) = match i.spec.timing {
-            Timing::Cron { cron, tz } => (Some(cron), Some(tz), None),
-            Timing::Every { every_ms } => (None, None, Some(every_ms)),
-        };
         let (payload, payload_b64) = payload_fields(i.spec.payload);
         Self {
             name: i.name,
-            cron,
-            tz,
-            every_ms,
+            timing: ScheduleTiming::of(i.spec.timing),
             catch_up: i.spec.catch_up.as_str().to_owned(),
             next_fire: i.next_ms,
             run,
@@ -144,15 +116,9 @@ impl ScheduleBody {
     /// The body that stores `spec`.
     pub fn from_spec(spec: ScheduleSpec) -> Self {
         let (run, carried) = run_of(&spec);
-        let (cron, tz, every_ms) = match spec.timing {
-            Timing::Cron { cron, tz } => (Some(cron), Some(tz), None),
-            Timing::Every { every_ms } => (None, None, Some(every_ms)),
-        };
         let (payload, payload_b64) = payload_fields(spec.payload);
         Self {
-            cron,
-            tz,
-            every_ms,
+            timing: ScheduleTiming::of(spec.timing),
             payload,
             payload_b64,
             catch_up: Some(spec.catch_up.as_str().to_owned()),
@@ -166,19 +132,7 @@ impl TryFrom<ScheduleView> for ScheduleInfo {
     type Error = Invalid;
 
     fn try_from(v: ScheduleView) -> Result<Self, Invalid> {
-        let timing = match (v.cron, v.every_ms) {
-            (Some(cron), _) => Timing::Cron {
-                cron,
-                tz: v.tz.unwrap_or_else(|| "UTC".into()),
-            },
-            (None, Some(every_ms)) => Timing::Every { every_ms },
-            (None, None) => {
-                return Err(Invalid::new(
-                    ErrorCode::InvalidSchedule,
-                    "a schedule without cron or every_ms",
-                ));
-            }
-        };
+        let timing = v.timing.timing()?;
         let (target, trace) = v.carried.read();
         Ok(ScheduleInfo {
             name: v.name,

@@ -158,6 +158,13 @@ impl ListRequest {
             after,
         }
     }
+
+    /// Its state, limit and cursor, the limit checked ([`check_limit`]): what a store reads
+    /// before it lists.
+    pub fn checked(self) -> Result<(ListState, usize, Option<Cursor>), InvalidInput> {
+        check_limit(self.limit)?;
+        Ok((self.state, self.limit, self.after))
+    }
 }
 
 /// One page of a listing.

@@ -27,6 +27,43 @@ fn free_addr() -> String {
     format!("127.0.0.1:{}", free_port())
 }
 
+/// A `delayq serve` from a config file.
+struct Configured<F> {
+    server: Killed,
+    addr: String,
+    /// The token file the config names.
+    tokens: PathBuf,
+    /// The config file.
+    file: String,
+    /// Writes the config file again with `extra` lines after the address and the token file.
+    rewrite: F,
+}
+
+/// `delayq serve --config delayq.toml` in `dir` on a free address, its token file holding
+/// `tokens`.
+fn serve_with_token_file(dir: &Path, tokens: &str) -> Configured<impl Fn(&str)> {
+    let addr = free_addr();
+    let token_file = PathBuf::from(write(dir, "tokens", tokens));
+    let (a, t) = (addr.clone(), token_file.clone());
+    let conf = move |extra: &str| {
+        format!(
+            "listen = \"{a}\"\ntoken_file = \"{}\"\n{extra}",
+            t.display()
+        )
+    };
+    let file = write(dir, "delayq.toml", &conf(""));
+    let server = serve(dir, &addr, &["--config", &file, "serve"], &[]);
+    let f = file.clone();
+    let rewrite = move |extra: &str| std::fs::write(&f, conf(extra)).unwrap();
+    Configured {
+        server,
+        addr,
+        tokens: token_file,
+        file,
+        rewrite,
+    }
+}
+
 /// `delayq serve` with its stderr in `dir/serve.log`, started with `args`; waits for /healthz.
 fn serve(dir: &Path, addr: &str, args: &[&str], env: &[(&str, &str)]) -> Killed {
     let log = std::fs::File::create(dir.join("serve.log")).unwrap();
@@ -201,16 +238,13 @@ fn secrets_from_files_stay_out_of_the_process_list() {
 fn sighup_rotates_tokens_without_dropping_a_long_poll() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let addr = free_addr();
-    let tokens = PathBuf::from(write(dir, "tokens", "all:old-token\n"));
-    let conf = |extra: &str| {
-        format!(
-            "listen = \"{addr}\"\ntoken_file = \"{}\"\n{extra}",
-            tokens.display()
-        )
-    };
-    let f = write(dir, "delayq.toml", &conf(""));
-    let server = serve(dir, &addr, &["--config", &f, "serve"], &[]);
+    let Configured {
+        server,
+        addr,
+        tokens,
+        rewrite,
+        ..
+    } = serve_with_token_file(dir, "all:old-token\n");
     let status = |token: &str| http(&addr, "GET", "/v1/queues", Some(token), "").0;
     let reloads = |n: usize| log(dir).matches("delayq serve: reloaded").count() >= n;
 
@@ -237,7 +271,7 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
     assert_eq!(status("new-token"), 200);
 
     // A broken file keeps what runs and says why; a setting that cannot change live is named.
-    std::fs::write(&f, conf("max_conections = 1\n")).unwrap();
+    rewrite("max_conections = 1\n");
     hangup(&server);
     until("the refusal", || log(dir).contains("reload refused"));
     assert!(
@@ -246,7 +280,7 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
         log(dir)
     );
     assert_eq!(status("new-token"), 200);
-    std::fs::write(&f, conf("max_payload = 10\nlog_level = \"info\"\n")).unwrap();
+    rewrite("max_payload = 10\nlog_level = \"info\"\n");
     hangup(&server);
     until("the third reload", || reloads(3));
     assert!(
@@ -263,16 +297,13 @@ fn sighup_rotates_tokens_without_dropping_a_long_poll() {
 fn tokens_fail_closed_across_reloads() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let addr = free_addr();
-    let tokens = PathBuf::from(write(dir, "tokens", "admin:keep-me\n"));
-    let conf = |extra: &str| {
-        format!(
-            "listen = \"{addr}\"\ntoken_file = \"{}\"\n{extra}",
-            tokens.display()
-        )
-    };
-    let f = write(dir, "delayq.toml", &conf(""));
-    let server = serve(dir, &addr, &["--config", &f, "serve"], &[]);
+    let Configured {
+        server,
+        addr,
+        tokens,
+        file: f,
+        rewrite,
+    } = serve_with_token_file(dir, "admin:keep-me\n");
     let refusals = |n: usize| log(dir).matches("reload refused").count() >= n;
     let kept = || {
         assert_eq!(http(&addr, "GET", "/v1/queues", None, "").0, 401);
@@ -305,7 +336,7 @@ fn tokens_fail_closed_across_reloads() {
     chmod(&tokens, 0o600);
     kept();
     // A TOML error holding a token: its line is not repeated.
-    std::fs::write(&f, format!("{}token = [\"admin:toml-secret\n", conf(""))).unwrap();
+    rewrite("token = [\"admin:toml-secret\n");
     hangup(&server);
     until("the syntax refusal", || refusals(6));
     kept();
@@ -322,7 +353,7 @@ fn tokens_fail_closed_across_reloads() {
 
     // Said explicitly, no token: open to this machine only, the Host guard on.
     std::fs::write(&tokens, "").unwrap();
-    std::fs::write(&f, conf("allow_no_tokens = true\n")).unwrap();
+    rewrite("allow_no_tokens = true\n");
     hangup(&server);
     until("the reload to no token", || {
         log(dir).matches("delayq serve: reloaded").count() >= 1

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use delayq::{AckOutcome, CancelOutcome, Due};
 use delayq_client::wire::{
-    ClaimAck, ClaimRequest, EnqueueRequest, ErrorCode, ListQuery, NackRequest, OutcomeKind, Page,
-    RateView, RescheduleRequest, ScheduleBody, SettingsPatch,
+    ClaimAck, ClaimPoll, ClaimRequest, EnqueueRequest, ErrorCode, ListQuery, NackRequest,
+    OutcomeKind, Page, RateView, RescheduleRequest, ScheduleBody, ScheduleTiming, SettingsPatch,
 };
 use delayq_client::{Client, Error};
 use delayq_http::HttpConfig;
@@ -26,8 +26,11 @@ fn job(id: &str, delay_ms: f64) -> EnqueueRequest {
 
 fn claim(max: usize) -> ClaimRequest {
     ClaimRequest {
-        max: Some(max),
-        lease_ms: Some(30_000),
+        poll: ClaimPoll {
+            max: Some(max),
+            lease_ms: Some(30_000),
+            ..ClaimPoll::default()
+        },
         ..ClaimRequest::default()
     }
 }
@@ -224,13 +227,16 @@ async fn queues_settings_and_schedules() {
     assert!(all.iter().any(|q| q.queue == "q" && q.scheduled == 1));
 
     let spec = ScheduleBody {
-        cron: Some("*/5 * * * *".into()),
-        tz: Some("Europe/Paris".into()),
+        timing: ScheduleTiming {
+            cron: Some("*/5 * * * *".into()),
+            tz: Some("Europe/Paris".into()),
+            every_ms: None,
+        },
         payload: Some(to_raw_value(&serde_json::json!({"report": true})).unwrap()),
         ..ScheduleBody::default()
     };
     let put = c.put_schedule("q", "report", &spec).await.unwrap();
-    assert_eq!(put.tz.as_deref(), Some("Europe/Paris"));
+    assert_eq!(put.timing.tz.as_deref(), Some("Europe/Paris"));
     assert!(put.next_fire > 0);
     assert_eq!(c.list_schedules("q").await.unwrap().len(), 1);
     assert!(c.get_schedule("q", "report").await.unwrap().is_some());
@@ -239,7 +245,10 @@ async fn queues_settings_and_schedules() {
     assert!(c.get_schedule("q", "report").await.unwrap().is_none());
 
     let bad = ScheduleBody {
-        cron: Some("not cron".into()),
+        timing: ScheduleTiming {
+            cron: Some("not cron".into()),
+            ..ScheduleTiming::default()
+        },
         payload: Some(to_raw_value(&1).unwrap()),
         ..ScheduleBody::default()
     };

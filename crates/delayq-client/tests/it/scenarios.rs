@@ -7,9 +7,9 @@ use std::path::Path;
 
 use delayq::CancelOutcome;
 use delayq_client::wire::{
-    BatchJobsRequest, BatchRequest, BatchView, CallbackBody, Carried, ClaimRequest, EnqueueRequest,
-    ListQuery, NackRequest, OutcomeKind, Page, RescheduleRequest, RunOptions, ScheduleBody,
-    SettingsPatch,
+    BatchJobsRequest, BatchRequest, BatchView, CallbackBody, Carried, ClaimPoll, ClaimRequest,
+    EnqueueRequest, ListQuery, NackRequest, OutcomeKind, Page, RescheduleRequest, RunOptions,
+    ScheduleBody, ScheduleTiming, SettingsPatch,
 };
 use delayq_client::{Client, Error};
 use serde_json::{Value, json};
@@ -166,8 +166,11 @@ impl Runner {
             }
             "claim" => {
                 let req = ClaimRequest {
-                    max: a["max"].as_u64().map(|n| n as usize),
-                    lease_ms: a["lease_ms"].as_u64(),
+                    poll: ClaimPoll {
+                        max: a["max"].as_u64().map(|n| n as usize),
+                        lease_ms: a["lease_ms"].as_u64(),
+                        ..ClaimPoll::default()
+                    },
                     ..ClaimRequest::default()
                 };
                 let r = c.claim(q, &req).await?;
@@ -252,9 +255,11 @@ impl Runner {
             "purge_dead" => json!(c.purge_dead(q).await?.count),
             "put_schedule" => {
                 let spec = ScheduleBody {
-                    cron: a["cron"].as_str().map(Into::into),
-                    tz: a["tz"].as_str().map(Into::into),
-                    every_ms: a["every_ms"].as_u64(),
+                    timing: ScheduleTiming {
+                        cron: a["cron"].as_str().map(Into::into),
+                        tz: a["tz"].as_str().map(Into::into),
+                        every_ms: a["every_ms"].as_u64(),
+                    },
                     payload: raw(&a["payload"]),
                     ..ScheduleBody::default()
                 };

@@ -31,8 +31,16 @@ async fn stored(b: &EmbeddedBackend, q: &QueueName, id: &str) -> delayq::JobInfo
 
 /// Fixture `name`, written at layout `written`, opened by this build: its queue `mail` holds
 /// `done-1` kept as done with its result, `dead-1` dead and `later-1` scheduled, read as
-/// written. Answers the store, its directory and `done-1`.
-async fn opened(name: &str, written: i64) -> (tempfile::TempDir, EmbeddedBackend, delayq::JobInfo) {
+/// written. Answers the store, its directory, the queue and `done-1`.
+async fn opened(
+    name: &str,
+    written: i64,
+) -> (
+    tempfile::TempDir,
+    EmbeddedBackend,
+    QueueName,
+    delayq::JobInfo,
+) {
     let dir = fixture(name);
     assert_eq!(layout(dir.path()), written);
     let b = EmbeddedBackend::open(dir.path()).unwrap();
@@ -42,7 +50,13 @@ async fn opened(name: &str, written: i64) -> (tempfile::TempDir, EmbeddedBackend
     assert_eq!(done.result.as_deref(), Some(&b"{\"sent\":true}\n"[..]));
     assert_eq!(stored(&b, &q, "dead-1").await.state, JobState::Dead);
     assert_eq!(stored(&b, &q, "later-1").await.state, JobState::Scheduled);
-    (dir, b, done)
+    (dir, b, q, done)
+}
+
+/// Closes the store in `dir`: it is at this build's layout.
+fn closed_at_this_layout(dir: &tempfile::TempDir, b: EmbeddedBackend) {
+    drop(b);
+    assert_eq!(layout(dir.path()), LAYOUT);
 }
 
 fn layout(dir: &Path) -> i64 {
@@ -207,8 +221,7 @@ async fn a_store_of_layout_2_gains_results() {
         stored(&b, &q, "dead-1").await.result.as_deref(),
         Some(&b"{\"ok\":1}"[..])
     );
-    drop(b);
-    assert_eq!(layout(dir.path()), LAYOUT);
+    closed_at_this_layout(&dir, b);
 }
 
 /// `tests/fixtures/layout-3` was written by commit 68fd8ba (layout 3, before keys) with its
@@ -218,8 +231,7 @@ async fn a_store_of_layout_2_gains_results() {
 /// claims among them.
 #[tokio::test]
 async fn a_store_of_layout_3_gains_keys() {
-    let (dir, b, done) = opened("layout-3", 3).await;
-    let q = QueueName::new("mail").unwrap();
+    let (dir, b, q, done) = opened("layout-3", 3).await;
     assert_eq!(done.key, None);
     let s = b.settings(&q).await.unwrap();
     assert_eq!(s.max_in_flight, Some(5));
@@ -262,8 +274,7 @@ async fn a_store_of_layout_3_gains_keys() {
         keys.contains(&"-".to_owned()),
         "the requeued old job: {keys:?}"
     );
-    drop(b);
-    assert_eq!(layout(dir.path()), LAYOUT);
+    closed_at_this_layout(&dir, b);
 }
 
 /// `tests/fixtures/layout-4` was written by commit 714432b (layout 4, before batches) with
@@ -274,8 +285,7 @@ async fn a_store_of_layout_3_gains_keys() {
 #[tokio::test]
 async fn a_store_of_layout_4_gains_batches() {
     use delayq::{BatchId, BatchSpec, Callback};
-    let (dir, b, done) = opened("layout-4", 4).await;
-    let q = QueueName::new("mail").unwrap();
+    let (dir, b, q, done) = opened("layout-4", 4).await;
     assert_eq!(done.key.as_ref().map(|k| k.as_str()), Some("acme"));
     assert_eq!(stored(&b, &q, "due-1").await.state, JobState::Scheduled);
     let s = b.settings(&q).await.unwrap();
@@ -311,6 +321,5 @@ async fn a_store_of_layout_4_gains_batches() {
     b.ack(&q, mine).await.unwrap();
     let cb_job = b.get(&cb, &added.id.complete_job()).await.unwrap();
     assert!(cb_job.is_some(), "the callback is enqueued");
-    drop(b);
-    assert_eq!(layout(dir.path()), LAYOUT);
+    closed_at_this_layout(&dir, b);
 }

@@ -16,17 +16,8 @@ on_both_backends!(
 );
 
 async fn fill(api: &Api, queue: &str, n: usize) {
-    let jobs: Vec<Value> = (0..n)
-        .map(|i| json!({"id": format!("{queue}-{i}"), "payload": i}))
-        .collect();
-    let r = api
-        .call(
-            "POST",
-            &format!("/v1/queues/{queue}/jobs"),
-            Some(Value::from(jobs)),
-        )
+    api.enqueue_numbered(queue, n, |i| format!("{queue}-{i}"))
         .await;
-    assert_eq!(r.status, 201, "{}", r.body);
 }
 
 async fn claim(api: &Api, body: Value) -> Value {

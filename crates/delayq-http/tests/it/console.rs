@@ -163,25 +163,20 @@ async fn browse_and_act(redis: bool) {
     enqueue(&r, "while-paused", 0).await;
     let (_, st) = call(&r, "GET", "/v1/queues/c", "", None).await;
     assert_eq!(st["paused"], true);
-    let (_, v) = call(
-        &r,
-        "POST",
-        "/v1/queues/c/claim",
-        "",
-        Some(json!({"max": 10})),
-    )
-    .await;
+    let claim = || {
+        call(
+            &r,
+            "POST",
+            "/v1/queues/c/claim",
+            "",
+            Some(json!({"max": 10})),
+        )
+    };
+    let (_, v) = claim().await;
     assert_eq!(v["jobs"].as_array().unwrap().len(), 0, "paused: {v}");
     let (s, v) = call(&r, "POST", "/v1/queues/c/resume", "", None).await;
     assert_eq!((s, v["outcome"].as_str()), (200, Some("resumed")));
-    let (_, v) = call(
-        &r,
-        "POST",
-        "/v1/queues/c/claim",
-        "",
-        Some(json!({"max": 10})),
-    )
-    .await;
+    let (_, v) = claim().await;
     assert_eq!(v["jobs"].as_array().unwrap().len(), 3, "{v}");
 
     // Bulk: cancel every scheduled job; requeue and purge dead.

@@ -21,17 +21,7 @@ async fn setup(api: &Api, queue: &str, n: usize) -> Vec<(String, u64)> {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let jobs: Vec<Value> = (0..n)
-        .map(|i| json!({"id": format!("j{i}"), "payload": i}))
-        .collect();
-    let r = api
-        .call(
-            "POST",
-            &format!("/v1/queues/{queue}/jobs"),
-            Some(Value::from(jobs)),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    api.enqueue_numbered(queue, n, |i| format!("j{i}")).await;
     let r = api
         .call(
             "POST",

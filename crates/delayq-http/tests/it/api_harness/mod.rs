@@ -182,6 +182,27 @@ macro_rules! on_both_backends {
 }
 
 impl Client {
+    /// Enqueues jobs `id(0)`, `id(1)` … `id(n - 1)` (payload: the number) into `queue` in
+    /// one request, which must succeed.
+    pub(crate) async fn enqueue_numbered(
+        &self,
+        queue: &str,
+        n: usize,
+        id: impl Fn(usize) -> String,
+    ) {
+        let jobs: Vec<Value> = (0..n)
+            .map(|i| serde_json::json!({"id": id(i), "payload": i}))
+            .collect();
+        let r = self
+            .call(
+                "POST",
+                &format!("/v1/queues/{queue}/jobs"),
+                Some(Value::from(jobs)),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+
     pub(crate) async fn raw(
         &self,
         method: &str,
