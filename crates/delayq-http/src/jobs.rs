@@ -23,10 +23,10 @@ use crate::state::AppState;
         ("q" = String, Path, description = "queue name"),
         ("Idempotency-Key" = Option<String>, Header, description = "ids for the jobs without one: a retry of the request stores nothing twice"),
     ),
-    request_body(content = EnqueueRequest, description = "a job, or an array of jobs"),
+    request_body(content = delayq_wire::schema::EnqueueBodySchema, description = "a job, or an array of jobs"),
     responses(
-        (status = 201, description = "created (a batch: at least one created)", body = EnqueueResponse),
-        (status = 200, description = "the id already existed; nothing written (a batch: none created)", body = EnqueueResponse),
+        (status = 201, description = "created (a batch: at least one created)", body = delayq_wire::schema::EnqueueAnswerSchema),
+        (status = 200, description = "the id already existed; nothing written (a batch: none created)", body = delayq_wire::schema::EnqueueAnswerSchema),
         (status = "4XX", body = ErrorBody),
     )
 )]

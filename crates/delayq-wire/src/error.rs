@@ -114,11 +114,13 @@ impl std::fmt::Display for ErrorCode {
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
 pub struct ErrorBody {
     /// Stable machine-readable code (see docs/API.md); [`ErrorCode::parse`] reads it.
+    #[schema(schema_with = crate::schema::error_code)]
     pub code: String,
     /// Readable explanation.
     pub message: String,
     /// The job's current state, when an action found it in another one (409).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::schema::JobStateSchema>)]
     pub state: Option<String>,
 }
 

@@ -24,7 +24,7 @@ pub struct EnqueueRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Payload as JSON.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Box<RawValue>>,
     /// Payload as base64 bytes.
@@ -34,12 +34,12 @@ pub struct EnqueueRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<f64>,
     /// Absolute due time: ms since the epoch (number) or RFC 3339 text; in the past = now.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<crate::schema::TimeSchema>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<serde_json::Value>,
     /// A delivery not started by this time (ms since the epoch or RFC 3339) goes to the dead
     /// letters with the error `expired` instead of running late.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<crate::schema::TimeSchema>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<serde_json::Value>,
     /// Like `expires_at`, as a time after the job's due time (server clock).
@@ -48,7 +48,7 @@ pub struct EnqueueRequest {
     /// When the id exists: `keep` (default: write nothing, answer `created: false`) or
     /// `replace` (debounce: a scheduled job gets this payload, due time and options; a leased
     /// or dead one is not touched and `state` says which).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<crate::schema::OnConflictSchema>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_conflict: Option<delayq::OnConflict>,
     /// Priority among due jobs, 0-9 (default 5; higher first; a due job gains a level for
@@ -184,7 +184,7 @@ pub struct EnqueueResponse {
     /// With `on_conflict: "replace"`, when the existing job was not touched: its state
     /// (`leased` or `dead`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<crate::schema::JobStateSchema>)]
     pub state: Option<JobState>,
 }
 
@@ -220,6 +220,7 @@ pub struct JobView {
     /// The job's id.
     pub id: String,
     /// `scheduled`, `leased`, `dead` or `done` (a listing of due jobs says `due`).
+    #[schema(value_type = crate::schema::ListedStateSchema)]
     pub state: String,
     /// Lease deadline of a leased job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -237,14 +238,14 @@ pub struct JobView {
     #[serde(flatten)]
     pub carried: Carried,
     /// The payload when it is valid JSON (byte for byte).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Box<RawValue>>,
     /// The payload bytes in base64 when they are not JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_b64: Option<String>,
     /// A done job's result, as its handler acked it, when it is valid JSON (byte for byte).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RawValue>>,
     /// The result bytes in base64 when they are not JSON.
@@ -388,7 +389,7 @@ pub struct RescheduleRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<f64>,
     /// New absolute time (ms since the epoch or RFC 3339).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<crate::schema::TimeSchema>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<serde_json::Value>,
 }

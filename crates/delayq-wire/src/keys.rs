@@ -14,7 +14,7 @@ use crate::error::{ErrorCode, Invalid};
 #[serde(deny_unknown_fields)]
 pub struct KeyPauseRequest {
     /// When the hold ends: ms since the epoch, or RFC 3339 text.
-    #[schema(value_type = Option<Object>, example = "2026-12-03T12:00:00Z")]
+    #[schema(value_type = Option<crate::schema::TimeSchema>, example = "2026-12-03T12:00:00Z")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<serde_json::Value>,
     /// How long the hold lasts from now, ms (the store's clock).

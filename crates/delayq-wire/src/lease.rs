@@ -29,7 +29,7 @@ pub struct ClaimedJob {
     #[serde(flatten)]
     pub carried: Carried,
     /// The payload when it is valid JSON (byte for byte).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Box<RawValue>>,
     /// The payload bytes in base64 when they are not JSON.
@@ -125,7 +125,7 @@ pub struct QueueAck {
     /// The handler's result, kept with the job while it is retained as done (its queue's or its
     /// own `keep_done_ms`) and answered by `GET …/jobs/{id}`: any JSON value, kept byte for
     /// byte (at most 65,535 bytes).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RawValue>>,
     /// The result as base64 bytes, instead of `result`.
@@ -165,7 +165,7 @@ pub struct AckBatchRequest {
 #[derive(Serialize, Deserialize, ToSchema, Debug)]
 pub struct AckBatchResponse {
     /// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`.
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Vec<crate::schema::AckOutcomeSchema>)]
     pub acks: Vec<AckOutcome>,
 }
 
@@ -180,7 +180,7 @@ pub struct ClaimAck {
     /// The handler's result, kept with the job while it is retained as done (its queue's or its
     /// own `keep_done_ms`) and answered by `GET …/jobs/{id}`: any JSON value, kept byte for
     /// byte (at most 65,535 bytes).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RawValue>>,
     /// The result as base64 bytes, instead of `result`.
@@ -254,7 +254,7 @@ pub struct ClaimResponse {
     /// Per ack of the request, in order: `acked`, `lease_lost` (another lease, or not leased)
     /// or `not_found`; absent when the request carried none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Vec<crate::schema::AckOutcomeSchema>)]
     pub acks: Vec<AckOutcome>,
     /// When the answer holds no job and did not wait: in how many ms the queue's next job is
     /// due (or its rate or in-flight limit lets one start), so a worker that does not long-poll
@@ -272,7 +272,7 @@ pub struct AckRequest {
     /// The handler's result, kept with the job while it is retained as done (its queue's or its
     /// own `keep_done_ms`) and answered by `GET …/jobs/{id}`: any JSON value, kept byte for
     /// byte (at most 65,535 bytes).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RawValue>>,
     /// The result as base64 bytes, instead of `result`.

@@ -18,6 +18,7 @@ pub mod lease;
 pub mod payload;
 pub mod queues;
 pub mod schedules;
+pub mod schema;
 
 pub use batches::{
     BatchAddedView, BatchJobsRequest, BatchList, BatchQuery, BatchRequest, BatchView, CallbackBody,

@@ -18,7 +18,7 @@ pub struct ScheduleBody {
     #[serde(flatten)]
     pub timing: ScheduleTiming,
     /// Payload of each fire's job, as JSON.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Box<RawValue>>,
     /// Payload as base64 bytes.
@@ -80,7 +80,7 @@ pub struct ScheduleView {
     #[serde(flatten)]
     pub carried: Carried,
     /// The payload of each fire's job when it is valid JSON (byte for byte).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Box<RawValue>>,
     /// The payload of each fire's job in base64 when it is not JSON.

@@ -20,6 +20,7 @@ mod raw;
 mod results;
 mod retries;
 mod scheduling;
+mod schema_check;
 mod settings;
 mod slow_clients;
 mod store_full;

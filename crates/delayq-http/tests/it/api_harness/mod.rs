@@ -230,6 +230,7 @@ impl Client {
                     .await
                     .unwrap();
                 let body = String::from_utf8_lossy(&bytes).into_owned();
+                crate::schema_check::check(method, path, status, &body);
                 return Resp { status, body };
             }
         };
@@ -261,6 +262,7 @@ impl Client {
         } else {
             body.to_owned()
         };
+        crate::schema_check::check(method, path, status, &body);
         Resp { status, body }
     }
 

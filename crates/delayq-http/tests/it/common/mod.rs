@@ -42,6 +42,7 @@ pub(crate) async fn call_as(
     let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
         .await
         .unwrap();
+    crate::schema_check::check(method, path, status, &String::from_utf8_lossy(&bytes));
     (
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
