@@ -12,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,10 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 	case "get":
 		j, err := c.Get(ctx, q, id)
 		if errors.Is(err, ErrNotFound) {
+			// Every failure is a *Error: a missing job says its code as well.
+			if CodeOf(err) != "not_found" {
+				return nil, fmt.Errorf("a missing job's error has the code %q", CodeOf(err))
+			}
 			return nil, nil
 		}
 		if err != nil {
@@ -368,9 +373,15 @@ func TestWebhookVectors(t *testing.T) {
 		for k, x := range v.Headers {
 			h.Set(k, x)
 		}
-		err := VerifyWebhookAt(v.Secrets, h, []byte(v.Body), time.Unix(v.Now, 0))
+		msg, err := VerifyWebhookAt(v.Secrets, h, []byte(v.Body), time.Unix(v.Now, 0))
 		if (err == nil) != v.Valid {
 			t.Errorf("%s: valid=%v, got %v", v.Name, v.Valid, err)
+		}
+		if err == nil {
+			ts, _ := strconv.ParseInt(h.Get("webhook-timestamp"), 10, 64)
+			if msg.ID != h.Get("webhook-id") || msg.Timestamp.Unix() != ts || string(msg.Payload) != v.Body {
+				t.Errorf("%s: the verified message is %+v", v.Name, msg)
+			}
 		}
 		if err != nil && CodeOf(err) != "invalid_signature" {
 			t.Errorf("%s: %v", v.Name, err)

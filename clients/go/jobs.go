@@ -156,9 +156,8 @@ func batchBodies(jobs []BatchJob) ([]map[string]any, error) {
 func (c *Client) Get(ctx context.Context, queue, id string) (*Job, error) {
 	var w wireJob
 	if err := c.call(ctx, "GET", jobPath(queue, id, ""), nil, &w, true); err != nil {
-		if CodeOf(err) == "not_found" {
-			return nil, ErrNotFound
-		}
+		// A missing job is the server's *Error (CodeOf: "not_found"), which errors.Is
+		// matches to ErrNotFound.
 		return nil, err
 	}
 	return w.job(), nil

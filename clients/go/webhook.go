@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -37,17 +38,28 @@ func SignWebhook(secret, id string, timestamp int64, body []byte) (string, error
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
 }
 
+// WebhookMessage is a push request whose signature checked out.
+type WebhookMessage struct {
+	// ID is its webhook-id: the job id, the same on every retry — the key to deduplicate on.
+	ID string
+	// Timestamp is when it was signed (webhook-timestamp).
+	Timestamp time.Time
+	// Payload is the body as received (the job's payload).
+	Payload json.RawMessage
+}
+
 // VerifyWebhook checks a request delayq serve --push sent (Standard Webhooks): secrets
-// (whsec_…; several during a rotation), its headers and its raw body. A nil error means it
-// is genuine and recent; its webhook-id header (the job id, the same on every retry) is the
-// key to deduplicate on. Otherwise the error is an *Error with the code "invalid_signature".
-func VerifyWebhook(secrets []string, header http.Header, body []byte) error {
+// (whsec_…; several during a rotation), its headers and its raw body. It answers the verified
+// message (id, timestamp, payload); otherwise an *Error with the code "invalid_signature".
+func VerifyWebhook(secrets []string, header http.Header, body []byte) (*WebhookMessage, error) {
 	return VerifyWebhookAt(secrets, header, body, time.Now())
 }
 
 // VerifyWebhookAt is VerifyWebhook at the time now.
-func VerifyWebhookAt(secrets []string, header http.Header, body []byte, now time.Time) error {
-	bad := func(m string) error { return &Error{Code: "invalid_signature", Message: m} }
+func VerifyWebhookAt(secrets []string, header http.Header, body []byte, now time.Time) (*WebhookMessage, error) {
+	bad := func(m string) (*WebhookMessage, error) {
+		return nil, &Error{Code: "invalid_signature", Message: m}
+	}
 	id, ts, sigs := header.Get("webhook-id"), header.Get("webhook-timestamp"), header.Get("webhook-signature")
 	if id == "" || ts == "" || sigs == "" {
 		return bad("missing webhook-id, webhook-timestamp or webhook-signature")
@@ -66,11 +78,12 @@ func VerifyWebhookAt(secrets []string, header http.Header, body []byte, now time
 	for _, s := range secrets {
 		want, err := SignWebhook(s, id, t, body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, given := range strings.Fields(sigs) {
 			if hmac.Equal([]byte(given), []byte(want)) {
-				return nil
+				msg := &WebhookMessage{ID: id, Timestamp: time.Unix(t, 0), Payload: append(json.RawMessage(nil), body...)}
+				return msg, nil
 			}
 		}
 	}

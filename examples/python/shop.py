@@ -9,7 +9,7 @@ Needs the delayq package: python3 -m venv .venv && .venv/bin/pip install ./clien
 import argparse
 import json
 
-from delayq import Client, JobDead, JobLeased, NotFound
+from delayq import Client
 
 QUEUE = "order-timeouts"
 
@@ -23,13 +23,12 @@ def create_order(client: Client, order_id: str, timeout_ms: int) -> None:
 
 def payment_received(client: Client, order_id: str) -> str:
     """On payment: the timeout must not fire any more."""
-    try:
-        client.cancel(QUEUE, order_id)
+    outcome = client.cancel(QUEUE, order_id)
+    if outcome == "cancelled":
         return "timeout cancelled"
-    except JobLeased:
+    if outcome == "leased":
         return "too late: the timeout is running now (the worker should check payment state)"
-    except (JobDead, NotFound):
-        return "too late: the timeout already ran"
+    return "too late: the timeout already ran"
 
 
 def main() -> None:

@@ -10,7 +10,6 @@ job id and stays the same on retries: use it to ignore a repeated delivery.
 Needs the delayq package: python3 -m venv .venv && .venv/bin/pip install ./clients/python
 """
 
-import json
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -24,13 +23,13 @@ class Hook(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
-            job_id = verify_webhook(SECRET, self.headers, body)
+            msg = verify_webhook(SECRET, self.headers, body)
         except WebhookVerificationError as e:
             self.send_error(401, str(e))
             return
-        if job_id not in seen:
-            seen.add(job_id)
-            order = json.loads(body)
+        if msg.id not in seen:
+            seen.add(msg.id)
+            order = msg.payload
             print(f"attempt {self.headers['delayq-attempt']}: cancelling unpaid {order}", flush=True)
         self.send_response(204)
         self.end_headers()

@@ -24,7 +24,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(again.due_at, e.due_at)
         j = self.c.get(self.q, "order-42")
         self.assertEqual((j.state, j.payload, j.attempt), ("scheduled", {"order": 42}, 0))
-        self.c.cancel(self.q, "order-42")
+        self.assertEqual(self.c.cancel(self.q, "order-42"), "cancelled")
+        self.assertEqual(self.c.cancel(self.q, "order-42"), "not_found")
         with self.assertRaises(NotFound) as ctx:
             self.c.get(self.q, "order-42")
         self.assertEqual(ctx.exception.code, "not_found")

@@ -1,6 +1,7 @@
 """Webhook verification: the published Standard Webhooks example, tampering, stale
 timestamps, rotation — and a real push from the server to a local receiver."""
 
+import json
 import unittest
 
 from delayq import Client, WebhookVerificationError, sign, verify_webhook
@@ -19,8 +20,9 @@ OTHER = "whsec_dGhpcyBpcyBhbm90aGVyIHNlY3JldCE="
 
 class VerifyTest(unittest.TestCase):
     def test_the_published_example(self):
-        self.assertEqual(verify_webhook(EXAMPLE_SECRET, EXAMPLE, BODY, now=1614265330),
-                         "msg_p5jXN8AQM9LWM0D4loKWxJek")
+        msg = verify_webhook(EXAMPLE_SECRET, EXAMPLE, BODY, now=1614265330)
+        self.assertEqual((msg.id, msg.timestamp), ("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330))
+        self.assertEqual(msg.payload, json.loads(BODY))
         self.assertEqual(sign(EXAMPLE_SECRET, EXAMPLE["webhook-id"], 1614265330, BODY),
                          EXAMPLE["webhook-signature"])
 
@@ -60,7 +62,8 @@ class RealPushTest(unittest.TestCase):
         finally:
             rx.close()
         headers, body = got[0]
-        self.assertEqual(verify_webhook(SECRET, headers, body), "inv-9")
+        msg = verify_webhook(SECRET, headers, body)
+        self.assertEqual((msg.id, msg.payload), ("inv-9", {"invoice": 9}))
         self.assertEqual(body, b'{"invoice":9}')
         with self.assertRaises(WebhookVerificationError):
             verify_webhook(OTHER, headers, body)

@@ -55,18 +55,27 @@ export interface VerifyOptions {
   toleranceS?: number;
 }
 
+/** A push request whose signature checked out. */
+export interface WebhookMessage<T = unknown> {
+  /** Its `webhook-id`: the job id, the same on every retry — the key to deduplicate on. */
+  id: string;
+  /** When it was signed (`webhook-timestamp`, seconds since the epoch). */
+  timestamp: number;
+  /** The body parsed as JSON, or the raw bytes when it is not JSON. */
+  payload: T;
+}
+
 /**
- * Checks a push request and answers its payload (the body parsed as JSON, or the raw bytes when
- * it is not JSON). `secretOrSecrets`: one `whsec_…` or several during a rotation; `rawBody`: the
- * bytes as received, before any parsing. Throws a `DelayqError` with code `invalid_signature`.
- * The request's `webhook-id` (the job id, the same on every retry) is the key to deduplicate on.
+ * Checks a push request and answers the verified message: its id, timestamp and payload.
+ * `secretOrSecrets`: one `whsec_…` or several during a rotation; `rawBody`: the bytes as
+ * received, before any parsing. Throws a `DelayqError` with code `invalid_signature`.
  */
-export function verifyWebhook(
+export function verifyWebhook<T = unknown>(
   secretOrSecrets: string | string[],
   headers: HeaderBag,
   rawBody: Uint8Array | string,
   opts: VerifyOptions = {},
-): unknown {
+): WebhookMessage<T> {
   const bad = (m: string) => new DelayqError("invalid_signature", m, { retryable: false });
   const id = header(headers, "webhook-id");
   const ts = header(headers, "webhook-timestamp");
@@ -87,9 +96,11 @@ export function verifyWebhook(
   });
   if (!ok) throw bad("no signature matches");
   const text = body.toString("utf8");
+  let payload: unknown;
   try {
-    return JSON.parse(text);
+    payload = JSON.parse(text);
   } catch {
-    return new Uint8Array(body);
+    payload = new Uint8Array(body);
   }
+  return { id, timestamp: t, payload: payload as T };
 }

@@ -30,4 +30,4 @@ pub use client::{Client, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 pub use delayq_wire as wire;
 pub use error::{Error, Result};
 pub use remote::{LONG_POLL, RemoteBackend};
-pub use webhook::{verify_webhook, verify_webhook_at};
+pub use webhook::{WebhookMessage, verify_webhook, verify_webhook_at};

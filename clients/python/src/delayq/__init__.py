@@ -17,7 +17,7 @@ from .errors import (
     Unauthorized, Unavailable,
 )
 from .models import Batch, ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats
-from .webhooks import WebhookVerificationError, sign, verify_webhook
+from .webhooks import WebhookMessage, WebhookVerificationError, sign, verify_webhook
 from .worker import Dead, Retry, Worker
 
 __version__ = "0.1.0"
@@ -27,6 +27,6 @@ __all__ = [
     "ConnectionFailed", "Dead", "DelayqError", "Enqueued", "Forbidden", "InvalidInput", "Job",
     "JobDead", "JobLeased", "JobNotDead", "JobPage", "KeyStats", "LeaseLost", "NotFound", "PayloadTooLarge",
     "QueueStats", "Retry", "ServerError", "StoreFull", "TooManyLongPolls", "Unauthorized",
-    "Unavailable", "WebhookVerificationError", "Worker", "new_id", "sign", "verify_webhook",
+    "Unavailable", "WebhookMessage", "WebhookVerificationError", "Worker", "new_id", "sign", "verify_webhook",
     "__version__",
 ]

@@ -17,9 +17,13 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import (Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple,
+                    Union)
 
 from . import errors
+
+#: What a cancel found (every client answers the same four).
+CancelOutcome = Literal["cancelled", "not_found", "leased", "dead"]
 from .models import (
     Batch, ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats, result_fields,
 )
@@ -315,9 +319,19 @@ class Client:
         """One job in any state; ``NotFound`` when it is gone (done, cancelled)."""
         return Job.from_json(self._call("GET", self._job(queue, id)))
 
-    def cancel(self, queue: str, id: str) -> None:
-        """Removes a scheduled job (``JobLeased``/``JobDead``/``NotFound`` otherwise)."""
-        self._call("DELETE", self._job(queue, id))
+    def cancel(self, queue: str, id: str) -> CancelOutcome:
+        """Removes a scheduled job; returns what it found, as every client does:
+        ``"cancelled"``, ``"not_found"`` (done and gone, or never there), ``"leased"`` (a
+        consumer holds it now) or ``"dead"``. Other failures raise."""
+        try:
+            self._call("DELETE", self._job(queue, id))
+            return "cancelled"
+        except errors.NotFound:
+            return "not_found"
+        except errors.JobLeased:
+            return "leased"
+        except errors.JobDead:
+            return "dead"
 
     def reschedule(self, queue: str, id: str, *, delay_ms: Optional[float] = None,
                    run_at: Optional[Time] = None) -> int:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import time
-from typing import Iterable, Mapping, Optional, Union
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Union
 
 DEFAULT_TOLERANCE_S = 300
 
@@ -36,6 +38,18 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(mac.digest()).decode()
 
 
+@dataclass(frozen=True)
+class WebhookMessage:
+    """A push request whose signature checked out."""
+
+    #: Its ``webhook-id``: the job id, the same on every retry — deduplicate on it.
+    id: str
+    #: When it was signed (``webhook-timestamp``, seconds since the epoch).
+    timestamp: int
+    #: The body parsed as JSON, or the raw bytes when it is not JSON.
+    payload: Any
+
+
 def verify_webhook(
     secret: Union[str, Iterable[str]],
     headers: Mapping[str, str],
@@ -43,9 +57,9 @@ def verify_webhook(
     *,
     tolerance_s: int = DEFAULT_TOLERANCE_S,
     now: Optional[float] = None,
-) -> str:
-    """Checks a push request; returns its ``webhook-id`` (the job id: deduplicate on it, it
-    is the same on every retry). Raises :class:`WebhookVerificationError` otherwise.
+) -> WebhookMessage:
+    """Checks a push request; returns the verified :class:`WebhookMessage` (id, timestamp,
+    payload). Raises :class:`WebhookVerificationError` otherwise.
 
     ``secret``: one ``whsec_…`` or several (during a rotation). ``headers``: any mapping
     (names case-insensitive). ``body``: the raw bytes, before any JSON parsing.
@@ -67,5 +81,9 @@ def verify_webhook(
     wanted = [sign(s, msg_id, ts_i, bytes(body)) for s in secrets]
     for given in sigs.split():
         if any(hmac.compare_digest(given, w) for w in wanted):
-            return msg_id
+            try:
+                payload: Any = json.loads(bytes(body))
+            except ValueError:
+                payload = bytes(body)
+            return WebhookMessage(id=msg_id, timestamp=ts_i, payload=payload)
     raise WebhookVerificationError("no signature matches")

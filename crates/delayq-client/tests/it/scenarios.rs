@@ -430,11 +430,17 @@ fn every_webhook_vector() {
             "{}: {got:?}",
             v["name"]
         );
-        if let Ok(id) = got {
-            let want = headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("webhook-id"));
-            assert_eq!(Some(id.as_str()), want.map(|(_, x)| x.as_str()));
+        if let Ok(msg) = got {
+            let header = |name: &str| {
+                let (_, x) = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .unwrap();
+                x.clone()
+            };
+            assert_eq!(msg.id, header("webhook-id"));
+            assert_eq!(msg.timestamp.to_string(), header("webhook-timestamp"));
+            assert_eq!(msg.payload, v["body"].as_str().unwrap().as_bytes());
         }
     }
 }
