@@ -56,7 +56,74 @@ func WithTraceparent(traceparent, tracestate string) EnqueueOption {
 	}
 }
 
-// WithField sets any other field of the API's enqueue body (backoff, target, expires_at, …).
+// Backoff is a job's retry backoff: FixedBackoff, ExponentialBackoff or JitteredBackoff.
+type Backoff struct {
+	kind       string
+	base, most time.Duration
+}
+
+// FixedBackoff waits d after every failure.
+func FixedBackoff(d time.Duration) Backoff { return Backoff{kind: "fixed", base: d} }
+
+// ExponentialBackoff waits base after the first failure, doubling each time up to most.
+func ExponentialBackoff(base, most time.Duration) Backoff {
+	return Backoff{kind: "exponential", base: base, most: most}
+}
+
+// JitteredBackoff is ExponentialBackoff with each wait picked in the upper half of it, so
+// jobs that failed together do not retry together (the server's default, 1 s up to 10 min).
+func JitteredBackoff(base, most time.Duration) Backoff {
+	return Backoff{kind: "exponential_jitter", base: base, most: most}
+}
+
+// WithBackoff sets how the job waits between failed attempts.
+func WithBackoff(bo Backoff) EnqueueOption {
+	return func(b map[string]any) {
+		if bo.kind == "fixed" {
+			b["backoff"] = map[string]any{"kind": "fixed", "delay_ms": bo.base.Milliseconds()}
+			return
+		}
+		b["backoff"] = map[string]any{"kind": bo.kind, "base_ms": bo.base.Milliseconds(), "cap_ms": bo.most.Milliseconds()}
+	}
+}
+
+// WithLeaseLength gives each attempt of the job this lease, instead of the consumer's.
+func WithLeaseLength(d time.Duration) EnqueueOption {
+	return func(b map[string]any) { b["lease_ms"] = d.Milliseconds() }
+}
+
+// Target is where a pusher sends a job: URL, with Method (default POST) and Headers.
+type Target struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// WithTarget has the job delivered by HTTP: a pusher (delayq serve --push) sends its payload
+// to target at the due time (the queue must be a push queue).
+func WithTarget(target Target) EnqueueOption { return func(b map[string]any) { b["target"] = target } }
+
+// WithExpiresAt dead-letters the job with the error "expired" instead of starting it after t.
+func WithExpiresAt(t time.Time) EnqueueOption {
+	return func(b map[string]any) { b["expires_at"] = t.UnixMilli() }
+}
+
+// WithExpireAfter is WithExpiresAt at d after the job's due time (the server's clock).
+func WithExpireAfter(d time.Duration) EnqueueOption {
+	return func(b map[string]any) { b["expire_after_ms"] = d.Milliseconds() }
+}
+
+// WithKeepDone keeps the job readable as done for d after it completes (with its result).
+func WithKeepDone(d time.Duration) EnqueueOption {
+	return func(b map[string]any) { b["keep_done_ms"] = d.Milliseconds() }
+}
+
+// WithDedupe refuses the job's id again for d after it completes.
+func WithDedupe(d time.Duration) EnqueueOption {
+	return func(b map[string]any) { b["dedupe_ms"] = d.Milliseconds() }
+}
+
+// WithField sets any other field of the API's enqueue body by its wire name.
 func WithField(name string, value any) EnqueueOption {
 	return func(b map[string]any) { b[name] = value }
 }

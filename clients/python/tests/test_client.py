@@ -217,6 +217,21 @@ class ClientTest(unittest.TestCase):
         ids = {p[3] for p in proxy.requests}
         self.assertEqual(len(ids), 1, "the retry sent the same body, with the same id")
 
+    def test_errors_carry_retry_after(self):
+        # A proxy answering 429 with Retry-After, as a server over a budget does.
+        def handle(req, body):
+            return 429, {"Retry-After": "7", "Content-Type": "application/json"}, \
+                b'{"code":"too_many_long_polls","message":"over the budget"}'
+
+        proxy = Local(handle)
+        try:
+            with self.assertRaises(delayq.DelayqError) as ctx:
+                Client(proxy.url, retries=0).stats(self.q)
+        finally:
+            proxy.close()
+        e = ctx.exception
+        self.assertEqual((e.status, e.code, e.retry_after), (429, "too_many_long_polls", 7))
+
     def test_connection_errors_are_retried_then_typed(self):
         c = Client("http://127.0.0.1:9", retries=2, backoff=0.01)
         with self.assertRaises(delayq.ConnectionFailed):

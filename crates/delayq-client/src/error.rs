@@ -62,6 +62,14 @@ impl Error {
         }
     }
 
+    /// How long the server asked to wait before trying again (`Retry-After`), when it said.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Error::Api { retry_after, .. } => retry_after.map(std::time::Duration::from_secs),
+            _ => None,
+        }
+    }
+
     /// Whether sending the same request again may succeed: no answer came, or the server
     /// was unavailable, full or over a budget. An enqueue is safe to retry: its job carries
     /// its id from the first try.

@@ -149,7 +149,9 @@ class Client:
             conn.close()
             self._local.conn = None
 
-    def _send(self, method: str, path: str, data: Optional[bytes], timeout: float) -> Tuple[int, bytes]:
+    def _send(self, method: str, path: str, data: Optional[bytes],
+              timeout: float) -> Tuple[int, bytes, Optional[int]]:
+        """One request: the answer's status, body and ``Retry-After`` (seconds, when given)."""
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
@@ -165,7 +167,8 @@ class Client:
                 raw = resp.read()
                 if resp.getheader("connection", "").lower() == "close":
                     self._drop()
-                return resp.status, raw
+                after = (resp.getheader("retry-after") or "").strip()
+                return resp.status, raw, int(after) if after.isdigit() else None
             except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
                 self._drop()
                 # A kept-alive connection the server had closed: once more on a new one.
@@ -182,7 +185,7 @@ class Client:
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
-                status, raw = self._send(method, path, data, timeout or self.timeout)
+                status, raw, retry_after = self._send(method, path, data, timeout or self.timeout)
             except (OSError, socket.timeout, http.client.HTTPException) as e:
                 if repeat and attempt < self.retries:
                     time.sleep(delay)
@@ -195,9 +198,10 @@ class Client:
                 answer = json.loads(raw) if raw else {}
             except ValueError:
                 answer = {"code": "unknown", "message": raw[:200].decode(errors="replace")}
-            err = errors.from_answer(status, answer if isinstance(answer, dict) else {})
+            err = errors.from_answer(status, answer if isinstance(answer, dict) else {},
+                                     retry_after)
             if repeat and isinstance(err, errors.Unavailable) and attempt < self.retries:
-                time.sleep(delay)
+                time.sleep(retry_after if retry_after is not None else delay)
                 delay *= 2
                 continue
             raise err

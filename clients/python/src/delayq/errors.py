@@ -8,15 +8,18 @@ from typing import Optional
 class DelayqError(Exception):
     """An error answer of the server (``status``, stable ``code``, readable ``message``).
 
-    ``state`` is set on 409 answers that say where the job is now (``leased``, ``dead`` ...).
+    ``state`` is set on 409 answers that say where the job is now (``leased``, ``dead`` ...);
+    ``retry_after`` on answers that say when to try again (``Retry-After``, seconds).
     """
 
-    def __init__(self, status: int, code: str, message: str, state: Optional[str] = None):
+    def __init__(self, status: int, code: str, message: str, state: Optional[str] = None,
+                 retry_after: Optional[int] = None):
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.state = state
+        self.retry_after = retry_after
 
 
 class InvalidInput(DelayqError):
@@ -98,8 +101,8 @@ _BY_CODE = {
 }
 
 
-def from_answer(status: int, body: dict) -> DelayqError:
-    """The typed error of an error answer."""
+def from_answer(status: int, body: dict, retry_after: Optional[int] = None) -> DelayqError:
+    """The typed error of an error answer (``retry_after``: its ``Retry-After``, seconds)."""
     code = str(body.get("code") or "unknown")
     message = str(body.get("message") or "")
     cls = _BY_CODE.get(code)
@@ -108,4 +111,4 @@ def from_answer(status: int, body: dict) -> DelayqError:
             cls = InvalidInput
         else:
             cls = ServerError
-    return cls(status, code, message, body.get("state"))
+    return cls(status, code, message, body.get("state"), retry_after)

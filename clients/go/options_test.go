@@ -1,0 +1,59 @@
+package delayq
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// Every documented enqueue field has a typed option, written in the API's wire shape.
+func TestTypedEnqueueOptionsWriteTheWireFields(t *testing.T) {
+	at := time.UnixMilli(1_800_000_000_000)
+	b := map[string]any{}
+	for _, o := range []EnqueueOption{
+		WithBackoff(ExponentialBackoff(time.Second, time.Minute)),
+		WithLeaseLength(45 * time.Second),
+		WithTarget(Target{URL: "https://example.com/hook", Headers: map[string]string{"x-tenant": "acme"}}),
+		WithExpiresAt(at),
+		WithKeepDone(time.Hour),
+		WithDedupe(10 * time.Minute),
+	} {
+		o(b)
+	}
+	got, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"backoff":{"base_ms":1000,"cap_ms":60000,"kind":"exponential"},"dedupe_ms":600000,` +
+		`"expires_at":1800000000000,"keep_done_ms":3600000,"lease_ms":45000,` +
+		`"target":{"url":"https://example.com/hook","headers":{"x-tenant":"acme"}}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	f := map[string]any{}
+	WithBackoff(FixedBackoff(2 * time.Second))(f)
+	WithExpireAfter(time.Minute)(f)
+	got, _ = json.Marshal(f)
+	if string(got) != `{"backoff":{"delay_ms":2000,"kind":"fixed"},"expire_after_ms":60000}` {
+		t.Errorf("got %s", got)
+	}
+}
+
+// The server takes every typed option (a field it did not know would refuse the enqueue).
+func TestTheServerTakesTheTypedOptions(t *testing.T) {
+	c := NewClient(liveURL(t))
+	ctx := context.Background()
+	e, err := c.Enqueue(ctx, "go-typed-options", map[string]any{"order": 1},
+		WithID("typed-1"), WithDelay(time.Hour),
+		WithBackoff(JitteredBackoff(time.Second, time.Minute)), WithLeaseLength(time.Minute),
+		WithExpireAfter(time.Hour), WithKeepDone(time.Hour), WithDedupe(time.Minute))
+	if err != nil || !e.Created {
+		t.Fatalf("enqueue with every typed option: %+v, %v", e, err)
+	}
+	_, err = c.Enqueue(ctx, "go-typed-options", 1, WithID("typed-2"),
+		WithExpiresAt(time.Now().Add(time.Hour)), WithBackoff(FixedBackoff(time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
