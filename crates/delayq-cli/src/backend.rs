@@ -70,6 +70,9 @@ impl Backend for AnyBackend {
     async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
         delegate!(self, b => b.wakeups(queue).await)
     }
+    async fn stop_polling(&self) {
+        delegate!(self, b => b.stop_polling().await)
+    }
 }
 
 impl Inspect for AnyBackend {

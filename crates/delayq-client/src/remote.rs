@@ -319,6 +319,10 @@ impl Backend for RemoteBackend {
     async fn wakeups(&self, _queue: &QueueName) -> Result<Wakeups> {
         Ok(self.wake.subscribe())
     }
+
+    async fn stop_polling(&self) {
+        self.close().await;
+    }
 }
 
 impl Inspect for RemoteBackend {

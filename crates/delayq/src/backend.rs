@@ -157,6 +157,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Wake-ups for consumers of `queue`; returns once the notification channel is live.
     fn wakeups(&self, queue: &QueueName) -> impl Future<Output = Result<Wakeups>> + Send;
+
+    /// Stops waiting in claims: a claim in flight that waits (a remote server's long poll)
+    /// answers now, and later claims do not wait. A consumer calls it when its shutdown
+    /// future completes during a claim. The default does nothing: a store whose claims never
+    /// wait (consumers are woken by [`Backend::wakeups`]).
+    fn stop_polling(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// The admin side: read state and manage dead letters.

@@ -168,6 +168,10 @@ impl<B: Backend> Backend for Instrumented<B> {
     async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
         self.inner.wakeups(queue).await
     }
+
+    async fn stop_polling(&self) {
+        self.inner.stop_polling().await;
+    }
 }
 
 impl<B: Inspect> Inspect for Instrumented<B> {

@@ -309,3 +309,36 @@ async fn an_enqueue_retried_after_no_answer_stores_the_job_once() {
     let v = c.queue("q").await.unwrap();
     assert_eq!(v.scheduled + v.due, 1, "{v:?}");
 }
+
+/// A consumer over HTTP whose claim is a long poll stops as soon as its shutdown future
+/// completes: the poll is cut (`Backend::stop_polling`), not waited out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_consumer_stops_at_its_shutdown_not_at_the_end_of_its_long_poll() {
+    let s = Server::start(HttpConfig::default()).await;
+    let remote =
+        delayq_client::RemoteBackend::new(Client::new(&s.url)).long_poll(Duration::from_secs(50));
+    let q = delayq::QueueName::new("stopping").unwrap();
+    let consumer = delayq::Consumer::new(remote, q, delayq::ConsumerOptions::default()).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(consumer.run(
+        |_job: delayq::Job| async { Ok::<(), delayq::Failure>(()) },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // Let the consumer reach its long poll (nothing is due: it waits there).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = std::time::Instant::now();
+    stop.send(()).unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the consumer waited out its 50 s long poll")
+        .unwrap()
+        .unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "stopped {:?} after its shutdown",
+        asked.elapsed()
+    );
+    assert_eq!(report.claimed, 0);
+}

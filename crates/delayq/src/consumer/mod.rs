@@ -185,7 +185,27 @@ impl<B: Backend> Consumer<B> {
             run.start_held();
             run.release_held(false).await;
             run.subscribe().await;
-            if let Err(retry_in) = run.claim().await {
+            // A claim may wait (a remote server's long poll): the shutdown future is watched
+            // beside it, and when it completes the backend stops the wait, so the claim answers
+            // at once and the run ends (its jobs are handled or given back by the drain).
+            let backend = run.c.backend.clone();
+            let mut stopping = false;
+            let claimed = {
+                let claim = run.claim();
+                let mut claim = std::pin::pin!(claim);
+                tokio::select! {
+                    r = &mut claim => r,
+                    _ = &mut shutdown => {
+                        stopping = true;
+                        backend.stop_polling().await;
+                        claim.await
+                    }
+                }
+            };
+            if stopping {
+                break;
+            }
+            if let Err(retry_in) = claimed {
                 tokio::select! {
                     _ = &mut shutdown => break,
                     _ = sleep(retry_in) => continue,
