@@ -43,6 +43,16 @@ export interface ClientOptions {
    * is installed, else nothing.
    */
   propagate?: (headers: Record<string, string>) => void;
+  /** Aborts every call of this client when it fires (see `Client.with`). */
+  signal?: AbortSignal;
+}
+
+/** What one call, or one scope of calls, may set: an `AbortSignal` and a timeout. */
+export interface CallOptions {
+  /** Aborts the call (it fails with the code `aborted`). */
+  signal?: AbortSignal;
+  /** Longest one request may take, ms (a claim's wait comes on top). */
+  timeoutMs?: number;
 }
 
 /** `@opentelemetry/api` when the application has it (an optional peer: never required). */
@@ -283,6 +293,8 @@ export class Client {
   readonly #propagate?: (headers: Record<string, string>) => void;
   readonly #timeoutMs: number;
   readonly #retries: number;
+  readonly #signal?: AbortSignal;
+  readonly #opts: ClientOptions;
 
   constructor(opts: ClientOptions) {
     if (!/^https?:\/\//.test(opts.baseUrl)) {
@@ -295,6 +307,18 @@ export class Client {
     this.#propagate = opts.propagate;
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
     this.#retries = opts.retries ?? 3;
+    this.#signal = opts.signal;
+    this.#opts = opts;
+  }
+
+  /**
+   * This client with `call`'s signal and timeout on every call made through it:
+   * `await client.with({ signal: ac.signal, timeoutMs: 2_000 }).get<Order>("orders", id)`.
+   * (A signal given to a call that takes one, such as `claim`, applies as well.)
+   */
+  with(call: CallOptions): Client {
+    const signal = call.signal && this.#signal ? anySignal(call.signal, this.#signal) : (call.signal ?? this.#signal);
+    return new Client({ ...this.#opts, timeoutMs: call.timeoutMs ?? this.#timeoutMs, signal });
   }
 
   /** One request; the JSON of a 2xx (undefined when empty), else a DelayqError. */
@@ -312,7 +336,8 @@ export class Client {
       await otelPropagate(headers);
     }
     const timeout = AbortSignal.timeout(this.#timeoutMs + extraMs);
-    const both = signal ? anySignal(timeout, signal) : timeout;
+    const given = signal && this.#signal ? anySignal(signal, this.#signal) : (signal ?? this.#signal);
+    const both = given ? anySignal(timeout, given) : timeout;
     let resp: Response;
     try {
       resp = await fetch(this.baseUrl + path, {
@@ -323,7 +348,7 @@ export class Client {
       });
     } catch (e) {
       if (timeout.aborted) throw new DelayqError("timeout", `${method} ${path}: no answer in time`);
-      if (signal?.aborted) throw new DelayqError("aborted", `${method} ${path}: aborted`, { retryable: false });
+      if (given?.aborted) throw new DelayqError("aborted", `${method} ${path}: aborted`, { retryable: false });
       const cause = (e as { cause?: { message?: string } }).cause?.message ?? String(e);
       throw new DelayqError("connection_failed", `delayq server ${this.baseUrl}: ${cause}`);
     }
@@ -433,9 +458,9 @@ export class Client {
   }
 
   /** One job in any state; `null` when there is no such job. */
-  async get(queue: string, id: string): Promise<JobInfo | null> {
+  async get<P = unknown>(queue: string, id: string): Promise<JobInfo<P> | null> {
     try {
-      return jobInfo((await this.#call("GET", Client.#job(queue, id))) as Json);
+      return jobInfo((await this.#call("GET", Client.#job(queue, id))) as Json) as JobInfo<P>;
     } catch (e) {
       if ((e as DelayqError).code === "not_found") return null;
       throw e;

@@ -68,8 +68,8 @@ export interface Enqueued {
   state?: string;
 }
 
-/** A stored job. */
-export interface JobInfo {
+/** A stored job; `P`: the type its payload is read as (`client.get<Order>(…)`). */
+export interface JobInfo<P = unknown> {
   id: string;
   /** `scheduled`, `leased`, `dead` or `done` (`due` in a listing of due jobs). */
   state: string;
@@ -78,7 +78,7 @@ export interface JobInfo {
   dueAt: Date;
   createdAt: Date;
   /** The payload: its JSON value, or the bytes when it is not JSON. */
-  payload: unknown;
+  payload: P;
   priority: number;
   leaseDeadline?: Date;
   failedAt?: Date;
@@ -96,8 +96,8 @@ export interface JobInfo {
   key?: string;
 }
 
-/** A job leased to a worker. */
-export interface ClaimedJob {
+/** A job leased to a worker; `P`: the type its payload is read as. */
+export interface ClaimedJob<P = unknown> {
   id: string;
   /** Give it back with ack, nack, extend and release. */
   leaseToken: number;
@@ -107,7 +107,7 @@ export interface ClaimedJob {
   dueAt: Date;
   createdAt: Date;
   leaseDeadline: Date;
-  payload: unknown;
+  payload: P;
   priority: number;
   lastError?: string;
   /** Longest this attempt may run, ms. */
