@@ -182,7 +182,12 @@ impl Client {
 
     /// Enqueues one job. A job without an id gets one here, before the first try, so a retry
     /// after a lost answer cannot store it twice.
-    pub async fn enqueue(&self, queue: &str, mut job: EnqueueRequest) -> Result<EnqueueResponse> {
+    pub async fn enqueue(
+        &self,
+        queue: &str,
+        job: impl Into<EnqueueRequest>,
+    ) -> Result<EnqueueResponse> {
+        let mut job = job.into();
         job.id.get_or_insert_with(|| new_id(job.key.as_deref()));
         self.json(Method::POST, &jobs(queue)?, Some(&job), Repeat::Safe)
             .await

@@ -8,26 +8,33 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), delayq_client::Error> {
-//! use delayq_client::{Client, wire::EnqueueRequest};
+//! use std::time::Duration;
+//! use delayq_client::{Client, Job};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Order { order: u64 }
 //!
 //! let client = Client::new("http://127.0.0.1:7070").token("secret");
-//! let job = EnqueueRequest {
-//!     payload: Some(serde_json::value::to_raw_value(&serde_json::json!({"order": 42})).unwrap()),
-//!     delay_ms: Some(30.0 * 60_000.0),
-//!     ..EnqueueRequest::default()
-//! };
+//! let job = Job::json(&Order { order: 42 })?
+//!     .id("order-42")
+//!     .delay(Duration::from_secs(30 * 60))
+//!     .max_attempts(5);
 //! let done = client.enqueue("orders", job).await?;
 //! println!("job {} due at {}", done.id, done.due_at);
+//! let stored: Option<Order> = client.get("orders", "order-42").await?.map(|j| j.payload_as()).transpose()
+//!     .map_err(|e| delayq_client::Error::Decode(e.to_string()))?;
 //! # Ok(()) }
 //! ```
 
 mod client;
 mod error;
+mod job;
 mod remote;
 mod webhook;
 
 pub use client::{Client, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 pub use delayq_wire as wire;
 pub use error::{Error, Result};
+pub use job::Job;
 pub use remote::{LONG_POLL, RemoteBackend};
 pub use webhook::{WebhookMessage, verify_webhook, verify_webhook_at};

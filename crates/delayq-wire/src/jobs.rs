@@ -253,6 +253,18 @@ pub struct JobView {
     pub result_b64: Option<String>,
 }
 
+impl JobView {
+    /// Its payload read as `T` (a payload that is not JSON — `payload_b64` — fails).
+    pub fn payload_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match &self.payload {
+            Some(raw) => serde_json::from_str(raw.get()),
+            None => Err(serde::de::Error::custom(
+                "the payload is not JSON (payload_b64)",
+            )),
+        }
+    }
+}
+
 impl From<JobInfo> for JobView {
     fn from(j: JobInfo) -> Self {
         let (payload, payload_b64) = payload_fields(j.payload);

@@ -40,6 +40,18 @@ pub struct ClaimedJob {
     pub queue: Option<String>,
 }
 
+impl ClaimedJob {
+    /// Its payload read as `T` (a payload that is not JSON — `payload_b64` — fails).
+    pub fn payload_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match &self.payload {
+            Some(raw) => serde_json::from_str(raw.get()),
+            None => Err(serde::de::Error::custom(
+                "the payload is not JSON (payload_b64)",
+            )),
+        }
+    }
+}
+
 impl From<Job> for ClaimedJob {
     fn from(j: Job) -> Self {
         let (payload, payload_b64) = payload_fields(j.payload);

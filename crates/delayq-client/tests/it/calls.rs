@@ -342,3 +342,58 @@ async fn a_remote_consumer_stops_at_its_shutdown_not_at_the_end_of_its_long_poll
     );
     assert_eq!(report.claimed, 0);
 }
+
+/// The builder: a Serialize payload, Durations and SystemTimes in, the payload read back as
+/// the type it was written from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_built_from_rust_values_and_read_back_as_them() {
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Order {
+        order: u64,
+        items: Vec<String>,
+    }
+    let s = Server::start(HttpConfig::default()).await;
+    let c = Client::new(&s.url);
+    let order = Order {
+        order: 42,
+        items: vec!["book".into()],
+    };
+    let job = delayq_client::Job::json(&order)
+        .unwrap()
+        .id("built-1")
+        .delay(Duration::from_secs(30 * 60))
+        .max_attempts(5)
+        .backoff(delayq::Backoff::Fixed { delay_ms: 2_000 })
+        .timeout(Duration::from_secs(60))
+        .expire_after(Duration::from_secs(3600))
+        .priority(7)
+        .key("acme");
+    let done = c.enqueue("built", job).await.unwrap();
+    assert!(done.created);
+    let j = c.get("built", "built-1").await.unwrap().unwrap();
+    assert_eq!(j.payload_as::<Order>().unwrap(), order);
+    assert_eq!(
+        (j.facts.max_attempts, j.facts.priority, j.facts.timeout_ms),
+        (5, 7, Some(60_000))
+    );
+    assert_eq!(j.facts.key.as_deref(), Some("acme"));
+    assert_eq!(j.facts.due_at, done.due_at);
+    assert_eq!(j.facts.expires_at, Some(done.due_at + 3_600_000));
+    // A SystemTime and bytes that are not JSON.
+    let at = std::time::SystemTime::now() + Duration::from_secs(120);
+    let raw = delayq_client::Job::bytes(vec![0u8, 255, 7])
+        .id("built-2")
+        .run_at(at);
+    c.enqueue("built", raw).await.unwrap();
+    let j = c.get("built", "built-2").await.unwrap().unwrap();
+    assert!(
+        j.payload_as::<serde_json::Value>().is_err(),
+        "bytes are not JSON"
+    );
+    assert!(j.payload_b64.is_some());
+    let want = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!(j.facts.due_at, want);
+}
