@@ -444,3 +444,65 @@ fn every_webhook_vector() {
         }
     }
 }
+
+/// The call × language table of clients/conformance/README.md says what the scenarios check:
+/// the cancel row names exactly the outcomes the scenarios expect of a cancel, in every
+/// language's column, and the webhook row the parts every runner checks (id, timestamp,
+/// payload).
+#[test]
+fn the_readme_table_says_what_the_scenarios_check() {
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/conformance/README.md"),
+    )
+    .unwrap();
+    let row = |call: &str| -> Vec<String> {
+        let line = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| {call} |")))
+            .unwrap_or_else(|| panic!("no `{call}` row in the table"));
+        line.split('|')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .skip(1)
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut expected: Vec<String> = suite("scenarios.json")["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["steps"].as_array().unwrap().iter())
+        .filter(|st| st["do"] == "cancel")
+        .filter_map(|st| st["expect"].as_str().map(str::to_owned))
+        .collect();
+    expected.sort();
+    expected.dedup();
+    assert_eq!(expected, ["cancelled", "dead", "leased", "not_found"]);
+    let cancel = row("cancel");
+    assert_eq!(cancel.len(), 4, "a column per language: {cancel:?}");
+    for (lang, cell) in ["Rust", "Python", "TypeScript", "Go"].iter().zip(&cancel) {
+        let cell = cell.to_ascii_lowercase().replace('_', "");
+        for outcome in &expected {
+            let bare = outcome.replace('_', "");
+            let same = cell.contains(&bare)
+                || *lang != "Python" && cell.contains("the same strings")
+                || cell.contains(&format!("cancel{bare}"));
+            assert!(
+                same,
+                "{lang}'s cancel cell does not name `{outcome}`: {cell}"
+            );
+        }
+    }
+    for (lang, cell) in ["Rust", "Python", "TypeScript", "Go"]
+        .iter()
+        .zip(&row("verify a webhook"))
+    {
+        let cell = cell.to_ascii_lowercase();
+        for part in ["id", "timestamp", "payload"] {
+            assert!(
+                cell.contains(part),
+                "{lang}'s webhook cell lacks `{part}`: {cell}"
+            );
+        }
+    }
+}
