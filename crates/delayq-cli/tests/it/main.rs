@@ -18,6 +18,7 @@ mod push;
 mod python;
 mod queues;
 mod readme;
+mod release;
 mod results;
 mod schedules;
 mod ship;
