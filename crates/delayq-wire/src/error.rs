@@ -120,7 +120,7 @@ pub struct ErrorBody {
     pub message: String,
     /// The job's current state, when an action found it in another one (409).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<crate::schema::JobStateSchema>)]
+    #[schema(value_type = Option<delayq::JobState>)]
     pub state: Option<String>,
 }
 

@@ -76,7 +76,6 @@ pub struct RunOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
     /// Retry backoff.
-    #[schema(value_type = Option<crate::schema::BackoffSchema>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Backoff>,
     /// Lease length of each attempt, overriding the consumer's (10 ms - 24 h).

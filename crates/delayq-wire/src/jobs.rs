@@ -48,7 +48,6 @@ pub struct EnqueueRequest {
     /// When the id exists: `keep` (default: write nothing, answer `created: false`) or
     /// `replace` (debounce: a scheduled job gets this payload, due time and options; a leased
     /// or dead one is not touched and `state` says which).
-    #[schema(value_type = Option<crate::schema::OnConflictSchema>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_conflict: Option<delayq::OnConflict>,
     /// Priority among due jobs, 0-9 (default 5; higher first; a due job gains a level for
@@ -184,7 +183,6 @@ pub struct EnqueueResponse {
     /// With `on_conflict: "replace"`, when the existing job was not touched: its state
     /// (`leased` or `dead`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<crate::schema::JobStateSchema>)]
     pub state: Option<JobState>,
 }
 

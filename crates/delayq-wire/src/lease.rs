@@ -177,7 +177,6 @@ pub struct AckBatchRequest {
 #[derive(Serialize, Deserialize, ToSchema, Debug)]
 pub struct AckBatchResponse {
     /// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`.
-    #[schema(value_type = Vec<crate::schema::AckOutcomeSchema>)]
     pub acks: Vec<AckOutcome>,
 }
 
@@ -266,7 +265,6 @@ pub struct ClaimResponse {
     /// Per ack of the request, in order: `acked`, `lease_lost` (another lease, or not leased)
     /// or `not_found`; absent when the request carried none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schema(value_type = Vec<crate::schema::AckOutcomeSchema>)]
     pub acks: Vec<AckOutcome>,
     /// When the answer holds no job and did not wait: in how many ms the queue's next job is
     /// due (or its rate or in-flight limit lets one start), so a worker that does not long-poll

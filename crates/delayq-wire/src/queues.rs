@@ -67,7 +67,7 @@ pub struct SettingsView {
     pub target: Option<TargetView>,
     /// Who takes the due jobs: `pull` (workers claim them) or `push` (`delayq serve --push`
     /// sends each to its target).
-    #[schema(value_type = crate::schema::DeliveryModeSchema, example = "pull")]
+    #[schema(example = "pull")]
     pub delivery: delayq::DeliveryMode,
     /// Most jobs of one key leased at once; `null`: no limit.
     #[serde(default)]
@@ -153,7 +153,7 @@ pub struct SettingsPatch {
     /// deliver them; a job without a target is refused unless the queue has a default one).
     /// Not given: as it is — except that giving a pull queue a default `target` makes it
     /// `push`.
-    #[schema(value_type = Option<crate::schema::DeliveryModeSchema>, example = "push")]
+    #[schema(example = "push")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<delayq::DeliveryMode>,
     /// Most jobs of one key leased at once (1-1,000,000); `null` removes the limit.

@@ -1,7 +1,10 @@
-//! The exact OpenAPI schemas of the core's types that travel in the bodies (a backoff, a time,
-//! the enums of states and outcomes) and of the error codes. The core does not derive
-//! `ToSchema`; a body's field names one of these with `#[schema(value_type = …)]`, so the
-//! document says exactly what the server reads and writes. Nothing is ever built from them.
+//! The exact OpenAPI schemas of what the bodies carry that no Rust type here declares: a time
+//! (ms or RFC 3339, kept as the JSON it came as), the state a read answers (`due` included),
+//! the error codes, and the one-or-many body of an enqueue. A body's field names one of these
+//! with `#[schema(value_type = …)]`, so the document says exactly what the server reads and
+//! writes; nothing is ever built from them. (The core's own enums — `Backoff`, `JobState`,
+//! `OnConflict`, `AckOutcome`, `DeliveryMode` — derive their schemas with its `schema`
+//! feature.)
 //! Where JSON is free by design — a payload, a result — the field says `value_type = Value`
 //! (any JSON value).
 
@@ -14,34 +17,6 @@ use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 
 use crate::error::ErrorCode;
 
-/// Retry backoff of a job: `fixed` waits `delay_ms` after every failure; `exponential` waits
-/// `base_ms`, doubling each time up to `cap_ms`; `exponential_jitter` picks uniformly in the
-/// upper half of that.
-#[derive(Serialize, ToSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[schema(as = Backoff)]
-pub enum BackoffSchema {
-    /// The same delay every time.
-    Fixed {
-        /// The delay, ms.
-        delay_ms: u64,
-    },
-    /// Doubling delays up to a cap.
-    Exponential {
-        /// The first delay, ms.
-        base_ms: u64,
-        /// The largest delay, ms.
-        cap_ms: u64,
-    },
-    /// Doubling delays up to a cap, with equal jitter.
-    ExponentialJitter {
-        /// The first delay, ms.
-        base_ms: u64,
-        /// The largest delay, ms.
-        cap_ms: u64,
-    },
-}
-
 /// A point in time: ms since the epoch (a number), or RFC 3339 text
 /// (`2026-12-03T12:00:00Z`).
 #[derive(Serialize, ToSchema)]
@@ -52,34 +27,6 @@ pub enum TimeSchema {
     Ms(u64),
     /// RFC 3339 text.
     Text(String),
-}
-
-/// What an enqueue does with an id that exists: `keep` (write nothing) or `replace` (a
-/// scheduled job takes the new payload, due time and options).
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = OnConflict)]
-pub enum OnConflictSchema {
-    /// Write nothing; answer `created: false`.
-    Keep,
-    /// Replace a scheduled job.
-    Replace,
-}
-
-/// Where a job is: `scheduled` (waiting for its due time, or due), `leased`, `dead` or
-/// `done` (kept after it completed).
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = JobState)]
-pub enum JobStateSchema {
-    /// Waiting for its due time, or due and not claimed yet.
-    Scheduled,
-    /// Claimed under a lease.
-    Leased,
-    /// In the dead letters.
-    Dead,
-    /// Completed and kept.
-    Done,
 }
 
 /// A job's state as a read answers it: a job state, or `due` in a listing of due jobs.
@@ -97,32 +44,6 @@ pub enum ListedStateSchema {
     Dead,
     /// Completed and kept.
     Done,
-}
-
-/// How an ack went: `acked`, `lease_lost` (the job is under another lease, or none) or
-/// `not_found`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = AckOutcome)]
-pub enum AckOutcomeSchema {
-    /// Done.
-    Acked,
-    /// Another lease holds the job, or none does.
-    LeaseLost,
-    /// No such job (done and gone, or cancelled).
-    NotFound,
-}
-
-/// How a queue's due jobs are delivered: `pull` (workers claim them) or `push` (a pusher
-/// sends each to its target).
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[schema(as = DeliveryMode)]
-pub enum DeliveryModeSchema {
-    /// Workers claim them.
-    Pull,
-    /// A pusher sends each to its HTTP target.
-    Push,
 }
 
 /// What `POST /v1/queues/{q}/jobs` takes: one job, or an array of jobs (a batch, all or

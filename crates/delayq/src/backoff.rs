@@ -14,6 +14,7 @@ use crate::limits::MAX_BACKOFF;
 /// `min(cap, base * 2^(n-1))` for the exponential kinds. [`Backoff::ExponentialJitter`] then
 /// picks uniformly in `[raw/2, raw)` so that jobs that failed together do not retry together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Backoff {
     /// The same delay every time.

@@ -145,6 +145,7 @@ impl Retention {
 
 /// What an enqueue does with an id that exists.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnConflict {
     /// Keep the existing job, write nothing (idempotent enqueue).
@@ -487,6 +488,7 @@ impl Job {
 
 /// Where a job is in its lifecycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Waiting for its due time (or due and not yet claimed).
@@ -668,6 +670,7 @@ impl Nack {
 
 /// What an ack did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AckOutcome {
     /// The job is done and its record deleted.

@@ -63,6 +63,7 @@ pub struct QueueSettings {
 
 /// How a queue's due jobs are delivered ([`QueueSettings::delivery`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryMode {
     /// Consumers claim the jobs (workers, `Consumer`, `POST …/claim`).
