@@ -9,8 +9,9 @@ Needs the delayq package: python3 -m venv .venv && .venv/bin/pip install ./clien
 import argparse
 import json
 import sys
+from typing import List
 
-from delayq import Client, Worker
+from delayq import ClaimedJob, Client, Worker
 
 QUEUE = "order-timeouts"
 
@@ -22,9 +23,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--idle-exit", type=float)
     a = ap.parse_args()
-    cancelled = []
+    cancelled: List[str] = []
 
-    def on_timeout(job):
+    def on_timeout(job: ClaimedJob) -> None:
         order_id = job.payload["order_id"]
         # Real code: cancel the order in the database unless it was paid meanwhile (the
         # payment's cancel can lose the race once the job is running). Raising retries.

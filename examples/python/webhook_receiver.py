@@ -12,18 +12,19 @@ Needs the delayq package: python3 -m venv .venv && .venv/bin/pip install ./clien
 
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Set
 
 from delayq import WebhookVerificationError, verify_webhook
 
 SECRET = sys.argv[2] if len(sys.argv) > 2 else ""
-seen = set()
+seen: Set[str] = set()
 
 
 class Hook(BaseHTTPRequestHandler):
-    def do_POST(self):
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
-            msg = verify_webhook(SECRET, self.headers, body)
+            msg = verify_webhook(SECRET, dict(self.headers.items()), body)
         except WebhookVerificationError as e:
             self.send_error(401, str(e))
             return

@@ -10,7 +10,7 @@ import functools
 import logging
 import signal
 import uuid
-from typing import Any, Awaitable, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Optional, Sequence, Set, Tuple, Union
 
 from . import errors
 from .client import Client
@@ -59,7 +59,7 @@ class AsyncWorker:
         self._stop = asyncio.Event()
         # The long poll in flight, cut short by stop() so a SIGTERM does not wait it out.
         self._poll: Optional[str] = None
-        self._cuts: set = set()
+        self._cuts: Set[Any] = set()
         self.acked = 0
         self.failed = 0
 
@@ -89,7 +89,7 @@ class AsyncWorker:
             for s in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(s, self.stop)
         slots = asyncio.Semaphore(self.concurrency)
-        tasks: set = set()
+        tasks: Set[Any] = set()
         last = loop.time()
         while not self._stop.is_set():
             await slots.acquire()

@@ -18,7 +18,7 @@ import time
 import urllib.parse
 import uuid
 from typing import (Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple,
-                    Union)
+                    Union, cast)
 
 from . import errors
 
@@ -29,7 +29,7 @@ from .models import (
 )
 
 try:  # OpenTelemetry is optional: with it, enqueues carry the application's active trace.
-    from opentelemetry import propagate as _otel_propagate
+    from opentelemetry import propagate as _otel_propagate  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_propagate = None
 
@@ -345,11 +345,11 @@ class Client:
             body["delay_ms"] = delay_ms
         if run_at is not None:
             body["run_at"] = _time(run_at)
-        return self._call("PATCH", self._job(queue, id), body)["due_at"]
+        return cast(int, self._call("PATCH", self._job(queue, id), body)["due_at"])
 
     def run_now(self, queue: str, id: str) -> int:
         """Makes a scheduled job due now; returns its due time."""
-        return self._call("POST", self._job(queue, id, "/run"))["due_at"]
+        return cast(int, self._call("POST", self._job(queue, id, "/run"))["due_at"])
 
     # ----- consuming -----
 
@@ -361,9 +361,9 @@ class Client:
         ``acks`` (``[(id, lease_token)]`` or ``(id, lease_token, result)``, at most 1,000) are
         acknowledged first, in the same request (an ack whose lease moved on is skipped)."""
         body: Dict[str, Any] = {"max": max, "wait_ms": wait_ms}
-        acks = [_ack(*a) for a in acks]
-        if acks:
-            body["acks"] = acks
+        sent = [_ack(*a) for a in acks]
+        if sent:
+            body["acks"] = sent
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
         if poll_id is not None:
@@ -389,9 +389,9 @@ class Client:
         body: Dict[str, Any] = {"queues": qs, "max": max, "wait_ms": wait_ms}
         if strict:
             body["strict"] = True
-        acks = [{"queue": a[0], **_ack(*a[1:])} for a in acks]
-        if acks:
-            body["acks"] = acks
+        sent = [{"queue": a[0], **_ack(*a[1:])} for a in acks]
+        if sent:
+            body["acks"] = sent
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
         if poll_id is not None:
@@ -417,7 +417,7 @@ class Client:
         ``"lease_lost"`` or ``"not_found"`` (a request retried after a lost answer reports the
         jobs it had acked as ``"not_found"``)."""
         body = {"acks": [_ack(*a) for a in acks]}
-        return self._call("POST", self._q(queue, "/acks"), body)["acks"]
+        return cast(List[str], self._call("POST", self._q(queue, "/acks"), body)["acks"])
 
     def nack(self, queue: str, id: str, lease_token: int, *, error: Optional[str] = None,
              retry_in_ms: Optional[int] = None, dead: bool = False) -> Dict[str, Any]:
@@ -427,14 +427,14 @@ class Client:
             body["error"] = error
         if retry_in_ms is not None:
             body["retry_in_ms"] = retry_in_ms
-        return self._call("POST", self._job(queue, id, "/nack"), body)
+        return cast(Dict[str, Any], self._call("POST", self._job(queue, id, "/nack"), body))
 
     def extend(self, queue: str, id: str, lease_token: int, lease_ms: Optional[int] = None) -> int:
         """Extends a lease; returns the new deadline (ms)."""
         body: Dict[str, Any] = {"lease_token": lease_token}
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
-        return self._call("POST", self._job(queue, id, "/extend"), body)["lease_deadline"]
+        return cast(int, self._call("POST", self._job(queue, id, "/extend"), body)["lease_deadline"])
 
     def release(self, queue: str, id: str, lease_token: int, *, undo_attempt: bool = True) -> None:
         """Gives a lease back: the job is due again at once."""
@@ -447,7 +447,7 @@ class Client:
         """What this client's token may do: ``{"scope", "allows", "tokens_required"}`` —
         ``scope`` is ``read``, ``produce``, ``consume``, ``admin`` or ``all`` (a bare token, or
         a server without tokens); ``allows`` lists every scope whose calls it may make."""
-        return self._call("GET", f"/{API_VERSION}/whoami")
+        return cast(Dict[str, Any], self._call("GET", f"/{API_VERSION}/whoami"))
 
     # ----- queues -----
 
@@ -488,7 +488,7 @@ class Client:
         if until is not None:
             body["until"] = _time(until)
         path = self._q(queue, "/keys/" + urllib.parse.quote(key, safe="") + "/pause")
-        return self._call("POST", path, body).get("paused_until")
+        return cast(Optional[int], self._call("POST", path, body).get("paused_until"))
 
     def resume_key(self, queue: str, key: str) -> None:
         """Lifts a key's hold: its due jobs are claimed again at once."""
@@ -521,7 +521,7 @@ class Client:
 
     def deliveries(self, queue: str, id: str) -> List[Dict[str, Any]]:
         """The push requests the server sent for a job (its pusher's recent window)."""
-        return self._call("GET", self._job(queue, id, "/deliveries"))["deliveries"]
+        return cast(List[Dict[str, Any]], self._call("GET", self._job(queue, id, "/deliveries"))["deliveries"])
 
     # ----- dead letters -----
 
@@ -536,7 +536,7 @@ class Client:
 
     def requeue_all(self, queue: str) -> int:
         """Requeues every dead job; returns how many."""
-        return self._call("POST", self._q(queue, "/dead/requeue"))["count"]
+        return cast(int, self._call("POST", self._q(queue, "/dead/requeue"))["count"])
 
     def delete_dead(self, queue: str, id: str) -> None:
         """Deletes one dead job."""
@@ -544,7 +544,7 @@ class Client:
 
     def purge_dead(self, queue: str) -> int:
         """Deletes every dead job; returns how many."""
-        return self._call("DELETE", self._q(queue, "/dead"))["count"]
+        return cast(int, self._call("DELETE", self._q(queue, "/dead"))["count"])
 
     # ----- schedules -----
 
@@ -557,15 +557,15 @@ class Client:
         body.pop("id")
         body.update({k: v for k, v in
                      dict(cron=cron, tz=tz, every_ms=every_ms, **fields).items() if v is not None})
-        return self._call("PUT", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"), body)
+        return cast(Dict[str, Any], self._call("PUT", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"), body))
 
     def schedule(self, queue: str, name: str) -> Dict[str, Any]:
         """One schedule, with its ``next_fire``."""
-        return self._call("GET", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"))
+        return cast(Dict[str, Any], self._call("GET", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}")))
 
     def schedules(self, queue: str) -> List[Dict[str, Any]]:
         """The queue's schedules by name."""
-        return self._call("GET", self._q(queue, "/schedules"))["schedules"]
+        return cast(List[Dict[str, Any]], self._call("GET", self._q(queue, "/schedules"))["schedules"])
 
     def delete_schedule(self, queue: str, name: str) -> None:
         """Deletes a schedule (jobs it enqueued stay)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 
 class DelayqError(Exception):
@@ -101,7 +101,7 @@ _BY_CODE = {
 }
 
 
-def from_answer(status: int, body: dict, retry_after: Optional[int] = None) -> DelayqError:
+def from_answer(status: int, body: Dict[str, Any], retry_after: Optional[int] = None) -> DelayqError:
     """The typed error of an error answer (``retry_after``: its ``Retry-After``, seconds)."""
     code = str(body.get("code") or "unknown")
     message = str(body.get("message") or "")

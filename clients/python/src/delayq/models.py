@@ -12,7 +12,7 @@ MAX_RESULT_BYTES = 65_535
 """The largest result a job keeps, in bytes (its JSON text, or the bytes)."""
 
 
-def result_of(d: dict) -> Any:
+def result_of(d: Dict[str, Any]) -> Any:
     """A done job's result: the JSON value, ``bytes`` when it is not JSON, ``None`` when it
     has none."""
     if "result_b64" in d:
@@ -39,7 +39,7 @@ def result_size(result: Any) -> int:
     return len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def payload_of(d: dict) -> Any:
+def payload_of(d: Dict[str, Any]) -> Any:
     """A job's payload: the JSON value, or ``bytes`` when it was stored as bytes."""
     if "payload_b64" in d:
         return base64.b64decode(d["payload_b64"])
@@ -60,7 +60,7 @@ class Enqueued:
     """With ``on_conflict="replace"``: the state of an existing job that refused it."""
 
     @classmethod
-    def from_json(cls, d: dict) -> "Enqueued":
+    def from_json(cls, d: Dict[str, Any]) -> "Enqueued":
         return cls(d["id"], d["due_at"], d["created"], d.get("replaced", False), d.get("state"))
 
 
@@ -91,7 +91,7 @@ class Job:
     """Its key (a tenant, a customer, an upstream host), if it carries one."""
 
     @classmethod
-    def from_json(cls, d: dict) -> "Job":
+    def from_json(cls, d: Dict[str, Any]) -> "Job":
         return cls(
             id=d["id"], state=d["state"], attempt=d["attempt"], max_attempts=d["max_attempts"],
             due_at=d["due_at"], created_at=d["created_at"], payload=payload_of(d),
@@ -128,7 +128,7 @@ class ClaimedJob:
     """Its key, if it carries one."""
 
     @classmethod
-    def from_json(cls, queue: str, d: dict) -> "ClaimedJob":
+    def from_json(cls, queue: str, d: Dict[str, Any]) -> "ClaimedJob":
         return cls(
             queue=queue, id=d["id"], lease_token=d["lease_token"], attempt=d["attempt"],
             max_attempts=d["max_attempts"], due_at=d["due_at"], created_at=d["created_at"],
@@ -161,7 +161,7 @@ class QueueStats:
     settings: Optional[Dict[str, Any]] = None
 
     @classmethod
-    def from_json(cls, d: dict) -> "QueueStats":
+    def from_json(cls, d: Dict[str, Any]) -> "QueueStats":
         return cls(
             queue=d["queue"], scheduled=d["scheduled"], due=d["due"],
             due_next_minute=d["due_next_minute"], leased=d["leased"], dead=d["dead"],
@@ -190,7 +190,7 @@ class KeyStats:
     """When its hold ends (ms since the epoch); ``None``: not held."""
 
     @classmethod
-    def from_json(cls, d: dict) -> "KeyStats":
+    def from_json(cls, d: Dict[str, Any]) -> "KeyStats":
         return cls(d["key"], d["in_flight"], d["due"], d.get("paused_until"))
 
 
@@ -221,7 +221,7 @@ class Batch:
     """Their next try (ms since the epoch)."""
 
     @classmethod
-    def from_json(cls, d: dict) -> "Batch":
+    def from_json(cls, d: Dict[str, Any]) -> "Batch":
         return cls(d["id"], d["queue"], d["state"], d["total"], d["pending"], d["succeeded"],
                    d["dead"], d["cancelled"], d["created_at_ms"], d.get("done_at_ms"),
                    d.get("callback_error"), d.get("callback_attempts"),

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
 from .client import Client
@@ -33,10 +33,10 @@ class Dead(Exception):
     """Raise from a handler to dead-letter the job at once."""
 
 
-def failure_of(e: BaseException) -> dict:
+def failure_of(e: BaseException) -> Dict[str, Any]:
     """The nack fields of a handler's exception."""
     msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    out: dict = {"error": msg[:1000]}
+    out: Dict[str, Any] = {"error": msg[:1000]}
     if isinstance(e, Retry) and e.delay_ms is not None:
         out["retry_in_ms"] = e.delay_ms
     if isinstance(e, Dead):
@@ -83,10 +83,10 @@ class Worker:
         # The long poll in flight, cut short by stop() so a SIGTERM does not wait it out.
         self._poll: Optional[str] = None
         self._slots = threading.Semaphore(concurrency)
-        self._running: dict = {}
+        self._running: Dict[Tuple[str, int], "_Running"] = {}
         self._lock = threading.Lock()
         # Finished jobs' acks, sent with the next claim — or at once while a claim waits.
-        self._acks: list = []
+        self._acks: List[Any] = []
         self.acked = 0
         self.failed = 0
 
@@ -157,7 +157,7 @@ class Worker:
         keeper.join()
         self._flush_acks(force=True)
 
-    def _take_acks(self) -> list:
+    def _take_acks(self) -> List[Any]:
         with self._lock:
             acks, self._acks = self._acks[:1000], self._acks[1000:]
         return acks

@@ -144,3 +144,21 @@ fn the_package_installs_with_pip() {
     let pyproject = std::fs::read_to_string(root().join("clients/python/pyproject.toml")).unwrap();
     assert!(pyproject.contains(&format!("version = \"{}\"", env!("CARGO_PKG_VERSION"))));
 }
+
+/// The package is fully typed: `mypy --strict` finds nothing in it, nor in the examples (a
+/// user's programs). scripts/test installs mypy and names it in `DELAYQ_MYPY`.
+#[test]
+fn the_package_and_a_users_program_pass_mypy_strict() {
+    let mypy = std::env::var("DELAYQ_MYPY").unwrap_or_else(|_| "mypy".into());
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(&mypy)
+        .args(["--strict", "--cache-dir"])
+        .arg(cache.path())
+        .args(["clients/python/src/delayq", "examples/python"])
+        .env("MYPYPATH", root().join("clients/python/src"))
+        .current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("{mypy} not runnable ({e}): scripts/test installs it"));
+    let said = crate::common::text(&out);
+    assert!(out.status.success() && said.contains("Success"), "{said}");
+}
