@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use crate::backend::AnyBackend;
-use crate::remote::RemoteBackend;
 use delayq::{
     Completion, Consumer, ConsumerOptions, Failure, Handler, Inspect, Job, QueueName, QueueOrder,
 };
@@ -86,10 +85,6 @@ pub(crate) async fn run(
     // store finishes each in the step that ends its last job; a server finishes its own).
     let sweeper = matches!(backend, AnyBackend::Redis(_))
         .then(|| tokio::spawn(delayq::batch::BatchSweeper::new(backend.clone()).run()));
-    let remote = match &backend {
-        AnyBackend::Remote(r) => Some(r.clone()),
-        _ => None,
-    };
     let order = if a.strict {
         QueueOrder::Strict
     } else {
@@ -119,12 +114,14 @@ pub(crate) async fn run(
                 broken: broken.clone(),
                 keep_output: a.keep_output,
             };
-            let stop = closing(remote, async move {
+            // A remote backend's long poll in flight is cut by the engine when this completes
+            // (Backend::stop_polling).
+            let stop = async move {
                 tokio::select! {
                     _ = signal => {}
                     _ = broken.notified() => {}
                 }
-            });
+            };
             let report = consumer.run(handler, stop).await?;
             if report.given_back > 0 {
                 eprintln!(
@@ -145,9 +142,7 @@ pub(crate) async fn run(
                 file: std::sync::Mutex::new(file),
                 sleep: std::time::Duration::from_millis(a.bench_sleep_ms),
             };
-            consumer
-                .run(handler, closing(remote, shutdown_signal()))
-                .await?
+            consumer.run(handler, shutdown_signal()).await?
         }
         (None, None) => anyhow::bail!("give --exec CMD"),
     };
@@ -163,25 +158,6 @@ pub(crate) async fn run(
         report.acked, report.retried, report.dead, report.lease_lost, report.aborted
     );
     Ok(0)
-}
-
-/// The engine's shutdown future: `stop`, and then a remote backend's long poll cut short (the
-/// engine waits for a claim in flight before it looks at its shutdown future).
-fn closing(
-    remote: Option<RemoteBackend>,
-    stop: impl Future<Output = ()> + Send + 'static,
-) -> impl Future<Output = ()> + Send + 'static {
-    let (tx, mut rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        stop.await;
-        let _ = tx.send(true);
-        if let Some(r) = remote {
-            r.close().await;
-        }
-    });
-    async move {
-        let _ = rx.wait_for(|v| *v).await;
-    }
 }
 
 /// Takes SIGHUP off the default action (which ends the process) for the rest of the

@@ -180,6 +180,8 @@ impl<B: Backend> Consumer<B> {
     ) -> Result<RunReport> {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut run = Run::new(self, Arc::new(handler));
+        // Told to stop waiting when the shutdown future completes during a claim.
+        let backend = run.c.backend.clone();
         loop {
             run.settle_finished();
             run.start_held();
@@ -188,7 +190,6 @@ impl<B: Backend> Consumer<B> {
             // A claim may wait (a remote server's long poll): the shutdown future is watched
             // beside it, and when it completes the backend stops the wait, so the claim answers
             // at once and the run ends (its jobs are handled or given back by the drain).
-            let backend = run.c.backend.clone();
             let mut stopping = false;
             let claimed = {
                 let claim = run.claim();
