@@ -106,19 +106,14 @@ pub(crate) fn insert(
         if n == 0 && free_done(c, q, id.as_str(), now)? {
             n = insert_it()?;
         }
-        let mut e = Enqueued {
-            id: id.clone(),
-            due_at_ms: due as u64,
-            created: n == 1,
-            replaced: false,
-            existing: None,
-        };
+        // The outcome; the id moves into it last (the statements above borrow it).
+        let (mut due_at_ms, mut replaced_it, mut existing) = (due as u64, false, None);
         if n == 1 {
             earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
-        } else if let Some(done) = done_within_window(c, q, e.id.as_str())? {
+        } else if let Some(done) = done_within_window(c, q, id.as_str())? {
             // Done, inside its dedupe window: refused, the original outcome answered.
-            e.existing = Some(JobState::Done);
-            e.due_at_ms = done as u64;
+            existing = Some(JobState::Done);
+            due_at_ms = done as u64;
         } else if replace {
             // Debounce: only a scheduled job is replaced (created now, attempts
             // kept).
@@ -135,20 +130,26 @@ pub(crate) fn insert(
                 .execute(params_from_iter(qid.iter().chain(&cols)))
                 .map_err(sql)?;
             if replaced == 1 {
-                e.replaced = true;
+                replaced_it = true;
                 earliest = Some(earliest.map_or(due, |x: i64| x.min(due)));
             } else {
-                let code = state_of(c, q, e.id.as_str())?
+                let code = state_of(c, q, id.as_str())?
                     .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?;
-                e.existing = Some(state(code)?);
-                e.due_at_ms = due_of(c, q, e.id.as_str())?.unwrap_or(due) as u64;
+                existing = Some(state(code)?);
+                due_at_ms = due_of(c, q, id.as_str())?.unwrap_or(due) as u64;
             }
         } else {
-            e.due_at_ms = due_of(c, q, e.id.as_str())?
+            due_at_ms = due_of(c, q, id.as_str())?
                 .ok_or_else(|| Error::Backend("conflicting row vanished".into()))?
                 as u64;
         }
-        out.push(e);
+        out.push(Enqueued {
+            id,
+            due_at_ms,
+            created: n == 1,
+            replaced: replaced_it,
+            existing,
+        });
     }
     let wake = earliest.is_some_and(|e| head_due.is_none_or(|h| e < h));
     Ok((out, wake))
