@@ -662,6 +662,28 @@ mod tests {
         assert_eq!(rows, want);
     }
 
+    /// The scripts' `rec_kp` (keyed.lua) reads a key found before any priority as "no
+    /// priority": X_PRIORITY is always the first extra a record holds.
+    #[test]
+    fn the_priority_is_the_first_extra() {
+        let r = Record {
+            priority: Some(9),
+            key: Some(b"acme".to_vec()),
+            lease_ms: None,
+            backoff: None,
+            timeout_ms: None,
+            expires: None,
+            done: None,
+            last_error: None,
+            ..sample()
+        };
+        let b = encode(&r);
+        assert_eq!(b[1] & F_EXTRA, F_EXTRA);
+        // Header, then (no fixed sections) the extras' count and the first tag.
+        assert_eq!(b[HEADER_LEN + 1], X_PRIORITY, "{b:?}");
+        assert_eq!(decode(&b).unwrap(), r);
+    }
+
     fn sample() -> Record {
         Record {
             attempt: 3,
