@@ -7,14 +7,16 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+
+	"github.com/delayq/delayq/clients/go/internal/wire"
 )
 
 // BatchCallback is a job enqueued once when a batch is done: Payload (a JSON object) gains
 // batch: {id, total, succeeded, dead, cancelled}.
 type BatchCallback struct {
-	Queue   string         `json:"queue"`
-	Payload map[string]any `json:"payload"`
-	DelayMs int64          `json:"delay_ms,omitempty"`
+	Queue   string
+	Payload map[string]any
+	DelayMs int64
 }
 
 // BatchOptions say how CreateBatch makes a batch.
@@ -36,34 +38,22 @@ type BatchOptions struct {
 // ended but its callbacks could not be enqueued: CallbackError says why; tried again with a
 // backoff).
 type Batch struct {
-	ID          string `json:"id"`
-	Queue       string `json:"queue"`
-	State       string `json:"state"`
-	Total       int64  `json:"total"`
-	Pending     int64  `json:"pending"`
-	Succeeded   int64  `json:"succeeded"`
-	Dead        int64  `json:"dead"`
-	Cancelled   int64  `json:"cancelled"`
-	CreatedAtMs int64  `json:"created_at_ms"`
-	DoneAtMs    *int64 `json:"done_at_ms"`
+	ID          string
+	Queue       string
+	State       string
+	Total       int64
+	Pending     int64
+	Succeeded   int64
+	Dead        int64
+	Cancelled   int64
+	CreatedAtMs int64
+	DoneAtMs    *int64
 	// CallbackError is why its callbacks could not be enqueued (state "callback_failed").
-	CallbackError *string `json:"callback_error"`
+	CallbackError *string
 	// CallbackAttempts counts their failed tries.
-	CallbackAttempts *int64 `json:"callback_attempts"`
+	CallbackAttempts *int64
 	// CallbackNextTryAtMs is their next try, ms since the epoch.
-	CallbackNextTryAtMs *int64 `json:"callback_next_try_at_ms"`
-}
-
-func callbackBody(cb *BatchCallback) map[string]any {
-	p := cb.Payload
-	if p == nil {
-		p = map[string]any{}
-	}
-	b := map[string]any{"queue": cb.Queue, "payload": p}
-	if cb.DelayMs > 0 {
-		b["delay_ms"] = cb.DelayMs
-	}
-	return b
+	CallbackNextTryAtMs *int64
 }
 
 // CreateBatch creates a batch of jobs: when every one has ended its callbacks are enqueued
@@ -75,21 +65,13 @@ func (c *Client) CreateBatch(ctx context.Context, queue string, jobs []BatchJob,
 	if err != nil {
 		return Batch{}, err
 	}
-	body := map[string]any{"jobs": bodies, "open": o.Open, "include_results": o.IncludeResults}
-	if o.ID != nil {
-		body["id"] = *o.ID
+	body := wire.BatchRequest{
+		Jobs: bodies, Open: &o.Open, IncludeResults: &o.IncludeResults, ID: o.ID,
+		OnComplete: o.OnComplete.wire(), OnSuccess: o.OnSuccess.wire(),
 	}
-	if o.OnComplete != nil {
-		body["on_complete"] = callbackBody(o.OnComplete)
-	}
-	if o.OnSuccess != nil {
-		body["on_success"] = callbackBody(o.OnSuccess)
-	}
-	var out struct {
-		Batch Batch `json:"batch"`
-	}
+	var out wire.BatchAddedView
 	err = c.call(ctx, "POST", q(queue)+"/batches", body, &out, false)
-	return out.Batch, err
+	return batchOf(out.Batch), err
 }
 
 // AddToBatch adds jobs to an open batch (ErrConflict once it is closed), closing it after
@@ -99,33 +81,33 @@ func (c *Client) AddToBatch(ctx context.Context, queue, id string, jobs []BatchJ
 	if err != nil {
 		return Batch{}, err
 	}
-	var out struct {
-		Batch Batch `json:"batch"`
-	}
-	err = c.call(ctx, "POST", q(queue)+"/batches/"+url.PathEscape(id)+"/jobs",
-		map[string]any{"jobs": bodies, "close": close}, &out, false)
-	return out.Batch, err
+	body := wire.BatchJobsRequest{Jobs: bodies, Close: &close}
+	var out wire.BatchAddedView
+	err = c.call(ctx, "POST", q(queue)+"/batches/"+url.PathEscape(id)+"/jobs", body, &out, false)
+	return batchOf(out.Batch), err
 }
 
 // CloseBatch closes a batch: no job joins it any more.
 func (c *Client) CloseBatch(ctx context.Context, queue, id string) (Batch, error) {
-	var b Batch
+	var b wire.BatchView
 	err := c.call(ctx, "POST", q(queue)+"/batches/"+url.PathEscape(id)+"/close", nil, &b, true)
-	return b, err
+	return batchOf(b), err
 }
 
 // GetBatch is one batch with its counts (ErrNotFound when there is none).
 func (c *Client) GetBatch(ctx context.Context, queue, id string) (Batch, error) {
-	var b Batch
+	var b wire.BatchView
 	err := c.call(ctx, "GET", q(queue)+"/batches/"+url.PathEscape(id), nil, &b, true)
-	return b, err
+	return batchOf(b), err
 }
 
 // Batches are the batches of a queue not done yet, oldest first, at most limit.
 func (c *Client) Batches(ctx context.Context, queue string, limit int) ([]Batch, error) {
-	var out struct {
-		Batches []Batch `json:"batches"`
-	}
+	var out wire.BatchList
 	err := c.call(ctx, "GET", fmt.Sprintf("%s/batches?limit=%d", q(queue), limit), nil, &out, true)
-	return out.Batches, err
+	res := make([]Batch, len(out.Batches))
+	for i, b := range out.Batches {
+		res[i] = batchOf(b)
+	}
+	return res, err
 }

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/delayq/delayq/clients/go/internal/wire"
 )
 
 // Client calls one delayq server. Safe for concurrent use.
@@ -153,14 +155,13 @@ func (c *Client) once(ctx context.Context, method, path string, data []byte, has
 		}
 		return nil
 	}
-	var b struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		State   string `json:"state"`
-	}
+	var b wire.ErrorBody
 	e := &Error{Status: resp.StatusCode}
 	if json.Unmarshal(raw, &b) == nil && b.Code != "" {
-		e.Code, e.Message, e.State = b.Code, b.Message, b.State
+		e.Code, e.Message = b.Code, b.Message
+		if b.State != nil {
+			e.State = string(*b.State)
+		}
 	} else {
 		e.Code, e.Message = fmt.Sprintf("http_%d", resp.StatusCode), string(raw)
 		if resp.StatusCode == 503 {
@@ -176,78 +177,6 @@ func (c *Client) once(ctx context.Context, method, path string, data []byte, has
 func q(queue string) string { return "/v1/queues/" + url.PathEscape(queue) }
 
 func jobPath(queue, id, rest string) string { return q(queue) + "/jobs/" + url.PathEscape(id) + rest }
-
-func ms(v *int64) time.Time {
-	if v == nil {
-		return time.Time{}
-	}
-	return time.UnixMilli(*v)
-}
-
-// payloadFields is a payload as the API takes it: []byte as payload_b64, json.RawMessage as
-// it is, anything else marshaled to JSON.
-func payloadFields(payload any, into map[string]any) error {
-	switch p := payload.(type) {
-	case []byte:
-		into["payload_b64"] = base64.StdEncoding.EncodeToString(p)
-	case json.RawMessage:
-		into["payload"] = p
-	default:
-		raw, err := json.Marshal(p)
-		if err != nil {
-			return &Error{Code: "invalid_payload", Message: err.Error()}
-		}
-		into["payload"] = json.RawMessage(raw)
-	}
-	return nil
-}
-
-// wireJob is a job object of an answer.
-type wireJob struct {
-	ID            string          `json:"id"`
-	State         string          `json:"state"`
-	LeaseToken    int64           `json:"lease_token"`
-	Attempt       int             `json:"attempt"`
-	MaxAttempts   int             `json:"max_attempts"`
-	DueAt         int64           `json:"due_at"`
-	CreatedAt     int64           `json:"created_at"`
-	LeaseDeadline *int64          `json:"lease_deadline"`
-	FailedAt      *int64          `json:"failed_at"`
-	LastError     string          `json:"last_error"`
-	TimeoutMs     *int64          `json:"timeout_ms"`
-	Priority      int             `json:"priority"`
-	Payload       json.RawMessage `json:"payload"`
-	PayloadB64    *string         `json:"payload_b64"`
-	Result        json.RawMessage `json:"result"`
-	ResultB64     *string         `json:"result_b64"`
-	Traceparent   string          `json:"traceparent"`
-	Tracestate    string          `json:"tracestate"`
-	Queue         string          `json:"queue"`
-	Key           string          `json:"key"`
-}
-
-func (w wireJob) job() *Job {
-	j := &Job{
-		ID: w.ID, State: w.State, Payload: w.Payload, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
-		DueAt: time.UnixMilli(w.DueAt), CreatedAt: time.UnixMilli(w.CreatedAt), LastError: w.LastError,
-		Priority: w.Priority, LeaseToken: w.LeaseToken, LeaseDeadline: ms(w.LeaseDeadline), FailedAt: ms(w.FailedAt),
-		Traceparent: w.Traceparent, Tracestate: w.Tracestate, Queue: w.Queue, Key: w.Key,
-	}
-	if w.TimeoutMs != nil {
-		j.Timeout = time.Duration(*w.TimeoutMs) * time.Millisecond
-	}
-	if w.PayloadB64 != nil {
-		j.Bytes, _ = base64.StdEncoding.DecodeString(*w.PayloadB64)
-		j.Payload = nil
-	}
-	if len(w.Result) > 0 && string(w.Result) != "null" {
-		j.Result = w.Result
-	}
-	if w.ResultB64 != nil {
-		j.ResultBytes, _ = base64.StdEncoding.DecodeString(*w.ResultB64)
-	}
-	return j
-}
 
 // SetResult keeps v (any value encoding/json can marshal, or a []byte kept as bytes; at most
 // MaxResultBytes) as the job's result when the handler returns nil: it stays with the job

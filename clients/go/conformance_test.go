@@ -38,6 +38,9 @@ func matches(expect, got any) bool {
 		}
 		for k, v := range e {
 			gv, ok := g[k]
+			if !ok && v == nil {
+				continue // an expected null: Go leaves a nil field out (omitempty)
+			}
 			if !ok || !matches(v, gv) {
 				return false
 			}
@@ -280,7 +283,11 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 		s, err := c.GetQueue(ctx, q)
 		return map[string]any{"paused": s.Paused, "settings": s.Settings}, err
 	case "put_queue":
-		_, err := c.PutQueue(ctx, q, a["settings"].(map[string]any))
+		patch, err := patchOf(a["settings"].(map[string]any))
+		if err != nil {
+			return nil, err
+		}
+		_, err = c.PutQueue(ctx, q, patch)
 		return nil, err
 	case "pause":
 		return nil, c.Pause(ctx, q)
@@ -435,4 +442,34 @@ func batchStep(ctx context.Context, c *Client, q, op string, a map[string]any) (
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// patchOf is a scenario's settings as a SettingsPatch: a field set to null is cleared.
+func patchOf(settings map[string]any) (SettingsPatch, error) {
+	var p SettingsPatch
+	v := reflect.ValueOf(&p).Elem()
+	for name, value := range settings {
+		found := false
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if strings.Split(f.Tag.Get("json"), ",")[0] != name {
+				continue
+			}
+			found = true
+			inner := reflect.New(f.Type.Elem()) // a *T holding nil: cleared
+			if value != nil {
+				val := reflect.New(f.Type.Elem().Elem())
+				raw, _ := json.Marshal(value)
+				if err := json.Unmarshal(raw, val.Interface()); err != nil {
+					return p, fmt.Errorf("setting %s: %w", name, err)
+				}
+				inner.Elem().Set(val)
+			}
+			v.Field(i).Set(inner)
+		}
+		if !found {
+			return p, fmt.Errorf("no setting %s in SettingsPatch", name)
+		}
+	}
+	return p, nil
 }

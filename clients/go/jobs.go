@@ -1,58 +1,67 @@
 package delayq
 
 import (
+	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/delayq/delayq/clients/go/internal/wire"
 )
 
 // EnqueueOption sets a field of an enqueue (or, WithDelay and WithRunAt, of a reschedule).
-type EnqueueOption func(map[string]any)
+type EnqueueOption func(*enqueueBody)
+
+// enqueueBody is one job's enqueue body as the options set it, and the first error of a
+// WithField.
+type enqueueBody struct {
+	wire.EnqueueRequest
+	err error
+}
 
 // WithID gives the job its id: enqueueing the same id again stores nothing.
-func WithID(id string) EnqueueOption { return func(b map[string]any) { b["id"] = id } }
+func WithID(id string) EnqueueOption { return func(b *enqueueBody) { b.ID = &id } }
 
 // WithDelay makes the job due after d.
 func WithDelay(d time.Duration) EnqueueOption {
-	return func(b map[string]any) { b["delay_ms"] = float64(d) / float64(time.Millisecond) }
+	return func(b *enqueueBody) { b.DelayMs = ptr(float64(d) / float64(time.Millisecond)) }
 }
 
 // WithRunAt makes the job due at t.
 func WithRunAt(t time.Time) EnqueueOption {
-	return func(b map[string]any) { b["run_at"] = t.UnixMilli() }
+	return func(b *enqueueBody) { b.RunAt = t.UnixMilli() }
 }
 
 // WithMaxAttempts sets the deliveries before the job is dead-lettered (default 10).
-func WithMaxAttempts(n int) EnqueueOption { return func(b map[string]any) { b["max_attempts"] = n } }
+func WithMaxAttempts(n int) EnqueueOption { return func(b *enqueueBody) { b.MaxAttempts = &n } }
 
 // WithPriority sets its priority among due jobs, 0-9 (default 5; higher first).
-func WithPriority(p int) EnqueueOption { return func(b map[string]any) { b["priority"] = p } }
+func WithPriority(p int) EnqueueOption { return func(b *enqueueBody) { b.Priority = &p } }
 
 // WithKey gives the job a key (a tenant, a customer, an upstream host: 1-128 bytes): the queue
 // shares its claims among the keys with due jobs, and its key_max_in_flight and key_rate bound
 // each key.
-func WithKey(key string) EnqueueOption { return func(b map[string]any) { b["key"] = key } }
+func WithKey(key string) EnqueueOption { return func(b *enqueueBody) { b.Key = &key } }
 
 // WithReplace replaces an existing scheduled job of the same id (debounce) instead of keeping it.
-func WithReplace() EnqueueOption { return func(b map[string]any) { b["on_conflict"] = "replace" } }
+func WithReplace() EnqueueOption {
+	return func(b *enqueueBody) { b.OnConflict = ptr(wire.OnConflictReplace) }
+}
 
 // WithTimeout sets the longest one attempt may run.
 func WithTimeout(d time.Duration) EnqueueOption {
-	return func(b map[string]any) { b["timeout_ms"] = d.Milliseconds() }
+	return func(b *enqueueBody) { b.TimeoutMs = ptr(d.Milliseconds()) }
 }
 
 // WithTraceparent carries this W3C trace context (and tracestate, may be empty) with the job,
 // instead of the one WithTraceContext reads from the call's context.
 func WithTraceparent(traceparent, tracestate string) EnqueueOption {
-	return func(b map[string]any) {
-		b["traceparent"] = traceparent
-		if tracestate != "" {
-			b["tracestate"] = tracestate
-		}
+	return func(b *enqueueBody) {
+		b.Traceparent = &traceparent
+		b.Tracestate = nonZero(tracestate)
 	}
 }
 
@@ -76,56 +85,71 @@ func JitteredBackoff(base, most time.Duration) Backoff {
 	return Backoff{kind: "exponential_jitter", base: base, most: most}
 }
 
+func (bo Backoff) wire() *wire.Backoff {
+	if bo.kind == "fixed" {
+		return &wire.Backoff{Kind: bo.kind, DelayMs: ptr(bo.base.Milliseconds())}
+	}
+	return &wire.Backoff{Kind: bo.kind, BaseMs: ptr(bo.base.Milliseconds()), CapMs: ptr(bo.most.Milliseconds())}
+}
+
 // WithBackoff sets how the job waits between failed attempts.
 func WithBackoff(bo Backoff) EnqueueOption {
-	return func(b map[string]any) {
-		if bo.kind == "fixed" {
-			b["backoff"] = map[string]any{"kind": "fixed", "delay_ms": bo.base.Milliseconds()}
-			return
-		}
-		b["backoff"] = map[string]any{"kind": bo.kind, "base_ms": bo.base.Milliseconds(), "cap_ms": bo.most.Milliseconds()}
-	}
+	return func(b *enqueueBody) { b.Backoff = bo.wire() }
 }
 
 // WithLeaseLength gives each attempt of the job this lease, instead of the consumer's.
 func WithLeaseLength(d time.Duration) EnqueueOption {
-	return func(b map[string]any) { b["lease_ms"] = d.Milliseconds() }
+	return func(b *enqueueBody) { b.LeaseMs = ptr(d.Milliseconds()) }
 }
 
 // Target is where a pusher sends a job: URL, with Method (default POST) and Headers.
 type Target struct {
-	URL     string            `json:"url"`
-	Method  string            `json:"method,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
+	URL     string
+	Method  string
+	Headers map[string]string
 }
 
 // WithTarget has the job delivered by HTTP: a pusher (delayq serve --push) sends its payload
 // to target at the due time (the queue must be a push queue).
-func WithTarget(target Target) EnqueueOption { return func(b map[string]any) { b["target"] = target } }
+func WithTarget(target Target) EnqueueOption {
+	return func(b *enqueueBody) { b.Target = target.wire() }
+}
 
 // WithExpiresAt dead-letters the job with the error "expired" instead of starting it after t.
 func WithExpiresAt(t time.Time) EnqueueOption {
-	return func(b map[string]any) { b["expires_at"] = t.UnixMilli() }
+	return func(b *enqueueBody) { b.ExpiresAt = t.UnixMilli() }
 }
 
 // WithExpireAfter is WithExpiresAt at d after the job's due time (the server's clock).
 func WithExpireAfter(d time.Duration) EnqueueOption {
-	return func(b map[string]any) { b["expire_after_ms"] = d.Milliseconds() }
+	return func(b *enqueueBody) { b.ExpireAfterMs = ptr(d.Milliseconds()) }
 }
 
 // WithKeepDone keeps the job readable as done for d after it completes (with its result).
 func WithKeepDone(d time.Duration) EnqueueOption {
-	return func(b map[string]any) { b["keep_done_ms"] = d.Milliseconds() }
+	return func(b *enqueueBody) { b.KeepDoneMs = ptr(d.Milliseconds()) }
 }
 
 // WithDedupe refuses the job's id again for d after it completes.
 func WithDedupe(d time.Duration) EnqueueOption {
-	return func(b map[string]any) { b["dedupe_ms"] = d.Milliseconds() }
+	return func(b *enqueueBody) { b.DedupeMs = ptr(d.Milliseconds()) }
 }
 
-// WithField sets any other field of the API's enqueue body by its wire name.
+// WithField sets a field of the API's enqueue body by its wire name, from any value that
+// marshals to what the field takes (an unknown name or a value of the wrong type fails the
+// enqueue with invalid_argument).
 func WithField(name string, value any) EnqueueOption {
-	return func(b map[string]any) { b[name] = value }
+	return func(b *enqueueBody) {
+		raw, err := json.Marshal(map[string]any{name: value})
+		if err == nil {
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.DisallowUnknownFields()
+			err = d.Decode(&b.EnqueueRequest)
+		}
+		if err != nil && b.err == nil {
+			b.err = &Error{Code: "invalid_argument", Message: fmt.Sprintf("WithField(%q): %v", name, err)}
+		}
+	}
 }
 
 // Enqueued is the answer to an enqueue.
@@ -138,35 +162,29 @@ type Enqueued struct {
 	Replaced bool
 }
 
-type wireEnqueued struct {
-	ID       string `json:"id"`
-	DueAt    int64  `json:"due_at"`
-	Created  bool   `json:"created"`
-	Replaced bool   `json:"replaced"`
-}
-
-func (w wireEnqueued) enqueued() Enqueued {
-	return Enqueued{ID: w.ID, DueAt: time.UnixMilli(w.DueAt), Created: w.Created, Replaced: w.Replaced}
-}
-
-func jobBody(payload any, opts []EnqueueOption) (map[string]any, error) {
-	b := map[string]any{}
-	if err := payloadFields(payload, b); err != nil {
-		return nil, err
+func jobBody(payload any, opts []EnqueueOption) (wire.EnqueueRequest, error) {
+	var b enqueueBody
+	var err error
+	if b.Payload, b.PayloadB64, err = payloadFields(payload); err != nil {
+		return b.EnqueueRequest, err
 	}
 	for _, o := range opts {
-		o(b)
+		o(&b)
+	}
+	if b.err != nil {
+		return b.EnqueueRequest, b.err
 	}
 	// The id is given here, before the first try, so a retried enqueue stores nothing twice.
-	if _, ok := b["id"]; !ok {
-		b["id"] = newID()
+	if b.ID == nil {
+		id := newID()
 		// A keyed job's id ends with "~k" and the key's hash: a sharded Redis store keeps every
 		// job of the key in the key's shard, as the server's own ids do.
-		if k, ok := b["key"].(string); ok && k != "" {
-			b["id"] = newID() + "~k" + fnv1a64(k)
+		if key := val(b.Key); key != "" {
+			id += "~k" + fnv1a64(key)
 		}
+		b.ID = &id
 	}
-	return b, nil
+	return b.EnqueueRequest, nil
 }
 
 // Enqueue stores one job (payload: any JSON-marshalable value, json.RawMessage as it is, or
@@ -176,11 +194,11 @@ func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ..
 	if err != nil {
 		return Enqueued{}, err
 	}
-	var out wireEnqueued
+	var out wire.EnqueueResponse
 	if err := c.call(ctx, "POST", q(queue)+"/jobs", b, &out, true); err != nil {
 		return Enqueued{}, err
 	}
-	return out.enqueued(), nil
+	return enqueuedOf(out), nil
 }
 
 // BatchJob is one job of EnqueueBatch.
@@ -195,20 +213,20 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, jobs []BatchJob
 	if err != nil {
 		return nil, err
 	}
-	var out []wireEnqueued
+	var out []wire.EnqueueResponse
 	if err := c.call(ctx, "POST", q(queue)+"/jobs", bodies, &out, true); err != nil {
 		return nil, err
 	}
 	res := make([]Enqueued, len(out))
 	for i, e := range out {
-		res[i] = e.enqueued()
+		res[i] = enqueuedOf(e)
 	}
 	return res, nil
 }
 
 // batchBodies are the request bodies of jobs (a batch's or a batch enqueue's).
-func batchBodies(jobs []BatchJob) ([]map[string]any, error) {
-	bodies := make([]map[string]any, 0, len(jobs))
+func batchBodies(jobs []BatchJob) ([]wire.EnqueueRequest, error) {
+	bodies := make([]wire.EnqueueRequest, 0, len(jobs))
 	for _, j := range jobs {
 		b, err := jobBody(j.Payload, j.Options)
 		if err != nil {
@@ -221,13 +239,13 @@ func batchBodies(jobs []BatchJob) ([]map[string]any, error) {
 
 // Get is one job in any state; ErrNotFound when there is none.
 func (c *Client) Get(ctx context.Context, queue, id string) (*Job, error) {
-	var w wireJob
+	var w wire.JobView
 	if err := c.call(ctx, "GET", jobPath(queue, id, ""), nil, &w, true); err != nil {
 		// A missing job is the server's *Error (CodeOf: "not_found"), which errors.Is
 		// matches to ErrNotFound.
 		return nil, err
 	}
-	return w.job(), nil
+	return jobFromView(w), nil
 }
 
 // CancelResult is what Cancel did.
@@ -262,15 +280,17 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (CancelResult, er
 
 // Reschedule moves a scheduled job (WithDelay or WithRunAt); answers its new due time.
 func (c *Client) Reschedule(ctx context.Context, queue, id string, due EnqueueOption) (time.Time, error) {
-	b := map[string]any{}
-	due(b)
-	var out struct {
-		DueAt int64 `json:"due_at"`
+	var b enqueueBody
+	due(&b)
+	if b.err != nil {
+		return time.Time{}, b.err
 	}
-	if err := c.call(ctx, "PATCH", jobPath(queue, id, ""), b, &out, true); err != nil {
+	body := wire.RescheduleRequest{DelayMs: b.DelayMs, RunAt: b.RunAt}
+	var out wire.Outcome
+	if err := c.call(ctx, "PATCH", jobPath(queue, id, ""), body, &out, true); err != nil {
 		return time.Time{}, err
 	}
-	return time.UnixMilli(out.DueAt), nil
+	return ms(out.DueAt), nil
 }
 
 // ListJobs calls fn for every job in state (scheduled, due, leased, dead, done), page after
@@ -282,15 +302,12 @@ func (c *Client) ListJobs(ctx context.Context, queue, state string, pageSize int
 		if cursor != "" {
 			v.Set("cursor", cursor)
 		}
-		var page struct {
-			Jobs       []wireJob `json:"jobs"`
-			NextCursor *string   `json:"next_cursor"`
-		}
+		var page wire.JobList
 		if err := c.call(ctx, "GET", q(queue)+"/jobs?"+v.Encode(), nil, &page, true); err != nil {
 			return err
 		}
 		for _, w := range page.Jobs {
-			if err := fn(w.job()); err != nil {
+			if err := fn(jobFromView(w)); err != nil {
 				return err
 			}
 		}
@@ -304,19 +321,19 @@ func (c *Client) ListJobs(ctx context.Context, queue, state string, pageSize int
 // Ack is a finished job to acknowledge, with its handler's result (Result: JSON; ResultB64:
 // other bytes in base64; neither: none).
 type Ack struct {
-	ID         string          `json:"id"`
-	LeaseToken int64           `json:"lease_token"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	ResultB64  string          `json:"result_b64,omitempty"`
+	ID         string
+	LeaseToken int64
+	Result     json.RawMessage
+	ResultB64  string
 }
 
 // QueueAck is a finished job of a claim over several queues, with its queue.
 type QueueAck struct {
-	Queue      string          `json:"queue"`
-	ID         string          `json:"id"`
-	LeaseToken int64           `json:"lease_token"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	ResultB64  string          `json:"result_b64,omitempty"`
+	Queue      string
+	ID         string
+	LeaseToken int64
+	Result     json.RawMessage
+	ResultB64  string
 }
 
 // MaxResultBytes is the largest result a job keeps, in bytes (JSON text, or the bytes).
@@ -325,8 +342,8 @@ const MaxResultBytes = 65535
 // QueueWeight is one queue of a claim over several, with its share among the queues with due
 // jobs (0: 1).
 type QueueWeight struct {
-	Name   string `json:"name"`
-	Weight int    `json:"weight,omitempty"`
+	Name   string
+	Weight int
 }
 
 // ClaimManyOptions are the options of one claim over several queues.
@@ -345,34 +362,26 @@ type ClaimManyOptions struct {
 // those with due jobs, or in the order given with Strict; with Wait, one long poll over all of
 // them. Each job's Queue names its queue. Not retried.
 func (c *Client) ClaimMany(ctx context.Context, queues []QueueWeight, o ClaimManyOptions) (Claimed, error) {
-	b := claimBody(o.Max, o.Wait, o.Lease, o.PollID)
-	b["queues"] = queues
-	if o.Strict {
-		b["strict"] = true
+	b := wire.ClaimManyRequest{ClaimPoll: claimPoll(o.Max, o.Wait, o.Lease, o.PollID), Strict: nonZero(o.Strict)}
+	for _, qw := range queues {
+		b.Queues = append(b.Queues, wire.QueueClaim{Name: qw.Name, Weight: nonZero(qw.Weight)})
 	}
-	if len(o.Acks) > 0 {
-		b["acks"] = o.Acks
+	for _, a := range o.Acks {
+		b.Acks = append(b.Acks, a.wire())
 	}
 	return c.claimAt(ctx, "/v1/claim", b, "")
 }
 
 // claimAt sends a claim body to path and decodes the answer; each job's Queue is queue when
 // given (a one-queue claim), else what the answer names.
-func (c *Client) claimAt(ctx context.Context, path string, b map[string]any, queue string) (Claimed, error) {
-	var out struct {
-		Jobs []wireJob `json:"jobs"`
-		Acks []string  `json:"acks"`
-	}
+func (c *Client) claimAt(ctx context.Context, path string, b any, queue string) (Claimed, error) {
+	var out wire.ClaimResponse
 	if err := c.call(ctx, "POST", path, b, &out, false); err != nil {
 		return Claimed{}, err
 	}
-	res := Claimed{Acks: out.Acks}
+	res := Claimed{Acks: outcomes(out.Acks)}
 	for _, w := range out.Jobs {
-		j := w.job()
-		if queue != "" {
-			j.Queue = queue
-		}
-		res.Jobs = append(res.Jobs, j)
+		res.Jobs = append(res.Jobs, jobFromClaim(w, queue))
 	}
 	return res, nil
 }
@@ -396,27 +405,33 @@ type Claimed struct {
 // Claim leases up to Max due jobs, waiting up to Wait for one; its Acks are applied first.
 // Not retried: a lost answer's jobs come back when their leases end.
 func (c *Client) Claim(ctx context.Context, queue string, o ClaimOptions) (Claimed, error) {
-	b := claimBody(o.Max, o.Wait, o.Lease, o.PollID)
-	if len(o.Acks) > 0 {
-		b["acks"] = o.Acks
+	b := wire.ClaimRequest{ClaimPoll: claimPoll(o.Max, o.Wait, o.Lease, o.PollID)}
+	for _, a := range o.Acks {
+		b.Acks = append(b.Acks, a.wire())
 	}
 	return c.claimAt(ctx, q(queue)+"/claim", b, queue)
 }
 
-// claimBody is what a claim of one queue and a claim over several both send: most jobs
+// claimPoll is what a claim of one queue and a claim over several both send: most jobs
 // (default 1), how long to wait, the lease (the server's default when 0) and the poll's name.
-func claimBody(most int, wait, lease time.Duration, pollID string) map[string]any {
+func claimPoll(most int, wait, lease time.Duration, pollID string) wire.ClaimPoll {
 	if most == 0 {
 		most = 1
 	}
-	b := map[string]any{"max": most, "wait_ms": wait.Milliseconds()}
+	p := wire.ClaimPoll{Max: &most, WaitMs: ptr(wait.Milliseconds()), PollID: nonZero(pollID)}
 	if lease > 0 {
-		b["lease_ms"] = lease.Milliseconds()
+		p.LeaseMs = ptr(lease.Milliseconds())
 	}
-	if pollID != "" {
-		b["poll_id"] = pollID
+	return p
+}
+
+// outcomes are ack outcomes as text (acked, lease_lost, not_found).
+func outcomes(acks []wire.AckOutcome) []string {
+	out := make([]string, len(acks))
+	for i, a := range acks {
+		out[i] = string(a)
 	}
-	return b
+	return out
 }
 
 // CutPoll ends the waiting claim named pollID now.
@@ -426,49 +441,30 @@ func (c *Client) CutPoll(ctx context.Context, queue, pollID string) error {
 
 // Ack completes a job (lease_lost when its lease moved on).
 func (c *Client) Ack(ctx context.Context, queue, id string, leaseToken int64) error {
-	return c.call(ctx, "POST", jobPath(queue, id, "/ack"), map[string]any{"lease_token": leaseToken}, nil, true)
+	return c.call(ctx, "POST", jobPath(queue, id, "/ack"), wire.AckRequest{LeaseToken: leaseToken}, nil, true)
 }
 
 // AckWithResult completes a job and keeps result with it (any value encoding/json can
 // marshal, or a []byte kept as bytes; at most MaxResultBytes) while its queue keeps done jobs
 // (keep_done_ms); Get answers it as Job.Result (or Job.ResultBytes).
 func (c *Client) AckWithResult(ctx context.Context, queue, id string, leaseToken int64, result any) error {
-	b := map[string]any{"lease_token": leaseToken}
 	raw, b64, err := resultFields(result)
 	if err != nil {
 		return err
 	}
-	if raw != nil {
-		b["result"] = raw
-	}
-	if b64 != "" {
-		b["result_b64"] = b64
-	}
+	b := wire.AckRequest{LeaseToken: leaseToken, Result: raw, ResultB64: nonZero(b64)}
 	return c.call(ctx, "POST", jobPath(queue, id, "/ack"), b, nil, true)
-}
-
-// resultFields is how a result goes out: JSON as result, []byte as result_b64.
-func resultFields(result any) (json.RawMessage, string, error) {
-	switch r := result.(type) {
-	case nil:
-		return nil, "", nil
-	case []byte:
-		return nil, base64.StdEncoding.EncodeToString(r), nil
-	case json.RawMessage:
-		return r, "", nil
-	default:
-		raw, err := json.Marshal(r)
-		return raw, "", err
-	}
 }
 
 // AckBatch completes up to 1,000 jobs; per ack acked, lease_lost or not_found.
 func (c *Client) AckBatch(ctx context.Context, queue string, acks []Ack) ([]string, error) {
-	var out struct {
-		Acks []string `json:"acks"`
+	b := wire.AckBatchRequest{Acks: make([]wire.ClaimAck, len(acks))}
+	for i, a := range acks {
+		b.Acks[i] = a.wire()
 	}
-	err := c.call(ctx, "POST", q(queue)+"/acks", map[string]any{"acks": acks}, &out, true)
-	return out.Acks, err
+	var out wire.AckBatchResponse
+	err := c.call(ctx, "POST", q(queue)+"/acks", b, &out, true)
+	return outcomes(out.Acks), err
 }
 
 // NackOptions say how an attempt failed.
@@ -480,33 +476,26 @@ type NackOptions struct {
 
 // Nack fails an attempt: answers "retrying" or "dead".
 func (c *Client) Nack(ctx context.Context, queue, id string, leaseToken int64, o NackOptions) (string, error) {
-	b := map[string]any{"lease_token": leaseToken, "dead": o.Dead}
-	if o.Error != "" {
-		b["error"] = o.Error
-	}
+	b := wire.NackRequest{LeaseToken: leaseToken, Dead: &o.Dead, Error: nonZero(o.Error)}
 	if o.RetryIn != nil {
-		b["retry_in_ms"] = o.RetryIn.Milliseconds()
+		b.RetryInMs = ptr(o.RetryIn.Milliseconds())
 	}
-	var out struct {
-		Outcome string `json:"outcome"`
-	}
+	var out wire.Outcome
 	err := c.call(ctx, "POST", jobPath(queue, id, "/nack"), b, &out, false)
-	return out.Outcome, err
+	return string(out.Outcome), err
 }
 
 // Extend extends a lease to lease from now; answers the new deadline.
 func (c *Client) Extend(ctx context.Context, queue, id string, leaseToken int64, lease time.Duration) (time.Time, error) {
-	var out struct {
-		LeaseDeadline int64 `json:"lease_deadline"`
-	}
-	b := map[string]any{"lease_token": leaseToken, "lease_ms": lease.Milliseconds()}
+	var out wire.Outcome
+	b := wire.ExtendRequest{LeaseToken: leaseToken, LeaseMs: ptr(lease.Milliseconds())}
 	err := c.call(ctx, "POST", jobPath(queue, id, "/extend"), b, &out, true)
-	return time.UnixMilli(out.LeaseDeadline), err
+	return ms(out.LeaseDeadline), err
 }
 
 // Release gives a lease back: the job is due again at once (the attempt not counted).
 func (c *Client) Release(ctx context.Context, queue, id string, leaseToken int64) error {
-	b := map[string]any{"lease_token": leaseToken, "undo_attempt": true}
+	b := wire.ReleaseRequest{LeaseToken: leaseToken, UndoAttempt: ptr(true)}
 	return c.call(ctx, "POST", jobPath(queue, id, "/release"), b, nil, true)
 }
 

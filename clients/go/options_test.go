@@ -10,7 +10,7 @@ import (
 // Every documented enqueue field has a typed option, written in the API's wire shape.
 func TestTypedEnqueueOptionsWriteTheWireFields(t *testing.T) {
 	at := time.UnixMilli(1_800_000_000_000)
-	b := map[string]any{}
+	var b enqueueBody
 	for _, o := range []EnqueueOption{
 		WithBackoff(ExponentialBackoff(time.Second, time.Minute)),
 		WithLeaseLength(45 * time.Second),
@@ -19,22 +19,19 @@ func TestTypedEnqueueOptionsWriteTheWireFields(t *testing.T) {
 		WithKeepDone(time.Hour),
 		WithDedupe(10 * time.Minute),
 	} {
-		o(b)
+		o(&b)
 	}
-	got, err := json.Marshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := sorted(t, b)
 	want := `{"backoff":{"base_ms":1000,"cap_ms":60000,"kind":"exponential"},"dedupe_ms":600000,` +
 		`"expires_at":1800000000000,"keep_done_ms":3600000,"lease_ms":45000,` +
-		`"target":{"url":"https://example.com/hook","headers":{"x-tenant":"acme"}}}`
+		`"target":{"headers":{"x-tenant":"acme"},"url":"https://example.com/hook"}}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	f := map[string]any{}
-	WithBackoff(FixedBackoff(2 * time.Second))(f)
-	WithExpireAfter(time.Minute)(f)
-	got, _ = json.Marshal(f)
+	var f enqueueBody
+	WithBackoff(FixedBackoff(2 * time.Second))(&f)
+	WithExpireAfter(time.Minute)(&f)
+	got = sorted(t, f)
 	if string(got) != `{"backoff":{"delay_ms":2000,"kind":"fixed"},"expire_after_ms":60000}` {
 		t.Errorf("got %s", got)
 	}
@@ -55,5 +52,31 @@ func TestTheServerTakesTheTypedOptions(t *testing.T) {
 		WithExpiresAt(time.Now().Add(time.Hour)), WithBackoff(FixedBackoff(time.Second)))
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sorted is b's wire JSON with its keys in order.
+func sorted(t *testing.T, b enqueueBody) string {
+	raw, err := json.Marshal(b.EnqueueRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(m)
+	return string(out)
+}
+
+// WithField sets a typed field by its wire name, and refuses a name the API does not have.
+func TestWithFieldSetsTheTypedFieldOrFails(t *testing.T) {
+	b, err := jobBody(1, []EnqueueOption{WithField("delay_ms", 1500), WithField("key", "acme")})
+	if err != nil || b.DelayMs == nil || *b.DelayMs != 1500 || b.Key == nil || *b.Key != "acme" {
+		t.Fatalf("%+v %v", b, err)
+	}
+	_, err = jobBody(1, []EnqueueOption{WithField("delay_msec", 1500)})
+	if CodeOf(err) != "invalid_argument" {
+		t.Fatalf("an unknown field: %v", err)
 	}
 }

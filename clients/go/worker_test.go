@@ -343,7 +343,7 @@ func TestAHandlersResultIsKeptWithTheDoneJob(t *testing.T) {
 	c := NewClient(liveURL(t))
 	ctx := context.Background()
 	q := "w-" + newID()[:10]
-	if _, err := c.PutQueue(ctx, q, map[string]any{"keep_done_ms": 600000}); err != nil {
+	if _, err := c.PutQueue(ctx, q, SettingsPatch{KeepDoneMs: Set(int64(600000))}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"mail", "bytes", "nothing", "huge"} {

@@ -9,3 +9,4 @@ export type { HeaderBag, VerifyOptions, WebhookMessage } from "./webhooks.js";
 export { DeadLetter, MAX_RESULT_BYTES, RetryIn, Worker } from "./worker.js";
 export type { Handler, Job, WorkerOptions } from "./worker.js";
 export type * from "./types.js";
+export type * as wire from "./wire.js";

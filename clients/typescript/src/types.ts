@@ -1,15 +1,14 @@
-// The shapes the client answers with: the API's JSON (docs/API.md, crates/delayq-wire) in
-// camelCase, times as Date.
+// The shapes the client answers with: the API's JSON (wire.ts, generated from the OpenAPI
+// document) in camelCase, times as Date. Values the client passes through as the wire has them
+// (a push target, a backoff, a queue's settings) are the generated types themselves.
+
+import type * as wire from "./wire.js";
 
 /** A push target: the payload is sent there by HTTP at the due time (`delayq serve --push`). */
-export interface Target {
-  url: string;
-  method?: string;
-  headers?: Record<string, string>;
-}
+export type Target = wire.TargetView;
 
-/** Retry backoff: exponential from `base_ms` to `cap_ms` (with jitter), or fixed. */
-export type Backoff = Record<string, unknown>;
+/** Retry backoff: `{kind: "fixed", delay_ms}`, or `{kind: "exponential" | "exponential_jitter", base_ms, cap_ms}`. */
+export type Backoff = wire.Backoff;
 
 /** Options of one enqueue. */
 export interface EnqueueOptions {
@@ -31,7 +30,7 @@ export interface EnqueueOptions {
   /** Deliver by HTTP push instead of a worker. */
   target?: Target;
   /** When the id exists: `keep` (default) or `replace` (debounce a scheduled job). */
-  onConflict?: "keep" | "replace";
+  onConflict?: wire.OnConflict;
   /** Retry backoff. */
   backoff?: Backoff;
   /** Lease length for this job, ms. */
@@ -65,14 +64,14 @@ export interface Enqueued {
   /** With `onConflict: "replace"`: the scheduled job was replaced. */
   replaced: boolean;
   /** With `onConflict: "replace"`, when the existing job was not touched: its state. */
-  state?: string;
+  state?: wire.JobState;
 }
 
 /** A stored job; `P`: the type its payload is read as (`client.get<Order>(…)`). */
 export interface JobInfo<P = unknown> {
   id: string;
   /** `scheduled`, `leased`, `dead` or `done` (`due` in a listing of due jobs). */
-  state: string;
+  state: wire.ListedState;
   attempt: number;
   maxAttempts: number;
   dueAt: Date;
@@ -145,32 +144,16 @@ export type QueueChoice = string | { name: string; weight?: number };
 export interface Claimed {
   jobs: ClaimedJob[];
   /** Per ack the claim carried, in order: `acked`, `lease_lost` or `not_found`. */
-  acks: string[];
+  acks: wire.AckOutcome[];
   /** With no job and no waiting: ms until the next job is due. */
   nextDueInMs?: number;
 }
 
 /** A start-rate limit. */
-export interface Rate {
-  per_s: number;
-  burst: number;
-}
+export type Rate = wire.RateView;
 
 /** A queue's settings, as the API shows them. */
-export interface QueueSettings {
-  shards: number;
-  lane: boolean;
-  lane_window_ms: number;
-  rate: Rate | null;
-  max_in_flight: number | null;
-  keep_done_ms: number;
-  dedupe_ms: number;
-  target: Target | null;
-  delivery: "pull" | "push";
-  key_max_in_flight: number | null;
-  key_rate: Rate | null;
-  pause_key_on_429: boolean;
-}
+export type QueueSettings = wire.SettingsView;
 
 /** A queue's counts. */
 export interface QueueStats {
@@ -192,20 +175,7 @@ export interface QueueInfo extends QueueStats {
 }
 
 /** A settings change: the fields given (`null` removes a limit or the target). */
-export type SettingsPatch = Partial<{
-  shards: number;
-  lane: boolean;
-  lane_window_ms: number;
-  rate: Rate | null;
-  max_in_flight: number | null;
-  keep_done_ms: number;
-  dedupe_ms: number;
-  target: Target | null;
-  delivery: "pull" | "push";
-  key_max_in_flight: number | null;
-  key_rate: Rate | null;
-  pause_key_on_429: boolean;
-}>;
+export type SettingsPatch = wire.SettingsPatch;
 
 /** A schedule to store: `cron` (with `tz`) or `everyMs`, and the payload of each fire's job. */
 export interface ScheduleSpec {
@@ -267,7 +237,7 @@ export interface Batch {
    * `callback_failed` (its jobs ended but its callbacks could not be enqueued: see
    * `callbackError`; tried again with a backoff).
    */
-  state: "open" | "closed" | "done" | "callback_failed";
+  state: wire.BatchState;
   total: number;
   pending: number;
   succeeded: number;

@@ -110,6 +110,9 @@ export interface BatchRequest {
   open?: boolean;
 }
 
+/** A batch's state. */
+export type BatchState = "open" | "closed" | "done" | "callback_failed";
+
 /** A batch: its state and how its jobs stand. */
 export interface BatchView {
   /** Failed tries of its callbacks (state `callback_failed`). */
@@ -143,7 +146,7 @@ export interface BatchView {
    * `callback_failed` (every job ended but its callbacks could not be enqueued: see
    * `callback_error`; tried again with a backoff).
    */
-  state: string;
+  state: BatchState;
   /** Jobs acknowledged. */
   succeeded: number;
   /** Jobs that joined. */
@@ -333,7 +336,7 @@ export interface EnqueueResponse {
    * With `on_conflict: "replace"`: the existing scheduled job was replaced (`due_at` is
    * the new due time).
    */
-  replaced?: boolean;
+  replaced: boolean;
   /**
    * With `on_conflict: "replace"`, when the existing job was not touched: its state
    * (`leased` or `dead`).
@@ -534,7 +537,7 @@ export interface QueueView {
   /** Dead jobs. */
   dead: number;
   /** Completed jobs kept (retention). */
-  done?: number;
+  done: number;
   /** Scheduled jobs due now. */
   due: number;
   /** Scheduled jobs due within the next minute. */
@@ -544,7 +547,7 @@ export interface QueueView {
   /** Age of the oldest due job, ms. */
   oldest_overdue_ms: number;
   /** Whether the queue is paused (accepts jobs, leases none). */
-  paused?: boolean;
+  paused: boolean;
   /** The queue. */
   queue: string;
   /** Jobs due later (the ones due now are `due`; `jobs?state=scheduled` lists these). */
@@ -552,7 +555,7 @@ export interface QueueView {
   /** The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list). */
   settings?: SettingsView | null;
   /** Due jobs held back right now by the queue's `rate` or `max_in_flight`. */
-  waiting_on_limit?: number;
+  waiting_on_limit: number;
 }
 
 /**
@@ -714,16 +717,16 @@ export interface SettingsView {
    * One-delay lane (Redis): jobs whose due times come in arrival order are kept whole in
    * a list, ~45 % less memory each. Changes only while the queue is empty.
    */
-  lane?: boolean;
+  lane: boolean;
   /**
    * Width of the lane's time windows, ms (0: none): a lane queue's job due more than one
    * width past its window's start waits whole in that window's list (~40 % less memory).
    */
-  lane_window_ms?: number;
+  lane_window_ms: number;
   /** Most jobs leased at once over all consumers; `null`: no limit. */
   max_in_flight?: number | null;
   /** A push delivery answered 429 with `Retry-After` pauses its job's key until then. */
-  pause_key_on_429?: boolean;
+  pause_key_on_429: boolean;
   /** Most jobs started per second over all consumers (token bucket); `null`: no limit. */
   rate?: RateView | null;
   /**

@@ -12,6 +12,12 @@ use crate::model::{Def, Field, Kind, Ty, camel};
 
 /// The text of `wire.go`.
 pub fn generate(defs: &[Def], header: &str) -> String {
+    // Aliases of `any` (unions): a field holds them by value, as `any` is nil-able already.
+    let any: Vec<&str> = defs
+        .iter()
+        .filter(|d| matches!(&d.kind, Kind::Alias(t) if ty(t) == "any"))
+        .map(|d| d.name.as_str())
+        .collect();
     let mut body = String::new();
     for d in defs {
         body.push('\n');
@@ -23,7 +29,7 @@ pub fn generate(defs: &[Def], header: &str) -> String {
                     writeln!(body, "\t{b}").unwrap();
                 }
                 for f in fields {
-                    field(&mut body, f, d.is_patch());
+                    field(&mut body, f, d.is_patch(), &any);
                 }
                 body.push_str("}\n");
             }
@@ -57,7 +63,7 @@ pub fn generate(defs: &[Def], header: &str) -> String {
                                 required: false,
                                 ..f.clone()
                             };
-                            field(&mut body, &optional, false);
+                            field(&mut body, &optional, false, &any);
                         }
                     }
                 }
@@ -80,10 +86,12 @@ pub fn generate(defs: &[Def], header: &str) -> String {
     out
 }
 
-fn field(out: &mut String, f: &Field, patch: bool) {
+fn field(out: &mut String, f: &Field, patch: bool, any: &[&str]) {
     comment(out, &f.doc, "\t");
     let t = ty(&f.ty);
-    let by_value = matches!(f.ty, Ty::Array(_) | Ty::Map(_) | Ty::Json | Ty::Object) || t == "any";
+    let by_value = matches!(f.ty, Ty::Array(_) | Ty::Map(_) | Ty::Json | Ty::Object)
+        || t == "any"
+        || any.contains(&t.as_str());
     let (t, tag) = if f.required && !f.nullable {
         (t, "")
     } else if f.required {

@@ -126,6 +126,7 @@ pub struct BatchView {
     /// `open` (jobs may join), `closed` (waiting for its jobs), `done` (callbacks enqueued) or
     /// `callback_failed` (every job ended but its callbacks could not be enqueued: see
     /// `callback_error`; tried again with a backoff).
+    #[schema(value_type = crate::schema::BatchStateSchema)]
     pub state: String,
     /// Jobs that joined.
     pub total: u64,

@@ -179,6 +179,7 @@ pub struct EnqueueResponse {
     /// With `on_conflict: "replace"`: the existing scheduled job was replaced (`due_at` is
     /// the new due time).
     #[serde(default)]
+    #[schema(required = true)]
     pub replaced: bool,
     /// With `on_conflict: "replace"`, when the existing job was not touched: its state
     /// (`leased` or `dead`).

@@ -28,12 +28,15 @@ pub struct QueueView {
     pub oldest_overdue_ms: u64,
     /// Whether the queue is paused (accepts jobs, leases none).
     #[serde(default)]
+    #[schema(required = true)]
     pub paused: bool,
     /// Due jobs held back right now by the queue's `rate` or `max_in_flight`.
     #[serde(default)]
+    #[schema(required = true)]
     pub waiting_on_limit: u64,
     /// Completed jobs kept (retention).
     #[serde(default)]
+    #[schema(required = true)]
     pub done: u64,
     /// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,10 +53,12 @@ pub struct SettingsView {
     /// One-delay lane (Redis): jobs whose due times come in arrival order are kept whole in
     /// a list, ~45 % less memory each. Changes only while the queue is empty.
     #[serde(default)]
+    #[schema(required = true)]
     pub lane: bool,
     /// Width of the lane's time windows, ms (0: none): a lane queue's job due more than one
     /// width past its window's start waits whole in that window's list (~40 % less memory).
     #[serde(default)]
+    #[schema(required = true)]
     pub lane_window_ms: u32,
     /// Most jobs started per second over all consumers (token bucket); `null`: no limit.
     pub rate: Option<RateView>,
@@ -77,6 +82,7 @@ pub struct SettingsView {
     pub key_rate: Option<RateView>,
     /// A push delivery answered 429 with `Retry-After` pauses its job's key until then.
     #[serde(default)]
+    #[schema(required = true)]
     pub pause_key_on_429: bool,
 }
 

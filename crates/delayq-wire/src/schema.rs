@@ -29,6 +29,21 @@ pub enum TimeSchema {
     Text(String),
 }
 
+/// A batch's state.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = BatchState)]
+pub enum BatchStateSchema {
+    /// Jobs may join.
+    Open,
+    /// Waiting for its jobs.
+    Closed,
+    /// Every job ended and the callbacks were enqueued.
+    Done,
+    /// Every job ended but the callbacks could not be enqueued (tried again with a backoff).
+    CallbackFailed,
+}
+
 /// A job's state as a read answers it: a job state, or `due` in a listing of due jobs.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -101,6 +101,17 @@ type BatchRequest struct {
 	Open *bool `json:"open,omitempty"`
 }
 
+// BatchState: A batch's state.
+type BatchState string
+
+// The values of BatchState.
+const (
+	BatchStateOpen           BatchState = "open"
+	BatchStateClosed         BatchState = "closed"
+	BatchStateDone           BatchState = "done"
+	BatchStateCallbackFailed BatchState = "callback_failed"
+)
+
 // BatchView: A batch: its state and how its jobs stand.
 type BatchView struct {
 	// Failed tries of its callbacks (state `callback_failed`).
@@ -132,7 +143,7 @@ type BatchView struct {
 	// `open` (jobs may join), `closed` (waiting for its jobs), `done` (callbacks enqueued) or
 	// `callback_failed` (every job ended but its callbacks could not be enqueued: see
 	// `callback_error`; tried again with a backoff).
-	State string `json:"state"`
+	State BatchState `json:"state"`
 	// Jobs acknowledged.
 	Succeeded int64 `json:"succeeded"`
 	// Jobs that joined.
@@ -301,7 +312,7 @@ type EnqueueResponse struct {
 	ID string `json:"id"`
 	// With `on_conflict: "replace"`: the existing scheduled job was replaced (`due_at` is
 	// the new due time).
-	Replaced *bool `json:"replaced,omitempty"`
+	Replaced bool `json:"replaced"`
 	// With `on_conflict: "replace"`, when the existing job was not touched: its state
 	// (`leased` or `dead`).
 	State *JobState `json:"state,omitempty"`
@@ -418,7 +429,7 @@ type KeyPauseRequest struct {
 	// How long the hold lasts from now, ms (the store's clock).
 	ForMs *int64 `json:"for_ms,omitempty"`
 	// When the hold ends: ms since the epoch, or RFC 3339 text.
-	Until *Time `json:"until,omitempty"`
+	Until Time `json:"until,omitempty"`
 }
 
 // KeyView: One key of a queue.
@@ -532,7 +543,7 @@ type QueueView struct {
 	// Dead jobs.
 	Dead int64 `json:"dead"`
 	// Completed jobs kept (retention).
-	Done *int64 `json:"done,omitempty"`
+	Done int64 `json:"done"`
 	// Scheduled jobs due now.
 	Due int64 `json:"due"`
 	// Scheduled jobs due within the next minute.
@@ -542,7 +553,7 @@ type QueueView struct {
 	// Age of the oldest due job, ms.
 	OldestOverdueMs int64 `json:"oldest_overdue_ms"`
 	// Whether the queue is paused (accepts jobs, leases none).
-	Paused *bool `json:"paused,omitempty"`
+	Paused bool `json:"paused"`
 	// The queue.
 	Queue string `json:"queue"`
 	// Jobs due later (the ones due now are `due`; `jobs?state=scheduled` lists these).
@@ -550,7 +561,7 @@ type QueueView struct {
 	// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
 	Settings *SettingsView `json:"settings,omitempty"`
 	// Due jobs held back right now by the queue's `rate` or `max_in_flight`.
-	WaitingOnLimit *int64 `json:"waiting_on_limit,omitempty"`
+	WaitingOnLimit int64 `json:"waiting_on_limit"`
 }
 
 // RateView: A start-rate limit: `per_s` tokens a second, at most `burst` kept; each job started takes
@@ -575,7 +586,7 @@ type RescheduleRequest struct {
 	// New delay in ms.
 	DelayMs *float64 `json:"delay_ms,omitempty"`
 	// New absolute time (ms since the epoch or RFC 3339).
-	RunAt *Time `json:"run_at,omitempty"`
+	RunAt Time `json:"run_at,omitempty"`
 }
 
 // RunOptions: How the attempts of a job run: what an enqueue sets for its job and a schedule for each
@@ -693,14 +704,14 @@ type SettingsView struct {
 	KeyRate *RateView `json:"key_rate,omitempty"`
 	// One-delay lane (Redis): jobs whose due times come in arrival order are kept whole in
 	// a list, ~45 % less memory each. Changes only while the queue is empty.
-	Lane *bool `json:"lane,omitempty"`
+	Lane bool `json:"lane"`
 	// Width of the lane's time windows, ms (0: none): a lane queue's job due more than one
 	// width past its window's start waits whole in that window's list (~40 % less memory).
-	LaneWindowMs *int `json:"lane_window_ms,omitempty"`
+	LaneWindowMs int `json:"lane_window_ms"`
 	// Most jobs leased at once over all consumers; `null`: no limit.
 	MaxInFlight *int `json:"max_in_flight,omitempty"`
 	// A push delivery answered 429 with `Retry-After` pauses its job's key until then.
-	PauseKeyOn429 *bool `json:"pause_key_on_429,omitempty"`
+	PauseKeyOn429 bool `json:"pause_key_on_429"`
 	// Most jobs started per second over all consumers (token bucket); `null`: no limit.
 	Rate *RateView `json:"rate,omitempty"`
 	// Shards: hash slots the queue's jobs spread over (Redis; 1-256, default 1). Changes only
@@ -784,7 +795,7 @@ type EnqueueRequest struct {
 	ExpireAfterMs *int64 `json:"expire_after_ms,omitempty"`
 	// A delivery not started by this time (ms since the epoch or RFC 3339) goes to the dead
 	// letters with the error `expired` instead of running late.
-	ExpiresAt *Time `json:"expires_at,omitempty"`
+	ExpiresAt Time `json:"expires_at,omitempty"`
 	// Job id for idempotent enqueue; generated when absent.
 	ID *string `json:"id,omitempty"`
 	// Keep the job readable as `done` this long after it completes, ms (overrides the
@@ -806,7 +817,7 @@ type EnqueueRequest struct {
 	// every minute it waits, so none starves).
 	Priority *int `json:"priority,omitempty"`
 	// Absolute due time: ms since the epoch (number) or RFC 3339 text; in the past = now.
-	RunAt *Time `json:"run_at,omitempty"`
+	RunAt Time `json:"run_at,omitempty"`
 }
 
 // ScheduleBody: A schedule to store: `cron` (+ `tz`) or `every_ms`, and the job each fire enqueues.

@@ -114,6 +114,10 @@ class BatchRequest(TypedDict):
     """Keep the batch open: jobs may be added (`POST …/batches/{id}/jobs`) until it is closed."""
 
 
+BatchState = Literal["open", "closed", "done", "callback_failed"]
+"""A batch's state."""
+
+
 class BatchView(TypedDict):
     """A batch: its state and how its jobs stand."""
     callback_attempts: NotRequired[Optional[int]]
@@ -142,7 +146,7 @@ class BatchView(TypedDict):
     """Jobs not ended yet."""
     queue: str
     """The queue of its jobs."""
-    state: str
+    state: "BatchState"
     """`open` (jobs may join), `closed` (waiting for its jobs), `done` (callbacks enqueued) or
     `callback_failed` (every job ended but its callbacks could not be enqueued: see
     `callback_error`; tried again with a backoff).
@@ -310,7 +314,7 @@ class EnqueueResponse(TypedDict):
     """Due time, ms since the epoch (server clock); for an existing id, the existing job's."""
     id: str
     """The job's id."""
-    replaced: NotRequired[bool]
+    replaced: bool
     """With `on_conflict: "replace"`: the existing scheduled job was replaced (`due_at` is
     the new due time).
     """
@@ -511,7 +515,7 @@ class QueueView(TypedDict):
     """Counts of one queue."""
     dead: int
     """Dead jobs."""
-    done: NotRequired[int]
+    done: int
     """Completed jobs kept (retention)."""
     due: int
     """Scheduled jobs due now."""
@@ -521,7 +525,7 @@ class QueueView(TypedDict):
     """Jobs under a lease."""
     oldest_overdue_ms: int
     """Age of the oldest due job, ms."""
-    paused: NotRequired[bool]
+    paused: bool
     """Whether the queue is paused (accepts jobs, leases none)."""
     queue: str
     """The queue."""
@@ -529,7 +533,7 @@ class QueueView(TypedDict):
     """Jobs due later (the ones due now are `due`; `jobs?state=scheduled` lists these)."""
     settings: NotRequired[Optional["SettingsView"]]
     """The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list)."""
-    waiting_on_limit: NotRequired[int]
+    waiting_on_limit: int
     """Due jobs held back right now by the queue's `rate` or `max_in_flight`."""
 
 
@@ -678,17 +682,17 @@ class SettingsView(TypedDict):
     """Most jobs of one key leased at once; `null`: no limit."""
     key_rate: NotRequired[Optional["RateView"]]
     """Most jobs of one key started per second (a token bucket per key); `null`: no limit."""
-    lane: NotRequired[bool]
+    lane: bool
     """One-delay lane (Redis): jobs whose due times come in arrival order are kept whole in
     a list, ~45 % less memory each. Changes only while the queue is empty.
     """
-    lane_window_ms: NotRequired[int]
+    lane_window_ms: int
     """Width of the lane's time windows, ms (0: none): a lane queue's job due more than one
     width past its window's start waits whole in that window's list (~40 % less memory).
     """
     max_in_flight: NotRequired[Optional[int]]
     """Most jobs leased at once over all consumers; `null`: no limit."""
-    pause_key_on_429: NotRequired[bool]
+    pause_key_on_429: bool
     """A push delivery answered 429 with `Retry-After` pauses its job's key until then."""
     rate: NotRequired[Optional["RateView"]]
     """Most jobs started per second over all consumers (token bucket); `null`: no limit."""
