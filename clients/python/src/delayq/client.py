@@ -18,14 +18,14 @@ import time
 import urllib.parse
 import uuid
 from typing import (Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple,
-                    Union, cast)
+                    TypeVar, Union, cast)
 
-from . import errors
+from . import _wire, errors
 
 #: What a cancel found (every client answers the same four).
 CancelOutcome = Literal["cancelled", "not_found", "leased", "dead"]
 from .models import (
-    Batch, ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats, result_fields,
+    Batch, ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats,
 )
 
 try:  # OpenTelemetry is optional: with it, enqueues carry the application's active trace.
@@ -38,11 +38,10 @@ API_VERSION = "v1"
 Time = Union[int, float, str, _dt.datetime]
 """ms since the epoch, RFC 3339 text, or an aware ``datetime``."""
 
-_ENQUEUE_FIELDS = (
-    "delay_ms", "run_at", "max_attempts", "backoff", "lease_ms", "timeout_ms", "expires_at",
-    "expire_after_ms", "priority", "key", "keep_done_ms", "dedupe_ms", "on_conflict", "target",
-    "traceparent", "tracestate",
-)
+# The enqueue fields besides the payload and the id, as the generated wire types name them.
+_ENQUEUE_FIELDS = frozenset(
+    _wire.EnqueueRequest.__required_keys__ | _wire.EnqueueRequest.__optional_keys__
+) - {"payload", "payload_b64", "id"}
 
 
 def trace_headers() -> Dict[str, str]:
@@ -84,7 +83,7 @@ def new_id(key: Optional[str] = None) -> str:
     return uuid.uuid4().hex
 
 
-def job_body(payload: Any = None, **fields: Any) -> Dict[str, Any]:
+def job_body(payload: Any = None, **fields: Any) -> _wire.EnqueueRequest:
     """The JSON body of one job: ``payload`` (bytes go as base64) and the given fields."""
     body: Dict[str, Any] = {}
     if isinstance(payload, (bytes, bytearray, memoryview)):
@@ -99,7 +98,7 @@ def job_body(payload: Any = None, **fields: Any) -> Dict[str, Any]:
             continue
         body[k] = _time(v) if k in ("run_at", "expires_at") else v
     body["id"] = fields.get("id") or new_id(fields.get("key"))
-    return body
+    return cast(_wire.EnqueueRequest, body)
 
 
 class Client:
@@ -275,7 +274,7 @@ class Client:
         ``{"queue": ..., "payload": {...}, "delay_ms": ...}``, the payload extended with
         ``batch: {id, total, succeeded, dead, cancelled}``. Closed at once unless ``open``; an
         open batch of that id gains the jobs instead (``Conflict`` once it is closed)."""
-        body: Dict[str, Any] = {
+        body: _wire.BatchRequest = {
             "jobs": [job_body(j.get("payload"), **{k: v for k, v in j.items() if k != "payload"})
                      for j in jobs],
             "open": open,
@@ -284,9 +283,9 @@ class Client:
         if id is not None:
             body["id"] = id
         if on_complete is not None:
-            body["on_complete"] = dict(on_complete)
+            body["on_complete"] = cast(_wire.CallbackBody, dict(on_complete))
         if on_success is not None:
-            body["on_success"] = dict(on_success)
+            body["on_success"] = cast(_wire.CallbackBody, dict(on_success))
         # Sent once: a retry after an answer lost to a create that closed its batch would be
         # refused (the batch exists, closed).
         answer = self._call("POST", self._q(queue, "/batches"), body, repeat=False)
@@ -296,7 +295,7 @@ class Client:
                      close: bool = False) -> Batch:
         """Adds ``jobs`` to an open batch (``Conflict`` once it is closed), then closes it
         with ``close``."""
-        body = {
+        body: _wire.BatchJobsRequest = {
             "jobs": [job_body(j.get("payload"), **{k: v for k, v in j.items() if k != "payload"})
                      for j in jobs],
             "close": close,
@@ -340,16 +339,18 @@ class Client:
     def reschedule(self, queue: str, id: str, *, delay_ms: Optional[float] = None,
                    run_at: Optional[Time] = None) -> int:
         """Moves a scheduled job; returns its new due time (ms)."""
-        body: Dict[str, Any] = {}
+        body: _wire.RescheduleRequest = {}
         if delay_ms is not None:
             body["delay_ms"] = delay_ms
         if run_at is not None:
             body["run_at"] = _time(run_at)
-        return cast(int, self._call("PATCH", self._job(queue, id), body)["due_at"])
+        out: _wire.Outcome = self._call("PATCH", self._job(queue, id), body)
+        return cast(int, out["due_at"])
 
     def run_now(self, queue: str, id: str) -> int:
         """Makes a scheduled job due now; returns its due time."""
-        return cast(int, self._call("POST", self._job(queue, id, "/run"))["due_at"])
+        out: _wire.Outcome = self._call("POST", self._job(queue, id, "/run"))
+        return cast(int, out["due_at"])
 
     # ----- consuming -----
 
@@ -360,7 +361,7 @@ class Client:
         ``poll_id`` (1-64 of ``[A-Za-z0-9._-]``) names the poll so :meth:`cut_poll` can end it.
         ``acks`` (``[(id, lease_token)]`` or ``(id, lease_token, result)``, at most 1,000) are
         acknowledged first, in the same request (an ack whose lease moved on is skipped)."""
-        body: Dict[str, Any] = {"max": max, "wait_ms": wait_ms}
+        body: _wire.ClaimRequest = {"max": max, "wait_ms": wait_ms}
         sent = [_ack(*a) for a in acks]
         if sent:
             body["acks"] = sent
@@ -368,8 +369,8 @@ class Client:
             body["lease_ms"] = lease_ms
         if poll_id is not None:
             body["poll_id"] = poll_id
-        answer = self._call("POST", self._q(queue, "/claim"), body,
-                            timeout=self.timeout + wait_ms / 1000)
+        answer: _wire.ClaimResponse = self._call("POST", self._q(queue, "/claim"), body,
+                                                 timeout=self.timeout + wait_ms / 1000)
         return [ClaimedJob.from_json(queue, j) for j in answer["jobs"]]
 
     def claim_many(self, queues: Iterable[Union[str, Tuple[str, int]]], *, max: int = 1,
@@ -382,22 +383,24 @@ class Client:
         them (``poll_id`` names it: :meth:`cut_poll` on the first queue ends it). ``acks``
         (``[(queue, id, lease_token)]`` or ``(queue, id, lease_token, result)``) are
         acknowledged first. Each job names its queue."""
-        qs = []
+        qs: List[_wire.QueueClaim] = []
         for q in queues:
             name, weight = (q, None) if isinstance(q, str) else q
             qs.append({"name": name} if weight is None else {"name": name, "weight": weight})
-        body: Dict[str, Any] = {"queues": qs, "max": max, "wait_ms": wait_ms}
+        body: _wire.ClaimManyRequest = {"queues": qs, "max": max, "wait_ms": wait_ms}
         if strict:
             body["strict"] = True
-        sent = [{"queue": a[0], **_ack(*a[1:])} for a in acks]
+        sent = [_with_result(_wire.QueueAck(queue=a[0], id=a[1], lease_token=a[2]), *a[3:])
+                for a in acks]
         if sent:
             body["acks"] = sent
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
         if poll_id is not None:
             body["poll_id"] = poll_id
-        answer = self._call("POST", "/v1/claim", body, timeout=self.timeout + wait_ms / 1000)
-        return [ClaimedJob.from_json(j["queue"], j) for j in answer["jobs"]]
+        answer: _wire.ClaimResponse = self._call("POST", "/v1/claim", body,
+                                                 timeout=self.timeout + wait_ms / 1000)
+        return [ClaimedJob.from_json(j.get("queue") or "", j) for j in answer["jobs"]]
 
     def cut_poll(self, queue: str, poll_id: str) -> None:
         """Ends the long poll named ``poll_id`` now: it answers with what it holds (usually no
@@ -409,20 +412,21 @@ class Client:
         value, or ``bytes``; at most 65,535 bytes) is kept with the job while its queue keeps
         done jobs (``keep_done_ms``); :meth:`get` answers it as ``Job.result``."""
         self._call("POST", self._job(queue, id, "/ack"),
-                   {"lease_token": lease_token, **result_fields(result)})
+                   _with_result(_wire.AckRequest(lease_token=lease_token), result))
 
     def ack_many(self, queue: str, acks: Iterable[Tuple[Any, ...]]) -> List[str]:
         """Completes up to 1,000 jobs in one request, ``[(id, lease_token), ...]`` (or
         ``(id, lease_token, result)``); answers per job, in order, ``"acked"``,
         ``"lease_lost"`` or ``"not_found"`` (a request retried after a lost answer reports the
         jobs it had acked as ``"not_found"``)."""
-        body = {"acks": [_ack(*a) for a in acks]}
-        return cast(List[str], self._call("POST", self._q(queue, "/acks"), body)["acks"])
+        body: _wire.AckBatchRequest = {"acks": [_ack(*a) for a in acks]}
+        out: _wire.AckBatchResponse = self._call("POST", self._q(queue, "/acks"), body)
+        return list(out["acks"])
 
     def nack(self, queue: str, id: str, lease_token: int, *, error: Optional[str] = None,
              retry_in_ms: Optional[int] = None, dead: bool = False) -> Dict[str, Any]:
         """Fails an attempt: retried by backoff (or after ``retry_in_ms``), or dead."""
-        body: Dict[str, Any] = {"lease_token": lease_token, "dead": dead}
+        body: _wire.NackRequest = {"lease_token": lease_token, "dead": dead}
         if error is not None:
             body["error"] = error
         if retry_in_ms is not None:
@@ -431,15 +435,16 @@ class Client:
 
     def extend(self, queue: str, id: str, lease_token: int, lease_ms: Optional[int] = None) -> int:
         """Extends a lease; returns the new deadline (ms)."""
-        body: Dict[str, Any] = {"lease_token": lease_token}
+        body: _wire.ExtendRequest = {"lease_token": lease_token}
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
-        return cast(int, self._call("POST", self._job(queue, id, "/extend"), body)["lease_deadline"])
+        out: _wire.Outcome = self._call("POST", self._job(queue, id, "/extend"), body)
+        return cast(int, out["lease_deadline"])
 
     def release(self, queue: str, id: str, lease_token: int, *, undo_attempt: bool = True) -> None:
         """Gives a lease back: the job is due again at once."""
-        self._call("POST", self._job(queue, id, "/release"),
-                   {"lease_token": lease_token, "undo_attempt": undo_attempt})
+        body: _wire.ReleaseRequest = {"lease_token": lease_token, "undo_attempt": undo_attempt}
+        self._call("POST", self._job(queue, id, "/release"), body)
 
     # ----- the token -----
 
@@ -482,13 +487,14 @@ class Client:
         """Holds one key's due jobs until ``until`` or for ``for_ms`` (an upstream's
         ``Retry-After``): the queue's other keys are claimed meanwhile. Returns when the hold
         ends (ms), ``None`` when it is already over."""
-        body: Dict[str, Any] = {}
+        body: _wire.KeyPauseRequest = {}
         if for_ms is not None:
             body["for_ms"] = for_ms
         if until is not None:
             body["until"] = _time(until)
         path = self._q(queue, "/keys/" + urllib.parse.quote(key, safe="") + "/pause")
-        return cast(Optional[int], self._call("POST", path, body).get("paused_until"))
+        hold: _wire.KeyHoldView = self._call("POST", path, body)
+        return hold.get("paused_until")
 
     def resume_key(self, queue: str, key: str) -> None:
         """Lifts a key's hold: its due jobs are claimed again at once."""
@@ -496,7 +502,7 @@ class Client:
 
     def keys(self, queue: str, *, limit: int = 20) -> List[KeyStats]:
         """The busiest keys of a queue: most jobs in flight and due first, then held ones."""
-        answer = self._call("GET", self._q(queue, f"/keys?limit={limit}"))
+        answer: _wire.KeyList = self._call("GET", self._q(queue, f"/keys?limit={limit}"))
         return [KeyStats.from_json(k) for k in answer["keys"]]
 
     def list_jobs(self, queue: str, state: str = "scheduled", *, limit: int = 100,
@@ -505,7 +511,7 @@ class Client:
         qs = {"state": state, "limit": str(limit)}
         if cursor:
             qs["cursor"] = cursor
-        a = self._call("GET", self._q(queue, "/jobs?" + urllib.parse.urlencode(qs)))
+        a: _wire.JobList = self._call("GET", self._q(queue, "/jobs?" + urllib.parse.urlencode(qs)))
         return JobPage([Job.from_json(j) for j in a["jobs"]], a.get("next_cursor"))
 
     def iter_jobs(self, queue: str, state: str = "scheduled", *,
@@ -536,7 +542,8 @@ class Client:
 
     def requeue_all(self, queue: str) -> int:
         """Requeues every dead job; returns how many."""
-        return cast(int, self._call("POST", self._q(queue, "/dead/requeue"))["count"])
+        out: _wire.Outcome = self._call("POST", self._q(queue, "/dead/requeue"))
+        return out.get("count") or 0
 
     def delete_dead(self, queue: str, id: str) -> None:
         """Deletes one dead job."""
@@ -544,7 +551,8 @@ class Client:
 
     def purge_dead(self, queue: str) -> int:
         """Deletes every dead job; returns how many."""
-        return cast(int, self._call("DELETE", self._q(queue, "/dead"))["count"])
+        out: _wire.Outcome = self._call("DELETE", self._q(queue, "/dead"))
+        return out.get("count") or 0
 
     # ----- schedules -----
 
@@ -553,10 +561,16 @@ class Client:
                      every_ms: Optional[int] = None, **fields: Any) -> Dict[str, Any]:
         """Stores a periodic schedule (``cron`` + ``tz``, or ``every_ms``); other fields:
         ``catch_up``, ``max_attempts``, ``backoff``, ``lease_ms``, ``timeout_ms``."""
-        body = job_body(payload)
-        body.pop("id")
-        body.update({k: v for k, v in
-                     dict(cron=cron, tz=tz, every_ms=every_ms, **fields).items() if v is not None})
+        given = dict(cron=cron, tz=tz, every_ms=every_ms, **fields)
+        unknown = set(given) - (_wire.ScheduleBody.__required_keys__
+                                | _wire.ScheduleBody.__optional_keys__)
+        if unknown:
+            raise TypeError(f"unknown schedule fields: {', '.join(sorted(unknown))}")
+        body = cast(_wire.ScheduleBody, {k: v for k, v in given.items() if v is not None})
+        if isinstance(payload, (bytes, bytearray, memoryview)):
+            body["payload_b64"] = base64.b64encode(bytes(payload)).decode()
+        else:
+            body["payload"] = payload
         return cast(Dict[str, Any], self._call("PUT", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"), body))
 
     def schedule(self, queue: str, name: str) -> Dict[str, Any]:
@@ -572,6 +586,19 @@ class Client:
         self._call("DELETE", self._q(queue, f"/schedules/{urllib.parse.quote(name, safe='')}"))
 
 
-def _ack(id: str, lease_token: int, result: Any = None) -> Dict[str, Any]:
+_Acked = TypeVar("_Acked", _wire.ClaimAck, _wire.QueueAck, _wire.AckRequest)
+
+
+def _with_result(ack: _Acked, result: Any = None) -> _Acked:
+    """``ack`` with its result: ``bytes`` as ``result_b64``, anything else JSON (``None``: no
+    result)."""
+    if isinstance(result, (bytes, bytearray)):
+        ack["result_b64"] = base64.b64encode(bytes(result)).decode()
+    elif result is not None:
+        ack["result"] = result
+    return ack
+
+
+def _ack(id: str, lease_token: int, result: Any = None) -> _wire.ClaimAck:
     """One ack of a claim or an ack batch, with its result when it has one."""
-    return {"id": id, "lease_token": lease_token, **result_fields(result)}
+    return _with_result(_wire.ClaimAck(id=id, lease_token=lease_token), result)

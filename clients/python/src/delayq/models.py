@@ -5,18 +5,21 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
+
+from . import _wire
 
 
 MAX_RESULT_BYTES = 65_535
 """The largest result a job keeps, in bytes (its JSON text, or the bytes)."""
 
 
-def result_of(d: Dict[str, Any]) -> Any:
+def result_of(d: _wire.JobView) -> Any:
     """A done job's result: the JSON value, ``bytes`` when it is not JSON, ``None`` when it
     has none."""
-    if "result_b64" in d:
-        return base64.b64decode(d["result_b64"])
+    b64 = d.get("result_b64")
+    if b64 is not None:
+        return base64.b64decode(b64)
     return d.get("result")
 
 
@@ -39,10 +42,11 @@ def result_size(result: Any) -> int:
     return len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def payload_of(d: Dict[str, Any]) -> Any:
+def payload_of(d: Union[_wire.JobView, _wire.ClaimedJob]) -> Any:
     """A job's payload: the JSON value, or ``bytes`` when it was stored as bytes."""
-    if "payload_b64" in d:
-        return base64.b64decode(d["payload_b64"])
+    b64 = d.get("payload_b64")
+    if b64 is not None:
+        return base64.b64decode(b64)
     return d.get("payload")
 
 
@@ -60,7 +64,7 @@ class Enqueued:
     """With ``on_conflict="replace"``: the state of an existing job that refused it."""
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "Enqueued":
+    def from_json(cls, d: _wire.EnqueueResponse) -> "Enqueued":
         return cls(d["id"], d["due_at"], d["created"], d.get("replaced", False), d.get("state"))
 
 
@@ -82,7 +86,7 @@ class Job:
     last_error: Optional[str] = None
     timeout_ms: Optional[int] = None
     expires_at: Optional[int] = None
-    target: Optional[Dict[str, Any]] = None
+    target: Optional[_wire.TargetView] = None
     traceparent: Optional[str] = None
     tracestate: Optional[str] = None
     result: Any = None
@@ -91,7 +95,7 @@ class Job:
     """Its key (a tenant, a customer, an upstream host), if it carries one."""
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "Job":
+    def from_json(cls, d: _wire.JobView) -> "Job":
         return cls(
             id=d["id"], state=d["state"], attempt=d["attempt"], max_attempts=d["max_attempts"],
             due_at=d["due_at"], created_at=d["created_at"], payload=payload_of(d),
@@ -128,7 +132,7 @@ class ClaimedJob:
     """Its key, if it carries one."""
 
     @classmethod
-    def from_json(cls, queue: str, d: Dict[str, Any]) -> "ClaimedJob":
+    def from_json(cls, queue: str, d: _wire.ClaimedJob) -> "ClaimedJob":
         return cls(
             queue=queue, id=d["id"], lease_token=d["lease_token"], attempt=d["attempt"],
             max_attempts=d["max_attempts"], due_at=d["due_at"], created_at=d["created_at"],
@@ -158,10 +162,10 @@ class QueueStats:
     paused: bool = False
     waiting_on_limit: int = 0
     done: int = 0
-    settings: Optional[Dict[str, Any]] = None
+    settings: Optional[_wire.SettingsView] = None
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "QueueStats":
+    def from_json(cls, d: _wire.QueueView) -> "QueueStats":
         return cls(
             queue=d["queue"], scheduled=d["scheduled"], due=d["due"],
             due_next_minute=d["due_next_minute"], leased=d["leased"], dead=d["dead"],
@@ -190,7 +194,7 @@ class KeyStats:
     """When its hold ends (ms since the epoch); ``None``: not held."""
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "KeyStats":
+    def from_json(cls, d: _wire.KeyView) -> "KeyStats":
         return cls(d["key"], d["in_flight"], d["due"], d.get("paused_until"))
 
 
@@ -221,7 +225,7 @@ class Batch:
     """Their next try (ms since the epoch)."""
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "Batch":
+    def from_json(cls, d: _wire.BatchView) -> "Batch":
         return cls(d["id"], d["queue"], d["state"], d["total"], d["pending"], d["succeeded"],
                    d["dead"], d["cancelled"], d["created_at_ms"], d.get("done_at_ms"),
                    d.get("callback_error"), d.get("callback_attempts"),
