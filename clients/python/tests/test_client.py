@@ -31,7 +31,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(ctx.exception.code, "not_found")
 
     def test_traces_are_forwarded_when_opentelemetry_is_installed(self):
-        import delayq.client as dc
+        import delayq._bodies as dc
 
         tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -1,6 +1,8 @@
 """The shared conformance suite (``clients/conformance``) run by the Python client: every
 scenario against the live server at ``DELAYQ_URL``, and every webhook vector."""
 
+import asyncio
+import inspect
 import json
 import time
 import os
@@ -9,7 +11,7 @@ import uuid
 
 from _live import URL, needs_server
 
-from delayq import Client, DelayqError, NotFound, verify_webhook
+from delayq import AsyncClient, Client, DelayqError, NotFound, verify_webhook
 from delayq.webhooks import WebhookVerificationError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -183,11 +185,50 @@ class Runner:
 
 
 @needs_server
+class Awaited:
+    """An ``AsyncClient`` whose every call is awaited on one event loop, so the scenarios run
+    on it step by step as on ``Client`` (an async generator is read whole)."""
+
+    def __init__(self, url):
+        self.loop = asyncio.new_event_loop()
+        self.client = self.loop.run_until_complete(self._open(url))
+
+    @staticmethod
+    async def _open(url):
+        return AsyncClient(url)
+
+    def close(self):
+        self.loop.run_until_complete(self.client.aclose())
+        self.loop.close()
+
+    def __getattr__(self, name):
+        method = getattr(self.client, name)
+
+        def call(*args, **kwargs):
+            out = method(*args, **kwargs)
+            if inspect.isasyncgen(out):
+                async def read():
+                    return [x async for x in out]
+                return iter(self.loop.run_until_complete(read()))
+            return self.loop.run_until_complete(out)
+
+        return call
+
+
 class Conformance(unittest.TestCase):
     def test_every_scenario(self):
-        client = Client(URL)
+        self.run_scenarios(Client(URL), "Client")
+
+    def test_every_scenario_on_the_async_client(self):
+        client = Awaited(URL)
+        try:
+            self.run_scenarios(client, "AsyncClient")
+        finally:
+            client.close()
+
+    def run_scenarios(self, client, which):
         for sc in load("scenarios.json")["scenarios"]:
-            with self.subTest(scenario=sc["name"]):
+            with self.subTest(client=which, scenario=sc["name"]):
                 r = Runner(client)
                 for i, st in enumerate(sc["steps"]):
                     where = f"{sc['name']}, step {i + 1} ({st['do']})"

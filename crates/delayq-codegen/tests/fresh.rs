@@ -1,7 +1,7 @@
 //! The clients' committed wire types are what the generator writes from this build's OpenAPI
 //! document, and a change to the document changes every client's.
 
-use delayq_codegen::{GO, OPENAPI, PYTHON, TYPESCRIPT, generate, generate_current, stale};
+use delayq_codegen::{GO, OPENAPI, PYTHON, TYPESCRIPT, generate, stale, unasync};
 
 #[test]
 fn the_committed_files_are_a_fresh_generation() {
@@ -22,7 +22,7 @@ fn a_renamed_wire_field_changes_every_clients_types() {
         .unwrap();
     let attempt = props.remove("attempt").unwrap();
     props.insert("attempt_number".into(), attempt);
-    let before = generate_current().unwrap();
+    let before = generate(&serde_json::to_value(delayq_http::openapi()).unwrap()).unwrap();
     let after = generate(&doc).unwrap();
     for ((path, old), (_, new)) in before.iter().zip(&after) {
         assert_ne!(old, new, "{path} did not follow the rename");
@@ -63,4 +63,19 @@ fn a_schema_the_model_cannot_say_is_refused_by_name() {
     doc["components"]["schemas"]["Odd"] = serde_json::json!({"type": ["string", "integer"]});
     let err = generate(&doc).unwrap_err();
     assert!(format!("{err:#}").contains("schema Odd"), "{err:#}");
+}
+
+#[test]
+fn the_sync_calls_are_the_async_ones_without_async() {
+    let source = "\"\"\"Doc.\"\"\"\n\nclass AsyncOps:\n    async def get(self) -> AsyncIterator[int]:\n        x = await self._call()\n";
+    let out = unasync::generate(source, "generated").unwrap();
+    assert!(
+        out.contains(
+            "class SyncOps:\n    def get(self) -> Iterator[int]:\n        x = self._call()"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("Doc."), "{out}");
+    let odd = "\"\"\"Doc.\"\"\"\nasync  def f(): pass\n";
+    assert!(unasync::generate(odd, "generated").is_err());
 }

@@ -1,41 +1,98 @@
-"""asyncio: ``AsyncClient`` runs the synchronous client's calls on a thread each
-(``asyncio.to_thread``), so both share one implementation of the API; ``AsyncWorker`` runs
-``async`` handlers on the event loop with the same rules as ``Worker``.
+"""asyncio: ``AsyncClient`` makes the calls of the v1 API (``AsyncOps``, the source the
+synchronous client's calls are generated from) over httpx; ``AsyncWorker`` runs ``async``
+handlers on the event loop with the same rules as ``Worker``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import json
 import logging
 import signal
 import uuid
 from typing import Any, Awaitable, Callable, Optional, Sequence, Set, Tuple, Union
 
 from . import errors
-from .client import Client
+from ._bodies import error_of, request_body, trace_headers
+from ._ops import AsyncOps
 from .models import MAX_RESULT_BYTES, ClaimedJob, result_size
 from .worker import Dead, failure_of
+
+try:  # httpx is the extra "async" (pip install "delayq[async]"); the sync client needs nothing.
+    import httpx
+except ImportError:  # pragma: no cover - depends on the environment
+    httpx = None  # type: ignore[assignment]
 
 log = logging.getLogger("delayq.aio")
 
 
-class AsyncClient:
-    """Every method of :class:`Client`, awaitable: ``await AsyncClient(url).enqueue(...)``."""
+class AsyncClient(AsyncOps):
+    """The asyncio client: every method of :class:`Client`, awaited, over httpx's connection
+    pool (``pip install "delayq[async]"``)::
 
-    def __init__(self, base_url: str, token: Optional[str] = None, **options: Any):
-        self.sync = Client(base_url, token, **options)
+        async with delayq.AsyncClient("http://127.0.0.1:7070") as client:
+            await client.enqueue("orders", {"order": 42}, delay_ms=30 * 60 * 1000)
 
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        method = getattr(self.sync, name)
-        if name.startswith("_") or not callable(method):
-            raise AttributeError(name)
+    ``retries`` attempts more are made on connection errors and 503 ``unavailable``, after
+    ``backoff`` seconds, doubling; ``http`` is an ``httpx.AsyncClient`` of your own (proxies,
+    TLS settings), closed by :meth:`aclose` as well.
+    """
 
-        @functools.wraps(method)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(method, *args, **kwargs)
+    def __init__(self, base_url: str, token: Optional[str] = None, *, timeout: float = 30.0,
+                 retries: int = 3, backoff: float = 0.2,
+                 http: Optional["httpx.AsyncClient"] = None):
+        if httpx is None:
+            raise ImportError('AsyncClient needs httpx: pip install "delayq[async]"')
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._http = http or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
 
-        return call
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the client's connections."""
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, body: Any = None, *,
+                    timeout: Optional[float] = None, repeat: bool = True) -> Any:
+        assert httpx is not None
+        data = request_body(body)
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        headers.update(trace_headers())
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            try:
+                resp = await self._http.request(method, self.base_url + path, content=data,
+                                                headers=headers, timeout=timeout or self.timeout)
+            except httpx.TransportError as e:
+                if repeat and attempt < self.retries:
+                    await asyncio.sleep(delay)
+                    delay *= 2
+                    continue
+                raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
+            if 200 <= resp.status_code < 300:
+                return json.loads(resp.content) if resp.content else None
+            after = resp.headers.get("retry-after", "").strip()
+            retry_after = int(after) if after.isdigit() else None
+            err = error_of(resp.status_code, resp.content, retry_after)
+            if repeat and isinstance(err, errors.Unavailable) and attempt < self.retries:
+                await asyncio.sleep(retry_after if retry_after is not None else delay)
+                delay *= 2
+                continue
+            raise err
+        raise AssertionError("unreachable")
 
 
 class AsyncWorker:

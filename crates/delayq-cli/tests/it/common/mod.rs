@@ -19,7 +19,9 @@ pub(crate) fn root() -> PathBuf {
 #[allow(dead_code)] // not every test file runs Python
 pub(crate) fn python3() -> Command {
     let pkg = root().join("clients/python");
-    let mut c = Command::new("python3");
+    // scripts/test's virtual environment (httpx for the AsyncClient), else the system's.
+    let python = std::env::var("DELAYQ_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut c = Command::new(python);
     let path = format!(
         "{}:{}",
         pkg.join("src").display(),
