@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -18,8 +19,14 @@ import (
 	"time"
 )
 
+// load reads a file of the shared suite: clients/conformance beside this module, or
+// DELAYQ_CONFORMANCE (the module installed from a release, away from the repository).
 func load(t *testing.T, name string, into any) {
-	raw, err := os.ReadFile("../conformance/" + name)
+	dir := os.Getenv("DELAYQ_CONFORMANCE")
+	if dir == "" {
+		dir = "../conformance"
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,9 @@ from delayq import AsyncClient, Client, DelayqError, NotFound, verify_webhook
 from delayq.webhooks import WebhookVerificationError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUITE = os.path.join(HERE, "..", "..", "conformance")
+# clients/conformance beside the package, or DELAYQ_CONFORMANCE (the package installed from its
+# wheel, away from the repository).
+SUITE = os.environ.get("DELAYQ_CONFORMANCE") or os.path.join(HERE, "..", "..", "conformance")
 
 
 def load(name):

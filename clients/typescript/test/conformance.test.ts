@@ -8,7 +8,11 @@ import { test } from "node:test";
 
 import { Client, DelayqError, verifyWebhook } from "../src/index.js";
 
-const SUITE = new URL("../../../conformance/", import.meta.url);
+// clients/conformance beside the package, or DELAYQ_CONFORMANCE (the package installed from
+// its tarball, away from the repository).
+const SUITE = process.env.DELAYQ_CONFORMANCE
+  ? new URL(`file://${process.env.DELAYQ_CONFORMANCE.replace(/\/?$/, "/")}`)
+  : new URL("../../../conformance/", import.meta.url);
 const load = (name: string) => JSON.parse(readFileSync(new URL(name, SUITE), "utf8"));
 const URL_ = process.env.DELAYQ_URL;
 

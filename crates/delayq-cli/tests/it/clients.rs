@@ -45,7 +45,7 @@ fn run(cmd: &mut Command, what: &str) -> String {
 }
 
 /// The TypeScript package built (its `npm ci` runs `tsc`): node_modules and build/ exist.
-fn typescript_built() -> PathBuf {
+pub(crate) fn typescript_built() -> PathBuf {
     let pkg = root().join("clients/typescript");
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {

@@ -1,8 +1,9 @@
 //! The clients as a user installs them: `scripts/release DIR --clients` builds the npm tarball,
-//! the Python wheel and sdist and a Go module proxy tree for the workspace's version; each is
-//! installed into a fresh project with no access to the repository (npm offline, pip with no
-//! index, Go through the file proxy only) and drives a live `delayq serve`: an enqueue, a read,
-//! a cancel with its outcome, and the verified message of a signed webhook.
+//! the Python wheel and sdist, a Go module proxy tree and the Rust crates for the workspace's
+//! version; each client is installed into a fresh project with no access to the repository's
+//! sources (npm offline, pip with no index for delayq, Go through the file proxy only), drives
+//! a live `delayq serve` (an enqueue, a read, a cancel with its outcome), and its language's
+//! conformance runner runs the whole shared suite against the installed package.
 
 use std::process::Command;
 
@@ -92,6 +93,7 @@ fn the_client_artefacts_install_into_fresh_projects_and_work() {
     let (_server, addr) =
         spawn_serve(delayq(tmp.path()).args(["serve", "--listen", "127.0.0.1:0"]));
     let url = format!("http://{addr}");
+    let suite = root().join("clients/conformance");
 
     // TypeScript: npm, offline — the tarball must carry the compiled package.
     let ts = tmp.path().join("ts");
@@ -121,6 +123,27 @@ fn the_client_artefacts_install_into_fresh_projects_and_work() {
             .current_dir(&ts),
     );
     assert_eq!(said.trim(), "ok");
+    // Its conformance runner, importing the installed package instead of the sources.
+    let built = crate::clients::typescript_built();
+    let runner = std::fs::read_to_string(built.join("build/test/conformance.test.js"))
+        .unwrap()
+        .replace("\"../src/index.js\"", "\"delayq\"");
+    assert!(
+        runner.contains("from \"delayq\""),
+        "the runner's import moved"
+    );
+    std::fs::write(ts.join("conformance.test.mjs"), runner).unwrap();
+    let said = succeeds(
+        Command::new("node")
+            .args(["--test", "conformance.test.mjs"])
+            .env("DELAYQ_URL", &url)
+            .env("DELAYQ_CONFORMANCE", &suite)
+            .current_dir(&ts),
+    );
+    assert!(
+        said.contains("# fail 0") && !said.contains("# pass 0"),
+        "{said}"
+    );
 
     // Go: the module through the file proxy only, no replace.
     let go = tmp.path().join("go");
@@ -145,11 +168,36 @@ fn the_client_artefacts_install_into_fresh_projects_and_work() {
     ]));
     let said = succeeds(&mut go_cmd(&["run", "."]));
     assert_eq!(said.trim(), "ok");
+    // Its conformance runner: the module's own tests, from the module cache the proxy filled.
+    let said = succeeds(
+        go_cmd(&[
+            "test",
+            "-count=1",
+            "-v",
+            "-run",
+            "TestConformanceScenarios|TestWebhookVectors",
+            "github.com/delayq/delayq/clients/go",
+        ])
+        .env("DELAYQ_CONFORMANCE", &suite),
+    );
+    assert!(
+        said.contains("--- PASS: TestConformanceScenarios") && !said.contains("--- SKIP"),
+        "{said}"
+    );
 
-    // Python: the wheel into a fresh virtual environment, no package index.
+    // Python: the wheel into a fresh virtual environment, no package index (httpx, the extra
+    // "async", from the index first).
     let venv = tmp.path().join("venv");
     succeeds(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     let py = venv.join("bin/python");
+    succeeds(Command::new(&py).args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "httpx==0.28.1",
+    ]));
     succeeds(
         Command::new(&py)
             .args(["-m", "pip", "install", "--quiet", "--no-index"])
@@ -162,4 +210,47 @@ fn the_client_artefacts_install_into_fresh_projects_and_work() {
             .current_dir(tmp.path()),
     );
     assert_eq!(said.trim(), "ok");
+    // Its conformance runner (the Client and the AsyncClient), beside no sources.
+    let pyrun = tmp.path().join("py-runner");
+    std::fs::create_dir_all(&pyrun).unwrap();
+    for f in ["test_conformance.py", "_live.py"] {
+        std::fs::copy(root().join("clients/python/tests").join(f), pyrun.join(f)).unwrap();
+    }
+    let o = Command::new(&py)
+        .args(["-m", "unittest", "-v", "test_conformance"])
+        .env("DELAYQ_URL", &url)
+        .env("DELAYQ_CONFORMANCE", &suite)
+        .env_remove("PYTHONPATH")
+        .current_dir(&pyrun)
+        .output()
+        .unwrap();
+    let said = crate::common::text(&o);
+    assert!(
+        o.status.success() && said.contains("Ran 3 tests") && !said.contains("skipped"),
+        "{said}"
+    );
+
+    // Rust: the crates as crates.io takes them — no path dependency left, each other by version.
+    for name in [
+        "delayq",
+        "delayq-wire",
+        "delayq-redis",
+        "delayq-push",
+        "delayq-client",
+    ] {
+        let krate = out.join(format!("crates/{name}-{VERSION}.crate"));
+        let manifest = succeeds(
+            Command::new("tar")
+                .arg("-xzOf")
+                .arg(&krate)
+                .arg(format!("{name}-{VERSION}/Cargo.toml")),
+        );
+        assert!(!manifest.contains("path = \"../"), "{name}: {manifest}");
+        if name == "delayq-client" {
+            assert!(
+                manifest.contains("[dependencies.delayq-wire]"),
+                "{manifest}"
+            );
+        }
+    }
 }
