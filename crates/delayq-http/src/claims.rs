@@ -1,9 +1,9 @@
 //! `POST /v1/claim`: one claim over several queues. The acks of any of them go first (each
-//! names its queue); then due jobs come from the queues that have some — the queue furthest
-//! behind its weight's share first (`fair.rs`), or in the order given with `strict` — and when
-//! none has any, one long poll waits on all
-//! of them: each queue's claim loop serves it like any other poll, the first to hand over jobs
-//! answers and the others give theirs back unstarted.
+//! names its queue); then due jobs come from the queues that have some — each its weight's
+//! share of the claim, the queue furthest behind first (`fair.rs`), and the answer interleaved
+//! by weight; or in the order given with `strict` — and when none has any, one long poll waits
+//! on all of them: each queue's claim loop serves it like any other poll, the first to hand
+//! over jobs answers and the others give theirs back unstarted.
 
 use std::time::Duration;
 
@@ -81,44 +81,64 @@ pub async fn claim_many<B: Backend + Inspect>(
     let deadline = Instant::now() + wait;
     let outcomes = delayq::backend::ack_each(st.backend(), acks).await?;
 
-    let mut jobs = Vec::new();
-    let mut next_due: Option<Duration> = None;
     let weighted = !req.strict && queues.len() > 1;
-    let mut asked = vec![false; queues.len()];
-    let mut got = vec![0; queues.len()];
     let order = if weighted {
         st.inner.fair.order(&queues)
     } else {
         (0..queues.len()).collect()
     };
-    for i in order {
-        let want = max - jobs.len();
-        if want == 0 {
-            break;
+    // Weighted: each queue asked for its weight's share of `max` first, then — a second pass —
+    // the queues that filled their share for what the others left; strict: each queue in turn
+    // for all that is left.
+    let total_weight: u64 = queues.iter().map(|(_, w)| u64::from(*w)).sum();
+    let mut asked = vec![false; queues.len()];
+    let mut got = vec![0; queues.len()];
+    let mut from: Vec<Vec<delayq::Job>> = (0..queues.len()).map(|_| Vec::new()).collect();
+    let mut next_due: Option<Duration> = None;
+    let mut left = max;
+    for pass in 0..if weighted { 2 } else { 1 } {
+        for &i in &order {
+            if left == 0 {
+                break;
+            }
+            let share = (max as u64 * u64::from(queues[i].1)).div_ceil(total_weight) as usize;
+            let want = match pass {
+                0 if weighted => share.min(left),
+                0 => left,
+                // A queue that gave less than it was asked has nothing more due.
+                _ if got[i] < share => continue,
+                _ => left,
+            };
+            asked[i] = true;
+            let batch = st
+                .backend()
+                .claim(
+                    &queues[i].0,
+                    Claim {
+                        max: want,
+                        lease,
+                        acks: Vec::new(),
+                    },
+                )
+                .await?;
+            next_due = match (next_due, batch.next_due_in) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            got[i] += batch.jobs.len();
+            left -= batch.jobs.len();
+            from[i].extend(batch.jobs);
         }
-        asked[i] = true;
-        let q = &queues[i].0;
-        let batch = st
-            .backend()
-            .claim(
-                q,
-                Claim {
-                    max: want,
-                    lease,
-                    acks: Vec::new(),
-                },
-            )
-            .await?;
-        next_due = match (next_due, batch.next_due_in) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        got[i] = batch.jobs.len();
-        jobs.extend(batch.jobs);
     }
     if weighted {
         st.inner.fair.claimed(&queues, &asked, &got);
     }
+    let jobs = if weighted {
+        let weights: Vec<u32> = queues.iter().map(|(_, w)| *w).collect();
+        interleave(from, &weights)
+    } else {
+        from.into_iter().flatten().collect()
+    };
     let mut shutdown = st.inner.shutdown.clone();
     if !jobs.is_empty() || wait.is_zero() || *shutdown.borrow() {
         let next_due_in_ms = jobs
@@ -169,6 +189,35 @@ pub async fn claim_many<B: Backend + Inspect>(
     Ok(Json(answer(jobs, outcomes, None)))
 }
 
+/// The jobs of several queues (`from[i]`: queue `i`'s, weight `weights[i]`) in the order a
+/// consumer should start them: by weight, smooth round-robin (weights 3 and 1 give a a b a a
+/// a b a …), so one that starts them in order — holding the rest — serves each queue its share
+/// from the first job on.
+fn interleave<T>(mut from: Vec<Vec<T>>, weights: &[u32]) -> Vec<T> {
+    for list in &mut from {
+        list.reverse();
+    }
+    let mut credit = vec![0i64; from.len()];
+    let mut out = Vec::with_capacity(from.iter().map(Vec::len).sum());
+    loop {
+        let live: Vec<usize> = (0..from.len()).filter(|i| !from[*i].is_empty()).collect();
+        let total: i64 = live.iter().map(|i| i64::from(weights[*i])).sum();
+        for &i in &live {
+            credit[i] += i64::from(weights[i]);
+        }
+        // The most credit; the first queue given on a tie.
+        let Some(best) = live
+            .iter()
+            .copied()
+            .max_by_key(|&i| (credit[i], std::cmp::Reverse(i)))
+        else {
+            return out;
+        };
+        credit[best] -= total;
+        out.extend(from[best].pop());
+    }
+}
+
 fn answer(
     jobs: Vec<delayq::Job>,
     acks: Vec<AckOutcome>,
@@ -187,5 +236,23 @@ fn answer(
             .collect(),
         acks,
         next_due_in_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interleave;
+
+    #[test]
+    fn jobs_are_interleaved_by_weight_and_the_rest_follows() {
+        let heavy: Vec<String> = (0..7).map(|n| format!("h{n}")).collect();
+        let light: Vec<String> = (0..4).map(|n| format!("l{n}")).collect();
+        let got = interleave(vec![heavy, light], &[3, 1]);
+        assert_eq!(
+            got.join(" "),
+            "h0 h1 l0 h2 h3 h4 l1 h5 h6 l2 l3",
+            "each queue's jobs keep their order, shares 3:1 while both have some"
+        );
+        assert!(interleave::<u8>(vec![vec![], vec![]], &[1, 1]).is_empty());
     }
 }

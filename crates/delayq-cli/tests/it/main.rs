@@ -27,3 +27,4 @@ mod topologies;
 mod trace;
 mod trace_export;
 mod worker_crash;
+mod workers;
