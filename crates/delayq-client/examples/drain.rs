@@ -4,6 +4,9 @@
 //!
 //! `cargo run --release -p delayq-client --example drain -- remote http://127.0.0.1:7070 [jobs] [concurrency]`
 //! `cargo run --release -p delayq-client --example drain -- direct redis://127.0.0.1:6379 [jobs] [concurrency]`
+//!
+//! And the client enqueue benchmark: N enqueues awaited one by one, due in an hour.
+//! `cargo run --release -p delayq-client --example drain -- enqueue http://127.0.0.1:7070 [jobs]`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,6 +75,30 @@ async fn drain<B: Backend>(
     );
 }
 
+/// `jobs` enqueues through `url`, each awaited before the next.
+async fn enqueue(url: &str, jobs: usize) {
+    let client = Client::new(url);
+    let queue = format!("enqueue-rs-{}", std::process::id());
+    let hour = std::time::Duration::from_secs(3600);
+    let job = |n: usize| {
+        delayq_client::Job::json(
+            &serde_json::json!({"orderId": n, "action": "cancel", "pad": "x".repeat(39)}),
+        )
+        .unwrap()
+        .delay(hour)
+    };
+    client.enqueue(&queue, job(0)).await.unwrap();
+    let start = Instant::now();
+    for n in 0..jobs {
+        client.enqueue(&queue, job(n)).await.unwrap();
+    }
+    let s = start.elapsed().as_secs_f64();
+    println!(
+        r#"{{"client":"rust","jobs":{jobs},"seconds":{s:.3},"jobs_per_s":{}}}"#,
+        (jobs as f64 / s).round()
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -88,6 +115,9 @@ async fn main() {
             let backend = delayq_redis::RedisBackend::connect(&args[2]).await.unwrap();
             drain(backend, "rust library (Redis)", jobs, concurrency, async {}).await;
         }
-        _ => eprintln!("usage: drain remote URL | direct REDIS_URL [jobs] [concurrency]"),
+        Some("enqueue") => enqueue(&args[2], args.get(3).map_or(5_000, |a| a.parse().unwrap())).await,
+        _ => eprintln!(
+            "usage: drain remote URL | direct REDIS_URL [jobs] [concurrency] | enqueue URL [jobs]"
+        ),
     }
 }
