@@ -80,3 +80,14 @@ func TestWithFieldSetsTheTypedFieldOrFails(t *testing.T) {
 		t.Fatalf("an unknown field: %v", err)
 	}
 }
+
+// A settings patch leaves out what it keeps, sends a value it sets and null for a removed limit.
+func TestASettingsPatchKeepsSetsAndClears(t *testing.T) {
+	got, err := json.Marshal(SettingsPatch{MaxInFlight: Set(100), Rate: Clear[Rate]()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != `{"max_in_flight":100,"rate":null}` {
+		t.Errorf("got %s", got)
+	}
+}
