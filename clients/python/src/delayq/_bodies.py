@@ -42,6 +42,17 @@ def request_body(body: Any) -> Optional[bytes]:
     return None if body is None else json.dumps(body, separators=(",", ":")).encode()
 
 
+def request_headers(token: Optional[str], data: Optional[bytes]) -> Dict[str, str]:
+    """A request's headers: JSON, the bearer token, the active trace context."""
+    headers = {"Accept": "application/json"}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    headers.update(trace_headers())
+    return headers
+
+
 def error_of(status: int, raw: bytes, retry_after: Optional[int]) -> errors.DelayqError:
     """The typed error of an answer that is not a 2xx."""
     try:

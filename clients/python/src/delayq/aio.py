@@ -13,7 +13,7 @@ import uuid
 from typing import Any, Awaitable, Callable, Optional, Sequence, Set, Tuple, Union
 
 from . import errors
-from ._bodies import error_of, request_body, trace_headers
+from ._bodies import error_of, request_body, request_headers
 from ._ops import AsyncOps
 from .models import MAX_RESULT_BYTES, ClaimedJob, result_size
 from .worker import Dead, failure_of
@@ -65,12 +65,7 @@ class AsyncClient(AsyncOps):
                     timeout: Optional[float] = None, repeat: bool = True) -> Any:
         assert httpx is not None
         data = request_body(body)
-        headers = {"Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = "Bearer " + self.token
-        headers.update(trace_headers())
+        headers = request_headers(self.token, data)
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:

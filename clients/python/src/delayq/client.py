@@ -19,6 +19,7 @@ from typing import Any, Optional, Tuple
 
 from . import errors
 from ._bodies import (API_VERSION, CancelOutcome, Time, error_of, job_body, new_id, request_body,
+                      request_headers,
                       trace_headers)
 from ._sync_ops import SyncOps
 
@@ -75,12 +76,7 @@ class Client(SyncOps):
     def _send(self, method: str, path: str, data: Optional[bytes],
               timeout: float) -> Tuple[int, bytes, Optional[int]]:
         """One request: the answer's status, body and ``Retry-After`` (seconds, when given)."""
-        headers = {"Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = "Bearer " + self.token
-        headers.update(trace_headers())
+        headers = request_headers(self.token, data)
         for fresh in (False, True):
             reused = getattr(self._local, "conn", None) is not None and not fresh
             conn = self._conn(timeout)
