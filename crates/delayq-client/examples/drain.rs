@@ -115,7 +115,9 @@ async fn main() {
             let backend = delayq_redis::RedisBackend::connect(&args[2]).await.unwrap();
             drain(backend, "rust library (Redis)", jobs, concurrency, async {}).await;
         }
-        Some("enqueue") => enqueue(&args[2], args.get(3).map_or(5_000, |a| a.parse().unwrap())).await,
+        Some("enqueue") => {
+            enqueue(&args[2], args.get(3).map_or(5_000, |a| a.parse().unwrap())).await
+        }
         _ => eprintln!(
             "usage: drain remote URL | direct REDIS_URL [jobs] [concurrency] | enqueue URL [jobs]"
         ),
