@@ -1,7 +1,7 @@
-// Client: one method per /v1 operation of a delayq server, over Node's global fetch
-// (keep-alive). Calls that are safe to repeat are retried when no answer comes or the server
-// is unavailable; an enqueue is one of them because every job gets its id here, before the
-// first try.
+// Client: one method per /v1 operation of a delayq server, over Node's http module with
+// keep-alive (transport.ts). Calls that are safe to repeat are retried when no answer comes or
+// the server is unavailable; an enqueue is one of them because every job gets its id here,
+// before the first try.
 
 import {
   type Ack,
@@ -22,6 +22,7 @@ import {
   timeOf,
 } from "./convert.js";
 import { DelayqError } from "./errors.js";
+import { type Answer, send } from "./transport.js";
 import type {
   Batch,
   BatchJob,
@@ -152,32 +153,28 @@ export class Client {
     const timeout = AbortSignal.timeout(this.#timeoutMs + extraMs);
     const given = signal && this.#signal ? anySignal(signal, this.#signal) : (signal ?? this.#signal);
     const both = given ? anySignal(timeout, given) : timeout;
-    let resp: Response;
+    let resp: Answer;
     try {
-      resp = await fetch(this.baseUrl + path, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: both,
-      });
+      resp = await send(new URL(this.baseUrl + path), method, headers, body === undefined ? undefined : JSON.stringify(body), both);
     } catch (e) {
       if (timeout.aborted) throw new DelayqError("timeout", `${method} ${path}: no answer in time`);
       if (given?.aborted) throw new DelayqError("aborted", `${method} ${path}: aborted`, { retryable: false });
-      const cause = (e as { cause?: { message?: string } }).cause?.message ?? String(e);
+      const cause = (e as { message?: string }).message ?? String(e);
       throw new DelayqError("connection_failed", `delayq server ${this.baseUrl}: ${cause}`);
     }
-    const text = await resp.text();
+    const text = resp.text;
+    const ok = resp.status >= 200 && resp.status < 300;
     let json: unknown = undefined;
     if (text) {
       try {
         json = JSON.parse(text);
       } catch {
-        if (resp.ok) throw new DelayqError("bad_answer", `not JSON: ${text.slice(0, 200)}`, { retryable: false });
+        if (ok) throw new DelayqError("bad_answer", `not JSON: ${text.slice(0, 200)}`, { retryable: false });
       }
     }
-    if (resp.ok) return json;
+    if (ok) return json;
     const b = (json ?? {}) as Partial<wire.ErrorBody>;
-    const retryAfter = resp.headers.get("retry-after");
+    const retryAfter = resp.retryAfter;
     throw new DelayqError(
       typeof b.code === "string" ? b.code : resp.status === 503 ? "unavailable" : `http_${resp.status}`,
       typeof b.message === "string" ? b.message : text.slice(0, 200),
