@@ -89,32 +89,22 @@ impl Drop for Running {
     }
 }
 
-/// The programs of the three process workers, built once.
-struct Programs {
-    go: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-fn programs() -> &'static Programs {
-    static P: std::sync::OnceLock<Programs> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        crate::clients::typescript_built();
-        let dir = tempfile::tempdir().unwrap();
-        let go = dir.path().join("scriptedworker");
-        crate::common::succeeds(
-            Command::new("go")
-                .args(["build", "-o"])
-                .arg(&go)
-                .arg("./internal/scriptedworker")
-                .env("GOFLAGS", "-mod=mod")
-                .current_dir(root().join("clients/go")),
-        );
-        Programs { go, _dir: dir }
-    })
+/// The Go worker program, built into `dir` (Go's build cache makes a rebuild quick).
+fn build_go(dir: &Path) -> PathBuf {
+    let go = dir.join("scriptedworker");
+    crate::common::succeeds(
+        Command::new("go")
+            .args(["build", "-o"])
+            .arg(&go)
+            .arg("./internal/scriptedworker")
+            .env("GOFLAGS", "-mod=mod")
+            .current_dir(root().join("clients/go")),
+    );
+    go
 }
 
 /// Starts `lang`'s worker on `url` with `s`; its events go to `events`.
-fn start(lang: Lang, url: &str, s: &Settings, gates: &Path, events: &Events) -> Running {
+fn start(lang: Lang, url: &str, s: &Settings, gates: &Path, go: &Path, events: &Events) -> Running {
     if lang == Lang::Rust {
         return start_rust(url, s, gates, events);
     }
@@ -125,7 +115,7 @@ fn start(lang: Lang, url: &str, s: &Settings, gates: &Path, events: &Events) -> 
             c.arg(root().join("clients/typescript/build/scripted/worker.js"));
             c
         }
-        Lang::Go => Command::new(&programs().go),
+        Lang::Go => Command::new(go),
         Lang::Python => {
             let mut c = crate::common::python3();
             c.arg(root().join("clients/python/tests/scripted_worker.py"));
@@ -253,6 +243,8 @@ struct Run<'a> {
     lang: Lang,
     settings: Settings,
     gates: tempfile::TempDir,
+    /// The Go worker program (built by `run_all`).
+    go: &'a Path,
     events: Events,
     worker: Option<Running>,
     /// The scenario's queue names (`main`, `heavy`, …) → this run's names.
@@ -334,6 +326,7 @@ impl Run<'_> {
             &self.url,
             &self.settings,
             self.gates.path(),
+            self.go,
             &self.events,
         ));
     }
@@ -482,6 +475,17 @@ fn run_all(lang: Lang) {
     let dir = tempfile::tempdir().unwrap();
     let on_redis = ["--redis", &redis.url(), "--namespace", &ns];
     let suite = scenarios();
+    match lang {
+        Lang::TypeScript => {
+            crate::clients::typescript_built();
+        }
+        Lang::Go | Lang::Python | Lang::Rust => {}
+    }
+    let go = if lang == Lang::Go {
+        build_go(dir.path())
+    } else {
+        PathBuf::new()
+    };
     for store in [&[][..], &on_redis[..]] {
         let clock = SharedClock::new();
         let (var, file) = clock.env();
@@ -529,6 +533,7 @@ fn run_all(lang: Lang) {
                 lang,
                 settings,
                 gates: tempfile::tempdir().unwrap(),
+                go: &go,
                 events: Arc::default(),
                 worker: None,
                 names,
