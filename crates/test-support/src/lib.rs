@@ -7,9 +7,10 @@
 //! plain one), ACL users ([`RedisServer::add_user`]), [`cluster`] (a local Redis Cluster) and
 //! [`sentinel`] (master, replica and a sentinel), both of which [`partition`] can cut apart;
 //! and [`receiver`], an HTTP server that push
-//! deliveries are sent to.
+//! deliveries are sent to. [`conformance`] reads the shared client conformance suite.
 
 pub mod cluster;
+pub mod conformance;
 mod lifecycle;
 pub mod otlp;
 pub mod partition;

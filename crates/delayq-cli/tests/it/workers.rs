@@ -10,12 +10,15 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use delayq::Clock as _;
 use serde_json::{Value, json};
 
-use crate::common::{Killed, SharedClock, delayq, request, root, spawn_serve};
+use delayq_test_support::conformance::{matches, suite};
+use delayq_test_support::shared::namespace;
+
+use crate::common::{Killed, SharedClock, delayq, holds_within, request, root, spawn_serve};
 
 /// A worker's printed lines (`{"start": id, …}`, `{"end": id}`), in order.
 type Events = Arc<Mutex<Vec<Value>>>;
@@ -238,7 +241,6 @@ fn start_rust(url: &str, s: &Settings, gates: &Path, events: &Events) -> Running
 /// One scenario's run: the server, its clock, the worker and what it printed.
 struct Run<'a> {
     addr: &'a str,
-    url: String,
     clock: &'a SharedClock,
     lang: Lang,
     settings: Settings,
@@ -251,36 +253,6 @@ struct Run<'a> {
     names: HashMap<String, String>,
     first: String,
     what: String,
-}
-
-/// Waits up to 20 s for `f` to give `Some`.
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    eventually_within(what, Duration::from_secs(20), &mut f)
-}
-
-fn eventually_within<T>(what: &str, within: Duration, f: &mut impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Deep subset match (clients/conformance/README.md).
-fn matches(expect: &Value, got: &Value) -> bool {
-    match (expect, got) {
-        (Value::Object(e), Value::Object(g)) => e
-            .iter()
-            .all(|(k, v)| g.get(k).is_some_and(|gv| matches(v, gv))),
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        _ => expect == got,
-    }
 }
 
 impl Run<'_> {
@@ -323,7 +295,7 @@ impl Run<'_> {
     fn start_worker(&mut self) {
         self.worker = Some(start(
             self.lang,
-            &self.url,
+            &format!("http://{}", self.addr),
             &self.settings,
             self.gates.path(),
             self.go,
@@ -355,14 +327,14 @@ impl Run<'_> {
             "go" => self.start_worker(),
             "started" => {
                 let attempt = a["attempt"].as_u64();
-                eventually(&what, || self.saw("start", id, attempt).then_some(()));
+                wait(&what, || self.saw("start", id, attempt));
             }
-            "ended" => eventually(&what, || self.saw("end", id, None).then_some(())),
+            "ended" => wait(&what, || self.saw("end", id, None)),
             "ended_count" => {
                 let n = a["count"].as_u64().unwrap() as usize;
-                eventually(&what, || {
+                wait(&what, || {
                     let events = self.events.lock().unwrap();
-                    (events.iter().filter(|e| e.get("end").is_some()).count() >= n).then_some(())
+                    events.iter().filter(|e| e.get("end").is_some()).count() >= n
                 });
             }
             "extended" => {
@@ -370,10 +342,10 @@ impl Run<'_> {
                     let before = self.job(&q, id).1["lease_deadline"].as_u64().unwrap();
                     self.clock
                         .advance(Duration::from_millis(a["advance_ms"].as_u64().unwrap()));
-                    eventually(&what, || {
+                    wait(&what, || {
                         let (_, v) = self.job(&q, id);
                         assert_eq!(v["state"], "leased", "{what}: the lease ran out: {v}");
-                        (v["lease_deadline"].as_u64()? > before).then_some(())
+                        v["lease_deadline"].as_u64() > Some(before)
                     });
                 }
             }
@@ -384,19 +356,21 @@ impl Run<'_> {
                 .clock
                 .advance(Duration::from_millis(a["ms"].as_u64().unwrap())),
             "expect" => {
-                let within = Duration::from_millis(a["within_ms"].as_u64().unwrap_or(20_000));
+                let within = a["within_ms"].as_u64().map_or(WAIT, Duration::from_millis);
                 let mut last = Value::Null;
-                eventually_within(&format!("{what} (last {{last}})"), within, &mut || {
+                let met = holds_within(within, || {
                     let (s, v) = self.job(&q, id);
-                    last = v.clone();
-                    (s == 200 && matches(&a["job"], &v)).then_some(())
+                    last = v;
+                    s == 200 && matches(&a["job"], &last)
                 });
+                assert!(met, "{what}: not within {within:?}; the job: {last}");
             }
             "expect_dead" => {
                 let want = a["error_contains"].as_str().unwrap();
-                eventually(&what, || {
+                wait(&what, || {
                     let (_, v) = self.job(&q, id);
-                    (v["state"] == "dead" && v["last_error"].as_str()?.contains(want)).then_some(())
+                    v["state"] == "dead"
+                        && v["last_error"].as_str().is_some_and(|e| e.contains(want))
                 });
             }
             "due_in" => {
@@ -419,17 +393,14 @@ impl Run<'_> {
                 for gate in a["then_open"].as_array().unwrap() {
                     std::fs::write(self.gates.path().join(gate.as_str().unwrap()), "").unwrap();
                 }
-                eventually(&what, || {
-                    self.worker.as_mut().unwrap().exited().then_some(())
-                });
+                wait(&what, || self.worker.as_mut().unwrap().exited());
             }
             "not_leased" => {
                 let prefix = a["prefix"].as_str().unwrap();
                 for n in 0..a["count"].as_u64().unwrap() {
                     let job = format!("{prefix}{n}");
-                    eventually(&format!("{what}: {job}"), || {
-                        let (_, v) = self.job(&q, &job);
-                        (v["state"] == "scheduled").then_some(())
+                    wait(&format!("{what}: {job}"), || {
+                        self.job(&q, &job).1["state"] == "scheduled"
                     });
                     assert!(!self.saw("start", &job, None), "{what}: {job} was started");
                 }
@@ -463,18 +434,21 @@ impl Run<'_> {
     }
 }
 
-fn scenarios() -> Value {
-    let text = std::fs::read_to_string(root().join("clients/conformance/workers.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+/// How long a step waits for what it expects.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Waits up to [`WAIT`] for `f` to hold.
+fn wait(what: &str, f: impl FnMut() -> bool) {
+    assert!(holds_within(WAIT, f), "timed out after {WAIT:?}: {what}");
 }
 
 /// Every scenario with `lang`'s worker, on the embedded store and on Redis.
 fn run_all(lang: Lang) {
     let redis = delayq_test_support::shared::redis();
-    let ns = delayq_test_support::shared::namespace();
+    let ns = namespace();
     let dir = tempfile::tempdir().unwrap();
     let on_redis = ["--redis", &redis.url(), "--namespace", &ns];
-    let suite = scenarios();
+    let suite = suite("workers.json");
     match lang {
         Lang::TypeScript => {
             crate::clients::typescript_built();
@@ -498,7 +472,7 @@ fn run_all(lang: Lang) {
         for sc in suite["scenarios"].as_array().unwrap() {
             let name = sc["name"].as_str().unwrap();
             let w = &sc["worker"];
-            let tag = format!("{}-{:?}", uuid_ish(), lang).to_lowercase();
+            let tag = format!("{}-{lang:?}", namespace()).to_lowercase();
             let declared: Vec<(String, u32)> = match w.get("queues") {
                 Some(qs) => qs
                     .as_array()
@@ -528,7 +502,6 @@ fn run_all(lang: Lang) {
             let first = settings.queues[0].0.clone();
             let mut run = Run {
                 addr: &addr,
-                url: format!("http://{addr}"),
                 clock: &clock,
                 lang,
                 settings,
@@ -558,17 +531,6 @@ fn run_all(lang: Lang) {
     }
 }
 
-fn uuid_ish() -> String {
-    format!(
-        "{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-            & 0xffff_ffff_ffff
-    )
-}
-
 #[test]
 fn the_typescript_worker_keeps_the_worker_contract() {
     run_all(Lang::TypeScript);
@@ -591,7 +553,7 @@ fn the_rust_consumer_over_http_keeps_the_worker_contract() {
 
 #[test]
 fn every_step_the_scenarios_use_is_documented() {
-    let suite = scenarios();
+    let suite = suite("workers.json");
     let documented = suite["steps"].as_object().unwrap();
     for sc in suite["scenarios"].as_array().unwrap() {
         for st in sc["steps"].as_array().unwrap() {

@@ -3,7 +3,6 @@
 //! on Redis, and every Standard Webhooks vector through the pusher's verifier.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use delayq::CancelOutcome;
 use delayq_client::wire::{
@@ -12,28 +11,8 @@ use delayq_client::wire::{
     ScheduleBody, ScheduleTiming, SettingsPatch,
 };
 use delayq_client::{Client, Error};
+use delayq_test_support::conformance::{matches, suite};
 use serde_json::{Value, json};
-
-fn suite(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../clients/conformance")
-        .join(name);
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// Deep subset match (clients/conformance/README.md).
-fn matches(expect: &Value, got: &Value) -> bool {
-    match (expect, got) {
-        (Value::Object(e), Value::Object(g)) => e
-            .iter()
-            .all(|(k, v)| g.get(k).is_some_and(|gv| matches(v, gv))),
-        (Value::Array(e), Value::Array(g)) => {
-            e.len() == g.len() && e.iter().zip(g).all(|(a, b)| matches(a, b))
-        }
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        _ => expect == got,
-    }
-}
 
 fn raw(v: &Value) -> Option<Box<serde_json::value::RawValue>> {
     Some(serde_json::value::to_raw_value(v).unwrap())
@@ -452,7 +431,8 @@ fn every_webhook_vector() {
 #[test]
 fn the_readme_table_says_what_the_scenarios_check() {
     let readme = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/conformance/README.md"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../clients/conformance/README.md"),
     )
     .unwrap();
     let row = |call: &str| -> Vec<String> {

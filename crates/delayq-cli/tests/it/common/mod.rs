@@ -166,10 +166,24 @@ pub(crate) fn with_stdin(cmd: &mut Command, stdin: &str) -> Output {
 
 /// Polls `f` every 20 ms until it holds; panics naming `what` after 30 s.
 #[allow(dead_code)] // not every test file waits
-pub(crate) fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !f() {
-        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+pub(crate) fn until(what: &str, f: impl FnMut() -> bool) {
+    assert!(
+        holds_within(std::time::Duration::from_secs(30), f),
+        "timed out: {what}"
+    );
+}
+
+/// Polls `f` every 20 ms until it holds (`true`) or `within` has passed (`false`).
+#[allow(dead_code)] // not every test file waits
+pub(crate) fn holds_within(within: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
