@@ -329,8 +329,3 @@ pub fn camel(s: &str) -> String {
         })
         .collect()
 }
-
-/// The first line of a description (the rest is for the document).
-pub fn summary(doc: &str) -> String {
-    doc.split("\n\n").next().unwrap_or("").replace('\n', " ")
-}
