@@ -1,6 +1,7 @@
 """Client calls against a live server: every call, typed errors, retries that never store a
 job twice."""
 
+import asyncio
 import time
 import unittest
 
@@ -236,6 +237,39 @@ class ClientTest(unittest.TestCase):
         c = Client("http://127.0.0.1:9", retries=2, backoff=0.01)
         with self.assertRaises(delayq.ConnectionFailed):
             c.stats(self.q)
+
+    def test_the_async_client_retries_and_types_errors_as_the_client_does(self):
+        # The retries are written once (_ops.py); this checks the async transport feeds them.
+        calls = []
+
+        def handle(req, body):
+            status, headers, out = forward(req, body)
+            calls.append(status)
+            if len(calls) == 1:
+                return 503, headers, b'{"code":"unavailable","message":"store unreachable"}'
+            if req.command == "GET":
+                return 429, {"Retry-After": "7", "Content-Type": "application/json"}, \
+                    b'{"code":"too_many_long_polls","message":"over the budget"}'
+            return status, headers, out
+
+        async def run():
+            async with delayq.AsyncClient(proxy.url, retries=3, backoff=0.01) as c:
+                e = await c.enqueue(self.q, {"order": 8})
+                with self.assertRaises(delayq.DelayqError) as ctx:
+                    await c.stats(self.q)
+            async with delayq.AsyncClient("http://127.0.0.1:9", retries=2, backoff=0.01) as dead:
+                with self.assertRaises(delayq.ConnectionFailed):
+                    await dead.stats(self.q)
+            return e, ctx.exception
+
+        proxy = Local(handle)
+        try:
+            e, err = asyncio.run(run())
+        finally:
+            proxy.close()
+        self.assertEqual(calls[:2], [201, 200], "written once, then found by the retry")
+        self.assertFalse(e.created)
+        self.assertEqual((err.status, err.code, err.retry_after), (429, "too_many_long_polls", 7))
 
     def test_version(self):
         self.assertEqual(delayq.API_VERSION, "v1")

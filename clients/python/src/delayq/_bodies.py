@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import http.client
 import json
-import socket
-import threading
-import time
-import urllib.parse
 import uuid
-from typing import (Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Tuple,
-                    TypeVar, Union, cast)
+from typing import Any, Dict, Literal, Optional, TypeVar, Union, cast
 
 from . import _wire, errors
 

@@ -6,25 +6,68 @@
 from __future__ import annotations
 
 import base64
+import json
 import urllib.parse
 from typing import (Any, Iterator, Dict, Iterable, List, Mapping, Optional, Tuple, Union,
                     cast)
 
 from . import _wire, errors
-from ._bodies import API_VERSION, CancelOutcome, Time, _ack, _time, _with_result, job_body
+from ._bodies import (API_VERSION, CancelOutcome, Time, _ack, _time, _with_result, error_of,
+                      job_body, request_body)
 from .models import Batch, ClaimedJob, Enqueued, Job, JobPage, KeyStats, QueueStats
 
 
 class SyncOps:
-    """Every call of the v1 API over a transport's ``_call``."""
+    """Every call of the v1 API over a transport's ``_send``.
 
-    timeout: float
-    """Seconds one request may take (a long poll's wait comes on top)."""
+    ``retries`` attempts more are made on connection errors and 503 ``unavailable``, after
+    ``backoff`` seconds, doubling (or the answer's ``Retry-After``).
+    """
+
+    def __init__(self, base_url: str, token: Optional[str], timeout: float, retries: int,
+                 backoff: float):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        """Seconds one request may take (a long poll's wait comes on top)."""
+        self.retries = retries
+        self.backoff = backoff
+
+    def _send(self, method: str, path: str, data: Optional[bytes],
+                    timeout: float) -> Tuple[int, bytes, Optional[int]]:
+        """The transport's: one request — the answer's status, body and ``Retry-After``
+        (seconds, when given); ``errors.ConnectionFailed`` when no answer came."""
+        raise NotImplementedError
+
+    def _pause(self, seconds: float) -> None:
+        """The transport's: the wait before the next try."""
+        raise NotImplementedError
 
     def _call(self, method: str, path: str, body: Any = None, *,
                     timeout: Optional[float] = None, repeat: bool = True) -> Any:
-        """One call: the answer's JSON, or a typed error."""
-        raise NotImplementedError
+        """One call: the answer's JSON, or a typed error; tried again when ``repeat`` allows
+        and no answer came or the server was unavailable."""
+        data = request_body(body)
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            again = repeat and attempt < self.retries
+            try:
+                status, raw, retry_after = self._send(method, path, data,
+                                                            timeout or self.timeout)
+            except errors.ConnectionFailed:
+                if not again:
+                    raise
+                self._pause(delay)
+                delay *= 2
+                continue
+            if 200 <= status < 300:
+                return json.loads(raw) if raw else None
+            err = error_of(status, raw, retry_after)
+            if not (again and isinstance(err, errors.Unavailable)):
+                raise err
+            self._pause(retry_after if retry_after is not None else delay)
+            delay *= 2
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _q(queue: str, rest: str = "") -> str:

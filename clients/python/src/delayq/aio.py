@@ -6,14 +6,13 @@ handlers on the event loop with the same rules as ``Worker``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import uuid
 from typing import Any, Awaitable, Callable, Optional, Sequence, Set, Tuple, Union
 
 from . import errors
-from ._bodies import error_of, request_body, request_headers
+from ._bodies import request_headers
 from ._ops import AsyncOps
 from .models import MAX_RESULT_BYTES, ClaimedJob, result_size
 from .worker import Dead, failure_of
@@ -43,11 +42,7 @@ class AsyncClient(AsyncOps):
                  http: Optional["httpx.AsyncClient"] = None):
         if httpx is None:
             raise ImportError('AsyncClient needs httpx: pip install "delayq[async]"')
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        super().__init__(base_url, token, timeout, retries, backoff)
         self._http = http or httpx.AsyncClient(
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
 
@@ -61,33 +56,20 @@ class AsyncClient(AsyncOps):
         """Closes the client's connections."""
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, body: Any = None, *,
-                    timeout: Optional[float] = None, repeat: bool = True) -> Any:
+    async def _pause(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def _send(self, method: str, path: str, data: Optional[bytes],
+                    timeout: float) -> Tuple[int, bytes, Optional[int]]:
         assert httpx is not None
-        data = request_body(body)
-        headers = request_headers(self.token, data)
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            try:
-                resp = await self._http.request(method, self.base_url + path, content=data,
-                                                headers=headers, timeout=timeout or self.timeout)
-            except httpx.TransportError as e:
-                if repeat and attempt < self.retries:
-                    await asyncio.sleep(delay)
-                    delay *= 2
-                    continue
-                raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
-            if 200 <= resp.status_code < 300:
-                return json.loads(resp.content) if resp.content else None
-            after = resp.headers.get("retry-after", "").strip()
-            retry_after = int(after) if after.isdigit() else None
-            err = error_of(resp.status_code, resp.content, retry_after)
-            if repeat and isinstance(err, errors.Unavailable) and attempt < self.retries:
-                await asyncio.sleep(retry_after if retry_after is not None else delay)
-                delay *= 2
-                continue
-            raise err
-        raise AssertionError("unreachable")
+        try:
+            resp = await self._http.request(method, self.base_url + path, content=data,
+                                            headers=request_headers(self.token, data),
+                                            timeout=timeout)
+        except httpx.TransportError as e:
+            raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
+        after = resp.headers.get("retry-after", "").strip()
+        return resp.status_code, resp.content, int(after) if after.isdigit() else None
 
 
 class AsyncWorker:

@@ -10,16 +10,14 @@ nothing), and acks, nacks and extensions are fenced by the lease token.
 from __future__ import annotations
 
 import http.client
-import json
 import socket
 import threading
 import time
 import urllib.parse
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from . import errors
-from ._bodies import (API_VERSION, CancelOutcome, Time, error_of, job_body, new_id, request_body,
-                      request_headers,
+from ._bodies import (API_VERSION, CancelOutcome, Time, job_body, new_id, request_headers,
                       trace_headers)
 from ._sync_ops import SyncOps
 
@@ -42,11 +40,7 @@ class Client(SyncOps):
         retries: int = 3,
         backoff: float = 0.2,
     ):
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        super().__init__(base_url, token, timeout, retries, backoff)
         # Keep-alive connections, one per thread.
         self._local = threading.local()
 
@@ -73,9 +67,20 @@ class Client(SyncOps):
             conn.close()
             self._local.conn = None
 
+    def _pause(self, seconds: float) -> None:
+        time.sleep(seconds)
+
     def _send(self, method: str, path: str, data: Optional[bytes],
               timeout: float) -> Tuple[int, bytes, Optional[int]]:
-        """One request: the answer's status, body and ``Retry-After`` (seconds, when given)."""
+        try:
+            return self._exchange(method, path, data, timeout)
+        except (OSError, socket.timeout, http.client.HTTPException) as e:
+            raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
+
+    def _exchange(self, method: str, path: str, data: Optional[bytes],
+                  timeout: float) -> Tuple[int, bytes, Optional[int]]:
+        """One request on this thread's connection: the answer's status, body and
+        ``Retry-After`` (seconds, when given)."""
         headers = request_headers(self.token, data)
         for fresh in (False, True):
             reused = getattr(self._local, "conn", None) is not None and not fresh
@@ -96,27 +101,4 @@ class Client(SyncOps):
             except BaseException:
                 self._drop()
                 raise
-        raise AssertionError("unreachable")
-
-    def _call(self, method: str, path: str, body: Any = None, *, timeout: Optional[float] = None,
-              repeat: bool = True) -> Any:
-        data = request_body(body)
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            try:
-                status, raw, retry_after = self._send(method, path, data, timeout or self.timeout)
-            except (OSError, socket.timeout, http.client.HTTPException) as e:
-                if repeat and attempt < self.retries:
-                    time.sleep(delay)
-                    delay *= 2
-                    continue
-                raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
-            if 200 <= status < 300:
-                return json.loads(raw) if raw else None
-            err = error_of(status, raw, retry_after)
-            if repeat and isinstance(err, errors.Unavailable) and attempt < self.retries:
-                time.sleep(retry_after if retry_after is not None else delay)
-                delay *= 2
-                continue
-            raise err
         raise AssertionError("unreachable")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, List, Optional, Union
 
 from . import _wire
 
@@ -21,16 +21,6 @@ def result_of(d: _wire.JobView) -> Any:
     if b64 is not None:
         return base64.b64decode(b64)
     return d.get("result")
-
-
-def result_fields(result: Any) -> Dict[str, Any]:
-    """An ack's result fields: ``bytes`` as ``result_b64``, anything else JSON (``None``:
-    no result)."""
-    if result is None:
-        return {}
-    if isinstance(result, (bytes, bytearray)):
-        return {"result_b64": base64.b64encode(bytes(result)).decode()}
-    return {"result": result}
 
 
 def result_size(result: Any) -> int:
