@@ -101,13 +101,13 @@ pub async fn claim_many<B: Backend + Inspect>(
             if left == 0 {
                 break;
             }
-            let share = (max as u64 * u64::from(queues[i].1)).div_ceil(total_weight) as usize;
-            let want = match pass {
-                0 if weighted => share.min(left),
-                0 => left,
+            let share = || (max as u64 * u64::from(queues[i].1)).div_ceil(total_weight) as usize;
+            let want = match (weighted, pass) {
+                (false, _) => left,
+                (true, 0) => share().min(left),
                 // A queue that gave less than it was asked has nothing more due.
-                _ if got[i] < share => continue,
-                _ => left,
+                (true, _) if got[i] < share() => continue,
+                (true, _) => left,
             };
             asked[i] = true;
             let batch = st

@@ -11,6 +11,7 @@ use crate::api_harness::{Api, Store, start_on};
 on_both_backends!(
     a_claim_over_several_queues_acks_and_leases_from_each,
     weights_share_the_claims_and_strict_keeps_the_order,
+    one_claim_shares_its_max_by_weight_in_interleaved_order,
     one_long_poll_waits_on_every_queue,
     bad_claims_over_several_queues_are_refused,
 );
@@ -90,6 +91,34 @@ async fn weights_share_the_claims_and_strict_keeps_the_order(store: Store) {
         let v = claim(&api, json!({"queues": strict, "strict": true, "max": 2})).await;
         assert_eq!(queues_of(&v), ["light", "light"], "{v}");
     }
+}
+
+async fn one_claim_shares_its_max_by_weight_in_interleaved_order(store: Store) {
+    let api = start_on(store, Vec::new()).await;
+    fill(&api, "heavy", 40).await;
+    fill(&api, "light", 40).await;
+    let weighted = json!([{"name": "heavy", "weight": 3}, {"name": "light", "weight": 1}]);
+    // One claim of 40 (what a prefetching consumer asks): each queue its weight's share, and
+    // in the order a consumer starts them, by weight from the first job on.
+    let v = claim(&api, json!({"queues": weighted, "max": 40})).await;
+    let got = queues_of(&v);
+    let light = |jobs: &[String]| jobs.iter().filter(|q| *q == "light").count();
+    assert_eq!((got.len(), light(&got)), (40, 10), "{got:?}");
+    for first in [4, 8, 20] {
+        assert_eq!(
+            light(&got[..first]),
+            first / 4,
+            "the first {first}: {got:?}"
+        );
+    }
+    // A queue with fewer due jobs than its share gives what it has; the others take the rest.
+    fill(&api, "few", 3).await;
+    fill(&api, "many", 40).await;
+    let uneven = json!([{"name": "few", "weight": 3}, {"name": "many", "weight": 1}]);
+    let v = claim(&api, json!({"queues": uneven, "max": 20})).await;
+    let got = queues_of(&v);
+    let few = got.iter().filter(|q| *q == "few").count();
+    assert_eq!((got.len(), few), (20, 3), "{got:?}");
 }
 
 async fn one_long_poll_waits_on_every_queue(store: Store) {
