@@ -91,8 +91,11 @@ const enc = encodeURIComponent;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A signal aborted when either is (AbortSignal.any needs Node 20.3). */
-function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
+/** A signal aborted when either given one is (AbortSignal.any needs Node 20.3); none when neither is given. */
+function anySignal(a: AbortSignal, b?: AbortSignal): AbortSignal;
+function anySignal(a?: AbortSignal, b?: AbortSignal): AbortSignal | undefined;
+function anySignal(a?: AbortSignal, b?: AbortSignal): AbortSignal | undefined {
+  if (!a || !b) return a ?? b;
   const c = new AbortController();
   for (const s of [a, b]) {
     if (s.aborted) c.abort(s.reason);
@@ -132,7 +135,7 @@ export class Client {
    * (A signal given to a call that takes one, such as `claim`, applies as well.)
    */
   with(call: CallOptions): Client {
-    const signal = call.signal && this.#signal ? anySignal(call.signal, this.#signal) : (call.signal ?? this.#signal);
+    const signal = anySignal(call.signal, this.#signal);
     return new Client({ ...this.#opts, timeoutMs: call.timeoutMs ?? this.#timeoutMs, signal });
   }
 
@@ -151,8 +154,8 @@ export class Client {
       await otelPropagate(headers);
     }
     const timeout = AbortSignal.timeout(this.#timeoutMs + extraMs);
-    const given = signal && this.#signal ? anySignal(signal, this.#signal) : (signal ?? this.#signal);
-    const both = given ? anySignal(timeout, given) : timeout;
+    const given = anySignal(signal, this.#signal);
+    const both = anySignal(timeout, given);
     let resp: Answer;
     try {
       resp = await send(new URL(this.baseUrl + path), method, headers, body === undefined ? undefined : JSON.stringify(body), both);
