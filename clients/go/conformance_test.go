@@ -183,7 +183,11 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 		}
 		return m, nil
 	case "cancel":
-		res, err := c.Cancel(ctx, q, id)
+		var opts []CancelOption
+		if a["running"] == true {
+			opts = append(opts, CancelRunning())
+		}
+		res, err := c.Cancel(ctx, q, id, opts...)
 		return string(res), err
 	case "reschedule":
 		due := WithField("delay_ms", a["delay_ms"])

@@ -257,15 +257,40 @@ const (
 	CancelNotFound CancelResult = "not_found"
 	CancelLeased   CancelResult = "leased"
 	CancelDead     CancelResult = "dead"
+	// Cancelling: the job was running (CancelRunning): it is ended cancelled now, and its
+	// worker cancels the handler's ctx within a second.
+	Cancelling CancelResult = "cancelling"
 )
 
+// CancelOption changes what Cancel does.
+type CancelOption func(*cancelOpts)
+
+type cancelOpts struct{ running bool }
+
+// CancelRunning cancels the job even while a worker runs it: Cancel answers Cancelling, the
+// job's lease is refused from now on (error code "cancelled") and its worker cancels the
+// handler's ctx within a second. Without it a running job answers CancelLeased.
+func CancelRunning() CancelOption { return func(o *cancelOpts) { o.running = true } }
+
 // Cancel removes a scheduled job, or says why not.
-func (c *Client) Cancel(ctx context.Context, queue, id string) (CancelResult, error) {
-	err := c.call(ctx, "DELETE", jobPath(queue, id, ""), nil, nil, true)
+func (c *Client) Cancel(ctx context.Context, queue, id string, opts ...CancelOption) (CancelResult, error) {
+	var o cancelOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	path := jobPath(queue, id, "")
+	if o.running {
+		path += "?running=true"
+	}
+	var out wire.Outcome
+	err := c.call(ctx, "DELETE", path, nil, &out, true)
 	switch CodeOf(err) {
 	case "":
 		if err != nil {
 			return "", err
+		}
+		if out.Outcome == wire.OutcomeKindCancelling {
+			return Cancelling, nil
 		}
 		return Cancelled, nil
 	case "not_found":
@@ -465,6 +490,31 @@ func (c *Client) AckBatch(ctx context.Context, queue string, acks []Ack) ([]stri
 	var out wire.AckBatchResponse
 	err := c.call(ctx, "POST", q(queue)+"/acks", b, &out, true)
 	return outcomes(out.Acks), err
+}
+
+// LeaseOf names a lease: its job's queue and id, and the claim's token.
+type LeaseOf struct {
+	Queue      string
+	ID         string
+	LeaseToken int64
+}
+
+// CancelledLeases answers which of leases were cancelled while their jobs ran (Cancel with
+// CancelRunning): a worker asks about the jobs it runs and cancels their handlers.
+func (c *Client) CancelledLeases(ctx context.Context, leases []LeaseOf) ([]LeaseOf, error) {
+	b := wire.CancelledRequest{Leases: make([]wire.LeaseOf, len(leases))}
+	for i, l := range leases {
+		b.Leases[i] = wire.LeaseOf{Queue: l.Queue, ID: l.ID, LeaseToken: l.LeaseToken}
+	}
+	var out wire.CancelledResponse
+	if err := c.call(ctx, "POST", "/v1/leases/cancelled", b, &out, true); err != nil {
+		return nil, err
+	}
+	found := make([]LeaseOf, len(out.Cancelled))
+	for i, l := range out.Cancelled {
+		found[i] = LeaseOf{Queue: l.Queue, ID: l.ID, LeaseToken: l.LeaseToken}
+	}
+	return found, nil
 }
 
 // NackOptions say how an attempt failed.

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // HandlerFunc handles one job: nil acks it, an error fails the attempt (retried by the queue's
-// backoff; RetryIn or DeadLetter choose otherwise). ctx ends at the job's timeout.
+// backoff; RetryIn or DeadLetter choose otherwise). ctx ends at the job's timeout, and when the
+// job is cancelled while it runs (Cancel with CancelRunning: the handler should return; the
+// job is neither acked nor retried).
 type HandlerFunc func(ctx context.Context, job *Job) error
 
 // RetryError retries the job after Delay instead of the queue's backoff.
@@ -49,6 +52,20 @@ func WithWait(d time.Duration) WorkerOption { return func(w *Worker) { w.wait = 
 // while every one before it has nothing due) instead of by weight.
 func WithStrict() WorkerOption { return func(w *Worker) { w.strict = true } }
 
+// WithCancelGrace sets how long a handler whose job was cancelled while it ran (its ctx
+// cancelled) may take to return before its slot goes to another job (default 10 s).
+func WithCancelGrace(d time.Duration) WorkerOption { return func(w *Worker) { w.cancelGrace = d } }
+
+// cancelCheck is how often a worker that runs jobs asks which of them were cancelled.
+const cancelCheck = 500 * time.Millisecond
+
+// runningJob is a job a handler runs: its lease, and how to cancel its handler's ctx.
+type runningJob struct {
+	lease     LeaseOf
+	cancel    context.CancelFunc
+	cancelled atomic.Bool
+}
+
 // WithErrorLog is told of the errors the worker handles itself (a failed claim, a lost lease).
 func WithErrorLog(f func(error)) WorkerOption { return func(w *Worker) { w.logf = f } }
 
@@ -63,8 +80,11 @@ type Worker struct {
 	lease       time.Duration
 	wait        time.Duration
 	logf        func(error)
+	cancelGrace time.Duration
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// jobs are the running jobs, by queue and id.
+	jobs map[string]*runningJob
 	acks []QueueAck
 	// polling: a claim is waiting on the server, so acks do not wait for the next one (a job
 	// whose lease ran out meanwhile would be handed out again).
@@ -88,7 +108,7 @@ func NewQueuesWorker(c *Client, queues []QueueWeight, h HandlerFunc, opts ...Wor
 	if len(queues) > 0 {
 		first = queues[0].Name
 	}
-	w := &Worker{c: c, queue: first, queues: queues, h: h, concurrency: 4, lease: 30 * time.Second, wait: 5 * time.Second, logf: func(error) {}}
+	w := &Worker{c: c, queue: first, queues: queues, h: h, concurrency: 4, lease: 30 * time.Second, wait: 5 * time.Second, logf: func(error) {}, cancelGrace: 10 * time.Second, jobs: map[string]*runningJob{}}
 	for _, o := range opts {
 		o(w)
 	}
@@ -140,6 +160,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	slots := make(chan struct{}, w.concurrency)
 	done := make(chan struct{}, w.concurrency)
 	var running sync.WaitGroup
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go w.watchCancels(watchDone)
 	failures := 0
 	for ctx.Err() == nil {
 		free := w.concurrency - len(slots)
@@ -254,12 +277,66 @@ func (w *Worker) giveBack(jobs []*Job) {
 	}
 }
 
+// watchCancels asks every cancelCheck which running jobs were cancelled (Cancel with
+// CancelRunning) and cancels their handlers' ctx, until done closes.
+func (w *Worker) watchCancels(done <-chan struct{}) {
+	tick := time.NewTicker(cancelCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		asked := make([]LeaseOf, 0, len(w.jobs))
+		for _, r := range w.jobs {
+			if !r.cancelled.Load() && len(asked) < 1000 {
+				asked = append(asked, r.lease)
+			}
+		}
+		w.mu.Unlock()
+		if len(asked) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		found, err := w.c.CancelledLeases(ctx, asked)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, l := range found {
+			w.cancelJob(l.Queue, l.ID)
+		}
+	}
+}
+
+// cancelJob cancels the handler's ctx of a job cancelled while it runs.
+func (w *Worker) cancelJob(queue, id string) {
+	w.mu.Lock()
+	r := w.jobs[queue+"\x00"+id]
+	w.mu.Unlock()
+	if r != nil && !r.cancelled.Swap(true) {
+		r.cancel()
+	}
+}
+
 func (w *Worker) runOne(j *Job) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if j.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), j.Timeout)
 	}
 	defer cancel()
+	key := j.Queue + "\x00" + j.ID
+	r := &runningJob{lease: LeaseOf{Queue: j.Queue, ID: j.ID, LeaseToken: j.LeaseToken}, cancel: cancel}
+	w.mu.Lock()
+	w.jobs[key] = r
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.jobs, key)
+		w.mu.Unlock()
+	}()
 	every := w.lease / 3
 	if every < 10*time.Millisecond {
 		every = 10 * time.Millisecond
@@ -271,15 +348,29 @@ func (w *Worker) runOne(j *Job) {
 	for {
 		select {
 		case err := <-result:
+			if r.cancelled.Load() {
+				return
+			}
 			w.finish(j, err)
 			return
 		case <-ctx.Done():
+			if r.cancelled.Load() {
+				// Cancelled while it ran: its store ended it already (nothing to ack or
+				// nack); the handler gets its grace to return.
+				select {
+				case <-result:
+				case <-time.After(w.cancelGrace):
+				}
+				return
+			}
 			// Over its timeout: given up, as the API says (the handler is left to notice ctx).
 			w.nack(j, NackOptions{Error: "timeout"})
 			return
 		case <-tick.C:
 			ext, c := context.WithTimeout(context.Background(), 10*time.Second)
-			if _, err := w.c.Extend(ext, j.Queue, j.ID, j.LeaseToken, w.lease); err != nil {
+			if _, err := w.c.Extend(ext, j.Queue, j.ID, j.LeaseToken, w.lease); CodeOf(err) == "cancelled" {
+				w.cancelJob(j.Queue, j.ID)
+			} else if err != nil {
 				w.logf(err)
 			}
 			c()

@@ -47,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let id = format!("order-{n}");
         let outcome = match client.cancel(&queue, &id).await? {
             CancelOutcome::Cancelled => "cancelled",
-            CancelOutcome::Leased => "too late: running now",
+            CancelOutcome::Leased | CancelOutcome::Cancelling => "too late: running now",
             CancelOutcome::Dead | CancelOutcome::NotFound => "too late: already ran",
         };
         payments.insert(id, outcome.into());

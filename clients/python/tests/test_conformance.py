@@ -83,7 +83,7 @@ class Runner:
             except NotFound:
                 return None
         if op == "cancel":
-            return c.cancel(q, a["id"])
+            return c.cancel(q, a["id"], running=bool(a.get("running")))
         if op == "reschedule":
             c.reschedule(q, a["id"], delay_ms=a.get("delay_ms"), run_at=a.get("run_at"))
             return None

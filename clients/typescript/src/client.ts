@@ -283,10 +283,20 @@ export class Client {
     }
   }
 
-  /** Cancels a scheduled job: `cancelled`, or why not. */
-  async cancel(queue: string, id: string): Promise<"cancelled" | "not_found" | "leased" | "dead"> {
+  /**
+   * Cancels a scheduled job: `cancelled`, or why not. With `running: true` a job a worker runs
+   * is cancelled too: `cancelling` — it is ended cancelled now and its worker aborts the
+   * handler's `signal` within a second.
+   */
+  async cancel(
+    queue: string,
+    id: string,
+    opts: { running?: boolean } = {},
+  ): Promise<"cancelled" | "cancelling" | "not_found" | "leased" | "dead"> {
     try {
-      await this.#call<wire.Outcome>("DELETE", Client.#job(queue, id));
+      const path = Client.#job(queue, id) + (opts.running ? "?running=true" : "");
+      const o = await this.#call<wire.Outcome>("DELETE", path);
+      if (o.outcome === "cancelling") return "cancelling";
       return "cancelled";
     } catch (e) {
       const code = (e as DelayqError).code;
@@ -383,6 +393,16 @@ export class Client {
   }
 
   /** Completes up to 1,000 jobs in one request; per ack `acked`, `lease_lost` or `not_found`. */
+  /**
+   * Which of `leases` were cancelled while their jobs ran (`DELETE …?running=true`): a worker
+   * asks about the jobs it runs and aborts their handlers.
+   */
+  async cancelledLeases(leases: { queue: string; id: string; leaseToken: number }[]): Promise<{ queue: string; id: string; leaseToken: number }[]> {
+    const body: wire.CancelledRequest = { leases: leases.map((l) => ({ queue: l.queue, id: l.id, lease_token: l.leaseToken })) };
+    const r = await this.#call<wire.CancelledResponse>("POST", "/v1/leases/cancelled", body);
+    return r.cancelled.map((l) => ({ queue: l.queue, id: l.id, leaseToken: l.lease_token }));
+  }
+
   async ackBatch(queue: string, acks: Ack[]): Promise<wire.AckOutcome[]> {
     const body: wire.AckBatchRequest = { acks: acks.map(ackOf) };
     return (await this.#call<wire.AckBatchResponse>("POST", `${Client.#q(queue)}/acks`, body)).acks;

@@ -12,12 +12,15 @@ export interface AckBatchRequest {
 
 /** How each ack of an [`AckBatchRequest`] went. */
 export interface AckBatchResponse {
-  /** Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`. */
+  /**
+   * Per ack, in order: `acked`, `lease_lost` (another lease, or not leased), `cancelled`
+   * (cancelled while it ran) or `not_found`.
+   */
   acks: AckOutcome[];
 }
 
 /** What an ack did. */
-export type AckOutcome = "acked" | "lease_lost" | "not_found";
+export type AckOutcome = "acked" | "lease_lost" | "not_found" | "cancelled";
 
 /** An ack. */
 export interface AckRequest {
@@ -164,6 +167,22 @@ export interface CallbackBody {
   payload?: Record<string, unknown>;
   /** The queue it goes to. */
   queue: string;
+}
+
+/**
+ * `POST /v1/leases/cancelled`: which of these leases were cancelled while their jobs ran
+ * (`DELETE …/jobs/{id}?running=true`). A worker asks about the jobs it runs every half second
+ * and stops the handlers of those answered.
+ */
+export interface CancelledRequest {
+  /** The leases the worker holds (at most 1000). */
+  leases: LeaseOf[];
+}
+
+/** The answer of `POST /v1/leases/cancelled`. */
+export interface CancelledResponse {
+  /** The leases asked about that were cancelled, in the order asked. */
+  cancelled: LeaseOf[];
 }
 
 /**
@@ -469,6 +488,16 @@ export interface KeyView {
   paused_until?: number | null;
 }
 
+/** A lease, named with its queue. */
+export interface LeaseOf {
+  /** The job's id. */
+  id: string;
+  /** The lease token of its claim. */
+  lease_token: number;
+  /** The job's queue. */
+  queue: string;
+}
+
 /** A job's state as a read answers it: a job state, or `due` in a listing of due jobs. */
 export type ListedState = "scheduled" | "due" | "leased" | "dead" | "done";
 
@@ -504,7 +533,7 @@ export interface Outcome {
 }
 
 /** What an action did. */
-export type OutcomeKind = "acked" | "retrying" | "dead" | "extended" | "released" | "cancelled" | "rescheduled" | "requeued" | "purged" | "deleted" | "due_now" | "paused" | "resumed";
+export type OutcomeKind = "acked" | "retrying" | "dead" | "extended" | "released" | "cancelled" | "cancelling" | "rescheduled" | "requeued" | "purged" | "deleted" | "due_now" | "paused" | "resumed";
 
 /** A finished job of a claim over several queues, named with its queue. */
 export interface QueueAck {

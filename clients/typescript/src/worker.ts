@@ -40,7 +40,11 @@ export interface Job {
   dueAt: Date;
   /** The error of the previous attempt. */
   lastError?: string;
-  /** Aborted when the job's `timeoutMs` has passed: the attempt is then failed with `timeout`. */
+  /**
+   * Aborted when the job's `timeoutMs` has passed (the attempt is then failed with `timeout`)
+   * or when the job is cancelled while it runs (`client.cancel(q, id, {running: true})`: the
+   * reason is a `DelayqError` with code `cancelled`, and the job is neither acked nor retried).
+   */
   signal: AbortSignal;
   /** The W3C trace context the job was enqueued with: continue its trace from it. */
   traceparent?: string;
@@ -76,6 +80,8 @@ export interface WorkerOptions {
   waitMs?: number;
   /** Aborting it closes the worker, as `close()` does. */
   signal?: AbortSignal;
+  /** How long a handler whose job was cancelled while it ran may take to stop, ms (default 10,000). */
+  cancelGraceMs?: number;
   /** Told of errors the worker handles itself (a failed claim, a lost lease); default: console.error. */
   onError?: (err: unknown, job?: ClaimedJob) => void;
 }
@@ -85,6 +91,9 @@ export interface WorkerOptions {
  * few ms): finished jobs' acks then go on their own instead of waiting for the next claim.
  */
 const SLOW_CLAIM_MS = 20;
+
+/** How often a worker that runs jobs asks which of them were cancelled, ms. */
+const CANCEL_CHECK_MS = 500;
 
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -116,6 +125,10 @@ export class Worker {
   readonly #onError: (err: unknown, job?: ClaimedJob) => void;
   readonly #stop = new AbortController();
   readonly #running = new Set<Promise<void>>();
+  readonly #cancelGraceMs: number;
+  /** The running jobs' leases and their handlers' abort controllers, by `queue\0id`. */
+  readonly #leases = new Map<string, { queue: string; id: string; leaseToken: number; abort: AbortController }>();
+  #checker?: ReturnType<typeof setInterval>;
   #acks: (Ack & { queue: string })[] = [];
   /** The name of the claim waiting on the server, if one is. */
   #poll?: string;
@@ -136,6 +149,7 @@ export class Worker {
     this.#concurrency = Math.max(1, opts.concurrency ?? 4);
     this.#leaseMs = opts.leaseMs ?? 30_000;
     this.#waitMs = opts.waitMs ?? 5_000;
+    this.#cancelGraceMs = opts.cancelGraceMs ?? 10_000;
     this.#onError = opts.onError ?? ((e) => console.error("delayq worker:", e));
     if (opts.signal) {
       if (opts.signal.aborted) this.#stop.abort();
@@ -255,8 +269,49 @@ export class Worker {
     this.#running.add(p);
   }
 
+  /** Asks which running jobs were cancelled, every CANCEL_CHECK_MS while any runs. */
+  #watchCancels(): void {
+    if (this.#checker) return;
+    this.#checker = setInterval(() => {
+      if (this.#leases.size === 0) {
+        clearInterval(this.#checker);
+        this.#checker = undefined;
+        return;
+      }
+      const asked = [...this.#leases.values()].filter((l) => !l.abort.signal.aborted);
+      if (asked.length === 0) return;
+      this.#client
+        .cancelledLeases(asked.slice(0, 1000))
+        .then((found) => {
+          for (const l of found) this.#cancelled(l.queue, l.id);
+        })
+        .catch(() => undefined);
+    }, CANCEL_CHECK_MS);
+  }
+
+  /** Aborts the handler of a job cancelled while it runs. */
+  #cancelled(queue: string, id: string): void {
+    const l = this.#leases.get(`${queue}\0${id}`);
+    if (l && !l.abort.signal.aborted) {
+      l.abort.abort(new DelayqError("cancelled", `job ${id} was cancelled while it ran`, { retryable: false }));
+    }
+  }
+
   async #run(c: ClaimedJob): Promise<void> {
     const timeout = new AbortController();
+    const queue = c.queue ?? this.#queue;
+    const key = `${queue}\0${c.id}`;
+    this.#leases.set(key, { queue, id: c.id, leaseToken: c.leaseToken, abort: timeout });
+    this.#watchCancels();
+    const cancelled = new Promise<"cancelled">((resolve) =>
+      timeout.signal.addEventListener(
+        "abort",
+        () => {
+          if ((timeout.signal.reason as DelayqError | undefined)?.code === "cancelled") resolve("cancelled");
+        },
+        { once: true },
+      ),
+    );
     const job: Job = {
       id: c.id,
       queue: c.queue ?? this.#queue,
@@ -271,7 +326,10 @@ export class Worker {
     };
     const every = Math.max(10, Math.floor(this.#leaseMs / 3));
     const extender = setInterval(() => {
-      this.#client.extend(c.queue ?? this.#queue, c.id, c.leaseToken, this.#leaseMs).catch((e) => this.#onError(e, c));
+      this.#client.extend(queue, c.id, c.leaseToken, this.#leaseMs).catch((e) => {
+        if ((e as DelayqError).code === "cancelled") this.#cancelled(queue, c.id);
+        else this.#onError(e, c);
+      });
     }, every);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = new Promise<"timeout">((resolve) => {
@@ -284,17 +342,20 @@ export class Worker {
     });
     try {
       let result: unknown;
-      const outcome = await Promise.race([
-        Promise.resolve()
-          .then(() => this.#handler(job))
-          .then((r) => {
-            result = r;
-            return "ok" as const;
-          }),
-        timedOut,
-      ]);
+      const handled = Promise.resolve()
+        .then(() => this.#handler(job))
+        .then((r) => {
+          result = r;
+          return "ok" as const;
+        });
+      const outcome = await Promise.race([handled, timedOut, cancelled]);
       const size = resultSize(result);
-      if (outcome === "timeout") {
+      if (outcome === "cancelled" || (timeout.signal.reason as DelayqError | undefined)?.code === "cancelled") {
+        // Its store ended it already: nothing to ack or nack. The handler gets its grace to
+        // stop before its slot is given to another job.
+        clearInterval(extender);
+        await Promise.race([handled.catch(() => undefined), sleep(this.#cancelGraceMs)]);
+      } else if (outcome === "timeout") {
         await this.#nack(c, { error: "timeout" });
       } else if (size > MAX_RESULT_BYTES) {
         // The work is done: running it again is the operator's call (the server would refuse
@@ -306,12 +367,14 @@ export class Worker {
         this.#flushSoon();
       }
     } catch (e) {
+      if ((timeout.signal.reason as DelayqError | undefined)?.code === "cancelled") return;
       if (e instanceof RetryIn) await this.#nack(c, { error: e.message, retryInMs: e.ms });
       else if (e instanceof DeadLetter) await this.#nack(c, { error: e.message, dead: true });
       else await this.#nack(c, { error: e instanceof Error ? e.message : String(e) });
     } finally {
       clearInterval(extender);
       if (timer) clearTimeout(timer);
+      this.#leases.delete(key);
     }
   }
 

@@ -77,7 +77,7 @@ class Runner {
         return out;
       }
       case "cancel":
-        return c.cancel(q, a.id);
+        return c.cancel(q, a.id, { running: a.running === true });
       case "reschedule":
         await c.reschedule(q, a.id, { delayMs: a.delay_ms, runAt: a.run_at });
         return null;

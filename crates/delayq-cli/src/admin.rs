@@ -28,12 +28,24 @@ pub(crate) async fn get(p: &Producer<AnyBackend>, id: &JobId, json: bool) -> any
     Ok(0)
 }
 
-/// `delayq cancel ID`: exit 0 only when this call removed the job.
-pub(crate) async fn cancel(p: &Producer<AnyBackend>, id: &JobId) -> anyhow::Result<u8> {
-    let out = p.cancel(id).await?;
+/// `delayq cancel ID [--running]`: exit 0 only when this call cancelled the job.
+pub(crate) async fn cancel(
+    p: &Producer<AnyBackend>,
+    id: &JobId,
+    running: bool,
+) -> anyhow::Result<u8> {
+    let out = if running {
+        p.cancel_running(id).await?
+    } else {
+        p.cancel(id).await?
+    };
     let (text, code) = match out {
         CancelOutcome::Cancelled => ("cancelled", 0),
-        CancelOutcome::Leased => ("not cancelled: a consumer is running it", 4),
+        CancelOutcome::Cancelling => ("cancelling: its worker is told to stop it", 0),
+        CancelOutcome::Leased => (
+            "not cancelled: a consumer is running it (--running cancels it)",
+            4,
+        ),
         CancelOutcome::Dead => ("not cancelled: it is dead-lettered", 4),
         CancelOutcome::NotFound => ("not found (done, cancelled or never enqueued)", 3),
     };

@@ -163,6 +163,10 @@ pub(crate) enum Command {
     Cancel {
         /// The job id.
         id: JobId,
+        /// Cancel it even while a worker runs it: it ends cancelled now and its worker stops
+        /// the handler within a second (exit 0, "cancelling").
+        #[arg(long)]
+        running: bool,
     },
     /// Move a scheduled job to a new time.
     Reschedule {

@@ -64,6 +64,12 @@ impl Backend for AnyBackend {
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         delegate!(self, b => b.cancel(queue, id).await)
     }
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        delegate!(self, b => b.cancel_running(queue, id).await)
+    }
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+        delegate!(self, b => b.cancelled(queue, leases).await)
+    }
     async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Due) -> Result<u64> {
         delegate!(self, b => b.reschedule(queue, id, s).await)
     }

@@ -229,7 +229,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Enqueue(a) => enqueue::run(&producer, a).await.map(|()| 0),
         Command::Get { id, json } => admin::get(&producer, &id, json).await,
-        Command::Cancel { id } => admin::cancel(&producer, &id).await,
+        Command::Cancel { id, running } => admin::cancel(&producer, &id, running).await,
         Command::Reschedule { id, when } => admin::reschedule(&producer, &id, when.due()?).await,
         Command::Stats { json, all } => admin::stats(&producer, json, all).await,
         Command::Dead(cmd) => admin::dead(&backend, &queue, cmd).await,

@@ -8,11 +8,11 @@ use std::time::Duration;
 use delayq::{AckOutcome, CancelOutcome, JobId};
 use delayq_wire::{
     AckBatchRequest, AckBatchResponse, AckRequest, BatchAddedView, BatchJobsRequest, BatchList,
-    BatchRequest, BatchView, ClaimAck, ClaimManyRequest, ClaimRequest, ClaimResponse, Deliveries,
-    EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, ExtendRequest, JobList, JobView,
-    KeyHoldView, KeyList, KeyPauseRequest, ListQuery, NackRequest, Outcome, Page, QueueView,
-    ReleaseRequest, RescheduleRequest, ScheduleBody, ScheduleList, ScheduleView, SeriesView,
-    SettingsPatch, Whoami,
+    BatchRequest, BatchView, CancelledRequest, CancelledResponse, ClaimAck, ClaimManyRequest,
+    ClaimRequest, ClaimResponse, Deliveries, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode,
+    ExtendRequest, JobList, JobView, KeyHoldView, KeyList, KeyPauseRequest, LeaseOf, ListQuery,
+    NackRequest, Outcome, OutcomeKind, Page, QueueView, ReleaseRequest, RescheduleRequest,
+    ScheduleBody, ScheduleList, ScheduleView, SeriesView, SettingsPatch, Whoami,
 };
 use reqwest::Method;
 use serde::Serialize;
@@ -220,10 +220,26 @@ impl Client {
 
     /// Cancels a scheduled job: `Cancelled`, or why not (`NotFound`, `Leased`, `Dead`).
     pub async fn cancel(&self, queue: &str, id: &str) -> Result<CancelOutcome> {
+        self.cancel_job(queue, id, false).await
+    }
+
+    /// Cancels a job even while a worker runs it (`DELETE …?running=true`): `Cancelled` (it
+    /// was waiting), `Cancelling` (it ran: it is ended cancelled and its worker told to stop
+    /// its handler), or why not (`NotFound`, `Dead`).
+    pub async fn cancel_running(&self, queue: &str, id: &str) -> Result<CancelOutcome> {
+        self.cancel_job(queue, id, true).await
+    }
+
+    async fn cancel_job(&self, queue: &str, id: &str, running: bool) -> Result<CancelOutcome> {
+        let mut path = job(queue, id)?;
+        if running {
+            path.push_str("?running=true");
+        }
         let r: Result<Outcome> = self
-            .json(Method::DELETE, &job(queue, id)?, None::<&()>, Repeat::Safe)
+            .json(Method::DELETE, &path, None::<&()>, Repeat::Safe)
             .await;
         match r {
+            Ok(o) if o.outcome == OutcomeKind::Cancelling => Ok(CancelOutcome::Cancelling),
             Ok(_) => Ok(CancelOutcome::Cancelled),
             Err(e) => match e.code() {
                 Some(ErrorCode::NotFound) => Ok(CancelOutcome::NotFound),
@@ -365,6 +381,20 @@ impl Client {
             Repeat::Safe,
         )
         .await
+    }
+
+    /// Which of `leases` were cancelled while their jobs ran (`POST /v1/leases/cancelled`):
+    /// a worker asks about the jobs it runs and stops their handlers.
+    pub async fn cancelled_leases(&self, leases: Vec<LeaseOf>) -> Result<Vec<LeaseOf>> {
+        let r: CancelledResponse = self
+            .json(
+                Method::POST,
+                "/v1/leases/cancelled",
+                Some(&CancelledRequest { leases }),
+                Repeat::Safe,
+            )
+            .await?;
+        Ok(r.cancelled)
     }
 
     /// Acknowledges finished jobs in one request (1-1,000); one outcome per ack, in order.

@@ -111,6 +111,7 @@ impl Error {
         };
         match ErrorCode::parse(&code) {
             Some(ErrorCode::LeaseLost) => delayq::Error::LeaseLost { id: job() },
+            Some(ErrorCode::Cancelled) => delayq::Error::Cancelled { id: job() },
             Some(ErrorCode::NotFound) => delayq::Error::NotFound { id: job() },
             Some(ErrorCode::JobLeased) => wrong(JobState::Leased),
             Some(ErrorCode::JobDead) => wrong(JobState::Dead),

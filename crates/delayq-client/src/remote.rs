@@ -302,6 +302,33 @@ impl Backend for RemoteBackend {
             .map_err(core(Some(id)))
     }
 
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        self.client
+            .cancel_running(queue.as_str(), id.as_str())
+            .await
+            .map_err(core(Some(id)))
+    }
+
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+        let asked = leases
+            .into_iter()
+            .map(|l| delayq_wire::LeaseOf {
+                queue: queue.to_string(),
+                id: l.id.to_string(),
+                lease_token: l.token,
+            })
+            .collect();
+        let found = self
+            .client
+            .cancelled_leases(asked)
+            .await
+            .map_err(core(None))?;
+        found
+            .into_iter()
+            .map(|l| JobId::new(&l.id).map_err(|e| Error::Backend(e.to_string())))
+            .collect()
+    }
+
     async fn reschedule(&self, queue: &QueueName, id: &JobId, due: Due) -> Result<u64> {
         let o = self
             .client

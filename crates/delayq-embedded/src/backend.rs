@@ -21,8 +21,8 @@ use tokio::sync::watch;
 use crate::batches;
 use crate::enqueue::insert;
 use crate::rows::{
-    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, due_from, head, leased_row,
-    refused, row, state, state_of,
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, cancelled_lease, claim_order_sql, due_from, head,
+    leased_row, refused, row, state, state_of,
 };
 use crate::store::{Store, sql};
 use crate::throttle::{self, Bucket, Held};
@@ -126,6 +126,8 @@ fn ack_all(c: &Connection, q: &str, acks: &[Ack], now: i64) -> Result<Vec<AckOut
                 AckOutcome::Acked
             } else if state_of(c, q, id)?.is_some() {
                 AckOutcome::LeaseLost
+            } else if cancelled_lease(c, q, &a.lease)? {
+                AckOutcome::Cancelled
             } else {
                 AckOutcome::NotFound
             })
@@ -685,6 +687,67 @@ impl Backend for EmbeddedBackend {
                 Some(_) => CancelOutcome::Dead,
                 None => CancelOutcome::NotFound,
             })
+        })
+        .await
+    }
+
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        let (q, idc) = (queue.to_string(), id.to_string());
+        let out = self
+            .exec_waking(queue, move |c, now| {
+                // The job ends cancelled at once: its row goes, its batch counts it, its slot
+                // frees, and its lease is remembered so that the consumer is told.
+                let gone: Option<(Option<String>, i64, i64)> = c
+                    .query_row(
+                        "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3 \
+                         RETURNING batch, token, score",
+                        params![q, idc, LEASED],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()
+                    .map_err(sql)?;
+                let Some((batch, token, deadline)) = gone else {
+                    return Ok((None, false));
+                };
+                let now = now.ms();
+                if let Some(b) = batch {
+                    batches::ended(c, &q, &b, &idc, Ending::Cancelled, None, now)?;
+                }
+                c.prepare_cached("DELETE FROM cancelled_leases WHERE until <= ?1")
+                    .map_err(sql)?
+                    .execute(params![now])
+                    .map_err(sql)?;
+                let until = deadline + delayq::cancellation::REMEMBERED_FOR.as_millis() as i64;
+                c.prepare_cached(
+                    "INSERT OR REPLACE INTO cancelled_leases (queue, id, token, until) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(sql)?
+                .execute(params![q, idc, token, until])
+                .map_err(sql)?;
+                let freed = throttle::freed(c, &q)?;
+                Ok((Some(CancelOutcome::Cancelling), freed))
+            })
+            .await?;
+        match out {
+            Some(o) => Ok(o),
+            None => self.cancel(queue, id).await,
+        }
+    }
+
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = queue.to_string();
+        self.exec(move |c, _| {
+            let mut out = Vec::new();
+            for l in leases {
+                if cancelled_lease(c, &q, &l)? {
+                    out.push(l.id);
+                }
+            }
+            Ok(out)
         })
         .await
     }

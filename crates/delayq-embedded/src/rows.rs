@@ -214,8 +214,18 @@ pub(crate) fn leased_row(c: &Connection, q: &str, l: &LeaseRef) -> Result<RowDat
     match get_row(c, q, l.id.as_str())? {
         Some(r) if r.state == LEASED && r.token != 0 && r.token as u64 == l.token => Ok(r),
         Some(_) => Err(Error::LeaseLost { id: l.id.clone() }),
+        None if cancelled_lease(c, q, l)? => Err(Error::Cancelled { id: l.id.clone() }),
         None => Err(Error::NotFound { id: l.id.clone() }),
     }
+}
+
+/// Whether lease `l` was ended by a cancel of its running job (`cancelled_leases`): asked only
+/// of a lease whose job is gone.
+pub(crate) fn cancelled_lease(c: &Connection, q: &str, l: &LeaseRef) -> Result<bool> {
+    c.prepare_cached("SELECT 1 FROM cancelled_leases WHERE queue = ?1 AND id = ?2 AND token = ?3")
+        .map_err(sql)?
+        .exists(params![q, l.id.as_str(), l.token as i64])
+        .map_err(sql)
 }
 
 /// The refusal of a lease operation whose token did not match: lost when the job exists, not
@@ -223,6 +233,7 @@ pub(crate) fn leased_row(c: &Connection, q: &str, l: &LeaseRef) -> Result<RowDat
 pub(crate) fn refused(c: &Connection, q: &str, l: &LeaseRef) -> Result<Error> {
     Ok(match state_of(c, q, l.id.as_str())? {
         Some(_) => Error::LeaseLost { id: l.id.clone() },
+        None if cancelled_lease(c, q, l)? => Error::Cancelled { id: l.id.clone() },
         None => Error::NotFound { id: l.id.clone() },
     })
 }

@@ -119,3 +119,13 @@ CREATE TABLE IF NOT EXISTS batch_results (
   result BLOB NOT NULL,
   PRIMARY KEY (queue, batch, job)
 );
+-- Leases of jobs cancelled while they ran (`DELETE …?running=true`): their extend, ack and
+-- nack answer `cancelled` until `until` (an hour past the lease's deadline; a cancel of a
+-- running job forgets the older ones). Tokens are never reused, so a row names one lease.
+CREATE TABLE IF NOT EXISTS cancelled_leases (
+  queue TEXT    NOT NULL,
+  id    TEXT    NOT NULL,
+  token INTEGER NOT NULL,
+  until INTEGER NOT NULL,
+  PRIMARY KEY (queue, id, token)
+);

@@ -60,7 +60,13 @@ impl Scope {
                 | "/v1/queues/{q}/batches/{id}/jobs"
                 | "/v1/queues/{q}/batches/{id}/close",
             ) => Scope::Produce,
-            ("POST", "/v1/queues/{q}/claim" | "/v1/queues/{q}/acks" | "/v1/claim")
+            (
+                "POST",
+                "/v1/queues/{q}/claim"
+                | "/v1/queues/{q}/acks"
+                | "/v1/claim"
+                | "/v1/leases/cancelled",
+            )
             | ("DELETE", "/v1/queues/{q}/polls/{poll_id}")
             | (
                 "POST",

@@ -8,11 +8,12 @@ use delayq::{Backend, CancelOutcome, Inspect};
 use serde_json::value::RawValue;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::extract::{ApiJson, JobPath, QueuePath, parse};
+use crate::extract::{ApiJson, ApiQuery, JobPath, QueuePath, parse};
 use crate::model::{
     EnqueueRequest, EnqueueResponse, JobView, Outcome, OutcomeKind, RescheduleRequest,
 };
 use crate::state::AppState;
+use delayq_wire::CancelQuery;
 
 /// Enqueue one job (an object) or a batch (an array of objects, stored atomically). A job
 /// without an `id` gets one derived from the `Idempotency-Key` header when the request has
@@ -197,24 +198,50 @@ pub async fn get<B: Backend + Inspect>(
 }
 
 /// Cancel a scheduled job. 200 means this call removed it; 409 means a consumer has it or it
-/// is dead; 404 means it is gone.
+/// is dead; 404 means it is gone. With `running=true` a job a worker runs is cancelled too:
+/// 202 `cancelling` — it is ended cancelled now, its lease refused from now on (409
+/// `cancelled`), and its worker told within a second to stop the handler.
 #[utoipa::path(
     delete, path = "/v1/queues/{q}/jobs/{id}", tag = "jobs",
-    params(("q" = String, Path), ("id" = String, Path)),
-    responses((status = 200, body = Outcome), (status = "4XX", body = ErrorBody))
+    params(("q" = String, Path), ("id" = String, Path), CancelQuery),
+    responses(
+        (status = 200, body = Outcome), (status = 202, body = Outcome),
+        (status = "4XX", body = ErrorBody)
+    )
 )]
 pub async fn cancel<B: Backend + Inspect>(
     State(st): State<AppState<B>>,
     JobPath(q, id): JobPath,
-) -> Result<Json<Outcome>, ApiError> {
-    match st.producer(&q).cancel(&id).await? {
+    ApiQuery(query): ApiQuery<CancelQuery>,
+) -> Result<(StatusCode, Json<Outcome>), ApiError> {
+    let producer = st.producer(&q);
+    let out = if query.running {
+        producer.cancel_running(&id).await?
+    } else {
+        producer.cancel(&id).await?
+    };
+    match out {
         CancelOutcome::Cancelled => {
             st.announce(crate::console::Action::one(&q, OutcomeKind::Cancelled, &id));
-            Ok(Json(Outcome::of(&id, OutcomeKind::Cancelled)))
+            Ok((
+                StatusCode::OK,
+                Json(Outcome::of(&id, OutcomeKind::Cancelled)),
+            ))
+        }
+        CancelOutcome::Cancelling => {
+            st.announce(crate::console::Action::one(
+                &q,
+                OutcomeKind::Cancelling,
+                &id,
+            ));
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(Outcome::of(&id, OutcomeKind::Cancelling)),
+            ))
         }
         CancelOutcome::Leased => Err(ApiError::new(
             ErrorCode::JobLeased,
-            format!("job {id} is running on a consumer; not cancelled"),
+            format!("job {id} is running on a consumer; not cancelled (running=true cancels it)"),
         )
         .with_state("leased")),
         CancelOutcome::Dead => Err(ApiError::new(

@@ -19,7 +19,12 @@ use crate::model::{
 };
 use crate::polls::{Waiting, valid_poll_id};
 use crate::state::AppState;
+use delayq::JobId;
 use delayq_wire::ClaimPoll;
+use delayq_wire::{CancelledRequest, CancelledResponse};
+
+/// Most leases one `POST /v1/leases/cancelled` asks about.
+pub const MAX_LEASES_ASKED: usize = 1000;
 
 /// Longest long poll.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -249,6 +254,7 @@ pub async fn ack<B: Backend + Inspect>(
     match out.first() {
         Some(AckOutcome::Acked) => Ok(Json(Outcome::of(&id, OutcomeKind::Acked))),
         Some(AckOutcome::NotFound) => Err(delayq::Error::NotFound { id }.into()),
+        Some(AckOutcome::Cancelled) => Err(delayq::Error::Cancelled { id }.into()),
         _ => Err(delayq::Error::LeaseLost { id }.into()),
     }
 }
@@ -328,4 +334,53 @@ pub async fn extend<B: Backend + Inspect>(
         })),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Which of a worker's leases were cancelled while their jobs ran (`DELETE …?running=true`):
+/// a worker asks about the jobs it runs every half second and stops those answered. Leases of
+/// several queues in one call (one store call per queue).
+#[utoipa::path(
+    post, path = "/v1/leases/cancelled", tag = "consumers",
+    request_body = CancelledRequest,
+    responses((status = 200, body = CancelledResponse), (status = "4XX", body = ErrorBody))
+)]
+pub async fn cancelled<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    ApiJson(req): ApiJson<CancelledRequest>,
+) -> Result<Json<CancelledResponse>, ApiError> {
+    if req.leases.len() > MAX_LEASES_ASKED {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBatch,
+            format!(
+                "leases holds {} (at most {})",
+                req.leases.len(),
+                MAX_LEASES_ASKED
+            ),
+        ));
+    }
+    let mut by_queue: Vec<(QueueName, Vec<LeaseRef>)> = Vec::new();
+    for l in &req.leases {
+        let q = QueueName::new(&l.queue).map_err(ApiError::from)?;
+        let id = JobId::new(&l.id).map_err(ApiError::from)?;
+        let lease = LeaseRef {
+            id,
+            token: l.lease_token,
+        };
+        match by_queue.iter_mut().find(|(n, _)| *n == q) {
+            Some((_, v)) => v.push(lease),
+            None => by_queue.push((q, vec![lease])),
+        }
+    }
+    let mut found: Vec<(String, String)> = Vec::new();
+    for (q, leases) in by_queue {
+        for id in st.backend().cancelled(&q, leases).await? {
+            found.push((q.to_string(), id.to_string()));
+        }
+    }
+    let cancelled = req
+        .leases
+        .into_iter()
+        .filter(|l| found.iter().any(|(q, id)| *q == l.queue && *id == l.id))
+        .collect();
+    Ok(Json(CancelledResponse { cancelled }))
 }

@@ -71,7 +71,7 @@ pub use conns::EVICTED_CONNECTIONS;
     info(title = "delayq", description = "Jobs that run at a future time: HTTP/JSON API v1."),
     paths(
         jobs::enqueue, jobs::get, jobs::cancel, jobs::reschedule,
-        lease::claim, claims::claim_many, lease::cut_poll, lease::ack, lease::ack_batch, lease::nack, lease::extend, lease::release,
+        lease::claim, claims::claim_many, lease::cut_poll, lease::ack, lease::ack_batch, lease::nack, lease::extend, lease::release, lease::cancelled,
         queues::list, queues::stats, queues::configure, queues::dead_list, queues::requeue_one,
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, events::events,
@@ -236,6 +236,7 @@ pub fn router<B: Backend + Inspect + Schedules + Batches>(state: AppState<B>) ->
         )
         .route("/v1/queues/{q}/claim", post(lease::claim::<B>))
         .route("/v1/claim", post(claims::claim_many::<B>))
+        .route("/v1/leases/cancelled", post(lease::cancelled::<B>))
         .route("/v1/queues/{q}/acks", post(lease::ack_batch::<B>))
         .route(
             "/v1/queues/{q}/polls/{poll_id}",

@@ -14,11 +14,13 @@
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           L_BATCH): a job that ends is counted there
+-- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
 -- Returns one code per pair: R_OK (acked), R_LOST (the job exists under another lease or
--- none), R_MISSING (no such job); refused pairs change nothing.
+-- none), R_CANCELLED (cancelled while it ran), R_MISSING (no such job); refused pairs change
+-- nothing.
 -- Safe to run twice: a second run finds the records gone (or done, with no token) and answers
 -- R_MISSING or R_LOST, changing nothing (a client that resends after a lost reply reads either
 -- as "done or cancelled").
@@ -35,6 +37,7 @@ local now = now_ms()
 local ret = queue_retention(stat, lflags)
 local out, kept, raws =
   ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, in_lane, acks_result)
+acks_cancelled(cxl, out, acks_id, acks_token)
 -- A batch queue's and a keyed queue's helpers are defined only when it is one (scripts.rs:
 -- DEFINE); `bacc` notes the ends of batch jobs (batch.lua), counted at the end.
 local batched = bit.band(lflags, L_BATCH) ~= 0

@@ -20,6 +20,7 @@
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           L_BATCH): a job that ends is counted there
+-- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
 -- sweep     (tail; a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
@@ -36,7 +37,7 @@
 -- A due job past its expiry (record section F_EXPIRES) is dead-lettered with the error
 -- 'expired' instead of leased.
 -- Returns claim_reply{ acks, jobs, next_us }:
---   acks: per ack R_OK (acked), R_LOST or R_MISSING (nothing changed)
+--   acks: per ack R_OK (acked), R_LOST, R_CANCELLED or R_MISSING (nothing changed)
 --   jobs: each leased job (push_leased): id, deadline ms, lease ms, record (attempt and token
 --   updated)
 --   next_us: µs from now until the next due job or lease expiry, -1 when there is none
@@ -80,6 +81,7 @@ if batched then
 end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
   in_lane, acks_result)
+acks_cancelled(cxl, acks, acks_id, acks_token)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 if kept > 0 and not ret then mark_retains(stat) end
 -- What this call counts (common.lua: count): counter index -> n.

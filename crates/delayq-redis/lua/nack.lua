@@ -13,17 +13,19 @@
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           L_BATCH): a job that ends is counted there
+-- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, token, err (the error message, cut on a character boundary by the caller),
 -- retry_ms (-1: the job's backoff), dead_now (dead-letter now), rnd (uniform in [0, 1), for
 -- jitter).
 -- Returns coded{ code, value }: R_RETRY and the due time, R_BURIED and the time it failed, or
--- R_LOST / R_MISSING (nothing changed).
+-- R_LOST / R_CANCELLED (cancelled while it ran) / R_MISSING (nothing changed).
 -- Safe to run twice: the first run clears the lease token, so a second finds no lease and
 -- answers R_LOST, changing nothing.
 local raw, why = leased_raw(jobs, id, token,
   ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] })
 if not raw then
+  if why == R_MISSING and cancelled_lease(cxl, id, token) then why = R_CANCELLED end
   return coded{ code = why, value = 0 }
 end
 local r = decode(raw)

@@ -505,7 +505,15 @@ impl Backend for RedisBackend {
     }
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
-        self.cancel_job(queue, id).await
+        self.cancel_job(queue, id, false).await
+    }
+
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        self.cancel_job(queue, id, true).await
+    }
+
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+        self.cancelled_leases(queue, &leases).await
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {

@@ -33,6 +33,7 @@ pub(crate) enum Key {
     Members,
     Batches,
     BatchIndex,
+    Cancelled,
 }
 
 impl Key {
@@ -61,6 +62,7 @@ impl Key {
             Key::Members => "bm",
             Key::Batches => "batch",
             Key::BatchIndex => "bopen",
+            Key::Cancelled => "cxl",
         }
     }
 }
@@ -218,6 +220,9 @@ pub(crate) struct Keys {
     /// yet (what the sweeps look at), then → done ms with the prefix `d:` once done (what they
     /// forget after `delayq::batch::BATCH_KEPT`).
     pub bopen: String,
+    /// ZSET `<token>:<id>` → until when (ms) this store answers `cancelled` to the lease: the
+    /// leases of jobs cancelled while they ran (cancel.lua with `running`).
+    pub cxl: String,
     /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
     ix: String,
 }
@@ -278,6 +283,7 @@ impl Space {
             bm: name(Key::Members),
             batch: name(Key::Batches),
             bopen: name(Key::BatchIndex),
+            cxl: name(Key::Cancelled),
             ix: format!("{p}{{{tag}}}:ix:"),
         }
     }
@@ -389,6 +395,7 @@ impl Keys {
             Key::Members => &self.bm,
             Key::Batches => &self.batch,
             Key::BatchIndex => &self.bopen,
+            Key::Cancelled => &self.cxl,
         }
     }
 }

@@ -87,6 +87,10 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     );
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
     def(
+        "CANCELLED_KEPT_MS",
+        delayq::cancellation::REMEMBERED_FOR.as_millis().to_string(),
+    );
+    def(
         "MAX_CB_RESULTS",
         delayq::batch::MAX_CALLBACK_RESULTS.to_string(),
     );

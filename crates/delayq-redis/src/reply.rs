@@ -35,11 +35,15 @@ pub(crate) enum Reply {
     Done = -6,
     /// Refused: the batch is closed (no job joins it).
     Closed = -7,
+    /// Cancel with `running`: the leased job was ended cancelled.
+    Cancelling = 6,
+    /// Refused: the lease was cancelled while its job ran.
+    Cancelled = -8,
 }
 
 impl Reply {
     /// Every code, with the name the Lua prelude gives it.
-    pub(crate) const ALL: [(Reply, &'static str); 12] = [
+    pub(crate) const ALL: [(Reply, &'static str); 14] = [
         (Reply::Ok, "R_OK"),
         (Reply::Retry, "R_RETRY"),
         (Reply::Buried, "R_BURIED"),
@@ -52,6 +56,8 @@ impl Reply {
         (Reply::Dead, "R_DEAD"),
         (Reply::Done, "R_DONE"),
         (Reply::Closed, "R_CLOSED"),
+        (Reply::Cancelling, "R_CANCELLING"),
+        (Reply::Cancelled, "R_CANCELLED"),
     ];
 
     /// The refusal this code means for `id`, when the operation needed `expected`.
@@ -63,6 +69,7 @@ impl Reply {
         };
         match self {
             Reply::LeaseLost => Error::LeaseLost { id: id.clone() },
+            Reply::Cancelled => Error::Cancelled { id: id.clone() },
             Reply::Scheduled => wrong(JobState::Scheduled),
             Reply::Leased => wrong(JobState::Leased),
             Reply::Dead => wrong(JobState::Dead),

@@ -132,6 +132,16 @@ impl<B: Backend> Backend for Faulty<B> {
         self.run("cancel", self.inner.cancel(queue, id)).await
     }
 
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        self.run("cancel_running", self.inner.cancel_running(queue, id))
+            .await
+    }
+
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+        self.run("cancelled", self.inner.cancelled(queue, leases))
+            .await
+    }
+
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {
         self.run("reschedule", self.inner.reschedule(queue, id, schedule))
             .await

@@ -399,6 +399,14 @@ impl<B: Backend> Backend for Recording<B> {
         self.inner.cancel(queue, id).await
     }
 
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        self.inner.cancel_running(queue, id).await
+    }
+
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+        self.inner.cancelled(queue, leases).await
+    }
+
     async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Due) -> Result<u64> {
         self.inner.reschedule(queue, id, s).await
     }

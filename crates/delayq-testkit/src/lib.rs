@@ -4,6 +4,7 @@
 //! [`crate::conformance_tests!`] turns them into `#[tokio::test]`s.
 
 mod batches;
+mod cancel_running;
 pub mod chaos;
 pub mod chaos_batches;
 mod console;
@@ -27,6 +28,7 @@ pub use batches::{
     batches_call_back_once_when_done, batches_on_a_sharded_queue,
     one_bad_batch_touches_only_itself, open_batches_take_jobs_until_closed,
 };
+pub use cancel_running::{consumers_stop_cancelled_handlers, running_jobs_are_cancelled};
 pub use console::{
     counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,
     series_count_transitions,
@@ -777,7 +779,8 @@ macro_rules! conformance_tests {
             several_queues_in_strict_order, several_queues_wake_and_pause_each,
             results_stay_with_done_jobs, results_ride_on_claims, handlers_return_results,
             keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume,
-            key_slots_come_back_when_leases_end);
+            key_slots_come_back_when_leases_end, running_jobs_are_cancelled,
+            consumers_stop_cancelled_handlers);
     };
     (@batches $setup:path) => {
         $crate::conformance_tests!(@each $setup;

@@ -72,6 +72,7 @@ error_codes! {
     NoRoute = "no_route", 404, "no such endpoint";
     MethodNotAllowed = "method_not_allowed", 405, "the endpoint exists but not with this method";
     LeaseLost = "lease_lost", 409, "the lease token is stale or belongs to another lease; nothing changed";
+    Cancelled = "cancelled", 409, "the job was cancelled while it ran (`DELETE …?running=true`): its lease can no longer be extended, acked or nacked; stop the handler";
     JobLeased = "job_leased", 409, "the job is leased by a consumer (cancel, reschedule or run now refused); the body's `state` says so";
     JobDead = "job_dead", 409, "the job is dead-lettered (cancel, reschedule or run now refused); the body's `state` says so";
     JobNotDead = "job_not_dead", 409, "requeue or delete of a dead job that is not dead (the body's `state` says where it is)";
@@ -159,6 +160,7 @@ impl ErrorCode {
         match e {
             E::Invalid(i) => Self::of_input(i),
             E::LeaseLost { .. } => ErrorCode::LeaseLost,
+            E::Cancelled { .. } => ErrorCode::Cancelled,
             E::NotFound { .. } => ErrorCode::NotFound,
             E::WrongState {
                 state, expected, ..

@@ -379,6 +379,18 @@ pub struct StateQuery {
     pub state: String,
 }
 
+/// `DELETE /v1/queues/{q}/jobs/{id}` options.
+#[derive(Serialize, Deserialize, utoipa::IntoParams, Debug, Default)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CancelQuery {
+    /// Cancel the job even while a worker runs it: answered 202 `cancelling`, its lease
+    /// refused from now on (409 `cancelled`) and its worker told within a second to stop the
+    /// handler. Without it a running job answers 409 `job_leased`.
+    #[serde(default)]
+    pub running: bool,
+}
+
 /// Paging of the dead-letter list.
 #[derive(Serialize, Deserialize, utoipa::IntoParams, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -443,6 +455,9 @@ pub enum OutcomeKind {
     Released,
     /// The job was cancelled.
     Cancelled,
+    /// The job was running: it is ended cancelled, its lease refused from now on, and its
+    /// worker is told to stop its handler (`DELETE …?running=true`, answered 202).
+    Cancelling,
     /// The job is due at `due_at` now.
     Rescheduled,
     /// Dead jobs were put back (`count` of them, or the one `id`).

@@ -165,6 +165,35 @@ pub struct ClaimManyRequest {
     pub acks: Vec<QueueAck>,
 }
 
+/// `POST /v1/leases/cancelled`: which of these leases were cancelled while their jobs ran
+/// (`DELETE …/jobs/{id}?running=true`). A worker asks about the jobs it runs every half second
+/// and stops the handlers of those answered.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CancelledRequest {
+    /// The leases the worker holds (at most 1000).
+    pub leases: Vec<LeaseOf>,
+}
+
+/// A lease, named with its queue.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseOf {
+    /// The job's queue.
+    pub queue: String,
+    /// The job's id.
+    pub id: String,
+    /// The lease token of its claim.
+    pub lease_token: u64,
+}
+
+/// The answer of `POST /v1/leases/cancelled`.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default)]
+pub struct CancelledResponse {
+    /// The leases asked about that were cancelled, in the order asked.
+    pub cancelled: Vec<LeaseOf>,
+}
+
 /// Acks of several jobs at once.
 #[derive(Serialize, Deserialize, ToSchema, Debug)]
 #[serde(deny_unknown_fields)]
@@ -176,7 +205,8 @@ pub struct AckBatchRequest {
 /// How each ack of an [`AckBatchRequest`] went.
 #[derive(Serialize, Deserialize, ToSchema, Debug)]
 pub struct AckBatchResponse {
-    /// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`.
+    /// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased), `cancelled`
+    /// (cancelled while it ran) or `not_found`.
     pub acks: Vec<AckOutcome>,
 }
 

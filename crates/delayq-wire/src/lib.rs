@@ -26,13 +26,14 @@ pub use batches::{
 pub use error::{ErrorBody, ErrorCode, Invalid};
 pub use fields::{Carried, ClaimPoll, JobFacts, RunOptions, ScheduleTiming};
 pub use jobs::{
-    Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView, ListQuery,
-    Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,
+    CancelQuery, Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView,
+    ListQuery, Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,
 };
 pub use keys::{KeyHoldView, KeyList, KeyPauseRequest, KeyQuery, KeyView};
 pub use lease::{
-    AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimManyRequest, ClaimRequest,
-    ClaimResponse, ClaimedJob, ExtendRequest, NackRequest, QueueAck, QueueClaim, ReleaseRequest,
+    AckBatchRequest, AckBatchResponse, AckRequest, CancelledRequest, CancelledResponse, ClaimAck,
+    ClaimManyRequest, ClaimRequest, ClaimResponse, ClaimedJob, ExtendRequest, LeaseOf, NackRequest,
+    QueueAck, QueueClaim, ReleaseRequest,
 };
 pub use queues::{
     Action, CountsView, DepthSample, QueueView, RateView, SeriesView, SettingsPatch, SettingsView,

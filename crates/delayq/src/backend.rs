@@ -147,6 +147,26 @@ pub trait Backend: Clone + Send + Sync + 'static {
         id: &JobId,
     ) -> impl Future<Output = Result<CancelOutcome>> + Send;
 
+    /// Cancels a job whatever it is doing: a scheduled one as [`Backend::cancel`] does, a
+    /// leased one ended cancelled at once ([`CancelOutcome::Cancelling`]: its record gone, its
+    /// batch told, its lease refused from now on with [`crate::Error::Cancelled`]) — its
+    /// consumer hears of it from [`Backend::cancelled`] or its next extend (see
+    /// [`crate::cancellation`]).
+    fn cancel_running(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+    ) -> impl Future<Output = Result<CancelOutcome>> + Send;
+
+    /// Which of `leases` were cancelled while their jobs ran ([`Backend::cancel_running`]),
+    /// as far as the store still remembers ([`crate::cancellation::REMEMBERED_FOR`] past each
+    /// lease's deadline); in the order given.
+    fn cancelled(
+        &self,
+        queue: &QueueName,
+        leases: Vec<LeaseRef>,
+    ) -> impl Future<Output = Result<Vec<JobId>>> + Send;
+
     /// Moves a scheduled job to a new due time; returns it (ms since epoch).
     fn reschedule(
         &self,

@@ -93,6 +93,13 @@ pub enum Error {
         /// The job.
         id: JobId,
     },
+    /// The job was cancelled while it ran (`DELETE …?running=true`): its lease can no longer
+    /// be extended, acked or nacked. Nothing was changed; the handler should stop.
+    #[error("job {id} was cancelled while it ran")]
+    Cancelled {
+        /// The job.
+        id: JobId,
+    },
     /// No job with this id exists (it was never enqueued, or it was acknowledged or cancelled).
     #[error("job {id} not found")]
     NotFound {

@@ -161,6 +161,18 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(out)
     }
 
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        let out = self.inner.cancel_running(queue, id).await?;
+        if matches!(out, CancelOutcome::Cancelled | CancelOutcome::Cancelling) {
+            self.of(queue).cancelled.increment(1);
+        }
+        Ok(out)
+    }
+
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+        self.inner.cancelled(queue, leases).await
+    }
+
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {
         self.inner.reschedule(queue, id, schedule).await
     }

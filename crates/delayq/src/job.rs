@@ -464,6 +464,8 @@ pub struct Job {
     pub trace: Option<crate::TraceContext>,
     /// Its fairness key, if it carries one.
     pub key: Option<JobKey>,
+    /// Fired when the job is cancelled while it runs (see [`crate::cancellation`]).
+    pub cancellation: crate::Cancellation,
 }
 
 impl Job {
@@ -612,6 +614,7 @@ impl JobInfo {
             target: self.target,
             trace: self.trace,
             key: self.key,
+            cancellation: crate::Cancellation::new(),
         }
     }
 }
@@ -622,8 +625,11 @@ impl JobInfo {
 pub enum CancelOutcome {
     /// The job was scheduled and is now removed: the caller won the race.
     Cancelled,
-    /// A consumer holds the job right now; it was not cancelled.
+    /// A consumer holds the job right now; it was not cancelled (a plain cancel).
     Leased,
+    /// A consumer held the job: it is now ended cancelled and its consumer will be told
+    /// ([`crate::Backend::cancel_running`]).
+    Cancelling,
     /// The job is dead-lettered; it was not touched (use the dead-letter tools).
     Dead,
     /// No such job: never enqueued, already done, or already cancelled.
@@ -679,11 +685,18 @@ pub enum AckOutcome {
     LeaseLost,
     /// No such job (already done, cancelled, or never enqueued); nothing changed.
     NotFound,
+    /// The job was cancelled while it ran (`DELETE …?running=true`); nothing changed.
+    Cancelled,
 }
 
 impl AckOutcome {
     /// Every outcome.
-    pub const ALL: [AckOutcome; 3] = [Self::Acked, Self::LeaseLost, Self::NotFound];
+    pub const ALL: [AckOutcome; 4] = [
+        Self::Acked,
+        Self::LeaseLost,
+        Self::NotFound,
+        Self::Cancelled,
+    ];
 
     /// Its name on the wire (the HTTP claim's `acks` answer).
     pub const fn as_str(self) -> &'static str {
@@ -691,6 +704,7 @@ impl AckOutcome {
             Self::Acked => "acked",
             Self::LeaseLost => "lease_lost",
             Self::NotFound => "not_found",
+            Self::Cancelled => "cancelled",
         }
     }
 

@@ -37,6 +37,7 @@
 pub mod backend;
 pub mod backoff;
 pub mod batch;
+pub mod cancellation;
 pub mod clock;
 pub mod consumer;
 pub mod delivery;
@@ -63,6 +64,7 @@ pub mod wait;
 pub use backend::{Backend, ClaimBatch, ClaimOverRequest, ClaimRequest, Inspect, Wakeups};
 pub use backoff::Backoff;
 pub use batch::{BatchAdd, BatchId, BatchInfo, BatchPut, BatchSpec, BatchState, Batches, Callback};
+pub use cancellation::Cancellation;
 pub use clock::{Clock, OffsetClock, SharedClock, SystemClock, TestClock};
 pub use consumer::{Consumer, ConsumerOptions, QueueOrder, RunReport};
 pub use delivery::{Delivery, DeliveryLog};

@@ -138,6 +138,12 @@ impl<B: Backend> Producer<B> {
         self.backend.cancel(&self.queue, id).await
     }
 
+    /// Cancels a job even while a consumer runs it ([`Backend::cancel_running`]):
+    /// [`CancelOutcome::Cancelling`] when it ran (it is ended cancelled, its consumer told).
+    pub async fn cancel_running(&self, id: &JobId) -> Result<CancelOutcome> {
+        self.backend.cancel_running(&self.queue, id).await
+    }
+
     /// Moves a scheduled job to a new due time; returns the new due time (ms since epoch).
     pub async fn reschedule(&self, id: &JobId, schedule: Due) -> Result<u64> {
         schedule.validate(self.clock.now_ms())?;

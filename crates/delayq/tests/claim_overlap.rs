@@ -108,6 +108,7 @@ impl Backend for Memory {
                     target: None,
                     trace: None,
                     key: None,
+                    cancellation: Default::default(),
                 });
             }
         }
@@ -141,6 +142,12 @@ impl Backend for Memory {
     }
     async fn cancel(&self, _: &QueueName, _: &JobId) -> delayq::Result<CancelOutcome> {
         unsupported()
+    }
+    async fn cancel_running(&self, _: &QueueName, _: &JobId) -> delayq::Result<CancelOutcome> {
+        unsupported()
+    }
+    async fn cancelled(&self, _: &QueueName, _: Vec<LeaseRef>) -> delayq::Result<Vec<JobId>> {
+        Ok(Vec::new())
     }
     async fn reschedule(&self, _: &QueueName, _: &JobId, _: Due) -> delayq::Result<u64> {
         unsupported()

@@ -14,7 +14,8 @@ type AckBatchRequest struct {
 
 // AckBatchResponse: How each ack of an [`AckBatchRequest`] went.
 type AckBatchResponse struct {
-	// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`.
+	// Per ack, in order: `acked`, `lease_lost` (another lease, or not leased), `cancelled`
+	// (cancelled while it ran) or `not_found`.
 	Acks []AckOutcome `json:"acks"`
 }
 
@@ -26,6 +27,7 @@ const (
 	AckOutcomeAcked     AckOutcome = "acked"
 	AckOutcomeLeaseLost AckOutcome = "lease_lost"
 	AckOutcomeNotFound  AckOutcome = "not_found"
+	AckOutcomeCancelled AckOutcome = "cancelled"
 )
 
 // AckRequest: An ack.
@@ -159,6 +161,20 @@ type CallbackBody struct {
 	Payload map[string]any `json:"payload,omitempty"`
 	// The queue it goes to.
 	Queue string `json:"queue"`
+}
+
+// CancelledRequest: `POST /v1/leases/cancelled`: which of these leases were cancelled while their jobs ran
+// (`DELETE …/jobs/{id}?running=true`). A worker asks about the jobs it runs every half second
+// and stops the handlers of those answered.
+type CancelledRequest struct {
+	// The leases the worker holds (at most 1000).
+	Leases []LeaseOf `json:"leases"`
+}
+
+// CancelledResponse: The answer of `POST /v1/leases/cancelled`.
+type CancelledResponse struct {
+	// The leases asked about that were cancelled, in the order asked.
+	Cancelled []LeaseOf `json:"cancelled"`
 }
 
 // Carried: What a job carries to every attempt besides its payload: where a pusher sends it, and the
@@ -445,6 +461,16 @@ type KeyView struct {
 	PausedUntil *int64 `json:"paused_until,omitempty"`
 }
 
+// LeaseOf: A lease, named with its queue.
+type LeaseOf struct {
+	// The job's id.
+	ID string `json:"id"`
+	// The lease token of its claim.
+	LeaseToken int64 `json:"lease_token"`
+	// The job's queue.
+	Queue string `json:"queue"`
+}
+
 // ListedState: A job's state as a read answers it: a job state, or `due` in a listing of due jobs.
 type ListedState string
 
@@ -505,6 +531,7 @@ const (
 	OutcomeKindExtended    OutcomeKind = "extended"
 	OutcomeKindReleased    OutcomeKind = "released"
 	OutcomeKindCancelled   OutcomeKind = "cancelled"
+	OutcomeKindCancelling  OutcomeKind = "cancelling"
 	OutcomeKindRescheduled OutcomeKind = "rescheduled"
 	OutcomeKindRequeued    OutcomeKind = "requeued"
 	OutcomeKindPurged      OutcomeKind = "purged"

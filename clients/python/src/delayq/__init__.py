@@ -12,7 +12,7 @@ requests ``delayq serve --push`` sends.
 from .aio import AsyncClient, AsyncWorker
 from .client import API_VERSION, Client, new_id
 from .errors import (
-    Conflict, ConnectionFailed, DelayqError, Forbidden, InvalidInput, JobDead, JobLeased,
+    Cancelled, Conflict, ConnectionFailed, DelayqError, Forbidden, InvalidInput, JobDead, JobLeased,
     JobNotDead, LeaseLost, NotFound, PayloadTooLarge, ServerError, StoreFull, TooManyLongPolls,
     Unauthorized, Unavailable,
 )
@@ -23,7 +23,7 @@ from .worker import Dead, Retry, Worker
 __version__ = "0.1.0"
 
 __all__ = [
-    "API_VERSION", "AsyncClient", "AsyncWorker", "Batch", "ClaimedJob", "Client", "Conflict",
+    "API_VERSION", "AsyncClient", "AsyncWorker", "Batch", "Cancelled", "ClaimedJob", "Client", "Conflict",
     "ConnectionFailed", "Dead", "DelayqError", "Enqueued", "Forbidden", "InvalidInput", "Job",
     "JobDead", "JobLeased", "JobNotDead", "JobPage", "KeyStats", "LeaseLost", "NotFound", "PayloadTooLarge",
     "QueueStats", "Retry", "ServerError", "StoreFull", "TooManyLongPolls", "Unauthorized",

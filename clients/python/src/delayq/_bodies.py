@@ -12,8 +12,8 @@ from typing import Any, Dict, Literal, Optional, TypeVar, Union, cast
 
 from . import _wire, errors
 
-#: What a cancel found (every client answers the same four).
-CancelOutcome = Literal["cancelled", "not_found", "leased", "dead"]
+#: What a cancel found (every client answers the same five; "cancelling" only with running=True).
+CancelOutcome = Literal["cancelled", "cancelling", "not_found", "leased", "dead"]
 
 try:  # OpenTelemetry is optional: with it, enqueues carry the application's active trace.
     from opentelemetry import propagate as _otel_propagate  # type: ignore[import-not-found,unused-ignore]

@@ -188,13 +188,17 @@ class AsyncOps:
         """One job in any state; ``NotFound`` when it is gone (done, cancelled)."""
         return Job.from_json(await self._call("GET", self._job(queue, id)))
 
-    async def cancel(self, queue: str, id: str) -> CancelOutcome:
+    async def cancel(self, queue: str, id: str, *, running: bool = False) -> CancelOutcome:
         """Removes a scheduled job; returns what it found, as every client does:
         ``"cancelled"``, ``"not_found"`` (done and gone, or never there), ``"leased"`` (a
-        consumer holds it now) or ``"dead"``. Other failures raise."""
+        consumer holds it now) or ``"dead"``. With ``running=True`` a job a worker runs is
+        cancelled too: ``"cancelling"`` — it is ended cancelled now and its worker stops the
+        handler within a second (``job.cancelled`` is set; an AsyncWorker cancels its handler).
+        Other failures raise."""
         try:
-            await self._call("DELETE", self._job(queue, id))
-            return "cancelled"
+            path = self._job(queue, id) + ("?running=true" if running else "")
+            out: _wire.Outcome = await self._call("DELETE", path)
+            return "cancelling" if out["outcome"] == "cancelling" else "cancelled"
         except errors.NotFound:
             return "not_found"
         except errors.JobLeased:
@@ -279,6 +283,15 @@ class AsyncOps:
         done jobs (``keep_done_ms``); :meth:`get` answers it as ``Job.result``."""
         await self._call("POST", self._job(queue, id, "/ack"),
                    _with_result(_wire.AckRequest(lease_token=lease_token), result))
+
+    async def cancelled_leases(self, leases: Iterable[Tuple[str, str, int]]) -> List[Tuple[str, str, int]]:
+        """Which of ``leases`` — ``(queue, id, lease_token)`` — were cancelled while their jobs
+        ran (``cancel(..., running=True)``): a worker asks about the jobs it runs and stops
+        their handlers."""
+        body: _wire.CancelledRequest = {
+            "leases": [{"queue": q, "id": i, "lease_token": t} for q, i, t in leases]}
+        out: _wire.CancelledResponse = await self._call("POST", "/v1/leases/cancelled", body)
+        return [(l["queue"], l["id"], l["lease_token"]) for l in out["cancelled"]]
 
     async def ack_many(self, queue: str, acks: Iterable[Tuple[Any, ...]]) -> List[str]:
         """Completes up to 1,000 jobs in one request, ``[(id, lease_token), ...]`` (or

@@ -18,10 +18,12 @@ class AckBatchRequest(TypedDict):
 class AckBatchResponse(TypedDict):
     """How each ack of an [`AckBatchRequest`] went."""
     acks: List["AckOutcome"]
-    """Per ack, in order: `acked`, `lease_lost` (another lease, or not leased) or `not_found`."""
+    """Per ack, in order: `acked`, `lease_lost` (another lease, or not leased), `cancelled`
+    (cancelled while it ran) or `not_found`.
+    """
 
 
-AckOutcome = Literal["acked", "lease_lost", "not_found"]
+AckOutcome = Literal["acked", "lease_lost", "not_found", "cancelled"]
 """What an ack did."""
 
 
@@ -167,6 +169,21 @@ class CallbackBody(TypedDict):
     """
     queue: str
     """The queue it goes to."""
+
+
+class CancelledRequest(TypedDict):
+    """`POST /v1/leases/cancelled`: which of these leases were cancelled while their jobs ran
+    (`DELETE …/jobs/{id}?running=true`). A worker asks about the jobs it runs every half second
+    and stops the handlers of those answered.
+    """
+    leases: List["LeaseOf"]
+    """The leases the worker holds (at most 1000)."""
+
+
+class CancelledResponse(TypedDict):
+    """The answer of `POST /v1/leases/cancelled`."""
+    cancelled: List["LeaseOf"]
+    """The leases asked about that were cancelled, in the order asked."""
 
 
 class Carried(TypedDict):
@@ -446,6 +463,16 @@ class KeyView(TypedDict):
     """When its hold ends (ms since the epoch); absent: not held."""
 
 
+class LeaseOf(TypedDict):
+    """A lease, named with its queue."""
+    id: str
+    """The job's id."""
+    lease_token: int
+    """The lease token of its claim."""
+    queue: str
+    """The job's queue."""
+
+
 ListedState = Literal["scheduled", "due", "leased", "dead", "done"]
 """A job's state as a read answers it: a job state, or `due` in a listing of due jobs."""
 
@@ -482,7 +509,7 @@ class Outcome(TypedDict):
     """What happened."""
 
 
-OutcomeKind = Literal["acked", "retrying", "dead", "extended", "released", "cancelled", "rescheduled", "requeued", "purged", "deleted", "due_now", "paused", "resumed"]
+OutcomeKind = Literal["acked", "retrying", "dead", "extended", "released", "cancelled", "cancelling", "rescheduled", "requeued", "purged", "deleted", "due_now", "paused", "resumed"]
 """What an action did."""
 
 

@@ -9,13 +9,13 @@ import asyncio
 import logging
 import signal
 import uuid
-from typing import Any, Awaitable, Callable, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Set, Tuple, Union
 
 from . import errors
 from ._bodies import request_headers
 from ._ops import AsyncOps
 from .models import MAX_RESULT_BYTES, ClaimedJob, result_size
-from .worker import Dead, failure_of
+from .worker import CANCEL_CHECK, Dead, failure_of
 
 try:  # httpx is the extra "async" (pip install "delayq[async]"); the sync client needs nothing.
     import httpx
@@ -81,7 +81,7 @@ class AsyncWorker:
     def __init__(self, client: AsyncClient, queue: Union[str, Sequence[Union[str, Tuple[str, int]]]],
                  handler: Callable[[ClaimedJob], Awaitable[Any]], *, concurrency: int = 10,
                  lease_ms: int = 30_000, wait_ms: int = 5_000, shutdown_grace: float = 30.0,
-                 strict: bool = False):
+                 strict: bool = False, cancel_grace: float = 10.0):
         self.queues = [queue] if isinstance(queue, str) else list(queue)
         if not self.queues:
             raise ValueError("a worker serves at least one queue")
@@ -90,6 +90,11 @@ class AsyncWorker:
         self.client, self.queue, self.handler = client, first if isinstance(first, str) else first[0], handler
         self.concurrency, self.lease_ms, self.wait_ms = concurrency, lease_ms, wait_ms
         self.shutdown_grace = shutdown_grace
+        # How long a handler whose job was cancelled while it ran has to stop once cancelled.
+        self.cancel_grace = cancel_grace
+        # The running jobs' tasks, by (queue, id, lease_token), asked about every half second.
+        self._tasks: Dict[Tuple[str, str, int], "asyncio.Task[Any]"] = {}
+        self._jobs: Dict[Tuple[str, str, int], ClaimedJob] = {}
         self._stop = asyncio.Event()
         # The long poll in flight, cut short by stop() so a SIGTERM does not wait it out.
         self._poll: Optional[str] = None
@@ -124,6 +129,7 @@ class AsyncWorker:
                 loop.add_signal_handler(s, self.stop)
         slots = asyncio.Semaphore(self.concurrency)
         tasks: Set[Any] = set()
+        watch = asyncio.create_task(self._watch_cancels())
         last = loop.time()
         while not self._stop.is_set():
             await slots.acquire()
@@ -161,38 +167,86 @@ class AsyncWorker:
             _, pending = await asyncio.wait(tasks, timeout=self.shutdown_grace)
             for t in pending:
                 t.cancel()
+        watch.cancel()
+
+    async def _watch_cancels(self) -> None:
+        """Every half second while jobs run: asks which were cancelled (``cancel(...,
+        running=True)``) and cancels their handlers (``job.cancelled`` is set first)."""
+        while True:
+            await asyncio.sleep(CANCEL_CHECK)
+            asked = [k for k in self._tasks if not self._tasks[k].cancelling()][:1000]
+            if not asked:
+                continue
+            try:
+                found = await self.client.cancelled_leases(asked)
+            except (errors.DelayqError, errors.ConnectionFailed) as e:
+                log.debug("asking for cancelled leases failed: %s", e)
+                continue
+            for k in found:
+                self._cancel_task(k)
+
+    def _cancel_task(self, key: Tuple[str, str, int]) -> None:
+        task = self._tasks.get(key)
+        if task is not None and not task.cancelling() and not task.done():
+            log.info("job %s: cancelled while it runs; its handler is cancelled", key[1])
+            self._jobs[key].cancelled.set()
+            task.cancel()
 
     async def _run_one(self, job: ClaimedJob, slots: asyncio.Semaphore) -> None:
-        extender = asyncio.create_task(self._extend(job))
+        key = (job.queue, job.id, job.lease_token)
         try:
-            result = await self.handler(job)
+            await self._run_handler(job, key)
+        finally:
+            slots.release()
+
+    async def _run_handler(self, job: ClaimedJob, key: Tuple[str, str, int]) -> None:
+        extender = asyncio.create_task(self._extend(job))
+        handler = asyncio.ensure_future(self.handler(job))
+        self._tasks[key], self._jobs[key] = handler, job
+        try:
+            result = await asyncio.shield(handler)
             size = result_size(result)
             if size > MAX_RESULT_BYTES:
                 raise Dead(f"result of {size} bytes is over the limit of {MAX_RESULT_BYTES} bytes")
         except asyncio.CancelledError:
+            if job.cancelled.is_set():
+                # Cancelled while it ran: its store ended it (nothing to ack or nack); the
+                # handler was cancelled and gets its grace to unwind.
+                await asyncio.wait([handler], timeout=self.cancel_grace)
+                return
+            # The worker's own task was cancelled (shutdown past its grace).
+            handler.cancel()
             await self.client.release(job.queue, job.id, job.lease_token, undo_attempt=False)
             raise
         except Exception as e:  # noqa: BLE001 - every failure is the job's
+            if job.cancelled.is_set():
+                return
             self.failed += 1
             try:
                 await self.client.nack(job.queue, job.id, job.lease_token, **failure_of(e))
             except errors.LeaseLost:
                 log.warning("job %s: lease lost before the nack", job.id)
         else:
+            if job.cancelled.is_set():
+                return
             try:
                 await self.client.ack(job.queue, job.id, job.lease_token, result=result)
                 self.acked += 1
             except (errors.LeaseLost, errors.NotFound):
                 log.warning("job %s: lease lost before the ack", job.id)
         finally:
+            self._tasks.pop(key, None)
+            self._jobs.pop(key, None)
             extender.cancel()
-            slots.release()
 
     async def _extend(self, job: ClaimedJob) -> None:
         while True:
             await asyncio.sleep(max(self.lease_ms / 3000, 0.01))
             try:
                 await self.client.extend(job.queue, job.id, job.lease_token, self.lease_ms)
+            except errors.Cancelled:
+                self._cancel_task((job.queue, job.id, job.lease_token))
+                return
             except errors.LeaseLost:
                 return
             except (errors.DelayqError, errors.ConnectionFailed) as e:

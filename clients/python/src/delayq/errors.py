@@ -46,6 +46,11 @@ class LeaseLost(Conflict):
     """409 ``lease_lost``: the lease expired or the token is not the current one."""
 
 
+class Cancelled(Conflict):
+    """The job was cancelled while it ran: its lease can no longer be extended, acked or
+    nacked; stop the handler."""
+
+
 class JobLeased(Conflict):
     """409 ``job_leased``: a consumer holds the job."""
 
@@ -84,6 +89,7 @@ class ConnectionFailed(Exception):
 
 _BY_CODE = {
     "lease_lost": LeaseLost,
+    "cancelled": Cancelled,
     "job_leased": JobLeased,
     "job_dead": JobDead,
     "job_not_dead": JobNotDead,

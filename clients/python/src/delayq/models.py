@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Union
 
@@ -120,6 +121,11 @@ class ClaimedJob:
     tracestate: Optional[str] = None
     key: Optional[str] = None
     """Its key, if it carries one."""
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False,
+                                       repr=False)
+    """Set when the job is cancelled while it runs (``cancel(..., running=True)``): a handler
+    of the thread :class:`Worker` should stop (check it between steps, or ``wait`` on it); the
+    job is neither acked nor retried. (An :class:`AsyncWorker`'s handler is cancelled.)"""
 
     @classmethod
     def from_json(cls, queue: str, d: _wire.ClaimedJob) -> "ClaimedJob":

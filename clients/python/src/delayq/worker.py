@@ -20,6 +20,9 @@ from .models import MAX_RESULT_BYTES, ClaimedJob, result_size
 
 log = logging.getLogger("delayq.worker")
 
+#: How often a worker that runs jobs asks which of them were cancelled, seconds.
+CANCEL_CHECK = 0.5
+
 
 class Retry(Exception):
     """Raise from a handler to retry after ``delay_ms`` instead of the job's backoff."""
@@ -236,10 +239,14 @@ class Worker:
         and past a job's ``timeout_ms`` gives the attempt up as ``timeout`` (the handler's
         thread cannot be stopped: its result is ignored)."""
         tick = min(max(self.lease_ms / 3000, 0.01), 0.05)
+        next_check = time.monotonic() + CANCEL_CHECK
         while not until.wait(tick):
             now = time.monotonic()
             with self._lock:
                 states = list(self._running.values())
+            if now >= next_check:
+                next_check = now + CANCEL_CHECK
+                self._check_cancelled([st for st in states if not st.done])
             for st in states:
                 if st.deadline is not None and now >= st.deadline:
                     if st.give_up():
@@ -253,10 +260,36 @@ class Worker:
                     st.next_extend = now + st.period
                     try:
                         self.client.extend(st.job.queue, st.job.id, st.job.lease_token, self.lease_ms)
+                    except errors.Cancelled:
+                        self._cancelled(st)
                     except errors.LeaseLost:
                         log.warning("job %s: lease lost while it runs", st.job.id)
                     except (errors.DelayqError, errors.ConnectionFailed) as e:
                         log.warning("job %s: lease extension failed: %s", st.job.id, e)
+
+
+    def _check_cancelled(self, states: List["_Running"]) -> None:
+        """Asks which running jobs were cancelled (``cancel(..., running=True)``) and tells
+        their handlers."""
+        if not states:
+            return
+        try:
+            found = self.client.cancelled_leases(
+                (st.job.queue, st.job.id, st.job.lease_token) for st in states[:1000])
+        except (errors.DelayqError, errors.ConnectionFailed) as e:
+            log.debug("asking for cancelled leases failed: %s", e)
+            return
+        gone = {(q, i, t) for q, i, t in found}
+        for st in states:
+            if (st.job.queue, st.job.id, st.job.lease_token) in gone:
+                self._cancelled(st)
+
+    def _cancelled(self, st: "_Running") -> None:
+        """The job was cancelled while it ran: its store ended it (nothing to ack or nack);
+        its handler is told through ``job.cancelled``."""
+        if st.give_up():
+            log.info("job %s: cancelled while it runs; its handler is asked to stop", st.job.id)
+            st.job.cancelled.set()
 
 
 class _Running:

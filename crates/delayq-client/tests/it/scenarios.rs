@@ -129,8 +129,13 @@ impl Runner {
                     v
                 }
             },
-            "cancel" => json!(match c.cancel(q, id).await? {
+            "cancel" => json!(match if a["running"] == true {
+                c.cancel_running(q, id).await?
+            } else {
+                c.cancel(q, id).await?
+            } {
                 CancelOutcome::Cancelled => "cancelled",
+                CancelOutcome::Cancelling => "cancelling",
                 CancelOutcome::NotFound => "not_found",
                 CancelOutcome::Leased => "leased",
                 CancelOutcome::Dead => "dead",
@@ -457,7 +462,10 @@ fn the_readme_table_says_what_the_scenarios_check() {
         .collect();
     expected.sort();
     expected.dedup();
-    assert_eq!(expected, ["cancelled", "dead", "leased", "not_found"]);
+    assert_eq!(
+        expected,
+        ["cancelled", "cancelling", "dead", "leased", "not_found"]
+    );
     let cancel = row("cancel");
     assert_eq!(cancel.len(), 4, "a column per language: {cancel:?}");
     for (lang, cell) in ["Rust", "Python", "TypeScript", "Go"].iter().zip(&cancel) {

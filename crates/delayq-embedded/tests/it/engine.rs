@@ -377,6 +377,12 @@ impl Backend for LongPoll {
     async fn cancel(&self, q: &QueueName, id: &JobId) -> delayq::Result<CancelOutcome> {
         self.0.cancel(q, id).await
     }
+    async fn cancel_running(&self, q: &QueueName, id: &JobId) -> delayq::Result<CancelOutcome> {
+        self.0.cancel_running(q, id).await
+    }
+    async fn cancelled(&self, q: &QueueName, l: Vec<LeaseRef>) -> delayq::Result<Vec<JobId>> {
+        self.0.cancelled(q, l).await
+    }
     async fn reschedule(&self, q: &QueueName, id: &JobId, s: Due) -> delayq::Result<u64> {
         self.0.reschedule(q, id, s).await
     }

@@ -12,8 +12,9 @@ local ready = KEYS[8]
 local kinfl = KEYS[9]
 local kwait = KEYS[10]
 local bm = KEYS[11]
+local cxl = KEYS[12]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 12 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 13 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local acks_n = (#ARGV - 2) / 3
 local acks_id, acks_token, acks_result = {}, {}, {}
 for i = 1, acks_n do local a = 3 + (i - 1) * 3 acks_id[i] = ARGV[a + 0] acks_token[i] = tonumber(ARGV[a + 1]) acks_result[i] = ARGV[a + 2] end
@@ -314,6 +315,21 @@ end
 -- limit), burst, max_in_flight (0: none), the bucket's tokens and when they were counted (µs).
 -- 2: a claim was held back by max_in_flight, so the next freed slot wakes consumers.
 -- A queue without limits pays one byte more in a GETRANGE the claim makes anyway.
+-- Whether the lease (`id`, `token`) was ended by a cancel with `running`, which `cxl`
+-- remembers (cancel.lua): asked only about a lease whose job is missing, so a path that
+-- finds its lease pays nothing for it.
+local function cancelled_lease(cxl, id, token)
+  return token ~= 0 and redis.call('ZSCORE', cxl, string.format('%d', token) .. ':' .. id) ~= false
+end
+-- Turns each -1 of `out` (ack_pairs) whose lease was cancelled while it ran into
+-- -8.
+local function acks_cancelled(cxl, out, ids, tokens)
+  for i = 1, #out do
+    if out[i] == -1 and cancelled_lease(cxl, ids[i], tokens[i]) then
+      out[i] = -8
+    end
+  end
+end
 -- Slots were freed (an ack, nack or release): wakes the consumers a full max_in_flight held
 -- back, if any (`flags`: the byte at 1 when the caller has read it).
 local function limit_freed(stat, wake, flags)
@@ -387,11 +403,13 @@ end
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           128): a job that ends is counted there
+-- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
 -- Returns one code per pair: 1 (acked), -2 (the job exists under another lease or
--- none), -1 (no such job); refused pairs change nothing.
+-- none), -8 (cancelled while it ran), -1 (no such job); refused pairs change
+-- nothing.
 -- Safe to run twice: a second run finds the records gone (or done, with no token) and answers
 -- -1 or -2, changing nothing (a client that resends after a lost reply reads either
 -- as "done or cancelled").
@@ -473,6 +491,7 @@ local now = now_ms()
 local ret = queue_retention(stat, lflags)
 local out, kept, raws =
   ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, in_lane, acks_result)
+acks_cancelled(cxl, out, acks_id, acks_token)
 -- A batch queue's and a keyed queue's helpers are defined only when it is one (scripts.rs:
 -- DEFINE); `bacc` notes the ends of batch jobs (batch.lua), counted at the end.
 local batched = bit.band(lflags, 128) ~= 0

@@ -18,8 +18,9 @@ local khold = KEYS[14]
 local krate = KEYS[15]
 local kwait = KEYS[16]
 local bm = KEYS[17]
+local cxl = KEYS[18]
 local sweep_n = tonumber(ARGV[2])
-local sweep_at = 18 -- sweep: KEYS[sweep_at] .. KEYS[sweep_at + sweep_n - 1]
+local sweep_at = 19 -- sweep: KEYS[sweep_at] .. KEYS[sweep_at + sweep_n - 1]
 local ix_n = tonumber(ARGV[3])
 local ix_at = sweep_at + sweep_n -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local max = tonumber(ARGV[4])
@@ -397,6 +398,21 @@ local function limits_read(stat, now)
   end
   return l
 end
+-- Whether the lease (`id`, `token`) was ended by a cancel with `running`, which `cxl`
+-- remembers (cancel.lua): asked only about a lease whose job is missing, so a path that
+-- finds its lease pays nothing for it.
+local function cancelled_lease(cxl, id, token)
+  return token ~= 0 and redis.call('ZSCORE', cxl, string.format('%d', token) .. ':' .. id) ~= false
+end
+-- Turns each -1 of `out` (ack_pairs) whose lease was cancelled while it ran into
+-- -8.
+local function acks_cancelled(cxl, out, ids, tokens)
+  for i = 1, #out do
+    if out[i] == -1 and cancelled_lease(cxl, ids[i], tokens[i]) then
+      out[i] = -8
+    end
+  end
+end
 -- Slots were freed (an ack, nack or release): wakes the consumers a full max_in_flight held
 -- back, if any (`flags`: the byte at 1 when the caller has read it).
 local function limit_freed(stat, wake, flags)
@@ -502,6 +518,7 @@ end
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           128): a job that ends is counted there
+-- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
 -- sweep     (tail; a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
@@ -518,7 +535,7 @@ end
 -- A due job past its expiry (record section 16) is dead-lettered with the error
 -- 'expired' instead of leased.
 -- Returns claim_reply{ acks, jobs, next_us }:
---   acks: per ack 1 (acked), -2 or -1 (nothing changed)
+--   acks: per ack 1 (acked), -2, -8 or -1 (nothing changed)
 --   jobs: each leased job (push_leased): id, deadline ms, lease ms, record (attempt and token
 --   updated)
 --   next_us: µs from now until the next due job or lease expiry, -1 when there is none
@@ -1042,6 +1059,7 @@ end
 end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
   in_lane, acks_result)
+acks_cancelled(cxl, acks, acks_id, acks_token)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 if kept > 0 and not ret then mark_retains(stat) end
 -- What this call counts (common.lua: count): counter index -> n.

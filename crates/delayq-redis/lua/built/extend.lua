@@ -6,8 +6,9 @@ local lease = KEYS[1]
 local jobs = KEYS[2]
 local lane = KEYS[3]
 local lanemeta = KEYS[4]
+local cxl = KEYS[5]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 5 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 6 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local id = ARGV[3]
 local token = tonumber(ARGV[4])
 local lease_ms = tonumber(ARGV[5])
@@ -22,6 +23,12 @@ end
 -- Fast accessors of the fixed header.
 local function rec_token(rec)
   return (struct.unpack('>I6', rec, 19))
+end
+-- Whether the lease (`id`, `token`) was ended by a cancel with `running`, which `cxl`
+-- remembers (cancel.lua): asked only about a lease whose job is missing, so a path that
+-- finds its lease pays nothing for it.
+local function cancelled_lease(cxl, id, token)
+  return token ~= 0 and redis.call('ZSCORE', cxl, string.format('%d', token) .. ':' .. id) ~= false
 end
 -- The id and the record of a lane entry.
 local function lane_entry(e)
@@ -111,10 +118,11 @@ end
 -- jobs      HASH id -> record
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, token, lease_ms.
--- Returns coded{ code, value }: 1 and the new deadline (ms), or -2 / -1
--- (nothing changed).
+-- Returns coded{ code, value }: 1 and the new deadline (ms), or -2 / -8
+-- (cancelled while it ran) / -1 (nothing changed).
 -- Flag allow-oom: a full store (`maxmemory`, noeviction) still extends leases — the write
 -- replaces a score and needs no memory, and refusing it would make long handlers lose their
 -- jobs to other consumers.
@@ -122,6 +130,7 @@ end
 local raw, why = leased_raw(jobs, id, token,
   ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] })
 if not raw then
+  if why == -1 and cancelled_lease(cxl, id, token) then why = -8 end
   return coded{ code = why, value = 0 }
 end
 local deadline = now_ms() + lease_ms

@@ -13,8 +13,9 @@ local ready = KEYS[9]
 local kinfl = KEYS[10]
 local kwait = KEYS[11]
 local bm = KEYS[12]
+local cxl = KEYS[13]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 13 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 14 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local id = ARGV[3]
 local token = tonumber(ARGV[4])
 local err = ARGV[5]
@@ -268,6 +269,12 @@ end
 -- limit), burst, max_in_flight (0: none), the bucket's tokens and when they were counted (µs).
 -- 2: a claim was held back by max_in_flight, so the next freed slot wakes consumers.
 -- A queue without limits pays one byte more in a GETRANGE the claim makes anyway.
+-- Whether the lease (`id`, `token`) was ended by a cancel with `running`, which `cxl`
+-- remembers (cancel.lua): asked only about a lease whose job is missing, so a path that
+-- finds its lease pays nothing for it.
+local function cancelled_lease(cxl, id, token)
+  return token ~= 0 and redis.call('ZSCORE', cxl, string.format('%d', token) .. ':' .. id) ~= false
+end
 -- Slots were freed (an ack, nack or release): wakes the consumers a full max_in_flight held
 -- back, if any (`flags`: the byte at 1 when the caller has read it).
 local function limit_freed(stat, wake, flags)
@@ -380,17 +387,19 @@ end
 -- kwait     ZSET key -> when a parked job comes back; `kwait:<key>` its parked jobs
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           128): a job that ends is counted there
+-- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, token, err (the error message, cut on a character boundary by the caller),
 -- retry_ms (-1: the job's backoff), dead_now (dead-letter now), rnd (uniform in [0, 1), for
 -- jitter).
 -- Returns coded{ code, value }: 2 and the due time, 3 and the time it failed, or
--- -2 / -1 (nothing changed).
+-- -2 / -8 (cancelled while it ran) / -1 (nothing changed).
 -- Safe to run twice: the first run clears the lease token, so a second finds no lease and
 -- answers -2, changing nothing.
 local raw, why = leased_raw(jobs, id, token,
   ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] })
 if not raw then
+  if why == -1 and cancelled_lease(cxl, id, token) then why = -8 end
   return coded{ code = why, value = 0 }
 end
 local r = decode(raw)

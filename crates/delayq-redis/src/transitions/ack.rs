@@ -12,7 +12,9 @@ use crate::route::Route;
 
 script! {
     file: "ack.lua",
-    keys: [Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta, Ready, InFlight, Waits, Members],
+    keys: [
+        Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta, Ready, InFlight, Waits, Members, Cancelled,
+    ],
     key_tails: [ix],
     args: {},
     tail: acks: Finish,
@@ -52,6 +54,7 @@ impl FromReply for AckOutcome {
             Reply::Ok => Ok(AckOutcome::Acked),
             Reply::LeaseLost => Ok(AckOutcome::LeaseLost),
             Reply::Missing => Ok(AckOutcome::NotFound),
+            Reply::Cancelled => Ok(AckOutcome::Cancelled),
             r => Err(shape(&format!("ack: {r:?}"))),
         }
     }

@@ -12,7 +12,7 @@ use super::Coded;
 
 script! {
     file: "extend.lua",
-    keys: [Lease, Jobs, Lane, LaneMeta],
+    keys: [Lease, Jobs, Lane, LaneMeta, Cancelled],
     key_tails: [ix],
     args: {
         /// The job.

@@ -13,6 +13,7 @@ script! {
     file: "nack.lua",
     keys: [
         Sched, Lease, Jobs, Dead, Wake, Stat, Lane, LaneMeta, Ready, InFlight, Waits, Members,
+        Cancelled,
     ],
     key_tails: [ix],
     args: {

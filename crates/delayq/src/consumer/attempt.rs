@@ -23,6 +23,8 @@ pub(super) enum Outcome {
     Nacked(NackOutcome),
     LeaseLost,
     GivenBack,
+    /// The job was cancelled while it ran: nothing to ack or nack.
+    Cancelled,
     Unresolved,
 }
 
@@ -35,6 +37,7 @@ impl Outcome {
             Outcome::Nacked(NackOutcome::Dead { .. }) => "dead",
             Outcome::LeaseLost => "lease_lost",
             Outcome::GivenBack => "given_back",
+            Outcome::Cancelled => "cancelled",
             Outcome::Unresolved => "unresolved",
         }
     }
@@ -74,15 +77,20 @@ pub(super) fn process_span(job: &Job, mode: TraceMode) -> tracing::Span {
 
 /// Runs one job: the handler (panics caught), lease extension while it runs, and the nack of a
 /// failure. Acks (with the handler's result) are returned to the loop, which batches them onto
-/// the next call of the job's queue.
+/// the next call of the job's queue. A job cancelled while it runs (its signal fired by the
+/// watch, or its extend answered `cancelled`) gives its handler `grace` to stop, then drops it;
+/// it is neither acked nor nacked (its store ended it already).
 pub(super) async fn run_job<B: Backend, H: Handler>(
     handler: Arc<H>,
     backend: B,
     job: Job,
+    grace: Duration,
 ) -> Outcome {
     let queue = job.queue.clone();
     let lease = job.lease_ref();
     let lease_len = job.lease;
+    let cancel = job.cancellation.clone();
+    let mut stop_by: Option<Instant> = None;
     let started = Instant::now();
     // The job's timeout: the handler's future is dropped there, and leases are not extended
     // past it.
@@ -93,11 +101,19 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
     let mut lost = false;
     let result = loop {
         let extend_at = match timeout_at {
+            _ if stop_by.is_some() => None,
             Some(t) if next_extend >= t => None,
             _ => Some(next_extend),
         };
         tokio::select! {
             r = &mut fut => break r,
+            () = cancel.cancelled(), if stop_by.is_none() => {
+                stop_by = Some(Instant::now() + grace);
+            }
+            _ = sleep_until(stop_by.unwrap_or(started)), if stop_by.is_some() => {
+                tracing::warn!(queue = %queue, id = %lease.id, grace_ms = grace.as_millis() as u64, "cancelled handler did not stop within its grace; dropped");
+                return Outcome::Cancelled;
+            }
             _ = sleep_until(timeout_at.unwrap_or(started)), if timeout_at.is_some() => {
                 let ms = job_timeout_ms(timeout_at, started);
                 tracing::warn!(queue = %queue, id = %lease.id, timeout_ms = ms, "handler timed out");
@@ -107,6 +123,7 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
                 next_extend = Instant::now() + period;
                 match backend.extend(&queue, lease.clone(), lease_len).await {
                     Ok(_) => {}
+                    Err(Error::Cancelled { .. }) => cancel.cancel(),
                     Err(Error::LeaseLost { .. }) => {
                         if !lost {
                             tracing::warn!(queue = %queue, id = %lease.id, "lease lost while the handler runs");
@@ -120,6 +137,9 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
     };
     metrics::histogram!(telemetry::HANDLER, "queue" => queue.to_string())
         .record(started.elapsed().as_secs_f64());
+    if cancel.is_cancelled() {
+        return Outcome::Cancelled;
+    }
     let failure = match result {
         Ok(Ok(done)) => match done.into_result() {
             None => return Outcome::Ack(lease, None),
@@ -151,6 +171,7 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
         match backend.nack(&queue, lease.clone(), nack.clone()).await {
             Ok(o) => return Outcome::Nacked(o),
             Err(Error::LeaseLost { .. }) => return Outcome::LeaseLost,
+            Err(Error::Cancelled { .. }) => return Outcome::Cancelled,
             Err(e) if e.is_retryable() => {
                 tracing::warn!(queue = %queue, id = %lease.id, error = %e, "nack failed, retrying");
                 sleep(delay).await;

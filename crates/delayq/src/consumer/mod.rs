@@ -29,10 +29,12 @@ use crate::otel::TraceMode;
 
 mod acks;
 mod attempt;
+mod cancels;
 mod sources;
 
 use acks::{Acked, ack_finished};
 use attempt::{Outcome, process_span, run_job};
+use cancels::{WatchTask, Watched};
 
 pub use sources::QueueOrder;
 use sources::Sources;
@@ -66,6 +68,9 @@ pub struct ConsumerOptions {
     /// attempt not counted), and shutdown gives every held job back at once. 0: lease only
     /// what can start now.
     pub prefetch: usize,
+    /// How long a handler whose job was cancelled while it ran may take to stop (its
+    /// [`crate::Job::cancellation`] fired) before it is dropped.
+    pub cancel_grace: Duration,
     /// Whether an attempt's `process` span is a child of the job's creation context or
     /// links to it (takes effect with an OpenTelemetry layer, feature `otel`).
     pub trace_mode: TraceMode,
@@ -73,6 +78,9 @@ pub struct ConsumerOptions {
 
 /// [`ConsumerOptions::prefetch`] by default (docs/BENCHMARKS.md, W2).
 pub const DEFAULT_PREFETCH: usize = 64;
+
+/// [`ConsumerOptions::cancel_grace`] by default.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// How much work, at the handlers' recent pace, a consumer may hold per handler slot.
 pub const PREFETCH_BUDGET: Duration = Duration::from_millis(50);
@@ -88,6 +96,7 @@ impl Default for ConsumerOptions {
             clock: Arc::new(SystemClock),
             prefetch: DEFAULT_PREFETCH,
             trace_mode: TraceMode::Child,
+            cancel_grace: DEFAULT_CANCEL_GRACE,
         }
     }
 }
@@ -113,6 +122,8 @@ pub struct RunReport {
     pub claims: u64,
     /// Prefetched jobs given back unstarted (held too long, or at shutdown).
     pub released: u64,
+    /// Jobs cancelled while their handlers ran (`DELETE …?running=true`).
+    pub cancelled: u64,
 }
 
 /// Runs a handler over the due jobs of one queue, or of several shared by weight or in strict
@@ -250,6 +261,9 @@ struct Run<B, H> {
     /// The served queues: pending acks, wake-ups, which may have due jobs.
     src: Sources,
     retry_delay: Duration,
+    /// The running jobs whose cancellation the watch asks about, and its task.
+    watched: Watched,
+    _watch: WatchTask,
 }
 
 /// An ack call beside a slow claim: it answers with the queue, what was acknowledged and what
@@ -268,7 +282,10 @@ pub const ACK_WITHIN: Duration = Duration::from_millis(20);
 
 impl<B: Backend, H: Handler> Run<B, H> {
     fn new(c: Consumer<B>, handler: Arc<H>) -> Self {
+        let watched = Watched::default();
         Self {
+            _watch: watched.spawn(c.backend.clone()),
+            watched,
             src: Sources::new(&c.queues, c.order),
             c,
             handler,
@@ -344,8 +361,10 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let lease = job.lease_ref();
         let i = self.src.index(&job.queue);
         let span = process_span(&job, self.c.opts.trace_mode);
-        let task =
-            run_job(self.handler.clone(), self.c.backend.clone(), job).instrument(span.clone());
+        self.watched.add(&job);
+        let grace = self.c.opts.cancel_grace;
+        let task = run_job(self.handler.clone(), self.c.backend.clone(), job, grace)
+            .instrument(span.clone());
         let handle = self.tasks.spawn(async move {
             let started = Instant::now();
             let outcome = task.await;
@@ -730,7 +749,13 @@ impl<B: Backend, H: Handler> Run<B, H> {
     ) -> Option<usize> {
         match res {
             Ok((id, (outcome, took))) => {
-                let i = self.running.remove(&id).map_or(0, |(i, _)| i);
+                let i = match self.running.remove(&id) {
+                    Some((i, lease)) => {
+                        self.watched.remove(&self.src.list[i].queue, &lease);
+                        i
+                    }
+                    None => 0,
+                };
                 self.prefetch_paused = false;
                 // Smoothed over roughly the last 8 jobs.
                 self.pace = Some(self.pace.map_or(took, |p| (p * 7 + took) / 8));
@@ -746,6 +771,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
                     Outcome::Nacked(NackOutcome::Dead { .. }) => self.report.dead += 1,
                     Outcome::LeaseLost => self.report.lease_lost += 1,
                     Outcome::GivenBack => self.report.given_back += 1,
+                    Outcome::Cancelled => self.report.cancelled += 1,
                     Outcome::Unresolved => {}
                 }
                 Some(i)
@@ -765,8 +791,13 @@ impl<B: Backend, H: Handler> Run<B, H> {
 
     fn count_acks(&mut self, outcomes: &[AckOutcome]) {
         let acked = outcomes.iter().filter(|o| **o == AckOutcome::Acked).count() as u64;
-        let lost = outcomes.len() as u64 - acked;
+        let cancelled = outcomes
+            .iter()
+            .filter(|o| **o == AckOutcome::Cancelled)
+            .count() as u64;
+        let lost = outcomes.len() as u64 - acked - cancelled;
         self.report.acked += acked;
+        self.report.cancelled += cancelled;
         self.report.lease_lost += lost;
         if lost > 0 {
             tracing::warn!(lost, "acks refused: lease lost");
