@@ -36,7 +36,9 @@ def perform(s: Dict[str, Any], job: ClaimedJob) -> Any:
     if what == "hold":
         gate = os.path.join(os.environ["DELAYQ_GATES"], s["gate"])
         while not os.path.exists(gate):
-            time.sleep(0.01)
+            if job.cancelled.wait(0.01):
+                say({"aborted": job.id})
+                return None
         return perform(s["then"], job) if "then" in s else None
     raise ValueError(f"no such script {what!r}")
 

@@ -38,7 +38,13 @@ async function perform(s: Script, job: Job): Promise<unknown> {
       if (job.attempt > 1 && s.then) return perform(s.then, job);
       throw new RetryIn(s.ms ?? 1000);
     case "hold":
-      while (!existsSync(join(gates, s.gate ?? "gate"))) await sleep(10);
+      while (!existsSync(join(gates, s.gate ?? "gate"))) {
+        if (job.signal.aborted) {
+          say({ aborted: job.id });
+          throw job.signal.reason;
+        }
+        await sleep(10);
+      }
       return s.then ? perform(s.then, job) : undefined;
   }
 }

@@ -127,6 +127,9 @@ pub(crate) struct ExecHandler {
     pub broken: Arc<Notify>,
     /// Keep the command's standard output as the job's result (`--keep-output`).
     pub keep_output: bool,
+    /// A job cancelled while its command runs: SIGTERM to the command's group, SIGKILL after
+    /// this (`--kill-after`).
+    pub kill_after: Duration,
 }
 
 /// Reads `out` to its end, keeping at most `MAX_RESULT_BYTES + 1` bytes (enough to tell an
@@ -232,6 +235,9 @@ impl Handler for ExecHandler {
         }
         let mut stderr = child.stderr.take();
         let mut stdout = child.stdout.take();
+        let group = child
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
         let mut child = Running(Some(child));
         let mut err_bytes = Vec::new();
         let read_err = async {
@@ -246,7 +252,33 @@ impl Handler for ExecHandler {
                 None => 0,
             }
         };
-        let (status, (), out_len) = tokio::join!(child.wait(), read_err, read_out);
+        let (status, (), out_len) = {
+            let waited = async { tokio::join!(child.wait(), read_err, read_out) };
+            let mut waited = std::pin::pin!(waited);
+            tokio::select! {
+                r = &mut waited => r,
+                () = job.cancellation.cancelled() => {
+                    // Cancelled while it runs: SIGTERM to the command's group, SIGKILL after
+                    // --kill-after. The job is ended already (nothing is acked or retried).
+                    let signal = |sig| {
+                        if let Some(g) = group {
+                            let _ = rustix::process::kill_process_group(g, sig);
+                        }
+                    };
+                    signal(rustix::process::Signal::TERM);
+                    let how = match tokio::time::timeout(self.kill_after, &mut waited).await {
+                        Ok(_) => "stopped on SIGTERM",
+                        Err(_) => {
+                            signal(rustix::process::Signal::KILL);
+                            let _ = waited.await;
+                            "killed after --kill-after"
+                        }
+                    };
+                    self.log(&job, process.as_ref(), "cancelled", started, Some(how));
+                    return Err(Failure::retry(format!("cancelled while it ran: {how}")));
+                }
+            }
+        };
         let status = status.map_err(|e| Failure::retry(format!("waiting for the command: {e}")))?;
         let out = std::process::Output {
             status,

@@ -1,6 +1,7 @@
 //! `delayq worker --exec CMD`: runs a shell command for every due job (see `exec`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::backend::AnyBackend;
 use delayq::{
@@ -15,7 +16,7 @@ use crate::exec::{ExecHandler, missing_program};
 /// one `write` per line (atomic under `O_APPEND`), so a SIGKILL loses no recorded line.
 struct RecordHandler {
     file: std::sync::Mutex<std::fs::File>,
-    sleep: std::time::Duration,
+    sleep: Duration,
 }
 
 impl Handler for RecordHandler {
@@ -70,6 +71,9 @@ pub(crate) async fn run(
         shutdown_grace: a.grace,
         prefetch: a.prefetch,
         trace_mode: crate::otlp::trace_mode(),
+        // A cancelled command has --kill-after to stop on SIGTERM before its SIGKILL; the
+        // handler is given a little more, so that it reports what became of the command.
+        cancel_grace: a.kill_after + Duration::from_secs(1),
         ..ConsumerOptions::default()
     };
     // The worker fires its queue's due schedules too (unless a `delayq serve` owns the store:
@@ -113,6 +117,7 @@ pub(crate) async fn run(
                 format: a.log_format,
                 broken: broken.clone(),
                 keep_output: a.keep_output,
+                kill_after: a.kill_after,
             };
             // A remote backend's long poll in flight is cut by the engine when this completes
             // (Backend::stop_polling).
@@ -140,7 +145,7 @@ pub(crate) async fn run(
                 .open(&path)?;
             let handler = RecordHandler {
                 file: std::sync::Mutex::new(file),
-                sleep: std::time::Duration::from_millis(a.bench_sleep_ms),
+                sleep: Duration::from_millis(a.bench_sleep_ms),
             };
             consumer.run(handler, shutdown_signal()).await?
         }

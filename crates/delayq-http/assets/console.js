@@ -710,7 +710,10 @@ async function jobView(name, id) {
   } else if (j.state === 'done') {
     actions.append(el('p', { class: 'muted' }, 'Completed; kept while the queue keeps done jobs.'));
   } else {
-    actions.append(el('p', { class: 'muted' }, 'A consumer holds this job; it can be acted on once its lease ends.'));
+    actions.append(
+      el('p', { class: 'muted' }, 'A worker is running this job.'),
+      act('produce', 'Cancel', `Cancel job ${id} while it runs? Its worker is told to stop the handler within a second; the job will not run again.`,
+        'DELETE', `${jobPath(name, id)}?running=true`, undefined, 'danger', back));
   }
   render(
     el('h1', { class: 'mono', id: 'job-id' }, id),

@@ -61,6 +61,10 @@ func perform(ctx context.Context, s *script, j *delayq.Job) error {
 			if _, err := os.Stat(gate); err == nil {
 				break
 			}
+			if ctx.Err() != nil {
+				say(map[string]any{"aborted": j.ID})
+				return ctx.Err()
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		if s.Then != nil {

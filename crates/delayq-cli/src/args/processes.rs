@@ -50,6 +50,10 @@ pub(crate) struct WorkerArgs {
     /// (`queue set --keep-done`).
     #[arg(long, requires = "exec")]
     pub keep_output: bool,
+    /// When a job is cancelled while its command runs (`delayq cancel --running`), the
+    /// command's process group gets SIGTERM, then SIGKILL after this.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub kill_after: Duration,
 }
 
 /// An HTTP push target on the command line.

@@ -91,3 +91,80 @@ fn a_command_past_its_timeout_gets_sigterm_then_sigkill() {
     let _ = worker.wait();
     let _ = Path::new(&pidfile);
 }
+
+/// `delayq cancel --running` on a job whose command runs: the command's group gets SIGTERM at
+/// once (a command that obeys stops), then SIGKILL after `--kill-after` (one that ignores
+/// SIGTERM is killed); both jobs end cancelled — gone, never run again.
+#[test]
+fn a_command_cancelled_while_it_runs_is_stopped() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let dir = tempfile::tempdir().unwrap();
+    for (id, how) in [("obeys", "plain"), ("stubborn", "stubborn")] {
+        delayq(&url, &["enqueue", "--id", id, "--payload", how]);
+    }
+    // The payload says whether the command ignores SIGTERM; it records its pid and hangs.
+    let cmd = format!(
+        "p=$(cat); if [ \"$p\" = stubborn ]; then trap '' TERM; fi; \
+         echo $$ > {}/$DELAYQ_JOB_ID.pid; exec sleep 60",
+        dir.path().display()
+    );
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--redis", &url, "--queue", "slow", "worker", "--exec", &cmd])
+        .args(["--quiet", "--concurrency", "2", "--kill-after", "1s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_of = |id: &str| {
+        let t0 = Instant::now();
+        loop {
+            if let Ok(p) = std::fs::read_to_string(dir.path().join(format!("{id}.pid")))
+                && !p.trim().is_empty()
+            {
+                return p.trim().to_owned();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "{id} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let (obeys, stubborn) = (pid_of("obeys"), pid_of("stubborn"));
+    for id in ["obeys", "stubborn"] {
+        let out = delayq(&url, &["cancel", id, "--running"]);
+        assert!(out.contains("cancelling"), "{out}");
+    }
+    let asked = Instant::now();
+    while alive(&obeys) {
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "the obeying command stops on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        alive(&stubborn),
+        "the stubborn one outlives SIGTERM until --kill-after"
+    );
+    while alive(&stubborn) {
+        assert!(
+            asked.elapsed() < Duration::from_secs(8),
+            "SIGKILL after --kill-after"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        asked.elapsed() >= Duration::from_millis(900),
+        "not before --kill-after"
+    );
+    for id in ["obeys", "stubborn"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--redis", &url, "--queue", "slow", "get", id])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{id} is gone");
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let _ = worker.wait();
+}

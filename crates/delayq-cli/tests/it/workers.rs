@@ -200,6 +200,9 @@ fn start_rust(url: &str, s: &Settings, gates: &Path, events: &Events) -> Running
                         "hold" => {
                             let gate = gates.join(text("gate"));
                             while !gate.exists() {
+                                if job.cancellation.is_cancelled() {
+                                    return Err(Failure::retry("aborted"));
+                                }
                                 tokio::time::sleep(Duration::from_millis(10)).await;
                             }
                             match s.get("then") {
@@ -220,6 +223,9 @@ fn start_rust(url: &str, s: &Settings, gates: &Path, events: &Events) -> Running
                     );
                     let script: Value = job.json().unwrap_or(Value::Null);
                     let out = perform(script, &job, gates).await;
+                    if job.cancellation.is_cancelled() {
+                        events.lock().unwrap().push(json!({"aborted": id}));
+                    }
                     events.lock().unwrap().push(json!({"end": id}));
                     out
                 }
@@ -253,6 +259,8 @@ struct Run<'a> {
     names: HashMap<String, String>,
     first: String,
     what: String,
+    /// When the scenario's `cancel_running` step answered.
+    cancelled_at: Option<std::time::Instant>,
 }
 
 impl Run<'_> {
@@ -330,6 +338,28 @@ impl Run<'_> {
                 wait(&what, || self.saw("start", id, attempt));
             }
             "ended" => wait(&what, || self.saw("end", id, None)),
+            "cancel_running" => {
+                let path = format!("/v1/queues/{q}/jobs/{id}?running=true");
+                let (s, v) = self.call("DELETE", &path, &Value::Null);
+                assert_eq!(
+                    (s, &v["outcome"]),
+                    (202, &json!("cancelling")),
+                    "{what}: {v}"
+                );
+                self.cancelled_at = Some(std::time::Instant::now());
+            }
+            "aborted" => {
+                wait(&what, || self.saw("aborted", id, None));
+                let took = self.cancelled_at.map(|t| t.elapsed()).unwrap_or_default();
+                assert!(
+                    took < Duration::from_millis(a["within_ms"].as_u64().unwrap_or(5_000)),
+                    "{what}: the handler heard of it {took:?} after the cancel"
+                );
+            }
+            "gone" => {
+                let (s, v) = self.job(&q, id);
+                assert_eq!(s, 404, "{what}: {v}");
+            }
             "ended_count" => {
                 let n = a["count"].as_u64().unwrap() as usize;
                 wait(&what, || {
@@ -511,6 +541,7 @@ fn run_all(lang: Lang) {
                 worker: None,
                 names,
                 first,
+                cancelled_at: None,
                 what: format!(
                     "{lang:?} worker, {name}, {}",
                     if store.is_empty() {

@@ -1,0 +1,83 @@
+//! A job's page in a real browser: a job a worker runs is cancelled from there — its worker
+//! told to stop, the job gone.
+
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use serde_json::json;
+
+use crate::console::{ADMIN, browser, http, serve, shot, sign_in, wait_text};
+
+/// A running job's page offers Cancel; confirmed, it asks `DELETE …?running=true`, and the job
+/// is gone (its lease refused from then on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_is_cancelled_from_its_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = serve(tmp.path());
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/exports/jobs",
+        Some(json!({"id": "export-42", "payload": {"report": 42}})),
+    );
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/exports/claim",
+        Some(json!({"max": 1, "lease_ms": 600000})),
+    );
+    assert_eq!(
+        (s, v["jobs"].as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{v}"
+    );
+    let token = v["jobs"][0]["lease_token"].as_u64().unwrap();
+
+    let (_driver, c) = browser().await;
+    c.goto(&format!("http://{addr}/#/q/exports/job/export-42"))
+        .await
+        .unwrap();
+    sign_in(&c, ADMIN).await;
+    wait_text(&c, "#job-state", "leased").await;
+    let found = c
+        .execute(
+            "const b = [...document.querySelectorAll('.actions button')]\
+             .find(b => b.textContent === 'Cancel'); if (b) b.click(); return !!b;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(found, json!(true), "a running job's page offers Cancel");
+    let ok = c
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#confirm-ok"))
+        .await
+        .unwrap();
+    // Real time: the dialog's paint before its screenshot.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    shot(&c, "cancel-running").await;
+    ok.click().await.unwrap();
+    let asked = Instant::now();
+    loop {
+        let (s, _) = http(addr, "GET", "/v1/queues/exports/jobs/export-42", None);
+        if s == 404 {
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "the job is still there"
+        );
+        // Real time: the page's request in flight.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/exports/jobs/export-42/extend",
+        Some(json!({"lease_token": token})),
+    );
+    assert_eq!((s, &v["code"]), (409, &json!("cancelled")), "{v}");
+    c.close().await.unwrap();
+}
