@@ -225,6 +225,40 @@ class AsyncWorkerTest(unittest.TestCase):
         took = asyncio.run(main())
         self.assertLess(took, 10, "the worker waited out its long poll")
 
+    def test_a_job_cancelled_while_it_runs_cancels_the_async_handler(self):
+        q = queue("pyx")
+
+        async def main():
+            c = AsyncClient(URL)
+            await c.enqueue(q, {"n": 1}, id="long")
+            started, stopped = asyncio.Event(), asyncio.Event()
+
+            async def handler(job):
+                started.set()
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    self.assertTrue(job.cancelled.is_set())
+                    stopped.set()
+                    raise
+
+            w = AsyncWorker(c, q, handler, concurrency=1, wait_ms=200)
+            run = asyncio.create_task(w.run(install_signal_handlers=False))
+            await asyncio.wait_for(started.wait(), 10)
+            self.assertEqual(await c.cancel(q, "long", running=True), "cancelling")
+            t = time.monotonic()
+            await asyncio.wait_for(stopped.wait(), 5)
+            heard = time.monotonic() - t
+            w.stop()
+            await run
+            with self.assertRaises(NotFound):
+                await c.get(q, "long")
+            return w, heard
+
+        w, heard = asyncio.run(main())
+        self.assertLess(heard, 2.0, "told within the worker's half-second check")
+        self.assertEqual((w.acked, w.failed), (0, 0), "neither acked nor nacked")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -6,6 +6,7 @@
 
 mod batches;
 mod breakdown;
+mod cancel;
 mod env;
 mod push;
 mod queues;
@@ -107,6 +108,9 @@ pub(crate) enum Workload {
     /// Batches of 1,000 jobs with a callback each against the same jobs enqueued plainly:
     /// enqueue and drain rates, cost per job, callback delay (not part of `all`).
     Batches,
+    /// Cancelling running jobs: time from the cancel to the handler hearing of it (not part
+    /// of `all`).
+    Cancel,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -257,7 +261,11 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
             || (a.workload == Workload::All
                 && !matches!(
                     w,
-                    Workload::Push | Workload::Multi | Workload::Fair | Workload::Batches
+                    Workload::Push
+                        | Workload::Multi
+                        | Workload::Fair
+                        | Workload::Batches
+                        | Workload::Cancel
                 ))
     };
     let mut rows: Vec<Row> = Vec::new();
@@ -354,6 +362,12 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
         for batched in [true, false] {
             emit(vec![batches::batches(&mut env, a.n, batched).await?], &env)?;
         }
+    }
+    if want(Workload::Cancel) {
+        emit(
+            vec![cancel::cancel_running(&mut env, a.n.min(1000)).await?],
+            &env,
+        )?;
     }
     if want(Workload::Push) {
         emit(push::push(&mut env, a.n).await?, &env)?;

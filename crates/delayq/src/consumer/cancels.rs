@@ -4,87 +4,70 @@
 //! long poll does not delay it — and each cancelled job's [`Cancellation`] fired.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::task::JoinHandle;
 
 use crate::backend::Backend;
 use crate::cancellation::{CHECK_EVERY, Cancellation};
-use crate::job::{Job, LeaseRef};
-use crate::name::{JobId, QueueName};
+use crate::job::LeaseRef;
+use crate::name::QueueName;
 
-/// The running jobs' leases and signals, by queue.
-type Running = HashMap<QueueName, HashMap<JobId, (u64, Cancellation)>>;
+/// A running job: its queue (index among the consumer's queues), its lease and its signal.
+pub(super) struct RunningJob {
+    pub queue: usize,
+    pub lease: LeaseRef,
+    pub cancellation: Cancellation,
+}
 
-/// What the watch knows of the running jobs; the loop adds a job as it starts and removes it
-/// as it settles.
+/// The running jobs by task: the one record of each, kept by the loop (added as a job starts,
+/// removed as it settles) and read by the watch.
 #[derive(Clone, Default)]
-pub(super) struct Watched(Arc<Mutex<Running>>);
+pub(super) struct Running(Arc<Mutex<HashMap<tokio::task::Id, RunningJob>>>);
 
-impl Watched {
-    /// A job that starts now.
-    pub(super) fn add(&self, job: &Job) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.entry(job.queue.clone())
-            .or_default()
-            .insert(job.id.clone(), (job.lease_token, job.cancellation.clone()));
-    }
-
-    /// A job that settled (or was aborted).
-    pub(super) fn remove(&self, queue: &QueueName, lease: &LeaseRef) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(q) = m.get_mut(queue) {
-            if q.get(&lease.id).is_some_and(|(t, _)| *t == lease.token) {
-                q.remove(&lease.id);
-            }
-            if q.is_empty() {
-                m.remove(queue);
-            }
-        }
+impl Running {
+    /// The map, locked (held for a map operation, never across an await).
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<tokio::task::Id, RunningJob>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The leases to ask about, by queue (those not cancelled yet).
-    fn snapshot(&self) -> Vec<(QueueName, Vec<LeaseRef>)> {
-        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.iter()
-            .map(|(q, jobs)| {
-                let leases = jobs
-                    .iter()
-                    .filter(|(_, (_, c))| !c.is_cancelled())
-                    .map(|(id, (token, _))| LeaseRef {
-                        id: id.clone(),
-                        token: *token,
-                    })
-                    .collect();
-                (q.clone(), leases)
-            })
-            .collect()
-    }
-
-    /// Fires the signals of `ids`, jobs of `queue`.
-    fn fire(&self, queue: &QueueName, ids: &[JobId]) {
-        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for id in ids {
-            if let Some((_, c)) = m.get(queue).and_then(|q| q.get(id)) {
-                tracing::info!(queue = %queue, id = %id, "job cancelled while it runs; asking its handler to stop");
-                c.cancel();
+    fn snapshot(&self, queues: usize) -> Vec<Vec<(LeaseRef, Cancellation)>> {
+        let mut by: Vec<Vec<(LeaseRef, Cancellation)>> = vec![Vec::new(); queues];
+        for r in self.lock().values() {
+            if !r.cancellation.is_cancelled() {
+                by[r.queue].push((r.lease.clone(), r.cancellation.clone()));
             }
         }
+        by
     }
 
-    /// Starts the task that asks `backend` every [`CHECK_EVERY`]; stopped when the returned
-    /// guard drops.
-    pub(super) fn spawn<B: Backend + Clone + 'static>(&self, backend: B) -> WatchTask {
-        let watched = self.clone();
+    /// Starts the task that asks `backend` every [`CHECK_EVERY`] about the jobs of `queues`;
+    /// stopped when the returned guard drops.
+    pub(super) fn watch<B: Backend + Clone + 'static>(
+        &self,
+        backend: B,
+        queues: Vec<QueueName>,
+    ) -> WatchTask {
+        let running = self.clone();
         WatchTask(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(CHECK_EVERY).await;
-                for (queue, leases) in watched.snapshot() {
-                    if leases.is_empty() {
+                for (i, jobs) in running.snapshot(queues.len()).into_iter().enumerate() {
+                    if jobs.is_empty() {
                         continue;
                     }
-                    match backend.cancelled(&queue, leases).await {
-                        Ok(ids) => watched.fire(&queue, &ids),
+                    let queue = &queues[i];
+                    let leases = jobs.iter().map(|(l, _)| l.clone()).collect();
+                    match backend.cancelled(queue, leases).await {
+                        Ok(ids) => {
+                            for (l, c) in &jobs {
+                                if ids.contains(&l.id) {
+                                    tracing::info!(queue = %queue, id = %l.id, "job cancelled while it runs; asking its handler to stop");
+                                    c.cancel();
+                                }
+                            }
+                        }
                         Err(e) => {
                             tracing::debug!(queue = %queue, error = %e, "asking for cancelled leases failed")
                         }

@@ -10,7 +10,7 @@
 //! while held jobs keep the consumer from claiming, acks go on their own, so finished jobs are
 //! not left leased (a consumer killed then would see them run again).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +34,7 @@ mod sources;
 
 use acks::{Acked, ack_finished};
 use attempt::{Outcome, process_span, run_job};
-use cancels::{WatchTask, Watched};
+use cancels::{Running, RunningJob, WatchTask};
 
 pub use sources::QueueOrder;
 use sources::Sources;
@@ -256,13 +256,13 @@ struct Run<B, H> {
     /// Held jobs went stale (handlers slower than a third of a lease): prefetch nothing more
     /// until a running job finishes.
     prefetch_paused: bool,
-    /// Each running job's queue (index in `src`) and lease.
-    running: HashMap<tokio::task::Id, (usize, LeaseRef)>,
+    /// Each running job's queue (index in `src`), lease and cancellation signal (read by the
+    /// watch that asks which were cancelled).
+    running: Running,
     /// The served queues: pending acks, wake-ups, which may have due jobs.
     src: Sources,
     retry_delay: Duration,
-    /// The running jobs whose cancellation the watch asks about, and its task.
-    watched: Watched,
+    /// The task that asks which running jobs were cancelled.
     _watch: WatchTask,
 }
 
@@ -282,10 +282,11 @@ pub const ACK_WITHIN: Duration = Duration::from_millis(20);
 
 impl<B: Backend, H: Handler> Run<B, H> {
     fn new(c: Consumer<B>, handler: Arc<H>) -> Self {
-        let watched = Watched::default();
+        let running = Running::default();
+        let names = c.queues.iter().map(|(q, _)| q.clone()).collect();
         Self {
-            _watch: watched.spawn(c.backend.clone()),
-            watched,
+            _watch: running.watch(c.backend.clone(), names),
+            running: running.clone(),
             src: Sources::new(&c.queues, c.order),
             c,
             handler,
@@ -294,7 +295,6 @@ impl<B: Backend, H: Handler> Run<B, H> {
             pace: None,
             held: VecDeque::new(),
             prefetch_paused: false,
-            running: HashMap::new(),
             retry_delay: FIRST_RETRY,
         }
     }
@@ -361,7 +361,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let lease = job.lease_ref();
         let i = self.src.index(&job.queue);
         let span = process_span(&job, self.c.opts.trace_mode);
-        self.watched.add(&job);
+        let cancellation = job.cancellation.clone();
         let grace = self.c.opts.cancel_grace;
         let task = run_job(self.handler.clone(), self.c.backend.clone(), job, grace)
             .instrument(span.clone());
@@ -375,7 +375,14 @@ impl<B: Backend, H: Handler> Run<B, H> {
             }
             (outcome, started.elapsed())
         });
-        self.running.insert(handle.id(), (i, lease));
+        self.running.lock().insert(
+            handle.id(),
+            RunningJob {
+                queue: i,
+                lease,
+                cancellation,
+            },
+        );
     }
 
     /// When the first held job will have waited a third of its lease.
@@ -723,8 +730,10 @@ impl<B: Backend, H: Handler> Run<B, H> {
                 }
             }
         }
-        let aborted: Vec<(usize, LeaseRef)> =
-            std::mem::take(&mut self.running).into_values().collect();
+        let aborted: Vec<(usize, LeaseRef)> = std::mem::take(&mut *self.running.lock())
+            .into_values()
+            .map(|r| (r.queue, r.lease))
+            .collect();
         self.report.aborted += aborted.len() as u64;
         for (i, s) in self.src.list.iter().enumerate() {
             let leases: Vec<LeaseRef> = aborted
@@ -749,13 +758,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
     ) -> Option<usize> {
         match res {
             Ok((id, (outcome, took))) => {
-                let i = match self.running.remove(&id) {
-                    Some((i, lease)) => {
-                        self.watched.remove(&self.src.list[i].queue, &lease);
-                        i
-                    }
-                    None => 0,
-                };
+                let i = self.running.lock().remove(&id).map_or(0, |r| r.queue);
                 self.prefetch_paused = false;
                 // Smoothed over roughly the last 8 jobs.
                 self.pace = Some(self.pace.map_or(took, |p| (p * 7 + took) / 8));
@@ -782,7 +785,7 @@ impl<B: Backend, H: Handler> Run<B, H> {
             Err(e) => {
                 // run_job catches handler panics; reaching here is a bug in the engine. The
                 // lease expires and the job is delivered again.
-                let i = self.running.remove(&e.id()).map(|(i, _)| i);
+                let i = self.running.lock().remove(&e.id()).map(|r| r.queue);
                 tracing::error!(error = %e, "job task failed");
                 i
             }
