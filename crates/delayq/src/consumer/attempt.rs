@@ -105,7 +105,10 @@ pub(super) async fn run_job<B: Backend, H: Handler>(
             Some(t) if next_extend >= t => None,
             _ => Some(next_extend),
         };
+        // The handler first: one that finishes at once (most jobs) settles the attempt before
+        // any timer or the cancellation signal is registered — they cost such a job nothing.
         tokio::select! {
+            biased;
             r = &mut fut => break r,
             () = cancel.cancelled(), if stop_by.is_none() => {
                 stop_by = Some(Instant::now() + grace);
