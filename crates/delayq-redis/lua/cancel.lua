@@ -26,24 +26,29 @@
 -- lanegone, until a claim passes it.
 -- Safe to run twice: the second run finds nothing and answers R_MISSING (a leased job's
 -- second run too: its lease is gone; `cxl` still answers its worker).
+local raw, deadline, code = nil, nil, nil
 if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
-  local raw = redis.call('HGET', jobs, id)
+  raw = redis.call('HGET', jobs, id)
   redis.call('HDEL', jobs, id)
+  code = R_OK
+elseif running then
+  deadline = redis.call('ZSCORE', lease, id)
+  raw = deadline and redis.call('HGET', jobs, id)
+  if raw then
+    redis.call('ZREM', lease, id)
+    redis.call('HDEL', jobs, id)
+    code = R_CANCELLING
+  end
+end
+if code then
+  local now = now_ms()
   if raw and has(string.byte(raw, 2), F_EXTRA) then
     --@ define batch_end batch_count
     local bacc = {}
     batch_end(bacc, raw, id, 'c')
-    batch_count(bm, bacc, now_ms())
+    batch_count(bm, bacc, now)
   end
-  return R_OK
-end
-if running then
-  local deadline = redis.call('ZSCORE', lease, id)
-  local raw = deadline and redis.call('HGET', jobs, id)
-  if raw then
-    local now = now_ms()
-    redis.call('ZREM', lease, id)
-    redis.call('HDEL', jobs, id)
+  if code == R_CANCELLING then
     local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
     if bit.band(lflags, L_KEYS) ~= 0 then
       --@ define key_ended key_free
@@ -51,20 +56,15 @@ if running then
       key_ended(ended, raw)
       if key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end
     end
-    if has(string.byte(raw, 2), F_EXTRA) then
-      --@ define batch_end batch_count
-      local bacc = {}
-      batch_end(bacc, raw, id, 'c')
-      batch_count(bm, bacc, now)
-    end
     limit_freed(stat, wake, lflags)
     -- The leases whose time is up are forgotten (a few a call; the commands of the one ACL
     -- rule, docs/GUIDE.md).
     local old = redis.call('ZRANGEBYSCORE', cxl, '-inf', now, 'LIMIT', 0, 100)
     if #old > 0 then redis.call('ZREM', cxl, unpack(old)) end
-    redis.call('ZADD', cxl, tonumber(deadline) + CANCELLED_KEPT_MS, string.format('%d', rec_token(raw)) .. ':' .. id)
-    return R_CANCELLING
+    redis.call('ZADD', cxl, tonumber(deadline) + CANCELLED_KEPT_MS,
+      string.format('%d', rec_token(raw)) .. ':' .. id)
   end
+  return code
 end
 if ix_n > 0 then
   local L = { lane = lane, meta = lanemeta, gone = lanegone, ix = KEYS[ix_at] }

@@ -212,9 +212,22 @@ end
 -- lanegone, until a claim passes it.
 -- Safe to run twice: the second run finds nothing and answers -1 (a leased job's
 -- second run too: its lease is gone; `cxl` still answers its worker).
+local raw, deadline, code = nil, nil, nil
 if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
-  local raw = redis.call('HGET', jobs, id)
+  raw = redis.call('HGET', jobs, id)
   redis.call('HDEL', jobs, id)
+  code = 1
+elseif running then
+  deadline = redis.call('ZSCORE', lease, id)
+  raw = deadline and redis.call('HGET', jobs, id)
+  if raw then
+    redis.call('ZREM', lease, id)
+    redis.call('HDEL', jobs, id)
+    code = 6
+  end
+end
+if code then
+  local now = now_ms()
   if raw and has(string.byte(raw, 2), 64) then
 -- Where the optional section after the timeout starts in a raw record of flags `flags` (the
 -- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
@@ -336,17 +349,9 @@ batch_count = function(bm, acc, now)
 end
     local bacc = {}
     batch_end(bacc, raw, id, 'c')
-    batch_count(bm, bacc, now_ms())
+    batch_count(bm, bacc, now)
   end
-  return 1
-end
-if running then
-  local deadline = redis.call('ZSCORE', lease, id)
-  local raw = deadline and redis.call('HGET', jobs, id)
-  if raw then
-    local now = now_ms()
-    redis.call('ZREM', lease, id)
-    redis.call('HDEL', jobs, id)
+  if code == 6 then
     local lflags = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0
     if bit.band(lflags, 32) ~= 0 then
 -- Where the optional section after the timeout starts in a raw record of flags `flags` (the
@@ -439,137 +444,15 @@ end
       key_ended(ended, raw)
       if key_free(kinfl, kwait, ready, ended) then redis.call('PUBLISH', wake, 0) end
     end
-    if has(string.byte(raw, 2), 64) then
--- Where the optional section after the timeout starts in a raw record of flags `flags` (the
--- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
--- widths, without decoding them.
-rec_fixed = function(flags)
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  return pos
-end
--- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
--- value starts, its length and its tag; nil when there is none. Read without decoding the
--- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
--- sized ones) a u16 length, then its bytes.
-rec_extra = function(raw, want, also)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return nil end
-  local pos = rec_fixed(flags)
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    local len, at = 1, pos + 1
-    if tag == 2 or tag == 3 then
-      len = 6
-    elseif tag ~= 1 then
-      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
-    end
-    if tag == want or tag == also then return at, len, tag end
-    pos = at + len
-  end
-  return nil
-end
--- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
-call_chunked = function(cmd, key, list)
-  local step = 2000
-  for i = 1, #list, step do
-    local j = math.min(i + step - 1, #list)
-    redis.call(cmd, key, unpack(list, i, j))
-  end
-end
--- The batch of the raw record `raw` ('' for none), read from its extras without decoding
--- the rest.
-rec_batch = function(raw)
-  local at, len = rec_extra(raw, 19)
-  if not at then return '' end
-  return string.sub(raw, at, at + len - 1)
-end
--- Job `id` (its record `raw`, as it was before it ended) ended as `how` — 'o' acked, 'd'
--- dead, 'c' cancelled — with `result` (an ack's, or nil): noted in `acc` (batch -> its ends in
--- this call), counted by batch_count at the end of the script.
-batch_end = function(acc, raw, id, how, result)
-  local b = rec_batch(raw)
-  if b == '' then return end
-  local a = acc[b]
-  if not a then
-    a = { ids = {}, hows = {}, results = {} }
-    acc[b] = a
-  end
-  local n = #a.ids + 1
-  a.ids[n] = id
-  a.hows[n] = how
-  a.results[n] = result or false
-end
--- Counts the ends noted in `acc` (batch_end) in their batches' `bm:<batch>` hashes of a queue
--- of prefix `bm`, a batch at a time (one read, one write and the counts, whatever the number
--- of its jobs): only a job still pending changes, so each job is counted once. When the
--- batch keeps results, an acked job's result goes to `bmr:<batch>` (HASH id -> result) while
--- the shard's kept results stay within what a callback carries (1000 results,
--- 1048576 bytes: `\0rn`, `\0rb` in `bm:<batch>`); past that it is only counted
--- (`\0rl`, left out), so a batch costs what its callback carries. A batch left with no
--- pending job in this shard is marked in `bm!` (ZSET batch -> `now`), where the sweeps look
--- first (batch_ready.lua).
-batch_count = function(bm, acc, now)
-  for b, a in pairs(acc) do
-    local k = bm .. ':' .. b
-    local kr = redis.call('HMGET', k, '\0R', '\0rn', '\0rb')
-    local keep, kn, kb, left = kr[1], tonumber(kr[2] or 0), tonumber(kr[3] or 0), 0
-    local set, kept, n, total = {}, {}, { o = 0, d = 0, c = 0 }, 0
-    for i = 1, #a.ids, 1000 do
-      local st = redis.call('HMGET', k, unpack(a.ids, i, math.min(i + 999, #a.ids)))
-      for j = 1, #st do
-        local x = i + j - 1
-        if st[j] == 'p' then
-          local id, how, r = a.ids[x], a.hows[x], a.results[x]
-          set[#set + 1] = id
-          set[#set + 1] = how
-          n[how] = n[how] + 1
-          total = total + 1
-          if keep and r and r ~= '' then
-            if kn < 1000 and kb + #r <= 1048576 then
-              kn, kb = kn + 1, kb + #r
-              kept[#kept + 1] = id
-              kept[#kept + 1] = r
-            else
-              left = left + 1
-            end
-          end
-        end
-      end
-    end
-    if total > 0 then
-      call_chunked('HSET', k, set)
-      for how, c in pairs(n) do
-        if c > 0 then redis.call('HINCRBY', k, '\0' .. how, c) end
-      end
-      if #kept > 0 then
-        call_chunked('HSET', bm .. 'r:' .. b, kept)
-        redis.call('HSET', k, '\0rn', kn, '\0rb', kb)
-      end
-      if left > 0 then redis.call('HINCRBY', k, '\0rl', left) end
-      if redis.call('HINCRBY', k, '\0p', -total) <= 0 then
-        redis.call('ZADD', bm .. '!', now, b)
-      end
-    end
-  end
-end
-      local bacc = {}
-      batch_end(bacc, raw, id, 'c')
-      batch_count(bm, bacc, now)
-    end
     limit_freed(stat, wake, lflags)
     -- The leases whose time is up are forgotten (a few a call; the commands of the one ACL
     -- rule, docs/GUIDE.md).
     local old = redis.call('ZRANGEBYSCORE', cxl, '-inf', now, 'LIMIT', 0, 100)
     if #old > 0 then redis.call('ZREM', cxl, unpack(old)) end
-    redis.call('ZADD', cxl, tonumber(deadline) + 3600000, string.format('%d', rec_token(raw)) .. ':' .. id)
-    return 6
+    redis.call('ZADD', cxl, tonumber(deadline) + 3600000,
+      string.format('%d', rec_token(raw)) .. ':' .. id)
   end
+  return code
 end
 if ix_n > 0 then
   local L = { lane = lane, meta = lanemeta, gone = lanegone, ix = KEYS[ix_at] }
