@@ -575,3 +575,41 @@ pub async fn batches_on_a_sharded_queue<B: Backend + Inspect + Batches>(b: B, t:
     assert_eq!(results.len(), 24);
     assert_eq!(results["b5-07"], "b5-07");
 }
+
+/// A job cancelled while it runs counts once as cancelled in its batch (its worker's late ack
+/// changes nothing), and the batch finishes with its callback.
+pub async fn batches_count_a_job_cancelled_while_it_runs<B: Backend + Inspect + Batches>(
+    b: B,
+    t: Time,
+) {
+    let (q, cb) = (qn("batch-cxl"), qn("batch-cxl-cb"));
+    let jobs = vec![member("b9-run"), member("b9-ok")];
+    let id = create(&b, &q, "b9", spec(&cb, false), jobs, false).await.id;
+    t.pass(Duration::from_millis(2)).await;
+    let claimed = claim_all(&b, &q).await;
+    assert_eq!(claimed.len(), 2);
+    let run = claimed.iter().find(|j| j.id.as_str() == "b9-run").unwrap();
+    let ok = claimed.iter().find(|j| j.id.as_str() == "b9-ok").unwrap();
+    assert_eq!(
+        b.cancel_running(&q, &run.id).await.unwrap(),
+        delayq::CancelOutcome::Cancelling
+    );
+    assert_eq!(state(&b, &q, &id).await.1, [1, 0, 0, 1]);
+    assert_eq!(
+        b.cancel_running(&q, &run.id).await.unwrap(),
+        delayq::CancelOutcome::NotFound,
+        "not counted twice"
+    );
+    assert_eq!(
+        b.ack(&q, vec![ok.to_ack(), run.to_ack()]).await.unwrap(),
+        [delayq::AckOutcome::Acked, delayq::AckOutcome::Cancelled]
+    );
+    b.finish_batches(false).await.unwrap();
+    assert_eq!(state(&b, &q, &id).await, (BatchState::Done, [0, 1, 0, 1]));
+    let done = callback(&b, &cb, id.complete_job()).await;
+    assert_eq!(
+        done.map(|v| v["batch"]["cancelled"].clone()),
+        Some(serde_json::json!(1)),
+        "on_complete with the cancelled job counted"
+    );
+}

@@ -142,3 +142,34 @@ pub async fn consumers_stop_cancelled_handlers<B: Backend + Inspect>(b: B, t: Ti
     );
     assert!(b.get(&q, &id("long")).await.unwrap().is_none());
 }
+
+/// A keyed job cancelled while it runs frees its key's slot at once: the key's next job is
+/// claimed (`key_max_in_flight` 1).
+pub async fn cancelled_running_jobs_free_their_key<B: Backend + Inspect>(b: B, t: Time) {
+    let q = QueueName::new("cancel-keyed").unwrap();
+    let s = QueueSettings {
+        key_max_in_flight: Some(1),
+        ..QueueSettings::default()
+    };
+    b.configure(&q, s).await.unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    let key = delayq::JobKey::new("tenant-7").unwrap();
+    p.enqueue_batch(vec![
+        job("k-a", 0).key(key.clone()),
+        job("k-b", 0).key(key.clone()),
+    ])
+    .await
+    .unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let first = b.claim(&q, req(10, 30_000)).await.unwrap().jobs;
+    assert_eq!(first.len(), 1, "one of the key's jobs at a time");
+    assert!(b.claim(&q, req(10, 30_000)).await.unwrap().jobs.is_empty());
+    assert_eq!(
+        p.cancel_running(&first[0].id).await.unwrap(),
+        CancelOutcome::Cancelling
+    );
+    t.pass(Duration::from_millis(2)).await;
+    let next = b.claim(&q, req(10, 30_000)).await.unwrap().jobs;
+    assert_eq!(next.len(), 1, "the key's slot is free");
+    assert_ne!(next[0].id, first[0].id);
+}

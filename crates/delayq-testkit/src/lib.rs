@@ -25,10 +25,14 @@ pub mod trace;
 pub use batches::{
     bad_batches_are_refused, batch_callbacks_cannot_be_squatted,
     batch_jobs_count_once_however_they_end, batch_results_are_bounded,
-    batches_call_back_once_when_done, batches_on_a_sharded_queue,
-    one_bad_batch_touches_only_itself, open_batches_take_jobs_until_closed,
+    batches_call_back_once_when_done, batches_count_a_job_cancelled_while_it_runs,
+    batches_on_a_sharded_queue, one_bad_batch_touches_only_itself,
+    open_batches_take_jobs_until_closed,
 };
-pub use cancel_running::{consumers_stop_cancelled_handlers, running_jobs_are_cancelled};
+pub use cancel_running::{
+    cancelled_running_jobs_free_their_key, consumers_stop_cancelled_handlers,
+    running_jobs_are_cancelled,
+};
 pub use console::{
     counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,
     series_count_transitions,
@@ -780,14 +784,14 @@ macro_rules! conformance_tests {
             results_stay_with_done_jobs, results_ride_on_claims, handlers_return_results,
             keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume,
             key_slots_come_back_when_leases_end, running_jobs_are_cancelled,
-            consumers_stop_cancelled_handlers);
+            consumers_stop_cancelled_handlers, cancelled_running_jobs_free_their_key);
     };
     (@batches $setup:path) => {
         $crate::conformance_tests!(@each $setup;
             batches_call_back_once_when_done, open_batches_take_jobs_until_closed,
             batch_jobs_count_once_however_they_end, bad_batches_are_refused,
             batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself,
-            batch_results_are_bounded);
+            batch_results_are_bounded, batches_count_a_job_cancelled_while_it_runs);
     };
     (@sharded $setup:path) => {
         $crate::conformance_tests!(@each $setup;
