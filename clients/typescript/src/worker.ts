@@ -287,6 +287,8 @@ export class Worker {
         })
         .catch(() => undefined);
     }, CANCEL_CHECK_MS);
+    // The check alone never keeps the process alive.
+    this.#checker.unref?.();
   }
 
   /** Aborts the handler of a job cancelled while it runs. */

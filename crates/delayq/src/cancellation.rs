@@ -47,13 +47,15 @@ impl Cancellation {
         self.0.cancelled().await
     }
 
-    /// The signal as a tokio-util token, e.g. to hand to a task the handler spawns.
+    /// A tokio-util token cancelled with the job, e.g. to hand to a task the handler spawns
+    /// (a child: cancelling it stops only what watches it, not the job).
     pub fn token(&self) -> CancellationToken {
-        self.0.clone()
+        self.0.child_token()
     }
 
-    /// Fires the signal (the consumer does, when the store says the lease was cancelled).
-    pub fn cancel(&self) {
+    /// Fires the signal: only the consumer does, when the store says the lease was cancelled
+    /// (a handler that fired it would leave its job unacknowledged).
+    pub(crate) fn cancel(&self) {
         self.0.cancel()
     }
 }
