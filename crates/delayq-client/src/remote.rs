@@ -309,7 +309,7 @@ impl Backend for RemoteBackend {
             .map_err(core(Some(id)))
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
         let asked = leases
             .into_iter()
             .map(|l| delayq_wire::LeaseOf {
@@ -325,7 +325,13 @@ impl Backend for RemoteBackend {
             .map_err(core(None))?;
         found
             .into_iter()
-            .map(|l| JobId::new(&l.id).map_err(|e| Error::Backend(e.to_string())))
+            .map(|l| {
+                let id = JobId::new(&l.id).map_err(|e| Error::Backend(e.to_string()))?;
+                Ok(LeaseRef {
+                    id,
+                    token: l.lease_token,
+                })
+            })
             .collect()
     }
 

@@ -735,7 +735,7 @@ impl Backend for EmbeddedBackend {
         }
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -744,7 +744,7 @@ impl Backend for EmbeddedBackend {
             let mut out = Vec::new();
             for l in leases {
                 if cancelled_lease(c, &q, &l)? {
-                    out.push(l.id);
+                    out.push(l);
                 }
             }
             Ok(out)

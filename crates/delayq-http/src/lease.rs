@@ -371,16 +371,20 @@ pub async fn cancelled<B: Backend + Inspect>(
             None => by_queue.push((q, vec![lease])),
         }
     }
-    let mut found: Vec<(String, String)> = Vec::new();
+    let mut found: Vec<(String, LeaseRef)> = Vec::new();
     for (q, leases) in by_queue {
-        for id in st.backend().cancelled(&q, leases).await? {
-            found.push((q.to_string(), id.to_string()));
+        for l in st.backend().cancelled(&q, leases).await? {
+            found.push((q.to_string(), l));
         }
     }
     let cancelled = req
         .leases
         .into_iter()
-        .filter(|l| found.iter().any(|(q, id)| *q == l.queue && *id == l.id))
+        .filter(|l| {
+            found
+                .iter()
+                .any(|(q, f)| *q == l.queue && f.id.as_str() == l.id && f.token == l.lease_token)
+        })
         .collect();
     Ok(Json(CancelledResponse { cancelled }))
 }

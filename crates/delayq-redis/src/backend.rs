@@ -512,7 +512,7 @@ impl Backend for RedisBackend {
         self.cancel_job(queue, id, true).await
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
         self.cancelled_leases(queue, &leases).await
     }
 

@@ -137,7 +137,7 @@ impl<B: Backend> Backend for Faulty<B> {
             .await
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
         self.run("cancelled", self.inner.cancelled(queue, leases))
             .await
     }

@@ -160,12 +160,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Which of `leases` were cancelled while their jobs ran ([`Backend::cancel_running`]),
     /// as far as the store still remembers ([`crate::cancellation::REMEMBERED_FOR`] past each
-    /// lease's deadline); in the order given.
+    /// lease's deadline); in the order given. A lease of the same job under another token is
+    /// not one of them.
     fn cancelled(
         &self,
         queue: &QueueName,
         leases: Vec<LeaseRef>,
-    ) -> impl Future<Output = Result<Vec<JobId>>> + Send;
+    ) -> impl Future<Output = Result<Vec<LeaseRef>>> + Send;
 
     /// Moves a scheduled job to a new due time; returns it (ms since epoch).
     fn reschedule(

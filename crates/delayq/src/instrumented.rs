@@ -169,7 +169,7 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(out)
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<JobId>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
         self.inner.cancelled(queue, leases).await
     }
 

@@ -146,7 +146,7 @@ impl Backend for Memory {
     async fn cancel_running(&self, _: &QueueName, _: &JobId) -> delayq::Result<CancelOutcome> {
         unsupported()
     }
-    async fn cancelled(&self, _: &QueueName, _: Vec<LeaseRef>) -> delayq::Result<Vec<JobId>> {
+    async fn cancelled(&self, _: &QueueName, _: Vec<LeaseRef>) -> delayq::Result<Vec<LeaseRef>> {
         Ok(Vec::new())
     }
     async fn reschedule(&self, _: &QueueName, _: &JobId, _: Due) -> delayq::Result<u64> {

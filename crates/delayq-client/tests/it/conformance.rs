@@ -40,5 +40,7 @@ delayq_testkit::conformance_tests!(@each setup;
     traces_travel_with_the_job, several_queues_share_claims_by_weight,
     several_queues_in_strict_order, several_queues_wake_and_pause_each,
     results_stay_with_done_jobs, results_ride_on_claims, handlers_return_results, keys_share_claims_round_robin,
-    key_limits_hold_each_key, keys_pause_and_resume, key_slots_come_back_when_leases_end);
+    key_limits_hold_each_key, keys_pause_and_resume, key_slots_come_back_when_leases_end,
+    running_jobs_are_cancelled, consumers_stop_cancelled_handlers,
+    cancelled_running_jobs_free_their_key);
 delayq_testkit::conformance_tests!(@batches setup);

@@ -56,7 +56,7 @@ impl RedisBackend {
         &self,
         queue: &QueueName,
         leases: &[LeaseRef],
-    ) -> Result<Vec<JobId>> {
+    ) -> Result<Vec<LeaseRef>> {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -96,7 +96,7 @@ impl RedisBackend {
         Ok(leases
             .iter()
             .filter(|l| found.contains(l))
-            .map(|l| l.id.clone())
+            .cloned()
             .collect())
     }
 }

@@ -60,9 +60,9 @@ impl Running {
                     let queue = &queues[i];
                     let leases = jobs.iter().map(|(l, _)| l.clone()).collect();
                     match backend.cancelled(queue, leases).await {
-                        Ok(ids) => {
+                        Ok(found) => {
                             for (l, c) in &jobs {
-                                if ids.contains(&l.id) {
+                                if found.contains(l) {
                                     tracing::info!(queue = %queue, id = %l.id, "job cancelled while it runs; asking its handler to stop");
                                     c.cancel();
                                 }
