@@ -425,6 +425,12 @@ mod tests {
             Scope::Read
         );
         assert_eq!(needed(Method::POST, "/v1/claim"), Scope::Consume);
+        assert_eq!(needed(Method::POST, "/v1/leases/cancelled"), Scope::Consume);
+        assert_eq!(
+            needed(Method::DELETE, "/v1/queues/{q}/jobs/{id}"),
+            Scope::Produce,
+            "cancel, also with running=true"
+        );
         assert_eq!(needed(Method::DELETE, "/v1/queues/{q}/jobs"), Scope::Admin);
         assert_eq!(
             needed(Method::POST, "/v1/queues/{q}/jobs/{id}/ack"),

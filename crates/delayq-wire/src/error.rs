@@ -67,7 +67,7 @@ error_codes! {
     InvalidTarget = "invalid_target", 400, "a push target's url is not an absolute http(s) URL with a host (no credentials, no fragment), its method is not POST, PUT, PATCH, DELETE, GET, HEAD or OPTIONS, or a header is invalid or reserved (host, content-length, webhook-*, delayq-*, ...)";
     DeliveryMismatch = "delivery_mismatch", 400, "a job with a target on a pull queue, or a job without one on a push queue without a default target (the queue's `delivery` setting decides; nothing was written)";
     Unauthorized = "unauthorized", 401, "missing or wrong bearer token";
-    Forbidden = "forbidden", 403, "the token's scope does not allow this (read: browse and stats; produce: enqueue, cancel, reschedule, batches; consume: claim, ack, nack, extend, release; admin: everything); without tokens: a Host that is not this machine, or a state-changing browser request from another site";
+    Forbidden = "forbidden", 403, "the token's scope does not allow this (read: browse and stats; produce: enqueue, cancel, reschedule, batches; consume: claim, ack, nack, extend, release, which leases were cancelled; admin: everything); without tokens: a Host that is not this machine, or a state-changing browser request from another site";
     NotFound = "not_found", 404, "no such job (never enqueued, done, or cancelled), no such schedule, or no such batch";
     NoRoute = "no_route", 404, "no such endpoint";
     MethodNotAllowed = "method_not_allowed", 405, "the endpoint exists but not with this method";
