@@ -173,3 +173,47 @@ pub async fn cancelled_running_jobs_free_their_key<B: Backend + Inspect>(b: B, t
     assert_eq!(next.len(), 1, "the key's slot is free");
     assert_ne!(next[0].id, first[0].id);
 }
+
+/// A keyed job held back by its key's limit (parked until a slot frees) is still a job that
+/// waits: a cancel removes it, and a cancel with `running` too.
+pub async fn parked_keyed_jobs_are_cancelled<B: Backend + Inspect>(b: B, t: Time) {
+    let q = QueueName::new("cancel-parked").unwrap();
+    let s = QueueSettings {
+        key_max_in_flight: Some(1),
+        ..QueueSettings::default()
+    };
+    b.configure(&q, s).await.unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    let key = delayq::JobKey::new("tenant-9").unwrap();
+    let names = ["p-a", "p-b", "p-c"];
+    p.enqueue_batch(names.iter().map(|n| job(n, 0).key(key.clone())).collect())
+        .await
+        .unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let first = b.claim(&q, req(10, 30_000)).await.unwrap().jobs;
+    assert_eq!(first.len(), 1, "one of the key's jobs at a time");
+    // The other two are held back now (on Redis: parked under their key).
+    assert!(b.claim(&q, req(10, 30_000)).await.unwrap().jobs.is_empty());
+    let waiting: Vec<_> = names
+        .iter()
+        .map(|n| id(n))
+        .filter(|i| *i != first[0].id)
+        .collect();
+    assert_eq!(
+        p.cancel(&waiting[0]).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(
+        p.cancel_running(&waiting[1]).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    for w in &waiting {
+        assert!(b.get(&q, w).await.unwrap().is_none(), "{w} is gone");
+    }
+    b.ack(&q, vec![first[0].to_ack()]).await.unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    assert!(
+        b.claim(&q, req(10, 30_000)).await.unwrap().jobs.is_empty(),
+        "nothing of the key is left to run"
+    );
+}
