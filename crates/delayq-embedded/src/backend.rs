@@ -19,6 +19,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::watch;
 
 use crate::batches;
+use crate::cancel::cancel;
 use crate::enqueue::insert;
 use crate::rows::{
     COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, cancelled_lease, claim_order_sql, due_from, head,
@@ -665,74 +666,14 @@ impl Backend for EmbeddedBackend {
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         let (q, id) = (queue.to_string(), id.to_string());
-        self.exec(move |c, now| {
-            let gone: Option<Option<String>> = c
-                .query_row(
-                    "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3 RETURNING batch",
-                    params![q, id, SCHEDULED],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(sql)?;
-            if let Some(batch) = gone {
-                if let Some(b) = batch {
-                    batches::ended(c, &q, &b, &id, Ending::Cancelled, None, now.ms())?;
-                }
-                return Ok(CancelOutcome::Cancelled);
-            }
-            Ok(match state_of(c, &q, &id)?.map(state).transpose()? {
-                Some(JobState::Leased) => CancelOutcome::Leased,
-                // Done (kept): nothing to cancel, as on Redis.
-                Some(JobState::Done) => CancelOutcome::NotFound,
-                Some(_) => CancelOutcome::Dead,
-                None => CancelOutcome::NotFound,
-            })
-        })
-        .await
+        self.exec_waking(queue, move |c, now| cancel(c, &q, &id, false, now.ms()))
+            .await
     }
 
     async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
-        let (q, idc) = (queue.to_string(), id.to_string());
-        let out = self
-            .exec_waking(queue, move |c, now| {
-                // The job ends cancelled at once: its row goes, its batch counts it, its slot
-                // frees, and its lease is remembered so that the consumer is told.
-                let gone: Option<(Option<String>, i64, i64)> = c
-                    .query_row(
-                        "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 AND state = ?3 \
-                         RETURNING batch, token, score",
-                        params![q, idc, LEASED],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .optional()
-                    .map_err(sql)?;
-                let Some((batch, token, deadline)) = gone else {
-                    return Ok((None, false));
-                };
-                let now = now.ms();
-                if let Some(b) = batch {
-                    batches::ended(c, &q, &b, &idc, Ending::Cancelled, None, now)?;
-                }
-                c.prepare_cached("DELETE FROM cancelled_leases WHERE until <= ?1")
-                    .map_err(sql)?
-                    .execute(params![now])
-                    .map_err(sql)?;
-                let until = deadline + delayq::cancellation::REMEMBERED_FOR.as_millis() as i64;
-                c.prepare_cached(
-                    "INSERT OR REPLACE INTO cancelled_leases (queue, id, token, until) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(sql)?
-                .execute(params![q, idc, token, until])
-                .map_err(sql)?;
-                let freed = throttle::freed(c, &q)?;
-                Ok((Some(CancelOutcome::Cancelling), freed))
-            })
-            .await?;
-        match out {
-            Some(o) => Ok(o),
-            None => self.cancel(queue, id).await,
-        }
+        let (q, id) = (queue.to_string(), id.to_string());
+        self.exec_waking(queue, move |c, now| cancel(c, &q, &id, true, now.ms()))
+            .await
     }
 
     async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {

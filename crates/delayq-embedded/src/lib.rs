@@ -25,6 +25,7 @@
 mod backend;
 mod backup;
 mod batches;
+mod cancel;
 mod enqueue;
 pub mod error;
 mod health;
