@@ -67,7 +67,7 @@ impl Backend for AnyBackend {
     async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         delegate!(self, b => b.cancel_running(queue, id).await)
     }
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
         delegate!(self, b => b.cancelled(queue, leases).await)
     }
     async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Due) -> Result<u64> {

@@ -309,30 +309,30 @@ impl Backend for RemoteBackend {
             .map_err(core(Some(id)))
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
         let asked = leases
-            .into_iter()
+            .iter()
             .map(|l| delayq_wire::LeaseOf {
                 queue: queue.to_string(),
                 id: l.id.to_string(),
                 lease_token: l.token,
             })
             .collect();
+        // The server answers the cancelled ones among them, in the order asked.
         let found = self
             .client
             .cancelled_leases(asked)
             .await
             .map_err(core(None))?;
-        found
-            .into_iter()
+        let mut found = found.iter().peekable();
+        Ok(leases
+            .iter()
             .map(|l| {
-                let id = JobId::new(&l.id).map_err(|e| Error::Backend(e.to_string()))?;
-                Ok(LeaseRef {
-                    id,
-                    token: l.lease_token,
-                })
+                found
+                    .next_if(|f| f.id == l.id.as_str() && f.lease_token == l.token)
+                    .is_some()
             })
-            .collect()
+            .collect())
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, due: Due) -> Result<u64> {

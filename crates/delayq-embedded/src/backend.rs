@@ -676,21 +676,13 @@ impl Backend for EmbeddedBackend {
             .await
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
         let q = queue.to_string();
-        self.exec(move |c, _| {
-            let mut out = Vec::new();
-            for l in leases {
-                if cancelled_lease(c, &q, &l)? {
-                    out.push(l);
-                }
-            }
-            Ok(out)
-        })
-        .await
+        self.exec(move |c, _| leases.iter().map(|l| cancelled_lease(c, &q, l)).collect())
+            .await
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {

@@ -358,33 +358,23 @@ pub async fn cancelled<B: Backend + Inspect>(
             ),
         ));
     }
-    let mut by_queue: Vec<(QueueName, Vec<LeaseRef>)> = Vec::new();
-    for l in &req.leases {
-        let q = QueueName::new(&l.queue).map_err(ApiError::from)?;
-        let id = JobId::new(&l.id).map_err(ApiError::from)?;
-        let lease = LeaseRef {
-            id,
-            token: l.lease_token,
-        };
-        match by_queue.iter_mut().find(|(n, _)| *n == q) {
-            Some((_, v)) => v.push(lease),
-            None => by_queue.push((q, vec![lease])),
-        }
-    }
-    let mut found: Vec<(String, LeaseRef)> = Vec::new();
-    for (q, leases) in by_queue {
-        for l in st.backend().cancelled(&q, leases).await? {
-            found.push((q.to_string(), l));
-        }
-    }
+    let asked = req
+        .leases
+        .iter()
+        .map(|l| {
+            let lease = LeaseRef {
+                id: JobId::new(&l.id)?,
+                token: l.lease_token,
+            };
+            Ok((QueueName::new(&l.queue)?, lease))
+        })
+        .collect::<Result<Vec<_>, delayq::InvalidInput>>()?;
+    let found = delayq::backend::cancelled_each(st.backend(), asked).await?;
     let cancelled = req
         .leases
         .into_iter()
-        .filter(|l| {
-            found
-                .iter()
-                .any(|(q, f)| *q == l.queue && f.id.as_str() == l.id && f.token == l.lease_token)
-        })
+        .zip(found)
+        .filter_map(|(l, cancelled)| cancelled.then_some(l))
         .collect();
     Ok(Json(CancelledResponse { cancelled }))
 }

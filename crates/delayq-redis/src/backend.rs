@@ -512,8 +512,8 @@ impl Backend for RedisBackend {
         self.cancel_job(queue, id, true).await
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
-        self.cancelled_leases(queue, &leases).await
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
+        self.cancelled_leases(queue, leases).await
     }
 
     async fn reschedule(&self, queue: &QueueName, id: &JobId, schedule: Due) -> Result<u64> {

@@ -59,7 +59,7 @@ pub async fn running_jobs_are_cancelled<B: Backend + Inspect>(b: B, t: Time) {
         b.cancelled(&q, vec![stale.clone(), run.lease_ref()])
             .await
             .unwrap(),
-        vec![run.lease_ref()],
+        vec![false, true],
         "only the cancelled lease is reported"
     );
     let extend = b.extend(&q, run.lease_ref(), Duration::from_secs(30)).await;

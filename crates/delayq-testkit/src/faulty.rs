@@ -137,7 +137,7 @@ impl<B: Backend> Backend for Faulty<B> {
             .await
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
         self.run("cancelled", self.inner.cancelled(queue, leases))
             .await
     }

@@ -403,7 +403,7 @@ impl<B: Backend> Backend for Recording<B> {
         self.inner.cancel_running(queue, id).await
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
         self.inner.cancelled(queue, leases).await
     }
 

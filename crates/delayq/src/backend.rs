@@ -158,15 +158,15 @@ pub trait Backend: Clone + Send + Sync + 'static {
         id: &JobId,
     ) -> impl Future<Output = Result<CancelOutcome>> + Send;
 
-    /// Which of `leases` were cancelled while their jobs ran ([`Backend::cancel_running`]),
-    /// as far as the store still remembers ([`crate::cancellation::REMEMBERED_FOR`] past each
-    /// lease's deadline); in the order given. A lease of the same job under another token is
-    /// not one of them.
+    /// For each of `leases`, in order: whether it was cancelled while its job ran
+    /// ([`Backend::cancel_running`]), as far as the store still remembers
+    /// ([`crate::cancellation::REMEMBERED_FOR`] past the lease's deadline). A lease of the same
+    /// job under another token was not.
     fn cancelled(
         &self,
         queue: &QueueName,
         leases: Vec<LeaseRef>,
-    ) -> impl Future<Output = Result<Vec<LeaseRef>>> + Send;
+    ) -> impl Future<Output = Result<Vec<bool>>> + Send;
 
     /// Moves a scheduled job to a new due time; returns it (ms since epoch).
     fn reschedule(
@@ -299,25 +299,47 @@ pub async fn ack_each<B: Backend>(
     backend: &B,
     acks: Vec<(QueueName, Ack)>,
 ) -> Result<Vec<AckOutcome>> {
-    let mut out = vec![AckOutcome::NotFound; acks.len()];
-    let mut queues: Vec<&QueueName> = Vec::new();
-    for (q, _) in &acks {
-        if !queues.contains(&q) {
-            queues.push(q);
+    per_queue(acks, |q, a| async move { backend.ack(&q, a).await }).await
+}
+
+/// [`Backend::cancelled`] over leases of several queues, one call per queue; the answers in
+/// the order given.
+pub async fn cancelled_each<B: Backend>(
+    backend: &B,
+    leases: Vec<(QueueName, LeaseRef)>,
+) -> Result<Vec<bool>> {
+    per_queue(leases, |q, l| async move { backend.cancelled(&q, l).await }).await
+}
+
+/// Calls `call` once per queue with that queue's items (the queues in the order they first
+/// appear) and puts its answers, one per item, back in the order the items were given.
+async fn per_queue<T, R, F, Fut>(items: Vec<(QueueName, T)>, mut call: F) -> Result<Vec<R>>
+where
+    F: FnMut(QueueName, Vec<T>) -> Fut,
+    Fut: Future<Output = Result<Vec<R>>>,
+{
+    let n = items.len();
+    let mut groups: Vec<(QueueName, Vec<usize>, Vec<T>)> = Vec::new();
+    for (i, (q, item)) in items.into_iter().enumerate() {
+        match groups.iter_mut().find(|(g, _, _)| *g == q) {
+            Some((_, pos, mine)) => {
+                pos.push(i);
+                mine.push(item);
+            }
+            None => groups.push((q, vec![i], vec![item])),
         }
     }
-    for q in queues {
-        let (pos, mine): (Vec<usize>, Vec<Ack>) = acks
-            .iter()
-            .enumerate()
-            .filter(|(_, (aq, _))| aq == q)
-            .map(|(i, (_, a))| (i, a.clone()))
-            .unzip();
-        for (p, o) in pos.into_iter().zip(backend.ack(q, mine).await?) {
-            out[p] = o;
+    let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
+    for (q, pos, mine) in groups {
+        for (p, r) in pos.into_iter().zip(call(q, mine).await?) {
+            out[p] = Some(r);
         }
     }
-    Ok(out)
+    out.into_iter()
+        .map(|r| {
+            r.ok_or_else(|| crate::Error::Backend("a store answered fewer items than given".into()))
+        })
+        .collect()
 }
 
 /// Jobs of `state` from position `offset`, at most `limit`, walking the cursor listing: the

@@ -169,7 +169,7 @@ impl<B: Backend> Backend for Instrumented<B> {
         Ok(out)
     }
 
-    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<LeaseRef>> {
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
         self.inner.cancelled(queue, leases).await
     }
 

@@ -146,8 +146,8 @@ impl Backend for Memory {
     async fn cancel_running(&self, _: &QueueName, _: &JobId) -> delayq::Result<CancelOutcome> {
         unsupported()
     }
-    async fn cancelled(&self, _: &QueueName, _: Vec<LeaseRef>) -> delayq::Result<Vec<LeaseRef>> {
-        Ok(Vec::new())
+    async fn cancelled(&self, _: &QueueName, l: Vec<LeaseRef>) -> delayq::Result<Vec<bool>> {
+        Ok(vec![false; l.len()])
     }
     async fn reschedule(&self, _: &QueueName, _: &JobId, _: Due) -> delayq::Result<u64> {
         unsupported()

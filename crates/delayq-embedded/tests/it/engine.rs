@@ -380,7 +380,7 @@ impl Backend for LongPoll {
     async fn cancel_running(&self, q: &QueueName, id: &JobId) -> delayq::Result<CancelOutcome> {
         self.0.cancel_running(q, id).await
     }
-    async fn cancelled(&self, q: &QueueName, l: Vec<LeaseRef>) -> delayq::Result<Vec<LeaseRef>> {
+    async fn cancelled(&self, q: &QueueName, l: Vec<LeaseRef>) -> delayq::Result<Vec<bool>> {
         self.0.cancelled(q, l).await
     }
     async fn reschedule(&self, q: &QueueName, id: &JobId, s: Due) -> delayq::Result<u64> {

@@ -49,54 +49,47 @@ impl RedisBackend {
         }
     }
 
-    /// Which of `leases` (of one queue) `cxl` remembers as cancelled while they ran: one
-    /// pipeline of `ZSCORE`s per shard they are in. Tokens are never reused, so an entry names exactly
-    /// one lease; its score only says when cancel.lua may forget it.
+    /// For each of `leases` (of one queue), in order: whether `cxl` remembers it as cancelled
+    /// while its job ran — a pipeline of `ZSCORE`s per shard they are in. Tokens are never
+    /// reused, so an entry names exactly one lease; its score only says when cancel.lua may
+    /// forget it.
     pub(crate) async fn cancelled_leases(
         &self,
         queue: &QueueName,
-        leases: &[LeaseRef],
-    ) -> Result<Vec<LeaseRef>> {
+        leases: Vec<LeaseRef>,
+    ) -> Result<Vec<bool>> {
+        let mut out = vec![false; leases.len()];
         if leases.is_empty() {
-            return Ok(Vec::new());
+            return Ok(out);
         }
         let route = self.route(queue).await?;
-        let by = group(leases.iter().collect::<Vec<_>>(), route.shards, |l| {
-            l.id.as_str()
-        });
+        let by = group(leases, route.shards, |l| l.id.as_str());
         let calls = by
             .into_iter()
             .enumerate()
             .filter(|(_, (p, _))| !p.is_empty())
-            .map(|(s, (_, ls))| {
-                let key = route.keys[s].cxl.clone();
+            .map(|(s, (pos, ls))| {
+                let key = &route.keys[s].cxl;
                 async move {
                     // ZSCOREs in one pipeline (ZMSCORE is not among the commands of the one
                     // ACL rule, docs/GUIDE.md).
                     let mut pipe = redis::pipe();
                     for l in &ls {
                         pipe.cmd("ZSCORE")
-                            .arg(&key)
+                            .arg(key)
                             .arg(format!("{}:{}", l.token, l.id));
                     }
                     let mut conn = self.connection();
                     let until: Vec<Option<f64>> =
                         pipe.query_async(&mut conn).await.map_err(error::map)?;
-                    Ok::<_, delayq::Error>(
-                        ls.into_iter()
-                            .zip(until)
-                            .filter(|(_, u)| u.is_some())
-                            .map(|(l, _)| (*l).clone())
-                            .collect::<Vec<LeaseRef>>(),
-                    )
+                    Ok::<_, delayq::Error>((pos, until))
                 }
             });
-        let found: Vec<LeaseRef> = try_join_all(calls).await?.into_iter().flatten().collect();
-        // In the order given.
-        Ok(leases
-            .iter()
-            .filter(|l| found.contains(l))
-            .cloned()
-            .collect())
+        for (pos, until) in try_join_all(calls).await? {
+            for (p, u) in pos.into_iter().zip(until) {
+                out[p] = u.is_some();
+            }
+        }
+        Ok(out)
     }
 }

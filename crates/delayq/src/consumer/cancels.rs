@@ -31,12 +31,13 @@ impl Running {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The leases to ask about, by queue (those not cancelled yet).
-    fn snapshot(&self, queues: usize) -> Vec<Vec<(LeaseRef, Cancellation)>> {
-        let mut by: Vec<Vec<(LeaseRef, Cancellation)>> = vec![Vec::new(); queues];
+    /// The leases to ask about and their signals, by queue (the jobs not cancelled yet).
+    fn snapshot(&self, queues: usize) -> Vec<(Vec<LeaseRef>, Vec<Cancellation>)> {
+        let mut by = vec![(Vec::new(), Vec::new()); queues];
         for r in self.lock().values() {
             if !r.cancellation.is_cancelled() {
-                by[r.queue].push((r.lease.clone(), r.cancellation.clone()));
+                by[r.queue].0.push(r.lease.clone());
+                by[r.queue].1.push(r.cancellation.clone());
             }
         }
         by
@@ -53,19 +54,20 @@ impl Running {
         WatchTask(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(CHECK_EVERY).await;
-                for (i, jobs) in running.snapshot(queues.len()).into_iter().enumerate() {
-                    if jobs.is_empty() {
+                for (i, (leases, signals)) in running.snapshot(queues.len()).into_iter().enumerate()
+                {
+                    if leases.is_empty() {
                         continue;
                     }
                     let queue = &queues[i];
-                    let leases = jobs.iter().map(|(l, _)| l.clone()).collect();
+                    let ids: Vec<_> = leases.iter().map(|l| l.id.clone()).collect();
                     match backend.cancelled(queue, leases).await {
                         Ok(found) => {
-                            for (l, c) in &jobs {
-                                if found.contains(l) {
-                                    tracing::info!(queue = %queue, id = %l.id, "job cancelled while it runs; asking its handler to stop");
-                                    c.cancel();
-                                }
+                            for ((id, signal), _) in
+                                ids.iter().zip(signals).zip(found).filter(|(_, f)| *f)
+                            {
+                                tracing::info!(queue = %queue, id = %id, "job cancelled while it runs; asking its handler to stop");
+                                signal.cancel();
                             }
                         }
                         Err(e) => {
