@@ -36,8 +36,7 @@ local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local now = now_ms()
 local ret = queue_retention(stat, lflags)
 local out, kept, raws =
-  ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, in_lane, acks_result)
-acks_cancelled(cxl, out, acks_id, acks_token)
+  ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now, in_lane, acks_result, cxl)
 -- A batch queue's and a keyed queue's helpers are defined only when it is one (scripts.rs:
 -- DEFINE); `bacc` notes the ends of batch jobs (batch.lua), counted at the end.
 local batched = bit.band(lflags, L_BATCH) ~= 0

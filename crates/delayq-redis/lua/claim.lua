@@ -80,8 +80,7 @@ if batched then
   bacc = {}
 end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
-  in_lane, acks_result)
-acks_cancelled(cxl, acks, acks_id, acks_token)
+  in_lane, acks_result, cxl)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 if kept > 0 and not ret then mark_retains(stat) end
 -- What this call counts (common.lua: count): counter index -> n.

@@ -461,21 +461,10 @@ end
 
 --@ cancelled_lease
 -- Whether the lease (`id`, `token`) was ended by a cancel with `running`, which `cxl`
--- remembers (cancel.lua): asked only about a lease whose job is missing, so a path that
--- finds its lease pays nothing for it.
+-- remembers (cancel.lua): asked only about a lease whose job is missing (leased_raw,
+-- ack_pairs), so a path that finds its lease pays nothing for it.
 local function cancelled_lease(cxl, id, token)
   return token ~= 0 and redis.call('ZSCORE', cxl, string.format('%d', token) .. ':' .. id) ~= false
-end
-
---@ acks_cancelled needs cancelled_lease
--- Turns each R_MISSING of `out` (ack_pairs) whose lease was cancelled while it ran into
--- R_CANCELLED.
-local function acks_cancelled(cxl, out, ids, tokens)
-  for i = 1, #out do
-    if out[i] == R_MISSING and cancelled_lease(cxl, ids[i], tokens[i]) then
-      out[i] = R_CANCELLED
-    end
-  end
 end
 
 --@ limit_freed

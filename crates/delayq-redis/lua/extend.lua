@@ -15,9 +15,8 @@
 -- jobs to other consumers.
 -- Safe to run twice: it sets the deadline from now; a second run only moves it a little later.
 local raw, why = leased_raw(jobs, id, token,
-  ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] })
+  ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] }, cxl)
 if not raw then
-  if why == R_MISSING and cancelled_lease(cxl, id, token) then why = R_CANCELLED end
   return coded{ code = why, value = 0 }
 end
 local deadline = now_ms() + lease_ms

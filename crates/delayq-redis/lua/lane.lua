@@ -366,15 +366,18 @@ local function lane_first_due(lane)
   return e and lane_due(e)
 end
 
---@ leased_raw needs rec_token lane_find
+--@ leased_raw needs rec_token lane_find cancelled_lease
 -- The raw record of `id` when it is leased with `token`, else nil and why: R_MISSING (no
--- such job) or R_LOST (another lease, or not leased: also a job of the lane `L`, when given).
+-- such job), R_CANCELLED (no such job: its lease was cancelled while it ran, which `cxl`
+-- remembers, when given) or R_LOST (another lease, or not leased: also a job of the lane
+-- `L`, when given).
 -- A record carries a non-zero token exactly while it is leased (every transition out of
 -- `lease` clears it), and tokens are never reused, so the token alone proves the lease.
-local function leased_raw(jobs, id, token, L)
+local function leased_raw(jobs, id, token, L, cxl)
   local raw = redis.call('HGET', jobs, id)
   if not raw then
     if L and lane_find(L, id) then return nil, R_LOST end
+    if cxl and cancelled_lease(cxl, id, token) then return nil, R_CANCELLED end
     return nil, R_MISSING
   end
   if token == nil or token == 0 or rec_token(raw) ~= token then
@@ -395,16 +398,17 @@ local function state_of(sched, lease, dead, id, ready, L)
   return nil
 end
 
---@ ack_pairs needs has rec_token call_chunked keep_done rec_keeps
+--@ ack_pairs needs has rec_token call_chunked keep_done rec_keeps cancelled_lease
 -- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair R_OK, R_LOST or
--- R_MISSING (nothing changed), how many were kept, and the records read (pair i's before the
--- ack, nil when `jobs` had none: a keyed queue frees the keys of those acked).
+-- R_CANCELLED (a lease `cxl` remembers as cancelled while it ran) or R_MISSING (nothing
+-- changed), how many were kept, and the records read (pair i's before the ack, nil when
+-- `jobs` had none: a keyed queue frees the keys of those acked).
 -- `in_lane(i, id)`, when given: whether pair i's lane holds `id` (lane_find), asked only
 -- about an id `jobs` does not hold. `results`, when given: pair i's handler result, kept
 -- with a job kept as done (an empty string: none).
-local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lane, results)
+local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lane, results, cxl)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
     return out, 0
@@ -414,7 +418,13 @@ local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lan
     local token = tokens[i]
     local raw = raws[i]
     if not raw then
-      out[i] = (in_lane and in_lane(i, ids[i])) and R_LOST or R_MISSING
+      if in_lane and in_lane(i, ids[i]) then
+        out[i] = R_LOST
+      elseif cancelled_lease(cxl, ids[i], token) then
+        out[i] = R_CANCELLED
+      else
+        out[i] = R_MISSING
+      end
     elseif token ~= 0 and rec_token(raw) == token then
       if ret or (has(string.byte(raw, 2), F_EXTRA) and rec_keeps(raw)) then
         kept[#kept + 1] = i

@@ -23,9 +23,8 @@
 -- Safe to run twice: the first run clears the lease token, so a second finds no lease and
 -- answers R_LOST, changing nothing.
 local raw, why = leased_raw(jobs, id, token,
-  ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] })
+  ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] }, cxl)
 if not raw then
-  if why == R_MISSING and cancelled_lease(cxl, id, token) then why = R_CANCELLED end
   return coded{ code = why, value = 0 }
 end
 local r = decode(raw)

@@ -399,19 +399,10 @@ local function limits_read(stat, now)
   return l
 end
 -- Whether the lease (`id`, `token`) was ended by a cancel with `running`, which `cxl`
--- remembers (cancel.lua): asked only about a lease whose job is missing, so a path that
--- finds its lease pays nothing for it.
+-- remembers (cancel.lua): asked only about a lease whose job is missing (leased_raw,
+-- ack_pairs), so a path that finds its lease pays nothing for it.
 local function cancelled_lease(cxl, id, token)
   return token ~= 0 and redis.call('ZSCORE', cxl, string.format('%d', token) .. ':' .. id) ~= false
-end
--- Turns each -1 of `out` (ack_pairs) whose lease was cancelled while it ran into
--- -8.
-local function acks_cancelled(cxl, out, ids, tokens)
-  for i = 1, #out do
-    if out[i] == -1 and cancelled_lease(cxl, ids[i], tokens[i]) then
-      out[i] = -8
-    end
-  end
 end
 -- Slots were freed (an ack, nack or release): wakes the consumers a full max_in_flight held
 -- back, if any (`flags`: the byte at 1 when the caller has read it).
@@ -457,12 +448,13 @@ end
 -- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair 1, -2 or
--- -1 (nothing changed), how many were kept, and the records read (pair i's before the
--- ack, nil when `jobs` had none: a keyed queue frees the keys of those acked).
+-- -8 (a lease `cxl` remembers as cancelled while it ran) or -1 (nothing
+-- changed), how many were kept, and the records read (pair i's before the ack, nil when
+-- `jobs` had none: a keyed queue frees the keys of those acked).
 -- `in_lane(i, id)`, when given: whether pair i's lane holds `id` (lane_find), asked only
 -- about an id `jobs` does not hold. `results`, when given: pair i's handler result, kept
 -- with a job kept as done (an empty string: none).
-local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lane, results)
+local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lane, results, cxl)
   local out, gone, kept = {}, {}, {}
   if k == 0 then
     return out, 0
@@ -472,7 +464,13 @@ local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lan
     local token = tokens[i]
     local raw = raws[i]
     if not raw then
-      out[i] = (in_lane and in_lane(i, ids[i])) and -2 or -1
+      if in_lane and in_lane(i, ids[i]) then
+        out[i] = -2
+      elseif cancelled_lease(cxl, ids[i], token) then
+        out[i] = -8
+      else
+        out[i] = -1
+      end
     elseif token ~= 0 and rec_token(raw) == token then
       if ret or (has(string.byte(raw, 2), 64) and rec_keeps(raw)) then
         kept[#kept + 1] = i
@@ -1058,8 +1056,7 @@ end
   bacc = {}
 end
 local acks, kept, acked = ack_pairs(jobs, lease, acks_id, acks_token, acks_n, done, ret, now,
-  in_lane, acks_result)
-acks_cancelled(cxl, acks, acks_id, acks_token)
+  in_lane, acks_result, cxl)
 if kept > 0 or ret then trim_done(jobs, done, now) end
 if kept > 0 and not ret then mark_retains(stat) end
 -- What this call counts (common.lua: count): counter index -> n.

@@ -270,8 +270,8 @@ end
 -- 2: a claim was held back by max_in_flight, so the next freed slot wakes consumers.
 -- A queue without limits pays one byte more in a GETRANGE the claim makes anyway.
 -- Whether the lease (`id`, `token`) was ended by a cancel with `running`, which `cxl`
--- remembers (cancel.lua): asked only about a lease whose job is missing, so a path that
--- finds its lease pays nothing for it.
+-- remembers (cancel.lua): asked only about a lease whose job is missing (leased_raw,
+-- ack_pairs), so a path that finds its lease pays nothing for it.
 local function cancelled_lease(cxl, id, token)
   return token ~= 0 and redis.call('ZSCORE', cxl, string.format('%d', token) .. ':' .. id) ~= false
 end
@@ -357,13 +357,16 @@ local function lane_find(L, id)
   return 'L', rec, s, h, b
 end
 -- The raw record of `id` when it is leased with `token`, else nil and why: -1 (no
--- such job) or -2 (another lease, or not leased: also a job of the lane `L`, when given).
+-- such job), -8 (no such job: its lease was cancelled while it ran, which `cxl`
+-- remembers, when given) or -2 (another lease, or not leased: also a job of the lane
+-- `L`, when given).
 -- A record carries a non-zero token exactly while it is leased (every transition out of
 -- `lease` clears it), and tokens are never reused, so the token alone proves the lease.
-local function leased_raw(jobs, id, token, L)
+local function leased_raw(jobs, id, token, L, cxl)
   local raw = redis.call('HGET', jobs, id)
   if not raw then
     if L and lane_find(L, id) then return nil, -2 end
+    if cxl and cancelled_lease(cxl, id, token) then return nil, -8 end
     return nil, -1
   end
   if token == nil or token == 0 or rec_token(raw) ~= token then
@@ -397,9 +400,8 @@ end
 -- Safe to run twice: the first run clears the lease token, so a second finds no lease and
 -- answers -2, changing nothing.
 local raw, why = leased_raw(jobs, id, token,
-  ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] })
+  ix_n > 0 and { lane = lane, meta = lanemeta, ix = KEYS[ix_at] }, cxl)
 if not raw then
-  if why == -1 and cancelled_lease(cxl, id, token) then why = -8 end
   return coded{ code = why, value = 0 }
 end
 local r = decode(raw)
