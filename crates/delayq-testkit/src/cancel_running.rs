@@ -217,3 +217,47 @@ pub async fn parked_keyed_jobs_are_cancelled<B: Backend + Inspect>(b: B, t: Time
         "nothing of the key is left to run"
     );
 }
+
+/// A cancel with `running` changes nothing it may not: a dead job stays dead (`Dead`, for the
+/// dead-letter tools), a job kept as done stays done (`NotFound`, as for a plain cancel).
+pub async fn cancel_running_leaves_dead_and_done_jobs<B: Backend + Inspect>(b: B, t: Time) {
+    let q = QueueName::new("cancel-ended").unwrap();
+    let s = QueueSettings {
+        retention: delayq::Retention {
+            keep_done_ms: 600_000,
+            dedupe_ms: 0,
+        },
+        ..QueueSettings::default()
+    };
+    b.configure(&q, s).await.unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue_batch(vec![job("e-dead", 0), job("e-done", 0)])
+        .await
+        .unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    for j in b.claim(&q, req(10, 30_000)).await.unwrap().jobs {
+        if j.id.as_str() == "e-dead" {
+            let nack = Nack {
+                dead: true,
+                ..Nack::error("gone bad")
+            };
+            b.nack(&q, j.lease_ref(), nack).await.unwrap();
+        } else {
+            b.ack(&q, vec![j.to_ack()]).await.unwrap();
+        }
+    }
+    assert_eq!(
+        p.cancel_running(&id("e-dead")).await.unwrap(),
+        CancelOutcome::Dead
+    );
+    assert_eq!(
+        p.cancel_running(&id("e-done")).await.unwrap(),
+        CancelOutcome::NotFound
+    );
+    let state = |n: &'static str| {
+        let (b, q) = (b.clone(), q.clone());
+        async move { b.get(&q, &id(n)).await.unwrap().map(|i| i.state) }
+    };
+    assert_eq!(state("e-dead").await, Some(delayq::JobState::Dead));
+    assert_eq!(state("e-done").await, Some(delayq::JobState::Done));
+}

@@ -30,8 +30,8 @@ pub use batches::{
     open_batches_take_jobs_until_closed,
 };
 pub use cancel_running::{
-    cancelled_running_jobs_free_their_key, consumers_stop_cancelled_handlers,
-    parked_keyed_jobs_are_cancelled, running_jobs_are_cancelled,
+    cancel_running_leaves_dead_and_done_jobs, cancelled_running_jobs_free_their_key,
+    consumers_stop_cancelled_handlers, parked_keyed_jobs_are_cancelled, running_jobs_are_cancelled,
 };
 pub use console::{
     counts_match_listings, dead_delete_and_cancel_all, listings_page_stably, pause_stops_leasing,
@@ -785,7 +785,7 @@ macro_rules! conformance_tests {
             keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume,
             key_slots_come_back_when_leases_end, running_jobs_are_cancelled,
             consumers_stop_cancelled_handlers, cancelled_running_jobs_free_their_key,
-            parked_keyed_jobs_are_cancelled);
+            parked_keyed_jobs_are_cancelled, cancel_running_leaves_dead_and_done_jobs);
     };
     (@batches $setup:path) => {
         $crate::conformance_tests!(@each $setup;

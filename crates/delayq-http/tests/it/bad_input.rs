@@ -23,6 +23,10 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store:
         r#"{{"acks":[{}]}}"#,
         vec![r#"{"id":"a","lease_token":1}"#; 1001].join(",")
     );
+    let too_many_leases = format!(
+        r#"{{"leases":[{}]}}"#,
+        vec![r#"{"queue":"q","id":"a","lease_token":1}"#; 1001].join(",")
+    );
     let big = "x".repeat(1001);
     let huge = "y".repeat(200 * 1024);
     let p = "/v1/queues/bad/jobs".to_owned();
@@ -450,6 +454,38 @@ async fn bad_input_gets_a_4xx_stores_nothing_and_the_server_keeps_serving(store:
             r#"{"lease_token":"x"}"#.into(),
             400,
             "invalid_body",
+        ),
+        (
+            "POST",
+            "/v1/leases/cancelled".into(),
+            Some(j),
+            too_many_leases,
+            400,
+            "invalid_batch",
+        ),
+        (
+            "POST",
+            "/v1/leases/cancelled".into(),
+            Some(j),
+            r#"{"leases":[{"queue":"a b","id":"x","lease_token":1}]}"#.into(),
+            400,
+            "invalid_queue_name",
+        ),
+        (
+            "POST",
+            "/v1/leases/cancelled".into(),
+            Some(j),
+            r#"{"leases":[{"queue":"q","id":"x","lease_token":1,"extra":1}]}"#.into(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "DELETE",
+            "/v1/queues/bad/jobs/x?running=maybe".into(),
+            None,
+            String::new(),
+            400,
+            "invalid_query",
         ),
         (
             "GET",
