@@ -305,18 +305,14 @@ export class Worker {
     const key = `${queue}\0${c.id}`;
     this.#leases.set(key, { queue, id: c.id, leaseToken: c.leaseToken, abort: timeout });
     this.#watchCancels();
+    // The job was cancelled while it ran (#cancelled aborts with that reason), not timed out.
+    const wasCancelled = () => (timeout.signal.reason as DelayqError | undefined)?.code === "cancelled";
     const cancelled = new Promise<"cancelled">((resolve) =>
-      timeout.signal.addEventListener(
-        "abort",
-        () => {
-          if ((timeout.signal.reason as DelayqError | undefined)?.code === "cancelled") resolve("cancelled");
-        },
-        { once: true },
-      ),
+      timeout.signal.addEventListener("abort", () => wasCancelled() && resolve("cancelled"), { once: true }),
     );
     const job: Job = {
       id: c.id,
-      queue: c.queue ?? this.#queue,
+      queue,
       payload: c.payload,
       attempt: c.attempt,
       maxAttempts: c.maxAttempts,
@@ -352,7 +348,7 @@ export class Worker {
         });
       const outcome = await Promise.race([handled, timedOut, cancelled]);
       const size = resultSize(result);
-      if (outcome === "cancelled" || (timeout.signal.reason as DelayqError | undefined)?.code === "cancelled") {
+      if (wasCancelled()) {
         // Its store ended it already: nothing to ack or nack. The handler gets its grace to
         // stop before its slot is given to another job.
         clearInterval(extender);
@@ -369,7 +365,7 @@ export class Worker {
         this.#flushSoon();
       }
     } catch (e) {
-      if ((timeout.signal.reason as DelayqError | undefined)?.code === "cancelled") return;
+      if (wasCancelled()) return;
       if (e instanceof RetryIn) await this.#nack(c, { error: e.message, retryInMs: e.ms });
       else if (e instanceof DeadLetter) await this.#nack(c, { error: e.message, dead: true });
       else await this.#nack(c, { error: e instanceof Error ? e.message : String(e) });

@@ -92,9 +92,9 @@ class AsyncWorker:
         self.shutdown_grace = shutdown_grace
         # How long a handler whose job was cancelled while it ran has to stop once cancelled.
         self.cancel_grace = cancel_grace
-        # The running jobs' tasks, by (queue, id, lease_token), asked about every half second.
-        self._tasks: Dict[Tuple[str, str, int], "asyncio.Task[Any]"] = {}
-        self._jobs: Dict[Tuple[str, str, int], ClaimedJob] = {}
+        # The running handlers' tasks and jobs, by (queue, id, lease_token): asked about every
+        # half second.
+        self._running: Dict[Tuple[str, str, int], Tuple["asyncio.Future[Any]", ClaimedJob]] = {}
         self._stop = asyncio.Event()
         # The long poll in flight, cut short by stop() so a SIGTERM does not wait it out.
         self._poll: Optional[str] = None
@@ -174,7 +174,8 @@ class AsyncWorker:
         running=True)``) and cancels their handlers (``job.cancelled`` is set first)."""
         while True:
             await asyncio.sleep(CANCEL_CHECK)
-            asked = [k for k in self._tasks if not self._tasks[k].cancelling()][:1000]
+            asked = [k for k, (_, job) in self._running.items() if not job.cancelled.is_set()]
+            asked = asked[:1000]
             if not asked:
                 continue
             try:
@@ -186,23 +187,27 @@ class AsyncWorker:
                 self._cancel_task(k)
 
     def _cancel_task(self, key: Tuple[str, str, int]) -> None:
-        task = self._tasks.get(key)
-        if task is not None and not task.cancelling() and not task.done():
-            log.info("job %s: cancelled while it runs; its handler is cancelled", key[1])
-            self._jobs[key].cancelled.set()
-            task.cancel()
+        """The job was cancelled while it ran: ``job.cancelled`` is set, its handler cancelled."""
+        running = self._running.get(key)
+        if running is None:
+            return
+        handler, job = running
+        if not job.cancelled.is_set() and not handler.done():
+            log.info("job %s: cancelled while it runs; its handler is cancelled", job.id)
+            job.cancelled.set()
+            handler.cancel()
 
     async def _run_one(self, job: ClaimedJob, slots: asyncio.Semaphore) -> None:
-        key = (job.queue, job.id, job.lease_token)
         try:
-            await self._run_handler(job, key)
+            await self._run_handler(job)
         finally:
             slots.release()
 
-    async def _run_handler(self, job: ClaimedJob, key: Tuple[str, str, int]) -> None:
+    async def _run_handler(self, job: ClaimedJob) -> None:
+        key = (job.queue, job.id, job.lease_token)
         extender = asyncio.create_task(self._extend(job))
         handler = asyncio.ensure_future(self.handler(job))
-        self._tasks[key], self._jobs[key] = handler, job
+        self._running[key] = (handler, job)
         try:
             result = await asyncio.shield(handler)
             size = result_size(result)
@@ -219,25 +224,26 @@ class AsyncWorker:
             await self.client.release(job.queue, job.id, job.lease_token, undo_attempt=False)
             raise
         except Exception as e:  # noqa: BLE001 - every failure is the job's
-            if job.cancelled.is_set():
-                return
+            failure: Optional[Exception] = e
+        else:
+            failure = None
+        finally:
+            self._running.pop(key, None)
+            extender.cancel()
+        if job.cancelled.is_set():
+            return  # cancelled while it ran: its store ended it, nothing to ack or nack
+        if failure is not None:
             self.failed += 1
             try:
-                await self.client.nack(job.queue, job.id, job.lease_token, **failure_of(e))
+                await self.client.nack(job.queue, job.id, job.lease_token, **failure_of(failure))
             except errors.LeaseLost:
                 log.warning("job %s: lease lost before the nack", job.id)
-        else:
-            if job.cancelled.is_set():
-                return
-            try:
-                await self.client.ack(job.queue, job.id, job.lease_token, result=result)
-                self.acked += 1
-            except (errors.LeaseLost, errors.NotFound):
-                log.warning("job %s: lease lost before the ack", job.id)
-        finally:
-            self._tasks.pop(key, None)
-            self._jobs.pop(key, None)
-            extender.cancel()
+            return
+        try:
+            await self.client.ack(job.queue, job.id, job.lease_token, result=result)
+            self.acked += 1
+        except (errors.LeaseLost, errors.NotFound):
+            log.warning("job %s: lease lost before the ack", job.id)
 
     async def _extend(self, job: ClaimedJob) -> None:
         while True:
