@@ -133,6 +133,30 @@ impl Inspect for AnyBackend {
     async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
         delegate!(self, b => b.keys(queue, limit).await)
     }
+    async fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: delayq::KeyJobsRequest,
+    ) -> Result<delayq::KeyJobsPage> {
+        delegate!(self, b => b.key_jobs(q, key, req.clone()).await)
+    }
+    async fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> Result<delayq::KeyCancelled> {
+        delegate!(self, b => b.cancel_key(q, key, running).await)
+    }
+    async fn reschedule_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        to: delayq::KeyMove,
+    ) -> Result<u64> {
+        delegate!(self, b => b.reschedule_key(q, key, to).await)
+    }
 }
 
 impl Schedules for AnyBackend {

@@ -10,9 +10,9 @@ use delayq_wire::{
     AckBatchRequest, AckBatchResponse, AckRequest, BatchAddedView, BatchJobsRequest, BatchList,
     BatchRequest, BatchView, CancelledRequest, CancelledResponse, ClaimAck, ClaimManyRequest,
     ClaimRequest, ClaimResponse, Deliveries, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode,
-    ExtendRequest, JobList, JobView, KeyHoldView, KeyList, KeyPauseRequest, LeaseOf, ListQuery,
-    NackRequest, Outcome, OutcomeKind, Page, QueueView, ReleaseRequest, RescheduleRequest,
-    ScheduleBody, ScheduleList, ScheduleView, SeriesView, SettingsPatch, Whoami,
+    ExtendRequest, JobList, JobView, LeaseOf, ListQuery, NackRequest, Outcome, OutcomeKind, Page,
+    QueueView, ReleaseRequest, RescheduleRequest, ScheduleBody, ScheduleList, ScheduleView,
+    SeriesView, SettingsPatch, Whoami,
 };
 use reqwest::Method;
 use serde::Serialize;
@@ -38,7 +38,7 @@ pub struct Client {
 
 /// Whether a call may be sent again when no answer came.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Repeat {
+pub(crate) enum Repeat {
     Safe,
     Once,
 }
@@ -159,7 +159,7 @@ impl Client {
         }
     }
 
-    async fn json<T: DeserializeOwned>(
+    pub(crate) async fn json<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
@@ -173,7 +173,7 @@ impl Client {
         decode(&bytes)
     }
 
-    async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         self.json(Method::GET, path, None::<&()>, Repeat::Safe)
             .await
     }
@@ -479,36 +479,6 @@ impl Client {
             .await
     }
 
-    /// Holds one key's due jobs in `queue` until `hold` ends (`until` or `for_ms`): the other
-    /// keys' jobs are claimed meanwhile (an upstream's `Retry-After`).
-    pub async fn pause_key(
-        &self,
-        queue: &str,
-        key: &str,
-        hold: &KeyPauseRequest,
-    ) -> Result<KeyHoldView> {
-        let path = format!("{}/keys/{}/pause", q(queue)?, enc(key));
-        self.json(Method::POST, &path, Some(hold), Repeat::Safe)
-            .await
-    }
-
-    /// Lifts a key's hold: its due jobs are claimed again.
-    pub async fn resume_key(&self, queue: &str, key: &str) -> Result<KeyHoldView> {
-        let path = format!("{}/keys/{}/resume", q(queue)?, enc(key));
-        self.json(Method::POST, &path, None::<&()>, Repeat::Safe)
-            .await
-    }
-
-    /// The busiest keys of `queue` (most in flight and due, then held), at most `limit`
-    /// (default 20).
-    pub async fn keys(&self, queue: &str, limit: Option<usize>) -> Result<KeyList> {
-        let mut path = format!("{}/keys", q(queue)?);
-        if let Some(n) = limit {
-            path.push_str(&format!("?limit={n}"));
-        }
-        self.get_json(&path).await
-    }
-
     /// Creates a batch of jobs with its callbacks (`POST /v1/queues/{q}/batches`): closed
     /// unless `open`; an open batch of that id gains the jobs instead. Sent once (a retry of
     /// a call that closed its batch would be refused).
@@ -712,7 +682,7 @@ fn new_id(key: Option<&str>) -> String {
     }
 }
 
-fn q(queue: &str) -> Result<String> {
+pub(crate) fn q(queue: &str) -> Result<String> {
     delayq::QueueName::new(queue).map_err(|e| Error::Invalid(e.to_string()))?;
     Ok(format!("/v1/queues/{queue}"))
 }

@@ -29,6 +29,7 @@
 mod client;
 mod error;
 mod job;
+mod keys;
 mod remote;
 mod webhook;
 

@@ -574,6 +574,64 @@ impl Inspect for RemoteBackend {
             .map(|k| delayq::KeyStats::try_from(k).map_err(|e| Error::Backend(e.to_string())))
             .collect()
     }
+
+    async fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: delayq::KeyJobsRequest,
+    ) -> Result<delayq::KeyJobsPage> {
+        let query = delayq_wire::KeyJobsQuery {
+            state: req.state.map(|s| s.to_string()),
+            limit: Some(req.limit),
+            cursor: req.after.map(|a| a.to_string()),
+        };
+        let page = self
+            .client
+            .key_jobs(q.as_str(), key.as_str(), &query)
+            .await
+            .map_err(core(None))?;
+        Ok(delayq::KeyJobsPage {
+            jobs: infos(page.jobs)?,
+            next: page.next_cursor.map(JobId::new).transpose()?,
+            // (The server labelled the jobs by its clock; this one is as close as it gets.)
+            now_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        })
+    }
+
+    async fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> Result<delayq::KeyCancelled> {
+        let v = self
+            .client
+            .cancel_key(q.as_str(), key.as_str(), running)
+            .await
+            .map_err(core(None))?;
+        Ok(delayq::KeyCancelled {
+            cancelled: v.cancelled,
+            running: v.running,
+        })
+    }
+
+    async fn reschedule_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        to: delayq::KeyMove,
+    ) -> Result<u64> {
+        let body = delayq_wire::KeyRescheduleRequest::new(to);
+        let v = self
+            .client
+            .reschedule_key(q.as_str(), key.as_str(), &body)
+            .await
+            .map_err(core(None))?;
+        Ok(v.rescheduled)
+    }
 }
 
 impl RemoteBackend {

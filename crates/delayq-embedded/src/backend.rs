@@ -426,7 +426,7 @@ impl EmbeddedBackend {
     }
 
     /// Runs `f`, then wakes `queue`'s consumers when it says so.
-    async fn exec_waking<R, F>(&self, queue: &QueueName, f: F) -> Result<R>
+    pub(crate) async fn exec_waking<R, F>(&self, queue: &QueueName, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection, Now) -> Result<(R, bool)> + Send + 'static,

@@ -389,4 +389,43 @@ impl Inspect for EmbeddedBackend {
         self.exec(move |c, now| crate::keyed::stats(c, &q, now.ms(), limit))
             .await
     }
+
+    async fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: delayq::KeyJobsRequest,
+    ) -> Result<delayq::KeyJobsPage> {
+        req.check()?;
+        let (q, k) = (q.to_string(), key.to_string());
+        self.exec(move |c, now| crate::key_jobs::page(c, &q, &k, &req, now.ms()))
+            .await
+    }
+
+    async fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> Result<delayq::KeyCancelled> {
+        let (qs, k) = (q.to_string(), key.to_string());
+        self.exec_waking(q, move |c, now| {
+            crate::key_jobs::cancel_all(c, &qs, &k, running, now.ms())
+        })
+        .await
+    }
+
+    async fn reschedule_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        to: delayq::KeyMove,
+    ) -> Result<u64> {
+        to.check()?;
+        let (qs, k) = (q.to_string(), key.to_string());
+        self.exec_waking(q, move |c, now| {
+            crate::key_jobs::reschedule(c, &qs, &k, to, now.ms())
+        })
+        .await
+    }
 }

@@ -30,6 +30,7 @@ mod enqueue;
 pub mod error;
 mod health;
 mod inspect;
+mod key_jobs;
 mod keyed;
 mod push;
 mod rows;

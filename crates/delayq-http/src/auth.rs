@@ -58,7 +58,9 @@ impl Scope {
                 "POST",
                 "/v1/queues/{q}/batches"
                 | "/v1/queues/{q}/batches/{id}/jobs"
-                | "/v1/queues/{q}/batches/{id}/close",
+                | "/v1/queues/{q}/batches/{id}/close"
+                | "/v1/queues/{q}/keys/{key}/cancel"
+                | "/v1/queues/{q}/keys/{key}/reschedule",
             ) => Scope::Produce,
             (
                 "POST",
@@ -432,6 +434,18 @@ mod tests {
             "cancel, also with running=true"
         );
         assert_eq!(needed(Method::DELETE, "/v1/queues/{q}/jobs"), Scope::Admin);
+        assert_eq!(
+            needed(Method::POST, "/v1/queues/{q}/keys/{key}/cancel"),
+            Scope::Produce
+        );
+        assert_eq!(
+            needed(Method::POST, "/v1/queues/{q}/keys/{key}/reschedule"),
+            Scope::Produce
+        );
+        assert_eq!(
+            needed(Method::POST, "/v1/queues/{q}/keys/{key}/pause"),
+            Scope::Admin
+        );
         assert_eq!(
             needed(Method::POST, "/v1/queues/{q}/jobs/{id}/ack"),
             Scope::Consume

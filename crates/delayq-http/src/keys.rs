@@ -1,11 +1,15 @@
 //! A queue's keys: hold one key until a time (an upstream's `Retry-After`), lift the hold,
-//! and list the busiest keys (in flight, due, held) for the console.
+//! list the busiest keys (in flight, due, held) for the console, and every job of one key —
+//! listed, cancelled or moved in one call.
 
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use delayq::{Backend, Inspect, JobKey, KeyHold, QueueName};
-use delayq_wire::{KeyHoldView, KeyList, KeyPauseRequest, KeyQuery, KeyView};
+use delayq_wire::{
+    JobList, JobView, KeyCancelRequest, KeyCancelView, KeyHoldView, KeyJobsQuery, KeyList,
+    KeyPauseRequest, KeyQuery, KeyRescheduleRequest, KeyRescheduleView, KeyView,
+};
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, ApiQuery, QueuePath};
@@ -84,5 +88,106 @@ pub async fn list<B: Backend + Inspect>(
     Ok(Json(KeyList {
         queue: q.to_string(),
         keys: keys.into_iter().map(KeyView::from).collect(),
+    }))
+}
+
+/// A page of one key's jobs, by id: scheduled, due, running (`leased`) and dead ones (or one
+/// state of them). Costs the key's jobs, not the queue's.
+#[utoipa::path(
+    get, path = "/v1/queues/{q}/keys/{key}/jobs", operation_id = "list_key_jobs", tag = "keys",
+    params(("q" = String, Path), ("key" = String, Path), KeyJobsQuery),
+    responses((status = 200, body = JobList), (status = "4XX", body = ErrorBody))
+)]
+pub async fn jobs<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    KeyPath(q, key): KeyPath,
+    ApiQuery(query): ApiQuery<KeyJobsQuery>,
+) -> Result<Json<JobList>, ApiError> {
+    let state = match query.state.as_deref() {
+        None => None,
+        Some(s @ ("scheduled" | "due" | "leased" | "dead")) => {
+            Some(s.parse::<delayq::ListState>()?)
+        }
+        Some(s) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("state must be scheduled, due, leased or dead, not {s:?}"),
+            ));
+        }
+    };
+    let after = query
+        .cursor
+        .map(|c| {
+            delayq::JobId::new(c)
+                .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, format!("cursor: {e}")))
+        })
+        .transpose()?;
+    let req = delayq::KeyJobsRequest {
+        state,
+        limit: query.limit.unwrap_or(100),
+        after,
+    };
+    req.check()?;
+    let page = st.backend().key_jobs(&q, &key, req).await?;
+    let now = page.now_ms;
+    let jobs = page
+        .jobs
+        .into_iter()
+        .map(|j| {
+            let due = delayq::key_jobs::listed_as(&j, now) == Some(delayq::ListState::Due);
+            let mut v = JobView::from(j);
+            if due {
+                v.state = "due".into();
+            }
+            v
+        })
+        .collect();
+    Ok(Json(JobList {
+        jobs,
+        next_cursor: page.next.map(|c| c.to_string()),
+        by_prefix: None,
+    }))
+}
+
+/// Cancels every scheduled and due job of one key (with `{"running": true}` its running jobs
+/// too); dead and done jobs stay. Atomic per shard.
+#[utoipa::path(
+    post, path = "/v1/queues/{q}/keys/{key}/cancel", operation_id = "cancel_key", tag = "keys",
+    params(("q" = String, Path), ("key" = String, Path)), request_body = KeyCancelRequest,
+    responses((status = 200, body = KeyCancelView), (status = "4XX", body = ErrorBody))
+)]
+pub async fn cancel<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    KeyPath(q, key): KeyPath,
+    ApiJson(body): ApiJson<KeyCancelRequest>,
+) -> Result<Json<KeyCancelView>, ApiError> {
+    let done = st.backend().cancel_key(&q, &key, body.running).await?;
+    Ok(Json(KeyCancelView {
+        queue: q.to_string(),
+        key: key.to_string(),
+        cancelled: done.cancelled,
+        running: done.running,
+    }))
+}
+
+/// Moves every scheduled and due job of one key: each by `shift_ms`, or all to `due_at`.
+/// Atomic per shard.
+#[utoipa::path(
+    post, path = "/v1/queues/{q}/keys/{key}/reschedule", operation_id = "reschedule_key",
+    tag = "keys", params(("q" = String, Path), ("key" = String, Path)),
+    request_body = KeyRescheduleRequest,
+    responses((status = 200, body = KeyRescheduleView), (status = "4XX", body = ErrorBody))
+)]
+pub async fn reschedule<B: Backend + Inspect>(
+    State(st): State<AppState<B>>,
+    KeyPath(q, key): KeyPath,
+    ApiJson(body): ApiJson<KeyRescheduleRequest>,
+) -> Result<Json<KeyRescheduleView>, ApiError> {
+    let to = body.to_move()?;
+    let n = st.backend().reschedule_key(&q, &key, to).await?;
+    Ok(Json(KeyRescheduleView {
+        queue: q.to_string(),
+        key: key.to_string(),
+        rescheduled: n,
     }))
 }

@@ -76,7 +76,7 @@ pub use conns::EVICTED_CONNECTIONS;
         queues::requeue_all, queues::purge, console::list, console::cancel_all, console::run,
         console::dead_delete, console::pause, console::resume, console::series, events::events,
         schedules::put, schedules::get, schedules::delete, schedules::list,
-        push_model::deliveries, auth::whoami, keys::pause, keys::resume, keys::list,
+        push_model::deliveries, auth::whoami, keys::pause, keys::resume, keys::list, keys::jobs, keys::cancel, keys::reschedule,
         batches::create, batches::add, batches::close, batches::get, batches::list,
     ),
     modifiers(&BearerAuth, &Described),
@@ -216,6 +216,12 @@ pub fn router<B: Backend + Inspect + Schedules + Batches>(state: AppState<B>) ->
         .route("/v1/queues/{q}/keys", get(keys::list::<B>))
         .route("/v1/queues/{q}/keys/{key}/pause", post(keys::pause::<B>))
         .route("/v1/queues/{q}/keys/{key}/resume", post(keys::resume::<B>))
+        .route("/v1/queues/{q}/keys/{key}/jobs", get(keys::jobs::<B>))
+        .route("/v1/queues/{q}/keys/{key}/cancel", post(keys::cancel::<B>))
+        .route(
+            "/v1/queues/{q}/keys/{key}/reschedule",
+            post(keys::reschedule::<B>),
+        )
         .route("/v1/queues/{q}/events", get(events::events::<B>))
         .route(
             "/v1/queues/{q}/dead/{id}",

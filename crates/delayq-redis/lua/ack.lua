@@ -15,6 +15,8 @@
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           L_BATCH): a job that ends is counted there
 -- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
+-- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): an acked keyed job
+--           leaves it
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
@@ -46,13 +48,16 @@ if batched then
 end
 local keyed = bit.band(lflags, L_KEYS) ~= 0
 if keyed then
-  --@ define key_ended key_free
+  --@ define key_ended key_free key_unindex
 end
 local acked, ended = 0, {}
 for i = 1, #out do
   if out[i] == R_OK then
     acked = acked + 1
-    if keyed then key_ended(ended, raws[i]) end
+    if keyed then
+      key_ended(ended, raws[i])
+      key_unindex(kj, raws[i], acks_id[i])
+    end
     if batched then batch_end(bacc, raws[i], acks_id[i], 'o', acks_result[i]) end
   end
 end

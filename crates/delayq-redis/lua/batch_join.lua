@@ -8,6 +8,8 @@
 --           series of counts (common.lua: count)
 -- done      ZSET id -> when its retention ends: completed jobs kept as done
 -- bm        prefix of `bm:<batch>`, the batch's jobs of this shard (batch.lua)
+-- kj        STRING the key index is whole; `kj:<key>` ZSET each key's jobs (keyed.lua, above
+--           key_index_add): a keyed job written is added there
 -- Arguments: batch (its id), results (the batch keeps its jobs' results), then the tail
 -- `jobs` of (id, spec) as enqueue.lua's (the record carries X_BATCH).
 -- Returns per job (code, due_ms) (push_enqueued): R_OK (created: it joined) | R_EXISTS (the id
@@ -25,7 +27,7 @@ if redis.call('HGET', k, '\0x') then
 end
 if results then redis.call('HSET', k, '\0R', 1) end
 local created, earliest, prio, keyed = 0, nil, false, false
-local zadd, new, joined, fresh = {}, {}, {}, {}
+local zadd, new, joined, fresh, kadd = {}, {}, {}, {}, {}
 for c = 1, jobs_n, 1000 do
   local last = math.min(c + 999, jobs_n)
   local stored_all = redis.call('HMGET', jobs, unpack(jobs_id, c, last))
@@ -63,7 +65,10 @@ for c = 1, jobs_n, 1000 do
         end
         -- (A job at the default priority leaves the queue's claim order as it is.)
         local key, p = rec_kp(rec)
-        if key ~= '' then keyed = true end
+        if key ~= '' then
+          keyed = true
+          key_index_add(kadd, key, id)
+        end
         if p ~= DEFAULT_PRIORITY then prio = true end
         push_enqueued(out, R_OK, due)
       end
@@ -79,8 +84,14 @@ local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
 local add = 0
 if bit.band(f, L_BATCH) == 0 then add = add + L_BATCH end
 if prio and bit.band(f, L_PRIO) == 0 then add = add + L_PRIO end
-if keyed and bit.band(f, L_KEYS) == 0 then add = add + L_KEYS end
+if keyed and bit.band(f, L_KEYS) == 0 then
+  -- The shard's first keyed job: its key index is whole from the start — unless the queue
+  -- has a lane, which may hold keyed jobs of an earlier build (lane.lua: key_indexed).
+  add = add + L_KEYS
+  if bit.band(f, L_LANE) == 0 then redis.call('SET', kj, '1') end
+end
 if add > 0 then redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, f + add) end
+if keyed then key_index_write(kj, kadd) end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest)
   call_chunked('ZADD', sched, zadd)

@@ -15,6 +15,8 @@
 -- kinfl     HASH key -> its jobs leased (keyed.lua: key_free; `running` only)
 -- kwait     ZSET key -> when a parked job comes back (keyed.lua; `running` only)
 -- cxl       ZSET `<token>:<id>` -> until when (ms) the cancelled lease answers `cancelled`
+-- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): a cancelled keyed
+--           job leaves it
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, running (1: a leased job is cancelled too).
 -- Returns R_OK (this call removed a scheduled job) | R_CANCELLING (this call ended a leased job
@@ -47,6 +49,10 @@ if code then
     local bacc = {}
     batch_end(bacc, raw, id, 'c')
     batch_count(bm, bacc, now)
+  end
+  if raw and has(string.byte(raw, 2), F_EXTRA) then
+    --@ define key_unindex
+    key_unindex(kj, raw, id)
   end
   if code == R_CANCELLING then
     local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0

@@ -21,6 +21,8 @@
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           L_BATCH): a job that ends is counted there
 -- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
+-- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): an acked keyed job
+--           leaves it
 -- sweep     (tail; a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
@@ -70,7 +72,7 @@ if lane_on or ix_n > 0 then
 end
 local keyed = bit.band(lflags, L_KEYS) ~= 0
 if keyed then
-  --@ define key_ended key_free key_unwait key_promote key_take key_limits
+  --@ define key_ended key_free key_unwait key_promote key_take key_limits key_unindex
 end
 local batched = bit.band(lflags, L_BATCH) ~= 0
 -- The ends of batch jobs in this call (batch.lua), counted at its end.
@@ -90,7 +92,10 @@ local ended = {}
 for i = 1, #acks do
   if acks[i] == R_OK then
     c[1] = c[1] + 1
-    if keyed then key_ended(ended, acked[i]) end
+    if keyed then
+      key_ended(ended, acked[i])
+      key_unindex(kj, acked[i], acks_id[i])
+    end
     if batched then batch_end(bacc, acked[i], acks_id[i], 'o', acks_result[i]) end
   end
 end

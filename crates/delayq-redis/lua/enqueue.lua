@@ -10,6 +10,8 @@
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- kj        STRING the key index is whole; `kj:<key>` ZSET each key's jobs (keyed.lua, above
+--           key_index_add): a keyed job written is added there
 -- ix        (tail; a queue with a lane only) the index bucket `ix:<b>` of each job, in order
 -- Arguments: the tail `batch` of (id, spec): the spec is the whole record as the client builds
 --   it (record.rs `spec`) after one byte of flags — when (SPEC_NOW | SPEC_DELAY | SPEC_AT),
@@ -25,7 +27,8 @@
 -- A batch reads every id with one HMGET and writes the new records with one HSET (chunked); a
 -- single job uses HSETNX, one command fewer.
 -- The lane (bucket keys given and the queue's L_LANE flag set): a new job without a priority
--- whose due time is not earlier than the lane's last goes to the lane (RPUSH, its index
+-- or a key (a keyed job is found through its key's index, which holds ids in `jobs`) whose
+-- due time is not earlier than the lane's last goes to the lane (RPUSH, its index
 -- entry); with time windows (the u16 at S_WIDTH of `stat`), one due in a window that starts
 -- more than a width from now and is not full goes to that window (lane.lua: win_key; its
 -- index entry, and a window's length and push, once a window a call; the windows' count once
@@ -48,8 +51,10 @@ local zadd = {}
 local fresh = {}
 local created = 0
 local prio = false
--- A job written with a key marks the queue (L_KEYS; keyed.lua).
+-- A job written with a key marks the queue (L_KEYS; keyed.lua) and goes to its key's index
+-- (kadd: key -> ids, keyed.lua: key_index_add).
 local keyed = false
+local kadd = nil
 -- The lane, when this queue has one (lane.lua: lane_find); L.ix is set per job.
 local L = nil
 -- The lane's length and next sequence number when the script began, its last due time, the
@@ -105,7 +110,11 @@ for i = 0, n - 1 do
       stored = stored_all[i + 1]
       if not stored and L and not replace and #id <= 255 then
         L.ix = KEYS[ix_at + i]
-        local plain = not (has(string.byte(rec, 2), F_EXTRA) and decode(rec).prio)
+        local plain = true
+        if has(string.byte(rec, 2), F_EXTRA) then
+          local k = rec_kp(rec)
+          plain = k == '' and not decode(rec).prio
+        end
         local fits = plain and (lane_tail == nil or due >= lane_tail)
         -- Else its window's start, when it goes to one.
         local ws = nil
@@ -217,7 +226,12 @@ for i = 0, n - 1 do
     end
     if written and has(string.byte(rec, 2), F_EXTRA) then
       if not prio then prio = decode(rec).prio ~= nil end
-      if not keyed then keyed = rec_kp(rec) ~= '' end
+      local k = rec_kp(rec)
+      if k ~= '' then
+        keyed = true
+        kadd = kadd or {}
+        key_index_add(kadd, k, id)
+      end
     end
     push_enqueued(out, code, due)
   else
@@ -263,9 +277,15 @@ if prio or keyed then
   local f = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0
   local add = 0
   if prio and bit.band(f, L_PRIO) == 0 then add = add + L_PRIO end
-  if keyed and bit.band(f, L_KEYS) == 0 then add = add + L_KEYS end
+  if keyed and bit.band(f, L_KEYS) == 0 then
+    -- The shard's first keyed job: its key index is whole from the start — unless the queue
+    -- has a lane, which may hold keyed jobs of an earlier build (lane.lua: key_indexed).
+    add = add + L_KEYS
+    if not L then redis.call('SET', kj, '1') end
+  end
   if add > 0 then redis.call('BITFIELD', stat, 'SET', 'u8', S_FLAGS * 8, f + add) end
 end
+if kadd then key_index_write(kj, kadd) end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest, L and lane_first_due(L.lane))
   call_chunked('ZADD', sched, zadd)

@@ -251,3 +251,45 @@ local function key_take(K, max, now, now_exact_us, lflags)
   local more = scanned < #fids or #fids == window
   return ids, raws, more
 end
+
+-- The key index. Every job of a key in this shard is a member of the ZSET `kj:<key>`, all
+-- scored 0 so they sort by id (a page is ZRANGE … BYLEX): enqueue.lua and batch_join.lua add
+-- a keyed job when they write it, an ack and a cancel by id take it out (key_unindex); any
+-- other way a job leaves (a bulk cancel of a state, dead letters purged, a replace under
+-- another key) leaves its member behind, and the next reader of the key drops it (a member
+-- is trusted only when the job's record exists, is not done and carries the key). Keyed jobs
+-- never go to the lane (enqueue.lua), so a member is always found in `jobs`. The STRING `kj`
+-- says that the index holds every keyed job of the shard: written with the shard's first keyed
+-- job, or by key_indexed (lane.lua: it reads the lane) for a shard whose keyed jobs predate the index.
+
+--@ key_index_add
+-- Notes job `id` of key `k` in `add` (key -> ids), for key_index_write.
+local function key_index_add(add, k, id)
+  local l = add[k]
+  if not l then
+    l = {}
+    add[k] = l
+  end
+  l[#l + 1] = 0
+  l[#l + 1] = id
+end
+
+--@ key_index_write needs call_chunked
+-- Adds the jobs noted in `add` (key_index_add) to their keys' indexes: one ZADD per key.
+local function key_index_write(kj, add)
+  for k, l in pairs(add) do call_chunked('ZADD', kj .. ':' .. k, l) end
+end
+
+--@ key_unindex needs rec_kp
+-- Job `id` (raw record `raw`) left the store: out of its key's index, if it has a key.
+local function key_unindex(kj, raw, id)
+  local k = rec_kp(raw)
+  if k ~= '' then redis.call('ZREM', kj .. ':' .. k, id) end
+end
+
+--@ key_member needs has rec_kp
+-- Whether raw record `raw` (false: none) is a live job of key `k`: what a member of `kj:<k>`
+-- must be to be trusted (see above).
+local function key_member(raw, k)
+  return raw and not has(string.byte(raw, 2), F_DONE) and rec_kp(raw) == k
+end

@@ -447,3 +447,85 @@ local function ack_pairs(jobs, lease, ids, tokens, k, done_key, ret, now, in_lan
   end
   return out, n, raws
 end
+
+--@ key_indexed needs rec_kp rec_due call_chunked key_index_add key_index_write lane_entry lane_dead lane_hb lane_mark lane_tomb win_key wins_key win_entry win_tombs ix_prefix
+-- Makes sure the index holds every keyed job of the shard (K: its keys by field name): once,
+-- for a shard whose keyed jobs were written before the index existed (or a lane queue's,
+-- whose enqueue leaves the mark to this), in this one call — the keyed jobs of the lane and
+-- its time windows move to `jobs` and `sched` (same records, same due times; their entries
+-- become tombstones, as a cancel leaves them; the queue is marked keyed, L_KEYS, as an
+-- enqueue of them would now), then every job of `sched`, `ready`, `lease` and `dead` is read
+-- and the keyed ones indexed. Costs the shard's jobs, once; later calls one STRLEN. A shard
+-- that never had a keyed job (no L_KEYS, an empty lane) has nothing to index.
+local function key_indexed(K)
+  if redis.call('STRLEN', K.kj) > 0 then return end
+  local f = string.byte(redis.call('GETRANGE', K.stat, S_FLAGS, S_FLAGS)) or 0
+  local L = { lane = K.lane, meta = K.lanemeta, gone = K.lanegone }
+  local laned = redis.call('LLEN', L.lane) > 0 or redis.call('ZCARD', wins_key(L.lane)) > 0
+  if bit.band(f, L_KEYS) == 0 and not laned then return end
+  local hset, zadd = {}, {}
+  local function pull(id, rec)
+    hset[#hset + 1] = id
+    hset[#hset + 1] = rec
+    zadd[#zadd + 1] = rec_due(rec)
+    zadd[#zadd + 1] = id
+  end
+  local len = redis.call('LLEN', L.lane)
+  for i = 0, len - 1, 1000 do
+    local ents = redis.call('LRANGE', L.lane, i, i + 999)
+    for j = 1, #ents do
+      local e = ents[j]
+      if not lane_dead(e) then
+        local id, rec = lane_entry(e)
+        if rec_kp(rec) ~= '' then
+          -- (The head and base are read again: lane_mark may move the base.)
+          local h, b = lane_hb(L.meta)
+          lane_mark(L, h + i + j - 1, h, b)
+          redis.call('LSET', L.lane, i + j - 1, lane_tomb(rec_due(rec)))
+          pull(id, rec)
+        end
+      end
+    end
+  end
+  local starts = redis.call('ZRANGE', wins_key(L.lane), 0, -1, 'WITHSCORES')
+  for w = 2, #starts, 2 do
+    local s = tonumber(starts[w])
+    local wk = win_key(L.lane, s)
+    local ents = redis.call('LRANGE', wk, 0, -1)
+    for j = 1, #ents do
+      if not lane_dead(ents[j]) then
+        local id, b, rec = win_entry(ents[j])
+        if rec_kp(rec) ~= '' then
+          redis.call('LSET', wk, j - 1, '\0')
+          win_tombs(L.lane, s, 1)
+          redis.call('HINCRBY', L.meta, 'wn', -1)
+          redis.call('HDEL', ix_prefix(L.lane) .. b, id)
+          pull(id, rec)
+        end
+      end
+    end
+  end
+  call_chunked('HSET', K.jobs, hset)
+  call_chunked('ZADD', K.sched, zadd)
+  if #hset > 0 and bit.band(f, L_KEYS) == 0 then
+    redis.call('BITFIELD', K.stat, 'SET', 'u8', S_FLAGS * 8, f + L_KEYS)
+  end
+  local add = {}
+  for _, z in ipairs({ K.sched, K.ready, K.lease, K.dead }) do
+    local n = redis.call('ZCARD', z)
+    for i = 0, n - 1, 2000 do
+      local ids = redis.call('ZRANGE', z, i, i + 1999)
+      if #ids > 0 then
+        local raws = redis.call('HMGET', K.jobs, unpack(ids))
+        for j = 1, #ids do
+          if raws[j] then
+            local k = rec_kp(raws[j])
+            if k ~= '' then key_index_add(add, k, ids[j]) end
+          end
+        end
+      end
+    end
+  end
+  key_index_write(K.kj, add)
+  redis.call('SET', K.kj, '1')
+end

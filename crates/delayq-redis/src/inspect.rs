@@ -475,4 +475,31 @@ impl Inspect for RedisBackend {
         rows.truncate(limit);
         Ok(rows)
     }
+
+    async fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: delayq::KeyJobsRequest,
+    ) -> Result<delayq::KeyJobsPage> {
+        self.key_page(q, key, req).await
+    }
+
+    async fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> Result<delayq::KeyCancelled> {
+        self.cancel_key_jobs(q, key, running).await
+    }
+
+    async fn reschedule_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        to: delayq::KeyMove,
+    ) -> Result<u64> {
+        self.move_key_jobs(q, key, to).await
+    }
 }

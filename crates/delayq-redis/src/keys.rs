@@ -34,6 +34,7 @@ pub(crate) enum Key {
     Batches,
     BatchIndex,
     Cancelled,
+    Tenants,
 }
 
 impl Key {
@@ -63,6 +64,7 @@ impl Key {
             Key::Batches => "batch",
             Key::BatchIndex => "bopen",
             Key::Cancelled => "cxl",
+            Key::Tenants => "kj",
         }
     }
 }
@@ -223,6 +225,9 @@ pub(crate) struct Keys {
     /// ZSET `<token>:<id>` → until when (ms) this store answers `cancelled` to the lease: the
     /// leases of jobs cancelled while they ran (cancel.lua with `running`).
     pub cxl: String,
+    /// STRING: written once the key index holds every keyed job of the shard; `kj:<key>`
+    /// ZSET (all scores 0, so by id) each key's jobs (keyed.lua, above key_index_add).
+    pub kj: String,
     /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
     ix: String,
 }
@@ -284,6 +289,7 @@ impl Space {
             batch: name(Key::Batches),
             bopen: name(Key::BatchIndex),
             cxl: name(Key::Cancelled),
+            kj: name(Key::Tenants),
             ix: format!("{p}{{{tag}}}:ix:"),
         }
     }
@@ -396,6 +402,7 @@ impl Keys {
             Key::Batches => &self.batch,
             Key::BatchIndex => &self.bopen,
             Key::Cancelled => &self.cxl,
+            Key::Tenants => &self.kj,
         }
     }
 }

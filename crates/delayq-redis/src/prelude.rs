@@ -86,6 +86,9 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         format!("'{}'", char::from(crate::keys::IndexTag::WINDOW)),
     );
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
+    for (name, op) in crate::transitions::key_bulk::OPS {
+        def(name, op.to_string());
+    }
     def(
         "CANCELLED_KEPT_MS",
         delayq::cancellation::REMEMBERED_FOR.as_millis().to_string(),

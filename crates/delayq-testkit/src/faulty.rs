@@ -227,4 +227,33 @@ impl<B: Inspect> Inspect for Faulty<B> {
     async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
         self.run("keys", self.inner.keys(queue, limit)).await
     }
+
+    async fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: delayq::KeyJobsRequest,
+    ) -> Result<delayq::KeyJobsPage> {
+        self.run("key_jobs", self.inner.key_jobs(q, key, req)).await
+    }
+
+    async fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> Result<delayq::KeyCancelled> {
+        self.run("cancel_key", self.inner.cancel_key(q, key, running))
+            .await
+    }
+
+    async fn reschedule_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        to: delayq::KeyMove,
+    ) -> Result<u64> {
+        self.run("reschedule_key", self.inner.reschedule_key(q, key, to))
+            .await
+    }
 }

@@ -11,6 +11,7 @@ mod console;
 pub mod deadlines;
 pub mod faulty;
 pub mod history;
+pub mod key_jobs;
 pub mod keys;
 pub mod model;
 pub mod priority;
@@ -42,6 +43,10 @@ pub use deadlines::{
 };
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
+pub use key_jobs::{
+    a_key_is_cancelled_in_one_call, a_key_is_rescheduled_in_one_call, a_keys_jobs_across_shards,
+    a_keys_jobs_are_listed, a_keys_parked_jobs_are_listed_cancelled_and_moved,
+};
 pub use keys::{
     key_limits_hold_each_key, key_slots_come_back_when_leases_end, keys_on_a_sharded_queue,
     keys_pause_and_resume, keys_share_claims_round_robin,
@@ -785,7 +790,9 @@ macro_rules! conformance_tests {
             keys_share_claims_round_robin, key_limits_hold_each_key, keys_pause_and_resume,
             key_slots_come_back_when_leases_end, running_jobs_are_cancelled,
             consumers_stop_cancelled_handlers, cancelled_running_jobs_free_their_key,
-            parked_keyed_jobs_are_cancelled, cancel_running_leaves_dead_and_done_jobs);
+            parked_keyed_jobs_are_cancelled, cancel_running_leaves_dead_and_done_jobs,
+            a_keys_jobs_are_listed, a_key_is_cancelled_in_one_call,
+            a_key_is_rescheduled_in_one_call, a_keys_parked_jobs_are_listed_cancelled_and_moved);
     };
     (@batches $setup:path) => {
         $crate::conformance_tests!(@each $setup;
@@ -796,7 +803,7 @@ macro_rules! conformance_tests {
     };
     (@sharded $setup:path) => {
         $crate::conformance_tests!(@each $setup;
-            keys_on_a_sharded_queue, batches_on_a_sharded_queue);
+            keys_on_a_sharded_queue, batches_on_a_sharded_queue, a_keys_jobs_across_shards);
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {
         $(

@@ -1,6 +1,7 @@
 //! A queue's keys over HTTP: holding one key (`POST /v1/queues/{q}/keys/{key}/pause`, an
 //! upstream's `Retry-After`), lifting the hold (`…/resume`), and the busiest keys
-//! (`GET /v1/queues/{q}/keys`).
+//! (`GET /v1/queues/{q}/keys`), and every job of one key (`GET …/keys/{key}/jobs`,
+//! `POST …/keys/{key}/cancel`, `POST …/keys/{key}/reschedule`).
 
 use std::time::Duration;
 
@@ -88,6 +89,109 @@ pub struct KeyList {
 pub struct KeyQuery {
     /// Most keys (1-1000, default 20).
     pub limit: Option<usize>,
+}
+
+/// Query of `GET /v1/queues/{q}/keys/{key}/jobs`.
+#[derive(Deserialize, Serialize, IntoParams, Debug, Default)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct KeyJobsQuery {
+    /// Only jobs in this state: `scheduled`, `due`, `leased` or `dead` (default: all four).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// At most this many (1-1000, default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// `POST /v1/queues/{q}/keys/{key}/cancel`: which of the key's jobs go.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct KeyCancelRequest {
+    /// Its running jobs too: each ended cancelled at once and its worker told to stop the
+    /// handler, as `DELETE …/jobs/{id}?running=true` does. Without it they run on.
+    #[serde(default)]
+    pub running: bool,
+}
+
+/// What a key's cancel did.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+pub struct KeyCancelView {
+    /// The queue.
+    pub queue: String,
+    /// The key.
+    pub key: String,
+    /// Jobs cancelled: scheduled, due and (with `running`) running ones.
+    pub cancelled: u64,
+    /// Of those, the ones that were running (their workers are told to stop).
+    #[serde(default)]
+    pub running: u64,
+}
+
+/// `POST /v1/queues/{q}/keys/{key}/reschedule`: `shift_ms` (each job by that much from its
+/// own due time; negative: earlier, never before now) or `due_at` (all to one time).
+#[derive(Serialize, Deserialize, ToSchema, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRescheduleRequest {
+    /// Move each job by this many ms (negative: earlier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shift_ms: Option<i64>,
+    /// Move every job to this time: ms since the epoch, or RFC 3339 text.
+    #[schema(value_type = Option<crate::schema::TimeSchema>, example = "2026-12-03T12:00:00Z")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<serde_json::Value>,
+}
+
+impl KeyRescheduleRequest {
+    /// The move asked for: exactly one of `shift_ms` and `due_at`, within 10 years.
+    pub fn to_move(&self) -> Result<delayq::KeyMove, Invalid> {
+        let m = match (self.shift_ms, &self.due_at) {
+            (Some(ms), None) => delayq::KeyMove::Shift(ms),
+            (None, Some(at)) => match crate::payload::run_at(at)
+                .map_err(|e| Invalid::new(e.code, e.message.replace("run_at", "due_at")))?
+            {
+                delayq::Due::At(ms) => delayq::KeyMove::To(ms),
+                _ => return Err(Invalid::new(ErrorCode::InvalidDelay, "due_at: a time")),
+            },
+            _ => {
+                return Err(Invalid::new(
+                    ErrorCode::InvalidDelay,
+                    "give shift_ms or due_at (ms or RFC 3339), one of them",
+                ));
+            }
+        };
+        m.check()
+            .map_err(|e| Invalid::new(ErrorCode::InvalidDelay, e.to_string()))?;
+        Ok(m)
+    }
+
+    /// The body of a move.
+    pub fn new(to: delayq::KeyMove) -> Self {
+        match to {
+            delayq::KeyMove::Shift(ms) => Self {
+                shift_ms: Some(ms),
+                due_at: None,
+            },
+            delayq::KeyMove::To(at) => Self {
+                shift_ms: None,
+                due_at: Some(serde_json::Value::from(at)),
+            },
+        }
+    }
+}
+
+/// What a key's reschedule did.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+pub struct KeyRescheduleView {
+    /// The queue.
+    pub queue: String,
+    /// The key.
+    pub key: String,
+    /// Jobs moved (scheduled and due ones; running and dead jobs stay).
+    pub rescheduled: u64,
 }
 
 impl From<delayq::KeyStats> for KeyView {

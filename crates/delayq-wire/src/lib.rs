@@ -29,7 +29,10 @@ pub use jobs::{
     CancelQuery, Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView,
     ListQuery, Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,
 };
-pub use keys::{KeyHoldView, KeyList, KeyPauseRequest, KeyQuery, KeyView};
+pub use keys::{
+    KeyCancelRequest, KeyCancelView, KeyHoldView, KeyJobsQuery, KeyList, KeyPauseRequest, KeyQuery,
+    KeyRescheduleRequest, KeyRescheduleView, KeyView,
+};
 pub use lease::{
     AckBatchRequest, AckBatchResponse, AckRequest, CancelledRequest, CancelledResponse, ClaimAck,
     ClaimManyRequest, ClaimRequest, ClaimResponse, ClaimedJob, ExtendRequest, LeaseOf, NackRequest,

@@ -14,6 +14,7 @@ use crate::job::{
     Ack, AckOutcome, CancelOutcome, Due, Enqueued, Job, JobInfo, LeaseRef, Nack, NackOutcome,
     NewJob, QueueStats,
 };
+use crate::key_jobs::{KeyCancelled, KeyJobsPage, KeyJobsRequest, KeyMove};
 use crate::keyed::{KeyHold, KeyStats};
 use crate::listing::{Found, JobPage, ListRequest, ListState};
 use crate::name::{JobId, JobKey, QueueName};
@@ -290,6 +291,34 @@ pub trait Inspect: Clone + Send + Sync + 'static {
         queue: &QueueName,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<KeyStats>>> + Send;
+
+    /// A page of `key`'s jobs in queue `q`, by id (see [`crate::key_jobs`]): cost in
+    /// proportion to the key's jobs, not the queue's.
+    fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: KeyJobsRequest,
+    ) -> impl Future<Output = Result<KeyJobsPage>> + Send;
+
+    /// Cancels every scheduled and due job of `key` in queue `q` — with `running` its leased
+    /// ones too, each as [`Backend::cancel_running`] does. Atomic per shard; dead and done jobs
+    /// stay.
+    fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> impl Future<Output = Result<KeyCancelled>> + Send;
+
+    /// Moves every scheduled and due job of `key` in queue `q` (see [`KeyMove`]); returns how
+    /// many moved. Atomic per shard; leased, dead and done jobs stay.
+    fn reschedule_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        to: KeyMove,
+    ) -> impl Future<Output = Result<u64>> + Send;
 }
 
 /// Acknowledges finished jobs of several queues, one [`Backend::ack`] call per queue (a

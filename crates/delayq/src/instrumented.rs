@@ -254,6 +254,28 @@ impl<B: Inspect> Inspect for Instrumented<B> {
     async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<crate::KeyStats>> {
         self.inner.keys(queue, limit).await
     }
+
+    async fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: crate::KeyJobsRequest,
+    ) -> Result<crate::KeyJobsPage> {
+        self.inner.key_jobs(q, key, req).await
+    }
+
+    async fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> Result<crate::KeyCancelled> {
+        self.inner.cancel_key(q, key, running).await
+    }
+
+    async fn reschedule_key(&self, q: &QueueName, key: &JobKey, to: crate::KeyMove) -> Result<u64> {
+        self.inner.reschedule_key(q, key, to).await
+    }
 }
 
 impl<B: crate::schedule::Schedules> crate::schedule::Schedules for Instrumented<B> {

@@ -45,6 +45,7 @@ pub mod error;
 pub mod handler;
 pub mod instrumented;
 pub mod job;
+pub mod key_jobs;
 pub mod keyed;
 pub mod limits;
 pub mod listing;
@@ -75,6 +76,7 @@ pub use job::{
     Ack, AckOutcome, CancelOutcome, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, Due, Enqueued, Expiry,
     Job, JobInfo, JobState, LeaseRef, Nack, NackOutcome, NewJob, OnConflict, QueueStats, Retention,
 };
+pub use key_jobs::{KeyCancelled, KeyJobsPage, KeyJobsRequest, KeyMove};
 pub use keyed::{KeyHold, KeyStats};
 pub use listing::{Cursor, Found, JobPage, ListRequest, ListState};
 pub use name::{JobId, JobKey, QueueName, placement_hash};

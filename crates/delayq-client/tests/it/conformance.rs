@@ -42,5 +42,7 @@ delayq_testkit::conformance_tests!(@each setup;
     results_stay_with_done_jobs, results_ride_on_claims, handlers_return_results, keys_share_claims_round_robin,
     key_limits_hold_each_key, keys_pause_and_resume, key_slots_come_back_when_leases_end,
     running_jobs_are_cancelled, consumers_stop_cancelled_handlers,
-    cancelled_running_jobs_free_their_key, cancel_running_leaves_dead_and_done_jobs);
+    cancelled_running_jobs_free_their_key, cancel_running_leaves_dead_and_done_jobs,
+    a_keys_jobs_are_listed, a_key_is_cancelled_in_one_call, a_key_is_rescheduled_in_one_call,
+    a_keys_parked_jobs_are_listed_cancelled_and_moved);
 delayq_testkit::conformance_tests!(@batches setup);

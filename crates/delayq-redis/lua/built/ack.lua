@@ -13,12 +13,13 @@ local kinfl = KEYS[9]
 local kwait = KEYS[10]
 local bm = KEYS[11]
 local cxl = KEYS[12]
+local kj = KEYS[13]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 13 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 14 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local acks_n = (#ARGV - 2) / 3
 local acks_id, acks_token, acks_result = {}, {}, {}
 for i = 1, acks_n do local a = 3 + (i - 1) * 3 acks_id[i] = ARGV[a + 0] acks_token[i] = tonumber(ARGV[a + 1]) acks_result[i] = ARGV[a + 2] end
-local lane_entry, lane_dead, lane_hb, win_member, win_key, ix_entry, win_entry, lane_find, rec_batch, batch_end, batch_count, rec_kp, key_unpark, key_ended, key_free
+local lane_entry, lane_dead, lane_hb, win_member, win_key, ix_entry, win_entry, lane_find, rec_batch, batch_end, batch_count, rec_kp, key_unpark, key_ended, key_free, key_unindex
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -402,6 +403,8 @@ end
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           128): a job that ends is counted there
 -- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
+-- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): an acked keyed job
+--           leaves it
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
@@ -617,12 +620,20 @@ key_free = function(kinfl, kwait, ready, ended)
   end
   return back
 end
+-- Job `id` (raw record `raw`) left the store: out of its key's index, if it has a key.
+key_unindex = function(kj, raw, id)
+  local k = rec_kp(raw)
+  if k ~= '' then redis.call('ZREM', kj .. ':' .. k, id) end
+end
 end
 local acked, ended = 0, {}
 for i = 1, #out do
   if out[i] == 1 then
     acked = acked + 1
-    if keyed then key_ended(ended, raws[i]) end
+    if keyed then
+      key_ended(ended, raws[i])
+      key_unindex(kj, raws[i], acks_id[i])
+    end
     if batched then batch_end(bacc, raws[i], acks_id[i], 'o', acks_result[i]) end
   end
 end

@@ -7,6 +7,7 @@ local wake = KEYS[3]
 local stat = KEYS[4]
 local done = KEYS[5]
 local bm = KEYS[6]
+local kj = KEYS[7]
 local batch = ARGV[2]
 local results = (ARGV[3] == '1')
 local jobs_n = (#ARGV - 3) / 2
@@ -240,6 +241,20 @@ local function rec_kp(raw)
   if at then key = string.sub(raw, at, at + len - 1) end
   return key, prio
 end
+-- Notes job `id` of key `k` in `add` (key -> ids), for key_index_write.
+local function key_index_add(add, k, id)
+  local l = add[k]
+  if not l then
+    l = {}
+    add[k] = l
+  end
+  l[#l + 1] = 0
+  l[#l + 1] = id
+end
+-- Adds the jobs noted in `add` (key_index_add) to their keys' indexes: one ZADD per key.
+local function key_index_write(kj, add)
+  for k, l in pairs(add) do call_chunked('ZADD', kj .. ':' .. k, l) end
+end
 
 -- batch_join.lua: enqueues jobs into one shard as jobs of a batch: each job it creates joins
 -- the batch (its id pending in `bm:<batch>`), unless the batch is closed in this shard.
@@ -251,6 +266,8 @@ end
 --           series of counts (common.lua: count)
 -- done      ZSET id -> when its retention ends: completed jobs kept as done
 -- bm        prefix of `bm:<batch>`, the batch's jobs of this shard (batch.lua)
+-- kj        STRING the key index is whole; `kj:<key>` ZSET each key's jobs (keyed.lua, above
+--           key_index_add): a keyed job written is added there
 -- Arguments: batch (its id), results (the batch keeps its jobs' results), then the tail
 -- `jobs` of (id, spec) as enqueue.lua's (the record carries 19).
 -- Returns per job (code, due_ms) (push_enqueued): 1 (created: it joined) | 4 (the id
@@ -268,7 +285,7 @@ if redis.call('HGET', k, '\0x') then
 end
 if results then redis.call('HSET', k, '\0R', 1) end
 local created, earliest, prio, keyed = 0, nil, false, false
-local zadd, new, joined, fresh = {}, {}, {}, {}
+local zadd, new, joined, fresh, kadd = {}, {}, {}, {}, {}
 for c = 1, jobs_n, 1000 do
   local last = math.min(c + 999, jobs_n)
   local stored_all = redis.call('HMGET', jobs, unpack(jobs_id, c, last))
@@ -306,7 +323,10 @@ for c = 1, jobs_n, 1000 do
         end
         -- (A job at the default priority leaves the queue's claim order as it is.)
         local key, p = rec_kp(rec)
-        if key ~= '' then keyed = true end
+        if key ~= '' then
+          keyed = true
+          key_index_add(kadd, key, id)
+        end
         if p ~= 5 then prio = true end
         push_enqueued(out, 1, due)
       end
@@ -322,8 +342,14 @@ local f = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0
 local add = 0
 if bit.band(f, 128) == 0 then add = add + 128 end
 if prio and bit.band(f, 8) == 0 then add = add + 8 end
-if keyed and bit.band(f, 32) == 0 then add = add + 32 end
+if keyed and bit.band(f, 32) == 0 then
+  -- The shard's first keyed job: its key index is whole from the start — unless the queue
+  -- has a lane, which may hold keyed jobs of an earlier build (lane.lua: key_indexed).
+  add = add + 32
+  if bit.band(f, 16) == 0 then redis.call('SET', kj, '1') end
+end
 if add > 0 then redis.call('BITFIELD', stat, 'SET', 'u8', 1 * 8, f + add) end
+if keyed then key_index_write(kj, kadd) end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest)
   call_chunked('ZADD', sched, zadd)

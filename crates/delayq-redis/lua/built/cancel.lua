@@ -15,11 +15,12 @@ local wake = KEYS[11]
 local kinfl = KEYS[12]
 local kwait = KEYS[13]
 local cxl = KEYS[14]
+local kj = KEYS[15]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 15 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 16 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local id = ARGV[3]
 local running = (ARGV[4] == '1')
-local rec_fixed, rec_extra, call_chunked, rec_batch, batch_end, batch_count, rec_kp, key_unpark, key_ended, key_free
+local rec_fixed, rec_extra, call_chunked, rec_batch, batch_end, batch_count, rec_kp, key_unindex, key_unpark, key_ended, key_free
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -201,6 +202,8 @@ end
 -- kinfl     HASH key -> its jobs leased (keyed.lua: key_free; `running` only)
 -- kwait     ZSET key -> when a parked job comes back (keyed.lua; `running` only)
 -- cxl       ZSET `<token>:<id>` -> until when (ms) the cancelled lease answers `cancelled`
+-- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): a cancelled keyed
+--           job leaves it
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, running (1: a leased job is cancelled too).
 -- Returns 1 (this call removed a scheduled job) | 6 (this call ended a leased job
@@ -350,6 +353,61 @@ end
     local bacc = {}
     batch_end(bacc, raw, id, 'c')
     batch_count(bm, bacc, now)
+  end
+  if raw and has(string.byte(raw, 2), 64) then
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+rec_fixed = function(flags)
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  return pos
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+rec_extra = function(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
+end
+-- The key ('' for a job without one) and priority of the raw record `raw`, read from its
+-- extras without decoding the rest. Both writers (encode, record.rs) put 1 first, so
+-- a key found first means no priority.
+rec_kp = function(raw)
+  local key, prio = '', 5
+  local at, len, tag = rec_extra(raw, 18, 1)
+  if tag == 1 then
+    prio = string.byte(raw, at)
+    at, len = rec_extra(raw, 18)
+  end
+  if at then key = string.sub(raw, at, at + len - 1) end
+  return key, prio
+end
+-- Job `id` (raw record `raw`) left the store: out of its key's index, if it has a key.
+key_unindex = function(kj, raw, id)
+  local k = rec_kp(raw)
+  if k ~= '' then redis.call('ZREM', kj .. ':' .. k, id) end
+end
+    key_unindex(kj, raw, id)
   end
   if code == 6 then
     local lflags = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0

@@ -19,8 +19,9 @@ local krate = KEYS[15]
 local kwait = KEYS[16]
 local bm = KEYS[17]
 local cxl = KEYS[18]
+local kj = KEYS[19]
 local sweep_n = tonumber(ARGV[2])
-local sweep_at = 19 -- sweep: KEYS[sweep_at] .. KEYS[sweep_at + sweep_n - 1]
+local sweep_at = 20 -- sweep: KEYS[sweep_at] .. KEYS[sweep_at + sweep_n - 1]
 local ix_n = tonumber(ARGV[3])
 local ix_at = sweep_at + sweep_n -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local max = tonumber(ARGV[4])
@@ -31,7 +32,7 @@ local acks_id, acks_token, acks_result = {}, {}, {}
 for i = 1, acks_n do local a = 7 + (i - 1) * 3 acks_id[i] = ARGV[a + 0] acks_token[i] = tonumber(ARGV[a + 1]) acks_result[i] = ARGV[a + 2] end
 local function push_leased(list, id, deadline, lease_ms, rec) list[#list + 1] = id list[#list + 1] = deadline list[#list + 1] = lease_ms list[#list + 1] = rec end
 local function claim_reply(t) return { t.acks, t.jobs, t.next_us } end
-local lane_entry, lane_dead, lane_due, lane_h, lane_hb, win_member, win_key, wins_key, wtombs_key, ix_prefix, ix_entry, win_width, win_entry, win_tombs, win_gone, win_unindex, win_promote, lane_find, lane_trim, lane_spill, lane_first_due, rec_kp, key_promote, key_unpark, key_ended, key_free, key_unwait, key_limits, key_take, rec_batch, batch_end, batch_count
+local lane_entry, lane_dead, lane_due, lane_h, lane_hb, win_member, win_key, wins_key, wtombs_key, ix_prefix, ix_entry, win_width, win_entry, win_tombs, win_gone, win_unindex, win_promote, lane_find, lane_trim, lane_spill, lane_first_due, rec_kp, key_promote, key_unpark, key_ended, key_free, key_unwait, key_limits, key_take, key_unindex, rec_batch, batch_end, batch_count
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -517,6 +518,8 @@ end
 -- bm        prefix of `bm:<batch>`, each batch's jobs of this shard (batch.lua; only with
 --           128): a job that ends is counted there
 -- cxl       ZSET `<token>:<id>` -> until when: leases cancelled while they ran (cancel.lua)
+-- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): an acked keyed job
+--           leaves it
 -- sweep     (tail; a queue with a lane only) one index bucket `ix:<b>` to sweep of the ids
 --           of claimed lane jobs
 -- ix        (tail; a queue with a lane only) each ack's index bucket, in order
@@ -972,6 +975,21 @@ key_take = function(K, max, now, now_exact_us, lflags)
   local more = scanned < #fids or #fids == window
   return ids, raws, more
 end
+
+-- The key index. Every job of a key in this shard is a member of the ZSET `kj:<key>`, all
+-- scored 0 so they sort by id (a page is ZRANGE … BYLEX): enqueue.lua and batch_join.lua add
+-- a keyed job when they write it, an ack and a cancel by id take it out (key_unindex); any
+-- other way a job leaves (a bulk cancel of a state, dead letters purged, a replace under
+-- another key) leaves its member behind, and the next reader of the key drops it (a member
+-- is trusted only when the job's record exists, is not done and carries the key). Keyed jobs
+-- never go to the lane (enqueue.lua), so a member is always found in `jobs`. The STRING `kj`
+-- says that the index holds every keyed job of the shard: written with the shard's first keyed
+-- job, or by key_indexed (lane.lua: it reads the lane) for a shard whose keyed jobs predate the index.
+-- Job `id` (raw record `raw`) left the store: out of its key's index, if it has a key.
+key_unindex = function(kj, raw, id)
+  local k = rec_kp(raw)
+  if k ~= '' then redis.call('ZREM', kj .. ':' .. k, id) end
+end
 end
 local batched = bit.band(lflags, 128) ~= 0
 -- The ends of batch jobs in this call (batch.lua), counted at its end.
@@ -1066,7 +1084,10 @@ local ended = {}
 for i = 1, #acks do
   if acks[i] == 1 then
     c[1] = c[1] + 1
-    if keyed then key_ended(ended, acked[i]) end
+    if keyed then
+      key_ended(ended, acked[i])
+      key_unindex(kj, acked[i], acks_id[i])
+    end
     if batched then batch_end(bacc, acked[i], acks_id[i], 'o', acks_result[i]) end
   end
 end

@@ -10,8 +10,9 @@ local done = KEYS[6]
 local lane = KEYS[7]
 local lanemeta = KEYS[8]
 local lanegone = KEYS[9]
+local kj = KEYS[10]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 10 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 11 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local batch_n = (#ARGV - 2) / 2
 local batch_id, batch_spec = {}, {}
 for i = 1, batch_n do local a = 3 + (i - 1) * 2 batch_id[i] = ARGV[a + 0] batch_spec[i] = ARGV[a + 1] end
@@ -257,6 +258,20 @@ local function rec_kp(raw)
   if at then key = string.sub(raw, at, at + len - 1) end
   return key, prio
 end
+-- Notes job `id` of key `k` in `add` (key -> ids), for key_index_write.
+local function key_index_add(add, k, id)
+  local l = add[k]
+  if not l then
+    l = {}
+    add[k] = l
+  end
+  l[#l + 1] = 0
+  l[#l + 1] = id
+end
+-- Adds the jobs noted in `add` (key_index_add) to their keys' indexes: one ZADD per key.
+local function key_index_write(kj, add)
+  for k, l in pairs(add) do call_chunked('ZADD', kj .. ':' .. k, l) end
+end
 
 -- enqueue.lua: adds jobs that do not exist yet; reports existing ids without touching them.
 -- Keys (declared in transitions/enqueue.rs, which generates the locals):
@@ -270,6 +285,8 @@ end
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- kj        STRING the key index is whole; `kj:<key>` ZSET each key's jobs (keyed.lua, above
+--           key_index_add): a keyed job written is added there
 -- ix        (tail; a queue with a lane only) the index bucket `ix:<b>` of each job, in order
 -- Arguments: the tail `batch` of (id, spec): the spec is the whole record as the client builds
 --   it (record.rs `spec`) after one byte of flags — when (1 | 2 | 3),
@@ -285,7 +302,8 @@ end
 -- A batch reads every id with one HMGET and writes the new records with one HSET (chunked); a
 -- single job uses HSETNX, one command fewer.
 -- The lane (bucket keys given and the queue's 16 flag set): a new job without a priority
--- whose due time is not earlier than the lane's last goes to the lane (RPUSH, its index
+-- or a key (a keyed job is found through its key's index, which holds ids in `jobs`) whose
+-- due time is not earlier than the lane's last goes to the lane (RPUSH, its index
 -- entry); with time windows (the u16 at 2 of `stat`), one due in a window that starts
 -- more than a width from now and is not full goes to that window (lane.lua: win_key; its
 -- index entry, and a window's length and push, once a window a call; the windows' count once
@@ -308,8 +326,10 @@ local zadd = {}
 local fresh = {}
 local created = 0
 local prio = false
--- A job written with a key marks the queue (32; keyed.lua).
+-- A job written with a key marks the queue (32; keyed.lua) and goes to its key's index
+-- (kadd: key -> ids, keyed.lua: key_index_add).
 local keyed = false
+local kadd = nil
 -- The lane, when this queue has one (lane.lua: lane_find); L.ix is set per job.
 local L = nil
 -- The lane's length and next sequence number when the script began, its last due time, the
@@ -509,7 +529,11 @@ for i = 0, n - 1 do
       stored = stored_all[i + 1]
       if not stored and L and not replace and #id <= 255 then
         L.ix = KEYS[ix_at + i]
-        local plain = not (has(string.byte(rec, 2), 64) and decode(rec).prio)
+        local plain = true
+        if has(string.byte(rec, 2), 64) then
+          local k = rec_kp(rec)
+          plain = k == '' and not decode(rec).prio
+        end
         local fits = plain and (lane_tail == nil or due >= lane_tail)
         -- Else its window's start, when it goes to one.
         local ws = nil
@@ -621,7 +645,12 @@ for i = 0, n - 1 do
     end
     if written and has(string.byte(rec, 2), 64) then
       if not prio then prio = decode(rec).prio ~= nil end
-      if not keyed then keyed = rec_kp(rec) ~= '' end
+      local k = rec_kp(rec)
+      if k ~= '' then
+        keyed = true
+        kadd = kadd or {}
+        key_index_add(kadd, k, id)
+      end
     end
     push_enqueued(out, code, due)
   else
@@ -667,9 +696,15 @@ if prio or keyed then
   local f = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0
   local add = 0
   if prio and bit.band(f, 8) == 0 then add = add + 8 end
-  if keyed and bit.band(f, 32) == 0 then add = add + 32 end
+  if keyed and bit.band(f, 32) == 0 then
+    -- The shard's first keyed job: its key index is whole from the start — unless the queue
+    -- has a lane, which may hold keyed jobs of an earlier build (lane.lua: key_indexed).
+    add = add + 32
+    if not L then redis.call('SET', kj, '1') end
+  end
   if add > 0 then redis.call('BITFIELD', stat, 'SET', 'u8', 1 * 8, f + add) end
 end
+if kadd then key_index_write(kj, kadd) end
 if earliest ~= nil then
   wake_if_earlier(sched, wake, earliest, L and lane_first_due(L.lane))
   call_chunked('ZADD', sched, zadd)

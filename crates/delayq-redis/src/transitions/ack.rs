@@ -14,6 +14,7 @@ script! {
     file: "ack.lua",
     keys: [
         Lease, Jobs, Stat, Wake, Done, Lane, LaneMeta, Ready, InFlight, Waits, Members, Cancelled,
+        Tenants,
     ],
     key_tails: [ix],
     args: {},

@@ -13,7 +13,7 @@ use super::enqueue::{Outcome, Spec};
 
 script! {
     file: "batch_join.lua",
-    keys: [Sched, Jobs, Wake, Stat, Done, Members],
+    keys: [Sched, Jobs, Wake, Stat, Done, Members, Tenants],
     args: {
         /// The batch.
         batch: String,

@@ -13,7 +13,7 @@ script! {
     file: "cancel.lua",
     keys: [
         Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneGone, Members, Stat, Wake, InFlight,
-        Waits, Cancelled
+        Waits, Cancelled, Tenants
     ],
     key_tails: [ix],
     args: {

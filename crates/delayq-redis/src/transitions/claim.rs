@@ -19,7 +19,7 @@ script! {
     file: "claim.lua",
     keys: [
         Sched, Lease, Jobs, Dead, Fence, Stat, Wake, Done, Ready, Lane, LaneMeta, Turns,
-        InFlight, Holds, Buckets, Waits, Members, Cancelled,
+        InFlight, Holds, Buckets, Waits, Members, Cancelled, Tenants,
     ],
     key_tails: [sweep, ix],
     args: {

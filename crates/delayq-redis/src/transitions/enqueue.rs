@@ -16,7 +16,7 @@ use crate::route::Route;
 
 script! {
     file: "enqueue.lua",
-    keys: [Sched, Jobs, Wake, Stat, Ready, Done, Lane, LaneMeta, LaneGone],
+    keys: [Sched, Jobs, Wake, Stat, Ready, Done, Lane, LaneMeta, LaneGone, Tenants],
     key_tails: [ix],
     args: {},
     tail: batch: Spec,

@@ -22,6 +22,8 @@ pub(crate) mod extend;
 pub(crate) mod fire;
 pub(crate) mod fire_shard;
 pub(crate) mod get;
+pub(crate) mod key_bulk;
+pub(crate) mod key_jobs;
 pub(crate) mod key_pause;
 pub(crate) mod key_stats;
 pub(crate) mod list;
@@ -84,7 +86,7 @@ pub fn sha1sums(scripts: &[ScriptText]) -> String {
 }
 
 /// Every declared script.
-pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 25] {
+pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 27] {
     [
         &ack::SCRIPT.def,
         &advance::SCRIPT.def,
@@ -102,6 +104,8 @@ pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 25] {
         &fire::SCRIPT.def,
         &fire_shard::SCRIPT.def,
         &get::SCRIPT.def,
+        &key_bulk::SCRIPT.def,
+        &key_jobs::SCRIPT.def,
         &key_pause::SCRIPT.def,
         &key_stats::SCRIPT.def,
         &shard_settings::SCRIPT.def,

@@ -1,8 +1,11 @@
 //! Record formats stay readable: `tests/fixtures/records-v1.json` holds every key a Redis had
 //! after an earlier build (delayq 0.1.0 at 8a7281b, record format 1) wrote jobs scheduled, due,
 //! dead and done, a lane queue, a queue sharded over 4 slots, queue limits and a cron schedule.
-//! Loaded into a fresh Redis, this build reads, claims and acknowledges all of it. (Two builds
-//! at once on one Redis: `scripts/upgrade-check`.)
+//! Loaded into a fresh Redis, this build reads, claims and acknowledges all of it.
+//! `tests/fixtures/keys-before-index.json` holds keyed jobs written by the build before the key
+//! index (c23a7ff: in every state, in a lane and a time window, on 4 shards): this build indexes
+//! them once and lists, cancels and moves them by key. (Two builds at once on one Redis:
+//! `scripts/upgrade-check`.)
 
 use base64::Engine;
 use delayq::{Backend, Inspect, JobState, QueueName, Schedules};
@@ -12,12 +15,9 @@ use redis::AsyncCommands;
 
 use crate::common::{claim_req, id};
 
-async fn load(server: &RedisServer) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/records-v1.json"
-    ))
-    .unwrap();
+async fn load(server: &RedisServer, fixture: &str) {
+    let path = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
     let fixture: serde_json::Value = serde_json::from_str(&text).unwrap();
     let b64 = |v: &serde_json::Value| {
         base64::engine::general_purpose::STANDARD
@@ -56,7 +56,7 @@ async fn load(server: &RedisServer) {
 #[tokio::test]
 async fn records_written_by_an_earlier_build_are_read_claimed_and_acked() {
     let server = RedisServer::start();
-    load(&server).await;
+    load(&server, "records-v1.json").await;
     let b = RedisBackend::connect(&server.url()).await.unwrap();
     let q = |n: &str| QueueName::new(n).unwrap();
     let (orders, mail) = (q("orders"), q("mail"));
@@ -119,4 +119,107 @@ async fn records_written_by_an_earlier_build_are_read_claimed_and_acked() {
         .await
         .unwrap();
     assert_eq!(b.stats(&q("lane")).await.unwrap().scheduled, 4);
+}
+
+/// The ids of `key`'s jobs in `q` with their states, one page.
+async fn key_ids(b: &RedisBackend, q: &QueueName, key: &str) -> Vec<(String, JobState)> {
+    let req = delayq::KeyJobsRequest {
+        state: None,
+        limit: 100,
+        after: None,
+    };
+    let page = b
+        .key_jobs(q, &delayq::JobKey::new(key).unwrap(), req)
+        .await
+        .unwrap();
+    assert!(page.next.is_none());
+    page.jobs
+        .into_iter()
+        .map(|j| (j.id.to_string(), j.state))
+        .collect()
+}
+
+#[tokio::test]
+async fn keyed_jobs_written_before_the_key_index_are_found_by_key() {
+    let server = RedisServer::start();
+    load(&server, "keys-before-index.json").await;
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    let q = |n: &str| QueueName::new(n).unwrap();
+    let key = |k: &str| delayq::JobKey::new(k).unwrap();
+    let (keyed, lanes, sharded) = (q("keyed"), q("lanes"), q("keyed4"));
+    let lanes_before = b.stats(&lanes).await.unwrap();
+    assert_eq!(
+        lanes_before.scheduled + lanes_before.due,
+        5,
+        "{lanes_before:?}"
+    );
+    use JobState::{Dead, Leased, Scheduled};
+    assert_eq!(
+        key_ids(&b, &keyed, "acct-1").await,
+        [
+            ("k-dead".into(), Dead),
+            ("k-due".into(), Scheduled),
+            ("k-leased".into(), Leased),
+            ("k-sched".into(), Scheduled)
+        ]
+    );
+    assert_eq!(
+        key_ids(&b, &keyed, "acct-2").await,
+        [("m-sched".into(), Scheduled)]
+    );
+    // The lane's and the window's keyed jobs, moved out of them once; the keyless one stays.
+    let lane1: Vec<String> = key_ids(&b, &lanes, "acct-1")
+        .await
+        .into_iter()
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(lane1, ["lane-0", "lane-2", "win-0"]);
+    assert_eq!(
+        key_ids(&b, &lanes, "acct-2").await,
+        [("lane-1".into(), Scheduled)]
+    );
+    let lanes_after = b.stats(&lanes).await.unwrap();
+    assert_eq!(
+        (lanes_after.scheduled, lanes_after.due),
+        (lanes_before.scheduled, lanes_before.due),
+        "the same jobs, counted once"
+    );
+    for i in ["lane-0", "lane-1", "lane-2", "win-0", "lane-plain"] {
+        let j = b.get(&lanes, &id(i)).await.unwrap().expect(i);
+        assert_eq!(j.state, Scheduled, "{i}");
+    }
+    let sharded_ids = key_ids(&b, &sharded, "acct-1").await;
+    assert_eq!(sharded_ids.len(), 12, "every shard indexed");
+    // Cancelled and moved by key like jobs written now.
+    let done = b.cancel_key(&lanes, &key("acct-1"), false).await.unwrap();
+    assert_eq!(done.cancelled, 3);
+    assert!(b.get(&lanes, &id("lane-0")).await.unwrap().is_none());
+    assert!(b.get(&lanes, &id("lane-plain")).await.unwrap().is_some());
+    let after = b.stats(&lanes).await.unwrap();
+    assert_eq!(after.scheduled + after.due, 2);
+    let at = 2_000_000_000_000;
+    let moved = b
+        .reschedule_key(&sharded, &key("acct-1"), delayq::KeyMove::To(at))
+        .await
+        .unwrap();
+    assert_eq!(moved, 12);
+    assert_eq!(
+        b.get(&sharded, &id("s-07"))
+            .await
+            .unwrap()
+            .unwrap()
+            .due_at_ms,
+        at
+    );
+    let done = b.cancel_key(&keyed, &key("acct-1"), true).await.unwrap();
+    assert_eq!((done.cancelled, done.running), (3, 1));
+    assert_eq!(
+        b.get(&keyed, &id("k-dead")).await.unwrap().map(|j| j.state),
+        Some(Dead)
+    );
+    assert_eq!(
+        key_ids(&b, &keyed, "acct-2").await.len(),
+        1,
+        "another key untouched"
+    );
 }
