@@ -320,6 +320,29 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 		return map[string]any{"key": h.Key, "paused": h.PausedUntil != nil}, err
 	case "create_batch", "add_to_batch", "close_batch", "batch":
 		return batchStep(ctx, c, q, op, a)
+	case "key_jobs":
+		size := 100
+		if n, ok := num(a, "page_size"); ok {
+			size = int(n)
+		}
+		state, _ := a["state"].(string)
+		ids, states := []string{}, []string{}
+		err := c.KeyJobs(ctx, q, a["key"].(string), state, size, func(j *Job) error {
+			ids = append(ids, j.ID)
+			states = append(states, j.State)
+			return nil
+		})
+		return map[string]any{"count": len(ids), "ids": ids, "states": states}, err
+	case "cancel_key":
+		running, _ := a["running"].(bool)
+		k, err := c.CancelKey(ctx, q, a["key"].(string), running)
+		return map[string]any{"cancelled": k.Cancelled, "running": k.Running}, err
+	case "reschedule_key":
+		if n, ok := num(a, "shift_ms"); ok {
+			return c.ShiftKey(ctx, q, a["key"].(string), time.Duration(n)*time.Millisecond)
+		}
+		n, _ := num(a, "due_at")
+		return c.RescheduleKey(ctx, q, a["key"].(string), time.UnixMilli(int64(n)))
 	case "keys":
 		ks, err := c.Keys(ctx, q, 20)
 		out := []any{}

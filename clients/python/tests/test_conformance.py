@@ -155,6 +155,16 @@ class Runner:
             return {"key": a["key"], "paused": False}
         if op in ("create_batch", "add_to_batch", "close_batch", "batch"):
             return self.batch_step(op, a)
+        if op == "key_jobs":
+            jobs = list(c.iter_key_jobs(q, a["key"], a.get("state"),
+                                        page_size=a.get("page_size", 100)))
+            return {"count": len(jobs), "ids": [j.id for j in jobs],
+                    "states": [j.state for j in jobs]}
+        if op == "cancel_key":
+            return c.cancel_key(q, a["key"], running=a.get("running", False))
+        if op == "reschedule_key":
+            return c.reschedule_key(q, a["key"], shift_ms=a.get("shift_ms"),
+                                    due_at=a.get("due_at"))
         if op == "keys":
             return [{"key": k.key, "in_flight": k.in_flight, "due": k.due,
                      "paused": k.paused_until is not None} for k in c.keys(q)]

@@ -486,6 +486,44 @@ export class Client {
     return r.keys.map(keyStats);
   }
 
+  /**
+   * Every job of one key, by id, page after page: scheduled, due, running (`leased`) and dead
+   * ones, or only those in `state`. Costs the key's jobs, not the queue's.
+   */
+  async *keyJobs(queue: string, key: string, opts: { state?: string; pageSize?: number } = {}): AsyncGenerator<JobInfo> {
+    let cursor: string | undefined;
+    for (;;) {
+      const qs = new URLSearchParams({ limit: String(opts.pageSize ?? 100) });
+      if (opts.state) qs.set("state", opts.state);
+      if (cursor) qs.set("cursor", cursor);
+      const page = await this.#call<wire.JobList>("GET", `${Client.#q(queue)}/keys/${enc(key)}/jobs?${qs}`);
+      for (const j of page.jobs) yield jobInfo(j);
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /**
+   * Cancels every scheduled and due job of one key ("user 42 deleted their account") — with
+   * `running: true` its running jobs too, their handlers aborted as by `cancel(…, {running})`.
+   * Answers how many were cancelled, and how many of those were running.
+   */
+  async cancelKey(queue: string, key: string, opts: { running?: boolean } = {}): Promise<{ cancelled: number; running: number }> {
+    const body: wire.KeyCancelRequest = { running: opts.running ?? false };
+    const r = await this.#call<wire.KeyCancelView>("POST", `${Client.#q(queue)}/keys/${enc(key)}/cancel`, body);
+    return { cancelled: r.cancelled, running: r.running ?? 0 };
+  }
+
+  /**
+   * Moves every scheduled and due job of one key: each by `shiftMs` from its own due time
+   * (negative: earlier, never before now), or all to `dueAt`. Answers how many moved.
+   */
+  async rescheduleKey(queue: string, key: string, to: { shiftMs?: number; dueAt?: Date | number | string }): Promise<number> {
+    const body: wire.KeyRescheduleRequest = { shift_ms: to.shiftMs, due_at: to.dueAt === undefined ? undefined : timeOf(to.dueAt) };
+    const r = await this.#call<wire.KeyRescheduleView>("POST", `${Client.#q(queue)}/keys/${enc(key)}/reschedule`, body);
+    return r.rescheduled;
+  }
+
   // --- Dead letters -------------------------------------------------------------------
 
   /** Dead jobs, oldest failure first. */

@@ -447,6 +447,27 @@ export interface JobView extends JobFacts, Carried {
   state: ListedState;
 }
 
+/** `POST /v1/queues/{q}/keys/{key}/cancel`: which of the key's jobs go. */
+export interface KeyCancelRequest {
+  /**
+   * Its running jobs too: each ended cancelled at once and its worker told to stop the
+   * handler, as `DELETE …/jobs/{id}?running=true` does. Without it they run on.
+   */
+  running?: boolean;
+}
+
+/** What a key's cancel did. */
+export interface KeyCancelView {
+  /** Jobs cancelled: scheduled, due and (with `running`) running ones. */
+  cancelled: number;
+  /** The key. */
+  key: string;
+  /** The queue. */
+  queue: string;
+  /** Of those, the ones that were running (their workers are told to stop). */
+  running: number;
+}
+
 /** One key's hold after a pause or resume. */
 export interface KeyHoldView {
   /** The key. */
@@ -471,6 +492,27 @@ export interface KeyPauseRequest {
   for_ms?: number | null;
   /** When the hold ends: ms since the epoch, or RFC 3339 text. */
   until?: Time | null;
+}
+
+/**
+ * `POST /v1/queues/{q}/keys/{key}/reschedule`: `shift_ms` (each job by that much from its
+ * own due time; negative: earlier, never before now) or `due_at` (all to one time).
+ */
+export interface KeyRescheduleRequest {
+  /** Move every job to this time: ms since the epoch, or RFC 3339 text. */
+  due_at?: Time | null;
+  /** Move each job by this many ms (negative: earlier). */
+  shift_ms?: number | null;
+}
+
+/** What a key's reschedule did. */
+export interface KeyRescheduleView {
+  /** The key. */
+  key: string;
+  /** The queue. */
+  queue: string;
+  /** Jobs moved (scheduled and due ones; running and dead jobs stay). */
+  rescheduled: number;
 }
 
 /** One key of a queue. */

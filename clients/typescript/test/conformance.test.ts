@@ -168,6 +168,19 @@ class Runner {
           await new Promise((r) => setTimeout(r, 50));
         }
       }
+      case "key_jobs": {
+        const ids: string[] = [];
+        const states: string[] = [];
+        for await (const j of c.keyJobs(q, a.key, { state: a.state, pageSize: a.page_size })) {
+          ids.push(j.id);
+          states.push(j.state);
+        }
+        return { count: ids.length, ids, states };
+      }
+      case "cancel_key":
+        return await c.cancelKey(q, a.key, { running: a.running });
+      case "reschedule_key":
+        return await c.rescheduleKey(q, a.key, { shiftMs: a.shift_ms, dueAt: a.due_at });
       case "keys":
         return (await c.keys(q)).map((k) => ({ key: k.key, in_flight: k.inFlight, due: k.due, paused: k.pausedUntil !== undefined }));
       default:

@@ -127,7 +127,6 @@ pub struct KeyCancelView {
     /// Jobs cancelled: scheduled, due and (with `running`) running ones.
     pub cancelled: u64,
     /// Of those, the ones that were running (their workers are told to stop).
-    #[serde(default)]
     pub running: u64,
 }
 

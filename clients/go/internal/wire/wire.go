@@ -422,6 +422,25 @@ type JobView struct {
 	State ListedState `json:"state"`
 }
 
+// KeyCancelRequest: `POST /v1/queues/{q}/keys/{key}/cancel`: which of the key's jobs go.
+type KeyCancelRequest struct {
+	// Its running jobs too: each ended cancelled at once and its worker told to stop the
+	// handler, as `DELETE …/jobs/{id}?running=true` does. Without it they run on.
+	Running *bool `json:"running,omitempty"`
+}
+
+// KeyCancelView: What a key's cancel did.
+type KeyCancelView struct {
+	// Jobs cancelled: scheduled, due and (with `running`) running ones.
+	Cancelled int64 `json:"cancelled"`
+	// The key.
+	Key string `json:"key"`
+	// The queue.
+	Queue string `json:"queue"`
+	// Of those, the ones that were running (their workers are told to stop).
+	Running int64 `json:"running"`
+}
+
 // KeyHoldView: One key's hold after a pause or resume.
 type KeyHoldView struct {
 	// The key.
@@ -446,6 +465,25 @@ type KeyPauseRequest struct {
 	ForMs *int64 `json:"for_ms,omitempty"`
 	// When the hold ends: ms since the epoch, or RFC 3339 text.
 	Until Time `json:"until,omitempty"`
+}
+
+// KeyRescheduleRequest: `POST /v1/queues/{q}/keys/{key}/reschedule`: `shift_ms` (each job by that much from its
+// own due time; negative: earlier, never before now) or `due_at` (all to one time).
+type KeyRescheduleRequest struct {
+	// Move every job to this time: ms since the epoch, or RFC 3339 text.
+	DueAt Time `json:"due_at,omitempty"`
+	// Move each job by this many ms (negative: earlier).
+	ShiftMs *int64 `json:"shift_ms,omitempty"`
+}
+
+// KeyRescheduleView: What a key's reschedule did.
+type KeyRescheduleView struct {
+	// The key.
+	Key string `json:"key"`
+	// The queue.
+	Queue string `json:"queue"`
+	// Jobs moved (scheduled and due ones; running and dead jobs stay).
+	Rescheduled int64 `json:"rescheduled"`
 }
 
 // KeyView: One key of a queue.

@@ -384,6 +384,56 @@ class AsyncOps:
         answer: _wire.KeyList = await self._call("GET", self._q(queue, f"/keys?limit={limit}"))
         return [KeyStats.from_json(k) for k in answer["keys"]]
 
+    async def key_jobs(self, queue: str, key: str, state: Optional[str] = None, *,
+                 limit: int = 100, cursor: Optional[str] = None) -> JobPage:
+        """One page of a key's jobs, by id: scheduled, due, running (``leased``) and dead
+        ones, or only those in ``state``. Costs the key's jobs, not the queue's."""
+        qs = {"limit": str(limit)}
+        if state:
+            qs["state"] = state
+        if cursor:
+            qs["cursor"] = cursor
+        path = self._q(queue, "/keys/" + urllib.parse.quote(key, safe="") + "/jobs?"
+                       + urllib.parse.urlencode(qs))
+        a: _wire.JobList = await self._call("GET", path)
+        return JobPage([Job.from_json(j) for j in a["jobs"]], a.get("next_cursor"))
+
+    async def iter_key_jobs(self, queue: str, key: str, state: Optional[str] = None, *,
+                      page_size: int = 100) -> AsyncIterator[Job]:
+        """Every job of a key (in ``state``, when given), page after page."""
+        cursor: Optional[str] = None
+        while True:
+            page = await self.key_jobs(queue, key, state, limit=page_size, cursor=cursor)
+            for job in page.jobs:
+                yield job
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def cancel_key(self, queue: str, key: str, *, running: bool = False) -> Dict[str, int]:
+        """Cancels every scheduled and due job of a key ("user 42 deleted their account") —
+        with ``running=True`` its running jobs too, their workers told to stop them. Returns
+        ``{"cancelled": n, "running": m}`` (``m`` of the ``n`` were running)."""
+        body: _wire.KeyCancelRequest = {"running": running}
+        path = self._q(queue, "/keys/" + urllib.parse.quote(key, safe="") + "/cancel")
+        out: _wire.KeyCancelView = await self._call("POST", path, body)
+        return {"cancelled": out["cancelled"], "running": out["running"]}
+
+    async def reschedule_key(self, queue: str, key: str, *, shift_ms: Optional[int] = None,
+                       due_at: Optional[Time] = None) -> int:
+        """Moves every scheduled and due job of a key: each by ``shift_ms`` from its own due
+        time (negative: earlier, never before now), or all to ``due_at``. Returns how many
+        moved. A shift is sent once (a repeat would move them again)."""
+        body: _wire.KeyRescheduleRequest = {}
+        if shift_ms is not None:
+            body["shift_ms"] = shift_ms
+        if due_at is not None:
+            body["due_at"] = _time(due_at)
+        path = self._q(queue, "/keys/" + urllib.parse.quote(key, safe="") + "/reschedule")
+        out: _wire.KeyRescheduleView = await self._call("POST", path, body,
+                                                        repeat=shift_ms is None)
+        return out["rescheduled"]
+
     async def list_jobs(self, queue: str, state: str = "scheduled", *, limit: int = 100,
                   cursor: Optional[str] = None) -> JobPage:
         """One page of jobs in ``state`` (scheduled, due, leased, dead, done)."""

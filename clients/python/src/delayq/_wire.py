@@ -423,6 +423,26 @@ class JobView(JobFacts, Carried):
     """`scheduled`, `leased`, `dead` or `done` (a listing of due jobs says `due`)."""
 
 
+class KeyCancelRequest(TypedDict):
+    """`POST /v1/queues/{q}/keys/{key}/cancel`: which of the key's jobs go."""
+    running: NotRequired[bool]
+    """Its running jobs too: each ended cancelled at once and its worker told to stop the
+    handler, as `DELETE …/jobs/{id}?running=true` does. Without it they run on.
+    """
+
+
+class KeyCancelView(TypedDict):
+    """What a key's cancel did."""
+    cancelled: int
+    """Jobs cancelled: scheduled, due and (with `running`) running ones."""
+    key: str
+    """The key."""
+    queue: str
+    """The queue."""
+    running: int
+    """Of those, the ones that were running (their workers are told to stop)."""
+
+
 class KeyHoldView(TypedDict):
     """One key's hold after a pause or resume."""
     key: str
@@ -447,6 +467,26 @@ class KeyPauseRequest(TypedDict):
     """How long the hold lasts from now, ms (the store's clock)."""
     until: NotRequired[Optional["Time"]]
     """When the hold ends: ms since the epoch, or RFC 3339 text."""
+
+
+class KeyRescheduleRequest(TypedDict):
+    """`POST /v1/queues/{q}/keys/{key}/reschedule`: `shift_ms` (each job by that much from its
+    own due time; negative: earlier, never before now) or `due_at` (all to one time).
+    """
+    due_at: NotRequired[Optional["Time"]]
+    """Move every job to this time: ms since the epoch, or RFC 3339 text."""
+    shift_ms: NotRequired[Optional[int]]
+    """Move each job by this many ms (negative: earlier)."""
+
+
+class KeyRescheduleView(TypedDict):
+    """What a key's reschedule did."""
+    key: str
+    """The key."""
+    queue: str
+    """The queue."""
+    rescheduled: int
+    """Jobs moved (scheduled and due ones; running and dead jobs stay)."""
 
 
 class KeyView(TypedDict):

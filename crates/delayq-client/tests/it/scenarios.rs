@@ -297,6 +297,44 @@ impl Runner {
                 let v = c.resume_key(q, a["key"].as_str().unwrap()).await?;
                 json!({"key": v.key, "paused": v.paused_until.is_some()})
             }
+            "key_jobs" => {
+                let key = a["key"].as_str().unwrap();
+                let (mut ids, mut states) = (Vec::new(), Vec::new());
+                let mut cursor = None;
+                loop {
+                    let query = delayq_client::wire::KeyJobsQuery {
+                        state: a["state"].as_str().map(Into::into),
+                        limit: a["page_size"].as_u64().map(|n| n as usize),
+                        cursor,
+                    };
+                    let page = c.key_jobs(q, key, &query).await?;
+                    for j in page.jobs {
+                        ids.push(j.id);
+                        states.push(j.state);
+                    }
+                    match page.next_cursor {
+                        Some(n) => cursor = Some(n),
+                        None => break,
+                    }
+                }
+                json!({"count": ids.len(), "ids": ids, "states": states})
+            }
+            "cancel_key" => {
+                let running = a["running"].as_bool().unwrap_or(false);
+                let v = c.cancel_key(q, a["key"].as_str().unwrap(), running).await?;
+                json!({"cancelled": v.cancelled, "running": v.running})
+            }
+            "reschedule_key" => {
+                let to = delayq_client::wire::KeyRescheduleRequest {
+                    shift_ms: a["shift_ms"].as_i64(),
+                    due_at: a.get("due_at").cloned(),
+                };
+                json!(
+                    c.reschedule_key(q, a["key"].as_str().unwrap(), &to)
+                        .await?
+                        .rescheduled
+                )
+            }
             "keys" => {
                 let v = c.keys(q, None).await?;
                 v.keys
