@@ -7,8 +7,10 @@ use clap::{Args, Parser, Subcommand};
 use delayq::{Due, JobId, QueueName};
 
 mod batch;
+mod keys;
 mod processes;
 pub(crate) use batch::BatchCommand;
+pub(crate) use keys::KeysCommand;
 pub(crate) use processes::{PushArgs, ServeArgs, TargetArgs, WorkerArgs};
 
 /// delayq: jobs that run at a future time.
@@ -188,6 +190,9 @@ pub(crate) enum Command {
     /// Browse the queue's jobs by state.
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Every job of one key at once: list, cancel or move them.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Dead-letter tools.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -525,7 +530,7 @@ impl Command {
                 | Command::Dead(DeadCommand::List { .. })
                 | Command::Jobs(JobsCommand::List { .. })
                 | Command::Queue(QueueCommand::Show { .. })
-        )
+        ) || matches!(self, Command::Keys(k) if k.read_only())
     }
 
     /// Whether the command runs jobs or serves requests, so exports its spans when

@@ -22,6 +22,7 @@ mod enqueue;
 mod errors;
 mod exec;
 mod health;
+mod keys;
 mod logging;
 mod otlp;
 mod output;
@@ -234,6 +235,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Stats { json, all } => admin::stats(&producer, json, all).await,
         Command::Dead(cmd) => admin::dead(&backend, &queue, cmd).await,
         Command::Jobs(cmd) => admin::jobs(&backend, &queue, cmd).await,
+        Command::Keys(cmd) => keys::run(&backend, &queue, cmd).await,
         Command::Queue(cmd) => admin::queue(&backend, cmd).await,
         Command::Schedule(cmd) => admin::schedule(&backend, &queue, cmd).await,
         Command::Batch(cmd) => batch::run(&producer, cmd).await,

@@ -479,6 +479,7 @@ async function queueView(name, tab) {
     el('label', { for: 'find' }, 'Find a job by id'), search,
     el('button', { type: 'button', id: 'find-go', onclick: () => find(name, search.value.trim(), results) }, 'Find'));
   search.addEventListener('keydown', (e) => { if (e.key === 'Enter') find(name, search.value.trim(), results); });
+  findForm.append(keyFinder(name));
   const results = el('div', { class: 'results' });
   const panel = el('section', { role: 'tabpanel', 'aria-labelledby': `tab-${tab}`, id: 'panel' });
   const keys = el('div', {});
@@ -507,28 +508,6 @@ async function queueView(name, tab) {
     }
   }));
   await listPanel(name, tab, panel, (f) => { reloadList = f; });
-}
-
-// The busiest keys of a queue (jobs in flight and due per key, held keys), shown only when
-// it has any; an admin holds a key for a minute or lifts its hold.
-async function keysPanel(name, redraw) {
-  const v = await api('GET', `${q(name)}/keys?limit=10`);
-  if (!v.keys.length) return el('span', {});
-  const act = (k, path, body, said) => needs('admin', el('button', {
-    type: 'button', class: 'small', onclick: async () => {
-      try { await api('POST', `${q(name)}/keys/${encodeURIComponent(k)}/${path}`, body); toast(`${k}: ${said}`); redraw(); } catch (e) { toast(e.message, true); }
-    },
-  }, path === 'pause' ? 'Hold 1 min' : 'Resume'));
-  const rows = v.keys.map((k) => el('tr', {},
-    el('td', { class: 'mono' }, k.key), el('td', { class: 'num' }, fmt(k.in_flight)), el('td', { class: 'num' }, fmt(k.due)),
-    el('td', {}, k.paused_until ? el('span', { class: 'badge warn', title: local(k.paused_until) }, `held, ends ${relative(k.paused_until)}`) : '–'),
-    el('td', {}, k.paused_until ? act(k.key, 'resume', undefined, 'resumed') : act(k.key, 'pause', { for_ms: 60000 }, 'held for a minute'))));
-  const head = [['key'], ['in flight', 'num'], ['due', 'num'], ['hold'], ['']];
-  return el('details', { class: 'card settings keys', id: 'keys', open: true },
-    el('summary', {}, el('span', { class: 'label' }, 'Busiest keys'), ' ',
-      el('span', { class: 'count' }, `${v.keys.length} key${v.keys.length === 1 ? '' : 's'} with jobs in flight, due or held`)),
-    el('table', { class: 'grid-table' },
-      el('thead', {}, el('tr', {}, head.map(([h, c]) => el('th', c ? { class: c } : {}, h)))), el('tbody', {}, rows)));
 }
 
 // The batches of a queue not done yet, each with its progress (its jobs ended of all that
@@ -576,12 +555,14 @@ function resultSnippet(j) {
 }
 
 function jobTable(name, jobs, state) {
-  const timeCol = state === 'leased' ? 'Lease until' : state === 'dead' ? 'Failed' : state === 'done' ? 'Completed' : 'Due';
+  // (`state` 'key': a key's jobs in every state, each timed by its own.)
+  const timeCol = state === 'leased' ? 'Lease until' : state === 'dead' ? 'Failed' : state === 'done' ? 'Completed' : state === 'key' ? 'Due / lease until / failed' : 'Due';
   const lastCol = state === 'done' ? 'Result' : 'Last error';
   return el('table', { class: 'grid-table jobs' },
     el('thead', {}, el('tr', {}, ['Job', 'State', timeCol, 'Attempts', lastCol].map((h) => el('th', { scope: 'col' }, h)))),
     el('tbody', {}, jobs.map((j) => {
-      const t = state === 'leased' ? j.lease_deadline : state === 'dead' ? j.failed_at : state === 'done' ? j.completed_at : j.due_at;
+      const st = state === 'key' ? j.state : state;
+      const t = st === 'leased' ? j.lease_deadline : st === 'dead' ? j.failed_at : st === 'done' ? j.completed_at : j.due_at;
       return el('tr', {},
         el('th', { scope: 'row' }, el('a', { class: 'mono', href: `#/q/${encodeURIComponent(name)}/job/${encodeURIComponent(j.id)}` }, j.id)),
         el('td', {}, el('span', { class: `badge st-${j.state}` }, j.state)),
@@ -761,6 +742,7 @@ async function route() {
     badge.title = `This token may ${who.allows.join(', ')}; the other actions are greyed out.`;
     if (parts[0] === 'q' && parts[1]) {
       if (parts[2] === 'job' && parts[3] !== undefined) await jobView(parts[1], parts.slice(3).join('/'));
+      else if (parts[2] === 'key' && parts[3] !== undefined) await keyView(parts[1], parts.slice(3).join('/'));
       else await queueView(parts[1], parts[2]);
     } else {
       await queuesView();

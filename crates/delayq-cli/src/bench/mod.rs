@@ -8,6 +8,7 @@ mod batches;
 mod breakdown;
 mod cancel;
 mod env;
+mod keys;
 mod push;
 mod queues;
 pub(crate) mod util;
@@ -111,6 +112,9 @@ pub(crate) enum Workload {
     /// Cancelling running jobs: time from the cancel to the handler hearing of it (not part
     /// of `all`).
     Cancel,
+    /// Every job of one key: list, move and cancel 10 keys of 100 jobs among `n` of other
+    /// keys — time and store cost per call (not part of `all`).
+    Keys,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -266,6 +270,7 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
                         | Workload::Fair
                         | Workload::Batches
                         | Workload::Cancel
+                        | Workload::Keys
                 ))
     };
     let mut rows: Vec<Row> = Vec::new();
@@ -368,6 +373,9 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
             vec![cancel::cancel_running(&mut env, a.n.min(1000)).await?],
             &env,
         )?;
+    }
+    if want(Workload::Keys) {
+        emit(keys::keys(&mut env, a.n).await?, &env)?;
     }
     if want(Workload::Push) {
         emit(push::push(&mut env, a.n).await?, &env)?;

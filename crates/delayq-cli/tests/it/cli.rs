@@ -515,3 +515,72 @@ fn jobs_list_pages_by_cursor_and_queue_pause_resume() {
     assert_eq!(stdout(&o), "orders\tresumed\n");
     assert_eq!(stats(&s)["paused"], false);
 }
+
+#[test]
+fn keys_commands_list_cancel_and_move_one_keys_jobs() {
+    let s = RedisServer::start();
+    let lines = [
+        r#"{"id":"u1-a","payload":1,"key":"user-1","delay_ms":3600000}"#,
+        r#"{"id":"u1-b","payload":2,"key":"user-1","delay_ms":7200000}"#,
+        r#"{"id":"u2-a","payload":3,"key":"user-2","delay_ms":3600000}"#,
+    ]
+    .join("\n");
+    let o = delayq_stdin(&s, &["enqueue", "--jsonl"], &lines);
+    assert!(o.status.success(), "{o:?}");
+    let o = delayq(&s, &["keys", "jobs", "user-1", "--limit", "1"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        stdout(&o).starts_with("u1-a\tscheduled\tdue "),
+        "{}",
+        stdout(&o)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("more: --cursor u1-a"), "{err}");
+    let o = delayq(
+        &s,
+        &["keys", "jobs", "user-1", "--cursor", "u1-a", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["id"].as_str(), v["state"].as_str()),
+        (Some("u1-b"), Some("scheduled"))
+    );
+    let due = |id: &str| {
+        let o = delayq(&s, &["get", id, "--json"]);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["due_at"]
+            .as_u64()
+            .unwrap()
+    };
+    let (a, b, other) = (due("u1-a"), due("u1-b"), due("u2-a"));
+    let o = delayq(&s, &["keys", "reschedule", "user-1", "--shift", "-30m"]);
+    assert_eq!(stdout(&o), "user-1\t2 rescheduled\n", "{o:?}");
+    assert_eq!((due("u1-a"), due("u1-b")), (a - 1_800_000, b - 1_800_000));
+    assert_eq!(due("u2-a"), other, "another key stays");
+    let o = delayq(
+        &s,
+        &[
+            "keys",
+            "reschedule",
+            "user-1",
+            "--at",
+            "2030-01-01T00:00:00Z",
+        ],
+    );
+    assert_eq!(stdout(&o), "user-1\t2 rescheduled\n", "{o:?}");
+    assert_eq!(due("u1-b"), 1_893_456_000_000);
+    let o = delayq(&s, &["keys", "cancel", "user-1"]);
+    assert_eq!(stdout(&o), "user-1\t2 cancelled\n", "{o:?}");
+    let o = delayq(&s, &["keys", "jobs", "user-1"]);
+    assert_eq!(stdout(&o), "");
+    assert_eq!(stats(&s)["scheduled"], 1);
+    // Bad input exits 2 and changes nothing.
+    for bad in [
+        vec!["keys", "reschedule", "user-2"],
+        vec!["keys", "reschedule", "user-2", "--shift", "soon"],
+        vec!["keys", "jobs", "user-2", "--state", "done"],
+    ] {
+        let o = delayq(&s, &bad);
+        assert!(!o.status.success(), "{bad:?}: {o:?}");
+    }
+    assert_eq!(due("u2-a"), other);
+}

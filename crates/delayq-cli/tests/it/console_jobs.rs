@@ -81,3 +81,93 @@ async fn a_running_job_is_cancelled_from_its_page() {
     assert_eq!((s, &v["code"]), (409, &json!("cancelled")), "{v}");
     c.close().await.unwrap();
 }
+
+/// A key's page lists its jobs by id with their states; "Cancel all" (confirmed) cancels its
+/// scheduled and due jobs and leaves the running one and another key's; the busiest keys' row
+/// links to it and offers "Cancel all" too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_jobs_are_listed_and_cancelled_from_its_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = serve(tmp.path());
+    let job = |id: &str, key: &str, delay: u64| json!({"id": id, "payload": {}, "key": key, "delay_ms": delay});
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/reminders/jobs",
+        Some(json!([
+            job("r-run", "user-42", 0),
+            job("r-1", "user-42", 3_600_000),
+            job("r-2", "user-42", 7_200_000),
+            job("other", "user-7", 3_600_000),
+        ])),
+    );
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/reminders/claim",
+        Some(json!({"max": 1, "lease_ms": 600000})),
+    );
+    assert_eq!(v["jobs"][0]["id"], "r-run", "{s} {v}");
+
+    let (_driver, c) = browser().await;
+    c.goto(&format!("http://{addr}/#/q/reminders"))
+        .await
+        .unwrap();
+    sign_in(&c, ADMIN).await;
+    // The busiest keys list user-42 (a job in flight) with a link to its jobs.
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#keys button[data-key='user-42']"))
+        .await
+        .unwrap();
+    shot(&c, "keys-panel").await;
+    let link = c
+        .find(Locator::Css("#keys a[href$='/key/user-42']"))
+        .await
+        .unwrap();
+    link.click().await.unwrap();
+    wait_text(&c, "#key-jobs", "r-2").await;
+    let rows = c
+        .execute(
+            "return [...document.querySelectorAll('#key-jobs tbody tr')]\
+             .map(r => r.querySelector('a').textContent + ' ' + r.querySelector('.badge').textContent);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        json!(["r-1 scheduled", "r-2 scheduled", "r-run leased"]),
+        "by id, with states; another key's job not among them"
+    );
+    shot(&c, "key").await;
+    let found = c
+        .execute(
+            "const b = [...document.querySelectorAll('button')]\
+             .find(b => b.textContent === 'Cancel all'); if (b) b.click(); return !!b;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(found, json!(true));
+    let ok = c
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#confirm-ok"))
+        .await
+        .unwrap();
+    ok.click().await.unwrap();
+    wait_text(&c, "#toast", "user-42: 2 cancelled").await;
+    let (_, v) = http(addr, "GET", "/v1/queues/reminders/keys/user-42/jobs", None);
+    let ids: Vec<&str> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["r-run"], "the running job stays");
+    let (s, _) = http(addr, "GET", "/v1/queues/reminders/jobs/other", None);
+    assert_eq!(s, 200, "another key's job stays");
+    c.close().await.unwrap();
+}
