@@ -321,14 +321,15 @@ func (c *Client) Reschedule(ctx context.Context, queue, id string, due EnqueueOp
 // ListJobs calls fn for every job in state (scheduled, due, leased, dead, done), page after
 // page of pageSize; an error from fn stops it.
 func (c *Client) ListJobs(ctx context.Context, queue, state string, pageSize int, fn func(*Job) error) error {
-	cursor := ""
+	return c.pages(ctx, q(queue)+"/jobs", url.Values{"state": {state}, "limit": {strconv.Itoa(pageSize)}}, fn)
+}
+
+// pages calls fn with every job of the listing at path (query v), following next_cursor
+// from page to page; fn's error stops the walk and is returned.
+func (c *Client) pages(ctx context.Context, path string, v url.Values, fn func(*Job) error) error {
 	for {
-		v := url.Values{"state": {state}, "limit": {strconv.Itoa(pageSize)}}
-		if cursor != "" {
-			v.Set("cursor", cursor)
-		}
 		var page wire.JobList
-		if err := c.call(ctx, "GET", q(queue)+"/jobs?"+v.Encode(), nil, &page, true); err != nil {
+		if err := c.call(ctx, "GET", path+"?"+v.Encode(), nil, &page, true); err != nil {
 			return err
 		}
 		for _, w := range page.Jobs {
@@ -339,7 +340,7 @@ func (c *Client) ListJobs(ctx context.Context, queue, state string, pageSize int
 		if page.NextCursor == nil || *page.NextCursor == "" {
 			return nil
 		}
-		cursor = *page.NextCursor
+		v.Set("cursor", *page.NextCursor)
 	}
 }
 

@@ -16,30 +16,11 @@ import (
 // running ("leased") and dead ones, or only those in state when it is not "". fn's error stops
 // the walk and is returned.
 func (c *Client) KeyJobs(ctx context.Context, queue, key, state string, pageSize int, fn func(*Job) error) error {
-	cursor := ""
-	for {
-		v := url.Values{"limit": {strconv.Itoa(pageSize)}}
-		if state != "" {
-			v.Set("state", state)
-		}
-		if cursor != "" {
-			v.Set("cursor", cursor)
-		}
-		var page wire.JobList
-		path := q(queue) + "/keys/" + url.PathEscape(key) + "/jobs?" + v.Encode()
-		if err := c.call(ctx, "GET", path, nil, &page, true); err != nil {
-			return err
-		}
-		for _, w := range page.Jobs {
-			if err := fn(jobFromView(w)); err != nil {
-				return err
-			}
-		}
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			return nil
-		}
-		cursor = *page.NextCursor
+	v := url.Values{"limit": {strconv.Itoa(pageSize)}}
+	if state != "" {
+		v.Set("state", state)
 	}
+	return c.pages(ctx, q(queue)+"/keys/"+url.PathEscape(key)+"/jobs", v, fn)
 }
 
 // KeyCancelled is what CancelKey did: the jobs cancelled, and how many of them were running.

@@ -321,14 +321,17 @@ export class Client {
 
   /** Every job in `state` (`scheduled`, `due`, `leased`, `dead`, `done`), page after page. */
   async *listJobs(queue: string, opts: { state: string; pageSize?: number }): AsyncGenerator<JobInfo> {
-    let cursor: string | undefined;
+    const qs = new URLSearchParams({ state: opts.state, limit: String(opts.pageSize ?? 100) });
+    yield* this.#pages(`${Client.#q(queue)}/jobs`, qs);
+  }
+
+  /** Every job of the listing at `path` (query `qs`), following `next_cursor` page by page. */
+  async *#pages(path: string, qs: URLSearchParams): AsyncGenerator<JobInfo> {
     for (;;) {
-      const qs = new URLSearchParams({ state: opts.state, limit: String(opts.pageSize ?? 100) });
-      if (cursor) qs.set("cursor", cursor);
-      const page = await this.#call<wire.JobList>("GET", `${Client.#q(queue)}/jobs?${qs}`);
+      const page = await this.#call<wire.JobList>("GET", `${path}?${qs}`);
       for (const j of page.jobs) yield jobInfo(j);
       if (!page.next_cursor) return;
-      cursor = page.next_cursor;
+      qs.set("cursor", page.next_cursor);
     }
   }
 
@@ -491,16 +494,9 @@ export class Client {
    * ones, or only those in `state`. Costs the key's jobs, not the queue's.
    */
   async *keyJobs(queue: string, key: string, opts: { state?: string; pageSize?: number } = {}): AsyncGenerator<JobInfo> {
-    let cursor: string | undefined;
-    for (;;) {
-      const qs = new URLSearchParams({ limit: String(opts.pageSize ?? 100) });
-      if (opts.state) qs.set("state", opts.state);
-      if (cursor) qs.set("cursor", cursor);
-      const page = await this.#call<wire.JobList>("GET", `${Client.#q(queue)}/keys/${enc(key)}/jobs?${qs}`);
-      for (const j of page.jobs) yield jobInfo(j);
-      if (!page.next_cursor) return;
-      cursor = page.next_cursor;
-    }
+    const qs = new URLSearchParams({ limit: String(opts.pageSize ?? 100) });
+    if (opts.state) qs.set("state", opts.state);
+    yield* this.#pages(`${Client.#q(queue)}/keys/${enc(key)}/jobs`, qs);
   }
 
   /**

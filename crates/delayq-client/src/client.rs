@@ -271,21 +271,13 @@ impl Client {
 
     /// One page of a queue's jobs (`state` or `id_prefix`; `cursor` from the previous page).
     pub async fn list_jobs(&self, queue: &str, query: &ListQuery) -> Result<JobList> {
-        let mut params = Vec::new();
-        if let Some(s) = &query.state {
-            params.push(format!("state={}", enc(s)));
-        }
-        if let Some(l) = query.limit {
-            params.push(format!("limit={l}"));
-        }
-        if let Some(c) = &query.cursor {
-            params.push(format!("cursor={}", enc(c)));
-        }
-        if let Some(p) = &query.id_prefix {
-            params.push(format!("id_prefix={}", enc(p)));
-        }
-        self.get_json(&format!("{}?{}", jobs(queue)?, params.join("&")))
-            .await
+        let query = query_string(&[
+            ("state", query.state.clone()),
+            ("limit", query.limit.map(|l| l.to_string())),
+            ("cursor", query.cursor.clone()),
+            ("id_prefix", query.id_prefix.clone()),
+        ]);
+        self.get_json(&format!("{}{query}", jobs(queue)?)).await
     }
 
     /// Cancels every job of a state (`scheduled` or `due`); the answer's `count` says how
@@ -697,6 +689,19 @@ fn job(queue: &str, id: &str) -> Result<String> {
 
 fn schedule(queue: &str, name: &str) -> Result<String> {
     Ok(format!("{}/schedules/{}", q(queue)?, enc(name)))
+}
+
+/// `?name=value&…` of the parameters given (each value percent-encoded); `""` for none.
+pub(crate) fn query_string(params: &[(&str, Option<String>)]) -> String {
+    let given: Vec<String> = params
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", enc(v))))
+        .collect();
+    if given.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", given.join("&"))
+    }
 }
 
 /// Text (an id) as a path segment or query value: everything but unreserved characters

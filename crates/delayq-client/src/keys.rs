@@ -7,7 +7,7 @@ use delayq_wire::{
 };
 use reqwest::Method;
 
-use crate::client::{Client, Repeat, enc, q};
+use crate::client::{Client, Repeat, enc, q, query_string};
 use crate::error::Result;
 
 impl Client {
@@ -44,22 +44,13 @@ impl Client {
     /// A page of `key`'s jobs in `queue`, by id (`GET …/keys/{key}/jobs`): every state but
     /// done, or the one in `query.state`; pass `next_cursor` back as `query.cursor`.
     pub async fn key_jobs(&self, queue: &str, key: &str, query: &KeyJobsQuery) -> Result<JobList> {
-        let mut params = Vec::new();
-        if let Some(s) = &query.state {
-            params.push(format!("state={}", enc(s)));
-        }
-        if let Some(l) = query.limit {
-            params.push(format!("limit={l}"));
-        }
-        if let Some(c) = &query.cursor {
-            params.push(format!("cursor={}", enc(c)));
-        }
-        let mut path = format!("{}/keys/{}/jobs", q(queue)?, enc(key));
-        if !params.is_empty() {
-            path.push('?');
-            path.push_str(&params.join("&"));
-        }
-        self.get_json(&path).await
+        let query = query_string(&[
+            ("state", query.state.clone()),
+            ("limit", query.limit.map(|l| l.to_string())),
+            ("cursor", query.cursor.clone()),
+        ]);
+        self.get_json(&format!("{}/keys/{}/jobs{query}", q(queue)?, enc(key)))
+            .await
     }
 
     /// Cancels every scheduled and due job of `key` in `queue` — with `running` its running
