@@ -18,15 +18,15 @@ use delayq::{
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::watch;
 
-use crate::batches;
 use crate::cancel::cancel;
 use crate::enqueue::insert;
 use crate::rows::{
-    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, cancelled_lease, claim_order_sql, due_from, head,
-    leased_row, refused, row, state, state_of,
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, WAITING, cancelled_lease, claim_order_sql,
+    due_from, head, leased_row, refused, row, state, state_of,
 };
 use crate::store::{Store, sql};
 use crate::throttle::{self, Bucket, Held};
+use crate::{batches, ends};
 
 /// Most expired leases recovered per claim.
 const REAP_LIMIT: i64 = 100;
@@ -119,9 +119,9 @@ fn ack_all(c: &Connection, q: &str, acks: &[Ack], now: i64) -> Result<Vec<AckOut
                     .map_err(sql)?;
                 kept += usize::from(acked.is_some());
             }
-            if let Some(Some(b)) = &acked {
+            if let Some(b) = &acked {
                 let result = result.map(Vec::as_slice);
-                batches::ended(c, q, b, id, Ending::Succeeded, result, now)?;
+                ends::ended(c, q, id, b.as_deref(), Ending::Succeeded, result, now)?;
             }
             Ok(if acked.is_some() {
                 AckOutcome::Acked
@@ -180,8 +180,8 @@ fn recover(c: &Connection, q: &str, now: i64, counts: &mut Counts) -> Result<()>
         };
         upd.execute(params![q, id, state, now, due, err])
             .map_err(sql)?;
-        if let Some(b) = batch.filter(|_| state == DEAD) {
-            batches::ended(c, q, &b, &id, Ending::Dead, None, now)?;
+        if state == DEAD {
+            ends::ended(c, q, &id, batch.as_deref(), Ending::Dead, None, now)?;
         }
     }
     Ok(())
@@ -268,9 +268,7 @@ fn lease_rows(
             .execute(params![qs, r.id, DEAD, now])
             .map_err(sql)?;
             counts.dead += 1;
-            if let Some(b) = &r.batch {
-                batches::ended(c, qs, b, &r.id, Ending::Dead, None, now)?;
-            }
+            ends::ended(c, qs, &r.id, r.batch.as_deref(), Ending::Dead, None, now)?;
             continue;
         }
         token += 1;
@@ -281,7 +279,11 @@ fn lease_rows(
         // The row as the update left it.
         (r.state, r.score, r.attempt) = (LEASED, deadline, r.attempt + 1);
         let lease = Duration::from_millis(lease_ms as u64);
-        jobs.push(r.info()?.into_job(q.clone(), token as u64, lease));
+        let mut info = r.info()?;
+        if crate::deps::wants_results(c, qs, info.id.as_str())? {
+            info.dependencies = crate::deps::statuses(c, qs, info.id.as_str())?;
+        }
+        jobs.push(info.into_job(q.clone(), token as u64, lease));
     }
     Ok(jobs)
 }
@@ -581,9 +583,7 @@ impl Backend for EmbeddedBackend {
                         params![q, r.id, now, err, DEAD],
                     )
                     .map_err(sql)?;
-                    if let Some(b) = &r.batch {
-                        batches::ended(c, &q, b, &r.id, Ending::Dead, None, now)?;
-                    }
+                    ends::ended(c, &q, &r.id, r.batch.as_deref(), Ending::Dead, None, now)?;
                     let dead = NackOutcome::Dead {
                         failed_at_ms: now as u64,
                     };
@@ -691,13 +691,14 @@ impl Backend for EmbeddedBackend {
             let due = due_from(schedule, now.ms());
             match state_of(c, &q, idc.as_str())? {
                 None => Err(Error::NotFound { id: idc }),
-                Some(s) if s != SCHEDULED => Err(Error::WrongState {
+                Some(s) if s != SCHEDULED && s != WAITING => Err(Error::WrongState {
                     id: idc,
                     state: state(s)?,
                     expected: JobState::Scheduled,
                 }),
-                Some(_) => {
-                    let wake = ahead_of_head(c, &q, due)?;
+                Some(s) => {
+                    // A waiting job keeps waiting, due then once its dependencies end.
+                    let wake = s == SCHEDULED && ahead_of_head(c, &q, due)?;
                     c.execute(
                         "UPDATE jobs SET score = ?3, due = ?3 WHERE queue = ?1 AND id = ?2",
                         params![q, idc.as_str(), due],

@@ -28,6 +28,12 @@ thread_local! {
     static WOKEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Queue `q` gained a due job in the operation running on this thread: its consumers are
+/// woken once it commits.
+pub(crate) fn woken(q: &str) {
+    WOKEN.with(|w| w.borrow_mut().push(q.to_owned()));
+}
+
 /// The queues that gained callback jobs since the last call (this thread's).
 pub(crate) fn take_woken() -> Vec<String> {
     WOKEN.with(|w| std::mem::take(&mut *w.borrow_mut()))

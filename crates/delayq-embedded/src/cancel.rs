@@ -6,8 +6,7 @@ use delayq::batch::Ending;
 use delayq::{CancelOutcome, JobState, Result};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::batches;
-use crate::rows::{LEASED, SCHEDULED, state, state_of};
+use crate::rows::{LEASED, SCHEDULED, WAITING, state, state_of};
 use crate::store::sql;
 use crate::throttle;
 
@@ -24,10 +23,10 @@ pub(crate) fn cancel(
     let gone: Option<(i64, Option<String>, i64, i64)> = c
         .prepare_cached(
             "DELETE FROM jobs WHERE queue = ?1 AND id = ?2 \
-             AND (state = ?3 OR (?4 AND state = ?5)) RETURNING state, batch, token, score",
+             AND (state IN (?3, ?6) OR (?4 AND state = ?5)) RETURNING state, batch, token, score",
         )
         .map_err(sql)?
-        .query_row(params![q, id, SCHEDULED, running, LEASED], |r| {
+        .query_row(params![q, id, SCHEDULED, running, LEASED, WAITING], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .optional()
@@ -41,9 +40,7 @@ pub(crate) fn cancel(
         };
         return Ok((found, false));
     };
-    if let Some(b) = batch {
-        batches::ended(c, q, &b, id, Ending::Cancelled, None, now)?;
-    }
+    crate::ends::ended(c, q, id, batch.as_deref(), Ending::Cancelled, None, now)?;
     if was != LEASED {
         return Ok((CancelOutcome::Cancelled, false));
     }

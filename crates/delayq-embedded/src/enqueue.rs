@@ -4,7 +4,7 @@
 use delayq::{Enqueued, Error, JobId, JobState, NewJob, OnConflict, Result};
 use rusqlite::{Connection, ToSql, params, params_from_iter};
 
-use crate::rows::{DONE, SCHEDULED, due_from, due_of, head, state, state_of};
+use crate::rows::{DONE, SCHEDULED, WAITING, due_from, due_of, head, state, state_of};
 use crate::store::sql;
 
 /// Inserts `jobs` into queue `q` at `now` (ms); returns one outcome per job and whether a job
@@ -82,7 +82,11 @@ pub(crate) fn insert(
             &backoff.map(|b| b.2),
             &lease_ms,
             &job.payload,
-            &SCHEDULED,
+            if job.depends.is_some() {
+                &WAITING
+            } else {
+                &SCHEDULED
+            },
             &timeout_ms,
             &expires_at,
             &job.priority,
@@ -108,7 +112,16 @@ pub(crate) fn insert(
         }
         // The outcome; the id moves into it last (the statements above borrow it).
         let (mut due_at_ms, mut replaced_it, mut existing) = (due as u64, false, None);
-        if n == 1 {
+        if n == 1
+            && let Some(deps) = &job.depends
+        {
+            // Waiting: due only once its dependencies have ended (maybe at once).
+            if crate::deps::attach(c, q, id.as_str(), deps, now)? {
+                let d = due.max(now);
+                due_at_ms = d as u64;
+                earliest = Some(earliest.map_or(d, |e: i64| e.min(d)));
+            }
+        } else if n == 1 {
             earliest = Some(earliest.map_or(due, |e: i64| e.min(due)));
         } else if let Some(done) = done_within_window(c, q, id.as_str())? {
             // Done, inside its dedupe window: refused, the original outcome answered.

@@ -10,8 +10,8 @@ use rusqlite::{Connection, params};
 
 use crate::backend::{EmbeddedBackend, conf, paused};
 use crate::rows::{
-    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, claim_order_sql, get_row, head, row, state,
-    state_of,
+    COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, WAITING, claim_order_sql, get_row, head, row,
+    state, state_of,
 };
 use crate::store::sql;
 use crate::{push, throttle};
@@ -31,8 +31,16 @@ fn wrong_state(c: &Connection, q: &str, id: JobId, expected: JobState) -> Result
 impl Inspect for EmbeddedBackend {
     async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
         let (q, id) = (queue.to_string(), id.to_string());
-        self.exec(move |c, _| get_row(c, &q, &id)?.map(RowData::info).transpose())
-            .await
+        self.exec(move |c, _| {
+            let Some(mut info) = get_row(c, &q, &id)?.map(RowData::info).transpose()? else {
+                return Ok(None);
+            };
+            if crate::deps::used() {
+                info.dependencies = crate::deps::statuses(c, &q, &id)?;
+            }
+            Ok(Some(info))
+        })
+        .await
     }
 
     async fn queues(&self) -> Result<Vec<QueueName>> {
@@ -82,6 +90,7 @@ impl Inspect for EmbeddedBackend {
                 paused: paused(c, &q)?,
                 waiting_on_limit: throttle::waiting(c, &q, due, now_us)?,
                 done: by_state(DONE)?,
+                awaiting: by_state(WAITING)?,
             })
         })
         .await
@@ -98,6 +107,7 @@ impl Inspect for EmbeddedBackend {
                 ListState::Leased => (LEASED, i64::MIN, i64::MAX),
                 ListState::Dead => (DEAD, i64::MIN, i64::MAX),
                 ListState::Done => (DONE, i64::MIN, i64::MAX),
+                ListState::Waiting => (WAITING, i64::MIN, i64::MAX),
             };
             let (score, id) = after.map_or((i64::MIN, String::new()), |c| {
                 (i64::try_from(c.score).unwrap_or(i64::MAX), c.id)
@@ -267,17 +277,8 @@ impl Inspect for EmbeddedBackend {
                 .collect::<rusqlite::Result<_>>()
                 .map_err(sql)?;
             for (id, b) in &gone {
-                if let Some(b) = b {
-                    crate::batches::ended(
-                        c,
-                        &q,
-                        b,
-                        id,
-                        delayq::batch::Ending::Cancelled,
-                        None,
-                        now.ms(),
-                    )?;
-                }
+                let ending = delayq::batch::Ending::Cancelled;
+                crate::ends::ended(c, &q, id, b.as_deref(), ending, None, now.ms())?;
             }
             Ok(gone.len() as u64)
         })

@@ -6,7 +6,7 @@ use delayq::{KeyCancelled, KeyJobsPage, KeyJobsRequest, KeyMove, ListState, Resu
 use rusqlite::{Connection, params};
 
 use crate::cancel::cancel;
-use crate::rows::{COLS, DEAD, LEASED, RowData, SCHEDULED, head, row};
+use crate::rows::{COLS, DEAD, DONE, LEASED, RowData, SCHEDULED, WAITING, head, row};
 use crate::store::sql;
 
 /// A page of key `k`'s jobs in queue `q` at `now` (ms), by id.
@@ -17,12 +17,14 @@ pub(crate) fn page(
     req: &KeyJobsRequest,
     now: i64,
 ) -> Result<KeyJobsPage> {
-    // The rows of the asked state's code (scheduled and due share one, told apart by time).
+    // The rows of the asked state's code (scheduled and due share one, told apart by time);
+    // every code but done's for all.
     let (lo, hi) = match req.state {
-        None => (SCHEDULED, DEAD),
+        None => (SCHEDULED, WAITING),
         Some(ListState::Scheduled | ListState::Due) => (SCHEDULED, SCHEDULED),
         Some(ListState::Leased) => (LEASED, LEASED),
         Some(ListState::Dead) => (DEAD, DEAD),
+        Some(ListState::Waiting) => (WAITING, WAITING),
         Some(ListState::Done) => return Ok(KeyJobsPage::default()),
     };
     let (tlo, thi) = match req.state {
@@ -36,7 +38,7 @@ pub(crate) fn page(
     let mut stmt = c
         .prepare_cached(&format!(
             "SELECT {COLS} FROM jobs INDEXED BY jobs_by_key \
-             WHERE queue = ?1 AND key = ?2 AND state BETWEEN ?3 AND ?4 \
+             WHERE queue = ?1 AND key = ?2 AND state BETWEEN ?3 AND ?4 AND state <> ?10 \
              AND (state <> ?5 OR score BETWEEN ?6 AND ?7) AND id > ?8 ORDER BY id LIMIT ?9"
         ))
         .map_err(sql)?;
@@ -51,7 +53,8 @@ pub(crate) fn page(
                 tlo,
                 thi,
                 after,
-                req.limit as i64 + 1
+                req.limit as i64 + 1,
+                DONE
             ],
             row,
         )

@@ -26,6 +26,8 @@ mod backend;
 mod backup;
 mod batches;
 mod cancel;
+mod deps;
+mod ends;
 mod enqueue;
 pub mod error;
 mod health;

@@ -11,6 +11,7 @@ pub(crate) const SCHEDULED: i64 = JobState::Scheduled.code() as i64;
 pub(crate) const LEASED: i64 = JobState::Leased.code() as i64;
 pub(crate) const DEAD: i64 = JobState::Dead.code() as i64;
 pub(crate) const DONE: i64 = JobState::Done.code() as i64;
+pub(crate) const WAITING: i64 = JobState::Waiting.code() as i64;
 
 /// The claim order of a due job of a queue with priorities in SQL
 /// (`delayq::limits::claim_order_key`: its due time less a level per `PRIORITY_AGING`), with
@@ -161,6 +162,7 @@ impl RowData {
             key,
             payload: self.payload,
             result: self.result,
+            dependencies: Vec::new(),
         })
     }
 }

@@ -129,3 +129,24 @@ CREATE TABLE IF NOT EXISTS cancelled_leases (
   until INTEGER NOT NULL,
   PRIMARY KEY (queue, id, token)
 );
+-- Jobs that wait for other jobs (deps.rs): a dependent's policy and whether its claim carries
+-- its dependencies' results; each of its dependencies with how it stands (p pending, o done,
+-- d dead, c cancelled) and, for one that asked, the dependency's result. A dependent is a job
+-- in state 4 (waiting) until none is pending; its rows go when it does.
+CREATE TABLE IF NOT EXISTS dependents (
+  queue      TEXT    NOT NULL,
+  id         TEXT    NOT NULL,
+  on_failure INTEGER NOT NULL,
+  results    INTEGER NOT NULL,
+  PRIMARY KEY (queue, id)
+);
+CREATE TABLE IF NOT EXISTS job_deps (
+  queue     TEXT NOT NULL,
+  id        TEXT NOT NULL,
+  dep_queue TEXT NOT NULL,
+  dep_id    TEXT NOT NULL,
+  outcome   TEXT NOT NULL,
+  result    BLOB,
+  PRIMARY KEY (queue, id, dep_queue, dep_id)
+);
+CREATE INDEX IF NOT EXISTS job_deps_by_dep ON job_deps (dep_queue, dep_id);

@@ -217,6 +217,12 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         "CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (queue, key, state, score, id) \
          WHERE key IS NOT NULL",
     )?;
+    // A store with dependents: the steps that end a job look theirs up (deps.rs).
+    let dependents: bool =
+        conn.query_row("SELECT EXISTS (SELECT 1 FROM dependents)", [], |r| r.get(0))?;
+    if dependents {
+        crate::deps::mark_used();
+    }
     let push: Vec<String> = conn
         .prepare("SELECT name FROM pragma_table_info('push_queues')")?
         .query_map([], |r| r.get(0))?

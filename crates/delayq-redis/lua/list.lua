@@ -10,8 +10,9 @@
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- kvt       HASH a keyed queue's turns (keyed.lua: key_promote; only with L_KEYS)
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (LIST_WAITING)
 -- Arguments: which (LIST_SCHEDULED: due later than now | LIST_DUE | LIST_LEASED | LIST_DEAD |
--- LIST_DONE: kept completed jobs), n (page size), after (a cursor is given), after_score and
+-- LIST_DONE: kept completed jobs | LIST_WAITING), n (page size), after (a cursor is given), after_score and
 -- after_id (the cursor: the page starts strictly after (score, id), whether or not that job is
 -- still there).
 -- Scheduled and due jobs of a queue with a lane: the lane's and `sched`'s merged by (score,
@@ -34,7 +35,7 @@
 local lmeta = lanemeta
 local now = now_ms()
 local z = sched
-if which == LIST_LEASED then z = lease elseif which == LIST_DEAD then z = dead elseif which == LIST_DONE then z = done end
+if which == LIST_LEASED then z = lease elseif which == LIST_DEAD then z = dead elseif which == LIST_DONE then z = done elseif which == LIST_WAITING then z = waiting end
 -- A queue with priorities: its due jobs are listed in claim order (ready), after moving the
 -- due ones still in `sched` there (common.lua: promote; the listing's only write).
 local fw = redis.call('GETRANGE', stat, S_FLAGS, S_WIDTH + 1)
@@ -104,14 +105,14 @@ if #ids > 0 then
 end
 -- Scheduled or due jobs outside `ready`: the lane's and its windows' too, after the cursor
 -- (cs, cid); at most scan_max of their entries read a call.
-local waiting = which == LIST_SCHEDULED or (which == LIST_DUE and not by_prio)
+local unclaimed = which == LIST_SCHEDULED or (which == LIST_DUE and not by_prio)
 local cs, cid = nil, after_id
 if after then cs = after_score end
 local scan_max = 8192
 local len = 0
 -- Where a call that read enough lane entries stopped (nil: it did not).
 local cut = nil
-if waiting then len = redis.call('LLEN', lane) end
+if unclaimed then len = redis.call('LLEN', lane) end
 if len > 0 then
   local pos = 0
   if which == LIST_SCHEDULED then pos = lane_pos(lane, len, now) end
@@ -153,7 +154,7 @@ local function before(a, b)
   return a[1] ~= b[1] and bytes_le(a[1], b[1])
 end
 local W = 0
-if waiting then W = win_width(fw, S_FLAGS) end
+if unclaimed then W = win_width(fw, S_FLAGS) end
 if W > 0 then
   local from = cs
   if which == LIST_SCHEDULED and (not from or from < now) then from = now end

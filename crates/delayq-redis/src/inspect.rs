@@ -99,6 +99,7 @@ impl Inspect for RedisBackend {
                 paused: a.paused || s.paused,
                 waiting_on_limit: a.waiting_on_limit + s.waiting_on_limit,
                 done: a.done + s.done,
+                awaiting: a.awaiting + s.awaiting,
             }))
     }
 
@@ -110,6 +111,7 @@ impl Inspect for RedisBackend {
             ListState::Leased => JobState::Leased,
             ListState::Dead => JobState::Dead,
             ListState::Done => JobState::Done,
+            ListState::Waiting => JobState::Waiting,
         };
         let from = after.map(|c| (c.score, c.id));
         // Each shard gives its first limit + 1 after the cursor; merged by (score, id), the

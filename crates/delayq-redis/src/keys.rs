@@ -35,6 +35,7 @@ pub(crate) enum Key {
     BatchIndex,
     Cancelled,
     Tenants,
+    Waiting,
 }
 
 impl Key {
@@ -65,6 +66,7 @@ impl Key {
             Key::BatchIndex => "bopen",
             Key::Cancelled => "cxl",
             Key::Tenants => "kj",
+            Key::Waiting => "waiting",
         }
     }
 }
@@ -228,6 +230,8 @@ pub(crate) struct Keys {
     /// STRING: written once the key index holds every keyed job of the shard; `kj:<key>`
     /// ZSET (all scores 0, so by id) each key's jobs (keyed.lua, above key_index_add).
     pub kj: String,
+    /// ZSET id → due ms: jobs waiting for their dependencies (deps.lua).
+    pub waiting: String,
     /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
     ix: String,
 }
@@ -290,6 +294,7 @@ impl Space {
             bopen: name(Key::BatchIndex),
             cxl: name(Key::Cancelled),
             kj: name(Key::Tenants),
+            waiting: name(Key::Waiting),
             ix: format!("{p}{{{tag}}}:ix:"),
         }
     }
@@ -403,6 +408,7 @@ impl Keys {
             Key::BatchIndex => &self.bopen,
             Key::Cancelled => &self.cxl,
             Key::Tenants => &self.kj,
+            Key::Waiting => &self.waiting,
         }
     }
 }

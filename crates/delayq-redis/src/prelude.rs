@@ -12,12 +12,13 @@ use crate::record;
 use crate::reply::Reply;
 
 /// The codes of `which` (the Lua prelude defines each name): the listing's kinds.
-pub(crate) const WHICH: [(&str, delayq::ListState); 5] = [
+pub(crate) const WHICH: [(&str, delayq::ListState); 6] = [
     ("LIST_SCHEDULED", delayq::ListState::Scheduled),
     ("LIST_DUE", delayq::ListState::Due),
     ("LIST_LEASED", delayq::ListState::Leased),
     ("LIST_DEAD", delayq::ListState::Dead),
     ("LIST_DONE", delayq::ListState::Done),
+    ("LIST_WAITING", delayq::ListState::Waiting),
 ];
 
 /// The code of `which` for a kind of listing.

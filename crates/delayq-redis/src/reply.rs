@@ -175,6 +175,7 @@ pub(crate) fn job_info(
         key,
         payload: r.payload,
         result: r.result,
+        dependencies: Vec::new(),
     };
     Ok((info, r.token))
 }

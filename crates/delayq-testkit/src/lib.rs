@@ -9,6 +9,7 @@ pub mod chaos;
 pub mod chaos_batches;
 mod console;
 pub mod deadlines;
+pub mod deps;
 pub mod faulty;
 pub mod history;
 pub mod key_jobs;
@@ -40,6 +41,12 @@ pub use console::{
 };
 pub use deadlines::{
     expired_jobs_are_never_started, replace_on_conflict, timeouts_travel_with_the_job,
+};
+pub use deps::{
+    a_chain_runs_in_order, a_dependents_own_due_time_still_counts,
+    dependencies_that_ended_before_count_as_ended, each_failure_policy,
+    fan_in_waits_for_every_dependency, results_ride_on_the_dependents_claim,
+    waiting_jobs_are_cancelled_rescheduled_and_checked,
 };
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
@@ -800,6 +807,13 @@ macro_rules! conformance_tests {
             batch_jobs_count_once_however_they_end, bad_batches_are_refused,
             batch_callbacks_cannot_be_squatted, one_bad_batch_touches_only_itself,
             batch_results_are_bounded, batches_count_a_job_cancelled_while_it_runs);
+    };
+    (@deps $setup:path) => {
+        $crate::conformance_tests!(@each $setup;
+            a_chain_runs_in_order, fan_in_waits_for_every_dependency,
+            a_dependents_own_due_time_still_counts, each_failure_policy,
+            dependencies_that_ended_before_count_as_ended, results_ride_on_the_dependents_claim,
+            waiting_jobs_are_cancelled_rescheduled_and_checked);
     };
     (@sharded $setup:path) => {
         $crate::conformance_tests!(@each $setup;

@@ -303,6 +303,7 @@ impl TryFrom<JobView> for JobInfo {
             "leased" => JobState::Leased,
             "dead" => JobState::Dead,
             "done" => JobState::Done,
+            "waiting" => JobState::Waiting,
             other => {
                 return Err(Invalid::new(
                     ErrorCode::InvalidBody,
@@ -331,6 +332,7 @@ impl TryFrom<JobView> for JobInfo {
             target,
             trace,
             key: f.key.map(delayq::JobKey::new).transpose()?,
+            dependencies: Vec::new(),
         })
     }
 }

@@ -38,6 +38,10 @@ pub struct QueueView {
     #[serde(default)]
     #[schema(required = true)]
     pub done: u64,
+    /// Jobs waiting for their dependencies to end (what `jobs?state=waiting` lists).
+    #[serde(default)]
+    #[schema(required = true)]
+    pub waiting: u64,
     /// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsView>,
@@ -234,6 +238,7 @@ impl QueueView {
             paused: s.paused,
             waiting_on_limit: s.waiting_on_limit,
             done: s.done,
+            waiting: s.awaiting,
             settings: None,
         }
     }
@@ -425,6 +430,7 @@ impl From<&QueueView> for QueueStats {
             paused: v.paused,
             waiting_on_limit: v.waiting_on_limit,
             done: v.done,
+            awaiting: v.waiting,
         }
     }
 }

@@ -78,6 +78,10 @@ pub enum InvalidInput {
     /// A W3C trace context (`traceparent`, `tracestate`) is malformed.
     #[error("invalid trace context: {0}")]
     Trace(String),
+    /// A job's dependencies are empty, too many, named twice or name the job itself
+    /// ([`crate::deps`]).
+    #[error("invalid dependencies: {0}")]
+    Dependencies(String),
 }
 
 /// Errors of the core library and of every backend.

@@ -106,6 +106,9 @@ pub struct NewJob {
     /// The batch it joins. Set by the stores' [`crate::Batches`] calls, which check that the
     /// batch is open; a [`crate::Producer`] refuses a job that sets it.
     pub batch: Option<crate::batch::BatchId>,
+    /// The jobs it waits for ([`crate::deps`]): until every one has ended it is
+    /// [`JobState::Waiting`].
+    pub depends: Option<crate::deps::Dependencies>,
 }
 
 /// `priority` of a job that does not set one.
@@ -185,7 +188,30 @@ impl NewJob {
             trace: None,
             key: None,
             batch: None,
+            depends: None,
         }
+    }
+
+    /// Makes it wait for `jobs` (each a [`crate::DepRef`]): it becomes due once every one has
+    /// ended, at the later of its own due time and that end; a dead or cancelled one sends it
+    /// to the dead letters (see [`NewJob::on_dependency_failure`]).
+    pub fn depends_on(mut self, jobs: impl IntoIterator<Item = crate::DepRef>) -> Self {
+        self.depends.get_or_insert_with(Default::default).on = jobs.into_iter().collect();
+        self
+    }
+
+    /// What a dead or cancelled dependency does to it (dead-letters it by default).
+    pub fn on_dependency_failure(mut self, policy: crate::OnDependencyFailure) -> Self {
+        self.depends.get_or_insert_with(Default::default).on_failure = policy;
+        self
+    }
+
+    /// Its claim carries its dependencies' results ([`crate::DepStatus::result`]).
+    pub fn include_dependency_results(mut self, yes: bool) -> Self {
+        self.depends
+            .get_or_insert_with(Default::default)
+            .include_results = yes;
+        self
     }
 
     /// A job whose payload is `value` as JSON.
@@ -466,6 +492,9 @@ pub struct Job {
     pub key: Option<JobKey>,
     /// Fired when the job is cancelled while it runs (see [`crate::cancellation`]).
     pub cancellation: crate::Cancellation,
+    /// Its dependencies with how each ended and their results, when it was enqueued with
+    /// `include_dependency_results` ([`crate::deps`]); empty otherwise.
+    pub dependencies: Vec<crate::deps::DepStatus>,
 }
 
 impl Job {
@@ -501,25 +530,29 @@ pub enum JobState {
     Dead,
     /// Completed and kept for `keep_done_ms` / `dedupe_ms` (a queue or job setting).
     Done,
+    /// Waiting for its dependencies to end ([`crate::deps`]); never claimed meanwhile.
+    Waiting,
 }
 
 impl JobState {
     /// Every state, in code order.
-    pub const ALL: [JobState; 4] = [
+    pub const ALL: [JobState; 5] = [
         JobState::Scheduled,
         JobState::Leased,
         JobState::Dead,
         JobState::Done,
+        JobState::Waiting,
     ];
 
     /// The state's code in stores (SQL column, Lua replies): 0 scheduled, 1 leased, 2 dead,
-    /// 3 done.
+    /// 3 done, 4 waiting.
     pub const fn code(self) -> u8 {
         match self {
             JobState::Scheduled => 0,
             JobState::Leased => 1,
             JobState::Dead => 2,
             JobState::Done => 3,
+            JobState::Waiting => 4,
         }
     }
 
@@ -536,6 +569,7 @@ impl fmt::Display for JobState {
             JobState::Leased => "leased",
             JobState::Dead => "dead",
             JobState::Done => "done",
+            JobState::Waiting => "waiting",
         })
     }
 }
@@ -589,6 +623,10 @@ pub struct JobInfo {
     /// job kept as done.
     #[serde(skip)]
     pub result: Option<Vec<u8>>,
+    /// A job enqueued with dependencies: each, with how it stands (read by `get`; empty in
+    /// listings and for a job without any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<crate::deps::DepStatus>,
 }
 
 impl JobInfo {
@@ -615,6 +653,7 @@ impl JobInfo {
             trace: self.trace,
             key: self.key,
             cancellation: crate::Cancellation::new(),
+            dependencies: self.dependencies,
         }
     }
 }
@@ -740,6 +779,9 @@ pub struct QueueStats {
     /// Completed jobs kept (retention).
     #[serde(default)]
     pub done: u64,
+    /// Jobs in state waiting: waiting for their dependencies to end ([`crate::deps`]).
+    #[serde(default)]
+    pub awaiting: u64,
 }
 
 impl QueueStats {

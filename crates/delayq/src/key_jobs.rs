@@ -13,7 +13,7 @@ use crate::name::JobId;
 /// starting strictly after `after`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyJobsRequest {
-    /// Only jobs in this state (scheduled, due, leased or dead); `None`: all four.
+    /// Only jobs in this state (waiting, scheduled, due, leased or dead); `None`: all of them.
     pub state: Option<ListState>,
     /// Most jobs (1–[`crate::listing::MAX_PAGE`]).
     pub limit: usize,
@@ -51,6 +51,7 @@ pub fn listed_as(info: &JobInfo, now_ms: u64) -> Option<ListState> {
         crate::JobState::Leased => Some(ListState::Leased),
         crate::JobState::Dead => Some(ListState::Dead),
         crate::JobState::Done => None,
+        crate::JobState::Waiting => Some(ListState::Waiting),
     }
 }
 
@@ -204,6 +205,7 @@ mod tests {
             key: None,
             payload: Vec::new(),
             result: None,
+            dependencies: Vec::new(),
         }
     }
 

@@ -52,11 +52,14 @@ pub enum ListState {
     Dead,
     /// Completed and kept (ordered by when retention ends).
     Done,
+    /// Waiting for their dependencies to end ([`crate::deps`]; ordered by due time).
+    Waiting,
 }
 
 impl ListState {
     /// Every listing, in display order.
-    pub const ALL: [ListState; 5] = [
+    pub const ALL: [ListState; 6] = [
+        ListState::Waiting,
         ListState::Scheduled,
         ListState::Due,
         ListState::Leased,
@@ -72,6 +75,7 @@ impl ListState {
             ListState::Leased => "leased",
             ListState::Dead => "dead",
             ListState::Done => "done",
+            ListState::Waiting => "waiting",
         }
     }
 }
@@ -91,7 +95,7 @@ impl FromStr for ListState {
             .find(|l| l.as_str() == s)
             .ok_or_else(|| {
                 InvalidInput::Query(format!(
-                    "state must be one of scheduled, due, leased, dead; not {s:?}"
+                    "state must be one of waiting, scheduled, due, leased, dead, done; not {s:?}"
                 ))
             })
     }

@@ -128,6 +128,9 @@ impl<B: Backend> Producer<B> {
                     });
                 }
             }
+            if let Some(d) = &job.depends {
+                d.check(&self.queue, job.id.as_ref())?;
+            }
         }
         Ok(())
     }

@@ -109,6 +109,7 @@ impl Backend for Memory {
                     trace: None,
                     key: None,
                     cancellation: Default::default(),
+                    dependencies: Vec::new(),
                 });
             }
         }

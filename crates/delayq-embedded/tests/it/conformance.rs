@@ -18,3 +18,4 @@ delayq_testkit::conformance_tests!(setup);
 // The model check (random operation sequences, half with an injected fault) on the same set-up.
 delayq_testkit::model_tests!(setup);
 delayq_testkit::conformance_tests!(@batches setup);
+delayq_testkit::conformance_tests!(@deps setup);

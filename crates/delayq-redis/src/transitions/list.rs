@@ -10,7 +10,7 @@ use crate::reply::job_info;
 
 script! {
     file: "list.lua",
-    keys: [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta, Turns],
+    keys: [Sched, Lease, Dead, Jobs, Done, Stat, Ready, Lane, LaneMeta, Turns, Waiting],
     args: {
         /// Which jobs: one of [`WHICH`]'s codes.
         which: u8,

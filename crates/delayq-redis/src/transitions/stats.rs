@@ -8,7 +8,7 @@ use crate::protocol::{reply, script};
 
 script! {
     file: "stats.lua",
-    keys: [Sched, Lease, Dead, Stat, Done, Ready, Jobs, Lane, LaneMeta, LaneGone],
+    keys: [Sched, Lease, Dead, Stat, Done, Ready, Jobs, Lane, LaneMeta, LaneGone, Waiting],
     args: {},
     reply: QueueStats,
 }
@@ -24,6 +24,7 @@ reply! {
         paused: bool,
         waiting_on_limit: u64,
         done: u64,
+        awaiting: u64,
     }
 }
 
