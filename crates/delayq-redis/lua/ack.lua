@@ -18,6 +18,7 @@
 -- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): an acked keyed job
 --           leaves it
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
+-- An acked job that others wait for posts its end to the outbox (deps.lua: dep_post).
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
 -- Returns one code per pair: R_OK (acked), R_LOST (the job exists under another lease or
@@ -51,9 +52,12 @@ if keyed then
   --@ define key_ended key_free key_unindex
 end
 local acked, ended = 0, {}
+-- Ends of jobs that others wait for (deps.lua), posted to the outbox at the end.
+local dacc = {}
 for i = 1, #out do
   if out[i] == R_OK then
     acked = acked + 1
+    dep_end(dacc, raws[i], acks_id[i], 'o', acks_result[i])
     if keyed then
       key_ended(ended, raws[i])
       key_unindex(kj, raws[i], acks_id[i])
@@ -63,6 +67,7 @@ for i = 1, #out do
 end
 if keyed and key_free(kinfl, kwait, ready, ended) then redis.call(PUBLISH, wake, 0) end
 if batched then batch_count(bm, bacc, now) end
+if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
 if acked > 0 then
   count(stat, now, 1, acked)
   limit_freed(stat, wake, lflags)

@@ -15,6 +15,7 @@
 -- kinfl     HASH key -> its jobs leased (keyed.lua: key_free; `running` only)
 -- kwait     ZSET key -> when a parked job comes back (keyed.lua; `running` only)
 -- cxl       ZSET `<token>:<id>` -> until when (ms) the cancelled lease answers `cancelled`
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (cancelled like scheduled ones)
 -- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): a cancelled keyed
 --           job leaves it
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
@@ -29,7 +30,8 @@
 -- Safe to run twice: the second run finds nothing and answers R_MISSING (a leased job's
 -- second run too: its lease is gone; `cxl` still answers its worker).
 local raw, deadline, code = nil, nil, nil
-if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
+if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1
+  or redis.call('ZREM', waiting, id) == 1 then
   raw = redis.call('HGET', jobs, id)
   redis.call('HDEL', jobs, id)
   code = R_OK
@@ -51,8 +53,12 @@ if code then
     batch_count(bm, bacc, now)
   end
   if raw and has(string.byte(raw, 2), F_EXTRA) then
-    --@ define key_unindex
+    --@ define key_unindex dep_end dep_post
     key_unindex(kj, raw, id)
+    -- Jobs waiting for it hear of it (deps.lua).
+    local dacc = {}
+    dep_end(dacc, raw, id, 'c')
+    if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
   end
   if code == R_CANCELLING then
     local lflags = string.byte(redis.call('GETRANGE', stat, S_FLAGS, S_FLAGS)) or 0

@@ -89,6 +89,8 @@ if kept > 0 and not ret then mark_retains(stat) end
 local c = { [1] = 0, [2] = 0, [3] = 0 }
 -- Keys of the leases that end in this call (keyed.lua: key_ended), freed before the claim.
 local ended = {}
+-- Ends of jobs that others wait for (deps.lua), posted to the outbox at the end.
+local dacc = {}
 for i = 1, #acks do
   if acks[i] == R_OK then
     c[1] = c[1] + 1
@@ -97,6 +99,7 @@ for i = 1, #acks do
       key_unindex(kj, acked[i], acks_id[i])
     end
     if batched then batch_end(bacc, acked[i], acks_id[i], 'o', acks_result[i]) end
+    dep_end(dacc, acked[i], acks_id[i], 'o', acks_result[i])
   end
 end
 
@@ -117,6 +120,7 @@ if lease_next and lease_next <= now then
       if r.attempt >= r.max_attempts then
         bury(jobs, dead, id, r, now)
         if batched then batch_end(bacc, raw, id, 'd') end
+        dep_end(dacc, raw, id, 'd')
         c[3] = c[3] + 1
       else
         c[2] = c[2] + 1
@@ -316,6 +320,7 @@ if n > 0 then
       r.err = 'expired'
       bury(jobs, dead, ids[i], r, now)
       if batched then batch_end(bacc, raw, ids[i], 'd') end
+      dep_end(dacc, raw, ids[i], 'd')
       c[3] = c[3] + 1
     elseif raw then
       local id = ids[i]
@@ -342,6 +347,7 @@ end
 
 count(stat, now, nil, nil, c)
 if batched then batch_count(bm, bacc, now) end
+if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
 
 local held = false
 if lim then

@@ -6,6 +6,7 @@
 -- dead      ZSET id -> failed_at ms
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id.
 -- Returns false when missing, else found{ state, at, rec }: its ST_* state code, its lease
@@ -24,4 +25,5 @@ if d then return found{ state = ST_LEASED, at = tonumber(d), rec = raw } end
 d = redis.call('ZSCORE', dead, id)
 if d then return found{ state = ST_DEAD, at = tonumber(d), rec = raw } end
 if has(string.byte(raw, 2), F_DONE) then return found{ state = ST_DONE, at = -1, rec = raw } end
+if redis.call('ZSCORE', waiting, id) then return found{ state = ST_WAITING, at = -1, rec = raw } end
 return found{ state = ST_SCHEDULED, at = -1, rec = raw }

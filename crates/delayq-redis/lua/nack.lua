@@ -48,6 +48,10 @@ if dead_now or r.attempt >= r.max_attempts then
     batch_count(bm, bacc, now)
   end
   count(stat, now, 3, 1)
+  -- Jobs waiting for it hear of it (deps.lua).
+  local dacc = {}
+  dep_end(dacc, raw, id, 'd')
+  if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
   return coded{ code = R_BURIED, value = now }
 end
 local delay = retry_ms

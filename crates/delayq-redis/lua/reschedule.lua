@@ -9,6 +9,7 @@
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (they keep waiting)
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, mode (SPEC_NOW | SPEC_DELAY | SPEC_AT: how `t` is read), t (ms).
 -- Returns coded{ code, value }: R_OK and the new due time (ms), or R_LEASED / R_DEAD /
@@ -16,6 +17,15 @@
 -- A lane job moves to `sched` (lane.lua: lane_pull) with its new due time.
 -- Safe to run twice: the second run sets the same due time (for a delay, one computed a
 -- moment later).
+-- A job waiting for its dependencies keeps waiting, due then once they have ended.
+if redis.call('ZSCORE', waiting, id) then
+  local due = due_from(mode, t, now_ms())
+  local r = decode(redis.call('HGET', jobs, id))
+  r.due = due
+  redis.call('HSET', jobs, id, encode(r))
+  redis.call('ZADD', waiting, due, id)
+  return coded{ code = R_OK, value = due }
+end
 if ix_n > 0 then
   lane_pull({ lane = lane, meta = lanemeta, gone = lanegone, ix = KEYS[ix_at] }, jobs, sched, id)
 end

@@ -53,6 +53,9 @@ pub(crate) struct Inner {
     pub nodes: std::sync::Mutex<std::collections::HashMap<String, redis::aio::ConnectionManager>>,
     /// Queues this process has written to the push registry (one write per queue).
     push_marked: std::sync::Mutex<std::collections::HashSet<QueueName>>,
+    /// Queues whose jobs other jobs wait for (deps.rs): the calls that end their jobs
+    /// deliver the ends posted to the outbox.
+    pub watched: std::sync::Mutex<std::collections::HashSet<QueueName>>,
 }
 
 impl RedisBackend {
@@ -75,6 +78,7 @@ impl RedisBackend {
                 sharded_pubsub,
                 nodes: Default::default(),
                 push_marked: Default::default(),
+                watched: Default::default(),
             }),
         }
     }
@@ -426,45 +430,23 @@ impl Backend for RedisBackend {
         for j in &jobs {
             delivery.admits(queue.as_str(), j.target.is_some())?;
         }
-        let with_ids = jobs.into_iter().map(|mut job| {
-            let id = job.id.take().unwrap_or_else(|| match &job.key {
-                Some(k) => JobId::generate_for(k),
-                None => JobId::generate(),
-            });
-            (id, job)
-        });
-        if route.shards == 1 {
-            return self.enqueue_shard(&route, 0, with_ids.collect()).await;
+        if jobs.iter().any(|j| j.depends.is_some()) {
+            return self.enqueue_mixed(&route, jobs).await;
         }
-        let jobs: Vec<(JobId, NewJob)> = with_ids.collect();
-        let total = jobs.len();
-        let by = group(jobs, route.shards, |(id, _)| id.as_str());
-        let calls = by
-            .into_iter()
-            .enumerate()
-            .filter(|(_, (p, _))| !p.is_empty())
-            .map(|(s, (pos, jobs))| {
-                let route = &route;
-                async move { (pos, self.enqueue_shard(route, s, jobs).await) }
-            });
-        let mut out: Vec<Option<Enqueued>> = vec![None; total];
-        for (pos, r) in join_all(calls).await {
-            for (p, e) in pos.into_iter().zip(r?) {
-                out[p] = Some(e);
-            }
-        }
-        Ok(out.into_iter().flatten().collect())
+        self.enqueue_plain(&route, jobs).await
     }
 
     async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
         delayq::limits::check_acks(&req.acks)?;
         let route = self.route(queue).await?;
-        if route.shards == 1 {
-            return self
-                .claim_shard(queue, &route, &route.keys[0], req.max, req.lease, req.acks)
-                .await;
-        }
-        self.claim_sharded(queue, &route, req).await
+        let batch = if route.shards == 1 {
+            self.claim_shard(queue, &route, &route.keys[0], req.max, req.lease, req.acks)
+                .await?
+        } else {
+            self.claim_sharded(queue, &route, req).await?
+        };
+        self.deliver_queue(queue, &route).await?;
+        Ok(batch)
     }
 
     async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
@@ -489,11 +471,17 @@ impl Backend for RedisBackend {
                 out[p] = o;
             }
         }
+        self.deliver_queue(queue, &route).await?;
         Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
-        self.nack_job(queue, lease, nack).await
+        let out = self.nack_job(queue, lease, nack).await?;
+        if matches!(out, NackOutcome::Dead { .. }) && self.is_watched(queue) {
+            self.deliver_queue(queue, &*self.route(queue).await?)
+                .await?;
+        }
+        Ok(out)
     }
 
     async fn extend(&self, queue: &QueueName, lease: LeaseRef, lease_len: Duration) -> Result<u64> {
@@ -505,11 +493,17 @@ impl Backend for RedisBackend {
     }
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
-        self.cancel_job(queue, id, false).await
+        let out = self.cancel_job(queue, id, false).await?;
+        self.deliver_queue(queue, &*self.route(queue).await?)
+            .await?;
+        Ok(out)
     }
 
     async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
-        self.cancel_job(queue, id, true).await
+        let out = self.cancel_job(queue, id, true).await?;
+        self.deliver_queue(queue, &*self.route(queue).await?)
+            .await?;
+        Ok(out)
     }
 
     async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
@@ -531,6 +525,40 @@ impl Backend for RedisBackend {
 }
 
 impl RedisBackend {
+    /// Enqueues jobs that wait for nothing: one call per shard, at once.
+    pub(crate) async fn enqueue_plain(
+        &self,
+        route: &Arc<Route>,
+        jobs: Vec<NewJob>,
+    ) -> Result<Vec<Enqueued>> {
+        let route = route;
+        let with_ids = jobs.into_iter().map(|mut job| {
+            let id = job.id.take().unwrap_or_else(|| match &job.key {
+                Some(k) => JobId::generate_for(k),
+                None => JobId::generate(),
+            });
+            (id, job)
+        });
+        if route.shards == 1 {
+            return self.enqueue_shard(route, 0, with_ids.collect()).await;
+        }
+        let jobs: Vec<(JobId, NewJob)> = with_ids.collect();
+        let total = jobs.len();
+        let by = group(jobs, route.shards, |(id, _)| id.as_str());
+        let calls = by
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty())
+            .map(|(s, (pos, jobs))| async move { (pos, self.enqueue_shard(route, s, jobs).await) });
+        let mut out: Vec<Option<Enqueued>> = vec![None; total];
+        for (pos, r) in join_all(calls).await {
+            for (p, e) in pos.into_iter().zip(r?) {
+                out[p] = Some(e);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
     /// The keys of the shard holding job `id` and, on a queue with a lane, its index bucket
     /// (the extra key of the scripts that find a job by id).
     pub(crate) async fn keys_and_bucket(

@@ -10,9 +10,10 @@ use crate::prelude::PRELUDE;
 
 /// The helper files, in the order their functions are defined (keyed.lua calls common.lua's,
 /// lane.lua both).
-pub(crate) const HELPER_FILES: [(&str, &str); 4] = [
+pub(crate) const HELPER_FILES: [(&str, &str); 5] = [
     ("common.lua", include_str!("../lua/common.lua")),
     ("batch.lua", include_str!("../lua/batch.lua")),
+    ("deps.lua", include_str!("../lua/deps.lua")),
     ("keyed.lua", include_str!("../lua/keyed.lua")),
     ("lane.lua", include_str!("../lua/lane.lua")),
 ];

@@ -36,6 +36,7 @@ pub(crate) enum Key {
     Cancelled,
     Tenants,
     Waiting,
+    DepReg,
 }
 
 impl Key {
@@ -67,6 +68,7 @@ impl Key {
             Key::Cancelled => "cxl",
             Key::Tenants => "kj",
             Key::Waiting => "waiting",
+            Key::DepReg => "dreg",
         }
     }
 }
@@ -232,6 +234,8 @@ pub(crate) struct Keys {
     pub kj: String,
     /// ZSET id → due ms: jobs waiting for their dependencies (deps.lua).
     pub waiting: String,
+    /// ZSET id → ms: dependents whose waiters are not all registered yet (deps.lua).
+    pub dreg: String,
     /// `dq:{tag}:ix:` — the prefix of the lane's index buckets (HASH id → sequence number).
     ix: String,
 }
@@ -267,36 +271,7 @@ impl Space {
         } else {
             format!("{queue}#{i}")
         };
-        let p = &self.prefix;
-        let name = |key: Key| format!("{p}{{{tag}}}:{}", key.field());
-        Keys {
-            sched: name(Key::Sched),
-            lease: name(Key::Lease),
-            jobs: name(Key::Jobs),
-            dead: name(Key::Dead),
-            fence: name(Key::Fence),
-            wake: name(Key::Wake),
-            stat: name(Key::Stat),
-            cronnext: name(Key::CronNext),
-            done: name(Key::Done),
-            ready: name(Key::Ready),
-            fired: name(Key::Fired),
-            lane: name(Key::Lane),
-            lanemeta: name(Key::LaneMeta),
-            lanegone: name(Key::LaneGone),
-            kvt: name(Key::Turns),
-            kinfl: name(Key::InFlight),
-            khold: name(Key::Holds),
-            krate: name(Key::Buckets),
-            kwait: name(Key::Waits),
-            bm: name(Key::Members),
-            batch: name(Key::Batches),
-            bopen: name(Key::BatchIndex),
-            cxl: name(Key::Cancelled),
-            kj: name(Key::Tenants),
-            waiting: name(Key::Waiting),
-            ix: format!("{p}{{{tag}}}:ix:"),
-        }
+        Keys::at(&format!("{}{{{tag}}}:", self.prefix))
     }
 
     /// The key of a queue's settings (HASH: `shards`, …).
@@ -341,6 +316,46 @@ impl Space {
 }
 
 impl Keys {
+    /// The keys of the shard whose keys start with `prefix` (`dq:{tag}:`, as a dependency's
+    /// waiter names its dependent's shard: deps.lua).
+    pub(crate) fn at(prefix: &str) -> Self {
+        let name = |key: Key| format!("{prefix}{}", key.field());
+        Keys {
+            sched: name(Key::Sched),
+            lease: name(Key::Lease),
+            jobs: name(Key::Jobs),
+            dead: name(Key::Dead),
+            fence: name(Key::Fence),
+            wake: name(Key::Wake),
+            stat: name(Key::Stat),
+            cronnext: name(Key::CronNext),
+            done: name(Key::Done),
+            ready: name(Key::Ready),
+            fired: name(Key::Fired),
+            lane: name(Key::Lane),
+            lanemeta: name(Key::LaneMeta),
+            lanegone: name(Key::LaneGone),
+            kvt: name(Key::Turns),
+            kinfl: name(Key::InFlight),
+            khold: name(Key::Holds),
+            krate: name(Key::Buckets),
+            kwait: name(Key::Waits),
+            bm: name(Key::Members),
+            batch: name(Key::Batches),
+            bopen: name(Key::BatchIndex),
+            cxl: name(Key::Cancelled),
+            kj: name(Key::Tenants),
+            waiting: name(Key::Waiting),
+            dreg: name(Key::DepReg),
+            ix: format!("{prefix}ix:"),
+        }
+    }
+
+    /// The prefix every key of this shard starts with (`dq:{tag}:`).
+    pub(crate) fn prefix(&self) -> &str {
+        &self.ix[..self.ix.len() - 3]
+    }
+
     /// The keys of a queue of one shard, in the default space.
     #[cfg(test)]
     pub(crate) fn new(queue: &QueueName) -> Self {
@@ -409,6 +424,7 @@ impl Keys {
             Key::Cancelled => &self.cxl,
             Key::Tenants => &self.kj,
             Key::Waiting => &self.waiting,
+            Key::DepReg => &self.dreg,
         }
     }
 }

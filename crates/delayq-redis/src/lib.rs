@@ -30,6 +30,7 @@ mod backend;
 mod batches;
 mod conn;
 mod connect;
+mod deps;
 pub mod error;
 mod gate;
 mod helpers;

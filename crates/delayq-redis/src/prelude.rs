@@ -66,6 +66,8 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
     def("X_RESULT", record::X_RESULT.to_string());
     def("X_KEY", record::X_KEY.to_string());
     def("X_BATCH", record::X_BATCH.to_string());
+    def("X_DEPS", record::X_DEPS.to_string());
+    def("X_WATCHED", record::X_WATCHED.to_string());
     for (name, v) in [
         ("SPEC_NOW", record::SPEC_NOW),
         ("SPEC_DELAY", record::SPEC_DELAY),
@@ -87,6 +89,14 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         format!("'{}'", char::from(crate::keys::IndexTag::WINDOW)),
     );
     def("MAX_ERROR", delayq::limits::MAX_ERROR_BYTES.to_string());
+    for p in [
+        delayq::OnDependencyFailure::Dead,
+        delayq::OnDependencyFailure::Cancel,
+        delayq::OnDependencyFailure::Run,
+    ] {
+        let name = format!("DEP_{}", format!("{p:?}").to_uppercase());
+        def(&name, p.code().to_string());
+    }
     for (name, op) in crate::transitions::key_bulk::OPS {
         def(name, op.to_string());
     }

@@ -53,6 +53,11 @@ pub(crate) const X_KEY: u8 = 18;
 /// Extra (sized): the batch the job joined (`delayq::BatchId`, its bytes; batch.lua:
 /// rec_batch).
 pub(crate) const X_BATCH: u8 = 19;
+/// Extra (sized, 2 bytes): the job waits for other jobs (`delayq::deps`): its
+/// `OnDependencyFailure` code, then 1 when its claim carries their results (deps.lua).
+pub(crate) const X_DEPS: u8 = 20;
+/// Extra (sized, empty): jobs wait for this one (`dw:<id>` holds them; deps.lua: dep_end).
+pub(crate) const X_WATCHED: u8 = 21;
 
 /// The fixed header, big-endian: (field, offset from 0, width in bytes). Lua's `struct`
 /// format of it is [`HEADER_FORMAT`]; ARCHITECTURE.md's byte table repeats it (tested).
@@ -100,6 +105,9 @@ pub(crate) struct Record {
     pub result: Option<Vec<u8>>,
     /// The fairness key's bytes.
     pub key: Option<Vec<u8>>,
+    /// A job that waits for others: its failure policy's code and whether its claim carries
+    /// their results.
+    pub deps: Option<(u8, bool)>,
     /// `(completed ms, dedupe until ms)` of a done job.
     pub done: Option<(u64, u64)>,
     pub last_error: Option<String>,
@@ -152,6 +160,7 @@ pub(crate) struct Sections<'a> {
     pub result: Option<&'a [u8]>,
     pub key: Option<&'a [u8]>,
     pub batch: Option<&'a [u8]>,
+    pub deps: Option<[u8; 2]>,
     pub done: Option<(u64, u64)>,
     pub error: Option<&'a str>,
 }
@@ -172,6 +181,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         result,
         key,
         batch,
+        deps,
         done,
         error,
     } = s;
@@ -213,6 +223,7 @@ fn sections(out: &mut Vec<u8>, s: Sections<'_>) -> u8 {
         (X_RESULT, result),
         (X_KEY, key),
         (X_BATCH, batch),
+        (X_DEPS, deps.as_ref().map(|d| &d[..])),
     ] {
         if let Some(t) = bytes {
             let mut v = (t.len() as u16).to_be_bytes().to_vec();
@@ -335,6 +346,10 @@ fn write_tail(out: &mut Vec<u8>, job: NewJob) -> u8 {
             result: None,
             key: job.key.as_ref().map(|k| k.as_str().as_bytes()),
             batch: job.batch.as_ref().map(|b| b.as_str().as_bytes()),
+            deps: job
+                .depends
+                .as_ref()
+                .map(|d| [d.on_failure.code(), u8::from(d.include_results)]),
             done: None,
             error: None,
         },
@@ -371,6 +386,7 @@ pub(crate) fn encode(r: &Record) -> Vec<u8> {
             result: r.result.as_deref(),
             key: r.key.as_deref(),
             batch: None,
+            deps: r.deps.map(|(p, res)| [p, u8::from(res)]),
             done: r.done,
             error: r.last_error.as_deref(),
         },
@@ -427,7 +443,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         None
     };
     let (mut priority, mut retention, mut target, mut trace) = (None, None, None, None);
-    let (mut result, mut key) = (None, None);
+    let (mut result, mut key, mut deps) = (None, None, None);
     if flags & F_EXTRA != 0 {
         let n = take(1)?[0];
         for _ in 0..n {
@@ -453,7 +469,12 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
                     let n = u48(take(2)?) as usize;
                     key = Some(take(n)?.to_vec());
                 }
-                // A later build's sized extra: skipped.
+                X_DEPS => {
+                    let n = u48(take(2)?) as usize;
+                    let d = take(n)?;
+                    deps = Some((d.first().copied().unwrap_or(0), d.get(1) == Some(&1)));
+                }
+                // A later build's sized extra (and X_WATCHED): skipped.
                 t if t >= X_SIZED => {
                     let n = u48(take(2)?) as usize;
                     take(n)?;
@@ -490,6 +511,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<Record> {
         trace,
         result,
         key,
+        deps,
         done,
         last_error,
         payload: b[pos..].to_vec(),
@@ -707,6 +729,7 @@ mod tests {
             ),
             result: Some(b"{\"sent\":true}".to_vec()),
             key: None,
+            deps: Some((1, true)),
             done: Some((1_764_000_000_500, 1_764_000_060_500)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),

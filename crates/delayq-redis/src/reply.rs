@@ -146,7 +146,19 @@ pub(crate) fn job_info(
     extra: i64,
     raw: &[u8],
 ) -> Result<(JobInfo, u64)> {
+    job_info_deps(id, state, extra, raw).map(|(i, t, _)| (i, t))
+}
+
+/// [`job_info`], and whether the job waits (or waited) for others: its failure policy's code
+/// and whether it wants their results (record extra X_DEPS).
+pub(crate) fn job_info_deps(
+    id: JobId,
+    state: JobState,
+    extra: i64,
+    raw: &[u8],
+) -> Result<(JobInfo, u64, Option<(u8, bool)>)> {
     let r = crate::record::decode(raw)?;
+    let deps = r.deps;
     let extra = (extra >= 0).then_some(extra as u64);
     let expires_at_ms = r.expires_at_ms();
     let target = r.target_value()?;
@@ -177,7 +189,7 @@ pub(crate) fn job_info(
         result: r.result,
         dependencies: Vec::new(),
     };
-    Ok((info, r.token))
+    Ok((info, r.token, deps))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use delayq::{
     ListRequest, ListState, Nack, NewJob, OnDependencyFailure, Producer, QueueName,
 };
 
-use super::{Time, id, job, req};
+use super::{Time, id, job, q, req};
 
 fn dep(q: &QueueName, name: &str) -> DepRef {
     DepRef {
@@ -48,7 +48,7 @@ async fn state_of<B: Inspect>(b: &B, q: &QueueName, name: &str) -> Option<JobSta
 /// A chain (resize → thumbnails → email) runs one step at a time: each waits until the one
 /// before is acked, and a waiting job is never claimed.
 pub async fn a_chain_runs_in_order<B: Backend + Inspect>(b: B, t: Time) {
-    let q = QueueName::new("deps-chain").unwrap();
+    let q = q();
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue_batch(vec![
         job("resize", 0),
@@ -72,8 +72,8 @@ pub async fn a_chain_runs_in_order<B: Backend + Inspect>(b: B, t: Time) {
 /// `get` lists them and which are pending; while it waits it is counted and listed as
 /// waiting.
 pub async fn fan_in_waits_for_every_dependency<B: Backend + Inspect>(b: B, t: Time) {
-    let q = QueueName::new("deps-fan-in").unwrap();
-    let other = QueueName::new("deps-fan-in-2").unwrap();
+    let q = q();
+    let other = QueueName::new("deps-other").unwrap();
     let p = Producer::new(b.clone(), q.clone());
     Producer::new(b.clone(), other.clone())
         .enqueue(job("x3", 0))
@@ -107,9 +107,9 @@ pub async fn fan_in_waits_for_every_dependency<B: Backend + Inspect>(b: B, t: Ti
     assert_eq!(
         states,
         [
-            ("deps-fan-in/x1".to_owned(), DepOutcome::Done),
-            ("deps-fan-in/x2".to_owned(), DepOutcome::Done),
-            ("deps-fan-in-2/x3".to_owned(), DepOutcome::Pending),
+            ("conformance/x1".to_owned(), DepOutcome::Done),
+            ("conformance/x2".to_owned(), DepOutcome::Done),
+            ("deps-other/x3".to_owned(), DepOutcome::Pending),
         ]
     );
     assert!(b.claim(&q, req(10, 60_000)).await.unwrap().jobs.is_empty());
@@ -123,7 +123,7 @@ pub async fn fan_in_waits_for_every_dependency<B: Backend + Inspect>(b: B, t: Ti
 /// due in a minute whose dependency ends at once still waits the minute, and a job due now
 /// whose dependency ends later starts then.
 pub async fn a_dependents_own_due_time_still_counts<B: Backend + Inspect>(b: B, t: Time) {
-    let q = QueueName::new("deps-due").unwrap();
+    let q = q();
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue_batch(vec![
         job("first", 0),
@@ -149,7 +149,7 @@ pub async fn a_dependents_own_due_time_still_counts<B: Backend + Inspect>(b: B, 
 /// dependency), `cancel` cancels it, `run` runs it once every dependency has ended; a
 /// dead-lettered dependent's own dependents hear of it in turn.
 pub async fn each_failure_policy<B: Backend + Inspect>(b: B, t: Time) {
-    let q = QueueName::new("deps-fail").unwrap();
+    let q = q();
     let p = Producer::new(b.clone(), q.clone());
     let on = |name: &str, policy| {
         job(name, 0)
@@ -179,13 +179,13 @@ pub async fn each_failure_policy<B: Backend + Inspect>(b: B, t: Time) {
     assert_eq!(dead.state, JobState::Dead);
     assert_eq!(
         dead.last_error.as_deref(),
-        Some("dependency deps-fail/broken dead")
+        Some("dependency conformance/broken dead")
     );
     assert_eq!(state_of(&b, &q, "d-cancel").await, None, "cancelled");
     let next = b.get(&q, &id("d-next")).await.unwrap().unwrap();
     assert_eq!(
         (next.state, next.last_error.as_deref()),
-        (JobState::Dead, Some("dependency deps-fail/d-dead dead")),
+        (JobState::Dead, Some("dependency conformance/d-dead dead")),
         "a dead dependent's dependents hear of it"
     );
     t.pass(Duration::from_millis(2)).await;
@@ -198,14 +198,17 @@ pub async fn each_failure_policy<B: Backend + Inspect>(b: B, t: Time) {
     let c = b.get(&q, &id("c-dead")).await.unwrap().unwrap();
     assert_eq!(
         (c.state, c.last_error.as_deref()),
-        (JobState::Dead, Some("dependency deps-fail/gone cancelled"))
+        (
+            JobState::Dead,
+            Some("dependency conformance/gone cancelled")
+        )
     );
 }
 
 /// A dependency that ended before the dependent was enqueued counts as ended: one unknown
 /// (gone) or done lets it start at once; one dead applies the failure policy at once.
 pub async fn dependencies_that_ended_before_count_as_ended<B: Backend + Inspect>(b: B, t: Time) {
-    let q = QueueName::new("deps-before").unwrap();
+    let q = q();
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue(job("was-dead", 0)).await.unwrap();
     t.pass(Duration::from_millis(2)).await;
@@ -233,7 +236,7 @@ pub async fn dependencies_that_ended_before_count_as_ended<B: Backend + Inspect>
 /// A dependent enqueued with `include_dependency_results` gets, in its claim, each
 /// dependency with how it ended and its result.
 pub async fn results_ride_on_the_dependents_claim<B: Backend + Inspect>(b: B, t: Time) {
-    let q = QueueName::new("deps-results").unwrap();
+    let q = q();
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue_batch(vec![
         job("size", 0),
@@ -254,7 +257,7 @@ pub async fn results_ride_on_the_dependents_claim<B: Backend + Inspect>(b: B, t:
     assert_eq!(
         (d.dep.to_string(), d.state, d.result.as_deref()),
         (
-            "deps-results/size".to_owned(),
+            "conformance/size".to_owned(),
             DepOutcome::Done,
             Some(&b"{\"bytes\":42}"[..])
         )
@@ -269,7 +272,7 @@ pub async fn waiting_jobs_are_cancelled_rescheduled_and_checked<B: Backend + Ins
     b: B,
     t: Time,
 ) {
-    let q = QueueName::new("deps-admin").unwrap();
+    let q = q();
     let p = Producer::new(b.clone(), q.clone());
     p.enqueue_batch(vec![
         job("base", 60_000),

@@ -337,6 +337,48 @@ end
 -- 60000 per priority level: claims take the lowest score first, so a higher
 -- priority goes first and a job gains a level for every 60000 it waits (none
 -- starves). A job enters `ready` when it is due (promote), never before.
+-- Job `id` (raw record `raw`, as it was before it ended) ended as `how` ('o' acked, 'd' dead,
+-- 'c' cancelled) with `result` (nil: none): noted in `acc` when jobs wait for it (21),
+-- and its own dependency state forgotten when it waited itself (20) — for dep_post.
+local function dep_end(acc, raw, id, how, result)
+  if not has(string.byte(raw, 2), 64) then return end
+  if rec_extra(raw, 21) then acc[#acc + 1] = { id = id, how = how, result = result } end
+  if rec_extra(raw, 20) then
+    acc.forget = acc.forget or {}
+    acc.forget[#acc.forget + 1] = id
+  end
+end
+-- The prefix of this shard's keys (`dq:{q}:`), from one of them (`jobs`).
+local function dep_prefix(jobs)
+  return string.sub(jobs, 1, -5)
+end
+-- Posts the ends noted in `acc` (dep_end) to the outbox of this shard (`jobs` names it): one
+-- entry per waiter of each, its waiters then forgotten; the dependency state of the ended
+-- dependents goes. Returns how many entries it posted (the caller's reply says so: the
+-- backend delivers them).
+local function dep_post(jobs, acc, now)
+  local P = dep_prefix(jobs)
+  local xq = string.match(P, '{([^}#]*)')
+  local posted = 0
+  for _, e in ipairs(acc) do
+    local w = redis.call('HGETALL', P .. 'dw:' .. e.id)
+    if #w > 0 then
+      redis.call('DEL', P .. 'dw:' .. e.id)
+      for i = 1, #w, 2 do
+        local m = w[i] .. '\0' .. xq .. '\0' .. e.id .. '\0' .. e.how
+        redis.call('ZADD', P .. 'dout', now, m)
+        if w[i + 1] == 'r' and e.result and e.result ~= '' then
+          redis.call('HSET', P .. 'doutr', m, e.result)
+        end
+        posted = posted + 1
+      end
+    end
+  end
+  if acc.forget then
+    for _, id in ipairs(acc.forget) do redis.call('DEL', P .. 'dg:' .. id) end
+  end
+  return posted
+end
 -- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair 1, -2 or
@@ -406,6 +448,7 @@ end
 -- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): an acked keyed job
 --           leaves it
 -- ix        (tail; a queue with a lane only) each ack's index bucket `ix:<b>`, in order
+-- An acked job that others wait for posts its end to the outbox (deps.lua: dep_post).
 -- Arguments: the tail `acks` of (id, token, result): result is the handler's result kept with
 -- a job kept as done (delayq::Completion; empty: none).
 -- Returns one code per pair: 1 (acked), -2 (the job exists under another lease or
@@ -627,9 +670,12 @@ key_unindex = function(kj, raw, id)
 end
 end
 local acked, ended = 0, {}
+-- Ends of jobs that others wait for (deps.lua), posted to the outbox at the end.
+local dacc = {}
 for i = 1, #out do
   if out[i] == 1 then
     acked = acked + 1
+    dep_end(dacc, raws[i], acks_id[i], 'o', acks_result[i])
     if keyed then
       key_ended(ended, raws[i])
       key_unindex(kj, raws[i], acks_id[i])
@@ -639,6 +685,7 @@ for i = 1, #out do
 end
 if keyed and key_free(kinfl, kwait, ready, ended) then redis.call('PUBLISH', wake, 0) end
 if batched then batch_count(bm, bacc, now) end
+if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
 if acked > 0 then
   count(stat, now, 1, acked)
   limit_freed(stat, wake, lflags)

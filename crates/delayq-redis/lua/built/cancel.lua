@@ -16,11 +16,12 @@ local kinfl = KEYS[12]
 local kwait = KEYS[13]
 local cxl = KEYS[14]
 local kj = KEYS[15]
+local waiting = KEYS[16]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 16 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 17 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local id = ARGV[3]
 local running = (ARGV[4] == '1')
-local rec_fixed, rec_extra, call_chunked, rec_batch, batch_end, batch_count, rec_kp, key_unindex, key_unpark, key_ended, key_free
+local rec_fixed, rec_extra, call_chunked, rec_batch, batch_end, batch_count, dep_end, dep_prefix, dep_post, rec_kp, key_unindex, key_unpark, key_ended, key_free
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -202,6 +203,7 @@ end
 -- kinfl     HASH key -> its jobs leased (keyed.lua: key_free; `running` only)
 -- kwait     ZSET key -> when a parked job comes back (keyed.lua; `running` only)
 -- cxl       ZSET `<token>:<id>` -> until when (ms) the cancelled lease answers `cancelled`
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (cancelled like scheduled ones)
 -- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): a cancelled keyed
 --           job leaves it
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
@@ -216,7 +218,8 @@ end
 -- Safe to run twice: the second run finds nothing and answers -1 (a leased job's
 -- second run too: its lease is gone; `cxl` still answers its worker).
 local raw, deadline, code = nil, nil, nil
-if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1 then
+if redis.call('ZREM', sched, id) == 1 or redis.call('ZREM', ready, id) == 1
+  or redis.call('ZREM', waiting, id) == 1 then
   raw = redis.call('HGET', jobs, id)
   redis.call('HDEL', jobs, id)
   code = 1
@@ -389,6 +392,48 @@ rec_extra = function(raw, want, also)
   end
   return nil
 end
+-- Job `id` (raw record `raw`, as it was before it ended) ended as `how` ('o' acked, 'd' dead,
+-- 'c' cancelled) with `result` (nil: none): noted in `acc` when jobs wait for it (21),
+-- and its own dependency state forgotten when it waited itself (20) — for dep_post.
+dep_end = function(acc, raw, id, how, result)
+  if not has(string.byte(raw, 2), 64) then return end
+  if rec_extra(raw, 21) then acc[#acc + 1] = { id = id, how = how, result = result } end
+  if rec_extra(raw, 20) then
+    acc.forget = acc.forget or {}
+    acc.forget[#acc.forget + 1] = id
+  end
+end
+-- The prefix of this shard's keys (`dq:{q}:`), from one of them (`jobs`).
+dep_prefix = function(jobs)
+  return string.sub(jobs, 1, -5)
+end
+-- Posts the ends noted in `acc` (dep_end) to the outbox of this shard (`jobs` names it): one
+-- entry per waiter of each, its waiters then forgotten; the dependency state of the ended
+-- dependents goes. Returns how many entries it posted (the caller's reply says so: the
+-- backend delivers them).
+dep_post = function(jobs, acc, now)
+  local P = dep_prefix(jobs)
+  local xq = string.match(P, '{([^}#]*)')
+  local posted = 0
+  for _, e in ipairs(acc) do
+    local w = redis.call('HGETALL', P .. 'dw:' .. e.id)
+    if #w > 0 then
+      redis.call('DEL', P .. 'dw:' .. e.id)
+      for i = 1, #w, 2 do
+        local m = w[i] .. '\0' .. xq .. '\0' .. e.id .. '\0' .. e.how
+        redis.call('ZADD', P .. 'dout', now, m)
+        if w[i + 1] == 'r' and e.result and e.result ~= '' then
+          redis.call('HSET', P .. 'doutr', m, e.result)
+        end
+        posted = posted + 1
+      end
+    end
+  end
+  if acc.forget then
+    for _, id in ipairs(acc.forget) do redis.call('DEL', P .. 'dg:' .. id) end
+  end
+  return posted
+end
 -- The key ('' for a job without one) and priority of the raw record `raw`, read from its
 -- extras without decoding the rest. Both writers (encode, record.rs) put 1 first, so
 -- a key found first means no priority.
@@ -408,6 +453,10 @@ key_unindex = function(kj, raw, id)
   if k ~= '' then redis.call('ZREM', kj .. ':' .. k, id) end
 end
     key_unindex(kj, raw, id)
+    -- Jobs waiting for it hear of it (deps.lua).
+    local dacc = {}
+    dep_end(dacc, raw, id, 'c')
+    if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
   end
   if code == 6 then
     local lflags = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0

@@ -446,6 +446,48 @@ local function promote(sched, ready, jobs, now, n)
   call_chunked('ZREM', sched, names)
   return #names
 end
+-- Job `id` (raw record `raw`, as it was before it ended) ended as `how` ('o' acked, 'd' dead,
+-- 'c' cancelled) with `result` (nil: none): noted in `acc` when jobs wait for it (21),
+-- and its own dependency state forgotten when it waited itself (20) — for dep_post.
+local function dep_end(acc, raw, id, how, result)
+  if not has(string.byte(raw, 2), 64) then return end
+  if rec_extra(raw, 21) then acc[#acc + 1] = { id = id, how = how, result = result } end
+  if rec_extra(raw, 20) then
+    acc.forget = acc.forget or {}
+    acc.forget[#acc.forget + 1] = id
+  end
+end
+-- The prefix of this shard's keys (`dq:{q}:`), from one of them (`jobs`).
+local function dep_prefix(jobs)
+  return string.sub(jobs, 1, -5)
+end
+-- Posts the ends noted in `acc` (dep_end) to the outbox of this shard (`jobs` names it): one
+-- entry per waiter of each, its waiters then forgotten; the dependency state of the ended
+-- dependents goes. Returns how many entries it posted (the caller's reply says so: the
+-- backend delivers them).
+local function dep_post(jobs, acc, now)
+  local P = dep_prefix(jobs)
+  local xq = string.match(P, '{([^}#]*)')
+  local posted = 0
+  for _, e in ipairs(acc) do
+    local w = redis.call('HGETALL', P .. 'dw:' .. e.id)
+    if #w > 0 then
+      redis.call('DEL', P .. 'dw:' .. e.id)
+      for i = 1, #w, 2 do
+        local m = w[i] .. '\0' .. xq .. '\0' .. e.id .. '\0' .. e.how
+        redis.call('ZADD', P .. 'dout', now, m)
+        if w[i + 1] == 'r' and e.result and e.result ~= '' then
+          redis.call('HSET', P .. 'doutr', m, e.result)
+        end
+        posted = posted + 1
+      end
+    end
+  end
+  if acc.forget then
+    for _, id in ipairs(acc.forget) do redis.call('DEL', P .. 'dg:' .. id) end
+  end
+  return posted
+end
 -- Acknowledges `k` pairs (id, token), pair i `ids[i]`, `tokens[i]`: records of valid
 -- leases are deleted — or, with a retention (the job's own extras, else `ret`: the queue's,
 -- from queue_retention), kept as done in `done` (keep_done). Returns per pair 1, -2 or
@@ -1081,6 +1123,8 @@ if kept > 0 and not ret then mark_retains(stat) end
 local c = { [1] = 0, [2] = 0, [3] = 0 }
 -- Keys of the leases that end in this call (keyed.lua: key_ended), freed before the claim.
 local ended = {}
+-- Ends of jobs that others wait for (deps.lua), posted to the outbox at the end.
+local dacc = {}
 for i = 1, #acks do
   if acks[i] == 1 then
     c[1] = c[1] + 1
@@ -1089,6 +1133,7 @@ for i = 1, #acks do
       key_unindex(kj, acked[i], acks_id[i])
     end
     if batched then batch_end(bacc, acked[i], acks_id[i], 'o', acks_result[i]) end
+    dep_end(dacc, acked[i], acks_id[i], 'o', acks_result[i])
   end
 end
 
@@ -1109,6 +1154,7 @@ if lease_next and lease_next <= now then
       if r.attempt >= r.max_attempts then
         bury(jobs, dead, id, r, now)
         if batched then batch_end(bacc, raw, id, 'd') end
+        dep_end(dacc, raw, id, 'd')
         c[3] = c[3] + 1
       else
         c[2] = c[2] + 1
@@ -1308,6 +1354,7 @@ if n > 0 then
       r.err = 'expired'
       bury(jobs, dead, ids[i], r, now)
       if batched then batch_end(bacc, raw, ids[i], 'd') end
+      dep_end(dacc, raw, ids[i], 'd')
       c[3] = c[3] + 1
     elseif raw then
       local id = ids[i]
@@ -1334,6 +1381,7 @@ end
 
 count(stat, now, nil, nil, c)
 if batched then batch_count(bm, bacc, now) end
+if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
 
 local held = false
 if lim then

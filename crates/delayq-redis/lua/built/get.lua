@@ -7,8 +7,9 @@ local jobs = KEYS[3]
 local dead = KEYS[4]
 local lane = KEYS[5]
 local lanemeta = KEYS[6]
+local waiting = KEYS[7]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 7 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 8 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local id = ARGV[3]
 local function found(t) return { t.state, t.at, t.rec } end
 local function has(flags, f)
@@ -89,6 +90,7 @@ end
 -- dead      ZSET id -> failed_at ms
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id.
 -- Returns false when missing, else found{ state, at, rec }: its ST_* state code, its lease
@@ -107,4 +109,5 @@ if d then return found{ state = 1, at = tonumber(d), rec = raw } end
 d = redis.call('ZSCORE', dead, id)
 if d then return found{ state = 2, at = tonumber(d), rec = raw } end
 if has(string.byte(raw, 2), 128) then return found{ state = 3, at = -1, rec = raw } end
+if redis.call('ZSCORE', waiting, id) then return found{ state = 4, at = -1, rec = raw } end
 return found{ state = 0, at = -1, rec = raw }

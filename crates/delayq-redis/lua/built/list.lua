@@ -11,6 +11,7 @@ local ready = KEYS[7]
 local lane = KEYS[8]
 local lanemeta = KEYS[9]
 local kvt = KEYS[10]
+local waiting = KEYS[11]
 local which = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local after = (ARGV[4] == '1')
@@ -303,8 +304,9 @@ end
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- kvt       HASH a keyed queue's turns (keyed.lua: key_promote; only with 32)
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (6)
 -- Arguments: which (1: due later than now | 2 | 3 | 4 |
--- 5: kept completed jobs), n (page size), after (a cursor is given), after_score and
+-- 5: kept completed jobs | 6), n (page size), after (a cursor is given), after_score and
 -- after_id (the cursor: the page starts strictly after (score, id), whether or not that job is
 -- still there).
 -- Scheduled and due jobs of a queue with a lane: the lane's and `sched`'s merged by (score,
@@ -327,7 +329,7 @@ end
 local lmeta = lanemeta
 local now = now_ms()
 local z = sched
-if which == 3 then z = lease elseif which == 4 then z = dead elseif which == 5 then z = done end
+if which == 3 then z = lease elseif which == 4 then z = dead elseif which == 5 then z = done elseif which == 6 then z = waiting end
 -- A queue with priorities: its due jobs are listed in claim order (ready), after moving the
 -- due ones still in `sched` there (common.lua: promote; the listing's only write).
 local fw = redis.call('GETRANGE', stat, 1, 2 + 1)
@@ -480,14 +482,14 @@ if #ids > 0 then
 end
 -- Scheduled or due jobs outside `ready`: the lane's and its windows' too, after the cursor
 -- (cs, cid); at most scan_max of their entries read a call.
-local waiting = which == 1 or (which == 2 and not by_prio)
+local unclaimed = which == 1 or (which == 2 and not by_prio)
 local cs, cid = nil, after_id
 if after then cs = after_score end
 local scan_max = 8192
 local len = 0
 -- Where a call that read enough lane entries stopped (nil: it did not).
 local cut = nil
-if waiting then len = redis.call('LLEN', lane) end
+if unclaimed then len = redis.call('LLEN', lane) end
 if len > 0 then
   local pos = 0
   if which == 1 then pos = lane_pos(lane, len, now) end
@@ -529,7 +531,7 @@ local function before(a, b)
   return a[1] ~= b[1] and bytes_le(a[1], b[1])
 end
 local W = 0
-if waiting then W = win_width(fw, 1) end
+if unclaimed then W = win_width(fw, 1) end
 if W > 0 then
   local from = cs
   if which == 1 and (not from or from < now) then from = now end

@@ -23,7 +23,7 @@ local retry_ms = tonumber(ARGV[6])
 local dead_now = (ARGV[7] == '1')
 local rnd = tonumber(ARGV[8])
 local function coded(t) return { t.code, t.value } end
-local rec_fixed, rec_extra, call_chunked, rec_kp, key_unpark, key_ended, key_free, rec_batch, batch_end, batch_count
+local call_chunked, rec_kp, key_unpark, key_ended, key_free, rec_batch, batch_end, batch_count
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -158,6 +158,40 @@ local function encode(r)
   return struct.pack('>BBHHI6I6I6', 1, flags, r.attempt, r.max_attempts, r.due, r.created,
     r.token or 0) .. table.concat(parts) .. r.payload
 end
+-- Where the optional section after the timeout starts in a raw record of flags `flags` (the
+-- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
+-- widths, without decoding them.
+local function rec_fixed(flags)
+  local pos = 24 + 1
+  if has(flags, 1) then pos = pos + 4 end
+  if has(flags, 2) then pos = pos + 9 end
+  if has(flags, 8) then pos = pos + 4 end
+  return pos
+end
+-- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
+-- value starts, its length and its tag; nil when there is none. Read without decoding the
+-- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
+-- sized ones) a u16 length, then its bytes.
+local function rec_extra(raw, want, also)
+  local flags = string.byte(raw, 2)
+  if not has(flags, 64) then return nil end
+  local pos = rec_fixed(flags)
+  if has(flags, 16) then pos = pos + 6 end
+  local n = string.byte(raw, pos)
+  pos = pos + 1
+  for _ = 1, n do
+    local tag = string.byte(raw, pos)
+    local len, at = 1, pos + 1
+    if tag == 2 or tag == 3 then
+      len = 6
+    elseif tag ~= 1 then
+      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
+    end
+    if tag == want or tag == also then return at, len, tag end
+    pos = at + len
+  end
+  return nil
+end
 -- Delay before the retry after failed attempt `attempt`; rnd is uniform in [0, 1).
 -- Mirrors delayq::Backoff::delay.
 local function backoff_ms(r, attempt, rnd)
@@ -290,6 +324,48 @@ end
 -- 60000 per priority level: claims take the lowest score first, so a higher
 -- priority goes first and a job gains a level for every 60000 it waits (none
 -- starves). A job enters `ready` when it is due (promote), never before.
+-- Job `id` (raw record `raw`, as it was before it ended) ended as `how` ('o' acked, 'd' dead,
+-- 'c' cancelled) with `result` (nil: none): noted in `acc` when jobs wait for it (21),
+-- and its own dependency state forgotten when it waited itself (20) — for dep_post.
+local function dep_end(acc, raw, id, how, result)
+  if not has(string.byte(raw, 2), 64) then return end
+  if rec_extra(raw, 21) then acc[#acc + 1] = { id = id, how = how, result = result } end
+  if rec_extra(raw, 20) then
+    acc.forget = acc.forget or {}
+    acc.forget[#acc.forget + 1] = id
+  end
+end
+-- The prefix of this shard's keys (`dq:{q}:`), from one of them (`jobs`).
+local function dep_prefix(jobs)
+  return string.sub(jobs, 1, -5)
+end
+-- Posts the ends noted in `acc` (dep_end) to the outbox of this shard (`jobs` names it): one
+-- entry per waiter of each, its waiters then forgotten; the dependency state of the ended
+-- dependents goes. Returns how many entries it posted (the caller's reply says so: the
+-- backend delivers them).
+local function dep_post(jobs, acc, now)
+  local P = dep_prefix(jobs)
+  local xq = string.match(P, '{([^}#]*)')
+  local posted = 0
+  for _, e in ipairs(acc) do
+    local w = redis.call('HGETALL', P .. 'dw:' .. e.id)
+    if #w > 0 then
+      redis.call('DEL', P .. 'dw:' .. e.id)
+      for i = 1, #w, 2 do
+        local m = w[i] .. '\0' .. xq .. '\0' .. e.id .. '\0' .. e.how
+        redis.call('ZADD', P .. 'dout', now, m)
+        if w[i + 1] == 'r' and e.result and e.result ~= '' then
+          redis.call('HSET', P .. 'doutr', m, e.result)
+        end
+        posted = posted + 1
+      end
+    end
+  end
+  if acc.forget then
+    for _, id in ipairs(acc.forget) do redis.call('DEL', P .. 'dg:' .. id) end
+  end
+  return posted
+end
 -- The id and the record of a lane entry.
 local function lane_entry(e)
   local n = string.byte(e, 1)
@@ -410,40 +486,6 @@ redis.call('ZREM', lease, id)
 local lflags = string.byte(redis.call('GETRANGE', stat, 1, 1)) or 0
 limit_freed(stat, wake, lflags)
 if bit.band(lflags, 32) ~= 0 then
--- Where the optional section after the timeout starts in a raw record of flags `flags` (the
--- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
--- widths, without decoding them.
-rec_fixed = function(flags)
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  return pos
-end
--- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
--- value starts, its length and its tag; nil when there is none. Read without decoding the
--- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
--- sized ones) a u16 length, then its bytes.
-rec_extra = function(raw, want, also)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return nil end
-  local pos = rec_fixed(flags)
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    local len, at = 1, pos + 1
-    if tag == 2 or tag == 3 then
-      len = 6
-    elseif tag ~= 1 then
-      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
-    end
-    if tag == want or tag == also then return at, len, tag end
-    pos = at + len
-  end
-  return nil
-end
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 call_chunked = function(cmd, key, list)
   local step = 2000
@@ -504,40 +546,6 @@ r.err = err
 if dead_now or r.attempt >= r.max_attempts then
   bury(jobs, dead, id, r, now)
   if bit.band(lflags, 128) ~= 0 then
--- Where the optional section after the timeout starts in a raw record of flags `flags` (the
--- expiry, else the extras): the lease, backoff and timeout sections skipped by their fixed
--- widths, without decoding them.
-rec_fixed = function(flags)
-  local pos = 24 + 1
-  if has(flags, 1) then pos = pos + 4 end
-  if has(flags, 2) then pos = pos + 9 end
-  if has(flags, 8) then pos = pos + 4 end
-  return pos
-end
--- The first extra of the raw record `raw` tagged `want` (or `also`, when given): where its
--- value starts, its length and its tag; nil when there is none. Read without decoding the
--- rest: 1 holds one byte, 2 and 3 six, every other extra (4, the
--- sized ones) a u16 length, then its bytes.
-rec_extra = function(raw, want, also)
-  local flags = string.byte(raw, 2)
-  if not has(flags, 64) then return nil end
-  local pos = rec_fixed(flags)
-  if has(flags, 16) then pos = pos + 6 end
-  local n = string.byte(raw, pos)
-  pos = pos + 1
-  for _ = 1, n do
-    local tag = string.byte(raw, pos)
-    local len, at = 1, pos + 1
-    if tag == 2 or tag == 3 then
-      len = 6
-    elseif tag ~= 1 then
-      len, at = struct.unpack('>H', raw, pos + 1), pos + 3
-    end
-    if tag == want or tag == also then return at, len, tag end
-    pos = at + len
-  end
-  return nil
-end
 -- Runs `cmd key a1 a2 ...` over a flat list in chunks (Lua's unpack limit is ~8000 values).
 call_chunked = function(cmd, key, list)
   local step = 2000
@@ -627,6 +635,10 @@ end
     batch_count(bm, bacc, now)
   end
   count(stat, now, 3, 1)
+  -- Jobs waiting for it hear of it (deps.lua).
+  local dacc = {}
+  dep_end(dacc, raw, id, 'd')
+  if #dacc > 0 or dacc.forget then dep_post(jobs, dacc, now) end
   return coded{ code = 3, value = now }
 end
 local delay = retry_ms

@@ -10,8 +10,9 @@ local ready = KEYS[6]
 local lane = KEYS[7]
 local lanemeta = KEYS[8]
 local lanegone = KEYS[9]
+local waiting = KEYS[10]
 local ix_n = tonumber(ARGV[2])
-local ix_at = 10 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
+local ix_at = 11 -- ix: KEYS[ix_at] .. KEYS[ix_at + ix_n - 1]
 local id = ARGV[3]
 local mode = tonumber(ARGV[4])
 local t = tonumber(ARGV[5])
@@ -323,6 +324,7 @@ end
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (they keep waiting)
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, mode (1 | 2 | 3: how `t` is read), t (ms).
 -- Returns coded{ code, value }: 1 and the new due time (ms), or -4 / -5 /
@@ -330,6 +332,15 @@ end
 -- A lane job moves to `sched` (lane.lua: lane_pull) with its new due time.
 -- Safe to run twice: the second run sets the same due time (for a delay, one computed a
 -- moment later).
+-- A job waiting for its dependencies keeps waiting, due then once they have ended.
+if redis.call('ZSCORE', waiting, id) then
+  local due = due_from(mode, t, now_ms())
+  local r = decode(redis.call('HGET', jobs, id))
+  r.due = due
+  redis.call('HSET', jobs, id, encode(r))
+  redis.call('ZADD', waiting, due, id)
+  return coded{ code = 1, value = due }
+end
 if ix_n > 0 then
   lane_pull({ lane = lane, meta = lanemeta, gone = lanegone, ix = KEYS[ix_at] }, jobs, sched, id)
 end

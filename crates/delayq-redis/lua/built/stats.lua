@@ -11,7 +11,8 @@ local jobs = KEYS[7]
 local lane = KEYS[8]
 local lanemeta = KEYS[9]
 local lanegone = KEYS[10]
-local function shard_stats(t) return { t.scheduled, t.due, t.due_next_minute, t.leased, t.dead, t.oldest_overdue_ms, t.paused, t.waiting_on_limit, t.done } end
+local waiting = KEYS[11]
+local function shard_stats(t) return { t.scheduled, t.due, t.due_next_minute, t.leased, t.dead, t.oldest_overdue_ms, t.paused, t.waiting_on_limit, t.done, t.awaiting } end
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + clock_offset_us
@@ -124,13 +125,14 @@ end
 -- lane      LIST the one-delay lane (lane.lua, above lane_entry)
 -- lanemeta  HASH h (head sequence number), t (last due time), b (lanegone base)
 -- lanegone  STRING bitmap of the lane's tombstones (lane.lua: lane_mark)
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies
 -- The lane's time windows (lane.lua: win_key) add their live jobs (`lanemeta`'s `wn`); of
 -- those in windows that start by the end of the next minute, a window wholly due, or wholly
 -- due within the minute, counts whole (its length less its tombstones, `<lane>:t`), one
 -- across either edge, and the first due one (the oldest overdue job), are read.
 -- Returns shard_stats{ scheduled, due, due_next_minute, leased, dead, oldest_overdue_ms,
 --   paused, waiting_on_limit (due jobs the shard's rate or max_in_flight holds back now),
---   done }
+--   done, awaiting (jobs waiting for their dependencies) }
 -- Safe to run twice: it writes nothing.
 local lmeta, lgone = lanemeta, lanegone
 local now = now_ms()
@@ -207,13 +209,13 @@ if in_ready > 0 then
 end
 local due = redis.call('ZCOUNT', sched, '-inf', now) + in_ready + lane_due_now + win_due
 local leased = redis.call('ZCARD', lease)
-local waiting = 0
+local held = 0
 if bit.band(string.byte(flags, 2) or 0, 1) ~= 0 then
   local l = limits_read(stat, now_us())
   local room = due
   if l.per_s > 0 then room = math.min(room, math.floor(l.tokens)) end
   if l.mif > 0 then room = math.min(room, math.max(0, l.mif - leased)) end
-  waiting = due - room
+  held = due - room
 end
 return shard_stats{
   scheduled = redis.call('ZCARD', sched) + in_ready + in_lane + in_win,
@@ -223,6 +225,7 @@ return shard_stats{
   dead = redis.call('ZCARD', dead),
   oldest_overdue_ms = oldest,
   paused = string.byte(flags, 1) == 1 and 1 or 0,
-  waiting_on_limit = waiting,
+  waiting_on_limit = held,
   done = redis.call('ZCARD', done),
+  awaiting = redis.call('ZCARD', waiting),
 }

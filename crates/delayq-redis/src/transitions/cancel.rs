@@ -13,7 +13,7 @@ script! {
     file: "cancel.lua",
     keys: [
         Sched, Lease, Jobs, Dead, Ready, Lane, LaneMeta, LaneGone, Members, Stat, Wake, InFlight,
-        Waits, Cancelled, Tenants
+        Waits, Cancelled, Tenants, Waiting
     ],
     key_tails: [ix],
     args: {

@@ -7,7 +7,7 @@ use delayq::{Ack, ClaimBatch, JobId, JobState, QueueName, Result};
 use crate::backend::{MAX_CLAIM, RedisBackend};
 use crate::keys::Keys;
 use crate::protocol::{Flat, reply, script};
-use crate::reply::job_info;
+use crate::reply::job_info_deps;
 use crate::route::Route;
 
 use super::ack::Finish;
@@ -84,7 +84,12 @@ impl RedisBackend {
         let mut jobs = Vec::with_capacity(reply.jobs.0.len());
         for l in reply.jobs.0 {
             let lease = Duration::from_millis(l.lease_ms as u64);
-            let (info, token) = job_info(l.id, JobState::Leased, l.deadline, &l.rec)?;
+            let (mut info, token, deps) =
+                job_info_deps(l.id, JobState::Leased, l.deadline, &l.rec)?;
+            if deps.is_some_and(|(_, results)| results) {
+                // It asked for its dependencies' results (deps.lua: `dg:<id>` keeps them).
+                info.dependencies = self.dep_statuses(k, &info.id).await?;
+            }
             jobs.push(info.into_job(queue.clone(), token, lease));
         }
         Ok(ClaimBatch {

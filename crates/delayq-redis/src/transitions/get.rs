@@ -4,11 +4,11 @@ use delayq::{JobId, JobInfo, QueueName, Result};
 
 use crate::backend::RedisBackend;
 use crate::protocol::{reply, script};
-use crate::reply::{job_info, state};
+use crate::reply::{job_info_deps, state};
 
 script! {
     file: "get.lua",
-    keys: [Sched, Lease, Jobs, Dead, Lane, LaneMeta],
+    keys: [Sched, Lease, Jobs, Dead, Lane, LaneMeta, Waiting],
     key_tails: [ix],
     args: {
         /// The job.
@@ -36,7 +36,14 @@ impl RedisBackend {
         let args = Args { ix, id: id.clone() };
         match self.run(&SCRIPT, &k, args, false).await? {
             None => Ok(None),
-            Some(f) => job_info(id.clone(), state(f.state)?, f.at, &f.rec).map(|(i, _)| Some(i)),
+            Some(f) => {
+                let (mut info, _, deps) = job_info_deps(id.clone(), state(f.state)?, f.at, &f.rec)?;
+                if deps.is_some() {
+                    // Its dependencies, while it has not ended (deps.lua: `dg:<id>`).
+                    info.dependencies = self.dep_statuses(&k, id).await?;
+                }
+                Ok(Some(info))
+            }
         }
     }
 }

@@ -17,6 +17,9 @@ pub(crate) mod cancel;
 pub(crate) mod cancel_all;
 pub(crate) mod claim;
 pub(crate) mod dead;
+pub(crate) mod dep_release;
+pub(crate) mod dep_wait;
+pub(crate) mod dep_watch;
 pub(crate) mod enqueue;
 pub(crate) mod extend;
 pub(crate) mod fire;
@@ -86,7 +89,7 @@ pub fn sha1sums(scripts: &[ScriptText]) -> String {
 }
 
 /// Every declared script.
-pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 27] {
+pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 30] {
     [
         &ack::SCRIPT.def,
         &advance::SCRIPT.def,
@@ -99,6 +102,9 @@ pub(crate) fn all() -> [&'static crate::scripts::ScriptDef; 27] {
         &cancel_all::SCRIPT.def,
         &claim::SCRIPT.def,
         &dead::SCRIPT.def,
+        &dep_release::SCRIPT.def,
+        &dep_wait::SCRIPT.def,
+        &dep_watch::SCRIPT.def,
         &enqueue::SCRIPT.def,
         &extend::SCRIPT.def,
         &fire::SCRIPT.def,

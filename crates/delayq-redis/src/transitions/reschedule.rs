@@ -11,7 +11,7 @@ use super::Coded;
 
 script! {
     file: "reschedule.lua",
-    keys: [Sched, Lease, Jobs, Dead, Wake, Ready, Lane, LaneMeta, LaneGone],
+    keys: [Sched, Lease, Jobs, Dead, Wake, Ready, Lane, LaneMeta, LaneGone, Waiting],
     key_tails: [ix],
     args: {
         /// The job.

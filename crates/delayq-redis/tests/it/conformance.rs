@@ -16,6 +16,7 @@ async fn setup() -> ((), delayq_redis::RedisBackend, Time) {
 
 delayq_testkit::conformance_tests!(setup);
 delayq_testkit::conformance_tests!(@batches setup);
+delayq_testkit::conformance_tests!(@deps setup);
 
 // The model check (random operation sequences, half with an injected fault) on the same set-up.
 delayq_testkit::model_tests!(setup);
@@ -64,6 +65,7 @@ mod lane {
     // Every test of the suite but `bad_input_writes_nothing`, which checks that no queue
     // exists afterwards (this set-up creates them).
     delayq_testkit::conformance_tests!(@on_existing_queues setup);
+    delayq_testkit::conformance_tests!(@deps setup);
     delayq_testkit::model_tests!(setup);
 }
 
@@ -77,5 +79,6 @@ mod windows {
     }
 
     delayq_testkit::conformance_tests!(@on_existing_queues setup);
+    delayq_testkit::conformance_tests!(@deps setup);
     delayq_testkit::model_tests!(setup);
 }

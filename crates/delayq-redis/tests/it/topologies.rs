@@ -45,6 +45,7 @@ mod tls_acl {
 
     delayq_testkit::conformance_tests!(setup);
     delayq_testkit::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(@deps setup);
 }
 
 mod cluster {
@@ -58,6 +59,7 @@ mod cluster {
 
     delayq_testkit::conformance_tests!(setup);
     delayq_testkit::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(@deps setup);
     delayq_testkit::conformance_tests!(@sharded setup);
 }
 
@@ -71,6 +73,7 @@ mod sentinel {
 
     delayq_testkit::conformance_tests!(setup);
     delayq_testkit::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(@deps setup);
 }
 
 mod sharded_single {
@@ -84,6 +87,7 @@ mod sharded_single {
 
     delayq_testkit::conformance_tests!(setup);
     delayq_testkit::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(@deps setup);
     delayq_testkit::conformance_tests!(@sharded setup);
 }
 
@@ -112,4 +116,5 @@ mod cluster_windows {
 
     delayq_testkit::conformance_tests!(setup);
     delayq_testkit::conformance_tests!(@batches setup);
+    delayq_testkit::conformance_tests!(@deps setup);
 }
