@@ -56,6 +56,8 @@ pub(crate) struct Inner {
     /// Queues whose jobs other jobs wait for (deps.rs): the calls that end their jobs
     /// deliver the ends posted to the outbox.
     pub watched: std::sync::Mutex<std::collections::HashSet<QueueName>>,
+    /// Queues this process has written to the dependencies' registry as holding dependents.
+    pub dependents: std::sync::Mutex<std::collections::HashSet<QueueName>>,
 }
 
 impl RedisBackend {
@@ -79,6 +81,7 @@ impl RedisBackend {
                 nodes: Default::default(),
                 push_marked: Default::default(),
                 watched: Default::default(),
+                dependents: Default::default(),
             }),
         }
     }
@@ -180,23 +183,33 @@ impl RedisBackend {
     ) -> Result<(u32, bool, delayq::DeliveryRule)> {
         let (generation, mut live) = self.inner.conn.get();
         // (`target` only for whether one is set: `HEXISTS` would be a second round trip.)
-        let (shards, lane, delivery, target): (
+        let (shards, lane, delivery, target, deps): (
             Option<u32>,
             Option<u8>,
             Option<String>,
             Option<Vec<u8>>,
+            Option<u8>,
         ) = redis::cmd("HMGET")
             .arg(self.inner.space.conf(queue))
             .arg("shards")
             .arg("lane")
             .arg("delivery")
             .arg("target")
+            .arg("deps")
             .query_async(&mut live)
             .await
             .map_err(|e| {
                 self.inner.conn.failed(generation, &e);
                 error::map(e)
             })?;
+        if deps == Some(1) {
+            // Jobs of this queue are waited for: the calls that end them deliver (deps.rs).
+            self.inner
+                .watched
+                .lock()
+                .expect("lock")
+                .insert(queue.clone());
+        }
         let delivery = delayq::DeliveryRule {
             mode: delayq::DeliveryMode::stored(delivery.as_deref(), target.is_some())?,
             default_target: target.is_some(),
@@ -431,7 +444,7 @@ impl Backend for RedisBackend {
             delivery.admits(queue.as_str(), j.target.is_some())?;
         }
         if jobs.iter().any(|j| j.depends.is_some()) {
-            return self.enqueue_mixed(&route, jobs).await;
+            return self.enqueue_mixed(queue, &route, jobs).await;
         }
         self.enqueue_plain(&route, jobs).await
     }

@@ -324,6 +324,10 @@ impl delayq::Batches for RedisBackend {
     }
 
     async fn finish_batches(&self, thorough: bool) -> Result<usize> {
+        // The same sweep finishes what a crash left of dependencies (deps.rs).
+        if let Err(e) = self.sweep_deps().await {
+            tracing::warn!(error = %e, "finishing dependencies failed; retrying");
+        }
         let queues = self.queue_registry(self.inner.space.batch_queues()).await?;
         let mut finished = 0;
         let mut first_error = None;

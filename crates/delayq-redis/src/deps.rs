@@ -20,11 +20,16 @@ use crate::transitions::dep_wait::field_of;
 /// Outbox entries read per call.
 const DELIVER_BATCH: isize = 200;
 
+/// How long a dependent may stay in `dreg` (its registration in progress) before the sweep
+/// takes it for one a crash cut short and registers it again.
+const REGISTER_GRACE_MS: u64 = 10_000;
+
 impl RedisBackend {
     /// Enqueues `job` (id `id`, with dependencies) into `queue` of `route`: waiting, then
     /// registered with its dependencies, then settled by those that had ended.
     pub(crate) async fn enqueue_waiting(
         &self,
+        queue: &QueueName,
         route: &Route,
         id: JobId,
         job: NewJob,
@@ -38,6 +43,7 @@ impl RedisBackend {
             _ => Some(JobState::Scheduled),
         };
         if existing.is_none() {
+            self.mark_dependent(queue).await?;
             self.register(k, &id, &deps).await?;
         }
         Ok(Enqueued {
@@ -101,20 +107,116 @@ impl RedisBackend {
     }
 
     /// Notes that jobs of `q` are waited for: in the queue's settings, for every process
-    /// (their routes read it), and in this one at once.
+    /// (their routes read it), in this one at once, and in the registry the sweep reads.
     async fn mark_watched(&self, q: &QueueName) -> Result<()> {
         if self.inner.watched.lock().expect("lock").contains(q) {
             return Ok(());
         }
         let mut conn = self.connection();
-        let () = redis::cmd("HSET")
+        let () = redis::pipe()
+            .cmd("HSET")
             .arg(self.inner.space.conf(q))
             .arg("deps")
             .arg(1)
+            .ignore()
+            .cmd("ZADD")
+            .arg(self.inner.space.dep_queues())
+            .arg(0)
+            .arg(q.as_str())
+            .ignore()
             .query_async(&mut conn)
             .await
             .map_err(error::map)?;
         self.inner.watched.lock().expect("lock").insert(q.clone());
+        Ok(())
+    }
+
+    /// Finishes what a crash left, on every queue of the registry: outbox entries not yet
+    /// delivered, and dependents whose registration was cut short (in `dreg` for over
+    /// [`REGISTER_GRACE_MS`]: registered again, every step idempotent). Run by the store's
+    /// sweep (`Batches::finish_batches`, every `delayq serve` and Redis `delayq worker`).
+    pub(crate) async fn sweep_deps(&self) -> Result<()> {
+        let queues = self.queue_registry(self.inner.space.dep_queues()).await?;
+        if queues.is_empty() {
+            return Ok(());
+        }
+        let before = self
+            .server_time_ms()
+            .await?
+            .saturating_sub(REGISTER_GRACE_MS);
+        for q in queues {
+            let route = self.route(&q).await?;
+            for k in &route.keys {
+                self.deliver(k).await?;
+                let mut conn = self.connection();
+                let stuck: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(&k.dreg)
+                    .arg("-inf")
+                    .arg(before)
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(100)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(error::map)?;
+                for d in stuck {
+                    let id = JobId::new(d)?;
+                    let deps = self.pending_deps(k, &id).await?;
+                    self.register(k, &id, &deps).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The dependencies of dependent `id` in shard `k` still pending, as registering them
+    /// again needs them (none when it is gone).
+    async fn pending_deps(&self, k: &Keys, id: &JobId) -> Result<Dependencies> {
+        let mut conn = self.connection();
+        let raw: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(&k.jobs)
+            .arg(id.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        let include_results = raw
+            .as_deref()
+            .map(crate::record::decode)
+            .transpose()?
+            .and_then(|r| r.deps)
+            .is_some_and(|(_, results)| results);
+        let on = self
+            .dep_statuses(k, id)
+            .await?
+            .into_iter()
+            .filter(|s| s.state == DepOutcome::Pending)
+            .map(|s| s.dep)
+            .collect();
+        Ok(Dependencies {
+            on,
+            include_results,
+            ..Dependencies::default()
+        })
+    }
+
+    /// Notes that `q` holds jobs that wait for others, in the registry the sweep reads.
+    async fn mark_dependent(&self, q: &QueueName) -> Result<()> {
+        if self.inner.dependents.lock().expect("lock").contains(q) {
+            return Ok(());
+        }
+        let mut conn = self.connection();
+        let () = redis::cmd("ZADD")
+            .arg(self.inner.space.dep_queues())
+            .arg(0)
+            .arg(q.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        self.inner
+            .dependents
+            .lock()
+            .expect("lock")
+            .insert(q.clone());
         Ok(())
     }
 
@@ -269,6 +371,7 @@ impl RedisBackend {
     /// waiting one on its own ([`RedisBackend::enqueue_waiting`]); the answers in order.
     pub(crate) async fn enqueue_mixed(
         &self,
+        queue: &QueueName,
         route: &std::sync::Arc<Route>,
         jobs: Vec<NewJob>,
     ) -> Result<Vec<Enqueued>> {
@@ -295,7 +398,7 @@ impl RedisBackend {
             }
         }
         for (i, id, job) in waiting {
-            out[i] = Some(self.enqueue_waiting(route, id, job).await?);
+            out[i] = Some(self.enqueue_waiting(queue, route, id, job).await?);
         }
         Ok(out.into_iter().flatten().collect())
     }

@@ -296,6 +296,12 @@ impl Space {
         format!("{}{{~}}:batches", self.prefix)
     }
 
+    /// ZSET of the queues with jobs that wait for others or that others wait for, for the
+    /// sweep that finishes what a crash left of their dependencies (deps.rs).
+    pub(crate) fn dep_queues(&self) -> String {
+        format!("{}{{~}}:deps", self.prefix)
+    }
+
     /// Sorted set (all scores 0) of the queues delivered by HTTP push, read by pushers.
     pub(crate) fn push_queues(&self) -> String {
         format!("{}{{~}}:push", self.prefix)

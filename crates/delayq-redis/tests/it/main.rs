@@ -7,6 +7,7 @@ mod chaos;
 mod conformance;
 mod consumer;
 mod dead_letters;
+mod deps;
 mod failover;
 mod gate;
 mod healing;
