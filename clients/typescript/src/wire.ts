@@ -423,7 +423,7 @@ export interface JobList {
 }
 
 /** Where a job is in its lifecycle. */
-export type JobState = "scheduled" | "leased" | "dead" | "done";
+export type JobState = "scheduled" | "leased" | "dead" | "done" | "waiting";
 
 /** A stored job. */
 export interface JobView extends JobFacts, Carried {
@@ -625,6 +625,8 @@ export interface QueueView {
   scheduled: number;
   /** The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list). */
   settings?: SettingsView | null;
+  /** Jobs waiting for their dependencies to end (what `jobs?state=waiting` lists). */
+  waiting: number;
   /** Due jobs held back right now by the queue's `rate` or `max_in_flight`. */
   waiting_on_limit: number;
 }

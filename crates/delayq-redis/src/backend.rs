@@ -38,6 +38,16 @@ pub struct RedisBackend {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// A queue's settings as `stored_layout` reads them: shards, lane, delivery, whether it has a
+/// default target, whether its jobs are waited for.
+type StoredLayout = (
+    Option<u32>,
+    Option<u8>,
+    Option<String>,
+    Option<Vec<u8>>,
+    Option<u8>,
+);
+
 pub(crate) struct Inner {
     pub conn: Conn,
     hub: WakeHub,
@@ -183,13 +193,7 @@ impl RedisBackend {
     ) -> Result<(u32, bool, delayq::DeliveryRule)> {
         let (generation, mut live) = self.inner.conn.get();
         // (`target` only for whether one is set: `HEXISTS` would be a second round trip.)
-        let (shards, lane, delivery, target, deps): (
-            Option<u32>,
-            Option<u8>,
-            Option<String>,
-            Option<Vec<u8>>,
-            Option<u8>,
-        ) = redis::cmd("HMGET")
+        let (shards, lane, delivery, target, deps): StoredLayout = redis::cmd("HMGET")
             .arg(self.inner.space.conf(queue))
             .arg("shards")
             .arg("lane")
@@ -544,7 +548,6 @@ impl RedisBackend {
         route: &Arc<Route>,
         jobs: Vec<NewJob>,
     ) -> Result<Vec<Enqueued>> {
-        let route = route;
         let with_ids = jobs.into_iter().map(|mut job| {
             let id = job.id.take().unwrap_or_else(|| match &job.key {
                 Some(k) => JobId::generate_for(k),

@@ -112,18 +112,19 @@ impl RedisBackend {
         if self.inner.watched.lock().expect("lock").contains(q) {
             return Ok(());
         }
+        // (Two commands: the keys are in two slots on a Cluster.)
         let mut conn = self.connection();
-        let () = redis::pipe()
-            .cmd("HSET")
+        let () = redis::cmd("HSET")
             .arg(self.inner.space.conf(q))
             .arg("deps")
             .arg(1)
-            .ignore()
-            .cmd("ZADD")
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        let () = redis::cmd("ZADD")
             .arg(self.inner.space.dep_queues())
             .arg(0)
             .arg(q.as_str())
-            .ignore()
             .query_async(&mut conn)
             .await
             .map_err(error::map)?;

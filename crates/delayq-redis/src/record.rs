@@ -729,7 +729,7 @@ mod tests {
             ),
             result: Some(b"{\"sent\":true}".to_vec()),
             key: None,
-            deps: Some((1, true)),
+            deps: None,
             done: Some((1_764_000_000_500, 1_764_000_060_500)),
             last_error: Some("boom €".into()),
             payload: b"{\"order\":42}".to_vec(),
@@ -774,6 +774,11 @@ mod tests {
             },
             Record {
                 key: Some(b"tenant-7".to_vec()),
+                ..r.clone()
+            },
+            Record {
+                key: Some(b"tenant-7".to_vec()),
+                deps: Some((1, true)),
                 ..r.clone()
             },
             Record {

@@ -149,14 +149,17 @@ pub(crate) fn job_info(
     job_info_deps(id, state, extra, raw).map(|(i, t, _)| (i, t))
 }
 
-/// [`job_info`], and whether the job waits (or waited) for others: its failure policy's code
-/// and whether it wants their results (record extra X_DEPS).
+/// A job that waits for others: its failure policy's code and whether it wants their
+/// results (record extra X_DEPS).
+pub(crate) type DepsFlags = Option<(u8, bool)>;
+
+/// [`job_info`], and whether the job waits (or waited) for others ([`DepsFlags`]).
 pub(crate) fn job_info_deps(
     id: JobId,
     state: JobState,
     extra: i64,
     raw: &[u8],
-) -> Result<(JobInfo, u64, Option<(u8, bool)>)> {
+) -> Result<(JobInfo, u64, DepsFlags)> {
     let r = crate::record::decode(raw)?;
     let deps = r.deps;
     let extra = (extra >= 0).then_some(extra as u64);

@@ -396,6 +396,7 @@ const (
 	JobStateLeased    JobState = "leased"
 	JobStateDead      JobState = "dead"
 	JobStateDone      JobState = "done"
+	JobStateWaiting   JobState = "waiting"
 )
 
 // JobView: A stored job.
@@ -625,6 +626,8 @@ type QueueView struct {
 	Scheduled int64 `json:"scheduled"`
 	// The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list).
 	Settings *SettingsView `json:"settings,omitempty"`
+	// Jobs waiting for their dependencies to end (what `jobs?state=waiting` lists).
+	Waiting int64 `json:"waiting"`
 	// Due jobs held back right now by the queue's `rate` or `max_in_flight`.
 	WaitingOnLimit int64 `json:"waiting_on_limit"`
 }

@@ -397,7 +397,7 @@ class JobList(TypedDict):
     """Pass as `cursor` for the next page; `null` at the end."""
 
 
-JobState = Literal["scheduled", "leased", "dead", "done"]
+JobState = Literal["scheduled", "leased", "dead", "done", "waiting"]
 """Where a job is in its lifecycle."""
 
 
@@ -600,6 +600,8 @@ class QueueView(TypedDict):
     """Jobs due later (the ones due now are `due`; `jobs?state=scheduled` lists these)."""
     settings: NotRequired[Optional["SettingsView"]]
     """The queue's settings (in `GET /v1/queues/{q}` and `PUT`; absent from the list)."""
+    waiting: int
+    """Jobs waiting for their dependencies to end (what `jobs?state=waiting` lists)."""
     waiting_on_limit: int
     """Due jobs held back right now by the queue's `rate` or `max_in_flight`."""
 

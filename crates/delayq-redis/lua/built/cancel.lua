@@ -203,9 +203,9 @@ end
 -- kinfl     HASH key -> its jobs leased (keyed.lua: key_free; `running` only)
 -- kwait     ZSET key -> when a parked job comes back (keyed.lua; `running` only)
 -- cxl       ZSET `<token>:<id>` -> until when (ms) the cancelled lease answers `cancelled`
--- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (cancelled like scheduled ones)
 -- kj        prefix of `kj:<key>`, each key's jobs (keyed.lua: key_unindex): a cancelled keyed
 --           job leaves it
+-- waiting   ZSET id -> due_ms: jobs waiting for their dependencies (cancelled like scheduled ones)
 -- ix        (tail; a queue with a lane only) the id's index bucket `ix:<b>`
 -- Arguments: id, running (1: a leased job is cancelled too).
 -- Returns 1 (this call removed a scheduled job) | 6 (this call ended a leased job
