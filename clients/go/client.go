@@ -247,4 +247,7 @@ type Job struct {
 	Result json.RawMessage
 	// ResultBytes holds a result that is not JSON.
 	ResultBytes []byte
+	// Dependencies are a job's dependencies and how each stands (Get of a job enqueued
+	// WithDependsOn; a claim of one enqueued WithDependencyResults, with their results).
+	Dependencies []Dependency
 }

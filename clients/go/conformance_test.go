@@ -124,6 +124,24 @@ func enqueueOpts(a map[string]any) []EnqueueOption {
 	if t, ok := a["target"]; ok {
 		o = append(o, WithField("target", t))
 	}
+	if ds, ok := a["depends_on"].([]any); ok {
+		var refs []DepRef
+		for _, d := range ds {
+			switch v := d.(type) {
+			case string:
+				refs = append(refs, DepRef{ID: v})
+			case map[string]any:
+				refs = append(refs, DepRef{Queue: v["queue"].(string), ID: v["id"].(string)})
+			}
+		}
+		o = append(o, WithDependsOn(refs...))
+	}
+	if p, ok := a["on_dependency_failure"].(string); ok {
+		o = append(o, WithOnDependencyFailure(p))
+	}
+	if r, ok := a["include_dependency_results"].(bool); ok && r {
+		o = append(o, WithDependencyResults())
+	}
 	return o
 }
 
@@ -320,6 +338,26 @@ func (r *runner) step(ctx context.Context, op string, a map[string]any) (any, er
 		return map[string]any{"key": h.Key, "paused": h.PausedUntil != nil}, err
 	case "create_batch", "add_to_batch", "close_batch", "batch":
 		return batchStep(ctx, c, q, op, a)
+	case "create_flow":
+		var jobs []FlowJob
+		for _, x := range a["jobs"].([]any) {
+			j := x.(map[string]any)
+			queue, _ := j["queue"].(string)
+			if queue == "" {
+				queue = q
+			}
+			payload, ok := j["payload"]
+			if !ok {
+				payload = map[string]any{}
+			}
+			jobs = append(jobs, FlowJob{Queue: queue, Payload: payload, Options: enqueueOpts(j)})
+		}
+		out, err := c.CreateFlow(ctx, jobs)
+		res := []any{}
+		for _, e := range out {
+			res = append(res, map[string]any{"id": e.ID, "created": e.Created})
+		}
+		return res, err
 	case "key_jobs":
 		size := 100
 		if n, ok := num(a, "page_size"); ok {

@@ -86,6 +86,7 @@ func jobFromView(w wire.JobView) *Job {
 	if w.ResultB64 != nil {
 		j.ResultBytes, _ = base64.StdEncoding.DecodeString(*w.ResultB64)
 	}
+	j.Dependencies = dependenciesOf(w.Dependencies)
 	return j
 }
 
@@ -98,6 +99,7 @@ func jobFromClaim(w wire.ClaimedJob, queue string) *Job {
 	if queue != "" {
 		j.Queue = queue
 	}
+	j.Dependencies = dependenciesOf(w.Dependencies)
 	return j
 }
 

@@ -71,7 +71,9 @@ class Runner:
     def step(self, op, a):
         c, q = self.c, self.q
         fields = {k: a[k] for k in ("id", "delay_ms", "run_at", "max_attempts", "priority",
-                                    "key", "on_conflict", "target") if k in a}
+                                    "key", "on_conflict", "target", "depends_on",
+                                    "on_dependency_failure", "include_dependency_results")
+                  if k in a}
         if op == "enqueue":
             e = c.enqueue(q, a.get("payload"), **fields)
             return {"id": e.id, "created": e.created}
@@ -155,6 +157,10 @@ class Runner:
             return {"key": a["key"], "paused": False}
         if op in ("create_batch", "add_to_batch", "close_batch", "batch"):
             return self.batch_step(op, a)
+        if op == "create_flow":
+            jobs = [dict(j, queue=j.get("queue", q), payload=j.get("payload", {}))
+                    for j in a["jobs"]]
+            return [{"id": e["id"], "created": e["created"]} for e in c.create_flow(jobs)]
         if op == "key_jobs":
             jobs = list(c.iter_key_jobs(q, a["key"], a.get("state"),
                                         page_size=a.get("page_size", 100)))

@@ -30,6 +30,7 @@ import type {
   Claimed,
   EnqueueOptions,
   Enqueued,
+  FlowJob,
   JobInfo,
   KeyHold,
   KeyStats,
@@ -487,6 +488,18 @@ export class Client {
   async keys(queue: string, opts: { limit?: number } = {}): Promise<KeyStats[]> {
     const r = await this.#call<wire.KeyList>("GET", `${Client.#q(queue)}/keys?limit=${opts.limit ?? 20}`);
     return r.keys.map(keyStats);
+  }
+
+  /**
+   * Enqueues a flow: jobs of any queues that wait for one another (`dependsOn`), checked
+   * whole — a cycle, a dependency neither in the flow nor stored, or a bad job refuses it all
+   * (`invalid_flow`), nothing written — then written dependencies first. Each job needs its
+   * id, so a repeated flow stores nothing twice. Answers each job's enqueue, in order.
+   */
+  async createFlow(jobs: FlowJob[]): Promise<(Enqueued & { queue: string })[]> {
+    const body: wire.FlowRequest = { jobs: jobs.map((j) => ({ queue: j.queue, ...jobBody(j.payload, j) })) };
+    const r = await this.#call<wire.FlowResponse>("POST", "/v1/flows", body);
+    return r.jobs.map((j) => ({ queue: j.queue, ...enqueued(j) }));
   }
 
   /**

@@ -9,6 +9,7 @@ import type {
   BatchCallback,
   Claimed,
   ClaimedJob,
+  Dependency,
   EnqueueOptions,
   Enqueued,
   JobInfo,
@@ -46,7 +47,7 @@ export function payloadOf(j: { payload?: wire.Json; payload_b64?: string | null 
 }
 
 /** A done job's result out of an answer (`undefined` when it has none). */
-function resultOf(j: wire.JobView): unknown {
+function resultOf(j: { result?: wire.Json; result_b64?: string | null }): unknown {
   return typeof j.result_b64 === "string" ? bytes(j.result_b64) : j.result;
 }
 
@@ -99,7 +100,16 @@ export function jobBody(payload: unknown, o: EnqueueOptions): wire.EnqueueReques
     dedupe_ms: o.dedupeMs,
     traceparent: o.traceparent,
     tracestate: o.tracestate,
+    depends_on: o.dependsOn,
+    on_dependency_failure: o.onDependencyFailure,
+    include_dependency_results: o.includeDependencyResults,
   };
+}
+
+/** The dependencies of an answer, when it has any. */
+function dependenciesOf(d: wire.DepView[] | undefined): Dependency[] | undefined {
+  if (!d || d.length === 0) return undefined;
+  return d.map((x) => ({ queue: x.queue, id: x.id, state: x.state, result: resultOf(x) }));
 }
 
 export function callbackBody(c: BatchCallback): wire.CallbackBody {
@@ -153,6 +163,7 @@ export function jobInfo<P = unknown>(j: wire.JobView): JobInfo<P> {
     traceparent: opt(j.traceparent),
     tracestate: opt(j.tracestate),
     key: opt(j.key),
+    dependencies: dependenciesOf(j.dependencies),
   };
 }
 
@@ -173,6 +184,7 @@ function claimedJob(j: wire.ClaimedJob): ClaimedJob {
     tracestate: opt(j.tracestate),
     queue: opt(j.queue),
     key: opt(j.key),
+    dependencies: dependenciesOf(j.dependencies),
   };
 }
 

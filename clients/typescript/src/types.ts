@@ -47,6 +47,30 @@ export interface EnqueueOptions {
   traceparent?: string;
   /** The `tracestate` that goes with `traceparent`. */
   tracestate?: string;
+  /**
+   * Jobs it waits for (ids of the same queue, or `{ queue, id }`): until each has ended its
+   * state is `waiting`; then it is due at the later of its own due time and that end.
+   */
+  dependsOn?: (string | { queue: string; id: string })[];
+  /** What a dead or cancelled dependency does: `dead` (default), `cancel` or `run`. */
+  onDependencyFailure?: wire.OnDependencyFailure;
+  /** Its claim carries `dependencies` with their results. */
+  includeDependencyResults?: boolean;
+}
+
+/** One dependency of a job: how it stands, and its result (in a claim that asked for it). */
+export interface Dependency {
+  queue: string;
+  id: string;
+  state: wire.DepOutcome;
+  result?: unknown;
+}
+
+/** A job of a flow (`createFlow`): its queue, payload and options, its id required. */
+export interface FlowJob extends EnqueueOptions {
+  queue: string;
+  id: string;
+  payload: unknown;
 }
 
 /** A job of a batch: its payload and options. */
@@ -93,6 +117,8 @@ export interface JobInfo<P = unknown> {
   tracestate?: string;
   /** Its key, if it carries one. */
   key?: string;
+  /** A job enqueued with `dependsOn`: its dependencies and how each stands. */
+  dependencies?: Dependency[];
 }
 
 /** A job leased to a worker; `P`: the type its payload is read as. */
@@ -118,6 +144,8 @@ export interface ClaimedJob<P = unknown> {
   queue?: string;
   /** Its key, if it carries one. */
   key?: string;
+  /** Enqueued with `includeDependencyResults`: its dependencies, how each ended, results. */
+  dependencies?: Dependency[];
 }
 
 /** One key's hold, after `pauseKey` or `resumeKey`. */

@@ -317,6 +317,26 @@ export interface DeliveryView {
   status?: number | null;
 }
 
+/** How a dependency stands, as its dependent sees it. */
+export type DepOutcome = "pending" | "done" | "dead" | "cancelled";
+
+/**
+ * One dependency of a job: how it stands, and — in the claim of a job enqueued with
+ * `include_dependency_results` — its result.
+ */
+export interface DepView {
+  /** Its id. */
+  id: string;
+  /** Its queue. */
+  queue: string;
+  /** Its result when it is JSON. */
+  result?: Json;
+  /** Its result bytes in base64 when they are not JSON. */
+  result_b64?: string | null;
+  /** `pending`, `done`, `dead` or `cancelled`. */
+  state: DepOutcome;
+}
+
 /** A queue's counts at one time. */
 export interface DepthSample {
   /** When (ms since the epoch, the server's clock). */
@@ -381,6 +401,27 @@ export interface ExtendRequest {
   lease_token: number;
 }
 
+/** One job of a flow, as its enqueue answered. */
+export interface FlowJobView extends EnqueueResponse {
+  /** Its queue. */
+  queue: string;
+}
+
+/**
+ * `POST /v1/flows`: the jobs, each an enqueue body (`POST /v1/queues/{q}/jobs`) with its
+ * `queue` and an `id`; `depends_on` names jobs of the flow or of the store.
+ */
+export interface FlowRequest {
+  /** The jobs (1-10,000): `{queue, id, payload, depends_on?, …}` — any enqueue field. */
+  jobs: Record<string, unknown>[];
+}
+
+/** What a flow enqueued, in the order given. */
+export interface FlowResponse {
+  /** One answer per job. */
+  jobs: FlowJobView[];
+}
+
 /**
  * The facts of a stored job that a job read (`GET …/jobs/{id}`, listings) and a job claimed
  * both answer.
@@ -429,6 +470,11 @@ export type JobState = "scheduled" | "leased" | "dead" | "done" | "waiting";
 export interface JobView extends JobFacts, Carried {
   /** When a done job completed. */
   completed_at?: number | null;
+  /**
+   * A job enqueued with `depends_on`: each dependency with how it stands (until the job
+   * ends).
+   */
+  dependencies?: DepView[];
   /** When a dead job failed. */
   failed_at?: number | null;
   /** The job's id. */
@@ -541,7 +587,7 @@ export interface LeaseOf {
 }
 
 /** A job's state as a read answers it: a job state, or `due` in a listing of due jobs. */
-export type ListedState = "scheduled" | "due" | "leased" | "dead" | "done";
+export type ListedState = "scheduled" | "due" | "leased" | "dead" | "done" | "waiting";
 
 /** A nack. */
 export interface NackRequest {
@@ -557,6 +603,12 @@ export interface NackRequest {
 
 /** What an enqueue does with an id that exists. */
 export type OnConflict = "keep" | "replace";
+
+/**
+ * What a waiting job does when one of its dependencies ends without succeeding (dead-lettered
+ * or cancelled).
+ */
+export type OnDependencyFailure = "dead" | "cancel" | "run";
 
 /** Outcome of ack, nack, extend, cancel, reschedule or requeue. */
 export interface Outcome {
@@ -873,6 +925,11 @@ export interface ClaimManyRequest extends ClaimPoll {
 
 /** A job handed to a consumer. */
 export interface ClaimedJob extends JobFacts, Carried {
+  /**
+   * A job enqueued with `include_dependency_results`: each dependency, how it ended and
+   * its result.
+   */
+  dependencies?: DepView[];
   /** The job's id. */
   id: string;
   /** When this lease expires, ms since the epoch. */
@@ -896,6 +953,12 @@ export interface EnqueueRequest extends RunOptions, Carried {
   dedupe_ms?: number | null;
   /** Delay in ms (0 to 10 years). */
   delay_ms?: number | null;
+  /**
+   * Jobs this one waits for (1-1,000): ids of the same queue, or `{queue, id}`. Until each
+   * has ended (acked, dead or cancelled; one already gone counts as ended) its state is
+   * `waiting`; then it is due at the later of its own due time and that end.
+   */
+  depends_on?: Json[] | null;
   /** Like `expires_at`, as a time after the job's due time (server clock). */
   expire_after_ms?: number | null;
   /**
@@ -905,6 +968,8 @@ export interface EnqueueRequest extends RunOptions, Carried {
   expires_at?: Time | null;
   /** Job id for idempotent enqueue; generated when absent. */
   id?: string | null;
+  /** Its claim carries `dependencies: [{queue, id, state, result?}]`. */
+  include_dependency_results?: boolean | null;
   /**
    * Keep the job readable as `done` this long after it completes, ms (overrides the
    * queue's; with `dedupe_ms`).
@@ -922,6 +987,11 @@ export interface EnqueueRequest extends RunOptions, Carried {
    * or dead one is not touched and `state` says which).
    */
   on_conflict?: OnConflict | null;
+  /**
+   * What a dead or cancelled dependency does to it: `dead` (default: dead-lettered, its
+   * `last_error` naming the dependency), `cancel`, or `run` (it runs anyway).
+   */
+  on_dependency_failure?: OnDependencyFailure | null;
   /** Payload as JSON. */
   payload?: Json;
   /** Payload as base64 bytes. */

@@ -41,6 +41,9 @@ function opts(a: J) {
     key: a.key,
     onConflict: a.on_conflict,
     target: a.target,
+    dependsOn: a.depends_on,
+    onDependencyFailure: a.on_dependency_failure,
+    includeDependencyResults: a.include_dependency_results,
   };
 }
 
@@ -167,6 +170,10 @@ class Runner {
           if (!a.wait || b.state === "done" || Date.now() > until) return batchView(b);
           await new Promise((r) => setTimeout(r, 50));
         }
+      }
+      case "create_flow": {
+        const jobs = (a.jobs as J[]).map((j) => ({ queue: j.queue ?? q, payload: j.payload ?? {}, ...opts(j), id: j.id }));
+        return (await c.createFlow(jobs)).map((e) => ({ id: e.id, created: e.created }));
       }
       case "key_jobs": {
         const ids: string[] = [];

@@ -616,6 +616,11 @@ pub(crate) struct EnqueueArgs {
     /// claims among the keys with due jobs, and its key limits bound each key.
     #[arg(long)]
     pub key: Option<delayq::JobKey>,
+    /// Wait for these jobs (ids of the queue, or QUEUE/ID; repeat or separate with commas):
+    /// the job stays waiting until each has ended, then it is due (at the earliest at its own
+    /// time). A dead or cancelled one dead-letters it.
+    #[arg(long, value_delimiter = ',', value_name = "ID")]
+    pub after: Vec<String>,
     /// Keep the job readable as done this long after it completes, e.g. 1h.
     #[arg(long, value_parser = parse_duration)]
     pub keep_done: Option<Duration>,

@@ -153,6 +153,24 @@ pub(crate) async fn run(p: &Producer<AnyBackend>, a: EnqueueArgs) -> anyhow::Res
     }
     job.priority = a.priority;
     job.key = a.key.clone();
+    if !a.after.is_empty() {
+        let on = a
+            .after
+            .iter()
+            .map(|d| {
+                let (q, id) = d.split_once('/').unwrap_or(("", d));
+                Ok(delayq::DepRef {
+                    queue: if q.is_empty() {
+                        p.queue().clone()
+                    } else {
+                        delayq::QueueName::new(q)?
+                    },
+                    id: JobId::new(id)?,
+                })
+            })
+            .collect::<Result<Vec<_>, InvalidInput>>()?;
+        job = job.depends_on(on);
+    }
     if a.keep_done.is_some() || a.dedupe.is_some() {
         job.retention = Some(delayq::Retention {
             keep_done_ms: a.keep_done.map_or(0, |d| d.as_millis() as u64),

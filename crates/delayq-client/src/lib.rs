@@ -28,6 +28,7 @@
 
 mod client;
 mod error;
+mod flows;
 mod job;
 mod keys;
 mod remote;

@@ -51,9 +51,8 @@ impl Scope {
             return Scope::Read;
         }
         match (method.as_str(), route) {
-            ("POST", "/v1/queues/{q}/jobs") | ("DELETE" | "PATCH", "/v1/queues/{q}/jobs/{id}") => {
-                Scope::Produce
-            }
+            ("POST", "/v1/queues/{q}/jobs" | "/v1/flows")
+            | ("DELETE" | "PATCH", "/v1/queues/{q}/jobs/{id}") => Scope::Produce,
             (
                 "POST",
                 "/v1/queues/{q}/batches"

@@ -36,10 +36,11 @@ fn missing(q: &QueueName, id: &BatchId) -> ApiError {
 fn jobs<B: Backend + Inspect>(
     st: &AppState<B>,
     headers: &axum::http::HeaderMap,
+    q: &QueueName,
     reqs: Vec<delayq_wire::EnqueueRequest>,
 ) -> Result<Vec<delayq::NewJob>, ApiError> {
     let trace = crate::jobs::header_trace(headers);
-    let mut jobs = jobs_of(reqs)?;
+    let mut jobs = jobs_of(q, reqs)?;
     for j in &mut jobs {
         if j.trace.is_none() {
             j.trace.clone_from(&trace);
@@ -77,7 +78,7 @@ pub async fn create<B: Backend + Inspect + Batches>(
 ) -> Result<(StatusCode, Json<BatchAddedView>), ApiError> {
     let id = body.id.take().map(BatchId::new).transpose()?;
     let spec = body.spec()?;
-    let jobs = jobs(&st, &headers, std::mem::take(&mut body.jobs))?;
+    let jobs = jobs(&st, &headers, &q, std::mem::take(&mut body.jobs))?;
     let added = st
         .producer(&q)
         .create_batch(id, spec, jobs, body.open)
@@ -100,7 +101,7 @@ pub async fn add<B: Backend + Inspect + Batches>(
     BatchPath(q, id): BatchPath,
     ApiJson(body): ApiJson<BatchJobsRequest>,
 ) -> Result<Json<BatchAddedView>, ApiError> {
-    let jobs = jobs(&st, &headers, body.jobs)?;
+    let jobs = jobs(&st, &headers, &q, body.jobs)?;
     let added = st
         .producer(&q)
         .add_to_batch(&id, jobs, body.close)

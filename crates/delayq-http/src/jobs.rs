@@ -55,7 +55,7 @@ pub async fn enqueue<B: Backend + Inspect>(
             .enumerate()
             .map(|(i, r)| {
                 let job = r
-                    .into_job()
+                    .into_job(&q)
                     .map_err(|e| ApiError::new(e.code, format!("job {i}: {}", e.message)))?;
                 keyed(with_trace(job), key.as_deref(), Some(i))
             })
@@ -72,7 +72,7 @@ pub async fn enqueue<B: Backend + Inspect>(
         return Ok((status, Json(body)).into_response());
     }
     let (job, named) = keyed(
-        with_trace(parse::<EnqueueRequest>(text)?.into_job()?),
+        with_trace(parse::<EnqueueRequest>(text)?.into_job(&q)?),
         key.as_deref(),
         None,
     )?;

@@ -21,6 +21,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 mod fair;
+pub mod flows;
 pub mod jobs;
 pub mod keys;
 pub mod lease;
@@ -77,6 +78,7 @@ pub use conns::EVICTED_CONNECTIONS;
         console::dead_delete, console::pause, console::resume, console::series, events::events,
         schedules::put, schedules::get, schedules::delete, schedules::list,
         push_model::deliveries, auth::whoami, keys::pause, keys::resume, keys::list, keys::jobs, keys::cancel, keys::reschedule,
+        flows::create,
         batches::create, batches::add, batches::close, batches::get, batches::list,
     ),
     modifiers(&BearerAuth, &Described),
@@ -217,6 +219,7 @@ pub fn router<B: Backend + Inspect + Schedules + Batches>(state: AppState<B>) ->
         .route("/v1/queues/{q}/keys/{key}/pause", post(keys::pause::<B>))
         .route("/v1/queues/{q}/keys/{key}/resume", post(keys::resume::<B>))
         .route("/v1/queues/{q}/keys/{key}/jobs", get(keys::jobs::<B>))
+        .route("/v1/flows", post(flows::create::<B>))
         .route("/v1/queues/{q}/keys/{key}/cancel", post(keys::cancel::<B>))
         .route(
             "/v1/queues/{q}/keys/{key}/reschedule",

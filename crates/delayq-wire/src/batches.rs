@@ -105,12 +105,15 @@ pub struct BatchJobsRequest {
     pub close: bool,
 }
 
-/// The jobs of `reqs` as core jobs, each error naming its job.
-pub fn jobs_of(reqs: Vec<EnqueueRequest>) -> Result<Vec<delayq::NewJob>, Invalid> {
+/// The jobs of `reqs` (of queue `queue`) as core jobs, each error naming its job.
+pub fn jobs_of(
+    queue: &delayq::QueueName,
+    reqs: Vec<EnqueueRequest>,
+) -> Result<Vec<delayq::NewJob>, Invalid> {
     reqs.into_iter()
         .enumerate()
         .map(|(i, r)| {
-            r.into_job()
+            r.into_job(queue)
                 .map_err(|e| Invalid::new(e.code, format!("job {i}: {}", e.message)))
         })
         .collect()

@@ -60,6 +60,8 @@ error_codes! {
     InvalidPriority = "invalid_priority", 400, "priority over 9";
     InvalidKey = "invalid_key", 400, "key empty, over 128 bytes, or with control characters";
     InvalidBatchId = "invalid_batch_id", 400, "a batch id empty, over 241 bytes, or with control characters";
+    InvalidDependencies = "invalid_dependencies", 400, "depends_on empty, over 1,000 jobs, naming a job twice or the job itself, or an entry that is neither an id nor {queue, id}";
+    InvalidFlow = "invalid_flow", 400, "a flow (POST /v1/flows) with a cycle, a dependency on a job neither in the flow nor in the store, an id twice, a job without an id, or a bad job (the message names it); nothing was written";
     InvalidSchedule = "invalid_schedule", 400, "a schedule name outside [A-Za-z0-9._-]{1,128}, a cron expression that does not parse, an unknown time zone, every_ms under 1,000, both or neither of cron and every_ms, or catch_up other than none, one, all";
     InvalidDeadline = "invalid_deadline", 400, "timeout_ms outside 10 ms - 24 h (30 min for a job with a push target), expire_after_ms over 10 years, expires_at malformed or too far, or both expiry forms given";
     InvalidTrace = "invalid_trace", 400, "a job's traceparent is not a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>, lower case, ids not all zero), or its tracestate is over 512 bytes or not printable ASCII (invalid traceparent and tracestate headers are ignored instead, as W3C propagators do)";
@@ -201,6 +203,7 @@ impl ErrorCode {
             I::Trace(_) => ErrorCode::InvalidTrace,
             I::Key(_) => ErrorCode::InvalidKey,
             I::BatchId(_) => ErrorCode::InvalidBatchId,
+            I::Dependencies(_) => ErrorCode::InvalidDependencies,
             _ => ErrorCode::InvalidBody,
         }
     }
@@ -229,6 +232,7 @@ impl ErrorCode {
             ErrorCode::InvalidTrace => I::Trace(reason("invalid trace context: ")),
             ErrorCode::InvalidKey => I::Key(reason("invalid key: ")),
             ErrorCode::InvalidBatchId => I::BatchId(reason("invalid batch id: ")),
+            ErrorCode::InvalidDependencies => I::Dependencies(reason("invalid dependencies: ")),
             ErrorCode::ResultTooLarge => I::ResultTooLarge(
                 message
                     .split_whitespace()

@@ -66,6 +66,19 @@ pub struct EnqueueRequest {
     /// `key_rate` bound each key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Jobs this one waits for (1-1,000): ids of the same queue, or `{queue, id}`. Until each
+    /// has ended (acked, dead or cancelled; one already gone counts as ended) its state is
+    /// `waiting`; then it is due at the later of its own due time and that end.
+    #[schema(value_type = Option<Vec<Value>>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<DepSpec>>,
+    /// What a dead or cancelled dependency does to it: `dead` (default: dead-lettered, its
+    /// `last_error` naming the dependency), `cancel`, or `run` (it runs anyway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_dependency_failure: Option<delayq::OnDependencyFailure>,
+    /// Its claim carries `dependencies: [{queue, id, state, result?}]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_dependency_results: Option<bool>,
     /// Attempts, lease, timeout.
     #[serde(flatten)]
     pub run: RunOptions,
@@ -74,9 +87,60 @@ pub struct EnqueueRequest {
     pub carried: Carried,
 }
 
+/// One dependency as an enqueue names it: a job id of the same queue, or `{queue, id}`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum DepSpec {
+    /// A job of the same queue.
+    Id(String),
+    /// A job of any queue.
+    Ref {
+        /// Its queue.
+        queue: String,
+        /// Its id.
+        id: String,
+    },
+}
+
+impl DepSpec {
+    /// The job it names, `queue` standing for a bare id's.
+    pub fn resolve(&self, queue: &delayq::QueueName) -> Result<delayq::DepRef, Invalid> {
+        Ok(match self {
+            DepSpec::Id(id) => delayq::DepRef {
+                queue: queue.clone(),
+                id: JobId::new(id.clone())?,
+            },
+            DepSpec::Ref { queue, id } => delayq::DepRef {
+                queue: delayq::QueueName::new(queue.clone())?,
+                id: JobId::new(id.clone())?,
+            },
+        })
+    }
+}
+
 impl EnqueueRequest {
-    /// Validates the shape and builds the job (limits are checked by the producer).
-    pub fn into_job(self) -> Result<NewJob, Invalid> {
+    /// Validates the shape and builds the job of queue `queue` (limits are checked by the
+    /// producer; a bare dependency id is a job of `queue`).
+    pub fn into_job(self, queue: &delayq::QueueName) -> Result<NewJob, Invalid> {
+        let depends = match self.depends_on {
+            Some(specs) => Some(delayq::Dependencies {
+                on: specs
+                    .iter()
+                    .map(|d| d.resolve(queue))
+                    .collect::<Result<_, _>>()?,
+                on_failure: self.on_dependency_failure.unwrap_or_default(),
+                include_results: self.include_dependency_results.unwrap_or(false),
+            }),
+            None if self.on_dependency_failure.is_some()
+                || self.include_dependency_results.is_some() =>
+            {
+                return Err(Invalid::new(
+                    ErrorCode::InvalidDependencies,
+                    "on_dependency_failure and include_dependency_results go with depends_on",
+                ));
+            }
+            None => None,
+        };
         let payload = payload_bytes(self.payload.as_deref(), self.payload_b64.as_deref())?;
         let mut job = NewJob::new(payload).due(due_of(self.delay_ms, self.run_at.as_ref())?);
         if let Some(id) = self.id {
@@ -130,6 +194,7 @@ impl EnqueueRequest {
             }
             (None, None) => {}
         }
+        job.depends = depends;
         Ok(job)
     }
 
@@ -162,6 +227,20 @@ impl EnqueueRequest {
                 lease_ms: job.lease.map(|l| l.as_millis() as u64),
                 timeout_ms: job.timeout.map(|t| t.as_millis() as u64),
             },
+            depends_on: job.depends.as_ref().map(|d| {
+                d.on.iter()
+                    .map(|r| DepSpec::Ref {
+                        queue: r.queue.to_string(),
+                        id: r.id.to_string(),
+                    })
+                    .collect()
+            }),
+            on_dependency_failure: job.depends.as_ref().map(|d| d.on_failure),
+            include_dependency_results: job
+                .depends
+                .as_ref()
+                .map(|d| d.include_results)
+                .filter(|r| *r),
             carried: Carried::of(job.target, job.trace.as_ref()),
         }
     }
@@ -250,6 +329,57 @@ pub struct JobView {
     /// The result bytes in base64 when they are not JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_b64: Option<String>,
+    /// A job enqueued with `depends_on`: each dependency with how it stands (until the job
+    /// ends).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<DepView>,
+}
+
+/// One dependency of a job: how it stands, and — in the claim of a job enqueued with
+/// `include_dependency_results` — its result.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct DepView {
+    /// Its queue.
+    pub queue: String,
+    /// Its id.
+    pub id: String,
+    /// `pending`, `done`, `dead` or `cancelled`.
+    pub state: delayq::DepOutcome,
+    /// Its result when it is JSON.
+    #[schema(value_type = Option<Value>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
+    /// Its result bytes in base64 when they are not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_b64: Option<String>,
+}
+
+impl From<delayq::DepStatus> for DepView {
+    fn from(d: delayq::DepStatus) -> Self {
+        let (result, result_b64) = d.result.map_or((None, None), payload_fields);
+        Self {
+            queue: d.dep.queue.to_string(),
+            id: d.dep.id.to_string(),
+            state: d.state,
+            result,
+            result_b64,
+        }
+    }
+}
+
+impl TryFrom<DepView> for delayq::DepStatus {
+    type Error = Invalid;
+
+    fn try_from(d: DepView) -> Result<Self, Invalid> {
+        Ok(Self {
+            dep: delayq::DepRef {
+                queue: delayq::QueueName::new(d.queue)?,
+                id: JobId::new(d.id)?,
+            },
+            state: d.state,
+            result: result_bytes(d.result.as_deref(), d.result_b64.as_deref())?,
+        })
+    }
 }
 
 impl JobView {
@@ -290,6 +420,7 @@ impl From<JobInfo> for JobView {
             payload_b64,
             result,
             result_b64,
+            dependencies: j.dependencies.into_iter().map(DepView::from).collect(),
         }
     }
 }
@@ -332,7 +463,11 @@ impl TryFrom<JobView> for JobInfo {
             target,
             trace,
             key: f.key.map(delayq::JobKey::new).transpose()?,
-            dependencies: Vec::new(),
+            dependencies: j
+                .dependencies
+                .into_iter()
+                .map(delayq::DepStatus::try_from)
+                .collect::<Result<_, _>>()?,
         })
     }
 }

@@ -38,6 +38,10 @@ pub struct ClaimedJob {
     /// The job's queue, in the answer of a claim over several queues (`POST /v1/claim`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// A job enqueued with `include_dependency_results`: each dependency, how it ended and
+    /// its result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<crate::jobs::DepView>,
 }
 
 impl ClaimedJob {
@@ -74,6 +78,11 @@ impl From<Job> for ClaimedJob {
             payload,
             payload_b64,
             queue: None,
+            dependencies: j
+                .dependencies
+                .into_iter()
+                .map(crate::jobs::DepView::from)
+                .collect(),
         }
     }
 }
@@ -94,6 +103,7 @@ impl ClaimedJob {
             payload_b64: self.payload_b64,
             result: None,
             result_b64: None,
+            dependencies: self.dependencies,
         };
         let info = delayq::JobInfo::try_from(view)?;
         Ok(info.into_job(queue.clone(), self.lease_token, lease))

@@ -12,6 +12,7 @@
 pub mod batches;
 pub mod error;
 pub mod fields;
+pub mod flows;
 pub mod jobs;
 pub mod keys;
 pub mod lease;
@@ -25,9 +26,11 @@ pub use batches::{
 };
 pub use error::{ErrorBody, ErrorCode, Invalid};
 pub use fields::{Carried, ClaimPoll, JobFacts, RunOptions, ScheduleTiming};
+pub use flows::{FlowJobView, FlowRequest, FlowResponse};
 pub use jobs::{
-    CancelQuery, Deliveries, DeliveryView, EnqueueRequest, EnqueueResponse, JobList, JobView,
-    ListQuery, Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery, TargetView,
+    CancelQuery, Deliveries, DeliveryView, DepSpec, DepView, EnqueueRequest, EnqueueResponse,
+    JobList, JobView, ListQuery, Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery,
+    TargetView,
 };
 pub use keys::{
     KeyCancelRequest, KeyCancelView, KeyHoldView, KeyJobsQuery, KeyList, KeyPauseRequest, KeyQuery,

@@ -59,6 +59,8 @@ pub enum ListedStateSchema {
     Dead,
     /// Completed and kept.
     Done,
+    /// Waiting for its dependencies to end.
+    Waiting,
 }
 
 /// What `POST /v1/queues/{q}/jobs` takes: one job, or an array of jobs (a batch, all or

@@ -33,6 +33,7 @@ impl fmt::Display for DepRef {
 /// What a waiting job does when one of its dependencies ends without succeeding (dead-lettered
 /// or cancelled).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnDependencyFailure {
     /// It goes to the dead letters, its `last_error` naming the dependency (so it can be
@@ -67,6 +68,7 @@ impl OnDependencyFailure {
 
 /// How a dependency stands, as its dependent sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DepOutcome {
     /// Not ended yet.

@@ -296,6 +296,32 @@ type DeliveryView struct {
 	Status *int `json:"status,omitempty"`
 }
 
+// DepOutcome: How a dependency stands, as its dependent sees it.
+type DepOutcome string
+
+// The values of DepOutcome.
+const (
+	DepOutcomePending   DepOutcome = "pending"
+	DepOutcomeDone      DepOutcome = "done"
+	DepOutcomeDead      DepOutcome = "dead"
+	DepOutcomeCancelled DepOutcome = "cancelled"
+)
+
+// DepView: One dependency of a job: how it stands, and — in the claim of a job enqueued with
+// `include_dependency_results` — its result.
+type DepView struct {
+	// Its id.
+	ID string `json:"id"`
+	// Its queue.
+	Queue string `json:"queue"`
+	// Its result when it is JSON.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Its result bytes in base64 when they are not JSON.
+	ResultB64 *string `json:"result_b64,omitempty"`
+	// `pending`, `done`, `dead` or `cancelled`.
+	State DepOutcome `json:"state"`
+}
+
 // DepthSample: A queue's counts at one time.
 type DepthSample struct {
 	// When (ms since the epoch, the server's clock).
@@ -352,6 +378,26 @@ type ExtendRequest struct {
 	LeaseToken int64 `json:"lease_token"`
 }
 
+// FlowJobView: One job of a flow, as its enqueue answered.
+type FlowJobView struct {
+	EnqueueResponse
+	// Its queue.
+	Queue string `json:"queue"`
+}
+
+// FlowRequest: `POST /v1/flows`: the jobs, each an enqueue body (`POST /v1/queues/{q}/jobs`) with its
+// `queue` and an `id`; `depends_on` names jobs of the flow or of the store.
+type FlowRequest struct {
+	// The jobs (1-10,000): `{queue, id, payload, depends_on?, …}` — any enqueue field.
+	Jobs []map[string]any `json:"jobs"`
+}
+
+// FlowResponse: What a flow enqueued, in the order given.
+type FlowResponse struct {
+	// One answer per job.
+	Jobs []FlowJobView `json:"jobs"`
+}
+
 // JobFacts: The facts of a stored job that a job read (`GET …/jobs/{id}`, listings) and a job claimed
 // both answer.
 type JobFacts struct {
@@ -405,6 +451,9 @@ type JobView struct {
 	Carried
 	// When a done job completed.
 	CompletedAt *int64 `json:"completed_at,omitempty"`
+	// A job enqueued with `depends_on`: each dependency with how it stands (until the job
+	// ends).
+	Dependencies []DepView `json:"dependencies,omitempty"`
 	// When a dead job failed.
 	FailedAt *int64 `json:"failed_at,omitempty"`
 	// The job's id.
@@ -520,6 +569,7 @@ const (
 	ListedStateLeased    ListedState = "leased"
 	ListedStateDead      ListedState = "dead"
 	ListedStateDone      ListedState = "done"
+	ListedStateWaiting   ListedState = "waiting"
 )
 
 // NackRequest: A nack.
@@ -541,6 +591,17 @@ type OnConflict string
 const (
 	OnConflictKeep    OnConflict = "keep"
 	OnConflictReplace OnConflict = "replace"
+)
+
+// OnDependencyFailure: What a waiting job does when one of its dependencies ends without succeeding (dead-lettered
+// or cancelled).
+type OnDependencyFailure string
+
+// The values of OnDependencyFailure.
+const (
+	OnDependencyFailureDead   OnDependencyFailure = "dead"
+	OnDependencyFailureCancel OnDependencyFailure = "cancel"
+	OnDependencyFailureRun    OnDependencyFailure = "run"
 )
 
 // Outcome: Outcome of ack, nack, extend, cancel, reschedule or requeue.
@@ -836,6 +897,9 @@ type ClaimManyRequest struct {
 type ClaimedJob struct {
 	JobFacts
 	Carried
+	// A job enqueued with `include_dependency_results`: each dependency, how it ended and
+	// its result.
+	Dependencies []DepView `json:"dependencies,omitempty"`
 	// The job's id.
 	ID string `json:"id"`
 	// When this lease expires, ms since the epoch.
@@ -859,6 +923,10 @@ type EnqueueRequest struct {
 	DedupeMs *int64 `json:"dedupe_ms,omitempty"`
 	// Delay in ms (0 to 10 years).
 	DelayMs *float64 `json:"delay_ms,omitempty"`
+	// Jobs this one waits for (1-1,000): ids of the same queue, or `{queue, id}`. Until each
+	// has ended (acked, dead or cancelled; one already gone counts as ended) its state is
+	// `waiting`; then it is due at the later of its own due time and that end.
+	DependsOn []json.RawMessage `json:"depends_on,omitempty"`
 	// Like `expires_at`, as a time after the job's due time (server clock).
 	ExpireAfterMs *int64 `json:"expire_after_ms,omitempty"`
 	// A delivery not started by this time (ms since the epoch or RFC 3339) goes to the dead
@@ -866,6 +934,8 @@ type EnqueueRequest struct {
 	ExpiresAt Time `json:"expires_at,omitempty"`
 	// Job id for idempotent enqueue; generated when absent.
 	ID *string `json:"id,omitempty"`
+	// Its claim carries `dependencies: [{queue, id, state, result?}]`.
+	IncludeDependencyResults *bool `json:"include_dependency_results,omitempty"`
 	// Keep the job readable as `done` this long after it completes, ms (overrides the
 	// queue's; with `dedupe_ms`).
 	KeepDoneMs *int64 `json:"keep_done_ms,omitempty"`
@@ -877,6 +947,9 @@ type EnqueueRequest struct {
 	// `replace` (debounce: a scheduled job gets this payload, due time and options; a leased
 	// or dead one is not touched and `state` says which).
 	OnConflict *OnConflict `json:"on_conflict,omitempty"`
+	// What a dead or cancelled dependency does to it: `dead` (default: dead-lettered, its
+	// `last_error` naming the dependency), `cancel`, or `run` (it runs anyway).
+	OnDependencyFailure *OnDependencyFailure `json:"on_dependency_failure,omitempty"`
 	// Payload as JSON.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Payload as base64 bytes.

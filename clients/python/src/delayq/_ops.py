@@ -102,6 +102,9 @@ class AsyncOps:
         target: Optional[Dict[str, Any]] = None,
         traceparent: Optional[str] = None,
         tracestate: Optional[str] = None,
+        depends_on: Optional[List[Any]] = None,
+        on_dependency_failure: Optional[str] = None,
+        include_dependency_results: Optional[bool] = None,
     ) -> Enqueued:
         """Enqueues one job (payload: any JSON value, or ``bytes``). Without ``id`` the
         client makes one before the first try, so a retried enqueue never stores two jobs.
@@ -110,15 +113,38 @@ class AsyncOps:
         and puts the job under the queue's per-key limits.
         The job carries the active OpenTelemetry trace when OpenTelemetry is installed, or the
         W3C ``traceparent`` / ``tracestate`` given here.
+        ``depends_on`` (ids of the same queue, or ``{"queue", "id"}``) makes it wait: its state
+        is ``waiting`` until each has ended, then it is due at the later of its own due time
+        and that end; ``on_dependency_failure`` (``"dead"``, ``"cancel"``, ``"run"``) says what
+        a dead or cancelled one does, ``include_dependency_results`` puts their results in its
+        claim.
         """
         body = job_body(
             payload, id=id, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts,
             backoff=backoff, lease_ms=lease_ms, timeout_ms=timeout_ms, expires_at=expires_at,
             expire_after_ms=expire_after_ms, priority=priority, key=key, keep_done_ms=keep_done_ms,
             dedupe_ms=dedupe_ms, on_conflict=on_conflict, target=target,
-            traceparent=traceparent, tracestate=tracestate,
+            traceparent=traceparent, tracestate=tracestate, depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
+            include_dependency_results=include_dependency_results,
         )
         return Enqueued.from_json(await self._call("POST", self._q(queue, "/jobs"), body))
+
+    async def create_flow(self, jobs: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+        """Enqueues a flow: jobs of any queues that wait for one another, each
+        ``{"queue", "id", "payload", "depends_on"?, **enqueue fields}``. Checked whole — a
+        cycle, a dependency neither in the flow nor stored, or a bad job raises
+        ``InvalidInput`` (code ``invalid_flow``) and nothing is written — then written
+        dependencies first. Returns each job's ``{"queue", "id", "created", "due_at", ...}``,
+        in order."""
+        bodies = []
+        for j in jobs:
+            rest = {k: v for k, v in j.items() if k not in ("payload", "queue")}
+            body = dict(job_body(j.get("payload"), **rest))
+            body["queue"] = j["queue"]
+            bodies.append(body)
+        answer: _wire.FlowResponse = await self._call("POST", "/v1/flows", {"jobs": bodies})
+        return [dict(v) for v in answer["jobs"]]
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueues a batch atomically: each item is ``{"payload": ..., **enqueue fields}``."""

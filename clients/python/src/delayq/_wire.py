@@ -309,6 +309,26 @@ class DeliveryView(TypedDict):
     """Response status, when one came."""
 
 
+DepOutcome = Literal["pending", "done", "dead", "cancelled"]
+"""How a dependency stands, as its dependent sees it."""
+
+
+class DepView(TypedDict):
+    """One dependency of a job: how it stands, and — in the claim of a job enqueued with
+    `include_dependency_results` — its result.
+    """
+    id: str
+    """Its id."""
+    queue: str
+    """Its queue."""
+    result: NotRequired[Json]
+    """Its result when it is JSON."""
+    result_b64: NotRequired[Optional[str]]
+    """Its result bytes in base64 when they are not JSON."""
+    state: "DepOutcome"
+    """`pending`, `done`, `dead` or `cancelled`."""
+
+
 class DepthSample(TypedDict):
     """A queue's counts at one time."""
     at: int
@@ -359,6 +379,26 @@ class ExtendRequest(TypedDict):
     """The lease token of the claim."""
 
 
+class FlowJobView(EnqueueResponse):
+    """One job of a flow, as its enqueue answered."""
+    queue: str
+    """Its queue."""
+
+
+class FlowRequest(TypedDict):
+    """`POST /v1/flows`: the jobs, each an enqueue body (`POST /v1/queues/{q}/jobs`) with its
+    `queue` and an `id`; `depends_on` names jobs of the flow or of the store.
+    """
+    jobs: List[Dict[str, Any]]
+    """The jobs (1-10,000): `{queue, id, payload, depends_on?, …}` — any enqueue field."""
+
+
+class FlowResponse(TypedDict):
+    """What a flow enqueued, in the order given."""
+    jobs: List["FlowJobView"]
+    """One answer per job."""
+
+
 class JobFacts(TypedDict):
     """The facts of a stored job that a job read (`GET …/jobs/{id}`, listings) and a job claimed
     both answer.
@@ -405,6 +445,10 @@ class JobView(JobFacts, Carried):
     """A stored job."""
     completed_at: NotRequired[Optional[int]]
     """When a done job completed."""
+    dependencies: NotRequired[List["DepView"]]
+    """A job enqueued with `depends_on`: each dependency with how it stands (until the job
+    ends).
+    """
     failed_at: NotRequired[Optional[int]]
     """When a dead job failed."""
     id: str
@@ -513,7 +557,7 @@ class LeaseOf(TypedDict):
     """The job's queue."""
 
 
-ListedState = Literal["scheduled", "due", "leased", "dead", "done"]
+ListedState = Literal["scheduled", "due", "leased", "dead", "done", "waiting"]
 """A job's state as a read answers it: a job state, or `due` in a listing of due jobs."""
 
 
@@ -531,6 +575,12 @@ class NackRequest(TypedDict):
 
 OnConflict = Literal["keep", "replace"]
 """What an enqueue does with an id that exists."""
+
+
+OnDependencyFailure = Literal["dead", "cancel", "run"]
+"""What a waiting job does when one of its dependencies ends without succeeding (dead-lettered
+or cancelled).
+"""
 
 
 class Outcome(TypedDict):
@@ -821,6 +871,10 @@ class ClaimManyRequest(ClaimPoll):
 
 class ClaimedJob(JobFacts, Carried):
     """A job handed to a consumer."""
+    dependencies: NotRequired[List["DepView"]]
+    """A job enqueued with `include_dependency_results`: each dependency, how it ended and
+    its result.
+    """
     id: str
     """The job's id."""
     lease_deadline: int
@@ -843,6 +897,11 @@ class EnqueueRequest(RunOptions, Carried):
     """Refuse its id again for this long after it completes, ms (overrides the queue's)."""
     delay_ms: NotRequired[Optional[float]]
     """Delay in ms (0 to 10 years)."""
+    depends_on: NotRequired[Optional[List[Json]]]
+    """Jobs this one waits for (1-1,000): ids of the same queue, or `{queue, id}`. Until each
+    has ended (acked, dead or cancelled; one already gone counts as ended) its state is
+    `waiting`; then it is due at the later of its own due time and that end.
+    """
     expire_after_ms: NotRequired[Optional[int]]
     """Like `expires_at`, as a time after the job's due time (server clock)."""
     expires_at: NotRequired[Optional["Time"]]
@@ -851,6 +910,8 @@ class EnqueueRequest(RunOptions, Carried):
     """
     id: NotRequired[Optional[str]]
     """Job id for idempotent enqueue; generated when absent."""
+    include_dependency_results: NotRequired[Optional[bool]]
+    """Its claim carries `dependencies: [{queue, id, state, result?}]`."""
     keep_done_ms: NotRequired[Optional[int]]
     """Keep the job readable as `done` this long after it completes, ms (overrides the
     queue's; with `dedupe_ms`).
@@ -864,6 +925,10 @@ class EnqueueRequest(RunOptions, Carried):
     """When the id exists: `keep` (default: write nothing, answer `created: false`) or
     `replace` (debounce: a scheduled job gets this payload, due time and options; a leased
     or dead one is not touched and `state` says which).
+    """
+    on_dependency_failure: NotRequired[Optional["OnDependencyFailure"]]
+    """What a dead or cancelled dependency does to it: `dead` (default: dead-lettered, its
+    `last_error` naming the dependency), `cancel`, or `run` (it runs anyway).
     """
     payload: NotRequired[Json]
     """Payload as JSON."""

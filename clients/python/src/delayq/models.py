@@ -6,7 +6,7 @@ import base64
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union, cast
 
 from . import _wire
 
@@ -22,6 +22,15 @@ def result_of(d: _wire.JobView) -> Any:
     if b64 is not None:
         return base64.b64decode(b64)
     return d.get("result")
+
+
+def dependencies_of(deps: Optional[List[_wire.DepView]]) -> Optional[List[Dict[str, Any]]]:
+    """A job's dependencies as plain dicts (``result``: JSON value or ``bytes``); ``None``
+    when it has none."""
+    if not deps:
+        return None
+    return [{"queue": x["queue"], "id": x["id"], "state": x["state"],
+             "result": result_of(cast(_wire.JobView, x))} for x in deps]
 
 
 def result_size(result: Any) -> int:
@@ -84,6 +93,8 @@ class Job:
     """A done job's result as its handler returned it (JSON value, or ``bytes``)."""
     key: Optional[str] = None
     """Its key (a tenant, a customer, an upstream host), if it carries one."""
+    dependencies: Optional[List[Dict[str, Any]]] = None
+    """A job enqueued with ``depends_on``: each dependency, ``{"queue", "id", "state"}``."""
 
     @classmethod
     def from_json(cls, d: _wire.JobView) -> "Job":
@@ -96,6 +107,7 @@ class Job:
             expires_at=d.get("expires_at"), target=d.get("target"),
             traceparent=d.get("traceparent"), tracestate=d.get("tracestate"),
             result=result_of(d), key=d.get("key"),
+            dependencies=dependencies_of(d.get("dependencies")),
         )
 
 
@@ -121,6 +133,9 @@ class ClaimedJob:
     tracestate: Optional[str] = None
     key: Optional[str] = None
     """Its key, if it carries one."""
+    dependencies: Optional[List[Dict[str, Any]]] = None
+    """Enqueued with ``include_dependency_results``: each dependency, ``{"queue", "id",
+    "state", "result"}``."""
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False,
                                        repr=False)
     """Set when the job is cancelled while it runs (``cancel(..., running=True)``): a handler
@@ -136,7 +151,7 @@ class ClaimedJob:
             priority=d.get("priority", 5), last_error=d.get("last_error"),
             timeout_ms=d.get("timeout_ms"), expires_at=d.get("expires_at"),
             traceparent=d.get("traceparent"), tracestate=d.get("tracestate"),
-            key=d.get("key"),
+            key=d.get("key"), dependencies=dependencies_of(d.get("dependencies")),
         )
 
     def json(self) -> Any:

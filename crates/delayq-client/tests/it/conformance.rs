@@ -46,3 +46,4 @@ delayq_testkit::conformance_tests!(@each setup;
     a_keys_jobs_are_listed, a_key_is_cancelled_in_one_call, a_key_is_rescheduled_in_one_call,
     a_keys_parked_jobs_are_listed_cancelled_and_moved);
 delayq_testkit::conformance_tests!(@batches setup);
+delayq_testkit::conformance_tests!(@deps setup);

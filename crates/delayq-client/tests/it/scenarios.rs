@@ -29,6 +29,13 @@ fn enqueue_of(a: &Value) -> EnqueueRequest {
             .get("on_conflict")
             .map(|v| serde_json::from_value(v.clone()).unwrap()),
         key: a["key"].as_str().map(Into::into),
+        depends_on: a
+            .get("depends_on")
+            .map(|v| serde_json::from_value(v.clone()).unwrap()),
+        on_dependency_failure: a
+            .get("on_dependency_failure")
+            .map(|v| serde_json::from_value(v.clone()).unwrap()),
+        include_dependency_results: a["include_dependency_results"].as_bool(),
         run: RunOptions {
             max_attempts: a["max_attempts"].as_u64().map(|n| n as u32),
             ..RunOptions::default()
@@ -296,6 +303,25 @@ impl Runner {
             "resume_key" => {
                 let v = c.resume_key(q, a["key"].as_str().unwrap()).await?;
                 json!({"key": v.key, "paused": v.paused_until.is_some()})
+            }
+            "create_flow" => {
+                let jobs = a["jobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|j| {
+                        let mut v = serde_json::to_value(enqueue_of(j)).unwrap();
+                        v["queue"] = j.get("queue").cloned().unwrap_or_else(|| json!(q));
+                        v
+                    })
+                    .collect();
+                let out = c
+                    .create_flow(&delayq_client::wire::FlowRequest { jobs })
+                    .await?;
+                out.jobs
+                    .iter()
+                    .map(|e| json!({"id": e.enqueued.id, "created": e.enqueued.created}))
+                    .collect()
             }
             "key_jobs" => {
                 let key = a["key"].as_str().unwrap();
