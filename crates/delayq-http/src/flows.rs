@@ -95,7 +95,7 @@ pub async fn create<B: Backend + Inspect>(
             }
         }
     }
-    let order = topological(&waits_for).map_err(|i| {
+    let order = delayq::deps::topological(&waits_for).map_err(|i| {
         let (q, job) = &jobs[i];
         let id = job.id.as_ref().map_or("", |i| i.as_str());
         bad(format!("job {i} ({q}/{id}) is in a cycle of dependencies"))
@@ -123,49 +123,4 @@ pub async fn create<B: Backend + Inspect>(
             jobs: out.into_values().collect(),
         }),
     ))
-}
-
-/// An order of the jobs in which each comes after those it waits for (`waits_for[i]`: the
-/// jobs job `i` waits for), or `Err(i)` with a job of a cycle.
-fn topological(waits_for: &[Vec<usize>]) -> Result<Vec<usize>, usize> {
-    let n = waits_for.len();
-    let mut left: Vec<usize> = waits_for.iter().map(Vec::len).collect();
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, w) in waits_for.iter().enumerate() {
-        for &j in w {
-            dependents[j].push(i);
-        }
-    }
-    let mut ready: Vec<usize> = (0..n).filter(|&i| left[i] == 0).collect();
-    ready.reverse();
-    let mut order = Vec::with_capacity(n);
-    while let Some(i) = ready.pop() {
-        order.push(i);
-        for &d in &dependents[i] {
-            left[d] -= 1;
-            if left[d] == 0 {
-                ready.push(d);
-            }
-        }
-    }
-    match (0..n).find(|&i| left[i] > 0) {
-        Some(i) => Err(i),
-        None => Ok(order),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dependencies_come_first_and_cycles_are_found() {
-        // 0 waits for 2, 2 waits for 1.
-        let order = topological(&[vec![2], vec![], vec![1]]).unwrap();
-        let pos = |i| order.iter().position(|&x| x == i).unwrap();
-        assert!(pos(1) < pos(2) && pos(2) < pos(0), "{order:?}");
-        assert!(topological(&[vec![1], vec![0]]).is_err());
-        assert_eq!(topological(&[vec![], vec![2], vec![1]]), Err(1));
-        assert_eq!(topological(&[vec![0]]), Err(0));
-    }
 }

@@ -50,14 +50,23 @@ async fn state_of<B: Inspect>(b: &B, q: &QueueName, name: &str) -> Option<JobSta
 pub async fn a_chain_runs_in_order<B: Backend + Inspect>(b: B, t: Time) {
     let q = q();
     let p = Producer::new(b.clone(), q.clone());
-    p.enqueue_batch(vec![
-        job("resize", 0),
-        after(&q, "thumbs", &["resize"]),
-        after(&q, "email", &["thumbs"]),
-    ])
-    .await
-    .unwrap();
+    // In one batch, each before its dependency: the batch is written dependencies first.
+    let out = p
+        .enqueue_batch(vec![
+            after(&q, "email", &["thumbs"]),
+            after(&q, "thumbs", &["resize"]),
+            job("resize", 0),
+        ])
+        .await
+        .unwrap();
+    let ids: Vec<&str> = out.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["email", "thumbs", "resize"],
+        "answers in the order given"
+    );
     assert_eq!(state_of(&b, &q, "thumbs").await, Some(JobState::Waiting));
+    assert_eq!(state_of(&b, &q, "email").await, Some(JobState::Waiting));
     t.pass(Duration::from_millis(2)).await;
     assert_eq!(run_due(&b, &q, None).await, ["resize"]);
     assert_eq!(state_of(&b, &q, "email").await, Some(JobState::Waiting));
@@ -305,5 +314,15 @@ pub async fn waiting_jobs_are_cancelled_rescheduled_and_checked<B: Backend + Ins
         assert!(matches!(e, delayq::Error::Invalid(_)), "{e:?}");
     }
     assert!(b.get(&q, &me).await.unwrap().is_none());
+    // A cycle inside one batch.
+    let e = p
+        .enqueue_batch(vec![
+            job("loop-a", 0).depends_on([dep(&q, "loop-b")]),
+            job("loop-b", 0).depends_on([dep(&q, "loop-a")]),
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, delayq::Error::Invalid(_)), "{e:?}");
+    assert!(b.get(&q, &id("loop-a")).await.unwrap().is_none());
     assert_eq!(b.stats(&q).await.unwrap().awaiting, 1);
 }

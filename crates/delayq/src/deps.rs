@@ -178,6 +178,76 @@ pub struct DepStatus {
     pub result: Option<Vec<u8>>,
 }
 
+/// An order of jobs in which each comes after those it waits for (`waits_for[i]`: the
+/// positions of the jobs job `i` waits for), stable otherwise; `Err(i)` names a job of a
+/// cycle.
+pub fn topological(waits_for: &[Vec<usize>]) -> Result<Vec<usize>, usize> {
+    let n = waits_for.len();
+    let mut left: Vec<usize> = waits_for.iter().map(Vec::len).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, w) in waits_for.iter().enumerate() {
+        for &j in w {
+            dependents[j].push(i);
+        }
+    }
+    // The lowest position first among the jobs free to go (a min-heap): stable.
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..n)
+        .filter(|&i| left[i] == 0)
+        .map(std::cmp::Reverse)
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &d in &dependents[i] {
+            left[d] -= 1;
+            if left[d] == 0 {
+                ready.push(std::cmp::Reverse(d));
+            }
+        }
+    }
+    match (0..n).find(|&i| left[i] > 0) {
+        Some(i) => Err(i),
+        None => Ok(order),
+    }
+}
+
+/// The order a batch of jobs of `queue` is written in so that a job's dependencies in the
+/// same batch exist before it registers with them (a dependency not yet written would count
+/// as gone, so ended); `None` when no job waits for another of the batch (the order given).
+pub fn batch_order(
+    queue: &QueueName,
+    jobs: &[crate::NewJob],
+) -> Result<Option<Vec<usize>>, InvalidInput> {
+    if jobs.iter().all(|j| j.depends.is_none()) {
+        return Ok(None);
+    }
+    let at: std::collections::HashMap<&JobId, usize> = jobs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, j)| j.id.as_ref().map(|id| (id, i)))
+        .collect();
+    let mut any = false;
+    let waits_for: Vec<Vec<usize>> = jobs
+        .iter()
+        .map(|j| {
+            j.depends
+                .iter()
+                .flat_map(|d| &d.on)
+                .filter(|d| &d.queue == queue)
+                .filter_map(|d| at.get(&d.id).copied())
+                .inspect(|_| any = true)
+                .collect()
+        })
+        .collect();
+    if !any {
+        return Ok(None);
+    }
+    topological(&waits_for).map(Some).map_err(|i| {
+        let id = jobs[i].id.as_ref().map_or("", JobId::as_str);
+        InvalidInput::Dependencies(format!("job {i} ({id}) is in a cycle of dependencies"))
+    })
+}
+
 /// The `last_error` of a job dead-lettered because dependency `dep` ended `how`.
 pub fn failure_error(dep: &DepRef, how: DepOutcome) -> String {
     format!("dependency {dep} {how}")
@@ -226,6 +296,33 @@ mod tests {
             .map(|i| r("images", &format!("j{i}")))
             .collect();
         assert!(deps(many).check(&q, Some(&me)).is_err());
+    }
+
+    #[test]
+    fn dependencies_come_first_stably_and_cycles_are_found() {
+        // 0 waits for 2, 2 waits for 1.
+        assert_eq!(topological(&[vec![2], vec![], vec![1]]), Ok(vec![1, 2, 0]));
+        assert_eq!(topological(&[vec![], vec![], vec![]]), Ok(vec![0, 1, 2]));
+        assert!(topological(&[vec![1], vec![0]]).is_err());
+        assert_eq!(topological(&[vec![], vec![2], vec![1]]), Err(1));
+        assert_eq!(topological(&[vec![0]]), Err(0));
+        let q = QueueName::new("images").unwrap();
+        let job = |id: &str, on: &[&str]| {
+            let j = crate::NewJob::new(b"x".to_vec()).id(JobId::new(id).unwrap());
+            if on.is_empty() {
+                j
+            } else {
+                j.depends_on(on.iter().map(|d| r("images", d)))
+            }
+        };
+        let jobs = [
+            job("email", &["thumbs"]),
+            job("thumbs", &["resize"]),
+            job("resize", &[]),
+        ];
+        assert_eq!(batch_order(&q, &jobs).unwrap(), Some(vec![2, 1, 0]));
+        assert_eq!(batch_order(&q, &[job("a", &["elsewhere"])]).unwrap(), None);
+        assert!(batch_order(&q, &[job("a", &["b"]), job("b", &["a"])]).is_err());
     }
 
     #[test]

@@ -84,12 +84,27 @@ impl<B: Backend> Producer<B> {
             return Err(InvalidInput::Batch(format!("0 jobs: a batch holds 1-{MAX_BATCH}")).into());
         }
         self.prepare(&mut jobs)?;
+        // A job's dependencies of the same batch go first (`deps::batch_order`).
+        let order = crate::deps::batch_order(&self.queue, &jobs)?;
+        if let Some(order) = &order {
+            let mut slots: Vec<Option<NewJob>> = jobs.into_iter().map(Some).collect();
+            jobs = order.iter().filter_map(|&i| slots[i].take()).collect();
+        }
         use tracing::Instrument;
         let span = crate::otel::send(&self.queue, &mut jobs, self.adopt_trace);
-        self.backend
+        let out = self
+            .backend
             .enqueue(&self.queue, jobs)
             .instrument(span)
-            .await
+            .await?;
+        let Some(order) = order else {
+            return Ok(out);
+        };
+        let mut back: Vec<Option<Enqueued>> = vec![None; out.len()];
+        for (e, i) in out.into_iter().zip(order) {
+            back[i] = Some(e);
+        }
+        Ok(back.into_iter().flatten().collect())
     }
 
     /// Validates up to [`MAX_BATCH`] jobs and gives those without an id one (placed by its
