@@ -6,7 +6,7 @@
 //   #/q/NAME/job/ID        one job
 'use strict';
 
-const STATES = ['scheduled', 'due', 'leased', 'dead', 'done'];
+const STATES = ['waiting', 'scheduled', 'due', 'leased', 'dead', 'done'];
 const PAGE = 50;
 const TOKEN_KEY = 'delayq-token';
 
@@ -669,7 +669,11 @@ async function jobView(name, id) {
     },
   }, label));
   const actions = el('div', { class: 'row actions' });
-  if (j.state === 'scheduled') {
+  if (j.state === 'waiting') {
+    actions.append(
+      el('p', { class: 'muted' }, 'Waiting for its dependencies to end.'),
+      act('produce', 'Cancel', `Cancel job ${id}? It will not run.`, 'DELETE', jobPath(name, id), undefined, 'danger', back));
+  } else if (j.state === 'scheduled') {
     const delay = needs('produce', el('input', { id: 'delay', type: 'number', min: '0', step: '1', value: '60' }));
     actions.append(
       act('admin', 'Run now', null, 'POST', `${jobPath(name, id)}/run`, undefined, 'primary'),
@@ -700,6 +704,7 @@ async function jobView(name, id) {
     el('h1', { class: 'mono', id: 'job-id' }, id),
     actions,
     el('div', { class: 'card' }, dl),
+    depsView(j),
     j.last_error ? [el('h2', {}, 'Last error'), el('pre', { class: 'err-box', id: 'last-error' }, j.last_error)] : [],
     await deliveriesView(name, id, j),
     resultView(j),

@@ -139,6 +139,10 @@ pub async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Re
             include_str!("../assets/console_keys.js"),
             "text/javascript; charset=utf-8",
         ),
+        "console_deps.js" => (
+            include_str!("../assets/console_deps.js"),
+            "text/javascript; charset=utf-8",
+        ),
         "console.css" => (
             include_str!("../assets/console.css"),
             "text/css; charset=utf-8",

@@ -171,3 +171,60 @@ async fn a_keys_jobs_are_listed_and_cancelled_from_its_page() {
     assert_eq!(s, 200, "another key's job stays");
     c.close().await.unwrap();
 }
+
+/// A waiting job's page says it waits, lists its dependencies with their states (each linked
+/// to its page) and offers Cancel; the queue's `waiting` tab lists it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_jobs_page_lists_its_dependencies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = serve(tmp.path());
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/flows",
+        Some(json!({"jobs": [
+            {"queue": "images", "id": "resize-7", "payload": {}},
+            {"queue": "scan", "id": "scan-7", "payload": {}},
+            {"queue": "mail", "id": "email-7", "payload": {},
+             "depends_on": [{"queue": "images", "id": "resize-7"}, {"queue": "scan", "id": "scan-7"}]}
+        ]})),
+    );
+    assert_eq!(s, 201, "{v}");
+    let (_, v) = http(
+        addr,
+        "POST",
+        "/v1/queues/images/claim",
+        Some(json!({"max": 1, "lease_ms": 60000})),
+    );
+    let token = v["jobs"][0]["lease_token"].as_u64().unwrap();
+    let (s, _) = http(
+        addr,
+        "POST",
+        "/v1/queues/images/jobs/resize-7/ack",
+        Some(json!({"lease_token": token})),
+    );
+    assert_eq!(s, 200);
+
+    let (_driver, c) = browser().await;
+    c.goto(&format!("http://{addr}/#/q/mail/job/email-7"))
+        .await
+        .unwrap();
+    sign_in(&c, ADMIN).await;
+    wait_text(&c, "#job-state", "waiting").await;
+    wait_text(&c, "#deps-count", "1 of 2 pending").await;
+    let rows = c
+        .execute(
+            "return [...document.querySelectorAll('#deps tbody tr')]\
+             .map(r => r.querySelector('a').textContent + ' ' + r.querySelector('.badge').textContent);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows, json!(["resize-7 done", "scan-7 pending"]));
+    shot(&c, "waiting-job").await;
+    c.goto(&format!("http://{addr}/#/q/mail/waiting"))
+        .await
+        .unwrap();
+    wait_text(&c, "#panel", "email-7").await;
+    c.close().await.unwrap();
+}
