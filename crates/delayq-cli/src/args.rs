@@ -206,6 +206,9 @@ pub(crate) enum Command {
     /// Batches: jobs enqueued together whose ends enqueue a callback once (`batch-<id>-complete`).
     #[command(subcommand)]
     Batch(BatchCommand),
+    /// Flows: jobs of any queues that wait for one another, enqueued in one call.
+    #[command(subcommand)]
+    Flow(FlowCommand),
     /// Run a command for every due job.
     Worker(WorkerArgs),
     /// Settings files: check one, list every key, print a commented example.
@@ -518,6 +521,16 @@ pub(crate) enum JobsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `delayq flow …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum FlowCommand {
+    /// Enqueue the flow read from stdin: `{"jobs": [{queue, id, payload, depends_on?, …}]}`
+    /// (each job an enqueue body with its queue and id). Checked whole first — a cycle, a
+    /// dependency neither in the flow nor stored, or a bad job refuses it all (exit 2,
+    /// nothing written) — then written dependencies first.
+    Create,
 }
 
 impl Command {

@@ -202,6 +202,29 @@ fn print(e: &Enqueued) {
     println!("{}\t{what}\tdue {}", e.id, format_ms(e.due_at_ms));
 }
 
+/// `delayq flow create`: the flow on stdin (`{"jobs": [...]}`), checked whole, then written
+/// dependencies first; one line per job, in the order given.
+pub(crate) async fn flow(b: &AnyBackend) -> anyhow::Result<u8> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+        .context("reading stdin")?;
+    let req: delayq_http::model::FlowRequest =
+        serde_json::from_str(&text).map_err(|e| BadLine(format!("the flow: {e}")))?;
+    let mut jobs = Vec::with_capacity(req.jobs.len());
+    for (i, v) in req.jobs.into_iter().enumerate() {
+        jobs.push(delayq_http::flows::parse(i, v).map_err(|e| BadLine(e.message))?);
+    }
+    let queues: Vec<delayq::QueueName> = jobs.iter().map(|(q, _)| q.clone()).collect();
+    for (q, e) in queues
+        .iter()
+        .zip(delayq::flow::enqueue_flow(b, jobs).await?)
+    {
+        print!("{q}/");
+        print(&e);
+    }
+    Ok(0)
+}
+
 /// Reads every line first so that a bad line refuses the whole input before anything is
 /// written, then enqueues in batches.
 async fn run_jsonl(p: &Producer<AnyBackend>, batch: usize) -> anyhow::Result<()> {

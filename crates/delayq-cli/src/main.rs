@@ -239,6 +239,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Queue(cmd) => admin::queue(&backend, cmd).await,
         Command::Schedule(cmd) => admin::schedule(&backend, &queue, cmd).await,
         Command::Batch(cmd) => batch::run(&producer, cmd).await,
+        Command::Flow(args::FlowCommand::Create) => enqueue::flow(&backend).await,
         Command::Worker(_) => unreachable!("handled above"),
         Command::Serve(a) => {
             let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());

@@ -3,7 +3,7 @@
 
 pub use delayq_wire::{
     AckBatchRequest, AckBatchResponse, AckRequest, ClaimAck, ClaimRequest, ClaimResponse,
-    ClaimedJob, EnqueueRequest, EnqueueResponse, ExtendRequest, JobView, KeyView, NackRequest,
-    Outcome, OutcomeKind, Page, QueueView, RateView, ReleaseRequest, RescheduleRequest,
-    SettingsPatch, SettingsView,
+    ClaimedJob, EnqueueRequest, EnqueueResponse, ExtendRequest, FlowRequest, JobView, KeyView,
+    NackRequest, Outcome, OutcomeKind, Page, QueueView, RateView, ReleaseRequest,
+    RescheduleRequest, SettingsPatch, SettingsView,
 };

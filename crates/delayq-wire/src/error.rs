@@ -204,6 +204,7 @@ impl ErrorCode {
             I::Key(_) => ErrorCode::InvalidKey,
             I::BatchId(_) => ErrorCode::InvalidBatchId,
             I::Dependencies(_) => ErrorCode::InvalidDependencies,
+            I::Flow(_) => ErrorCode::InvalidFlow,
             _ => ErrorCode::InvalidBody,
         }
     }
@@ -233,6 +234,7 @@ impl ErrorCode {
             ErrorCode::InvalidKey => I::Key(reason("invalid key: ")),
             ErrorCode::InvalidBatchId => I::BatchId(reason("invalid batch id: ")),
             ErrorCode::InvalidDependencies => I::Dependencies(reason("invalid dependencies: ")),
+            ErrorCode::InvalidFlow => I::Flow(reason("invalid flow: ")),
             ErrorCode::ResultTooLarge => I::ResultTooLarge(
                 message
                     .split_whitespace()

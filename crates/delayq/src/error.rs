@@ -82,6 +82,10 @@ pub enum InvalidInput {
     /// ([`crate::deps`]).
     #[error("invalid dependencies: {0}")]
     Dependencies(String),
+    /// A flow ([`crate::flow`]) with a bad job, an id twice, a cycle, or a dependency neither
+    /// in the flow nor in the store; the message names the job.
+    #[error("invalid flow: {0}")]
+    Flow(String),
 }
 
 /// Errors of the core library and of every backend.

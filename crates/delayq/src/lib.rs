@@ -43,6 +43,7 @@ pub mod consumer;
 pub mod delivery;
 pub mod deps;
 pub mod error;
+pub mod flow;
 pub mod handler;
 pub mod instrumented;
 pub mod job;

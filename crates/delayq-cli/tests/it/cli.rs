@@ -584,3 +584,54 @@ fn keys_commands_list_cancel_and_move_one_keys_jobs() {
     }
     assert_eq!(due("u2-a"), other);
 }
+
+#[test]
+fn flows_and_after_make_jobs_wait_for_others() {
+    let s = RedisServer::start();
+    let flow = r#"{"jobs": [
+        {"queue": "mail", "id": "email-7", "payload": {}, "depends_on": [{"queue": "orders", "id": "thumbs-7"}]},
+        {"queue": "orders", "id": "thumbs-7", "payload": {}, "depends_on": ["resize-7"]},
+        {"queue": "orders", "id": "resize-7", "payload": {}}
+    ]}"#;
+    let o = delayq_stdin(&s, &["flow", "create"], flow);
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("mail/email-7\tcreated"), "{out}");
+    assert!(lines[2].starts_with("orders/resize-7\tcreated"), "{out}");
+    let state = |q: &str, id: &str| {
+        let o = delayq_on(&s, q, &["get", id, "--json"], "");
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["state"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(state("orders", "thumbs-7"), "waiting");
+    assert_eq!(state("mail", "email-7"), "waiting");
+    let o = delayq(
+        &s,
+        &[
+            "enqueue",
+            "--id",
+            "notify-7",
+            "--after",
+            "mail/email-7,resize-7",
+            "--payload",
+            "{}",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(state("orders", "notify-7"), "waiting");
+    // A cycle is refused whole, nothing written.
+    let cycle = r#"{"jobs": [
+        {"queue": "orders", "id": "a", "payload": 1, "depends_on": ["b"]},
+        {"queue": "orders", "id": "b", "payload": 1, "depends_on": ["a"]}
+    ]}"#;
+    let o = delayq_stdin(&s, &["flow", "create"], cycle);
+    assert!(!o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cycle"), "{err}");
+    let o = delayq(&s, &["get", "a"]);
+    assert!(!o.status.success(), "a was not written");
+}
