@@ -7,6 +7,7 @@ mod batches;
 mod cancel_running;
 pub mod chaos;
 pub mod chaos_batches;
+pub mod chaos_deps;
 mod console;
 pub mod deadlines;
 pub mod deps;

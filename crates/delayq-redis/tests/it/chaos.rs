@@ -250,3 +250,47 @@ async fn batches_call_back_once_through_kills_and_restarts() {
     assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
     assert!(report.called_back >= 40 - report.not_created, "{report:?}");
 }
+
+/// Jobs that wait for other jobs under faults (`delayq_testkit::chaos_deps`) on an 8-shard
+/// queue (a chain's steps and a fan-in's parts spread over the shards: their ends cross
+/// slots through the outboxes): workers and sweepers killed mid-run and Redis SIGKILLed and
+/// restarted (`appendfsync always`). No job starts before its dependencies ended, every job
+/// runs, none is left waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependents_start_after_their_dependencies_through_kills_and_restarts() {
+    use delayq_testkit::chaos_deps::{self, DepsPlan};
+    let server = Arc::new(Mutex::new(RedisServer::start_for_faults().unwrap()));
+    let url = server.lock().unwrap().url();
+    let q = QueueName::new("dchaos").unwrap();
+    let b = RedisBackend::connect(&url).await.unwrap();
+    delayq::Inspect::configure(&b, &q, delayq::QueueSettings::with_shards(8))
+        .await
+        .unwrap();
+    let s = server.clone();
+    let plan = DepsPlan {
+        chains: 60,
+        fan_ins: 20,
+        width: 6,
+        kills: 6,
+        fault: Some(Box::new(move || s.lock().unwrap().restart())),
+        lease: Duration::from_secs(2),
+        drain: Duration::from_secs(60),
+    };
+    let report = chaos_deps::run(
+        q,
+        || {
+            let url = url.clone();
+            async move { connect_retrying(&url).await }
+        },
+        plan,
+    )
+    .await;
+    eprintln!("{report:?}");
+    assert!(report.early.is_empty(), "early: {:?}", report.early);
+    assert!(report.lost.is_empty(), "lost: {:?}", report.lost);
+    assert_eq!(report.waiting, 0, "{report:?}");
+    assert!(
+        report.ran >= 60 * 3 + 20 * 7 - 10 * report.not_enqueued,
+        "{report:?}"
+    );
+}
