@@ -8,6 +8,7 @@ mod batches;
 mod breakdown;
 mod cancel;
 mod env;
+mod flows;
 mod keys;
 mod push;
 mod queues;
@@ -115,6 +116,9 @@ pub(crate) enum Workload {
     /// Every job of one key: list, move and cancel 10 keys of 100 jobs among `n` of other
     /// keys — time and store cost per call (not part of `all`).
     Keys,
+    /// Jobs that wait for other jobs: three-step chains and fan-ins of 10 against the same
+    /// jobs without dependencies (not part of `all`).
+    Flows,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -271,6 +275,7 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
                         | Workload::Batches
                         | Workload::Cancel
                         | Workload::Keys
+                        | Workload::Flows
                 ))
     };
     let mut rows: Vec<Row> = Vec::new();
@@ -373,6 +378,12 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
             vec![cancel::cancel_running(&mut env, a.n.min(1000)).await?],
             &env,
         )?;
+    }
+    if want(Workload::Flows) {
+        let chains = a.n.min(10_000);
+        for with_deps in [true, false] {
+            emit(vec![flows::flows(&mut env, chains, with_deps).await?], &env)?;
+        }
     }
     if want(Workload::Keys) {
         emit(keys::keys(&mut env, a.n).await?, &env)?;

@@ -461,7 +461,10 @@ impl<B: Backend, H: Handler> Run<B, H> {
         let Some(i) = picked.or_else(|| self.must_flush()) else {
             return Ok(());
         };
-        if let Some(w) = self.src.list[i].wake.as_mut() {
+        // A wake-up is taken as seen only by a claim that leases: an ack-only flush may itself
+        // make jobs due (a dependent released by its dependency's ack) and must not swallow
+        // the wake-up that says so.
+        if lease_jobs && let Some(w) = self.src.list[i].wake.as_mut() {
             w.borrow_and_update();
         }
         self.src.moves.mark();
