@@ -463,6 +463,14 @@ export interface JobList {
   next_cursor?: string | null;
 }
 
+/** A job named by its queue and id. */
+export interface JobRefView {
+  /** Its id. */
+  id: string;
+  /** Its queue. */
+  queue: string;
+}
+
 /** Where a job is in its lifecycle. */
 export type JobState = "scheduled" | "leased" | "dead" | "done" | "waiting";
 
@@ -475,6 +483,8 @@ export interface JobView extends JobFacts, Carried {
    * ends).
    */
   dependencies?: DepView[];
+  /** The jobs waiting for this one (until it ends). */
+  dependents?: JobRefView[];
   /** When a dead job failed. */
   failed_at?: number | null;
   /** The job's id. */

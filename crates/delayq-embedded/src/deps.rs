@@ -226,6 +226,28 @@ pub(crate) fn statuses(c: &Connection, q: &str, id: &str) -> Result<Vec<DepStatu
         .collect()
 }
 
+/// The jobs waiting for job `id` of queue `q` (their rows say it is pending), by queue and id.
+pub(crate) fn dependents(c: &Connection, q: &str, id: &str) -> Result<Vec<DepRef>> {
+    let rows: Vec<(String, String)> = c
+        .prepare_cached(
+            "SELECT queue, id FROM job_deps WHERE dep_queue = ?1 AND dep_id = ?2 \
+             AND outcome = 'p' ORDER BY queue, id",
+        )
+        .map_err(sql)?
+        .query_map(params![q, id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(sql)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(sql)?;
+    rows.into_iter()
+        .map(|(dq, did)| {
+            Ok(DepRef {
+                queue: QueueName::new(dq)?,
+                id: JobId::new(did)?,
+            })
+        })
+        .collect()
+}
+
 /// Whether a claim of job `id` carries its dependencies' results.
 pub(crate) fn wants_results(c: &Connection, q: &str, id: &str) -> Result<bool> {
     if !used() {

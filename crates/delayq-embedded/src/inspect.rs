@@ -37,6 +37,7 @@ impl Inspect for EmbeddedBackend {
             };
             if crate::deps::used() {
                 info.dependencies = crate::deps::statuses(c, &q, &id)?;
+                info.dependents = crate::deps::dependents(c, &q, &id)?;
             }
             Ok(Some(info))
         })

@@ -163,6 +163,7 @@ impl RowData {
             payload: self.payload,
             result: self.result,
             dependencies: Vec::new(),
+            dependents: Vec::new(),
         })
     }
 }

@@ -319,6 +319,39 @@ impl RedisBackend {
         Ok(())
     }
 
+    /// The jobs waiting for job `id` of shard `k` (its waiters in `dw:<id>`, until it ends).
+    pub(crate) async fn dependents_of(&self, k: &Keys, id: &JobId) -> Result<Vec<DepRef>> {
+        let mut conn = self.connection();
+        let all: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(format!("{}dw:{id}", k.prefix()))
+            .query_async(&mut conn)
+            .await
+            .map_err(error::map)?;
+        let mut out = Vec::new();
+        for (f, _) in all {
+            let Some(at) = f.iter().position(|b| *b == 0) else {
+                continue;
+            };
+            let (Ok(prefix), Ok(d)) = (
+                std::str::from_utf8(&f[..at]),
+                std::str::from_utf8(&f[at + 1..]),
+            ) else {
+                continue;
+            };
+            // `dq:[ns:]{queue}:` or `dq:[ns:]{queue#i}:`.
+            let Some(tag) = prefix.split('{').nth(1).and_then(|t| t.split('}').next()) else {
+                continue;
+            };
+            let queue = tag.split('#').next().unwrap_or(tag);
+            out.push(DepRef {
+                queue: QueueName::new(queue)?,
+                id: JobId::new(d)?,
+            });
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Job `id`'s dependencies in shard `k`, with how each stands (and kept results), while
     /// its dependency state exists (until it ends).
     pub(crate) async fn dep_statuses(&self, k: &Keys, id: &JobId) -> Result<Vec<DepStatus>> {

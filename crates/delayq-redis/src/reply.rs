@@ -191,6 +191,7 @@ pub(crate) fn job_info_deps(
         payload: r.payload,
         result: r.result,
         dependencies: Vec::new(),
+        dependents: Vec::new(),
     };
     Ok((info, r.token, deps))
 }

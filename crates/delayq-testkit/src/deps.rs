@@ -326,3 +326,49 @@ pub async fn waiting_jobs_are_cancelled_rescheduled_and_checked<B: Backend + Ins
     assert!(b.get(&q, &id("loop-a")).await.unwrap().is_none());
     assert_eq!(b.stats(&q).await.unwrap().awaiting, 1);
 }
+
+/// A consumer runs a chain step after step without waiting out its idle sleep: the ack that
+/// ends a step makes the next one due, and the consumer hears of it (the wake-up is not
+/// swallowed by the ack's own flush).
+pub async fn a_consumer_runs_a_chain_step_after_step<B: Backend + Inspect>(b: B, t: Time) {
+    use std::sync::{Arc, Mutex};
+    let q = q();
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue_batch(vec![
+        job("s1", 0),
+        after(&q, "s2", &["s1"]),
+        after(&q, "s3", &["s2"]),
+    ])
+    .await
+    .unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+    let opts = delayq::ConsumerOptions {
+        concurrency: 1,
+        max_idle: Duration::from_secs(600),
+        ..delayq::ConsumerOptions::default()
+    };
+    let c = delayq::Consumer::new(b.clone(), q.clone(), opts).unwrap();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let r = ran.clone();
+    let run = tokio::spawn(c.run(
+        move |j: delayq::Job| {
+            let r = r.clone();
+            async move {
+                r.lock().unwrap().push(j.id.to_string());
+                Ok::<(), String>(())
+            }
+        },
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+    // (Real time: a bound on liveness, far below the idle sleep a swallowed wake-up costs.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while ran.lock().unwrap().len() < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.send(true).unwrap();
+    run.await.unwrap().unwrap();
+    assert_eq!(*ran.lock().unwrap(), ["s1", "s2", "s3"]);
+}

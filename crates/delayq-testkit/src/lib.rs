@@ -44,9 +44,9 @@ pub use deadlines::{
     expired_jobs_are_never_started, replace_on_conflict, timeouts_travel_with_the_job,
 };
 pub use deps::{
-    a_chain_runs_in_order, a_dependents_own_due_time_still_counts,
-    dependencies_that_ended_before_count_as_ended, each_failure_policy,
-    fan_in_waits_for_every_dependency, results_ride_on_the_dependents_claim,
+    a_chain_runs_in_order, a_consumer_runs_a_chain_step_after_step,
+    a_dependents_own_due_time_still_counts, dependencies_that_ended_before_count_as_ended,
+    each_failure_policy, fan_in_waits_for_every_dependency, results_ride_on_the_dependents_claim,
     waiting_jobs_are_cancelled_rescheduled_and_checked,
 };
 pub use faulty::{FaultPoint, Faulty, Injected};
@@ -814,7 +814,8 @@ macro_rules! conformance_tests {
             a_chain_runs_in_order, fan_in_waits_for_every_dependency,
             a_dependents_own_due_time_still_counts, each_failure_policy,
             dependencies_that_ended_before_count_as_ended, results_ride_on_the_dependents_claim,
-            waiting_jobs_are_cancelled_rescheduled_and_checked);
+            waiting_jobs_are_cancelled_rescheduled_and_checked,
+            a_consumer_runs_a_chain_step_after_step);
     };
     (@sharded $setup:path) => {
         $crate::conformance_tests!(@each $setup;

@@ -333,6 +333,18 @@ pub struct JobView {
     /// ends).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<DepView>,
+    /// The jobs waiting for this one (until it ends).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependents: Vec<JobRefView>,
+}
+
+/// A job named by its queue and id.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+pub struct JobRefView {
+    /// Its queue.
+    pub queue: String,
+    /// Its id.
+    pub id: String,
 }
 
 /// One dependency of a job: how it stands, and — in the claim of a job enqueued with
@@ -421,6 +433,14 @@ impl From<JobInfo> for JobView {
             result,
             result_b64,
             dependencies: j.dependencies.into_iter().map(DepView::from).collect(),
+            dependents: j
+                .dependents
+                .into_iter()
+                .map(|d| JobRefView {
+                    queue: d.queue.to_string(),
+                    id: d.id.to_string(),
+                })
+                .collect(),
         }
     }
 }
@@ -467,6 +487,16 @@ impl TryFrom<JobView> for JobInfo {
                 .dependencies
                 .into_iter()
                 .map(delayq::DepStatus::try_from)
+                .collect::<Result<_, _>>()?,
+            dependents: j
+                .dependents
+                .into_iter()
+                .map(|d| {
+                    Ok::<_, Invalid>(delayq::DepRef {
+                        queue: delayq::QueueName::new(d.queue)?,
+                        id: JobId::new(d.id)?,
+                    })
+                })
                 .collect::<Result<_, _>>()?,
         })
     }

@@ -104,6 +104,7 @@ impl ClaimedJob {
             result: None,
             result_b64: None,
             dependencies: self.dependencies,
+            dependents: Vec::new(),
         };
         let info = delayq::JobInfo::try_from(view)?;
         Ok(info.into_job(queue.clone(), self.lease_token, lease))

@@ -29,8 +29,8 @@ pub use fields::{Carried, ClaimPoll, JobFacts, RunOptions, ScheduleTiming};
 pub use flows::{FlowJobView, FlowRequest, FlowResponse};
 pub use jobs::{
     CancelQuery, Deliveries, DeliveryView, DepSpec, DepView, EnqueueRequest, EnqueueResponse,
-    JobList, JobView, ListQuery, Outcome, OutcomeKind, Page, RescheduleRequest, StateQuery,
-    TargetView,
+    JobList, JobRefView, JobView, ListQuery, Outcome, OutcomeKind, Page, RescheduleRequest,
+    StateQuery, TargetView,
 };
 pub use keys::{
     KeyCancelRequest, KeyCancelView, KeyHoldView, KeyJobsQuery, KeyList, KeyPauseRequest, KeyQuery,

@@ -627,6 +627,10 @@ pub struct JobInfo {
     /// listings and for a job without any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<crate::deps::DepStatus>,
+    /// The jobs waiting for this one (read by `get`, while it has not ended; empty in
+    /// listings).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependents: Vec<crate::deps::DepRef>,
 }
 
 impl JobInfo {

@@ -206,6 +206,7 @@ mod tests {
             payload: Vec::new(),
             result: None,
             dependencies: Vec::new(),
+            dependents: Vec::new(),
         }
     }
 

@@ -433,6 +433,14 @@ type JobList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// JobRefView: A job named by its queue and id.
+type JobRefView struct {
+	// Its id.
+	ID string `json:"id"`
+	// Its queue.
+	Queue string `json:"queue"`
+}
+
 // JobState: Where a job is in its lifecycle.
 type JobState string
 
@@ -454,6 +462,8 @@ type JobView struct {
 	// A job enqueued with `depends_on`: each dependency with how it stands (until the job
 	// ends).
 	Dependencies []DepView `json:"dependencies,omitempty"`
+	// The jobs waiting for this one (until it ends).
+	Dependents []JobRefView `json:"dependents,omitempty"`
 	// When a dead job failed.
 	FailedAt *int64 `json:"failed_at,omitempty"`
 	// The job's id.

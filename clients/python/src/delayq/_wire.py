@@ -437,6 +437,14 @@ class JobList(TypedDict):
     """Pass as `cursor` for the next page; `null` at the end."""
 
 
+class JobRefView(TypedDict):
+    """A job named by its queue and id."""
+    id: str
+    """Its id."""
+    queue: str
+    """Its queue."""
+
+
 JobState = Literal["scheduled", "leased", "dead", "done", "waiting"]
 """Where a job is in its lifecycle."""
 
@@ -449,6 +457,8 @@ class JobView(JobFacts, Carried):
     """A job enqueued with `depends_on`: each dependency with how it stands (until the job
     ends).
     """
+    dependents: NotRequired[List["JobRefView"]]
+    """The jobs waiting for this one (until it ends)."""
     failed_at: NotRequired[Optional[int]]
     """When a dead job failed."""
     id: str

@@ -92,7 +92,10 @@ pub(super) async fn flows(env: &mut Env, chains: usize, with_deps: bool) -> anyh
     stop.send(true)?;
     run.await?.context("the consumer")?;
     anyhow::ensure!(b.stats(&q).await?.awaiting == 0, "jobs left waiting");
-    let (started, ended) = (started.lock().unwrap().clone(), ended.lock().unwrap().clone());
+    let (started, ended) = (
+        started.lock().unwrap().clone(),
+        ended.lock().unwrap().clone(),
+    );
     let mut took = Vec::new();
     for (id, deps) in &all {
         if deps.is_empty() {

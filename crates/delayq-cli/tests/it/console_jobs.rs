@@ -222,6 +222,11 @@ async fn a_waiting_jobs_page_lists_its_dependencies() {
         .unwrap();
     assert_eq!(rows, json!(["resize-7 done", "scan-7 pending"]));
     shot(&c, "waiting-job").await;
+    // The pending dependency's page lists the job waiting for it.
+    c.goto(&format!("http://{addr}/#/q/scan/job/scan-7"))
+        .await
+        .unwrap();
+    wait_text(&c, "#dependents", "email-7").await;
     c.goto(&format!("http://{addr}/#/q/mail/waiting"))
         .await
         .unwrap();

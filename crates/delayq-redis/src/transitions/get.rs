@@ -42,6 +42,9 @@ impl RedisBackend {
                     // Its dependencies, while it has not ended (deps.lua: `dg:<id>`).
                     info.dependencies = self.dep_statuses(&k, id).await?;
                 }
+                if self.is_watched(queue) {
+                    info.dependents = self.dependents_of(&k, id).await?;
+                }
                 Ok(Some(info))
             }
         }
