@@ -59,14 +59,21 @@ pub(crate) fn attach(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .map_err(sql)?;
+    // The results kept, while they fit MAX_RESULT_BYTES together.
+    let mut room = delayq::deps::MAX_RESULT_BYTES;
     for d in &deps.on {
         let (dq, did) = (d.queue.as_str(), d.id.as_str());
-        let (outcome, result) = match state_of(c, dq, did)? {
+        let (outcome, mut result) = match state_of(c, dq, did)? {
             None => (DepOutcome::Done, None),
             Some(DONE) => (DepOutcome::Done, done_result(c, dq, did, deps)?),
             Some(DEAD) => (DepOutcome::Dead, None),
             Some(_) => (DepOutcome::Pending, None),
         };
+        match &result {
+            Some(r) if r.len() <= room => room -= r.len(),
+            Some(_) => result = None,
+            None => {}
+        }
         add.execute(params![q, id, dq, did, outcome.code().to_string(), result])
             .map_err(sql)?;
     }
@@ -110,12 +117,21 @@ pub(crate) fn ended(
         .prepare_cached(
             "UPDATE job_deps SET outcome = ?3, \
                result = CASE WHEN (SELECT results FROM dependents d \
-                 WHERE d.queue = job_deps.queue AND d.id = job_deps.id) = 1 THEN ?4 END \
+                 WHERE d.queue = job_deps.queue AND d.id = job_deps.id) = 1 \
+                 AND (SELECT total(length(x.result)) FROM job_deps x \
+                   WHERE x.queue = job_deps.queue AND x.id = job_deps.id) + length(?4) <= ?5 \
+                 THEN ?4 END \
              WHERE dep_queue = ?1 AND dep_id = ?2 AND outcome = 'p' RETURNING queue, id",
         )
         .map_err(sql)?
         .query_map(
-            params![q, id, DepOutcome::of(ending).code().to_string(), result],
+            params![
+                q,
+                id,
+                DepOutcome::of(ending).code().to_string(),
+                result,
+                delayq::deps::MAX_RESULT_BYTES as i64
+            ],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .map_err(sql)?

@@ -101,6 +101,10 @@ pub(crate) static PRELUDE: LazyLock<String> = LazyLock::new(|| {
         def(name, op.to_string());
     }
     def(
+        "MAX_DEP_RESULT_BYTES",
+        delayq::deps::MAX_RESULT_BYTES.to_string(),
+    );
+    def(
         "CANCELLED_KEPT_MS",
         delayq::cancellation::REMEMBERED_FOR.as_millis().to_string(),
     );

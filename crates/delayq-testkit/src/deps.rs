@@ -372,3 +372,60 @@ pub async fn a_consumer_runs_a_chain_step_after_step<B: Backend + Inspect>(b: B,
     run.await.unwrap().unwrap();
     assert_eq!(*ran.lock().unwrap(), ["s1", "s2", "s3"]);
 }
+
+/// A dependency kept as done (the queue's retention) counts as ended, its result riding on
+/// the dependent's claim; results are kept while they fit `deps::MAX_RESULT_BYTES` together.
+pub async fn done_dependencies_count_and_results_are_bounded<B: Backend + Inspect>(b: B, t: Time) {
+    let q = q();
+    let s = delayq::QueueSettings {
+        retention: delayq::Retention {
+            keep_done_ms: 600_000,
+            dedupe_ms: 0,
+        },
+        ..delayq::QueueSettings::default()
+    };
+    b.configure(&q, s).await.unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    let big = vec![b'x'; 60_000];
+    let parts: Vec<String> = (0..20).map(|i| format!("part-{i:02}")).collect();
+    p.enqueue_batch(parts.iter().map(|n| job(n, 0)).collect())
+        .await
+        .unwrap();
+    t.pass(Duration::from_millis(2)).await;
+    // Acked with 60 kB results each: 20 of them are 1.2 MB, over the room.
+    for _ in 0..5 {
+        let got = b.claim(&q, req(10, 60_000)).await.unwrap().jobs;
+        let acks = got
+            .iter()
+            .map(|j| Ack::with_result(j.lease_ref(), big.clone()))
+            .collect();
+        b.ack(&q, acks).await.unwrap();
+    }
+    assert_eq!(b.stats(&q).await.unwrap().done, 20);
+    p.enqueue(
+        job("report", 0)
+            .depends_on(parts.iter().map(|n| dep(&q, n)))
+            .include_dependency_results(true),
+    )
+    .await
+    .unwrap();
+    assert_eq!(state_of(&b, &q, "report").await, Some(JobState::Scheduled));
+    t.pass(Duration::from_millis(2)).await;
+    let got = b.claim(&q, req(10, 60_000)).await.unwrap().jobs;
+    let report = got.iter().find(|j| j.id.as_str() == "report").unwrap();
+    assert_eq!(report.dependencies.len(), 20);
+    assert!(
+        report
+            .dependencies
+            .iter()
+            .all(|d| d.state == DepOutcome::Done)
+    );
+    let kept: usize = report
+        .dependencies
+        .iter()
+        .filter_map(|d| d.result.as_ref())
+        .map(Vec::len)
+        .sum();
+    assert!(kept <= delayq::deps::MAX_RESULT_BYTES, "{kept}");
+    assert_eq!(kept, 17 * 60_000, "as many as fit");
+}

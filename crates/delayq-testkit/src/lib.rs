@@ -46,7 +46,8 @@ pub use deadlines::{
 pub use deps::{
     a_chain_runs_in_order, a_consumer_runs_a_chain_step_after_step,
     a_dependents_own_due_time_still_counts, dependencies_that_ended_before_count_as_ended,
-    each_failure_policy, fan_in_waits_for_every_dependency, results_ride_on_the_dependents_claim,
+    done_dependencies_count_and_results_are_bounded, each_failure_policy,
+    fan_in_waits_for_every_dependency, results_ride_on_the_dependents_claim,
     waiting_jobs_are_cancelled_rescheduled_and_checked,
 };
 pub use faulty::{FaultPoint, Faulty, Injected};
@@ -815,7 +816,8 @@ macro_rules! conformance_tests {
             a_dependents_own_due_time_still_counts, each_failure_policy,
             dependencies_that_ended_before_count_as_ended, results_ride_on_the_dependents_claim,
             waiting_jobs_are_cancelled_rescheduled_and_checked,
-            a_consumer_runs_a_chain_step_after_step);
+            a_consumer_runs_a_chain_step_after_step,
+            done_dependencies_count_and_results_are_bounded);
     };
     (@sharded $setup:path) => {
         $crate::conformance_tests!(@each $setup;

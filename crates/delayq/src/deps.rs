@@ -15,6 +15,11 @@ use crate::name::{JobId, QueueName};
 /// Most dependencies one job may have.
 pub const MAX_DEPENDENCIES: usize = 1000;
 
+/// Most bytes of its dependencies' results a dependent keeps for its claim (as a batch's
+/// callback: [`crate::batch::MAX_CALLBACK_RESULT_BYTES`]); a result that no longer fits is
+/// left out (its dependency still listed, without a result).
+pub const MAX_RESULT_BYTES: usize = crate::batch::MAX_CALLBACK_RESULT_BYTES;
+
 /// A job another job waits for: its queue and id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct DepRef {

@@ -334,7 +334,8 @@ end
 -- `dreg`), then the tail `ends` of (field, how, result): a dependency (`<queue>\0<id>`), how it
 -- ended (`o`, `d`, `c`) and its result ('' : none).
 -- A field changes from `p` only (so an end delivered twice counts once), `\0n` counting the
--- pending ones and `\0x` keeping the first failed one. Then a waiting dependent settles: a
+-- pending ones and `\0x` keeping the first failed one; results are kept while they fit
+-- 1048576 together (`\0rb`), later ones left out. Then a waiting dependent settles: a
 -- failed dependency dead-letters it (`last_error` naming the dependency) or cancels it, by
 -- its policy (20), unless the policy is to run; with none pending it moves to `sched`,
 -- due at the later of its due time and now. A dependent that ends this way is itself a
@@ -354,7 +355,14 @@ for i = 1, ends_n do
   if redis.call('HGET', g, field) == 'p' then
     redis.call('HSET', g, field, how)
     redis.call('HINCRBY', g, '\0n', -1)
-    if results and result ~= '' then redis.call('HSET', g, '\0r' .. field, result) end
+    -- A result is kept while the dependent's results fit 1048576 (`\0rb`).
+    if results and result ~= '' then
+      if redis.call('HINCRBY', g, '\0rb', #result) <= 1048576 then
+        redis.call('HSET', g, '\0r' .. field, result)
+      else
+        redis.call('HINCRBY', g, '\0rb', -#result)
+      end
+    end
     if how ~= 'o' then redis.call('HSETNX', g, '\0x', field .. '\0' .. how) end
   end
 end
