@@ -462,7 +462,7 @@ impl Backend for RedisBackend {
         } else {
             self.claim_sharded(queue, &route, req).await?
         };
-        self.deliver_queue(queue, &route).await?;
+        self.deliver_queue(queue).await?;
         Ok(batch)
     }
 
@@ -488,15 +488,14 @@ impl Backend for RedisBackend {
                 out[p] = o;
             }
         }
-        self.deliver_queue(queue, &route).await?;
+        self.deliver_queue(queue).await?;
         Ok(out)
     }
 
     async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
         let out = self.nack_job(queue, lease, nack).await?;
-        if matches!(out, NackOutcome::Dead { .. }) && self.is_watched(queue) {
-            self.deliver_queue(queue, &*self.route(queue).await?)
-                .await?;
+        if matches!(out, NackOutcome::Dead { .. }) {
+            self.deliver_queue(queue).await?;
         }
         Ok(out)
     }
@@ -511,15 +510,13 @@ impl Backend for RedisBackend {
 
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         let out = self.cancel_job(queue, id, false).await?;
-        self.deliver_queue(queue, &*self.route(queue).await?)
-            .await?;
+        self.deliver_queue(queue).await?;
         Ok(out)
     }
 
     async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         let out = self.cancel_job(queue, id, true).await?;
-        self.deliver_queue(queue, &*self.route(queue).await?)
-            .await?;
+        self.deliver_queue(queue).await?;
         Ok(out)
     }
 

@@ -17,6 +17,16 @@ use crate::route::{Route, group};
 use crate::transitions::dep_release::DepEnd;
 use crate::transitions::dep_wait::field_of;
 
+/// A hash field of two texts joined by `\0` (`<queue>\0<id>` in `dg:<id>`, `<key prefix>\0<id>`
+/// in `dw:<id>`), split; `None` for one that is not.
+fn split_field(f: &[u8]) -> Option<(&str, &str)> {
+    let at = f.iter().position(|b| *b == 0)?;
+    Some((
+        std::str::from_utf8(&f[..at]).ok()?,
+        std::str::from_utf8(&f[at + 1..]).ok()?,
+    ))
+}
+
 /// Outbox entries read per call.
 const DELIVER_BATCH: isize = 200;
 
@@ -226,12 +236,13 @@ impl RedisBackend {
         self.inner.watched.lock().expect("lock").contains(q)
     }
 
-    /// After a call that may have ended jobs of `q`: delivers what its shards posted.
-    pub(crate) async fn deliver_queue(&self, q: &QueueName, route: &Route) -> Result<()> {
+    /// After a call that may have ended jobs of `q`: delivers what its shards posted — only
+    /// for a queue whose jobs are waited for (one set look-up for any other).
+    pub(crate) async fn deliver_queue(&self, q: &QueueName) -> Result<()> {
         if !self.is_watched(q) {
             return Ok(());
         }
-        for k in &route.keys {
+        for k in &self.route(q).await?.keys {
             self.deliver(k).await?;
         }
         Ok(())
@@ -329,13 +340,7 @@ impl RedisBackend {
             .map_err(error::map)?;
         let mut out = Vec::new();
         for (f, _) in all {
-            let Some(at) = f.iter().position(|b| *b == 0) else {
-                continue;
-            };
-            let (Ok(prefix), Ok(d)) = (
-                std::str::from_utf8(&f[..at]),
-                std::str::from_utf8(&f[at + 1..]),
-            ) else {
+            let Some((prefix, d)) = split_field(&f) else {
                 continue;
             };
             // `dq:[ns:]{queue}:` or `dq:[ns:]{queue#i}:`.
@@ -373,13 +378,7 @@ impl RedisBackend {
             if f.first() == Some(&0) {
                 continue;
             }
-            let Some(at) = f.iter().position(|b| *b == 0) else {
-                continue;
-            };
-            let (Ok(q), Ok(i)) = (
-                std::str::from_utf8(&f[..at]),
-                std::str::from_utf8(&f[at + 1..]),
-            ) else {
+            let Some((q, i)) = split_field(&f) else {
                 continue;
             };
             let state = v

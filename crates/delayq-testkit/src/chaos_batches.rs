@@ -65,7 +65,7 @@ fn member_ids(batch: usize, jobs: usize) -> Vec<String> {
 }
 
 /// A sweeper finishing batches every 50 ms.
-fn sweeper<B: Batches>(b: B) -> tokio::task::JoinHandle<()> {
+pub(crate) fn sweeper<B: Batches>(b: B) -> tokio::task::JoinHandle<()> {
     tokio::spawn(
         delayq::batch::BatchSweeper::new(b)
             .every(Duration::from_millis(50))

@@ -6,12 +6,15 @@
 //! - never early: when a job starts, none of its dependencies is still in the store (each was
 //!   acked, and an acked job without retention is gone);
 //! - never left waiting: after the drain every job has run, and the queue holds none waiting.
+//!
+//! (The sweepers are `chaos_batches`': the store's sweep finishes dependencies too.)
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::chaos_batches::sweeper;
 use delayq::batch::Batches;
 use delayq::{
     Backend, Consumer, ConsumerOptions, DepRef, Failure, Inspect, Job, JobId, NewJob, Producer,
@@ -69,15 +72,6 @@ fn graphs(plan: &DepsPlan) -> Vec<Vec<(String, Vec<String>)>> {
         out.push(g);
     }
     out
-}
-
-/// A sweeper every 50 ms (it finishes what crashes leave of dependencies too).
-fn sweeper<B: Batches>(b: B) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(
-        delayq::batch::BatchSweeper::new(b)
-            .every(Duration::from_millis(50))
-            .run(),
-    )
 }
 
 /// Runs `plan` on `queue`: `connect` makes a backend per consumer, sweeper and checker (like

@@ -33,14 +33,6 @@ impl KeyJobsRequest {
             _ => Ok(()),
         }
     }
-
-    /// Whether a job of `state` (`due`: due by now) belongs on this page's listing.
-    pub fn wants(&self, info: &JobInfo, now_ms: u64) -> bool {
-        match self.state {
-            None => info.state != crate::JobState::Done,
-            Some(s) => listed_as(info, now_ms) == Some(s),
-        }
-    }
 }
 
 /// The listing a job is in at `now_ms` (a scheduled job due by then is due); `None`: done.
