@@ -364,3 +364,29 @@ pub async fn a_keys_jobs_across_shards<B: Backend + Inspect>(b: B, t: Time) {
     let other = b.get(&q, &id("other")).await.unwrap().expect("kept");
     assert_eq!(other.state, JobState::Scheduled);
 }
+
+/// A job replaced under another key (debounce) moves to that key: the old key no longer lists
+/// it, and cancelling the old key leaves it alone (a key's index is trusted only for jobs that
+/// still carry the key).
+pub async fn a_job_replaced_under_another_key_moves_with_it<B: Backend + Inspect>(b: B, _t: Time) {
+    let q = QueueName::new("key-replace").unwrap();
+    let p = Producer::new(b.clone(), q.clone());
+    p.enqueue(kjob("r-1", "old", 60_000)).await.unwrap();
+    let moved = p
+        .enqueue(kjob("r-1", "new", 60_000).replace())
+        .await
+        .unwrap();
+    assert!(moved.replaced, "{moved:?}");
+    assert!(walk(&b, &q, "old", None, 10).await.is_empty());
+    assert_eq!(
+        walk(&b, &q, "new", None, 10)
+            .await
+            .keys()
+            .collect::<Vec<_>>(),
+        ["r-1"]
+    );
+    let done = b.cancel_key(&q, &key("old"), false).await.unwrap();
+    assert_eq!(done.cancelled, 0);
+    let j = b.get(&q, &id("r-1")).await.unwrap().expect("still there");
+    assert_eq!(j.key.as_ref().map(|k| k.as_str()), Some("new"));
+}

@@ -53,8 +53,9 @@ pub use deps::{
 pub use faulty::{FaultPoint, Faulty, Injected};
 pub use history::{Event, History, Recording, Report};
 pub use key_jobs::{
-    a_key_is_cancelled_in_one_call, a_key_is_rescheduled_in_one_call, a_keys_jobs_across_shards,
-    a_keys_jobs_are_listed, a_keys_parked_jobs_are_listed_cancelled_and_moved,
+    a_job_replaced_under_another_key_moves_with_it, a_key_is_cancelled_in_one_call,
+    a_key_is_rescheduled_in_one_call, a_keys_jobs_across_shards, a_keys_jobs_are_listed,
+    a_keys_parked_jobs_are_listed_cancelled_and_moved,
 };
 pub use keys::{
     key_limits_hold_each_key, key_slots_come_back_when_leases_end, keys_on_a_sharded_queue,
@@ -801,7 +802,8 @@ macro_rules! conformance_tests {
             consumers_stop_cancelled_handlers, cancelled_running_jobs_free_their_key,
             parked_keyed_jobs_are_cancelled, cancel_running_leaves_dead_and_done_jobs,
             a_keys_jobs_are_listed, a_key_is_cancelled_in_one_call,
-            a_key_is_rescheduled_in_one_call, a_keys_parked_jobs_are_listed_cancelled_and_moved);
+            a_key_is_rescheduled_in_one_call, a_keys_parked_jobs_are_listed_cancelled_and_moved,
+            a_job_replaced_under_another_key_moves_with_it);
     };
     (@batches $setup:path) => {
         $crate::conformance_tests!(@each $setup;
