@@ -6,6 +6,7 @@
 //! Beyond one plain server: [`tls`] (certificates made at test time, a TLS port beside the
 //! plain one), ACL users ([`RedisServer::add_user`]), [`cluster`] (a local Redis Cluster) and
 //! [`sentinel`] (master, replica and a sentinel), both of which [`partition`] can cut apart;
+//! [`postgres`], a throwaway PostgreSQL cluster (initdb in a temporary directory);
 //! and [`receiver`], an HTTP server that push
 //! deliveries are sent to. [`conformance`] reads the shared client conformance suite.
 
@@ -14,6 +15,7 @@ pub mod conformance;
 mod lifecycle;
 pub mod otlp;
 pub mod partition;
+pub mod postgres;
 pub mod proxy;
 pub mod receiver;
 pub mod sentinel;

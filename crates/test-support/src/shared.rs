@@ -141,3 +141,10 @@ pub fn namespace() -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// The run's PostgreSQL server (each test makes a database of its own:
+/// [`crate::postgres::PgServer::database`]).
+pub fn postgres() -> &'static crate::postgres::PgServer {
+    static S: OnceLock<crate::postgres::PgServer> = OnceLock::new();
+    shared(&S, "postgres", crate::postgres::PgServer::start)
+}

@@ -1,0 +1,21 @@
+//! PostgreSQL beside delayq's store. An application enqueues a job inside its own database
+//! transaction (`SELECT delayq.enqueue(…)`): committed, the job reaches the store exactly
+//! once; rolled back, never. This crate owns the `delayq` schema ([`migrate`]: versioned
+//! migrations, refusing a newer schema), the connection ([`connect`]: URL, password file,
+//! TLS), the outbox rows and how one becomes a job ([`outbox`]), and the [`Relay`] that every
+//! `delayq serve` / `delayq worker` given `--postgres` runs to move committed rows into the
+//! store (LISTEN/NOTIFY, a periodic sweep, `FOR UPDATE SKIP LOCKED`, no leader).
+
+pub mod connect;
+mod error;
+pub mod migrate;
+pub mod outbox;
+mod relay;
+
+pub use connect::PgOptions;
+pub use error::Error;
+pub use migrate::{LATEST, Migrated, migrate, schema_version};
+pub use relay::{Relay, RelayStatus, RelayTotals};
+
+/// The channel `delayq.enqueue` notifies when its transaction commits.
+pub const CHANNEL: &str = "delayq_outbox";

@@ -1,0 +1,180 @@
+//! The relay's faults: a store write whose row was not deleted (the relay killed or its
+//! connection lost between the two), a relay stuck holding rows, PostgreSQL restarted, the
+//! store unreachable. Nothing committed is lost; nothing runs twice.
+
+use std::time::Duration;
+
+use delayq::{Backend, ClaimRequest, Inspect, JobState};
+use delayq_postgres::{PgOptions, Relay};
+use delayq_testkit::faulty::{FaultPoint, Faulty};
+use tokio::sync::watch;
+
+use crate::common::{database, eventually, id, outbox_rows, q, redis, stored};
+
+fn claim_one() -> ClaimRequest {
+    ClaimRequest {
+        max: 1,
+        lease: Duration::from_secs(30),
+        acks: vec![],
+    }
+}
+
+fn start<B>(backend: B, opts: &PgOptions) -> (watch::Sender<bool>, delayq_postgres::RelayStatus)
+where
+    B: Backend + Inspect + Clone + Send + Sync + 'static,
+{
+    let relay = Relay::new(backend, opts.clone()).sweep_every(Duration::from_millis(200));
+    let status = relay.status();
+    let (stop, mut stopped) = watch::channel(false);
+    tokio::spawn(relay.run(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    (stop, status)
+}
+
+/// The store took the job but the relay never deleted its row: the row is relayed again —
+/// after the job already ran and ended — and the job does not run twice.
+#[tokio::test]
+async fn a_job_written_but_its_row_kept_runs_once() {
+    let (_pg, opts, mut c) = database().await;
+    let store = redis().await;
+    let b = Faulty::new(store.clone());
+    let orders = q("orders");
+    c.execute("SELECT delayq.enqueue('orders', 'pay-1', '{}')", &[])
+        .await
+        .unwrap();
+    let relay = Relay::new(b.clone(), opts.clone());
+    // Call 1 reads the queue's settings, call 2 enqueues: it writes, then fails.
+    b.fail_call(2, FaultPoint::After);
+    let mut relay_conn = opts.connect(None).await.unwrap();
+    relay.relay_batch(&mut relay_conn).await.unwrap_err();
+    assert!(b.take_injected().is_some());
+    assert_eq!(outbox_rows(&c).await, 1, "the row stays for another try");
+    // The job ran and ended meanwhile.
+    let batch = store.claim(&orders, claim_one()).await.unwrap();
+    assert_eq!(batch.jobs.len(), 1);
+    let lease = batch.jobs[0].lease_ref();
+    store
+        .ack(&orders, vec![delayq::Ack::from(lease)])
+        .await
+        .unwrap();
+    let again = relay.relay_batch(&mut relay_conn).await.unwrap();
+    assert_eq!(again.relayed, 1);
+    assert_eq!(outbox_rows(&c).await, 0);
+    let job = store
+        .get(&orders, &id("pay-1"))
+        .await
+        .unwrap()
+        .expect("kept");
+    assert_eq!(
+        job.state,
+        JobState::Done,
+        "remembered as done, not enqueued again"
+    );
+    let none = store.claim(&orders, claim_one()).await.unwrap();
+    assert!(none.jobs.is_empty(), "it does not run twice");
+    let _ = &mut c;
+}
+
+/// A relay that took rows and stopped answering holds them only while its connection lives;
+/// the others skip them meanwhile and take them after.
+#[tokio::test]
+async fn rows_a_stuck_relay_holds_go_once_its_connection_ends() {
+    let (_pg, opts, c) = database().await;
+    let b = redis().await;
+    c.execute("SELECT delayq.enqueue('orders', 'held', '{}')", &[])
+        .await
+        .unwrap();
+    let mut stuck = opts.connect(None).await.unwrap();
+    let tx = stuck.transaction().await.unwrap();
+    let held = tx
+        .query("SELECT seq FROM delayq.outbox FOR UPDATE SKIP LOCKED", &[])
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    let (_stop, status) = start(b.clone(), &opts);
+    c.execute("SELECT delayq.enqueue('orders', 'free', '{}')", &[])
+        .await
+        .unwrap();
+    stored(&b, &q("orders"), "free").await;
+    assert!(b.get(&q("orders"), &id("held")).await.unwrap().is_none());
+    assert!(status.problem().is_none());
+    drop(tx);
+    drop(stuck);
+    stored(&b, &q("orders"), "held").await;
+    eventually("the outbox emptied", || async {
+        (outbox_rows(&c).await == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_restarted_the_relay_says_so_and_catches_up() {
+    let mut pg = delayq_test_support::postgres::PgServer::start();
+    let db = pg.database();
+    let opts = PgOptions::new(pg.url(&db));
+    let b = redis().await;
+    let (_stop, status) = start(b.clone(), &opts);
+    let c = opts.connect(None).await.unwrap();
+    // Wait for the relay's schema.
+    eventually("the schema", || async {
+        c.query_one("SELECT to_regclass('delayq.outbox') IS NOT NULL", &[])
+            .await
+            .ok()
+            .and_then(|r| r.get::<_, bool>(0).then_some(()))
+    })
+    .await;
+    c.execute("SELECT delayq.enqueue('orders', 'before', '{}')", &[])
+        .await
+        .unwrap();
+    stored(&b, &q("orders"), "before").await;
+    pg.kill();
+    let why = eventually("the relay to notice", || async { status.problem() }).await;
+    assert!(why.contains("delayq.outbox"), "{why}");
+    // Plain jobs keep flowing meanwhile.
+    delayq::Producer::new(b.clone(), q("orders"))
+        .enqueue(delayq::NewJob::new("x").id(id("plain")))
+        .await
+        .unwrap();
+    pg.restart();
+    let c = opts.connect(None).await.unwrap();
+    c.execute("SELECT delayq.enqueue('orders', 'after', '{}')", &[])
+        .await
+        .unwrap();
+    stored(&b, &q("orders"), "after").await;
+    eventually("the relay to be well", || async {
+        status.problem().is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_be_reached_leaves_the_rows_until_it_is_back() {
+    let mut redis = delayq_test_support::RedisServer::start_durable();
+    let b = delayq_redis::RedisBackend::connect(&redis.url())
+        .await
+        .unwrap();
+    let (_pg, opts, c) = database().await;
+    let (_stop, status) = start(b.clone(), &opts);
+    c.execute("SELECT delayq.enqueue('orders', 'first', '{}')", &[])
+        .await
+        .unwrap();
+    stored(&b, &q("orders"), "first").await;
+    redis.kill();
+    c.execute("SELECT delayq.enqueue('orders', 'while-down', '{}')", &[])
+        .await
+        .unwrap();
+    let why = eventually("the relay to notice", || async { status.problem() }).await;
+    assert!(why.contains("relaying"), "{why}");
+    assert_eq!(outbox_rows(&c).await, 1);
+    redis.restart();
+    stored(&b, &q("orders"), "while-down").await;
+    eventually("the outbox emptied", || async {
+        (outbox_rows(&c).await == 0).then_some(())
+    })
+    .await;
+    eventually("the relay to be well", || async {
+        status.problem().is_none().then_some(())
+    })
+    .await;
+}

@@ -1,0 +1,93 @@
+//! The schema's versions: made once, kept, and a newer one refused.
+
+use delayq_postgres::{Error, LATEST, Migrated, migrate, schema_version};
+use delayq_test_support::shared;
+
+#[tokio::test]
+async fn a_fresh_database_is_migrated_once_and_a_newer_schema_is_refused() {
+    let pg = shared::postgres();
+    let db = pg.database();
+    let opts = delayq_postgres::PgOptions::new(pg.url(&db));
+    let mut c = opts.connect(None).await.unwrap();
+    assert_eq!(schema_version(&c).await.unwrap(), 0);
+    assert_eq!(
+        migrate(&mut c).await.unwrap(),
+        Migrated {
+            from: 0,
+            to: LATEST
+        }
+    );
+    assert_eq!(schema_version(&c).await.unwrap(), LATEST);
+    // Again: nothing to do (several processes start together: the advisory lock orders them).
+    let (a, b) = tokio::join!(
+        async {
+            let mut c = opts.connect(None).await.unwrap();
+            migrate(&mut c).await.unwrap()
+        },
+        async {
+            let mut c = opts.connect(None).await.unwrap();
+            migrate(&mut c).await.unwrap()
+        }
+    );
+    assert_eq!(
+        a,
+        Migrated {
+            from: LATEST,
+            to: LATEST
+        }
+    );
+    assert_eq!(
+        b,
+        Migrated {
+            from: LATEST,
+            to: LATEST
+        }
+    );
+    // A newer delayq migrated this database: this build must not write it.
+    pg.psql(
+        &db,
+        "INSERT INTO delayq.schema_version (version) VALUES (999)",
+    )
+    .unwrap();
+    let e = migrate(&mut c).await.unwrap_err();
+    assert!(
+        matches!(e, Error::NewerSchema { found: 999, known } if known == LATEST),
+        "{e}"
+    );
+    assert!(matches!(
+        schema_version(&c).await,
+        Err(Error::NewerSchema { .. })
+    ));
+}
+
+#[tokio::test]
+async fn two_fresh_processes_migrate_a_database_together() {
+    let pg = shared::postgres();
+    let db = pg.database();
+    let opts = delayq_postgres::PgOptions::new(pg.url(&db));
+    let runs = (0..4).map(|_| {
+        let opts = opts.clone();
+        tokio::spawn(async move {
+            let mut c = opts.connect(None).await.unwrap();
+            migrate(&mut c).await.unwrap()
+        })
+    });
+    let mut from_zero = 0;
+    for r in runs {
+        let m = r.await.unwrap();
+        assert_eq!(m.to, LATEST);
+        from_zero += usize::from(m.from == 0);
+    }
+    assert_eq!(
+        from_zero, 1,
+        "one process made the schema, the others found it"
+    );
+    let versions = pg
+        .psql(
+            &db,
+            "SELECT string_agg(version::text, ',') FROM delayq.schema_version",
+        )
+        .unwrap();
+    let want: Vec<String> = (1..=LATEST).map(|v| v.to_string()).collect();
+    assert_eq!(versions, want.join(","));
+}
