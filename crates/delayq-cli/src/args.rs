@@ -100,6 +100,22 @@ pub(crate) struct Cli {
     /// flags).
     #[arg(skip = std::env::var("DELAYQ_REDIS_PASSWORD").ok())]
     pub redis_password: Option<String>,
+    /// PostgreSQL beside the store (postgres://user:pass@host:port/db; `?sslmode=require` for
+    /// TLS, verified against --postgres-ca or the system's roots). `serve` and `worker` relay
+    /// the jobs an application enqueued in its own transaction (`SELECT delayq.enqueue(…)`)
+    /// into the store; `delayq migrate` creates delayq's schema there (serve and worker do at
+    /// start).
+    #[arg(long, global = true, help_heading = "PostgreSQL", value_name = "URL")]
+    pub postgres: Option<String>,
+    /// File holding the PostgreSQL password (its first line; wins over one in --postgres).
+    #[arg(long, global = true, help_heading = "PostgreSQL", value_name = "FILE")]
+    pub postgres_password_file: Option<PathBuf>,
+    /// The PostgreSQL password, from the environment only (never a flag).
+    #[arg(skip = std::env::var("DELAYQ_POSTGRES_PASSWORD").ok())]
+    pub postgres_password: Option<String>,
+    /// PEM file of the CA that signed the PostgreSQL server's certificate.
+    #[arg(long, global = true, help_heading = "PostgreSQL", value_name = "FILE")]
+    pub postgres_ca: Option<PathBuf>,
     /// A running `delayq serve` to send every command to (http://HOST:PORT). Without it, a
     /// command on the embedded store goes to the server that owns it, when one runs.
     #[arg(long, global = true, help_heading = "Store and connection")]
@@ -245,6 +261,9 @@ pub(crate) enum Command {
         #[arg(long)]
         acl_user: Option<String>,
     },
+    /// Create or update delayq's schema in the PostgreSQL database --postgres names (serve
+    /// and worker do it at start too); refuses a database a newer delayq migrated.
+    Migrate,
     /// The order-timeout story: orders, payments that cancel timeouts, a failing handler.
     Demo {
         /// Orders to place.

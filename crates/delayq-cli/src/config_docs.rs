@@ -26,14 +26,15 @@ pub(crate) fn reference() -> String {
          before anything starts (exit 2), naming the file and the line. Lists (`token`, \
          `push_secret`) are TOML arrays; in the environment they are comma-separated. \
          Secrets can come from files instead (`token_file`, `push_secret_file`, \
-         `metrics_token_file`, `redis_password_file`; the environment's `DELAYQ_…_FILE`), \
+         `metrics_token_file`, `redis_password_file`, `postgres_password_file`; the \
+         environment's `DELAYQ_…_FILE`; or `DELAYQ_REDIS_PASSWORD` / `DELAYQ_POSTGRES_PASSWORD`), \
          which keeps them out of the process list. `delayq config check --config FILE` \
          validates a file and prints the effective settings with secrets masked.\n\n\
          `delayq serve` re-reads the file and the secret files on SIGHUP \
          (`systemctl reload delayq`): tokens, push secrets, the metrics token, the log level \
          and the push CA file (read again) change at once, without dropping a request or a \
          long poll; a file that no longer checks keeps the running settings (the log says \
-         why); any other change — the listen address, the store, the Redis TLS files — is \
+         why); any other change — the listen address, the store, the Redis TLS files, `postgres` — is \
          logged as needing a restart.\n\n\
          Earlier releases' environment names `DELAYQ_REDIS_URL`, `DELAYQ_TOKENS` and \
          `DELAYQ_PUSH_SECRETS` are still read when the new one is unset.\n",

@@ -27,6 +27,7 @@ mod logging;
 mod otlp;
 mod output;
 mod percentiles;
+mod postgres;
 mod push;
 mod reload;
 mod remote;
@@ -151,6 +152,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             return health::run(url.as_deref().or(cli.server.as_deref())).await;
         }
         Command::Backup { dest } => return store::backup(&cli, dest),
+        Command::Migrate => return postgres::migrate(&cli).await,
         Command::Worker(w) if w.exec.is_none() && w.bench_record.is_none() => {
             return Err(config::ConfigError::new(
                 "delayq worker needs a command to run: --exec CMD (or `exec` in the --config \
@@ -175,6 +177,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Serve(a) => Some(secrets::check(a, cli.allow_readable_secrets)?),
         _ => None,
     };
+    let pg = postgres::options(&cli)?;
     let (backend, desc) = match (&cli.server, &cli.redis) {
         (Some(url), _) if !matches!(cli.command, Command::Serve(_)) => {
             let remote = remote::connect(url, secrets::server_token(&cli)?)?;
@@ -183,7 +186,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         (_, None) => {
             if let Command::Doctor { .. } = cli.command {
-                return doctor::embedded::run(&cli.data);
+                let extra = doctor::postgres::checks(pg.as_ref()).await;
+                return doctor::embedded::run(&cli.data, extra);
             }
             store::embedded_or_server(&cli)?
         }
@@ -205,12 +209,12 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 health_check: delayq_redis::HEALTH_EVERY,
             };
             if let Command::Doctor { acl_user } = cli.command {
-                return doctor::run(opts, acl_user).await;
+                return doctor::run(opts, acl_user, pg.as_ref()).await;
             }
             let desc = delayq_redis::mask(url);
             if let Command::Serve(a) = cli.command {
                 let secrets = serve_secrets.take().expect("read above for serve");
-                return serve::run_redis(opts, &desc, a, secrets).await;
+                return serve::run_redis(opts, &desc, a, secrets, pg).await;
             }
             // A worker says at once why it waits; a one-shot command gives up within its
             // short wait with one message (the error), unless told to wait longer.
@@ -223,7 +227,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
     };
     if let Command::Worker(a) = cli.command {
-        return worker::run(backend, cli.queue, a).await;
+        return worker::run(backend, cli.queue, a, pg).await;
     }
     let queue = cli.one_queue()?;
     let producer = Producer::new(backend.clone(), queue.clone());
@@ -245,7 +249,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());
             let secrets = serve_secrets.take().expect("read above for serve");
             let listener = serve::bind(a.listen).await?;
-            serve::run(listener, backend, &desc, owned, a, secrets).await
+            serve::run(listener, backend, &desc, owned, a, secrets, pg).await
         }
         Command::Demo { orders } => demo::run(backend, orders).await,
         #[cfg(feature = "bench")]
@@ -258,6 +262,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         | Command::Debug(_)
         | Command::Health { .. }
         | Command::Manpage
+        | Command::Migrate
         | Command::Backup { .. } => {
             unreachable!("handled above")
         }

@@ -14,6 +14,7 @@ pub(crate) async fn run_redis(
     backend_desc: &str,
     a: ServeArgs,
     secrets: Secrets,
+    pg: Option<delayq_postgres::PgOptions>,
 ) -> anyhow::Result<u8> {
     let listener = bind(a.listen).await?;
     let reason: delayq_http::starting::Reason =
@@ -53,6 +54,7 @@ pub(crate) async fn run_redis(
         None,
         a,
         secrets,
+        pg,
     )
     .await
 }
@@ -73,6 +75,7 @@ pub(crate) async fn run(
     owned_store: Option<std::path::PathBuf>,
     a: ServeArgs,
     secrets: Secrets,
+    pg: Option<delayq_postgres::PgOptions>,
 ) -> anyhow::Result<u8> {
     let tokens = secrets.tokens;
     let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
@@ -110,7 +113,12 @@ pub(crate) async fn run(
         let _ = ticker_stopped.wait_for(|s| *s).await;
     }));
     let pusher = crate::push::pusher(&a.push, secrets.push, backend.clone())?;
+    let relay = crate::postgres::relay(&backend, pg);
     let mut state = AppState::new(backend, config, Some(prometheus));
+    if let Some(r) = &relay {
+        let status = r.status.clone();
+        state = state.with_companion(("postgres", std::sync::Arc::new(move || status.problem())));
+    }
     if let Some(p) = &pusher {
         state = state.with_deliveries(p.log());
     }
@@ -155,6 +163,9 @@ pub(crate) async fn run(
     let _ = ticker.await;
     if let Some(p) = pushing {
         let _ = p.await;
+    }
+    if let Some(r) = relay {
+        r.stop().await;
     }
     if let Some(f) = &server_file {
         let _ = std::fs::remove_file(f);

@@ -42,6 +42,7 @@ pub(crate) async fn run(
     backend: AnyBackend,
     queues: Vec<QueueSpec>,
     a: WorkerArgs,
+    pg: Option<delayq_postgres::PgOptions>,
 ) -> anyhow::Result<u8> {
     ignore_hangups();
     let served: Vec<(QueueName, u32)> = queues
@@ -97,6 +98,8 @@ pub(crate) async fn run(
     if a.keep_output {
         warn_where_output_is_kept_nowhere(&backend, &names).await;
     }
+    // Jobs enqueued in PostgreSQL transactions, relayed into the store (any queue's).
+    let relay = crate::postgres::relay(&backend, pg);
     let consumer = Consumer::over(backend, served, order, opts)
         .map_err(|e| crate::config::ConfigError::new(format!("--queue: {e}")))?;
     let report = match (a.exec, a.bench_record) {
@@ -153,6 +156,9 @@ pub(crate) async fn run(
     };
     if let Some(s) = sweeper {
         s.abort();
+    }
+    if let Some(r) = relay {
+        r.stop().await;
     }
     let _ = stop_ticker.send(true);
     if let Some(t) = ticker {

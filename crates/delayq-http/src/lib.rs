@@ -56,7 +56,7 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 
 pub use error::{ApiError, ErrorCode};
-pub use state::{AppState, HttpConfig, TargetCheck};
+pub use state::{AppState, Companion, HttpConfig, TargetCheck};
 
 /// Histogram (seconds) of HTTP request latency by method, route and status.
 pub const HTTP_LATENCY: &str = "delayq_http_request_duration_seconds";

@@ -44,11 +44,22 @@ pub async fn healthz() -> Json<serde_json::Value> {
     Json(health_body())
 }
 
-/// Readiness: the backend answers.
+/// Readiness: the backend answers (200 `ready`). A companion's problem (PostgreSQL
+/// unreachable) is said on a second line, still 200: the server works without it.
 pub async fn readyz<B: Backend + Inspect>(State(st): State<AppState<B>>) -> Response {
     let probe = QueueName::new("readyz-probe").expect("valid name");
     match st.backend().stats(&probe).await {
-        Ok(_) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(_) => {
+            let degraded =
+                st.inner.companion.get().and_then(|(name, problem)| {
+                    problem().map(|p| format!("degraded: {name}: {p}\n"))
+                });
+            (
+                StatusCode::OK,
+                format!("ready\n{}", degraded.unwrap_or_default()),
+            )
+                .into_response()
+        }
         Err(e) => ApiError::new(ErrorCode::Unavailable, e.to_string()).into_response(),
     }
 }

@@ -191,7 +191,14 @@ pub(crate) struct Inner<B> {
     pub deliveries: std::sync::OnceLock<Arc<delayq::DeliveryLog>>,
     /// The tokens and the metrics token now (replaced by [`AppState::replace_credentials`]).
     pub credentials: std::sync::RwLock<Arc<Credentials>>,
+    /// What a companion of the store (the PostgreSQL relay) says is wrong now, for
+    /// `/readyz` ([`AppState::with_companion`]).
+    pub companion: std::sync::OnceLock<Companion>,
 }
+
+/// A companion of the store this server runs beside it: its name, and what is wrong with it
+/// now (`None`: nothing).
+pub type Companion = (&'static str, Arc<dyn Fn() -> Option<String> + Send + Sync>);
 
 /// The secrets a request is checked against; a reload replaces them whole.
 #[derive(Debug, Default)]
@@ -231,6 +238,7 @@ impl<B: Backend + Inspect> AppState<B> {
                 actions: tokio::sync::broadcast::channel(256).0,
                 depths: crate::depth::Depths::default(),
                 deliveries: std::sync::OnceLock::new(),
+                companion: std::sync::OnceLock::new(),
                 credentials: std::sync::RwLock::new(Arc::new(Credentials {
                     tokens: config.tokens.clone(),
                     metrics_token: config.metrics_token.clone(),
@@ -243,6 +251,13 @@ impl<B: Backend + Inspect> AppState<B> {
     /// console's job page); every clone of this state serves it. The first log given stays.
     pub fn with_deliveries(self, log: Arc<delayq::DeliveryLog>) -> Self {
         let _ = self.inner.deliveries.set(log);
+        self
+    }
+
+    /// Reports a companion's problem in `/readyz` (still 200 while the store answers: the
+    /// server works without it, only what goes through it waits). The first one given stays.
+    pub fn with_companion(self, companion: Companion) -> Self {
+        let _ = self.inner.companion.set(companion);
         self
     }
 

@@ -8,12 +8,14 @@
 
 pub mod connect;
 mod error;
+mod health;
 pub mod migrate;
 pub mod outbox;
 mod relay;
 
 pub use connect::PgOptions;
 pub use error::Error;
+pub use health::{Health, health};
 pub use migrate::{LATEST, Migrated, migrate, schema_version};
 pub use relay::{Relay, RelayStatus, RelayTotals};
 

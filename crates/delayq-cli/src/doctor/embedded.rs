@@ -18,7 +18,7 @@ fn mib(b: u64) -> String {
 }
 
 /// Runs the checks and prints them; the exit code (1 when one fails).
-pub(crate) fn run(dir: &Path) -> anyhow::Result<u8> {
+pub(crate) fn run(dir: &Path, extra: Vec<Check>) -> anyhow::Result<u8> {
     let shown = dir.display();
     let health = match delayq_embedded::health(dir) {
         Ok(h) => h,
@@ -28,7 +28,7 @@ pub(crate) fn run(dir: &Path) -> anyhow::Result<u8> {
                 Verdict::Fail,
                 format!("cannot read the store in {shown}: {e} — restore from a backup"),
             );
-            return Ok(report(&[c]));
+            return Ok(report(&std::iter::once(c).chain(extra).collect::<Vec<_>>()));
         }
     };
     let Some(h) = health else {
@@ -40,7 +40,7 @@ pub(crate) fn run(dir: &Path) -> anyhow::Result<u8> {
                  DIR; for Redis, --redis URL)"
             ),
         );
-        return Ok(report(&[c]));
+        return Ok(report(&std::iter::once(c).chain(extra).collect::<Vec<_>>()));
     };
     let mut checks = vec![Check::new(
         "store",
@@ -114,5 +114,6 @@ pub(crate) fn run(dir: &Path) -> anyhow::Result<u8> {
             ),
         ),
     });
+    checks.extend(extra);
     Ok(report(&checks))
 }

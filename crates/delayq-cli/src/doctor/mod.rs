@@ -1,13 +1,14 @@
 //! `delayq doctor`: checks the Redis deployment it is pointed at — one server, a Cluster or
 //! Sentinel — and says in plain words what is wrong. Per-server checks (version, eviction,
 //! persistence) run on every master; topology checks are in `topology`; the embedded
-//! store's checks in `embedded`; what a check is and how the verdicts are printed, in `report`.
+//! store's checks in `embedded`; PostgreSQL's (with `--postgres`) in `postgres`; what a check is and how the verdicts are printed, in `report`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use delayq_redis::{ConnectOptions, Connection, RedisBackend};
 
 pub(crate) mod embedded;
+pub(crate) mod postgres;
 mod report;
 mod topology;
 
@@ -307,8 +308,13 @@ pub(crate) async fn checks(
 }
 
 /// Runs `delayq doctor`: prints a verdict per check; exit 1 when one fails.
-pub(crate) async fn run(opts: ConnectOptions, acl_user: Option<String>) -> anyhow::Result<u8> {
+pub(crate) async fn run(
+    opts: ConnectOptions,
+    acl_user: Option<String>,
+    pg: Option<&delayq_postgres::PgOptions>,
+) -> anyhow::Result<u8> {
     let mut checks = checks(opts, acl_user.as_deref()).await?;
+    checks.extend(postgres::checks(pg).await);
     if crate::connect::password_in_arguments() {
         checks.push(Check::new(
             "password",

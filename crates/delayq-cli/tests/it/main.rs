@@ -15,6 +15,7 @@ mod console_jobs;
 mod deadlines;
 mod deploy;
 mod first_hour;
+mod postgres;
 mod push;
 mod python;
 mod queues;
