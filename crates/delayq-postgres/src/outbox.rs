@@ -7,20 +7,27 @@ use std::collections::BTreeMap;
 use delayq::{NewJob, QueueName, Retention};
 use delayq_wire::EnqueueRequest;
 
-/// Takes the oldest committed rows no other relay holds (`$1`: how many), locked until the
-/// transaction ends.
-pub(crate) const PICK: &str = "SELECT seq, queue, id, payload::text, \
-     (extract(epoch FROM due_at) * 1000)::int8, options::text \
-     FROM delayq.outbox ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED";
+/// Takes the oldest committed rows no other relay holds (`$1`: how many) by deleting them:
+/// the delete commits with the batch (the store has its jobs by then) or rolls back with it
+/// (a relay killed, the store unreachable), and until then other relays skip the rows.
+/// `due_at` is rounded up to the ms (a job never runs before the time it was given).
+pub(crate) const TAKE: &str = "DELETE FROM delayq.outbox WHERE seq IN \
+     (SELECT seq FROM delayq.outbox ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED) \
+     RETURNING seq, queue, id, payload::text, \
+     ceil(extract(epoch FROM due_at) * 1000)::int8, options::text, \
+     due_at::text, enqueued_at::text";
 
-/// Deletes relayed rows (`$1`: their seqs).
-pub(crate) const DELETE: &str = "DELETE FROM delayq.outbox WHERE seq = ANY($1)";
+/// Puts back a row taken but left for a later batch (`$1`…`$7`: seq, queue, id, payload,
+/// options, due_at and enqueued_at as taken).
+pub(crate) const PUT_BACK: &str = "INSERT INTO delayq.outbox \
+     (seq, queue, id, payload, options, due_at, enqueued_at) \
+     VALUES ($1, $2, $3, $4::text::jsonb, $5::text::jsonb, $6::text::timestamptz, $7::text::timestamptz)";
 
-/// Moves a row the store refused to `delayq.rejected` (`$1` seq, `$2` the reason).
-pub(crate) const REJECT: &str = "WITH gone AS (DELETE FROM delayq.outbox WHERE seq = $1 \
-     RETURNING seq, queue, id, payload, due_at, options, enqueued_at) \
-     INSERT INTO delayq.rejected (seq, queue, id, payload, due_at, options, enqueued_at, error) \
-     SELECT seq, queue, id, payload, due_at, options, enqueued_at, $2 FROM gone";
+/// Keeps a row the store refused in `delayq.rejected` (`$1`…`$7` as [`PUT_BACK`], `$8` the
+/// reason).
+pub(crate) const REJECT: &str = "INSERT INTO delayq.rejected \
+     (seq, queue, id, payload, options, due_at, enqueued_at, error) \
+     VALUES ($1, $2, $3, $4::text::jsonb, $5::text::jsonb, $6::text::timestamptz, $7::text::timestamptz, $8)";
 
 /// How long the id of a relayed job due soon stays refused after it ends, at least: a relay
 /// that wrote a job to the store but did not get to delete its row (killed, its connection
@@ -45,10 +52,12 @@ pub struct OutboxRow {
     pub due_at_ms: i64,
     /// The options object's text.
     pub options: String,
+    /// `due_at` and `enqueued_at` as PostgreSQL wrote them (put back as they were).
+    pub(crate) stamps: (String, String),
 }
 
 impl OutboxRow {
-    /// A row as [`PICK`] selects it.
+    /// A row as [`TAKE`] returns it.
     pub(crate) fn from_row(r: &tokio_postgres::Row) -> Self {
         Self {
             seq: r.get(0),
@@ -57,7 +66,30 @@ impl OutboxRow {
             payload: r.get(3),
             due_at_ms: r.get(4),
             options: r.get(5),
+            stamps: (r.get(6), r.get(7)),
         }
+    }
+
+    /// Runs `sql` ([`PUT_BACK`] or [`REJECT`]) with this row's columns and `extra`.
+    pub(crate) async fn write(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        sql: &str,
+        extra: Option<&str>,
+    ) -> Result<(), tokio_postgres::Error> {
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &self.seq,
+            &self.queue,
+            &self.id,
+            &self.payload,
+            &self.options,
+            &self.stamps.0,
+            &self.stamps.1,
+        ];
+        if let Some(e) = &extra {
+            params.push(e);
+        }
+        tx.execute(sql, &params).await.map(drop)
     }
 
     /// The job it enqueues, or why it cannot be one (the text `delayq.rejected` keeps).
@@ -113,6 +145,7 @@ mod tests {
             payload: payload.map(str::to_owned),
             due_at_ms: 1_900_000_000_000,
             options: options.into(),
+            stamps: (String::new(), String::new()),
         }
     }
 

@@ -12,13 +12,13 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use delayq::{Backend, DepRef, Inspect, NewJob, Producer, QueueName, Retention};
 use tokio::sync::Notify;
 use tokio_postgres::Client;
 
-use crate::outbox::{DELETE, OutboxRow, PICK, REJECT, guard};
+use crate::outbox::{OutboxRow, PUT_BACK, REJECT, TAKE, guard};
 use crate::{CHANNEL, Error, PgOptions};
 
 /// Rows one batch takes.
@@ -104,7 +104,12 @@ pub struct Relay<B> {
     pg: PgOptions,
     status: RelayStatus,
     sweep: Duration,
+    /// Each queue's retention as last read, and when (read again after [`RETENTION_TTL`]).
+    retention: Mutex<HashMap<QueueName, (Instant, Retention)>>,
 }
+
+/// How long a queue's retention read by the relay is used before it is read again.
+const RETENTION_TTL: Duration = Duration::from_secs(5);
 
 impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
     /// A relay into `backend` from the database `pg` names.
@@ -114,6 +119,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
             pg,
             status: RelayStatus::default(),
             sweep: Duration::from_secs(1),
+            retention: Mutex::default(),
         }
     }
 
@@ -205,12 +211,13 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
     /// One batch: take, enqueue, delete, commit.
     pub async fn relay_batch(&self, client: &mut Client) -> Result<BatchOutcome, Error> {
         let tx = client.transaction().await?;
-        let rows: Vec<OutboxRow> = tx
-            .query(PICK, &[&BATCH])
+        let mut rows: Vec<OutboxRow> = tx
+            .query(TAKE, &[&BATCH])
             .await?
             .iter()
             .map(OutboxRow::from_row)
             .collect();
+        rows.sort_by_key(|r| r.seq);
         let mut out = BatchOutcome {
             taken: rows.len(),
             ..BatchOutcome::default()
@@ -233,7 +240,6 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let mut retention: HashMap<QueueName, Retention> = HashMap::new();
         // Consecutive jobs of one queue go in one enqueue (one round trip per shard).
         let mut run: Vec<(i64, NewJob)> = Vec::new();
         let mut run_queue: Option<QueueName> = None;
@@ -245,14 +251,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
                 }
                 run_queue = Some(q.clone());
             }
-            let r = match retention.get(&q) {
-                Some(r) => *r,
-                None => {
-                    let r = self.backend.settings(&q).await?.retention;
-                    retention.insert(q.clone(), r);
-                    r
-                }
-            };
+            let r = self.retention_of(&q).await?;
             guard(&mut job, r, now);
             run.push((seq, job));
         }
@@ -260,16 +259,42 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
             self.enqueue_run(&rq, run, &mut relayed, &mut rejected)
                 .await?;
         }
-        tx.execute(DELETE, &[&relayed]).await?;
+        let row = |seq: i64| rows.iter().find(|r| r.seq == seq);
+        for seq in &deferred {
+            if let Some(r) = row(*seq) {
+                r.write(&tx, PUT_BACK, None).await?;
+            }
+        }
         for (seq, why) in &rejected {
             tracing::warn!("postgres relay: outbox row {seq} refused: {why}");
-            tx.execute(REJECT, &[seq, why]).await?;
+            if let Some(r) = row(*seq) {
+                r.write(&tx, REJECT, Some(why)).await?;
+            }
         }
         tx.commit().await?;
         out.relayed = relayed.len();
         out.rejected = rejected.len();
         out.deferred = deferred.len();
         Ok(out)
+    }
+
+    /// The queue's retention (the relay's guard keeps it), read at most every
+    /// [`RETENTION_TTL`].
+    async fn retention_of(&self, q: &QueueName) -> Result<Retention, Error> {
+        let known = self
+            .retention
+            .lock()
+            .ok()
+            .and_then(|m| m.get(q).copied())
+            .filter(|(at, _)| at.elapsed() < RETENTION_TTL);
+        if let Some((_, r)) = known {
+            return Ok(r);
+        }
+        let r = self.backend.settings(q).await?.retention;
+        if let Ok(mut m) = self.retention.lock() {
+            m.insert(q.clone(), (Instant::now(), r));
+        }
+        Ok(r)
     }
 
     /// Enqueues one queue's consecutive jobs; a refusal of the whole call is narrowed to the

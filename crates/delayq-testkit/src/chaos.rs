@@ -119,6 +119,34 @@ pub struct Plan {
     pub rate: Option<f64>,
     /// Each job is due in 0..`max_delay` (uniform) after its enqueue.
     pub max_delay: Duration,
+    /// Another way in for some of the jobs (`None`: every job through a [`Producer`]).
+    pub via: Option<Via>,
+}
+
+/// Another way in for every `every`-th job: an enqueue inside a database transaction that a
+/// relay moves into the store, say. Given the job's id and its due time (ms since the epoch,
+/// this host's clock), it commits the job or says why not. Such a job that starts before the
+/// due time given here counts as [`Report::early`] too (the way in must keep it).
+pub struct Via {
+    /// Which jobs: those whose number is a multiple of this.
+    pub every: usize,
+    /// Commits one job.
+    pub enqueue: ViaEnqueue,
+}
+
+/// How a [`Via`] commits a job: given its id and due time (ms since the epoch).
+pub type ViaEnqueue =
+    Box<dyn Fn(String, u64) -> Pin<Box<dyn Future<Output = ViaOutcome> + Send>> + Send + Sync>;
+
+/// What a [`Via`] enqueue came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViaOutcome {
+    /// Committed: the job must run.
+    Committed,
+    /// Refused: nothing written.
+    Refused,
+    /// Unknown (the commit's answer was lost): it may run.
+    Unknown,
 }
 
 fn start<B: Backend>(
@@ -183,26 +211,41 @@ where
     plan.faults.sort_by_key(|(at, _)| *at);
     let mut faults = plan.faults.into_iter().peekable();
     let began = tokio::time::Instant::now();
+    // The due times given to the other way in, to check its jobs never start before.
+    let mut via_due: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     for i in 0..plan.jobs {
         if let Some(rate) = plan.rate.filter(|r| *r > 0.0) {
             tokio::time::sleep_until(began + Duration::from_secs_f64(i as f64 / rate)).await;
         }
         let id = format!("j{i}");
-        let job = NewJob::new(id.clone().into_bytes())
-            .id(JobId::new(id.clone()).expect("valid id"))
-            .delay(Duration::from_millis(
-                rand::random::<u64>() % (plan.max_delay.as_millis() as u64).max(1),
-            ));
-        h.record(Event::Invoke(id.clone()));
-        match producer.enqueue(job).await {
-            Ok(_) => h.record(Event::Ok(id)),
-            Err(e) if e.is_retryable() => {
-                h.record(Event::Unknown(id));
-                // Like any client after an error: pause before the next call, rather than
-                // spend the rest of the jobs on an outage.
-                tokio::time::sleep(Duration::from_millis(100)).await;
+        let delay = rand::random::<u64>() % (plan.max_delay.as_millis() as u64).max(1);
+        if let Some(via) = plan.via.as_ref().filter(|v| i % v.every.max(1) == 0) {
+            let due = delayq::job::system_now_ms() + delay;
+            via_due.insert(id.clone(), due);
+            h.record(Event::Invoke(id.clone()));
+            match (via.enqueue)(id.clone(), due).await {
+                ViaOutcome::Committed => h.record(Event::Ok(id)),
+                ViaOutcome::Refused => h.record(Event::Fail(id)),
+                ViaOutcome::Unknown => {
+                    h.record(Event::Unknown(id));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
             }
-            Err(_) => h.record(Event::Fail(id)),
+        } else {
+            let job = NewJob::new(id.clone().into_bytes())
+                .id(JobId::new(id.clone()).expect("valid id"))
+                .delay(Duration::from_millis(delay));
+            h.record(Event::Invoke(id.clone()));
+            match producer.enqueue(job).await {
+                Ok(_) => h.record(Event::Ok(id)),
+                Err(e) if e.is_retryable() => {
+                    h.record(Event::Unknown(id));
+                    // Like any client after an error: pause before the next call, rather than
+                    // spend the rest of the jobs on an outage.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(_) => h.record(Event::Fail(id)),
+            }
         }
         if kills < plan.kills && (i + 1) % kill_every == 0 {
             kills += 1;
@@ -263,7 +306,14 @@ where
             h.record(Event::Gone(id));
         }
     }
-    let r = h.check();
+    let mut r = h.check();
+    for (_, e) in h.events() {
+        if let Event::Start { id, at_ms, .. } = e
+            && via_due.get(&id).is_some_and(|due| at_ms < *due)
+        {
+            r.early += 1;
+        }
+    }
     if std::env::var_os("DELAYQ_CHAOS_TRACE").is_some() {
         for id in &r.lost {
             for (t, e) in h.events() {

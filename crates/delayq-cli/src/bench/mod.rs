@@ -12,6 +12,7 @@ mod flows;
 mod keys;
 mod push;
 mod queues;
+mod tx;
 pub(crate) mod util;
 mod workloads;
 
@@ -119,6 +120,10 @@ pub(crate) enum Workload {
     /// Jobs that wait for other jobs: three-step chains and fan-ins of 10 against the same
     /// jobs without dependencies (not part of `all`).
     Flows,
+    /// Enqueue inside a PostgreSQL transaction (`SELECT delayq.enqueue(…)`), relayed into
+    /// the store: commits/s and commit-to-store latency, 1 and 8 connections, and 8 paced at
+    /// 2,000/s (not part of `all`; starts its own PostgreSQL).
+    Tx,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -276,6 +281,7 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
                         | Workload::Cancel
                         | Workload::Keys
                         | Workload::Flows
+                        | Workload::Tx
                 ))
     };
     let mut rows: Vec<Row> = Vec::new();
@@ -383,6 +389,11 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
         let chains = a.n.min(10_000);
         for with_deps in [true, false] {
             emit(vec![flows::flows(&mut env, chains, with_deps).await?], &env)?;
+        }
+    }
+    if want(Workload::Tx) {
+        for (conns, rate) in [(1, None), (8, None), (8, Some(2000.0))] {
+            emit(vec![tx::tx(&mut env, a.n, conns, rate).await?], &env)?;
         }
     }
     if want(Workload::Keys) {

@@ -102,6 +102,7 @@ pub(crate) async fn run(a: ChaosArgs, wait_replicas: u32) -> anyhow::Result<u8> 
         drain: Duration::from_secs(180),
         rate: a.rate,
         max_delay: Duration::from_millis(a.max_delay_ms),
+        via: None,
     };
     let report = chaos::run(q, connect, plan).await;
     print!("{}", report.table());

@@ -178,3 +178,47 @@ async fn a_store_that_cannot_be_reached_leaves_the_rows_until_it_is_back() {
     })
     .await;
 }
+
+/// A dependent whose dependency another relay holds waits in the outbox (put back, its
+/// due time and order kept) until the dependency is in the store: relayed first, it would
+/// find its dependency gone and run at once.
+#[tokio::test]
+async fn a_dependent_waits_in_the_outbox_while_its_dependency_is_held_elsewhere() {
+    let (_pg, opts, c) = database().await;
+    let b = redis().await;
+    c.batch_execute(
+        "SELECT delayq.enqueue('img', 'resize', '{}');
+         SELECT delayq.enqueue('img', 'thumbs', '{}', now(), '{\"depends_on\": [\"resize\"]}');",
+    )
+    .await
+    .unwrap();
+    let mut stuck = opts.connect(None).await.unwrap();
+    let tx = stuck.transaction().await.unwrap();
+    tx.query(
+        "SELECT seq FROM delayq.outbox WHERE id = 'resize' FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let (_stop, status) = start(b.clone(), &opts);
+    eventually("the dependent put back", || async {
+        (status.totals().deferred >= 2).then_some(())
+    })
+    .await;
+    assert!(b.get(&q("img"), &id("thumbs")).await.unwrap().is_none());
+    assert_eq!(
+        outbox_rows(&c).await,
+        2,
+        "both rows are still in the outbox"
+    );
+    drop(tx);
+    drop(stuck);
+    assert_eq!(
+        stored(&b, &q("img"), "thumbs").await.state,
+        JobState::Waiting
+    );
+    assert_eq!(
+        stored(&b, &q("img"), "resize").await.state,
+        JobState::Scheduled
+    );
+}

@@ -3,6 +3,7 @@
 //! `delayq.enqueue` in an application's transaction (commit, rollback, a retried transaction,
 //! bad input), the relay on both stores, and its faults.
 
+mod chaos;
 mod common;
 mod faults;
 mod migrate;

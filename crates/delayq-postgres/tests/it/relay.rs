@@ -53,7 +53,7 @@ where
         .unwrap();
     let due: i64 = tx
         .query_one(
-            "SELECT (extract(epoch FROM now() + interval '30 minutes') * 1000)::int8",
+            "SELECT ceil(extract(epoch FROM now() + interval '30 minutes') * 1000)::int8",
             &[],
         )
         .await

@@ -69,6 +69,7 @@ async fn kills_pauses_sleeps_and_restarts_lose_nothing_acknowledged() {
         drain: Duration::from_secs(60),
         rate: None,
         max_delay: Duration::from_secs(1),
+        via: None,
     };
     let q = QueueName::new("chaos").unwrap();
     let report = chaos::run(
@@ -143,6 +144,7 @@ async fn network_stalls_resets_and_delays_lose_nothing_acknowledged() {
         drain: Duration::from_secs(60),
         rate: None,
         max_delay: Duration::from_secs(1),
+        via: None,
     };
     let q = QueueName::new("net").unwrap();
     let report = chaos::run(q, || connect_retrying(&url), plan).await;
@@ -197,6 +199,7 @@ async fn everysec_loses_only_the_unsynced_second_of_a_power_cut() {
         drain: Duration::from_secs(60),
         rate: None,
         max_delay: Duration::from_secs(1),
+        via: None,
     };
     let report = chaos::run(
         QueueName::new("everysec").unwrap(),
