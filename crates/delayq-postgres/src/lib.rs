@@ -1,7 +1,7 @@
 //! PostgreSQL beside delayq's store. An application enqueues a job inside its own database
 //! transaction (`SELECT delayq.enqueue(…)`): committed, the job reaches the store exactly
-//! once; rolled back, never. This crate owns the `delayq` schema ([`migrate`]: versioned
-//! migrations, refusing a newer schema), the connection ([`connect`]: URL, password file,
+//! once; rolled back, never. This crate owns the `delayq` schema ([`mod@migrate`]: versioned
+//! migrations, refusing a newer schema), the connection ([`mod@connect`]: URL, password file,
 //! TLS), the outbox rows and how one becomes a job ([`outbox`]), and the [`Relay`] that every
 //! `delayq serve` / `delayq worker` given `--postgres` runs to move committed rows into the
 //! store (LISTEN/NOTIFY, a periodic sweep, `FOR UPDATE SKIP LOCKED`, no leader).

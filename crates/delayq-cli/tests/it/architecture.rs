@@ -18,8 +18,8 @@ const SKIP: [&str; 7] = [
     ".venv",
 ];
 /// Files whose text is searched for identifiers.
-const CODE: [&str; 12] = [
-    "rs", "lua", "ts", "go", "py", "toml", "yaml", "yml", "html", "js", "css", "sh",
+const CODE: [&str; 13] = [
+    "rs", "lua", "ts", "go", "py", "toml", "yaml", "yml", "html", "js", "css", "sh", "sql",
 ];
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
