@@ -298,11 +298,17 @@ where
     for (_, c) in consumers {
         c.abort();
     }
-    // The final read: an ack whose answer was lost may have taken effect.
+    // The final read: an ack whose answer was lost may have taken effect — the job is gone, or
+    // kept as done by its retention.
     let reader = connect().await;
     for id in h.check().ack_unknown {
         let job = JobId::new(id.clone()).expect("valid id");
-        if matches!(reader.get(&queue, &job).await, Ok(None)) {
+        let done = match reader.get(&queue, &job).await {
+            Ok(None) => true,
+            Ok(Some(j)) => j.state == delayq::JobState::Done,
+            Err(_) => false,
+        };
+        if done {
             h.record(Event::Gone(id));
         }
     }
