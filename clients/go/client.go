@@ -250,4 +250,7 @@ type Job struct {
 	// Dependencies are a job's dependencies and how each stands (Get of a job enqueued
 	// WithDependsOn; a claim of one enqueued WithDependencyResults, with their results).
 	Dependencies []Dependency
+	// Tier is "cold" when the job is kept in the cold tier (PostgreSQL beside the store, for
+	// a far due time); empty when it is in the store.
+	Tier string
 }

@@ -87,6 +87,7 @@ func jobFromView(w wire.JobView) *Job {
 		j.ResultBytes, _ = base64.StdEncoding.DecodeString(*w.ResultB64)
 	}
 	j.Dependencies = dependenciesOf(w.Dependencies)
+	j.Tier = val(w.Tier)
 	return j
 }
 

@@ -501,6 +501,11 @@ export interface JobView extends JobFacts, Carried {
   result_b64?: string | null;
   /** `scheduled`, `leased`, `dead` or `done` (a listing of due jobs says `due`). */
   state: ListedState;
+  /**
+   * `cold` when the job is kept in the cold tier (PostgreSQL beside the store, for a far
+   * due time; it moves into the store before it is due); absent: in the store.
+   */
+  tier?: string | null;
 }
 
 /** `POST /v1/queues/{q}/keys/{key}/cancel`: which of the key's jobs go. */

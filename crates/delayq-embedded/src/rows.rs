@@ -164,6 +164,7 @@ impl RowData {
             result: self.result,
             dependencies: Vec::new(),
             dependents: Vec::new(),
+            cold: false,
         })
     }
 }

@@ -101,6 +101,24 @@ impl PgOptions {
         }
     }
 
+    /// A pool of up to `size` connections (made as needed, checked before reuse).
+    pub fn pool(&self, size: usize) -> Result<deadpool_postgres::Pool, Error> {
+        use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+        let c = self.config()?;
+        let mc = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let mgr = if self.wants_tls(&c) {
+            Manager::from_config(c, self.tls()?, mc)
+        } else {
+            Manager::from_config(c, NoTls, mc)
+        };
+        Pool::builder(mgr)
+            .max_size(size)
+            .build()
+            .map_err(|e| Error::Pool(e.to_string()))
+    }
+
     fn tls(&self) -> Result<tokio_postgres_rustls::MakeRustlsConnect, Error> {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject as _;

@@ -28,6 +28,19 @@ pub enum Error {
     /// start `delayq serve --postgres URL`, which migrates).
     #[error("the database has no delayq schema: run `delayq migrate --postgres URL`")]
     NoSchema,
+    /// No connection could be taken from the pool.
+    #[error("postgres pool: {0}")]
+    Pool(String),
+    /// A row of the cold tier could not be read back as a job (written by another version?).
+    #[error("cold tier row {queue}/{id}: {why}")]
+    BadRow {
+        /// Its queue.
+        queue: String,
+        /// Its id.
+        id: String,
+        /// What is wrong.
+        why: String,
+    },
     /// The store refused or failed while relaying.
     #[error("store: {0}")]
     Store(#[from] delayq::Error),

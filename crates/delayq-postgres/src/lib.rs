@@ -6,18 +6,21 @@
 //! `delayq serve` / `delayq worker` given `--postgres` runs to move committed rows into the
 //! store (LISTEN/NOTIFY, a periodic sweep, `FOR UPDATE SKIP LOCKED`, no leader).
 
+pub mod cold;
 pub mod connect;
 mod error;
 mod health;
 pub mod migrate;
 pub mod outbox;
 mod relay;
+mod tiered;
 
 pub use connect::PgOptions;
 pub use error::Error;
 pub use health::{Health, health};
 pub use migrate::{LATEST, Migrated, migrate, schema_version};
 pub use relay::{Relay, RelayStatus, RelayTotals};
+pub use tiered::Tiered;
 
 /// The channel `delayq.enqueue` notifies when its transaction commits.
 pub const CHANNEL: &str = "delayq_outbox";

@@ -8,7 +8,10 @@ use tokio_postgres::Client;
 use crate::Error;
 
 /// The migrations, in order: version, SQL.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../sql/0001_outbox.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../sql/0001_outbox.sql")),
+    (2, include_str!("../sql/0002_cold.sql")),
+];
 
 /// The newest schema version this build knows.
 pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;

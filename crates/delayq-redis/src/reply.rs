@@ -192,6 +192,7 @@ pub(crate) fn job_info_deps(
         result: r.result,
         dependencies: Vec::new(),
         dependents: Vec::new(),
+        cold: false,
     };
     Ok((info, r.token, deps))
 }

@@ -336,6 +336,10 @@ pub struct JobView {
     /// The jobs waiting for this one (until it ends).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependents: Vec<JobRefView>,
+    /// `cold` when the job is kept in the cold tier (PostgreSQL beside the store, for a far
+    /// due time; it moves into the store before it is due); absent: in the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
 }
 
 /// A job named by its queue and id.
@@ -441,6 +445,7 @@ impl From<JobInfo> for JobView {
                     id: d.id.to_string(),
                 })
                 .collect(),
+            tier: j.cold.then(|| "cold".to_owned()),
         }
     }
 }
@@ -498,6 +503,7 @@ impl TryFrom<JobView> for JobInfo {
                     })
                 })
                 .collect::<Result<_, _>>()?,
+            cold: j.tier.as_deref() == Some("cold"),
         })
     }
 }

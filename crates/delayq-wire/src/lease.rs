@@ -105,6 +105,7 @@ impl ClaimedJob {
             result_b64: None,
             dependencies: self.dependencies,
             dependents: Vec::new(),
+            tier: None,
         };
         let info = delayq::JobInfo::try_from(view)?;
         Ok(info.into_job(queue.clone(), self.lease_token, lease))

@@ -631,6 +631,10 @@ pub struct JobInfo {
     /// listings).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependents: Vec<crate::deps::DepRef>,
+    /// Kept in the cold tier (PostgreSQL beside the store, for a far due time) rather than in
+    /// the store itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cold: bool,
 }
 
 impl JobInfo {

@@ -199,6 +199,7 @@ mod tests {
             result: None,
             dependencies: Vec::new(),
             dependents: Vec::new(),
+            cold: false,
         }
     }
 

@@ -480,6 +480,9 @@ type JobView struct {
 	ResultB64 *string `json:"result_b64,omitempty"`
 	// `scheduled`, `leased`, `dead` or `done` (a listing of due jobs says `due`).
 	State ListedState `json:"state"`
+	// `cold` when the job is kept in the cold tier (PostgreSQL beside the store, for a far
+	// due time; it moves into the store before it is due); absent: in the store.
+	Tier *string `json:"tier,omitempty"`
 }
 
 // KeyCancelRequest: `POST /v1/queues/{q}/keys/{key}/cancel`: which of the key's jobs go.

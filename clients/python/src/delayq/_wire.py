@@ -475,6 +475,10 @@ class JobView(JobFacts, Carried):
     """The result bytes in base64 when they are not JSON."""
     state: "ListedState"
     """`scheduled`, `leased`, `dead` or `done` (a listing of due jobs says `due`)."""
+    tier: NotRequired[Optional[str]]
+    """`cold` when the job is kept in the cold tier (PostgreSQL beside the store, for a far
+    due time; it moves into the store before it is due); absent: in the store.
+    """
 
 
 class KeyCancelRequest(TypedDict):

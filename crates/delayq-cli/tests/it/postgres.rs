@@ -44,10 +44,10 @@ fn migrate_then_serve_and_worker_relay_jobs_enqueued_in_a_transaction() {
     };
     let o = with_pass(&["migrate"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("version 0 → 1"), "{}", text(&o));
+    assert!(text(&o).contains("version 0 → 2"), "{}", text(&o));
     assert!(!text(&o).contains(PG_PASSWORD));
     let o = with_pass(&["migrate"]).output().unwrap();
-    assert!(text(&o).contains("already at version 1"), "{}", text(&o));
+    assert!(text(&o).contains("already at version 2"), "{}", text(&o));
 
     let (serve, addr) = spawn_serve(&mut with_pass(&["serve", "--listen", "127.0.0.1:0"]));
     pg.psql(
@@ -74,7 +74,7 @@ fn migrate_then_serve_and_worker_relay_jobs_enqueued_in_a_transaction() {
     let report = text(&o);
     for line in [
         "postgres",
-        "pg-schema    version 1",
+        "pg-schema    version 2",
         "pg-outbox",
         "pg-rejected",
     ] {
@@ -169,7 +169,7 @@ fn a_database_a_newer_delayq_migrated_is_refused() {
     let o = on(dir.path(), &ns, &url, &["migrate"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o).contains("version 99, newer than this build's 1"),
+        text(&o).contains("version 99, newer than this build's 2"),
         "{}",
         text(&o)
     );

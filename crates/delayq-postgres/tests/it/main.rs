@@ -4,6 +4,7 @@
 //! bad input), the relay on both stores, and its faults.
 
 mod chaos;
+mod cold;
 mod common;
 mod faults;
 mod migrate;

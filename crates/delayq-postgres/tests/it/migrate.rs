@@ -91,3 +91,48 @@ async fn two_fresh_processes_migrate_a_database_together() {
     let want: Vec<String> = (1..=LATEST).map(|v| v.to_string()).collect();
     assert_eq!(versions, want.join(","));
 }
+
+/// A database at version 1 (the outbox only) with a committed row: migrated to the cold tier's
+/// version, the row is still there and relayed as before.
+#[tokio::test]
+async fn a_database_of_the_previous_version_is_migrated_with_its_rows() {
+    let pg = shared::postgres();
+    let db = pg.database();
+    let opts = delayq_postgres::PgOptions::new(pg.url(&db));
+    let mut c = opts.connect(None).await.unwrap();
+    let m = migrate::migrate_to(&mut c, 1).await.unwrap();
+    assert_eq!(m, Migrated { from: 0, to: 1 });
+    assert!(
+        pg.psql(&db, "SELECT to_regclass('delayq.cold')")
+            .unwrap()
+            .is_empty()
+    );
+    c.execute("SELECT delayq.enqueue('orders', 'kept', '{}')", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        migrate(&mut c).await.unwrap(),
+        Migrated {
+            from: 1,
+            to: LATEST
+        }
+    );
+    assert_eq!(
+        pg.psql(&db, "SELECT id FROM delayq.outbox").unwrap(),
+        "kept"
+    );
+    assert_eq!(
+        pg.psql(&db, "SELECT to_regclass('delayq.cold')::text")
+            .unwrap(),
+        "delayq.cold"
+    );
+    let b = crate::common::redis().await;
+    let relay = delayq_postgres::Relay::new(b.clone(), opts.clone());
+    relay.relay_batch(&mut c).await.unwrap();
+    assert!(
+        delayq::Inspect::get(&b, &crate::common::q("orders"), &crate::common::id("kept"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

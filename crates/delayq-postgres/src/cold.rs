@@ -1,0 +1,573 @@
+//! The cold tier's rows in PostgreSQL (schema version 2): which queues keep far-future jobs
+//! here (`delayq.cold_queues`), the jobs (`delayq.cold`, partitioned by due month; a job as the
+//! body of an HTTP enqueue beside its due time), their counts, and the by-id operations the
+//! store's wrapper ([`crate::Tiered`]) asks for. Every write of a job takes the advisory lock
+//! of (queue, id) first, so an id is one job across partitions. The mover takes rows due
+//! within a queue's window by deleting them (`FOR UPDATE SKIP LOCKED`): a cancel or reschedule
+//! of a row being moved waits for the move's commit and then finds it gone — decided once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use delayq::{Enqueued, JobId, JobInfo, JobState, NewJob, OnConflict, QueueName};
+use delayq_wire::EnqueueRequest;
+
+use crate::Error;
+
+/// How long a queue's `cold_after_ms` read from PostgreSQL is used before it is read again.
+const SETTING_TTL: Duration = Duration::from_secs(5);
+
+/// The cold tier of one database.
+pub struct Cold {
+    pool: deadpool_postgres::Pool,
+    settings: Mutex<HashMap<QueueName, (Instant, Option<u64>)>>,
+    /// Months (ms of their first instant) whose partition exists.
+    months: Mutex<HashSet<i64>>,
+}
+
+/// A job as the cold tier keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct ColdJob {
+    pub(crate) id: String,
+    pub(crate) due_ms: u64,
+    pub(crate) body: String,
+    pub(crate) enqueued_ms: u64,
+}
+
+impl ColdJob {
+    /// The job to enqueue into the store (due at its due time).
+    pub(crate) fn job(&self, queue: &QueueName) -> Result<NewJob, Error> {
+        let bad = |why: String| Error::BadRow {
+            queue: queue.to_string(),
+            id: self.id.clone(),
+            why,
+        };
+        let req: EnqueueRequest =
+            serde_json::from_str(&self.body).map_err(|e| bad(e.to_string()))?;
+        let mut job = req.into_job(queue).map_err(|e| bad(e.message))?;
+        job.due = delayq::Due::At(self.due_ms);
+        job.on_conflict = OnConflict::Keep;
+        Ok(job)
+    }
+
+    /// What `get` answers for it.
+    pub(crate) fn info(&self, queue: &QueueName) -> Result<JobInfo, Error> {
+        let job = self.job(queue)?;
+        Ok(JobInfo {
+            id: JobId::new(self.id.clone()).map_err(|e| Error::BadRow {
+                queue: queue.to_string(),
+                id: self.id.clone(),
+                why: e.to_string(),
+            })?,
+            state: JobState::Scheduled,
+            attempt: 0,
+            max_attempts: job.max_attempts.unwrap_or(delayq::DEFAULT_MAX_ATTEMPTS),
+            due_at_ms: self.due_ms,
+            created_at_ms: self.enqueued_ms,
+            lease_deadline_ms: None,
+            failed_at_ms: None,
+            completed_at_ms: None,
+            last_error: None,
+            timeout_ms: job.timeout.map(|t| t.as_millis() as u64),
+            expires_at_ms: match job.expires {
+                Some(delayq::Expiry::At(ms)) => Some(ms),
+                Some(delayq::Expiry::AfterDue(d)) => Some(self.due_ms + d.as_millis() as u64),
+                None => None,
+            },
+            priority: job.priority.unwrap_or(delayq::DEFAULT_PRIORITY),
+            target: job.target,
+            trace: job.trace,
+            key: job.key,
+            payload: job.payload,
+            result: None,
+            dependencies: Vec::new(),
+            dependents: Vec::new(),
+            cold: true,
+        })
+    }
+}
+
+/// The row columns every read selects, in this order.
+const COLUMNS: &str = "id, ceil(extract(epoch FROM due_at) * 1000)::int8, body, \
+     (extract(epoch FROM enqueued_at) * 1000)::int8";
+
+fn read(r: &tokio_postgres::Row) -> ColdJob {
+    ColdJob {
+        id: r.get(0),
+        due_ms: r.get::<_, i64>(1).max(0) as u64,
+        body: r.get(2),
+        enqueued_ms: r.get::<_, i64>(3).max(0) as u64,
+    }
+}
+
+/// The first instant (ms) of the UTC month of `ms`.
+fn month_of(ms: u64) -> i64 {
+    let secs = (ms / 1000) as i64;
+    let days = secs.div_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm), then back to the month's first day.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5; // 0-based day of the month
+    (days - d) * 86_400_000
+}
+
+impl Cold {
+    /// The cold tier of the database `pool` reaches (schema version 2 or later).
+    pub fn new(pool: deadpool_postgres::Pool) -> Self {
+        Self {
+            pool,
+            settings: Mutex::default(),
+            months: Mutex::default(),
+        }
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, Error> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| Error::Pool(e.to_string()))
+    }
+
+    /// The queue's `cold_after_ms` (`None`: it keeps no job cold), read at most every 5 s.
+    pub async fn cold_after(&self, queue: &QueueName) -> Result<Option<u64>, Error> {
+        let known = self
+            .settings
+            .lock()
+            .ok()
+            .and_then(|m| m.get(queue).copied())
+            .filter(|(at, _)| at.elapsed() < SETTING_TTL);
+        if let Some((_, v)) = known {
+            return Ok(v);
+        }
+        let c = self.client().await?;
+        let v: Option<i64> = c
+            .query_opt(
+                "SELECT cold_after_ms FROM delayq.cold_queues WHERE queue = $1",
+                &[&queue.as_str()],
+            )
+            .await?
+            .map(|r| r.get(0));
+        let v = v.map(|v| v.max(0) as u64);
+        if let Ok(mut m) = self.settings.lock() {
+            m.insert(queue.clone(), (Instant::now(), v));
+        }
+        Ok(v)
+    }
+
+    /// Sets (or, with `None`, clears) the queue's `cold_after_ms`. Cleared, the mover moves
+    /// its cold jobs into the store at once.
+    pub async fn set_cold_after(&self, queue: &QueueName, v: Option<u64>) -> Result<(), Error> {
+        let c = self.client().await?;
+        match v {
+            Some(ms) => {
+                c.execute(
+                    "INSERT INTO delayq.cold_queues (queue, cold_after_ms) VALUES ($1, $2) \
+                     ON CONFLICT (queue) DO UPDATE SET cold_after_ms = excluded.cold_after_ms",
+                    &[&queue.as_str(), &(ms as i64)],
+                )
+                .await?;
+            }
+            None => {
+                c.execute(
+                    "DELETE FROM delayq.cold_queues WHERE queue = $1",
+                    &[&queue.as_str()],
+                )
+                .await?;
+            }
+        }
+        if let Ok(mut m) = self.settings.lock() {
+            m.insert(queue.clone(), (Instant::now(), v));
+        }
+        Ok(())
+    }
+
+    /// The ids of `ids` the cold tier holds for `queue`, with their due times.
+    pub(crate) async fn due_of(
+        &self,
+        queue: &QueueName,
+        ids: &[String],
+    ) -> Result<HashMap<String, u64>, Error> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT id, ceil(extract(epoch FROM due_at) * 1000)::int8 FROM delayq.cold \
+                 WHERE queue = $1 AND id = ANY($2)",
+                &[&queue.as_str(), &ids],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1).max(0) as u64))
+            .collect())
+    }
+
+    /// Writes `jobs` (each with its id and absolute due time) to the cold tier: a job whose id
+    /// the tier holds is not written (`created: false`) unless it replaces (`on_conflict:
+    /// replace`: its body and due time change). One transaction.
+    pub(crate) async fn put(
+        &self,
+        queue: &QueueName,
+        jobs: Vec<(NewJob, u64)>,
+    ) -> Result<Vec<Enqueued>, Error> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await?;
+        let months: HashSet<i64> = jobs.iter().map(|(_, due)| month_of(*due)).collect();
+        for m in months {
+            let known = self.months.lock().map(|k| k.contains(&m)).unwrap_or(false);
+            if !known {
+                tx.execute(
+                    "SELECT delayq.cold_partition(to_timestamp($1::float8 / 1000))",
+                    &[&(m as f64)],
+                )
+                .await?;
+                if let Ok(mut k) = self.months.lock() {
+                    k.insert(m);
+                }
+            }
+        }
+        let mut ids: Vec<String> = jobs
+            .iter()
+            .map(|(j, _)| j.id.as_ref().map(|i| i.to_string()).unwrap_or_default())
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        // In one order, so two writers of overlapping batches never deadlock.
+        tx.execute(
+            "SELECT delayq.cold_lock($1, i) FROM unnest($2::text[]) AS i ORDER BY i",
+            &[&queue.as_str(), &sorted],
+        )
+        .await?;
+        let existing: HashMap<String, u64> = tx
+            .query(
+                "SELECT id, ceil(extract(epoch FROM due_at) * 1000)::int8 FROM delayq.cold \
+                 WHERE queue = $1 AND id = ANY($2)",
+                &[&queue.as_str(), &sorted],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1).max(0) as u64))
+            .collect();
+        let mut out = Vec::with_capacity(jobs.len());
+        let (mut new_ids, mut new_dues, mut new_bodies) = (Vec::new(), Vec::new(), Vec::new());
+        // Ids written by this batch (an id twice in one batch: the first is written).
+        let mut written: HashMap<String, u64> = HashMap::new();
+        for ((job, due), id) in jobs.into_iter().zip(ids.drain(..)) {
+            let replace = job.on_conflict == OnConflict::Replace;
+            let job_id = job.id.clone().unwrap_or_else(JobId::generate);
+            if let Some(&was) = written.get(&id) {
+                out.push(Enqueued {
+                    id: job_id,
+                    due_at_ms: was,
+                    created: false,
+                    replaced: false,
+                    existing: None,
+                });
+                continue;
+            }
+            match existing.get(&id).copied() {
+                Some(was) if !replace => out.push(Enqueued {
+                    id: job_id,
+                    due_at_ms: was,
+                    created: false,
+                    replaced: false,
+                    existing: None,
+                }),
+                Some(_) => {
+                    let body = body_of(job)?;
+                    tx.execute(
+                        "DELETE FROM delayq.cold WHERE queue = $1 AND id = $2",
+                        &[&queue.as_str(), &id],
+                    )
+                    .await?;
+                    tx.execute(
+                        "INSERT INTO delayq.cold (queue, id, due_at, body) \
+                         VALUES ($1, $2, to_timestamp($3::float8 / 1000), $4)",
+                        &[&queue.as_str(), &id, &(due as f64), &body],
+                    )
+                    .await?;
+                    written.insert(id, due);
+                    out.push(Enqueued {
+                        id: job_id,
+                        due_at_ms: due,
+                        created: false,
+                        replaced: true,
+                        existing: None,
+                    });
+                }
+                None => {
+                    written.insert(id.clone(), due);
+                    new_ids.push(id);
+                    new_dues.push(due as f64);
+                    new_bodies.push(body_of(job)?);
+                    out.push(Enqueued {
+                        id: job_id,
+                        due_at_ms: due,
+                        created: true,
+                        replaced: false,
+                        existing: None,
+                    });
+                }
+            }
+        }
+        if !new_ids.is_empty() {
+            tx.execute(
+                "INSERT INTO delayq.cold (queue, id, due_at, body) \
+                 SELECT $1, i, to_timestamp(d / 1000), b \
+                 FROM unnest($2::text[], $3::float8[], $4::text[]) AS t(i, d, b)",
+                &[&queue.as_str(), &new_ids, &new_dues, &new_bodies],
+            )
+            .await?;
+            count(&tx, queue, new_ids.len() as i64).await?;
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// The job, when the cold tier holds it.
+    pub(crate) async fn get(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+    ) -> Result<Option<JobInfo>, Error> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM delayq.cold WHERE queue = $1 AND id = $2"),
+                &[&queue.as_str(), &id.as_str()],
+            )
+            .await?;
+        row.map(|r| read(&r).info(queue)).transpose()
+    }
+
+    /// Deletes the job from the cold tier; whether it was there. A job being moved is waited
+    /// for and then not found (it is in the store).
+    pub(crate) async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<bool, Error> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await?;
+        let n = tx
+            .execute(
+                "DELETE FROM delayq.cold WHERE queue = $1 AND id = $2",
+                &[&queue.as_str(), &id.as_str()],
+            )
+            .await?;
+        if n > 0 {
+            count(&tx, queue, -(n as i64)).await?;
+        }
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    /// Takes the job out of the cold tier to be written elsewhere (a reschedule into the
+    /// window): the transaction that deleted it, and the job. The caller commits it once the
+    /// store has the job.
+    pub(crate) async fn take(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+    ) -> Result<Option<(deadpool_postgres::Object, ColdJob)>, Error> {
+        let c = self.client().await?;
+        c.batch_execute("BEGIN").await?;
+        let row = c
+            .query_opt(
+                &format!(
+                    "DELETE FROM delayq.cold WHERE queue = $1 AND id = $2 RETURNING {COLUMNS}"
+                ),
+                &[&queue.as_str(), &id.as_str()],
+            )
+            .await?;
+        match row {
+            Some(r) => Ok(Some((c, read(&r)))),
+            None => {
+                c.batch_execute("ROLLBACK").await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Finishes [`Cold::take`]: the job left the tier (`true`: commit) or stays (`false`).
+    pub(crate) async fn taken(
+        queue: &QueueName,
+        c: deadpool_postgres::Object,
+        commit: bool,
+    ) -> Result<(), Error> {
+        if commit {
+            c.execute(COUNT, &[&queue.as_str(), &slot(), &-1i64])
+                .await?;
+            c.batch_execute("COMMIT").await?;
+        } else {
+            c.batch_execute("ROLLBACK").await?;
+        }
+        Ok(())
+    }
+
+    /// Moves the job to `due_ms` within the cold tier; whether it was there.
+    pub(crate) async fn reschedule(
+        &self,
+        queue: &QueueName,
+        id: &JobId,
+        due_ms: u64,
+    ) -> Result<bool, Error> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await?;
+        tx.execute(
+            "SELECT delayq.cold_partition(to_timestamp($1::float8 / 1000))",
+            &[&(due_ms as f64)],
+        )
+        .await?;
+        let n = tx
+            .execute(
+                "UPDATE delayq.cold SET due_at = to_timestamp($3::float8 / 1000) \
+                 WHERE queue = $1 AND id = $2",
+                &[&queue.as_str(), &id.as_str(), &(due_ms as f64)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    /// How many jobs of the queue the cold tier holds.
+    pub async fn count(&self, queue: &QueueName) -> Result<u64, Error> {
+        let c = self.client().await?;
+        let n: Option<i64> = c
+            .query_one(
+                "SELECT sum(n)::int8 FROM delayq.cold_counts WHERE queue = $1",
+                &[&queue.as_str()],
+            )
+            .await?
+            .get(0);
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
+    /// The queues with cold jobs or a cold setting, each with its window (ms; `None`: the
+    /// setting was cleared — every job moves).
+    pub(crate) async fn queues(&self) -> Result<Vec<(QueueName, Option<u64>)>, Error> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT q.queue, s.cold_after_ms FROM \
+                   (SELECT queue FROM delayq.cold_counts GROUP BY queue HAVING sum(n) > 0 \
+                    UNION SELECT queue FROM delayq.cold_queues) AS q \
+                 LEFT JOIN delayq.cold_queues s USING (queue)",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let q = QueueName::new(r.get::<_, String>(0)).ok()?;
+                let w: Option<i64> = r.get(1);
+                Some((q, w.map(|w| w.max(0) as u64)))
+            })
+            .collect())
+    }
+
+    /// Takes up to `limit` jobs of `queue` due within `window_ms` of PostgreSQL's clock (all,
+    /// with `None`), oldest first, by deleting them in a transaction the caller commits once
+    /// the store has them ([`Cold::taken_many`]).
+    pub(crate) async fn take_due(
+        &self,
+        queue: &QueueName,
+        window_ms: Option<u64>,
+        limit: i64,
+    ) -> Result<(deadpool_postgres::Object, Vec<ColdJob>), Error> {
+        let c = self.client().await?;
+        c.batch_execute("BEGIN").await?;
+        let window: Option<f64> = window_ms.map(|w| w as f64);
+        let rows = c
+            .query(
+                &format!(
+                    "DELETE FROM delayq.cold WHERE (queue, due_at, id) IN \
+                       (SELECT queue, due_at, id FROM delayq.cold \
+                        WHERE queue = $1 AND ($2::float8 IS NULL \
+                              OR due_at < now() + $2::float8 * interval '1 millisecond') \
+                        ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+                     RETURNING {COLUMNS}"
+                ),
+                &[&queue.as_str(), &window, &limit],
+            )
+            .await;
+        match rows {
+            Ok(rows) => {
+                let mut jobs: Vec<ColdJob> = rows.iter().map(read).collect();
+                jobs.sort_by_key(|j| j.due_ms);
+                Ok((c, jobs))
+            }
+            Err(e) => {
+                let _ = c.batch_execute("ROLLBACK").await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Finishes [`Cold::take_due`]: `n` jobs left the tier (commit), or none did (rollback).
+    pub(crate) async fn taken_many(
+        queue: &QueueName,
+        c: deadpool_postgres::Object,
+        n: Option<i64>,
+    ) -> Result<(), Error> {
+        match n {
+            Some(n) => {
+                if n > 0 {
+                    c.execute(COUNT, &[&queue.as_str(), &slot(), &-n]).await?;
+                }
+                c.batch_execute("COMMIT").await?;
+            }
+            None => c.batch_execute("ROLLBACK").await?,
+        }
+        Ok(())
+    }
+}
+
+/// Adds `$3` to the queue's count in slot `$2`.
+const COUNT: &str = "INSERT INTO delayq.cold_counts (queue, slot, n) VALUES ($1, $2, $3) \
+     ON CONFLICT (queue, slot) DO UPDATE SET n = delayq.cold_counts.n + excluded.n";
+
+fn slot() -> i16 {
+    (rand_slot() % 16) as i16
+}
+
+fn rand_slot() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+async fn count(
+    tx: &tokio_postgres::Transaction<'_>,
+    queue: &QueueName,
+    n: i64,
+) -> Result<(), Error> {
+    tx.execute(COUNT, &[&queue.as_str(), &slot(), &n]).await?;
+    Ok(())
+}
+
+/// The body a cold row keeps: the job as an HTTP enqueue's body.
+fn body_of(job: NewJob) -> Result<String, Error> {
+    serde_json::to_string(&EnqueueRequest::from_job(job)).map_err(|e| Error::Pool(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::month_of;
+
+    #[test]
+    fn a_month_starts_on_its_first_day_utc() {
+        // 2026-12-05T19:00:00Z → 2026-12-01T00:00:00Z.
+        assert_eq!(month_of(1_796_497_200_000), 1_796_083_200_000);
+        // 2024-02-29T23:59:59.999Z → 2024-02-01.
+        assert_eq!(month_of(1_709_251_199_999), 1_706_745_600_000);
+        // 1970-01-01.
+        assert_eq!(month_of(0), 0);
+    }
+}

@@ -1,0 +1,407 @@
+//! [`Tiered`]: a store with a cold tier in PostgreSQL beside it. A queue given a
+//! `cold_after_ms` keeps each job due further ahead than that in the cold tier ([`Cold`]), not
+//! the store; [`Tiered::move_due`] (run every second by [`Tiered::run_mover`]) moves it into
+//! the store once it is due within the window, so the store holds only the next window of
+//! jobs. Enqueue, get, cancel, reschedule and the counts see a job wherever it is; every other
+//! call goes to the store. Jobs that wait for others or join a batch stay in the store.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq::{
+    Ack, AckOutcome, Backend, CancelOutcome, ClaimBatch, ClaimRequest, Due, Enqueued, Inspect,
+    JobId, JobInfo, JobKey, JobPage, KeyHold, LeaseRef, ListRequest, ListState, Nack, NackOutcome,
+    NewJob, Producer, QueueName, QueueSeries, QueueSettings, QueueStats, Result, Wakeups,
+};
+
+use crate::Error;
+use crate::cold::Cold;
+use crate::outbox::guard;
+
+/// Jobs one move takes per queue and transaction.
+const MOVE_BATCH: i64 = 5000;
+
+/// A store (`B`) with a cold tier beside it. Clones share the tier.
+#[derive(Clone)]
+pub struct Tiered<B> {
+    inner: B,
+    cold: Arc<Cold>,
+}
+
+fn now_ms() -> u64 {
+    delayq::job::system_now_ms()
+}
+
+fn store_err(e: Error) -> delayq::Error {
+    match e {
+        Error::Store(e) => e,
+        other => delayq::Error::Unavailable(other.to_string()),
+    }
+}
+
+/// The absolute due time of `due` at `now`.
+fn due_ms(due: Due, now: u64) -> u64 {
+    match due {
+        Due::Now => now,
+        Due::Delay(d) => now + d.as_millis() as u64,
+        Due::At(ms) => ms,
+    }
+}
+
+impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
+    /// `inner` with the cold tier of the database `pool` reaches (its schema migrated).
+    pub fn new(inner: B, pool: deadpool_postgres::Pool) -> Self {
+        Self {
+            inner,
+            cold: Arc::new(Cold::new(pool)),
+        }
+    }
+
+    /// The store beneath.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    /// The cold tier.
+    pub fn cold(&self) -> &Cold {
+        &self.cold
+    }
+
+    /// Moves every queue's cold jobs due within its window into the store; how many.
+    pub async fn move_due(&self) -> std::result::Result<usize, Error> {
+        let mut moved = 0;
+        for (q, window) in self.cold.queues().await? {
+            loop {
+                let (conn, rows) = self.cold.take_due(&q, window, MOVE_BATCH).await?;
+                if rows.is_empty() {
+                    Cold::taken_many(&q, conn, None).await?;
+                    break;
+                }
+                let n = rows.len();
+                let retention = self.inner.settings(&q).await?.retention;
+                let now = now_ms();
+                let mut jobs = Vec::with_capacity(n);
+                for r in &rows {
+                    let mut job = r.job(&q)?;
+                    // A move repeated after a crash finds the job in the store by its id; one
+                    // due soon (a late move) is kept refused after it ends.
+                    guard(&mut job, retention, now);
+                    jobs.push(job);
+                }
+                match Producer::new(self.inner.clone(), q.clone())
+                    .enqueue_batch(jobs)
+                    .await
+                {
+                    Ok(_) => Cold::taken_many(&q, conn, Some(n as i64)).await?,
+                    Err(e) => {
+                        Cold::taken_many(&q, conn, None).await?;
+                        return Err(e.into());
+                    }
+                }
+                moved += n;
+                metrics::counter!("delayq_cold_moved_total").increment(n as u64);
+                if (n as i64) < MOVE_BATCH {
+                    break;
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Runs [`Tiered::move_due`] every `every` until `stop` resolves; a failure is logged and
+    /// tried again at the next turn.
+    pub async fn run_mover(self, every: Duration, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            if let Err(e) = self.move_due().await {
+                tracing::warn!("cold tier: moving due jobs into the store: {e}");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = &mut stop => return,
+            }
+        }
+    }
+
+    /// The queue's window, when it keeps jobs cold.
+    async fn window(&self, queue: &QueueName) -> Result<Option<u64>> {
+        self.cold.cold_after(queue).await.map_err(store_err)
+    }
+}
+
+impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B> {
+    async fn enqueue(&self, queue: &QueueName, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        let Some(window) = self.window(queue).await? else {
+            return self.inner.enqueue(queue, jobs).await;
+        };
+        let now = now_ms();
+        let n = jobs.len();
+        let ids: Vec<String> = jobs
+            .iter()
+            .map(|j| j.id.as_ref().map(|i| i.to_string()).unwrap_or_default())
+            .collect();
+        // An id the cold tier holds is that job, whichever tier this enqueue would choose.
+        let in_cold = self.cold.due_of(queue, &ids).await.map_err(store_err)?;
+        let mut out: Vec<Option<Enqueued>> = vec![None; n];
+        let (mut hot, mut hot_at, mut cold, mut cold_at) = (vec![], vec![], vec![], vec![]);
+        for (i, job) in jobs.into_iter().enumerate() {
+            let due = due_ms(job.due, now);
+            let far = due > now + window && job.depends.is_none() && job.batch.is_none();
+            match in_cold.get(&ids[i]) {
+                Some(_) | None if far => {
+                    cold.push((job, due));
+                    cold_at.push(i);
+                }
+                Some(&was) if job.on_conflict != delayq::OnConflict::Replace => {
+                    out[i] = Some(Enqueued {
+                        id: job.id.clone().unwrap_or_else(JobId::generate),
+                        due_at_ms: was,
+                        created: false,
+                        replaced: false,
+                        existing: None,
+                    });
+                }
+                held => {
+                    if held.is_some() {
+                        // Replaced by a near one: it leaves the cold tier for the store.
+                        if let Some(id) = &job.id {
+                            self.cold.cancel(queue, id).await.map_err(store_err)?;
+                        }
+                    }
+                    hot.push(job);
+                    hot_at.push(i);
+                }
+            }
+        }
+        // A cold-bound id the store holds is that job.
+        let mut still_cold = Vec::new();
+        let mut still_at = Vec::new();
+        for ((job, due), i) in cold.into_iter().zip(cold_at) {
+            let held = match &job.id {
+                Some(id) => self.inner.get(queue, id).await?,
+                None => None,
+            };
+            match held {
+                Some(info)
+                    if job.on_conflict != delayq::OnConflict::Replace
+                        || info.state != delayq::JobState::Scheduled =>
+                {
+                    out[i] = Some(Enqueued {
+                        id: info.id.clone(),
+                        due_at_ms: info.due_at_ms,
+                        created: false,
+                        replaced: false,
+                        existing: (job.on_conflict == delayq::OnConflict::Replace)
+                            .then_some(info.state),
+                    });
+                }
+                Some(info) => {
+                    // Replaced by a far one: it leaves the store for the cold tier.
+                    if self.inner.cancel(queue, &info.id).await? == CancelOutcome::Cancelled {
+                        still_cold.push((job, due));
+                        still_at.push(i);
+                    } else {
+                        out[i] = Some(Enqueued {
+                            id: info.id.clone(),
+                            due_at_ms: info.due_at_ms,
+                            created: false,
+                            replaced: false,
+                            existing: Some(delayq::JobState::Leased),
+                        });
+                    }
+                }
+                None => {
+                    still_cold.push((job, due));
+                    still_at.push(i);
+                }
+            }
+        }
+        if !still_cold.is_empty() {
+            let put = self.cold.put(queue, still_cold).await.map_err(store_err)?;
+            for (e, i) in put.into_iter().zip(still_at) {
+                out[i] = Some(e);
+            }
+        }
+        if !hot.is_empty() {
+            let put = self.inner.enqueue(queue, hot).await?;
+            for (e, i) in put.into_iter().zip(hot_at) {
+                out[i] = Some(e);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    async fn claim(&self, queue: &QueueName, req: ClaimRequest) -> Result<ClaimBatch> {
+        self.inner.claim(queue, req).await
+    }
+    fn claims_over_queues(&self) -> bool {
+        self.inner.claims_over_queues()
+    }
+    async fn claim_over(&self, req: delayq::ClaimOverRequest) -> Result<ClaimBatch> {
+        self.inner.claim_over(req).await
+    }
+    async fn ack(&self, queue: &QueueName, acks: Vec<Ack>) -> Result<Vec<AckOutcome>> {
+        self.inner.ack(queue, acks).await
+    }
+    async fn nack(&self, queue: &QueueName, lease: LeaseRef, nack: Nack) -> Result<NackOutcome> {
+        self.inner.nack(queue, lease, nack).await
+    }
+    async fn extend(&self, queue: &QueueName, lease: LeaseRef, len: Duration) -> Result<u64> {
+        self.inner.extend(queue, lease, len).await
+    }
+    async fn release(&self, queue: &QueueName, leases: Vec<LeaseRef>, undo: bool) -> Result<()> {
+        self.inner.release(queue, leases, undo).await
+    }
+    async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        if self.window(queue).await?.is_some()
+            && self.cold.cancel(queue, id).await.map_err(store_err)?
+        {
+            return Ok(CancelOutcome::Cancelled);
+        }
+        self.inner.cancel(queue, id).await
+    }
+    async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
+        if self.window(queue).await?.is_some()
+            && self.cold.cancel(queue, id).await.map_err(store_err)?
+        {
+            return Ok(CancelOutcome::Cancelled);
+        }
+        self.inner.cancel_running(queue, id).await
+    }
+    async fn cancelled(&self, queue: &QueueName, leases: Vec<LeaseRef>) -> Result<Vec<bool>> {
+        self.inner.cancelled(queue, leases).await
+    }
+    async fn reschedule(&self, queue: &QueueName, id: &JobId, s: Due) -> Result<u64> {
+        let Some(window) = self.window(queue).await? else {
+            return self.inner.reschedule(queue, id, s).await;
+        };
+        let now = now_ms();
+        let due = due_ms(s, now);
+        if due > now + window {
+            if self
+                .cold
+                .reschedule(queue, id, due)
+                .await
+                .map_err(store_err)?
+            {
+                return Ok(due);
+            }
+            return self.inner.reschedule(queue, id, s).await;
+        }
+        // Into the window: out of the cold tier and into the store now (the delete commits
+        // once the store has it).
+        match self.cold.take(queue, id).await.map_err(store_err)? {
+            Some((conn, row)) => {
+                let mut job = row.job(queue).map_err(store_err)?;
+                job.due = Due::At(due);
+                match self.inner.enqueue(queue, vec![job]).await {
+                    Ok(_) => {
+                        Cold::taken(queue, conn, true).await.map_err(store_err)?;
+                        Ok(due)
+                    }
+                    Err(e) => {
+                        Cold::taken(queue, conn, false).await.map_err(store_err)?;
+                        Err(e)
+                    }
+                }
+            }
+            None => self.inner.reschedule(queue, id, s).await,
+        }
+    }
+    async fn wakeups(&self, queue: &QueueName) -> Result<Wakeups> {
+        self.inner.wakeups(queue).await
+    }
+    async fn stop_polling(&self) {
+        self.inner.stop_polling().await
+    }
+}
+
+impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B> {
+    async fn get(&self, queue: &QueueName, id: &JobId) -> Result<Option<JobInfo>> {
+        // The cold tier first: a job moved meanwhile is in the store by the time its row is
+        // gone (the move's delete commits after the store's write).
+        if self.window(queue).await?.is_some()
+            && let Some(info) = self.cold.get(queue, id).await.map_err(store_err)?
+        {
+            return Ok(Some(info));
+        }
+        self.inner.get(queue, id).await
+    }
+    async fn queues(&self) -> Result<Vec<QueueName>> {
+        self.inner.queues().await
+    }
+    async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
+        let mut s = self.inner.stats(queue).await?;
+        if self.window(queue).await?.is_some() {
+            s.scheduled += self.cold.count(queue).await.map_err(store_err)?;
+        }
+        Ok(s)
+    }
+    async fn list(&self, q: &QueueName, page: ListRequest) -> Result<JobPage> {
+        self.inner.list(q, page).await
+    }
+    async fn search(&self, q: &QueueName, prefix: &str, limit: usize) -> Result<delayq::Found> {
+        self.inner.search(q, prefix, limit).await
+    }
+    async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        self.inner.dead_requeue(queue, id).await
+    }
+    async fn dead_requeue_all(&self, queue: &QueueName) -> Result<u64> {
+        self.inner.dead_requeue_all(queue).await
+    }
+    async fn dead_purge(&self, queue: &QueueName) -> Result<u64> {
+        self.inner.dead_purge(queue).await
+    }
+    async fn dead_delete(&self, queue: &QueueName, id: &JobId) -> Result<()> {
+        self.inner.dead_delete(queue, id).await
+    }
+    async fn cancel_all(&self, queue: &QueueName, state: ListState) -> Result<u64> {
+        self.inner.cancel_all(queue, state).await
+    }
+    async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
+        self.inner.set_paused(queue, paused).await
+    }
+    async fn series(&self, queue: &QueueName) -> Result<QueueSeries> {
+        self.inner.series(queue).await
+    }
+    async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
+        self.inner.settings(queue).await
+    }
+    async fn push_queues(&self) -> Result<Vec<QueueName>> {
+        self.inner.push_queues().await
+    }
+    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
+        self.inner.configure(queue, s).await
+    }
+    async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
+        self.inner.pause_key(q, key, hold).await
+    }
+    async fn keys(&self, queue: &QueueName, limit: usize) -> Result<Vec<delayq::KeyStats>> {
+        self.inner.keys(queue, limit).await
+    }
+    async fn key_jobs(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        req: delayq::KeyJobsRequest,
+    ) -> Result<delayq::KeyJobsPage> {
+        self.inner.key_jobs(q, key, req).await
+    }
+    async fn cancel_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        running: bool,
+    ) -> Result<delayq::KeyCancelled> {
+        self.inner.cancel_key(q, key, running).await
+    }
+    async fn reschedule_key(
+        &self,
+        q: &QueueName,
+        key: &JobKey,
+        to: delayq::KeyMove,
+    ) -> Result<u64> {
+        self.inner.reschedule_key(q, key, to).await
+    }
+}

@@ -1,0 +1,220 @@
+//! The cold tier (`Tiered`): far-future jobs of a queue with a `cold_after_ms` kept in
+//! PostgreSQL, moved into Redis once due within the window — never early; by-id operations on
+//! a cold job; a cancel racing a move decided once; a sharded queue; and the schema migrated
+//! from version 1 with its rows kept.
+
+use std::time::Duration;
+
+use delayq::{Backend, CancelOutcome, ClaimRequest, Due, Inspect, JobState, NewJob, Producer};
+use delayq_postgres::Tiered;
+use delayq_redis::RedisBackend;
+
+use crate::common::{database, eventually, id, q, redis};
+
+async fn tiered(
+    window_ms: u64,
+    queue: &delayq::QueueName,
+) -> (Tiered<RedisBackend>, tokio_postgres::Client) {
+    let (_pg, opts, c) = database().await;
+    let t = Tiered::new(redis().await, opts.pool(4).unwrap());
+    t.cold()
+        .set_cold_after(queue, Some(window_ms))
+        .await
+        .unwrap();
+    (t, c)
+}
+
+fn claim_one() -> ClaimRequest {
+    ClaimRequest {
+        max: 1,
+        lease: Duration::from_secs(30),
+        acks: vec![],
+    }
+}
+
+async fn far_jobs_go_cold_then_move_and_run_on_time(shards: Option<u32>) {
+    let orders = q("orders");
+    let (t, _c) = tiered(1500, &orders).await;
+    if let Some(n) = shards {
+        t.configure(&orders, delayq::QueueSettings::with_shards(n))
+            .await
+            .unwrap();
+    }
+    let p = Producer::new(t.clone(), orders.clone());
+    let now = delayq::job::system_now_ms();
+    let due = now + 2500;
+    p.enqueue(NewJob::new("far").id(id("far")).due(Due::At(due)))
+        .await
+        .unwrap();
+    p.enqueue(NewJob::new("near").id(id("near")).due(Due::At(now + 500)))
+        .await
+        .unwrap();
+    let far = t.get(&orders, &id("far")).await.unwrap().unwrap();
+    assert!(far.cold, "kept cold");
+    assert_eq!(
+        (far.state, far.due_at_ms, far.payload.as_slice()),
+        (JobState::Scheduled, due, &b"far"[..])
+    );
+    assert!(
+        t.inner().get(&orders, &id("far")).await.unwrap().is_none(),
+        "not in Redis"
+    );
+    assert!(!t.get(&orders, &id("near")).await.unwrap().unwrap().cold);
+    assert_eq!(t.stats(&orders).await.unwrap().scheduled, 2);
+    assert_eq!(t.cold().count(&orders).await.unwrap(), 1);
+    let mover = tokio::spawn(
+        t.clone()
+            .run_mover(Duration::from_millis(50), std::future::pending()),
+    );
+    let moved = eventually("the move into Redis", || async {
+        t.inner().get(&orders, &id("far")).await.unwrap()
+    })
+    .await;
+    assert_eq!(moved.due_at_ms, due, "moved with its due time");
+    assert!(!t.get(&orders, &id("far")).await.unwrap().unwrap().cold);
+    assert_eq!(t.cold().count(&orders).await.unwrap(), 0);
+    assert_eq!(
+        t.stats(&orders).await.unwrap().scheduled + t.stats(&orders).await.unwrap().due,
+        2
+    );
+    // Never before its due time: the claims that run it start after it.
+    let mut ran_at = None;
+    while ran_at.is_none() {
+        let b = t.claim(&orders, claim_one()).await.unwrap();
+        for j in b.jobs {
+            let at = delayq::job::system_now_ms();
+            if j.id.as_str() == "far" {
+                assert!(at >= due, "started {} ms early", due - at);
+                ran_at = Some(at);
+            }
+            t.ack(&orders, vec![j.lease_ref().into()]).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(delayq::job::system_now_ms() < due + 10_000, "never ran");
+    }
+    mover.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_jobs_go_cold_then_move_into_redis_and_run_on_time() {
+    far_jobs_go_cold_then_move_and_run_on_time(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cold_tier_feeds_a_sharded_queue() {
+    far_jobs_go_cold_then_move_and_run_on_time(Some(4)).await;
+}
+
+#[tokio::test]
+async fn every_by_id_operation_sees_a_cold_job() {
+    let orders = q("orders");
+    let (t, _c) = tiered(600_000, &orders).await;
+    let p = Producer::new(t.clone(), orders.clone());
+    let hour = delayq::job::system_now_ms() + 3_600_000;
+    let e = p
+        .enqueue(NewJob::new("v1").id(id("r-1")).due(Due::At(hour)))
+        .await
+        .unwrap();
+    assert!(e.created);
+    // The same id again: nothing written; replaced: the new payload and due time.
+    let again = p
+        .enqueue(NewJob::new("v2").id(id("r-1")).due(Due::At(hour + 5)))
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(
+        t.get(&orders, &id("r-1")).await.unwrap().unwrap().payload,
+        b"v1"
+    );
+    let mut replace = NewJob::new("v3").id(id("r-1")).due(Due::At(hour + 60_000));
+    replace.on_conflict = delayq::OnConflict::Replace;
+    assert!(p.enqueue(replace).await.unwrap().replaced);
+    let got = t.get(&orders, &id("r-1")).await.unwrap().unwrap();
+    assert_eq!(
+        (got.payload.as_slice(), got.due_at_ms),
+        (&b"v3"[..], hour + 60_000)
+    );
+    // A near enqueue of an id the cold tier holds is that job.
+    let near = p
+        .enqueue(NewJob::new("x").id(id("r-1")).due(Due::Now))
+        .await
+        .unwrap();
+    assert!(!near.created);
+    assert_eq!(t.cold().count(&orders).await.unwrap(), 1);
+    // Rescheduled further: still cold.
+    assert_eq!(
+        t.reschedule(&orders, &id("r-1"), Due::At(hour * 2))
+            .await
+            .unwrap(),
+        hour * 2
+    );
+    assert!(t.get(&orders, &id("r-1")).await.unwrap().unwrap().cold);
+    // Into the window: into Redis at once, with the new due time.
+    let soon = delayq::job::system_now_ms() + 60_000;
+    t.reschedule(&orders, &id("r-1"), Due::At(soon))
+        .await
+        .unwrap();
+    let hot = t.inner().get(&orders, &id("r-1")).await.unwrap().unwrap();
+    assert_eq!((hot.due_at_ms, hot.payload.as_slice()), (soon, &b"v3"[..]));
+    assert_eq!(t.cold().count(&orders).await.unwrap(), 0);
+    // A cold job cancelled is gone from both tiers.
+    p.enqueue(NewJob::new("c").id(id("c-1")).due(Due::At(hour)))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.cancel(&orders, &id("c-1")).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert!(t.get(&orders, &id("c-1")).await.unwrap().is_none());
+    assert_eq!(
+        t.cancel(&orders, &id("c-1")).await.unwrap(),
+        CancelOutcome::NotFound
+    );
+    // A queue without the setting is the store's alone.
+    let plain = q("plain");
+    Producer::new(t.clone(), plain.clone())
+        .enqueue(NewJob::new("p").id(id("p-1")).due(Due::At(hour)))
+        .await
+        .unwrap();
+    assert!(t.inner().get(&plain, &id("p-1")).await.unwrap().is_some());
+}
+
+/// A cancel of a job the mover holds waits for the move and then cancels it in the store:
+/// decided once, never both kept and cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_racing_a_move_is_decided_once() {
+    let orders = q("orders");
+    let (t, mut c) = tiered(600_000, &orders).await;
+    let hour = delayq::job::system_now_ms() + 3_600_000;
+    Producer::new(t.clone(), orders.clone())
+        .enqueue(NewJob::new("m").id(id("m-1")).due(Due::At(hour)))
+        .await
+        .unwrap();
+    // A mover mid-move: the row taken, the store written, the commit not yet sent.
+    let tx = c.transaction().await.unwrap();
+    tx.execute(
+        "DELETE FROM delayq.cold WHERE queue = 'orders' AND id = 'm-1'",
+        &[],
+    )
+    .await
+    .unwrap();
+    t.inner()
+        .enqueue(
+            &orders,
+            vec![NewJob::new("m").id(id("m-1")).due(Due::At(hour))],
+        )
+        .await
+        .unwrap();
+    let canceller = {
+        let t = t.clone();
+        tokio::spawn(async move { t.cancel(&q("orders"), &id("m-1")).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!canceller.is_finished(), "the cancel waits for the move");
+    tx.commit().await.unwrap();
+    assert_eq!(canceller.await.unwrap(), CancelOutcome::Cancelled);
+    assert!(
+        t.get(&orders, &id("m-1")).await.unwrap().is_none(),
+        "gone from both tiers"
+    );
+}
