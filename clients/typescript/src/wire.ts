@@ -795,6 +795,12 @@ export interface SeriesView {
  * stored value.
  */
 export interface SettingsPatch {
+  /**
+   * Keep jobs due further ahead than this, ms (at least 60,000), in the cold tier
+   * (PostgreSQL beside the store: `delayq serve --postgres`); `null` moves them all into
+   * the store.
+   */
+  cold_after_ms?: number | null;
   /** Refuse a completed job's id this long, ms (0: off; at most 30 days). */
   dedupe_ms?: number | null;
   /**
@@ -840,6 +846,11 @@ export interface SettingsPatch {
 
 /** A queue's settings, as `GET /v1/queues/{q}` shows them. */
 export interface SettingsView {
+  /**
+   * Jobs due further ahead than this, ms, wait in the cold tier (PostgreSQL beside the
+   * store, `--postgres`) and move into the store when due within it; `null`: none.
+   */
+  cold_after_ms?: number | null;
   /** A completed job's id is refused this long, ms (0: free once done). */
   dedupe_ms: number;
   /**

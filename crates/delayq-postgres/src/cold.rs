@@ -21,7 +21,8 @@ const SETTING_TTL: Duration = Duration::from_secs(5);
 /// The cold tier of one database.
 pub struct Cold {
     pool: deadpool_postgres::Pool,
-    settings: Mutex<HashMap<QueueName, (Instant, Option<u64>)>>,
+    /// Every cold queue's window as last read, and when (`None`: never read).
+    settings: Mutex<Option<(Instant, HashMap<QueueName, u64>)>>,
     /// Months (ms of their first instant) whose partition exists.
     months: Mutex<HashSet<i64>>,
 }
@@ -133,30 +134,51 @@ impl Cold {
             .map_err(|e| Error::Pool(e.to_string()))
     }
 
-    /// The queue's `cold_after_ms` (`None`: it keeps no job cold), read at most every 5 s.
+    /// The queue's `cold_after_ms` (`None`: it keeps no job cold), from the settings read at
+    /// most every 5 s (all queues' in one query). While PostgreSQL cannot be reached the last
+    /// ones read stand; a process that has never reached it knows of no cold queue.
     pub async fn cold_after(&self, queue: &QueueName) -> Result<Option<u64>, Error> {
-        let known = self
+        let fresh = self
             .settings
             .lock()
             .ok()
-            .and_then(|m| m.get(queue).copied())
-            .filter(|(at, _)| at.elapsed() < SETTING_TTL);
-        if let Some((_, v)) = known {
-            return Ok(v);
+            .and_then(|s| s.as_ref().map(|(at, _)| at.elapsed() < SETTING_TTL))
+            .unwrap_or(false);
+        if !fresh && let Err(e) = self.refresh().await {
+            tracing::debug!("cold tier: reading the queues' windows: {e}");
+            if let Ok(mut s) = self.settings.lock()
+                && let Some((at, _)) = s.as_mut()
+            {
+                // Try again in a second, not at every call.
+                *at = Instant::now()
+                    .checked_sub(SETTING_TTL - Duration::from_secs(1))
+                    .unwrap_or_else(Instant::now);
+            }
         }
+        Ok(self
+            .settings
+            .lock()
+            .ok()
+            .and_then(|s| s.as_ref().and_then(|(_, m)| m.get(queue).copied())))
+    }
+
+    /// Reads every queue's `cold_after_ms`.
+    pub async fn refresh(&self) -> Result<(), Error> {
         let c = self.client().await?;
-        let v: Option<i64> = c
-            .query_opt(
-                "SELECT cold_after_ms FROM delayq.cold_queues WHERE queue = $1",
-                &[&queue.as_str()],
-            )
-            .await?
-            .map(|r| r.get(0));
-        let v = v.map(|v| v.max(0) as u64);
-        if let Ok(mut m) = self.settings.lock() {
-            m.insert(queue.clone(), (Instant::now(), v));
+        let rows = c
+            .query("SELECT queue, cold_after_ms FROM delayq.cold_queues", &[])
+            .await?;
+        let m: HashMap<QueueName, u64> = rows
+            .iter()
+            .filter_map(|r| {
+                let q = QueueName::new(r.get::<_, String>(0)).ok()?;
+                Some((q, r.get::<_, i64>(1).max(0) as u64))
+            })
+            .collect();
+        if let Ok(mut s) = self.settings.lock() {
+            *s = Some((Instant::now(), m));
         }
-        Ok(v)
+        Ok(())
     }
 
     /// Sets (or, with `None`, clears) the queue's `cold_after_ms`. Cleared, the mover moves
@@ -180,10 +202,7 @@ impl Cold {
                 .await?;
             }
         }
-        if let Ok(mut m) = self.settings.lock() {
-            m.insert(queue.clone(), (Instant::now(), v));
-        }
-        Ok(())
+        self.refresh().await
     }
 
     /// The ids of `ids` the cold tier holds for `queue`, with their due times.

@@ -22,11 +22,12 @@ use crate::outbox::guard;
 /// Jobs one move takes per queue and transaction.
 const MOVE_BATCH: i64 = 5000;
 
-/// A store (`B`) with a cold tier beside it. Clones share the tier.
+/// A store (`B`) with a cold tier beside it, or without one ([`Tiered::plain`]: every call
+/// is the store's). Clones share the tier.
 #[derive(Clone)]
 pub struct Tiered<B> {
     inner: B,
-    cold: Arc<Cold>,
+    cold: Option<Arc<Cold>>,
 }
 
 fn now_ms() -> u64 {
@@ -54,8 +55,13 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
     pub fn new(inner: B, pool: deadpool_postgres::Pool) -> Self {
         Self {
             inner,
-            cold: Arc::new(Cold::new(pool)),
+            cold: Some(Arc::new(Cold::new(pool))),
         }
+    }
+
+    /// `inner` alone: no queue keeps jobs cold, a queue's `cold_after_ms` is refused.
+    pub fn plain(inner: B) -> Self {
+        Self { inner, cold: None }
     }
 
     /// The store beneath.
@@ -63,17 +69,27 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
         &self.inner
     }
 
-    /// The cold tier.
-    pub fn cold(&self) -> &Cold {
-        &self.cold
+    /// The cold tier, when there is one.
+    pub fn cold(&self) -> Option<&Cold> {
+        self.cold.as_deref()
+    }
+
+    /// The cold tier of a queue with a window (only called after [`Tiered::window`] said so).
+    fn tier(&self) -> Result<&Cold> {
+        self.cold
+            .as_deref()
+            .ok_or_else(|| delayq::Error::Backend("no cold tier".into()))
     }
 
     /// Moves every queue's cold jobs due within its window into the store; how many.
     pub async fn move_due(&self) -> std::result::Result<usize, Error> {
+        let Some(cold) = self.cold.as_deref() else {
+            return Ok(0);
+        };
         let mut moved = 0;
-        for (q, window) in self.cold.queues().await? {
+        for (q, window) in cold.queues().await? {
             loop {
-                let (conn, rows) = self.cold.take_due(&q, window, MOVE_BATCH).await?;
+                let (conn, rows) = cold.take_due(&q, window, MOVE_BATCH).await?;
                 if rows.is_empty() {
                     Cold::taken_many(&q, conn, None).await?;
                     break;
@@ -126,7 +142,10 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
 
     /// The queue's window, when it keeps jobs cold.
     async fn window(&self, queue: &QueueName) -> Result<Option<u64>> {
-        self.cold.cold_after(queue).await.map_err(store_err)
+        match &self.cold {
+            Some(c) => c.cold_after(queue).await.map_err(store_err),
+            None => Ok(None),
+        }
     }
 }
 
@@ -142,7 +161,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
             .map(|j| j.id.as_ref().map(|i| i.to_string()).unwrap_or_default())
             .collect();
         // An id the cold tier holds is that job, whichever tier this enqueue would choose.
-        let in_cold = self.cold.due_of(queue, &ids).await.map_err(store_err)?;
+        let in_cold = self.tier()?.due_of(queue, &ids).await.map_err(store_err)?;
         let mut out: Vec<Option<Enqueued>> = vec![None; n];
         let (mut hot, mut hot_at, mut cold, mut cold_at) = (vec![], vec![], vec![], vec![]);
         for (i, job) in jobs.into_iter().enumerate() {
@@ -166,7 +185,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
                     if held.is_some() {
                         // Replaced by a near one: it leaves the cold tier for the store.
                         if let Some(id) = &job.id {
-                            self.cold.cancel(queue, id).await.map_err(store_err)?;
+                            self.tier()?.cancel(queue, id).await.map_err(store_err)?;
                         }
                     }
                     hot.push(job);
@@ -218,7 +237,11 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
             }
         }
         if !still_cold.is_empty() {
-            let put = self.cold.put(queue, still_cold).await.map_err(store_err)?;
+            let put = self
+                .tier()?
+                .put(queue, still_cold)
+                .await
+                .map_err(store_err)?;
             for (e, i) in put.into_iter().zip(still_at) {
                 out[i] = Some(e);
             }
@@ -255,7 +278,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
     }
     async fn cancel(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         if self.window(queue).await?.is_some()
-            && self.cold.cancel(queue, id).await.map_err(store_err)?
+            && self.tier()?.cancel(queue, id).await.map_err(store_err)?
         {
             return Ok(CancelOutcome::Cancelled);
         }
@@ -263,7 +286,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
     }
     async fn cancel_running(&self, queue: &QueueName, id: &JobId) -> Result<CancelOutcome> {
         if self.window(queue).await?.is_some()
-            && self.cold.cancel(queue, id).await.map_err(store_err)?
+            && self.tier()?.cancel(queue, id).await.map_err(store_err)?
         {
             return Ok(CancelOutcome::Cancelled);
         }
@@ -280,7 +303,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
         let due = due_ms(s, now);
         if due > now + window {
             if self
-                .cold
+                .tier()?
                 .reschedule(queue, id, due)
                 .await
                 .map_err(store_err)?
@@ -291,7 +314,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
         }
         // Into the window: out of the cold tier and into the store now (the delete commits
         // once the store has it).
-        match self.cold.take(queue, id).await.map_err(store_err)? {
+        match self.tier()?.take(queue, id).await.map_err(store_err)? {
             Some((conn, row)) => {
                 let mut job = row.job(queue).map_err(store_err)?;
                 job.due = Due::At(due);
@@ -322,7 +345,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         // The cold tier first: a job moved meanwhile is in the store by the time its row is
         // gone (the move's delete commits after the store's write).
         if self.window(queue).await?.is_some()
-            && let Some(info) = self.cold.get(queue, id).await.map_err(store_err)?
+            && let Some(info) = self.tier()?.get(queue, id).await.map_err(store_err)?
         {
             return Ok(Some(info));
         }
@@ -334,7 +357,11 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
     async fn stats(&self, queue: &QueueName) -> Result<QueueStats> {
         let mut s = self.inner.stats(queue).await?;
         if self.window(queue).await?.is_some() {
-            s.scheduled += self.cold.count(queue).await.map_err(store_err)?;
+            match self.tier()?.count(queue).await {
+                Ok(n) => s.scheduled += n,
+                // The store's own counts stand while PostgreSQL cannot be reached.
+                Err(e) => tracing::debug!("cold tier: counting {queue}'s cold jobs: {e}"),
+            }
         }
         Ok(s)
     }
@@ -366,13 +393,30 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         self.inner.series(queue).await
     }
     async fn settings(&self, queue: &QueueName) -> Result<QueueSettings> {
-        self.inner.settings(queue).await
+        let mut s = self.inner.settings(queue).await?;
+        s.cold_after_ms = self.window(queue).await?;
+        Ok(s)
     }
     async fn push_queues(&self) -> Result<Vec<QueueName>> {
         self.inner.push_queues().await
     }
-    async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
-        self.inner.configure(queue, s).await
+    async fn configure(&self, queue: &QueueName, mut s: QueueSettings) -> Result<QueueSettings> {
+        if self.cold.is_none() {
+            // The store refuses a window it cannot keep.
+            return self.inner.configure(queue, s).await;
+        }
+        s.validate()?;
+        // The window is the tier's (PostgreSQL's); the rest is the store's.
+        let cold = s.cold_after_ms.take();
+        let mut out = self.inner.configure(queue, s).await?;
+        if cold != self.window(queue).await? {
+            self.tier()?
+                .set_cold_after(queue, cold)
+                .await
+                .map_err(store_err)?;
+        }
+        out.cold_after_ms = cold;
+        Ok(out)
     }
     async fn pause_key(&self, q: &QueueName, key: &JobKey, hold: KeyHold) -> Result<Option<u64>> {
         self.inner.pause_key(q, key, hold).await
@@ -403,5 +447,74 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         to: delayq::KeyMove,
     ) -> Result<u64> {
         self.inner.reschedule_key(q, key, to).await
+    }
+}
+
+impl<B> delayq::Schedules for Tiered<B>
+where
+    B: Backend + Inspect + delayq::Schedules + Clone + Send + Sync + 'static,
+{
+    async fn put_schedule(&self, queue: &QueueName, info: delayq::ScheduleInfo) -> Result<()> {
+        self.inner.put_schedule(queue, info).await
+    }
+    async fn schedules(&self, queue: &QueueName) -> Result<Vec<delayq::ScheduleInfo>> {
+        self.inner.schedules(queue).await
+    }
+    async fn delete_schedule(&self, queue: &QueueName, name: &str) -> Result<bool> {
+        self.inner.delete_schedule(queue, name).await
+    }
+    async fn scheduled_queues(&self) -> Result<Vec<QueueName>> {
+        self.inner.scheduled_queues().await
+    }
+    async fn clock_ms(&self) -> Result<u64> {
+        self.inner.clock_ms().await
+    }
+    async fn fire(&self, queue: &QueueName, name: &str, f: delayq::Firing) -> Result<bool> {
+        self.inner.fire(queue, name, f).await
+    }
+}
+
+/// Batches stay in the store (their jobs and callbacks are never cold).
+impl<B> delayq::Batches for Tiered<B>
+where
+    B: Backend + Inspect + delayq::Batches + Clone + Send + Sync + 'static,
+{
+    async fn put_batch(
+        &self,
+        queue: &QueueName,
+        put: delayq::BatchPut,
+    ) -> Result<delayq::batch::BatchAdded> {
+        self.inner.put_batch(queue, put).await
+    }
+    async fn add_to_batch(
+        &self,
+        queue: &QueueName,
+        add: delayq::BatchAdd,
+    ) -> Result<Option<delayq::batch::BatchAdded>> {
+        self.inner.add_to_batch(queue, add).await
+    }
+    async fn close_batch(
+        &self,
+        queue: &QueueName,
+        id: &delayq::BatchId,
+    ) -> Result<Option<delayq::BatchInfo>> {
+        self.inner.close_batch(queue, id).await
+    }
+    async fn batch(
+        &self,
+        queue: &QueueName,
+        id: &delayq::BatchId,
+    ) -> Result<Option<delayq::BatchInfo>> {
+        self.inner.batch(queue, id).await
+    }
+    async fn open_batches(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> Result<Vec<delayq::BatchInfo>> {
+        self.inner.open_batches(queue, limit).await
+    }
+    async fn finish_batches(&self, thorough: bool) -> Result<usize> {
+        self.inner.finish_batches(thorough).await
     }
 }

@@ -291,6 +291,7 @@ impl Inspect for RedisBackend {
             key_max_in_flight: num("key_max_in_flight").map(|n| n as u32),
             key_rate: rate_of("key_rate_per_s", "key_rate_burst"),
             pause_key_on_429: num("pause_key_on_429") == Some(1.0),
+            cold_after_ms: None,
         })
     }
 
@@ -312,6 +313,14 @@ impl Inspect for RedisBackend {
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         s.validate()?;
+        if s.cold_after_ms.is_some() {
+            return Err(delayq::InvalidInput::Settings(
+                "cold_after_ms keeps far jobs in PostgreSQL beside the store: start delayq \
+                 serve (or worker) with --postgres URL"
+                    .into(),
+            )
+            .into());
+        }
         let before = self.settings(queue).await?;
         let (current, lane, width) = (before.shards, before.lane, before.lane_window_ms);
         // Windows are placed by their width: on a lane queue it changes only while the queue

@@ -88,6 +88,10 @@ pub struct SettingsView {
     #[serde(default)]
     #[schema(required = true)]
     pub pause_key_on_429: bool,
+    /// Jobs due further ahead than this, ms, wait in the cold tier (PostgreSQL beside the
+    /// store, `--postgres`) and move into the store when due within it; `null`: none.
+    #[serde(default)]
+    pub cold_after_ms: Option<u64>,
 }
 
 /// A start-rate limit: `per_s` tokens a second, at most `burst` kept; each job started takes
@@ -185,6 +189,16 @@ pub struct SettingsPatch {
     /// A push delivery answered 429 with `Retry-After` pauses its job's key until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_key_on_429: Option<bool>,
+    /// Keep jobs due further ahead than this, ms (at least 60,000), in the cold tier
+    /// (PostgreSQL beside the store: `delayq serve --postgres`); `null` moves them all into
+    /// the store.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<u64>)]
+    pub cold_after_ms: Option<Option<u64>>,
 }
 
 impl SettingsPatch {
@@ -207,6 +221,7 @@ impl SettingsPatch {
                 })
             }),
             pause_key_on_429: self.pause_key_on_429.unwrap_or(current.pause_key_on_429),
+            cold_after_ms: self.cold_after_ms.unwrap_or(current.cold_after_ms),
             retention: delayq::Retention {
                 keep_done_ms: self.keep_done_ms.unwrap_or(current.retention.keep_done_ms),
                 dedupe_ms: self.dedupe_ms.unwrap_or(current.retention.dedupe_ms),
@@ -456,6 +471,7 @@ impl From<&QueueSettings> for SettingsView {
                 burst: r.burst,
             }),
             pause_key_on_429: s.pause_key_on_429,
+            cold_after_ms: s.cold_after_ms,
         }
     }
 }
@@ -483,6 +499,7 @@ impl From<SettingsView> for QueueSettings {
                 burst: r.burst,
             }),
             pause_key_on_429: s.pause_key_on_429,
+            cold_after_ms: s.cold_after_ms,
         }
     }
 }
@@ -504,6 +521,7 @@ impl From<&QueueSettings> for SettingsPatch {
             key_max_in_flight: Some(v.key_max_in_flight),
             key_rate: Some(v.key_rate),
             pause_key_on_429: Some(v.pause_key_on_429),
+            cold_after_ms: Some(v.cold_after_ms),
         }
     }
 }

@@ -59,6 +59,12 @@ pub struct QueueSettings {
     /// job itself is retried then, as without the setting).
     #[serde(default)]
     pub pause_key_on_429: bool,
+    /// Keep a job due further ahead than this (ms) in the cold tier — PostgreSQL beside the
+    /// store (`--postgres`) — and move it into the store once it is due within it, so the
+    /// store holds only the next window of jobs; `None`: every job in the store. Needs a
+    /// store with the cold tier beside it (`delayq_postgres::Tiered`); a plain store refuses
+    /// it.
+    pub cold_after_ms: Option<u64>,
 }
 
 /// How a queue's due jobs are delivered ([`QueueSettings::delivery`]).
@@ -153,9 +159,14 @@ impl Default for QueueSettings {
             key_max_in_flight: None,
             key_rate: None,
             pause_key_on_429: false,
+            cold_after_ms: None,
         }
     }
 }
+
+/// The shortest `cold_after_ms`: a minute (the mover looks every second; a job moves a whole
+/// window before it is due).
+pub const MIN_COLD_AFTER_MS: u64 = 60_000;
 
 /// The lane's time windows' default width: 10 s.
 pub const DEFAULT_LANE_WINDOW_MS: u32 = 10_000;
@@ -268,6 +279,14 @@ impl QueueSettings {
             }
         }
         self.retention.validate()?;
+        let max_cold = crate::limits::MAX_DELAY.as_millis() as u64;
+        if let Some(c) = self.cold_after_ms
+            && !(MIN_COLD_AFTER_MS..=max_cold).contains(&c)
+        {
+            return Err(InvalidInput::Settings(format!(
+                "cold_after_ms must be {MIN_COLD_AFTER_MS}-{max_cold}, not {c}"
+            )));
+        }
         if let Some(t) = &self.target {
             t.validate()?;
         }

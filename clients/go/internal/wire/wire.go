@@ -796,6 +796,10 @@ type SeriesView struct {
 // SettingsPatch: The body of `PUT /v1/queues/{q}`: any subset of the settings; a field not given keeps its
 // stored value.
 type SettingsPatch struct {
+	// Keep jobs due further ahead than this, ms (at least 60,000), in the cold tier
+	// (PostgreSQL beside the store: `delayq serve --postgres`); `null` moves them all into
+	// the store.
+	ColdAfterMs **int64 `json:"cold_after_ms,omitempty"`
 	// Refuse a completed job's id this long, ms (0: off; at most 30 days).
 	DedupeMs **int64 `json:"dedupe_ms,omitempty"`
 	// `pull` (workers claim the jobs; a job with a target is refused) or `push` (pushers
@@ -833,6 +837,9 @@ type SettingsPatch struct {
 
 // SettingsView: A queue's settings, as `GET /v1/queues/{q}` shows them.
 type SettingsView struct {
+	// Jobs due further ahead than this, ms, wait in the cold tier (PostgreSQL beside the
+	// store, `--postgres`) and move into the store when due within it; `null`: none.
+	ColdAfterMs *int64 `json:"cold_after_ms,omitempty"`
 	// A completed job's id is refused this long, ms (0: free once done).
 	DedupeMs int64 `json:"dedupe_ms"`
 	// Who takes the due jobs: `pull` (workers claim them) or `push` (`delayq serve --push`

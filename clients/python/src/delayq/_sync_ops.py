@@ -374,7 +374,8 @@ class SyncOps:
         ``max_in_flight``, ``keep_done_ms``, ``dedupe_ms``, ``target`` (or ``None``),
         ``delivery`` (``"pull"``: workers claim the jobs; ``"push"``: ``delayq serve --push``
         sends each to its target), ``key_max_in_flight`` and ``key_rate`` (each key's limits,
-        or ``None``), ``pause_key_on_429``."""
+        or ``None``), ``pause_key_on_429``, ``cold_after_ms`` (jobs due further ahead wait in
+        PostgreSQL beside the store: ``delayq serve --postgres``; ``None`` moves them back)."""
         return QueueStats.from_json(self._call("PUT", self._q(queue), settings))
 
     def pause(self, queue: str) -> None:

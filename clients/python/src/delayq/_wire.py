@@ -762,6 +762,11 @@ class SettingsPatch(TypedDict):
     """The body of `PUT /v1/queues/{q}`: any subset of the settings; a field not given keeps its
     stored value.
     """
+    cold_after_ms: NotRequired[Optional[int]]
+    """Keep jobs due further ahead than this, ms (at least 60,000), in the cold tier
+    (PostgreSQL beside the store: `delayq serve --postgres`); `null` moves them all into
+    the store.
+    """
     dedupe_ms: NotRequired[Optional[int]]
     """Refuse a completed job's id this long, ms (0: off; at most 30 days)."""
     delivery: NotRequired[Optional["DeliveryMode"]]
@@ -803,6 +808,10 @@ class SettingsPatch(TypedDict):
 
 class SettingsView(TypedDict):
     """A queue's settings, as `GET /v1/queues/{q}` shows them."""
+    cold_after_ms: NotRequired[Optional[int]]
+    """Jobs due further ahead than this, ms, wait in the cold tier (PostgreSQL beside the
+    store, `--postgres`) and move into the store when due within it; `null`: none.
+    """
     dedupe_ms: int
     """A completed job's id is refused this long, ms (0: free once done)."""
     delivery: "DeliveryMode"

@@ -18,6 +18,7 @@ async fn tiered(
     let (_pg, opts, c) = database().await;
     let t = Tiered::new(redis().await, opts.pool(4).unwrap());
     t.cold()
+        .unwrap()
         .set_cold_after(queue, Some(window_ms))
         .await
         .unwrap();
@@ -36,7 +37,8 @@ async fn far_jobs_go_cold_then_move_and_run_on_time(shards: Option<u32>) {
     let orders = q("orders");
     let (t, _c) = tiered(1500, &orders).await;
     if let Some(n) = shards {
-        t.configure(&orders, delayq::QueueSettings::with_shards(n))
+        t.inner()
+            .configure(&orders, delayq::QueueSettings::with_shards(n))
             .await
             .unwrap();
     }
@@ -61,7 +63,7 @@ async fn far_jobs_go_cold_then_move_and_run_on_time(shards: Option<u32>) {
     );
     assert!(!t.get(&orders, &id("near")).await.unwrap().unwrap().cold);
     assert_eq!(t.stats(&orders).await.unwrap().scheduled, 2);
-    assert_eq!(t.cold().count(&orders).await.unwrap(), 1);
+    assert_eq!(t.cold().unwrap().count(&orders).await.unwrap(), 1);
     let mover = tokio::spawn(
         t.clone()
             .run_mover(Duration::from_millis(50), std::future::pending()),
@@ -71,8 +73,12 @@ async fn far_jobs_go_cold_then_move_and_run_on_time(shards: Option<u32>) {
     })
     .await;
     assert_eq!(moved.due_at_ms, due, "moved with its due time");
-    assert!(!t.get(&orders, &id("far")).await.unwrap().unwrap().cold);
-    assert_eq!(t.cold().count(&orders).await.unwrap(), 0);
+    // The move's delete commits just after the store's write.
+    eventually("the move committed", || async {
+        (!t.get(&orders, &id("far")).await.unwrap().unwrap().cold).then_some(())
+    })
+    .await;
+    assert_eq!(t.cold().unwrap().count(&orders).await.unwrap(), 0);
     assert_eq!(
         t.stats(&orders).await.unwrap().scheduled + t.stats(&orders).await.unwrap().due,
         2
@@ -140,7 +146,7 @@ async fn every_by_id_operation_sees_a_cold_job() {
         .await
         .unwrap();
     assert!(!near.created);
-    assert_eq!(t.cold().count(&orders).await.unwrap(), 1);
+    assert_eq!(t.cold().unwrap().count(&orders).await.unwrap(), 1);
     // Rescheduled further: still cold.
     assert_eq!(
         t.reschedule(&orders, &id("r-1"), Due::At(hour * 2))
@@ -156,7 +162,7 @@ async fn every_by_id_operation_sees_a_cold_job() {
         .unwrap();
     let hot = t.inner().get(&orders, &id("r-1")).await.unwrap().unwrap();
     assert_eq!((hot.due_at_ms, hot.payload.as_slice()), (soon, &b"v3"[..]));
-    assert_eq!(t.cold().count(&orders).await.unwrap(), 0);
+    assert_eq!(t.cold().unwrap().count(&orders).await.unwrap(), 0);
     // A cold job cancelled is gone from both tiers.
     p.enqueue(NewJob::new("c").id(id("c-1")).due(Due::At(hour)))
         .await
@@ -217,4 +223,38 @@ async fn a_cancel_racing_a_move_is_decided_once() {
         t.get(&orders, &id("m-1")).await.unwrap().is_none(),
         "gone from both tiers"
     );
+}
+
+/// `cold_after_ms` is a queue setting like the others: kept in PostgreSQL, read back with the
+/// store's settings, checked (at least a minute), cleared with `None`; a store without the
+/// tier refuses it.
+#[tokio::test]
+async fn the_window_is_a_queue_setting_and_a_plain_store_refuses_it() {
+    let orders = q("orders");
+    let (_pg, opts, _c) = database().await;
+    let t = Tiered::new(redis().await, opts.pool(2).unwrap());
+    let mut s = t.settings(&orders).await.unwrap();
+    assert_eq!(s.cold_after_ms, None);
+    s.cold_after_ms = Some(3_600_000);
+    s.max_in_flight = Some(7);
+    let out = t.configure(&orders, s.clone()).await.unwrap();
+    assert_eq!(
+        (out.cold_after_ms, out.max_in_flight),
+        (Some(3_600_000), Some(7))
+    );
+    let back = t.settings(&orders).await.unwrap();
+    assert_eq!(
+        (back.cold_after_ms, back.max_in_flight),
+        (Some(3_600_000), Some(7))
+    );
+    s.cold_after_ms = Some(1_000);
+    let e = t.configure(&orders, s.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("cold_after_ms"), "{e}");
+    s.cold_after_ms = None;
+    t.configure(&orders, s.clone()).await.unwrap();
+    assert_eq!(t.settings(&orders).await.unwrap().cold_after_ms, None);
+    let plain = Tiered::plain(redis().await);
+    s.cold_after_ms = Some(3_600_000);
+    let e = plain.configure(&orders, s).await.unwrap_err();
+    assert!(e.to_string().contains("--postgres"), "{e}");
 }
