@@ -235,6 +235,12 @@ fn settings_line(s: &QueueSettings) -> String {
     if s.pause_key_on_429 {
         out.push_str("\tpause key on 429");
     }
+    if let Some(c) = s.cold_after_ms {
+        out.push_str(&format!(
+            "\tcold after {}",
+            humantime::format_duration(std::time::Duration::from_millis(c))
+        ));
+    }
     out
 }
 
@@ -267,6 +273,8 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
             no_max_in_flight,
             keep_done,
             dedupe,
+            cold_after,
+            no_cold,
             target,
             no_target,
             delivery,
@@ -274,6 +282,12 @@ pub(crate) async fn queue(b: &AnyBackend, cmd: QueueCommand) -> anyhow::Result<u
         } => {
             let mut s = b.settings(&name).await?;
             keys.apply(&mut s);
+            if let Some(c) = cold_after {
+                s.cold_after_ms = Some(c.as_millis() as u64);
+            }
+            if no_cold {
+                s.cold_after_ms = None;
+            }
             if let Some(t) = target.target()? {
                 s.set_target(Some(t));
             }

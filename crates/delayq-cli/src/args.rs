@@ -341,6 +341,14 @@ pub(crate) enum QueueCommand {
         /// Refuse a completed job's id this long, e.g. 10m (0s: off).
         #[arg(long, value_parser = parse_duration)]
         dedupe: Option<Duration>,
+        /// Keep jobs due further ahead than this, e.g. 1h, in PostgreSQL beside the store
+        /// (the cold tier: needs a `delayq serve --postgres`, reached with --server, or
+        /// --postgres here); they move into the store when due within it.
+        #[arg(long, value_parser = parse_duration, conflicts_with = "no_cold")]
+        cold_after: Option<Duration>,
+        /// Keep no job cold: the cold tier's jobs of the queue move into the store.
+        #[arg(long)]
+        no_cold: bool,
         /// Default push target of the queue's jobs that carry none.
         #[command(flatten)]
         target: TargetArgs,

@@ -2,7 +2,7 @@
 //! password file or `DELAYQ_POSTGRES_PASSWORD`, `--postgres-ca`), the relay `serve` and
 //! `worker` run beside their work, and `delayq migrate`.
 
-use delayq_postgres::{PgOptions, Relay, RelayStatus};
+use delayq_postgres::{PgOptions, Relay, RelayStatus, Tiered};
 
 use crate::args::Cli;
 use crate::backend::AnyBackend;
@@ -35,34 +35,70 @@ pub(crate) fn options(cli: &Cli) -> anyhow::Result<Option<PgOptions>> {
     Ok(Some(opts))
 }
 
-/// A relay running beside a serve or worker: its status, and how to stop it.
+/// The store `serve` and `worker` run over: with `--postgres`, with the cold tier beside it.
+pub(crate) type Served = Tiered<AnyBackend>;
+
+/// What runs beside a serve or worker given `--postgres`: the relay (its status) and the cold
+/// tier's mover, and how to stop them.
 pub(crate) struct Running {
-    /// What it has done and what is wrong.
+    /// What the relay has done and what is wrong.
     pub status: RelayStatus,
     stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
-    /// Stops it (a batch under way finishes or rolls back) and waits.
+    /// Stops them (a batch or move under way finishes or rolls back) and waits.
     pub(crate) async fn stop(self) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        for t in self.tasks {
+            let _ = t.await;
+        }
     }
 }
 
-/// Starts the relay into `backend` when `--postgres` was given.
-pub(crate) fn relay(backend: &AnyBackend, pg: Option<PgOptions>) -> Option<Running> {
-    let pg = pg?;
+/// `backend` as serve and worker use it: without `--postgres` alone; with it, the cold tier
+/// beside it, the relay moving committed jobs in and the mover moving due cold jobs in.
+pub(crate) fn companion(
+    backend: AnyBackend,
+    pg: Option<PgOptions>,
+) -> anyhow::Result<(Served, Option<Running>)> {
+    let Some(pg) = pg else {
+        return Ok((Tiered::plain(backend), None));
+    };
     let shown = pg.masked();
-    let relay = Relay::new(backend.clone(), pg);
+    let served = Tiered::new(backend, pg.pool(8)?);
+    // Jobs committed in transactions go through the tier too: a far one of a cold queue
+    // stays in PostgreSQL.
+    let relay = Relay::new(served.clone(), pg);
     let status = relay.status();
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(relay.run(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
-    eprintln!("delayq: relaying jobs enqueued in PostgreSQL transactions from {shown}");
-    Some(Running { status, stop, task })
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut relay_stopped = stopped.clone();
+    let mut mover_stopped = stopped;
+    let tasks = vec![
+        tokio::spawn(relay.run(async move {
+            let _ = relay_stopped.wait_for(|s| *s).await;
+        })),
+        tokio::spawn(
+            served
+                .clone()
+                .run_mover(std::time::Duration::from_secs(1), async move {
+                    let _ = mover_stopped.wait_for(|s| *s).await;
+                }),
+        ),
+    ];
+    eprintln!(
+        "delayq: PostgreSQL at {shown}: relaying jobs enqueued in its transactions, keeping \
+         far jobs of queues with cold_after_ms"
+    );
+    Ok((
+        served,
+        Some(Running {
+            status,
+            stop,
+            tasks,
+        }),
+    ))
 }
 
 /// `delayq migrate`: creates or updates the schema, says what it did.

@@ -77,6 +77,7 @@ pub(crate) async fn run(
     secrets: Secrets,
     pg: Option<delayq_postgres::PgOptions>,
 ) -> anyhow::Result<u8> {
+    let (backend, relay) = crate::postgres::companion(backend, pg)?;
     let tokens = secrets.tokens;
     let prometheus = delayq_http::install_prometheus().map_err(anyhow::Error::msg)?;
     crate::otlp::describe_metrics();
@@ -113,7 +114,6 @@ pub(crate) async fn run(
         let _ = ticker_stopped.wait_for(|s| *s).await;
     }));
     let pusher = crate::push::pusher(&a.push, secrets.push, backend.clone())?;
-    let relay = crate::postgres::relay(&backend, pg);
     let mut state = AppState::new(backend, config, Some(prometheus));
     if let Some(r) = &relay {
         let status = r.status.clone();

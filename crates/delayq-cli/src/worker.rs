@@ -80,7 +80,12 @@ pub(crate) async fn run(
     // The worker fires its queue's due schedules too (unless a `delayq serve` owns the store:
     // the server does).
     let (stop_ticker, mut ticker_stopped) = tokio::sync::watch::channel(false);
-    let ticker = (!matches!(backend, AnyBackend::Remote(_))).then(|| {
+    let remote = matches!(backend, AnyBackend::Remote(_));
+    let on_redis = matches!(backend, AnyBackend::Redis(_));
+    // Jobs enqueued in PostgreSQL transactions, relayed into the store (any queue's), and the
+    // cold tier's jobs moved in when due.
+    let (backend, relay) = crate::postgres::companion(backend, pg)?;
+    let ticker = (!remote).then(|| {
         let t = delayq::Ticker::new(backend.clone()).queues(names.clone());
         tokio::spawn(t.run(async move {
             let _ = ticker_stopped.wait_for(|s| *s).await;
@@ -88,18 +93,16 @@ pub(crate) async fn run(
     });
     // On Redis every worker finishes batches whose jobs have all ended too (the embedded
     // store finishes each in the step that ends its last job; a server finishes its own).
-    let sweeper = matches!(backend, AnyBackend::Redis(_))
-        .then(|| tokio::spawn(delayq::batch::BatchSweeper::new(backend.clone()).run()));
+    let sweeper =
+        on_redis.then(|| tokio::spawn(delayq::batch::BatchSweeper::new(backend.clone()).run()));
     let order = if a.strict {
         QueueOrder::Strict
     } else {
         QueueOrder::Weighted
     };
     if a.keep_output {
-        warn_where_output_is_kept_nowhere(&backend, &names).await;
+        warn_where_output_is_kept_nowhere(backend.inner(), &names).await;
     }
-    // Jobs enqueued in PostgreSQL transactions, relayed into the store (any queue's).
-    let relay = crate::postgres::relay(&backend, pg);
     let consumer = Consumer::over(backend, served, order, opts)
         .map_err(|e| crate::config::ConfigError::new(format!("--queue: {e}")))?;
     let report = match (a.exec, a.bench_record) {

@@ -177,3 +177,105 @@ fn a_database_a_newer_delayq_migrated_is_refused() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--postgres"), "{}", text(&o));
 }
+
+/// The cold tier through a `delayq serve --postgres`: a queue set to keep jobs due more than an
+/// hour ahead cold (`delayq queue set --cold-after 1h` through the server), a job due in two
+/// hours is kept in PostgreSQL — `GET` says `tier: "cold"`, the counts include it, Redis
+/// holds nothing of it — and is cancelled there; a near job of the same queue goes to Redis.
+#[test]
+fn a_queue_keeps_its_far_jobs_in_postgres_through_the_server() {
+    let pg = shared::postgres();
+    let db = pg.database();
+    let url = pg.url(&db);
+    let dir = tempfile::tempdir().unwrap();
+    let ns = shared::namespace();
+    let (_serve, addr) = spawn_serve(&mut on(
+        dir.path(),
+        &ns,
+        &url,
+        &["serve", "--listen", "127.0.0.1:0"],
+    ));
+    let server = format!("http://{addr}");
+    until("the schema", || {
+        pg.psql(&db, "SELECT to_regclass('delayq.cold_queues') IS NOT NULL")
+            .is_ok_and(|s| s == "t")
+    });
+    let o = delayq(dir.path())
+        .args([
+            "--server",
+            &server,
+            "queue",
+            "set",
+            "orders",
+            "--cold-after",
+            "1h",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let (status, body) = request(&addr, "GET", "/v1/queues/orders", &[], "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"cold_after_ms\":3600000"), "{body}");
+    let two_hours = 2 * 3_600_000;
+    let (status, body) = request(
+        &addr,
+        "POST",
+        "/v1/queues/orders/jobs",
+        &[],
+        &format!(r#"{{"id": "remind-7", "payload": {{"user": 7}}, "delay_ms": {two_hours}}}"#),
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = request(
+        &addr,
+        "POST",
+        "/v1/queues/orders/jobs",
+        &[],
+        r#"{"id": "soon-1", "payload": 1, "delay_ms": 60000}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = request(&addr, "GET", "/v1/queues/orders/jobs/remind-7", &[], "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"tier\":\"cold\""), "{body}");
+    assert!(body.contains("\"state\":\"scheduled\""), "{body}");
+    let (_, body) = request(&addr, "GET", "/v1/queues/orders/jobs/soon-1", &[], "");
+    assert!(!body.contains("tier"), "{body}");
+    assert_eq!(
+        pg.psql(&db, "SELECT id FROM delayq.cold").unwrap(),
+        "remind-7"
+    );
+    // Redis itself holds only the near one.
+    let plain = |id: &str| {
+        let o = delayq(dir.path())
+            .args([
+                "--redis",
+                &shared::redis().url(),
+                "--namespace",
+                &ns,
+                "--queue",
+                "orders",
+                "get",
+                id,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        text(&o)
+    };
+    assert!(
+        plain("remind-7").contains("not_found"),
+        "{}",
+        plain("remind-7")
+    );
+    assert!(
+        plain("soon-1").contains("\"scheduled\""),
+        "{}",
+        plain("soon-1")
+    );
+    let (_, stats) = request(&addr, "GET", "/v1/queues/orders", &[], "");
+    assert!(stats.contains("\"scheduled\":2"), "{stats}");
+    let (status, body) = request(&addr, "DELETE", "/v1/queues/orders/jobs/remind-7", &[], "");
+    assert_eq!(status, 200, "{body}");
+    assert!(pg.psql(&db, "SELECT count(*) FROM delayq.cold").unwrap() == "0");
+    let (status, _) = request(&addr, "GET", "/v1/queues/orders/jobs/remind-7", &[], "");
+    assert_eq!(status, 404);
+}
