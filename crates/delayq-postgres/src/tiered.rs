@@ -193,14 +193,19 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
                 }
             }
         }
-        // A cold-bound id the store holds is that job.
+        // A cold-bound id the store holds is that job (the look-ups go out together).
+        let held: Vec<Option<JobInfo>> = futures::future::try_join_all(cold.iter().map(
+            |(job, _)| async move {
+                match &job.id {
+                    Some(id) => self.inner.get(queue, id).await,
+                    None => Ok(None),
+                }
+            },
+        ))
+        .await?;
         let mut still_cold = Vec::new();
         let mut still_at = Vec::new();
-        for ((job, due), i) in cold.into_iter().zip(cold_at) {
-            let held = match &job.id {
-                Some(id) => self.inner.get(queue, id).await?,
-                None => None,
-            };
+        for (((job, due), i), held) in cold.into_iter().zip(cold_at).zip(held) {
             match held {
                 Some(info)
                     if job.on_conflict != delayq::OnConflict::Replace

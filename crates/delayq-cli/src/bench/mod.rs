@@ -7,6 +7,7 @@
 mod batches;
 mod breakdown;
 mod cancel;
+mod cold;
 mod env;
 mod flows;
 mod keys;
@@ -124,6 +125,9 @@ pub(crate) enum Workload {
     /// the store: commits/s and commit-to-store latency, 1 and 8 connections, and 8 paced at
     /// 2,000/s (not part of `all`; starts its own PostgreSQL).
     Tx,
+    /// The cold tier: `n` jobs due over a year kept in PostgreSQL (Redis memory, PostgreSQL
+    /// bytes per job), then moved into Redis (jobs/s) (not part of `all`).
+    Cold,
     /// Where an awaited enqueue's time goes, layer by layer (Redis; not part of `all`).
     Breakdown,
     /// All of them (W1-W7).
@@ -282,6 +286,7 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
                         | Workload::Keys
                         | Workload::Flows
                         | Workload::Tx
+                        | Workload::Cold
                 ))
     };
     let mut rows: Vec<Row> = Vec::new();
@@ -395,6 +400,9 @@ async fn run_workloads(mut env: Env, ceiling: Ceiling, a: BenchArgs) -> anyhow::
         for (conns, rate) in [(1, None), (8, None), (8, Some(2000.0))] {
             emit(vec![tx::tx(&mut env, a.n, conns, rate).await?], &env)?;
         }
+    }
+    if want(Workload::Cold) && redis_only {
+        emit(cold::cold(&mut env, a.n).await?, &env)?;
     }
     if want(Workload::Keys) {
         emit(keys::keys(&mut env, a.n).await?, &env)?;
