@@ -194,15 +194,14 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
             }
         }
         // A cold-bound id the store holds is that job (the look-ups go out together).
-        let held: Vec<Option<JobInfo>> = futures::future::try_join_all(cold.iter().map(
-            |(job, _)| async move {
+        let held: Vec<Option<JobInfo>> =
+            futures::future::try_join_all(cold.iter().map(|(job, _)| async move {
                 match &job.id {
                     Some(id) => self.inner.get(queue, id).await,
                     None => Ok(None),
                 }
-            },
-        ))
-        .await?;
+            }))
+            .await?;
         let mut still_cold = Vec::new();
         let mut still_at = Vec::new();
         for (((job, due), i), held) in cold.into_iter().zip(cold_at).zip(held) {
