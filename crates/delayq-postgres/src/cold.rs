@@ -450,6 +450,35 @@ impl Cold {
         Ok(n > 0)
     }
 
+    /// Up to `limit` of the queue's cold jobs after `after` (its `(due ms, id)`), in due order.
+    pub(crate) async fn list_after(
+        &self,
+        queue: &QueueName,
+        after: Option<(u64, String)>,
+        limit: i64,
+    ) -> Result<Vec<JobInfo>, Error> {
+        let c = self.client().await?;
+        let (score, id) = after.unwrap_or((0, String::new()));
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM delayq.cold WHERE queue = $1 \
+                     AND due_at >= to_timestamp($2::float8 / 1000) - interval '1 millisecond' \
+                     AND (ceil(extract(epoch FROM due_at) * 1000)::int8, id) > ($3, $4) \
+                     ORDER BY due_at, id LIMIT $5"
+                ),
+                &[
+                    &queue.as_str(),
+                    &(score as f64),
+                    &(score as i64),
+                    &id,
+                    &limit,
+                ],
+            )
+            .await?;
+        rows.iter().map(|r| read(r).info(queue)).collect()
+    }
+
     /// How many jobs of the queue the cold tier holds.
     pub async fn count(&self, queue: &QueueName) -> Result<u64, Error> {
         let c = self.client().await?;

@@ -370,7 +370,39 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         Ok(s)
     }
     async fn list(&self, q: &QueueName, page: ListRequest) -> Result<JobPage> {
-        self.inner.list(q, page).await
+        if page.state != ListState::Scheduled || self.window(q).await?.is_none() {
+            return self.inner.list(q, page).await;
+        }
+        // The store's scheduled jobs first (due within the window, as a rule), then the
+        // tier's, each in due order; a cursor past the store's last continues in the tier.
+        let limit = page.limit;
+        let after = page.after.clone();
+        let mut out = self.inner.list(q, page).await?;
+        if out.next.is_some() || out.jobs.len() >= limit {
+            return Ok(out);
+        }
+        let from = out
+            .jobs
+            .last()
+            .map(|j| (j.due_at_ms, j.id.to_string()))
+            .or(after.map(|c| (c.score, c.id)));
+        let room = limit - out.jobs.len();
+        let mut cold = self
+            .tier()?
+            .list_after(q, from, room as i64 + 1)
+            .await
+            .map_err(store_err)?;
+        let more = cold.len() > room;
+        cold.truncate(room);
+        out.jobs.extend(cold);
+        out.next = more.then(|| {
+            let last = out.jobs.last().expect("a full page");
+            delayq::Cursor {
+                score: last.due_at_ms,
+                id: last.id.to_string(),
+            }
+        });
+        Ok(out)
     }
     async fn search(&self, q: &QueueName, prefix: &str, limit: usize) -> Result<delayq::Found> {
         self.inner.search(q, prefix, limit).await

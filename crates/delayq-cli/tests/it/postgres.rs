@@ -271,6 +271,24 @@ fn a_queue_keeps_its_far_jobs_in_postgres_through_the_server() {
         "{}",
         plain("soon-1")
     );
+    let (status, listed) = request(
+        &addr,
+        "GET",
+        "/v1/queues/orders/jobs?state=scheduled",
+        &[],
+        "",
+    );
+    assert_eq!(status, 200, "{listed}");
+    let at = |id: &str| {
+        listed
+            .find(id)
+            .unwrap_or_else(|| panic!("{id} not listed: {listed}"))
+    };
+    assert!(
+        at("soon-1") < at("remind-7"),
+        "the store's first, then the tier's: {listed}"
+    );
+    assert!(listed.contains("\"tier\":\"cold\""), "{listed}");
     let (_, stats) = request(&addr, "GET", "/v1/queues/orders", &[], "");
     assert!(stats.contains("\"scheduled\":2"), "{stats}");
     let (status, body) = request(&addr, "DELETE", "/v1/queues/orders/jobs/remind-7", &[], "");

@@ -258,3 +258,61 @@ async fn the_window_is_a_queue_setting_and_a_plain_store_refuses_it() {
     let e = plain.configure(&orders, s).await.unwrap_err();
     assert!(e.to_string().contains("--postgres"), "{e}");
 }
+
+/// A scheduled listing pages through the store's jobs, then the tier's, each in due order,
+/// none twice, the cold ones marked.
+#[tokio::test]
+async fn scheduled_listings_page_through_the_store_then_the_tier() {
+    let orders = q("orders");
+    let (t, _c) = tiered(600_000, &orders).await;
+    let p = Producer::new(t.clone(), orders.clone());
+    let now = delayq::job::system_now_ms();
+    for (i, mins) in [3u64, 1, 2].iter().enumerate() {
+        p.enqueue(
+            NewJob::new("h")
+                .id(id(&format!("hot-{i}")))
+                .due(Due::At(now + mins * 60_000)),
+        )
+        .await
+        .unwrap();
+    }
+    for (i, hours) in [5u64, 1, 4, 2, 3].iter().enumerate() {
+        p.enqueue(
+            NewJob::new("c")
+                .id(id(&format!("cold-{i}")))
+                .due(Due::At(now + hours * 3_600_000)),
+        )
+        .await
+        .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = t
+            .list(
+                &orders,
+                delayq::ListRequest::new(delayq::ListState::Scheduled, 2, after),
+            )
+            .await
+            .unwrap();
+        seen.extend(page.jobs.iter().map(|j| (j.id.to_string(), j.cold)));
+        match page.next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    let want: Vec<(String, bool)> = [
+        ("hot-1", false),
+        ("hot-2", false),
+        ("hot-0", false),
+        ("cold-1", true),
+        ("cold-3", true),
+        ("cold-4", true),
+        ("cold-2", true),
+        ("cold-0", true),
+    ]
+    .iter()
+    .map(|(i, c)| (i.to_string(), *c))
+    .collect();
+    assert_eq!(seen, want);
+}
