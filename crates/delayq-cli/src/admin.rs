@@ -1,6 +1,6 @@
 //! `delayq get | cancel | reschedule | stats | dead …`: the admin commands.
 
-use crate::backend::AnyBackend;
+use crate::postgres::Served as AnyBackend;
 use delayq::{
     Backend, CancelOutcome, Due, Inspect, JobId, Producer, QueueName, QueueSettings, Rate,
     ScheduleSpec, Schedules, Timing,

@@ -6,9 +6,9 @@ use delayq::batch::BatchInfo;
 use delayq::{BatchId, BatchSpec, Batches, Callback, Producer, QueueName};
 
 use crate::args::BatchCommand;
-use crate::backend::AnyBackend;
 use crate::enqueue::read_jsonl;
 use crate::output::format_ms;
+use crate::postgres::Served as AnyBackend;
 
 fn line(i: &BatchInfo) -> String {
     let c = i.counts;

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::AnyBackend;
+use crate::postgres::Served as AnyBackend;
 use delayq::{
     Backoff, CancelOutcome, Consumer, ConsumerOptions, Failure, Inspect, Job, JobId, NewJob,
     Producer, QueueName,

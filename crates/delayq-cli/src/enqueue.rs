@@ -3,7 +3,7 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use crate::backend::AnyBackend;
+use crate::postgres::Served as AnyBackend;
 use anyhow::Context;
 use delayq::{Due, Enqueued, Expiry, InvalidInput, JobId, NewJob, Producer};
 use serde::Deserialize;

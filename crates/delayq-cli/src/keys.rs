@@ -3,8 +3,8 @@
 use delayq::{Inspect, JobInfo, KeyJobsRequest, KeyMove, ListState, QueueName};
 
 use crate::args::KeysCommand;
-use crate::backend::AnyBackend;
 use crate::output::{format_ms, job_json, one_line};
+use crate::postgres::Served as AnyBackend;
 
 /// Runs one `delayq keys …` command on queue `q`.
 pub(crate) async fn run(b: &AnyBackend, q: &QueueName, cmd: KeysCommand) -> anyhow::Result<u8> {

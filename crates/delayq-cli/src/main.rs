@@ -229,6 +229,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Worker(a) = cli.command {
         return worker::run(backend, cli.queue, a, pg).await;
     }
+    if let Command::Serve(a) = cli.command {
+        let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());
+        let secrets = serve_secrets.take().expect("read above for serve");
+        let listener = serve::bind(a.listen).await?;
+        return serve::run(listener, backend, &desc, owned, a, secrets, pg).await;
+    }
+    // One-shot commands see the cold tier with --postgres.
+    let backend = postgres::for_commands(backend, pg)?;
     let queue = cli.one_queue()?;
     let producer = Producer::new(backend.clone(), queue.clone());
     match cli.command {
@@ -245,12 +253,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Batch(cmd) => batch::run(&producer, cmd).await,
         Command::Flow(args::FlowCommand::Create) => enqueue::flow(&backend).await,
         Command::Worker(_) => unreachable!("handled above"),
-        Command::Serve(a) => {
-            let owned = matches!(backend, AnyBackend::Embedded(_)).then(|| cli.data.clone());
-            let secrets = serve_secrets.take().expect("read above for serve");
-            let listener = serve::bind(a.listen).await?;
-            serve::run(listener, backend, &desc, owned, a, secrets, pg).await
-        }
+        Command::Serve(_) => unreachable!("handled above"),
         Command::Demo { orders } => demo::run(backend, orders).await,
         #[cfg(feature = "bench")]
         Command::Bench(_) => unreachable!("handled above"),

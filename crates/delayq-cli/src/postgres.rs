@@ -57,6 +57,15 @@ impl Running {
     }
 }
 
+/// `backend` as one-shot commands use it: with `--postgres`, seeing the cold tier (no relay,
+/// no mover: a serve or worker does that).
+pub(crate) fn for_commands(backend: AnyBackend, pg: Option<PgOptions>) -> anyhow::Result<Served> {
+    Ok(match pg {
+        Some(pg) => Tiered::new(backend, pg.pool(2)?),
+        None => Tiered::plain(backend),
+    })
+}
+
 /// `backend` as serve and worker use it: without `--postgres` alone; with it, the cold tier
 /// beside it, the relay moving committed jobs in and the mover moving due cold jobs in.
 pub(crate) fn companion(

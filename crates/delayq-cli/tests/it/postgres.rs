@@ -266,6 +266,17 @@ fn a_queue_keeps_its_far_jobs_in_postgres_through_the_server() {
         "{}",
         plain("remind-7")
     );
+    // A one-shot command given --postgres sees the tier too.
+    let o = on(
+        dir.path(),
+        &ns,
+        &url,
+        &["--queue", "orders", "get", "remind-7", "--json"],
+    )
+    .output()
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    assert_eq!(v["tier"], "cold", "{}", text(&o));
     assert!(
         plain("soon-1").contains("\"scheduled\""),
         "{}",
