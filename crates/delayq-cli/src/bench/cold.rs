@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use delayq::{Due, Inspect, QueueName};
 use delayq_postgres::Tiered;
-use delayq_test_support::postgres::PgServer;
 
 use super::Row;
 use super::env::Env;
@@ -19,16 +18,8 @@ use super::util::job;
 pub(super) async fn cold(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
     env.reset().await?;
     let b = env.backend().await?;
-    let pg = PgServer::start();
-    if let Some(pid) = pg.pid() {
-        let _ = std::process::Command::new("taskset")
-            .args(["-a", "-cp", "0", &pid.to_string()])
-            .output();
-    }
-    let db = pg.database();
-    let opts = delayq_postgres::PgOptions::new(pg.url(&db));
-    let mut c = opts.connect(None).await?;
-    delayq_postgres::migrate(&mut c).await?;
+    let (pg, opts) = super::tx::postgres().await?;
+    let c = opts.connect(None).await?;
     let t = Tiered::new(b.clone(), opts.pool(4)?);
     let q = QueueName::new("bench-cold")?;
     let cold = t.cold().expect("a tier");

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use delayq::{Inspect, JobId, QueueName};
-use delayq_test_support::postgres::PgServer;
 
 use super::Row;
 use super::env::{Env, per_job};
@@ -29,17 +28,7 @@ pub(super) async fn tx(
 ) -> anyhow::Result<Row> {
     env.reset().await?;
     let b = env.backend().await?;
-    let pg = PgServer::start();
-    if let Some(pid) = pg.pid() {
-        // The server and the backends it forks later (which inherit it) beside Redis.
-        let _ = std::process::Command::new("taskset")
-            .args(["-a", "-cp", "0", &pid.to_string()])
-            .output();
-    }
-    let db = pg.database();
-    let opts = delayq_postgres::PgOptions::new(pg.url(&db));
-    let mut c = opts.connect(None).await?;
-    delayq_postgres::migrate(&mut c).await?;
+    let (pg, opts) = postgres().await?;
     let relay = delayq_postgres::Relay::new(b.clone(), opts.clone());
     let status = relay.status();
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
@@ -153,4 +142,23 @@ pub(super) async fn tx(
         ),
         ..Row::default()
     })
+}
+
+/// A PostgreSQL server for a workload, beside Redis on CPU 0 (its backends, forked later,
+/// inherit that), with a database migrated: the server and the database's options.
+pub(super) async fn postgres() -> anyhow::Result<(
+    delayq_test_support::postgres::PgServer,
+    delayq_postgres::PgOptions,
+)> {
+    let pg = delayq_test_support::postgres::PgServer::start();
+    if let Some(pid) = pg.pid() {
+        let _ = std::process::Command::new("taskset")
+            .args(["-a", "-cp", "0", &pid.to_string()])
+            .output();
+    }
+    let db = pg.database();
+    let opts = delayq_postgres::PgOptions::new(pg.url(&db));
+    let mut c = opts.connect(None).await?;
+    delayq_postgres::migrate(&mut c).await?;
+    Ok((pg, opts))
 }

@@ -68,3 +68,24 @@ pub(crate) async fn outbox_rows(c: &Client) -> i64 {
         .unwrap()
         .get(0)
 }
+
+/// Runs a relay into `backend` (sweeping every 200 ms) until the returned sender says stop.
+pub(crate) fn start<B>(
+    backend: B,
+    opts: &PgOptions,
+) -> (
+    tokio::sync::watch::Sender<bool>,
+    delayq_postgres::RelayStatus,
+)
+where
+    B: delayq::Backend + Inspect + Clone + Send + Sync + 'static,
+{
+    let relay =
+        delayq_postgres::Relay::new(backend, opts.clone()).sweep_every(Duration::from_millis(200));
+    let status = relay.status();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(relay.run(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    (stop, status)
+}

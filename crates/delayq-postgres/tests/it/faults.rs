@@ -7,9 +7,8 @@ use std::time::Duration;
 use delayq::{Backend, ClaimRequest, Inspect, JobState};
 use delayq_postgres::{PgOptions, Relay};
 use delayq_testkit::faulty::{FaultPoint, Faulty};
-use tokio::sync::watch;
 
-use crate::common::{database, eventually, id, outbox_rows, q, redis, stored};
+use crate::common::{database, eventually, id, outbox_rows, q, redis, start, stored};
 
 fn claim_one() -> ClaimRequest {
     ClaimRequest {
@@ -17,19 +16,6 @@ fn claim_one() -> ClaimRequest {
         lease: Duration::from_secs(30),
         acks: vec![],
     }
-}
-
-fn start<B>(backend: B, opts: &PgOptions) -> (watch::Sender<bool>, delayq_postgres::RelayStatus)
-where
-    B: Backend + Inspect + Clone + Send + Sync + 'static,
-{
-    let relay = Relay::new(backend, opts.clone()).sweep_every(Duration::from_millis(200));
-    let status = relay.status();
-    let (stop, mut stopped) = watch::channel(false);
-    tokio::spawn(relay.run(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
-    (stop, status)
 }
 
 /// The store took the job but the relay never deleted its row: the row is relayed again —

@@ -6,24 +6,9 @@
 use std::time::Duration;
 
 use delayq::{Backend, Inspect, JobState};
-use delayq_postgres::{PgOptions, Relay};
-use tokio::sync::watch;
+use delayq_postgres::PgOptions;
 
-use crate::common::{database, eventually, id, outbox_rows, q, redis, stored};
-
-/// Runs a relay into `backend` until the returned sender says stop.
-fn start<B>(backend: B, opts: &PgOptions) -> (watch::Sender<bool>, delayq_postgres::RelayStatus)
-where
-    B: Backend + Inspect + Clone + Send + Sync + 'static,
-{
-    let relay = Relay::new(backend, opts.clone()).sweep_every(Duration::from_millis(200));
-    let status = relay.status();
-    let (stop, mut stopped) = watch::channel(false);
-    tokio::spawn(relay.run(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
-    (stop, status)
-}
+use crate::common::{database, eventually, id, outbox_rows, q, redis, start, stored};
 
 async fn committed_and_rolled_back<B>(b: B)
 where
