@@ -343,14 +343,7 @@ impl Inspect for EmbeddedBackend {
     /// The embedded store keeps every queue in one table: it has no shards to spread over.
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         s.validate()?;
-        if s.cold_after_ms.is_some() {
-            return Err(InvalidInput::Settings(
-                "cold_after_ms keeps far jobs in PostgreSQL beside the store: start delayq \
-                 serve (or worker) with --postgres URL"
-                    .into(),
-            )
-            .into());
-        }
+        s.check_without_cold_tier()?;
         if s.shards != 1 {
             return Err(InvalidInput::Settings(
                 "the embedded store does not shard queues (shards apply to Redis)".into(),

@@ -237,9 +237,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
         jobs.retain(|(seq, _, _)| !deferred.contains(seq));
         let jobs = dependencies_first(jobs, &mut rejected);
         let mut relayed: Vec<i64> = Vec::with_capacity(jobs.len());
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now = delayq::job::system_now_ms();
         // Consecutive jobs of one queue go in one enqueue (one round trip per shard).
         let mut run: Vec<(i64, NewJob)> = Vec::new();
         let mut run_queue: Option<QueueName> = None;
@@ -356,13 +354,12 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Relay<B> {
         if owners.is_empty() {
             return Ok(Vec::new());
         }
-        let batch: Vec<i64> = jobs.iter().map(|(s, _, _)| *s).collect();
         let rows = tx
             .query(
                 "SELECT d.owner FROM unnest($1::text[], $2::text[], $3::int8[]) AS d(queue, id, owner) \
                  WHERE EXISTS (SELECT 1 FROM delayq.outbox o \
-                               WHERE o.queue = d.queue AND o.id = d.id AND o.seq <> ALL($4))",
-                &[&queues, &ids, &owners, &batch],
+                               WHERE o.queue = d.queue AND o.id = d.id)",
+                &[&queues, &ids, &owners],
             )
             .await?;
         let mut waiting: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();

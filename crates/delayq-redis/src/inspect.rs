@@ -313,14 +313,7 @@ impl Inspect for RedisBackend {
 
     async fn configure(&self, queue: &QueueName, s: QueueSettings) -> Result<QueueSettings> {
         s.validate()?;
-        if s.cold_after_ms.is_some() {
-            return Err(delayq::InvalidInput::Settings(
-                "cold_after_ms keeps far jobs in PostgreSQL beside the store: start delayq \
-                 serve (or worker) with --postgres URL"
-                    .into(),
-            )
-            .into());
-        }
+        s.check_without_cold_tier()?;
         let before = self.settings(queue).await?;
         let (current, lane, width) = (before.shards, before.lane, before.lane_window_ms);
         // Windows are placed by their width: on a lane queue it changes only while the queue

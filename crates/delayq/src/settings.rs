@@ -252,6 +252,18 @@ impl QueueSettings {
         }
     }
 
+    /// Refuses settings a store without the cold tier cannot keep (`cold_after_ms`).
+    pub fn check_without_cold_tier(&self) -> Result<(), InvalidInput> {
+        if self.cold_after_ms.is_some() {
+            return Err(InvalidInput::Settings(
+                "cold_after_ms keeps far jobs in PostgreSQL beside the store: start delayq \
+                 serve (or worker) with --postgres URL"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the settings' ranges.
     pub fn validate(&self) -> Result<(), InvalidInput> {
         use crate::limits::{MAX_IN_FLIGHT, MAX_SHARDS};

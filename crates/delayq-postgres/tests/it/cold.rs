@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use delayq::{Backend, CancelOutcome, ClaimRequest, Due, Inspect, JobState, NewJob, Producer};
+use delayq::{Backend, CancelOutcome, Due, Inspect, JobState, NewJob, Producer};
 use delayq_postgres::Tiered;
 use delayq_redis::RedisBackend;
 
-use crate::common::{database, eventually, id, q, redis};
+use crate::common::{claim_one, database, eventually, id, q, redis};
 
 async fn tiered(
     window_ms: u64,
@@ -23,14 +23,6 @@ async fn tiered(
         .await
         .unwrap();
     (t, c)
-}
-
-fn claim_one() -> ClaimRequest {
-    ClaimRequest {
-        max: 1,
-        lease: Duration::from_secs(30),
-        acks: vec![],
-    }
 }
 
 async fn far_jobs_go_cold_then_move_and_run_on_time(shards: Option<u32>) {

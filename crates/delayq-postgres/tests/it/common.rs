@@ -89,3 +89,12 @@ where
     }));
     (stop, status)
 }
+
+/// A claim of one job under a 30-s lease.
+pub(crate) fn claim_one() -> delayq::ClaimRequest {
+    delayq::ClaimRequest {
+        max: 1,
+        lease: Duration::from_secs(30),
+        acks: vec![],
+    }
+}

@@ -2,21 +2,11 @@
 //! connection lost between the two), a relay stuck holding rows, PostgreSQL restarted, the
 //! store unreachable. Nothing committed is lost; nothing runs twice.
 
-use std::time::Duration;
-
-use delayq::{Backend, ClaimRequest, Inspect, JobState};
+use delayq::{Backend, Inspect, JobState};
 use delayq_postgres::{PgOptions, Relay};
 use delayq_testkit::faulty::{FaultPoint, Faulty};
 
-use crate::common::{database, eventually, id, outbox_rows, q, redis, start, stored};
-
-fn claim_one() -> ClaimRequest {
-    ClaimRequest {
-        max: 1,
-        lease: Duration::from_secs(30),
-        acks: vec![],
-    }
-}
+use crate::common::{claim_one, database, eventually, id, outbox_rows, q, redis, start, stored};
 
 /// The store took the job but the relay never deleted its row: the row is relayed again —
 /// after the job already ran and ended — and the job does not run twice.
