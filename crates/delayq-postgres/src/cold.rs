@@ -15,6 +15,8 @@ use delayq_wire::EnqueueRequest;
 
 use crate::Error;
 
+mod bulk;
+
 /// How long a queue's `cold_after_ms` read from PostgreSQL is used before it is read again.
 const SETTING_TTL: Duration = Duration::from_secs(5);
 
@@ -134,6 +136,37 @@ impl Cold {
             .map_err(|e| Error::Pool(e.to_string()))
     }
 
+    /// Makes the partitions of the months of `dues` not known to exist, in `tx`; the months
+    /// it asked for, to remember once `tx` commits ([`Cold::made`]: a rolled-back creation
+    /// must be asked for again).
+    async fn partitions(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        dues: impl IntoIterator<Item = u64>,
+    ) -> Result<Vec<i64>, Error> {
+        let months: HashSet<i64> = dues.into_iter().map(month_of).collect();
+        let mut made = Vec::new();
+        for m in months {
+            let known = self.months.lock().map(|k| k.contains(&m)).unwrap_or(false);
+            if !known {
+                tx.execute(
+                    "SELECT delayq.cold_partition(to_timestamp($1::float8 / 1000))",
+                    &[&(m as f64)],
+                )
+                .await?;
+                made.push(m);
+            }
+        }
+        Ok(made)
+    }
+
+    /// Remembers months whose partitions a committed transaction made.
+    fn made(&self, months: Vec<i64>) {
+        if let Ok(mut k) = self.months.lock() {
+            k.extend(months);
+        }
+    }
+
     /// The queue's `cold_after_ms` (`None`: it keeps no job cold), from the settings read at
     /// most every 5 s (all queues' in one query). While PostgreSQL cannot be reached the last
     /// ones read stand; a process that has never reached it knows of no cold queue.
@@ -235,20 +268,9 @@ impl Cold {
     ) -> Result<Vec<Enqueued>, Error> {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
-        let months: HashSet<i64> = jobs.iter().map(|(_, due)| month_of(*due)).collect();
-        for m in months {
-            let known = self.months.lock().map(|k| k.contains(&m)).unwrap_or(false);
-            if !known {
-                tx.execute(
-                    "SELECT delayq.cold_partition(to_timestamp($1::float8 / 1000))",
-                    &[&(m as f64)],
-                )
-                .await?;
-                if let Ok(mut k) = self.months.lock() {
-                    k.insert(m);
-                }
-            }
-        }
+        let made = self
+            .partitions(&tx, jobs.iter().map(|(_, due)| *due))
+            .await?;
         let mut ids: Vec<String> = jobs
             .iter()
             .map(|(j, _)| j.id.as_ref().map(|i| i.to_string()).unwrap_or_default())
@@ -274,11 +296,13 @@ impl Cold {
             .collect();
         let mut out = Vec::with_capacity(jobs.len());
         let (mut new_ids, mut new_dues, mut new_bodies) = (Vec::new(), Vec::new(), Vec::new());
+        let mut new_keys: Vec<Option<String>> = Vec::new();
         // Ids written by this batch (an id twice in one batch: the first is written).
         let mut written: HashMap<String, u64> = HashMap::new();
         for ((job, due), id) in jobs.into_iter().zip(ids.drain(..)) {
             let replace = job.on_conflict == OnConflict::Replace;
             let job_id = job.id.clone().unwrap_or_else(JobId::generate);
+            let key: Option<String> = job.key.as_ref().map(|k| k.to_string());
             if let Some(&was) = written.get(&id) {
                 out.push(Enqueued {
                     id: job_id,
@@ -305,9 +329,9 @@ impl Cold {
                     )
                     .await?;
                     tx.execute(
-                        "INSERT INTO delayq.cold (queue, id, due_at, body) \
-                         VALUES ($1, $2, to_timestamp($3::float8 / 1000), $4)",
-                        &[&queue.as_str(), &id, &(due as f64), &body],
+                        "INSERT INTO delayq.cold (queue, id, due_at, body, key) \
+                         VALUES ($1, $2, to_timestamp($3::float8 / 1000), $4, $5)",
+                        &[&queue.as_str(), &id, &(due as f64), &body, &key],
                     )
                     .await?;
                     written.insert(id, due);
@@ -323,6 +347,7 @@ impl Cold {
                     written.insert(id.clone(), due);
                     new_ids.push(id);
                     new_dues.push(due as f64);
+                    new_keys.push(key);
                     new_bodies.push(body_of(job)?);
                     out.push(Enqueued {
                         id: job_id,
@@ -336,15 +361,16 @@ impl Cold {
         }
         if !new_ids.is_empty() {
             tx.execute(
-                "INSERT INTO delayq.cold (queue, id, due_at, body) \
-                 SELECT $1, i, to_timestamp(d / 1000), b \
-                 FROM unnest($2::text[], $3::float8[], $4::text[]) AS t(i, d, b)",
-                &[&queue.as_str(), &new_ids, &new_dues, &new_bodies],
+                "INSERT INTO delayq.cold (queue, id, due_at, body, key) \
+                 SELECT $1, i, to_timestamp(d / 1000), b, k \
+                 FROM unnest($2::text[], $3::float8[], $4::text[], $5::text[]) AS t(i, d, b, k)",
+                &[&queue.as_str(), &new_ids, &new_dues, &new_bodies, &new_keys],
             )
             .await?;
             count(&tx, queue, new_ids.len() as i64).await?;
         }
         tx.commit().await?;
+        self.made(made);
         Ok(out)
     }
 
@@ -434,11 +460,7 @@ impl Cold {
     ) -> Result<bool, Error> {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
-        tx.execute(
-            "SELECT delayq.cold_partition(to_timestamp($1::float8 / 1000))",
-            &[&(due_ms as f64)],
-        )
-        .await?;
+        let made = self.partitions(&tx, [due_ms]).await?;
         let n = tx
             .execute(
                 "UPDATE delayq.cold SET due_at = to_timestamp($3::float8 / 1000) \
@@ -447,6 +469,7 @@ impl Cold {
             )
             .await?;
         tx.commit().await?;
+        self.made(made);
         Ok(n > 0)
     }
 

@@ -11,6 +11,7 @@ use crate::Error;
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../sql/0001_outbox.sql")),
     (2, include_str!("../sql/0002_cold.sql")),
+    (3, include_str!("../sql/0003_cold_keys.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -405,7 +405,16 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         Ok(out)
     }
     async fn search(&self, q: &QueueName, prefix: &str, limit: usize) -> Result<delayq::Found> {
-        self.inner.search(q, prefix, limit).await
+        let mut found = self.inner.search(q, prefix, limit).await?;
+        // The tier answers the exact id (as Redis does).
+        if found.jobs.is_empty()
+            && self.window(q).await?.is_some()
+            && let Ok(id) = JobId::new(prefix)
+            && let Some(job) = self.tier()?.get(q, &id).await.map_err(store_err)?
+        {
+            found.jobs.push(job);
+        }
+        Ok(found)
     }
     async fn dead_requeue(&self, queue: &QueueName, id: &JobId) -> Result<()> {
         self.inner.dead_requeue(queue, id).await
@@ -420,7 +429,18 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         self.inner.dead_delete(queue, id).await
     }
     async fn cancel_all(&self, queue: &QueueName, state: ListState) -> Result<u64> {
-        self.inner.cancel_all(queue, state).await
+        // The tier first: a job it is moving is waited for, then is the store's.
+        let mut n = 0;
+        if matches!(state, ListState::Scheduled | ListState::Due)
+            && self.window(queue).await?.is_some()
+        {
+            n = self
+                .tier()?
+                .cancel_all(queue, state == ListState::Due)
+                .await
+                .map_err(store_err)?;
+        }
+        Ok(n + self.inner.cancel_all(queue, state).await?)
     }
     async fn set_paused(&self, queue: &QueueName, paused: bool) -> Result<()> {
         self.inner.set_paused(queue, paused).await
@@ -466,7 +486,37 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         key: &JobKey,
         req: delayq::KeyJobsRequest,
     ) -> Result<delayq::KeyJobsPage> {
-        self.inner.key_jobs(q, key, req).await
+        let waiting = matches!(
+            req.state,
+            None | Some(ListState::Scheduled | ListState::Due)
+        );
+        if !waiting || self.window(q).await?.is_none() {
+            return self.inner.key_jobs(q, key, req).await;
+        }
+        // The tier is one more part of the page, merged by id as shards' parts are (the
+        // store's own page ends where it stopped reading).
+        let (limit, state) = (req.limit, req.state);
+        let after = req.after.clone();
+        let store = self.inner.key_jobs(q, key, req).await?;
+        let stopped_at = store.next.clone();
+        let now_ms = store.now_ms;
+        let cold = self
+            .tier()?
+            .key_page(q, key, after.as_ref().map(JobId::as_str), limit as i64 + 1)
+            .await
+            .map_err(store_err)?
+            .into_iter()
+            .filter(|j| state.is_none() || delayq::key_jobs::listed_as(j, now_ms) == state)
+            .collect();
+        let part = |jobs, stopped_at| delayq::key_jobs::ShardKeyPage {
+            jobs,
+            stopped_at,
+            now_ms,
+        };
+        Ok(delayq::KeyJobsPage::merge(
+            vec![part(store.jobs, stopped_at), part(cold, None)],
+            limit,
+        ))
     }
     async fn cancel_key(
         &self,
@@ -474,7 +524,14 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         key: &JobKey,
         running: bool,
     ) -> Result<delayq::KeyCancelled> {
-        self.inner.cancel_key(q, key, running).await
+        // The tier first: a job it is moving is waited for, then is the store's.
+        let mut cold = 0;
+        if self.window(q).await?.is_some() {
+            cold = self.tier()?.cancel_key(q, key).await.map_err(store_err)?;
+        }
+        let mut out = self.inner.cancel_key(q, key, running).await?;
+        out.cancelled += cold;
+        Ok(out)
     }
     async fn reschedule_key(
         &self,
@@ -482,7 +539,55 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
         key: &JobKey,
         to: delayq::KeyMove,
     ) -> Result<u64> {
-        self.inner.reschedule_key(q, key, to).await
+        let Some(window) = self.window(q).await? else {
+            return self.inner.reschedule_key(q, key, to).await;
+        };
+        // The tier's jobs are taken first (a job being moved is waited for, then is the
+        // store's), the store's own are moved, and only then do the taken ones that are now
+        // near enter the store at their new times — so none is moved twice.
+        let taken = self
+            .tier()?
+            .take_key(q, key, to, now_ms(), window)
+            .await
+            .map_err(store_err)?;
+        let moved = match self.inner.reschedule_key(q, key, to).await {
+            Ok(n) => n,
+            Err(e) => {
+                Cold::taken_many(q, taken.conn, None)
+                    .await
+                    .map_err(store_err)?;
+                return Err(e);
+            }
+        };
+        let near = taken.near.len();
+        let jobs = taken
+            .near
+            .iter()
+            .map(|j| {
+                let mut job = j.job(q)?;
+                job.due = Due::At(j.due_ms);
+                Ok(job)
+            })
+            .collect::<std::result::Result<Vec<_>, Error>>();
+        let put = match jobs {
+            Ok(jobs) if jobs.is_empty() => Ok(Vec::new()),
+            Ok(jobs) => self.inner.enqueue(q, jobs).await,
+            Err(e) => Err(store_err(e)),
+        };
+        match put {
+            Ok(_) => {
+                Cold::taken_many(q, taken.conn, Some(near as i64))
+                    .await
+                    .map_err(store_err)?;
+                Ok(moved + near as u64 + taken.stayed)
+            }
+            Err(e) => {
+                Cold::taken_many(q, taken.conn, None)
+                    .await
+                    .map_err(store_err)?;
+                Err(e)
+            }
+        }
     }
 }
 

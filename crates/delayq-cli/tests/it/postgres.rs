@@ -44,10 +44,19 @@ fn migrate_then_serve_and_worker_relay_jobs_enqueued_in_a_transaction() {
     };
     let o = with_pass(&["migrate"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("version 0 → 2"), "{}", text(&o));
+    let latest = delayq_postgres::LATEST;
+    assert!(
+        text(&o).contains(&format!("version 0 → {latest}")),
+        "{}",
+        text(&o)
+    );
     assert!(!text(&o).contains(PG_PASSWORD));
     let o = with_pass(&["migrate"]).output().unwrap();
-    assert!(text(&o).contains("already at version 2"), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("already at version {latest}")),
+        "{}",
+        text(&o)
+    );
 
     let (serve, addr) = spawn_serve(&mut with_pass(&["serve", "--listen", "127.0.0.1:0"]));
     pg.psql(
@@ -72,12 +81,8 @@ fn migrate_then_serve_and_worker_relay_jobs_enqueued_in_a_transaction() {
     assert_eq!((status, body.as_str()), (200, "ready\n"));
     let o = with_pass(&["doctor"]).output().unwrap();
     let report = text(&o);
-    for line in [
-        "postgres",
-        "pg-schema    version 2",
-        "pg-outbox",
-        "pg-rejected",
-    ] {
+    let schema = format!("pg-schema    version {latest}");
+    for line in ["postgres", &schema, "pg-outbox", "pg-rejected"] {
         assert!(report.contains(line), "{line}: {report}");
     }
     drop(serve);
@@ -169,7 +174,10 @@ fn a_database_a_newer_delayq_migrated_is_refused() {
     let o = on(dir.path(), &ns, &url, &["migrate"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o).contains("version 99, newer than this build's 2"),
+        text(&o).contains(&format!(
+            "version 99, newer than this build's {}",
+            delayq_postgres::LATEST
+        )),
         "{}",
         text(&o)
     );
@@ -222,7 +230,9 @@ fn a_queue_keeps_its_far_jobs_in_postgres_through_the_server() {
         "POST",
         "/v1/queues/orders/jobs",
         &[],
-        &format!(r#"{{"id": "remind-7", "payload": {{"user": 7}}, "delay_ms": {two_hours}}}"#),
+        &format!(
+            r#"{{"id": "remind-7", "payload": {{"user": 7}}, "delay_ms": {two_hours}, "key": "u7"}}"#
+        ),
     );
     assert_eq!(status, 201, "{body}");
     let (status, body) = request(
@@ -302,6 +312,13 @@ fn a_queue_keeps_its_far_jobs_in_postgres_through_the_server() {
     assert!(listed.contains("\"tier\":\"cold\""), "{listed}");
     let (_, stats) = request(&addr, "GET", "/v1/queues/orders", &[], "");
     assert!(stats.contains("\"scheduled\":2"), "{stats}");
+    // A key's jobs, wherever they are.
+    let (status, keyed) = request(&addr, "GET", "/v1/queues/orders/keys/u7/jobs", &[], "");
+    assert_eq!(status, 200, "{keyed}");
+    assert!(
+        keyed.contains("remind-7") && keyed.contains("\"tier\":\"cold\""),
+        "{keyed}"
+    );
     let (status, body) = request(&addr, "DELETE", "/v1/queues/orders/jobs/remind-7", &[], "");
     assert_eq!(status, 200, "{body}");
     assert!(pg.psql(&db, "SELECT count(*) FROM delayq.cold").unwrap() == "0");

@@ -5,6 +5,7 @@
 
 mod chaos;
 mod cold;
+mod cold_bulk;
 mod common;
 mod faults;
 mod migrate;

@@ -136,3 +136,49 @@ async fn a_database_of_the_previous_version_is_migrated_with_its_rows() {
             .is_some()
     );
 }
+
+/// A database at version 2 (the cold tier without keys) with cold rows: migrated, each row
+/// has the key of its body, and a key's listing finds it.
+#[tokio::test]
+async fn cold_rows_of_version_2_get_their_keys() {
+    let pg = shared::postgres();
+    let db = pg.database();
+    let opts = delayq_postgres::PgOptions::new(pg.url(&db));
+    let mut c = opts.connect(None).await.unwrap();
+    migrate::migrate_to(&mut c, 2).await.unwrap();
+    c.batch_execute(
+        "SELECT delayq.cold_partition(now() + interval '40 days');
+         INSERT INTO delayq.cold (queue, id, due_at, body) VALUES
+           ('orders', 'keyed', now() + interval '40 days', '{\"payload\": \"a\", \"key\": \"u42\"}'),
+           ('orders', 'plain', now() + interval '40 days', '{\"payload\": \"b\"}');
+         INSERT INTO delayq.cold_queues VALUES ('orders', 3600000);",
+    )
+    .await
+    .unwrap();
+    assert_eq!(migrate(&mut c).await.unwrap().to, LATEST);
+    assert_eq!(
+        pg.psql(
+            &db,
+            "SELECT id || '=' || coalesce(key, '-') FROM delayq.cold ORDER BY id"
+        )
+        .unwrap(),
+        "keyed=u42\nplain=-"
+    );
+    let orders = crate::common::q("orders");
+    let t = delayq_postgres::Tiered::new(crate::common::redis().await, opts.pool(2).unwrap());
+    let page = delayq::Inspect::key_jobs(
+        &t,
+        &orders,
+        &delayq::JobKey::new("u42").unwrap(),
+        delayq::KeyJobsRequest {
+            state: None,
+            limit: 10,
+            after: None,
+        },
+    )
+    .await
+    .unwrap();
+    let ids: Vec<&str> = page.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["keyed"]);
+    assert!(page.jobs[0].cold);
+}

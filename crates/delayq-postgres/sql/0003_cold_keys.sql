@@ -1,0 +1,12 @@
+-- delayq's PostgreSQL schema, version 3: a cold job's key beside it, so a key's calls (list,
+-- cancel, reschedule every job of a key) read only that key's rows of the cold tier.
+--
+-- `key` is the job's key (the `key` of its body; NULL without one), indexed per partition by
+-- (queue, key, id in byte order) for rows that have one: a key's page by id is one index range per
+-- partition. Rows written before this version get theirs from their body.
+
+ALTER TABLE delayq.cold ADD COLUMN key text;
+
+UPDATE delayq.cold SET key = body::jsonb ->> 'key' WHERE body::jsonb ? 'key';
+
+CREATE INDEX cold_by_key ON delayq.cold (queue, key, id COLLATE "C") WHERE key IS NOT NULL;
