@@ -363,6 +363,7 @@ function settingsPanel(name, s, onSaved) {
     `rate: ${rate}`,
     `in flight: ${inFlight}`,
     push ? 'push delivery' : 'pull (workers claim)',
+    s.cold_after_ms ? `cold after ${duration(s.cold_after_ms)}` : null,
   ].filter(Boolean).join(' · ');
   const row = (k, v, id) => [el('dt', {}, k), el('dd', id ? { id } : {}, v)];
   const num = (id, value, attrs) => el('input', Object.assign({ id, type: 'number', value: value === null || value === undefined ? '' : String(value) }, attrs));
@@ -402,6 +403,9 @@ function settingsPanel(name, s, onSaved) {
       row('Time windows', s.lane && s.lane_window_ms
         ? `${duration(s.lane_window_ms)} wide: other jobs due further ahead than two widths wait whole in their window`
         : 'off', 'set-windows'),
+      row('Cold tier', s.cold_after_ms
+        ? `jobs due more than ${duration(s.cold_after_ms)} ahead wait in PostgreSQL, moved into the store once due within it`
+        : 'off (every job in the store)', 'set-cold'),
       row('Start rate', rate),
       row('Most in flight', inFlight),
       row('Completed jobs kept', s.keep_done_ms ? duration(s.keep_done_ms) : 'no (deleted when done)'),
@@ -554,6 +558,11 @@ function resultSnippet(j) {
   return '';
 }
 
+// A job kept in PostgreSQL's cold tier (`tier: "cold"`) is marked where it is listed.
+function coldBadge(j) {
+  return j.tier === 'cold' ? el('span', { class: 'badge tier-cold', title: 'Kept in PostgreSQL until it is due within the queue’s cold window' }, 'cold') : [];
+}
+
 function jobTable(name, jobs, state) {
   // (`state` 'key': a key's jobs in every state, each timed by its own.)
   const timeCol = state === 'leased' ? 'Lease until' : state === 'dead' ? 'Failed' : state === 'done' ? 'Completed' : state === 'key' ? 'Due / lease until / failed' : 'Due';
@@ -565,7 +574,7 @@ function jobTable(name, jobs, state) {
       const t = st === 'leased' ? j.lease_deadline : st === 'dead' ? j.failed_at : st === 'done' ? j.completed_at : j.due_at;
       return el('tr', {},
         el('th', { scope: 'row' }, el('a', { class: 'mono', href: `#/q/${encodeURIComponent(name)}/job/${encodeURIComponent(j.id)}` }, j.id)),
-        el('td', {}, el('span', { class: `badge st-${j.state}` }, j.state)),
+        el('td', {}, el('span', { class: `badge st-${j.state}` }, j.state), coldBadge(j)),
         el('td', {}, t ? when(t) : '–'),
         el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
         state === 'done'
@@ -645,6 +654,8 @@ async function jobView(name, id) {
     row('State', el('span', { class: `badge st-${j.state}`, id: 'job-state' }, j.state)),
     row('Attempts', `${j.attempt} of ${j.max_attempts}`),
     row('Due', when(j.due_at), ` — ${local(j.due_at)}`),
+    j.tier === 'cold' ? row('Kept', el('span', { id: 'job-tier' }, 'in PostgreSQL (cold tier)'),
+      el('span', { class: 'muted' }, ' — moved into the store once due within the queue’s cold window; never run before its due time')) : [],
     row('Created', when(j.created_at), ` — ${local(j.created_at)}`),
     j.lease_deadline ? row('Lease deadline', when(j.lease_deadline), ` — ${local(j.lease_deadline)}`) : [],
     j.failed_at ? row('Failed', when(j.failed_at), ` — ${local(j.failed_at)}`) : [],

@@ -11,6 +11,7 @@ mod clock;
 mod config;
 mod console;
 mod console_batches;
+mod console_cold;
 mod console_jobs;
 mod deadlines;
 mod deploy;

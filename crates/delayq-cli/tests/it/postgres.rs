@@ -10,7 +10,7 @@ use delayq_test_support::shared;
 use crate::common::{Killed, delayq, request, spawn_serve, text, until};
 
 /// `delayq` on the run's Redis in a namespace of its own, with `--postgres` and any `args`.
-fn on(dir: &Path, ns: &str, pg: &str, args: &[&str]) -> std::process::Command {
+pub(crate) fn on(dir: &Path, ns: &str, pg: &str, args: &[&str]) -> std::process::Command {
     let mut c = delayq(dir);
     c.args(["--redis", &shared::redis().url(), "--namespace", ns])
         .args(["--postgres", pg])
