@@ -409,16 +409,16 @@ impl Cold {
     }
 
     /// Takes the job out of the cold tier to be written elsewhere (a reschedule into the
-    /// window): the transaction that deleted it, and the job. The caller commits it once the
-    /// store has the job.
+    /// window): the transaction that deleted it, and the job. The caller finishes it once the
+    /// store has the job ([`Cold::taken`]).
     pub(crate) async fn take(
         &self,
         queue: &QueueName,
         id: &JobId,
-    ) -> Result<Option<(deadpool_postgres::Object, ColdJob)>, Error> {
-        let c = self.client().await?;
-        c.batch_execute("BEGIN").await?;
-        let row = c
+    ) -> Result<Option<(Open, ColdJob)>, Error> {
+        let open = Open::begin(self.client().await?).await?;
+        let row = open
+            .conn()
             .query_opt(
                 &format!(
                     "DELETE FROM delayq.cold WHERE queue = $1 AND id = $2 RETURNING {COLUMNS}"
@@ -427,28 +427,17 @@ impl Cold {
             )
             .await?;
         match row {
-            Some(r) => Ok(Some((c, read(&r)))),
+            Some(r) => Ok(Some((open, read(&r)))),
             None => {
-                c.batch_execute("ROLLBACK").await?;
+                open.finish("ROLLBACK").await?;
                 Ok(None)
             }
         }
     }
 
     /// Finishes [`Cold::take`]: the job left the tier (`true`: commit) or stays (`false`).
-    pub(crate) async fn taken(
-        queue: &QueueName,
-        c: deadpool_postgres::Object,
-        commit: bool,
-    ) -> Result<(), Error> {
-        if commit {
-            c.execute(COUNT, &[&queue.as_str(), &slot(), &-1i64])
-                .await?;
-            c.batch_execute("COMMIT").await?;
-        } else {
-            c.batch_execute("ROLLBACK").await?;
-        }
-        Ok(())
+    pub(crate) async fn taken(queue: &QueueName, open: Open, commit: bool) -> Result<(), Error> {
+        Cold::taken_many(queue, open, commit.then_some(1)).await
     }
 
     /// Moves the job to `due_ms` within the cold tier; whether it was there.
@@ -546,11 +535,11 @@ impl Cold {
         queue: &QueueName,
         window_ms: Option<u64>,
         limit: i64,
-    ) -> Result<(deadpool_postgres::Object, Vec<ColdJob>), Error> {
-        let c = self.client().await?;
-        c.batch_execute("BEGIN").await?;
+    ) -> Result<(Open, Vec<ColdJob>), Error> {
+        let open = Open::begin(self.client().await?).await?;
         let window: Option<f64> = window_ms.map(|w| w as f64);
-        let rows = c
+        let rows = open
+            .conn()
             .query(
                 &format!(
                     "DELETE FROM delayq.cold WHERE (queue, due_at, id) IN \
@@ -562,36 +551,69 @@ impl Cold {
                 ),
                 &[&queue.as_str(), &window, &limit],
             )
-            .await;
-        match rows {
-            Ok(rows) => {
-                let mut jobs: Vec<ColdJob> = rows.iter().map(read).collect();
-                jobs.sort_by_key(|j| j.due_ms);
-                Ok((c, jobs))
-            }
-            Err(e) => {
-                let _ = c.batch_execute("ROLLBACK").await;
-                Err(e.into())
-            }
-        }
+            .await?;
+        let mut jobs: Vec<ColdJob> = rows.iter().map(read).collect();
+        jobs.sort_by_key(|j| j.due_ms);
+        Ok((open, jobs))
     }
 
     /// Finishes [`Cold::take_due`]: `n` jobs left the tier (commit), or none did (rollback).
     pub(crate) async fn taken_many(
         queue: &QueueName,
-        c: deadpool_postgres::Object,
+        open: Open,
         n: Option<i64>,
     ) -> Result<(), Error> {
         match n {
             Some(n) => {
                 if n > 0 {
-                    c.execute(COUNT, &[&queue.as_str(), &slot(), &-n]).await?;
+                    open.conn()
+                        .execute(COUNT, &[&queue.as_str(), &slot(), &-n])
+                        .await?;
                 }
-                c.batch_execute("COMMIT").await?;
+                open.finish("COMMIT").await
             }
-            None => c.batch_execute("ROLLBACK").await?,
+            None => open.finish("ROLLBACK").await,
         }
+    }
+}
+
+/// A transaction a take leaves open for its caller, who commits it once the store has the
+/// jobs. Dropped unfinished — an error returned early, the caller's future cancelled — its
+/// connection leaves the pool and closes, so PostgreSQL rolls the transaction back: a pooled
+/// connection never hands a half-done take (rows deleted, not yet in the store) to its next
+/// user, whose commit would make them gone for good.
+pub(crate) struct Open(Option<deadpool_postgres::Object>);
+
+impl Open {
+    /// Begins a transaction on `c`.
+    pub(crate) async fn begin(c: deadpool_postgres::Object) -> Result<Self, Error> {
+        let open = Open(Some(c));
+        open.conn().batch_execute("BEGIN").await?;
+        Ok(open)
+    }
+
+    /// The connection, inside the transaction.
+    pub(crate) fn conn(&self) -> &deadpool_postgres::Object {
+        self.0
+            .as_ref()
+            .expect("an open transaction has its connection")
+    }
+
+    /// Ends the transaction with `sql` (`COMMIT` or `ROLLBACK`); the connection goes back to
+    /// the pool only once that has answered.
+    async fn finish(mut self, sql: &str) -> Result<(), Error> {
+        self.conn().batch_execute(sql).await?;
+        drop(self.0.take());
         Ok(())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            // Out of the pool: dropped, the client closes its connection.
+            drop(deadpool_postgres::Object::take(c));
+        }
     }
 }
 

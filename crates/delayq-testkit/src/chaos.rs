@@ -125,8 +125,8 @@ pub struct Plan {
 
 /// Another way in for every `every`-th job: an enqueue inside a database transaction that a
 /// relay moves into the store, say. Given the job's id and its due time (ms since the epoch,
-/// this host's clock), it commits the job or says why not. Such a job that starts before the
-/// due time given here counts as [`Report::early`] too (the way in must keep it).
+/// this host's clock), it commits the job or says why not. Like every job of the run, one that
+/// starts before the due time given here counts as [`Report::early`] (the way in must keep it).
 pub struct Via {
     /// Which jobs: those whose number is a multiple of this.
     pub every: usize,
@@ -190,7 +190,9 @@ pub(crate) fn worker<B: Backend>(
 
 /// Runs `plan` on `queue`; `connect` makes a backend per consumer and one for the producer
 /// (like separate processes). Returns the checker's report after the drain and a final read
-/// of the jobs whose last ack had an unknown outcome.
+/// of the jobs whose last ack had an unknown outcome. A job started before the due time its
+/// producer meant (this host's clock at the enqueue plus its delay) counts as early, even when
+/// the store was handed a wrong one on the way.
 pub async fn run<B, F, Fut>(queue: QueueName, connect: F, mut plan: Plan) -> Report
 where
     B: Backend + Inspect,
@@ -211,8 +213,10 @@ where
     plan.faults.sort_by_key(|(at, _)| *at);
     let mut faults = plan.faults.into_iter().peekable();
     let began = tokio::time::Instant::now();
-    // The due times given to the other way in, to check its jobs never start before.
-    let mut via_due: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    // Every job's due time as its producer meant it (this host's clock before the enqueue,
+    // plus the delay), to check it never starts before — wherever the job waited on the way
+    // (another way in, a cold tier), whatever due time the store was handed.
+    let mut given_due: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     for i in 0..plan.jobs {
         if let Some(rate) = plan.rate.filter(|r| *r > 0.0) {
             tokio::time::sleep_until(began + Duration::from_secs_f64(i as f64 / rate)).await;
@@ -221,7 +225,7 @@ where
         let delay = rand::random::<u64>() % (plan.max_delay.as_millis() as u64).max(1);
         if let Some(via) = plan.via.as_ref().filter(|v| i % v.every.max(1) == 0) {
             let due = delayq::job::system_now_ms() + delay;
-            via_due.insert(id.clone(), due);
+            given_due.insert(id.clone(), due);
             h.record(Event::Invoke(id.clone()));
             match (via.enqueue)(id.clone(), due).await {
                 ViaOutcome::Committed => h.record(Event::Ok(id)),
@@ -232,6 +236,7 @@ where
                 }
             }
         } else {
+            given_due.insert(id.clone(), delayq::job::system_now_ms() + delay);
             let job = NewJob::new(id.clone().into_bytes())
                 .id(JobId::new(id.clone()).expect("valid id"))
                 .delay(Duration::from_millis(delay));
@@ -315,7 +320,7 @@ where
     let mut r = h.check();
     for (_, e) in h.events() {
         if let Event::Start { id, at_ms, .. } = e
-            && via_due.get(&id).is_some_and(|due| at_ms < *due)
+            && given_due.get(&id).is_some_and(|due| at_ms < *due)
         {
             r.early += 1;
         }

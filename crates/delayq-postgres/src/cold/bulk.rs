@@ -6,7 +6,7 @@
 
 use delayq::{JobInfo, JobKey, KeyMove, QueueName};
 
-use super::{COLUMNS, Cold, ColdJob, count, read};
+use super::{COLUMNS, Cold, ColdJob, Open, count, read};
 use crate::Error;
 
 /// What [`Cold::take_key`] took out for the store: the transaction holding its deletes (commit
@@ -14,7 +14,7 @@ use crate::Error;
 /// each with its new due time.
 pub(crate) struct KeyTaken {
     /// The open transaction.
-    pub(crate) conn: deadpool_postgres::Object,
+    pub(crate) conn: Open,
     /// The jobs for the store (their `due_ms` is the new one).
     pub(crate) near: Vec<ColdJob>,
     /// How many stayed cold at their new due times.
@@ -71,22 +71,15 @@ impl Cold {
         now_ms: u64,
         window_ms: u64,
     ) -> Result<KeyTaken, Error> {
-        let c = self.client().await?;
-        c.batch_execute("BEGIN").await?;
-        match self
-            .take_key_in(&c, queue, key, to, now_ms, window_ms)
-            .await
-        {
-            Ok((near, stayed)) => Ok(KeyTaken {
-                conn: c,
-                near,
-                stayed,
-            }),
-            Err(e) => {
-                let _ = c.batch_execute("ROLLBACK").await;
-                Err(e)
-            }
-        }
+        let open = Open::begin(self.client().await?).await?;
+        let (near, stayed) = self
+            .take_key_in(open.conn(), queue, key, to, now_ms, window_ms)
+            .await?;
+        Ok(KeyTaken {
+            conn: open,
+            near,
+            stayed,
+        })
     }
 
     async fn take_key_in(

@@ -198,3 +198,50 @@ async fn a_dependent_waits_in_the_outbox_while_its_dependency_is_held_elsewhere(
         JobState::Scheduled
     );
 }
+
+/// A move abandoned by an error after it took its rows (the store failed) leaves no half-done
+/// transaction on the pooled connection: the next write through that connection commits only
+/// its own work, the job is still cold, and the next move moves it. (Before `cold::Open`, the
+/// connection went back to the pool inside the take, and the next commit on it deleted the
+/// job for good.)
+#[tokio::test]
+async fn a_move_abandoned_by_an_error_leaves_its_rows_cold() {
+    let (_pg, opts, c) = database().await;
+    let store = redis().await;
+    let orders = q("orders");
+    let t = delayq_postgres::Tiered::new(store.clone(), opts.pool(2).unwrap());
+    let cold = t.cold().unwrap();
+    cold.set_cold_after(&orders, Some(3_600_000)).await.unwrap();
+    let far = delayq::job::system_now_ms() + 2 * 3_600_000;
+    delayq::Producer::new(t.clone(), orders.clone())
+        .enqueue(
+            delayq::NewJob::new("x")
+                .id(id("far"))
+                .due(delayq::Due::At(far)),
+        )
+        .await
+        .unwrap();
+    // The window widened over it: a move takes it. This mover has one pooled connection.
+    cold.set_cold_after(&orders, Some(3 * 3_600_000))
+        .await
+        .unwrap();
+    let b = Faulty::new(store.clone());
+    let mover = delayq_postgres::Tiered::new(b.clone(), opts.pool(1).unwrap());
+    // Call 1 reads the queue's settings, after the rows were taken.
+    b.fail_call(1, FaultPoint::Before);
+    mover.move_due().await.unwrap_err();
+    assert!(b.take_injected().is_some());
+    // The pool's one connection again, in a transaction that commits.
+    assert_eq!(
+        mover.cancel(&orders, &id("other")).await.unwrap(),
+        delayq::CancelOutcome::NotFound
+    );
+    let rows: i64 = c
+        .query_one("SELECT count(*) FROM delayq.cold WHERE id = 'far'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "the abandoned take was rolled back");
+    assert_eq!(mover.move_due().await.unwrap(), 1);
+    assert_eq!(stored(&store, &orders, "far").await.due_at_ms, far);
+}
