@@ -308,3 +308,63 @@ async fn scheduled_listings_page_through_the_store_then_the_tier() {
     .collect();
     assert_eq!(seen, want);
 }
+
+/// A job whose mover was down past its due time is moved late: the store takes a due time
+/// already past as "now" (as for any enqueue), so it is due at its move — never earlier than
+/// the time it was given — and claimed at once.
+#[tokio::test]
+async fn a_job_moved_late_runs_at_once_and_never_before_its_time() {
+    let orders = q("orders");
+    let (t, c) = tiered(3_600_000, &orders).await;
+    let p = Producer::new(t.clone(), orders.clone());
+    let far = delayq::job::system_now_ms() + 2 * 3_600_000;
+    for name in ["late-1", "late-2"] {
+        p.enqueue(NewJob::new(name).id(id(name)).due(Due::At(far)))
+            .await
+            .unwrap();
+    }
+    // No mover ran while the time passed: both are now overdue, late-2 the older.
+    c.batch_execute(
+        "UPDATE delayq.cold SET due_at = now() - interval '5 seconds' WHERE id = 'late-1';
+         UPDATE delayq.cold SET due_at = now() - interval '9 seconds' WHERE id = 'late-2';",
+    )
+    .await
+    .unwrap();
+    let due: Vec<u64> = cold_due(&t, &orders, &["late-1", "late-2"]).await;
+    let now = delayq::job::system_now_ms();
+    assert!(due.iter().all(|d| *d < now), "overdue: {due:?}");
+    assert_eq!(t.move_due().await.unwrap(), 2);
+    for (name, at) in ["late-1", "late-2"].iter().zip(&due) {
+        let j = t.inner().get(&orders, &id(name)).await.unwrap().unwrap();
+        assert!(
+            !j.cold && j.due_at_ms >= *at,
+            "{name}: {} < {at}",
+            j.due_at_ms
+        );
+    }
+    let mut batch = t
+        .claim(
+            &orders,
+            delayq::ClaimRequest {
+                max: 2,
+                lease: Duration::from_secs(30),
+                acks: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = batch.jobs.drain(..).map(|j| j.id.to_string()).collect();
+    ids.sort();
+    assert_eq!(ids, ["late-1", "late-2"], "both at once");
+}
+
+/// The due times the tier holds for `names` (read through `get`).
+async fn cold_due(t: &Tiered<RedisBackend>, q: &delayq::QueueName, names: &[&str]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for n in names {
+        let j = t.get(q, &id(n)).await.unwrap().unwrap();
+        assert!(j.cold);
+        out.push(j.due_at_ms);
+    }
+    out
+}

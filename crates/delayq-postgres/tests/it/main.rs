@@ -6,6 +6,7 @@
 mod chaos;
 mod cold;
 mod cold_bulk;
+mod cold_topologies;
 mod common;
 mod faults;
 mod migrate;
