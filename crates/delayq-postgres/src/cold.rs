@@ -104,6 +104,26 @@ fn read(r: &tokio_postgres::Row) -> ColdJob {
     }
 }
 
+/// The month (ms of its first instant, UTC) of a partition named `cold_YYYYMM`; `None` for any
+/// other name.
+fn partition_month(name: &str) -> Option<i64> {
+    let digits = name.strip_prefix("cold_")?;
+    if digits.len() != 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (y, m): (i64, i64) = (digits[..4].parse().ok()?, digits[4..].parse().ok()?);
+    if !(1..=12).contains(&m) {
+        return None;
+    }
+    // Days from 1970-01-01 to the month's first day (Howard Hinnant's days_from_civil).
+    let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some((era * 146_097 + doe - 719_468) * 86_400_000)
+}
+
 /// The first instant (ms) of the UTC month of `ms`.
 fn month_of(ms: u64) -> i64 {
     let secs = (ms / 1000) as i64;
@@ -538,21 +558,45 @@ impl Cold {
     ) -> Result<(Open, Vec<ColdJob>), Error> {
         let open = Open::begin(self.client().await?).await?;
         let window: Option<f64> = window_ms.map(|w| w as f64);
-        let rows = open
+        // Partition by partition, oldest month first, up to the month the window reaches (a
+        // day past it on this host's clock: the rows are chosen on PostgreSQL's): each row
+        // found by its index and deleted by its address, not looked up again.
+        let last = window_ms.map(|w| month_of(delayq::job::system_now_ms() + w + 86_400_000));
+        let mut parts: Vec<String> = open
             .conn()
             .query(
-                &format!(
-                    "DELETE FROM delayq.cold WHERE (queue, due_at, id) IN \
-                       (SELECT queue, due_at, id FROM delayq.cold \
-                        WHERE queue = $1 AND ($2::float8 IS NULL \
-                              OR due_at < now() + $2::float8 * interval '1 millisecond') \
-                        ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
-                     RETURNING {COLUMNS}"
-                ),
-                &[&queue.as_str(), &window, &limit],
+                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+                 WHERE i.inhparent = 'delayq.cold'::regclass",
+                &[],
             )
-            .await?;
-        let mut jobs: Vec<ColdJob> = rows.iter().map(read).collect();
+            .await?
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .filter(|name| partition_month(name).is_some_and(|m| last.is_none_or(|l| m <= l)))
+            .collect();
+        parts.sort();
+        let mut jobs: Vec<ColdJob> = Vec::new();
+        for part in parts {
+            let room = limit - jobs.len() as i64;
+            if room <= 0 {
+                break;
+            }
+            let rows = open
+                .conn()
+                .query(
+                    &format!(
+                        "DELETE FROM delayq.\"{part}\" WHERE ctid = ANY(ARRAY( \
+                           SELECT ctid FROM delayq.\"{part}\" \
+                           WHERE queue = $1 AND ($2::float8 IS NULL \
+                                 OR due_at < now() + $2::float8 * interval '1 millisecond') \
+                           ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED)) \
+                         RETURNING {COLUMNS}"
+                    ),
+                    &[&queue.as_str(), &window, &room],
+                )
+                .await?;
+            jobs.extend(rows.iter().map(read));
+        }
         jobs.sort_by_key(|j| j.due_ms);
         Ok((open, jobs))
     }
@@ -643,6 +687,36 @@ fn body_of(job: NewJob) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::month_of;
+
+    #[test]
+    fn a_partition_name_is_its_month() {
+        use super::partition_month;
+        assert_eq!(partition_month("cold_202612"), Some(1_796_083_200_000));
+        assert_eq!(partition_month("cold_202402"), Some(1_706_745_600_000));
+        assert_eq!(partition_month("cold_197001"), Some(0));
+        assert_eq!(partition_month("cold_202613"), None);
+        assert_eq!(partition_month("cold_2026x2"), None);
+        assert_eq!(partition_month("cold_queues"), None);
+        for ms in [0u64, 1_709_251_199_999, 1_796_497_200_000] {
+            let m = month_of(ms);
+            let name = format!("cold_{}", civil(m));
+            assert_eq!(partition_month(&name), Some(m), "{name}");
+        }
+    }
+
+    /// `YYYYMM` of a month's first instant (for the round trip above).
+    fn civil(ms: i64) -> String {
+        let days = ms.div_euclid(86_400_000);
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        let y = yoe + era * 400 + i64::from(m <= 2);
+        format!("{y:04}{m:02}")
+    }
 
     #[test]
     fn a_month_starts_on_its_first_day_utc() {

@@ -5,6 +5,7 @@
 //! jobs. Enqueue, get, cancel, reschedule and the counts see a job wherever it is; every other
 //! call goes to the store. Jobs that wait for others or join a batch stay in the store.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,9 @@ use crate::outbox::guard;
 
 /// Jobs one move takes per queue and transaction.
 const MOVE_BATCH: i64 = 5000;
+
+/// Batches of one queue a mover moves at once.
+const MOVERS: usize = 2;
 
 /// A store (`B`) with a cold tier beside it, or without one ([`Tiered::plain`]: every call
 /// is the store's). Clones share the tier.
@@ -81,48 +85,70 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
             .ok_or_else(|| delayq::Error::Backend("no cold tier".into()))
     }
 
-    /// Moves every queue's cold jobs due within its window into the store; how many.
+    /// Moves the jobs due within their queue's window from the cold tier into the store: per
+    /// queue, two batches of 5,000 at once (they take disjoint rows: `SKIP
+    /// LOCKED`), so PostgreSQL's take of one batch overlaps the store's write of another.
+    /// Returns how many moved.
     pub async fn move_due(&self) -> std::result::Result<usize, Error> {
         let Some(cold) = self.cold.as_deref() else {
             return Ok(0);
         };
         let mut moved = 0;
         for (q, window) in cold.queues().await? {
-            loop {
-                let (conn, rows) = cold.take_due(&q, window, MOVE_BATCH).await?;
-                if rows.is_empty() {
-                    Cold::taken_many(&q, conn, None).await?;
-                    break;
-                }
-                let n = rows.len();
-                let retention = self.inner.settings(&q).await?.retention;
-                let now = now_ms();
-                let mut jobs = Vec::with_capacity(n);
-                for r in &rows {
-                    let mut job = r.job(&q)?;
-                    // A move repeated after a crash finds the job in the store by its id; one
-                    // due soon (a late move) is kept refused after it ends.
-                    guard(&mut job, retention, now);
-                    jobs.push(job);
-                }
-                match Producer::new(self.inner.clone(), q.clone())
-                    .enqueue_batch(jobs)
-                    .await
-                {
-                    Ok(_) => Cold::taken_many(&q, conn, Some(n as i64)).await?,
-                    Err(e) => {
-                        Cold::taken_many(&q, conn, None).await?;
-                        return Err(e.into());
+            let lanes = (0..MOVERS).map(|_| async {
+                let mut n = 0;
+                loop {
+                    let m = self.move_batch(cold, &q, window).await?;
+                    n += m;
+                    if (m as i64) < MOVE_BATCH {
+                        return Ok::<usize, Error>(n);
                     }
                 }
-                moved += n;
-                metrics::counter!("delayq_cold_moved_total").increment(n as u64);
-                if (n as i64) < MOVE_BATCH {
-                    break;
-                }
-            }
+            });
+            moved += futures::future::try_join_all(lanes)
+                .await?
+                .into_iter()
+                .sum::<usize>();
         }
         Ok(moved)
+    }
+
+    /// Moves one batch of `q`'s due jobs: takes them (deleting), writes them into the store,
+    /// commits; how many.
+    async fn move_batch(
+        &self,
+        cold: &Cold,
+        q: &QueueName,
+        window: Option<u64>,
+    ) -> std::result::Result<usize, Error> {
+        let (conn, rows) = cold.take_due(q, window, MOVE_BATCH).await?;
+        if rows.is_empty() {
+            Cold::taken_many(q, conn, None).await?;
+            return Ok(0);
+        }
+        let n = rows.len();
+        let retention = self.inner.settings(q).await?.retention;
+        let now = now_ms();
+        let mut jobs = Vec::with_capacity(n);
+        for r in &rows {
+            let mut job = r.job(q)?;
+            // A move repeated after a crash finds the job in the store by its id; one due soon
+            // (a late move) is kept refused after it ends.
+            guard(&mut job, retention, now);
+            jobs.push(job);
+        }
+        match Producer::new(self.inner.clone(), q.clone())
+            .enqueue_batch(jobs)
+            .await
+        {
+            Ok(_) => Cold::taken_many(q, conn, Some(n as i64)).await?,
+            Err(e) => {
+                Cold::taken_many(q, conn, None).await?;
+                return Err(e.into());
+            }
+        }
+        metrics::counter!("delayq_cold_moved_total").increment(n as u64);
+        Ok(n)
     }
 
     /// Runs [`Tiered::move_due`] every `every` until `stop` resolves; a failure is logged and
@@ -160,13 +186,31 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Backend for Tiered<B>
             .iter()
             .map(|j| j.id.as_ref().map(|i| i.to_string()).unwrap_or_default())
             .collect();
-        // An id the cold tier holds is that job, whichever tier this enqueue would choose.
-        let in_cold = self.tier()?.due_of(queue, &ids).await.map_err(store_err)?;
+        let far: Vec<bool> = jobs
+            .iter()
+            .map(|j| due_ms(j.due, now) > now + window && j.depends.is_none() && j.batch.is_none())
+            .collect();
+        // An id the cold tier holds is that job, whichever tier this enqueue would choose: a
+        // near-bound id is looked up here; a cold-bound one by the tier's write, under its lock.
+        let near_ids: Vec<String> = ids
+            .iter()
+            .zip(&far)
+            .filter(|(id, far)| !**far && !id.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let in_cold = if near_ids.is_empty() {
+            HashMap::new()
+        } else {
+            self.tier()?
+                .due_of(queue, &near_ids)
+                .await
+                .map_err(store_err)?
+        };
         let mut out: Vec<Option<Enqueued>> = vec![None; n];
         let (mut hot, mut hot_at, mut cold, mut cold_at) = (vec![], vec![], vec![], vec![]);
         for (i, job) in jobs.into_iter().enumerate() {
             let due = due_ms(job.due, now);
-            let far = due > now + window && job.depends.is_none() && job.batch.is_none();
+            let far = far[i];
             match in_cold.get(&ids[i]) {
                 Some(_) | None if far => {
                     cold.push((job, due));
