@@ -91,6 +91,14 @@ impl ColdJob {
     }
 }
 
+/// The ids of `$2` (text[]) the tier holds for queue `$1`, with their due times (ms): one
+/// look-up per id, by the index led by the id (a subquery with `LIMIT` is not flattened into
+/// a join, so no stale estimate of a growing partition turns it into a scan of the queue's
+/// every row).
+const BY_IDS: &str = "SELECT c.id, ceil(extract(epoch FROM c.due_at) * 1000)::int8 \
+     FROM unnest($2::text[]) AS i(id) CROSS JOIN LATERAL \
+       (SELECT id, due_at FROM delayq.cold WHERE queue = $1 AND id = i.id LIMIT 1) AS c";
+
 /// The row columns every read selects, in this order.
 const COLUMNS: &str = "id, ceil(extract(epoch FROM due_at) * 1000)::int8, body, \
      (extract(epoch FROM enqueued_at) * 1000)::int8";
@@ -265,13 +273,7 @@ impl Cold {
         ids: &[String],
     ) -> Result<HashMap<String, u64>, Error> {
         let c = self.client().await?;
-        let rows = c
-            .query(
-                "SELECT id, ceil(extract(epoch FROM due_at) * 1000)::int8 FROM delayq.cold \
-                 WHERE queue = $1 AND id = ANY($2)",
-                &[&queue.as_str(), &ids],
-            )
-            .await?;
+        let rows = c.query(BY_IDS, &[&queue.as_str(), &ids]).await?;
         Ok(rows
             .iter()
             .map(|r| (r.get(0), r.get::<_, i64>(1).max(0) as u64))
@@ -305,11 +307,7 @@ impl Cold {
         )
         .await?;
         let existing: HashMap<String, u64> = tx
-            .query(
-                "SELECT id, ceil(extract(epoch FROM due_at) * 1000)::int8 FROM delayq.cold \
-                 WHERE queue = $1 AND id = ANY($2)",
-                &[&queue.as_str(), &sorted],
-            )
+            .query(BY_IDS, &[&queue.as_str(), &sorted])
             .await?
             .iter()
             .map(|r| (r.get(0), r.get::<_, i64>(1).max(0) as u64))

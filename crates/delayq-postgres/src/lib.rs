@@ -21,6 +21,8 @@ pub use health::{Health, health};
 pub use migrate::{LATEST, Migrated, migrate, schema_version};
 pub use relay::{Relay, RelayStatus, RelayTotals};
 pub use tiered::Tiered;
+/// The PostgreSQL driver, for callers holding the client [`PgOptions::connect`] returns.
+pub use tokio_postgres;
 
 /// The channel `delayq.enqueue` notifies when its transaction commits.
 pub const CHANNEL: &str = "delayq_outbox";
