@@ -255,7 +255,7 @@ async fn w3_moved(
     let _ = stop.send(true);
     let _ = mover.await;
     let pc = percentiles(recs.iter().map(|(_, at, due)| at - *due as f64).collect());
-    let (unique, duplicates, missing) = tally(recs.iter().map(|r| r.0), n);
+    let counts = tally(recs.iter().map(|r| r.0), n);
     cold.set_cold_after(&q, None).await?;
     Ok(Row {
         workload: "cold".into(),
@@ -264,15 +264,8 @@ async fn w3_moved(
              {size} jobs)"
         ),
         n,
-        p50_ms: Some(pc.p50),
-        p90_ms: Some(pc.p90),
-        p99_ms: Some(pc.p99),
-        max_ms: Some(pc.max),
-        min_ms: Some(pc.min),
-        unique: Some(unique),
-        duplicates: Some(duplicates),
-        missing: Some(missing),
         note: (!ok).then(|| "timed out".to_owned()),
         ..Row::default()
-    })
+    }
+    .lateness(pc, counts))
 }

@@ -199,6 +199,26 @@ pub(crate) struct Row {
     placement: String,
 }
 
+impl Row {
+    /// The row with the lateness of its jobs (`pc`, ms) and the tally of those handled
+    /// (distinct, repeated, never seen).
+    pub(crate) fn lateness(
+        mut self,
+        pc: crate::percentiles::Percentiles,
+        (unique, duplicates, missing): (usize, usize, usize),
+    ) -> Self {
+        self.p50_ms = Some(pc.p50);
+        self.p90_ms = Some(pc.p90);
+        self.p99_ms = Some(pc.p99);
+        self.max_ms = Some(pc.max);
+        self.min_ms = Some(pc.min);
+        self.unique = Some(unique);
+        self.duplicates = Some(duplicates);
+        self.missing = Some(missing);
+        self
+    }
+}
+
 /// Runs `delayq bench`.
 pub(crate) async fn run(
     redis: Option<String>,

@@ -329,19 +329,12 @@ pub(super) async fn w3(env: &mut Env, idle: Duration, label: &str) -> anyhow::Re
         workload: "w3".into(),
         variant,
         n,
-        p50_ms: Some(pc.p50),
-        p90_ms: Some(pc.p90),
-        p99_ms: Some(pc.p99),
-        max_ms: Some(pc.max),
-        min_ms: Some(pc.min),
-        unique: Some(unique),
-        duplicates: Some(duplicates),
-        missing: Some(missing),
         redis_cpu_us_per_job: cpu,
         redis_cmds_per_job: cmds,
         note: (!note.is_empty()).then(|| note.join("; ")),
         ..Row::default()
-    })
+    }
+    .lateness(pc, (unique, duplicates, missing)))
 }
 
 /// W5: a consumer process SIGKILLed mid-run, a fresh one started.
