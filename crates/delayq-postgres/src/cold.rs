@@ -99,6 +99,14 @@ const BY_IDS: &str = "SELECT c.id, ceil(extract(epoch FROM c.due_at) * 1000)::in
      FROM unnest($2::text[]) AS i(id) CROSS JOIN LATERAL \
        (SELECT id, due_at FROM delayq.cold WHERE queue = $1 AND id = i.id LIMIT 1) AS c";
 
+/// A monthly partition of `delayq.cold`.
+pub(crate) struct Partition {
+    /// Its month (ms of its first instant, UTC).
+    month: i64,
+    /// Its table's name (`cold_YYYYMM`).
+    name: String,
+}
+
 /// The row columns every read selects, in this order.
 const COLUMNS: &str = "id, ceil(extract(epoch FROM due_at) * 1000)::int8, body, \
      (extract(epoch FROM enqueued_at) * 1000)::int8";
@@ -169,7 +177,7 @@ impl Cold {
     /// must be asked for again).
     async fn partitions(
         &self,
-        tx: &tokio_postgres::Transaction<'_>,
+        tx: &impl deadpool_postgres::GenericClient,
         dues: impl IntoIterator<Item = u64>,
     ) -> Result<Vec<i64>, Error> {
         let months: HashSet<i64> = dues.into_iter().map(month_of).collect();
@@ -552,6 +560,7 @@ impl Cold {
         &self,
         queue: &QueueName,
         window_ms: Option<u64>,
+        parts: &[Partition],
         limit: i64,
     ) -> Result<(Open, Vec<ColdJob>), Error> {
         let open = Open::begin(self.client().await?).await?;
@@ -560,19 +569,10 @@ impl Cold {
         // day past it on this host's clock: the rows are chosen on PostgreSQL's): each row
         // found by its index and deleted by its address, not looked up again.
         let last = window_ms.map(|w| month_of(delayq::job::system_now_ms() + w + 86_400_000));
-        let mut parts: Vec<String> = open
-            .conn()
-            .query(
-                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-                 WHERE i.inhparent = 'delayq.cold'::regclass",
-                &[],
-            )
-            .await?
+        let parts = parts
             .iter()
-            .map(|r| r.get::<_, String>(0))
-            .filter(|name| partition_month(name).is_some_and(|m| last.is_none_or(|l| m <= l)))
-            .collect();
-        parts.sort();
+            .filter(|p| last.is_none_or(|l| p.month <= l))
+            .map(|p| &p.name);
         let mut jobs: Vec<ColdJob> = Vec::new();
         for part in parts {
             let room = limit - jobs.len() as i64;
@@ -597,6 +597,26 @@ impl Cold {
         }
         jobs.sort_by_key(|j| j.due_ms);
         Ok((open, jobs))
+    }
+
+    /// The tier's partitions, oldest month first (one catalog read for a whole move).
+    pub(crate) async fn partitions_now(&self) -> Result<Vec<Partition>, Error> {
+        let c = self.client().await?;
+        let mut parts: Vec<Partition> = c
+            .query(
+                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+                 WHERE i.inhparent = 'delayq.cold'::regclass",
+                &[],
+            )
+            .await?
+            .iter()
+            .filter_map(|r| {
+                let name: String = r.get(0);
+                partition_month(&name).map(|month| Partition { month, name })
+            })
+            .collect();
+        parts.sort_by_key(|p| p.month);
+        Ok(parts)
     }
 
     /// Finishes [`Cold::take_due`]: `n` jobs left the tier (commit), or none did (rollback).

@@ -86,19 +86,24 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
     }
 
     /// Moves the jobs due within their queue's window from the cold tier into the store: per
-    /// queue, two batches of 5,000 at once (they take disjoint rows: `SKIP
-    /// LOCKED`), so PostgreSQL's take of one batch overlaps the store's write of another.
-    /// Returns how many moved.
+    /// queue, two batches of 5,000 at once (they take disjoint rows: `SKIP LOCKED`), so
+    /// PostgreSQL's take of one batch overlaps the store's write of another; the tier's
+    /// partitions are read once for the whole move. Returns how many moved.
     pub async fn move_due(&self) -> std::result::Result<usize, Error> {
         let Some(cold) = self.cold.as_deref() else {
             return Ok(0);
         };
         let mut moved = 0;
-        for (q, window) in cold.queues().await? {
+        let queues = cold.queues().await?;
+        if queues.is_empty() {
+            return Ok(0);
+        }
+        let parts = cold.partitions_now().await?;
+        for (q, window) in queues {
             let lanes = (0..MOVERS).map(|_| async {
                 let mut n = 0;
                 loop {
-                    let m = self.move_batch(cold, &q, window).await?;
+                    let m = self.move_batch(cold, &q, window, &parts).await?;
                     n += m;
                     if (m as i64) < MOVE_BATCH {
                         return Ok::<usize, Error>(n);
@@ -120,8 +125,9 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
         cold: &Cold,
         q: &QueueName,
         window: Option<u64>,
+        parts: &[crate::cold::Partition],
     ) -> std::result::Result<usize, Error> {
-        let (conn, rows) = cold.take_due(q, window, MOVE_BATCH).await?;
+        let (conn, rows) = cold.take_due(q, window, parts, MOVE_BATCH).await?;
         if rows.is_empty() {
             Cold::taken_many(q, conn, None).await?;
             return Ok(0);
@@ -594,44 +600,23 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Inspect for Tiered<B>
             .take_key(q, key, to, now_ms(), window)
             .await
             .map_err(store_err)?;
-        let moved = match self.inner.reschedule_key(q, key, to).await {
-            Ok(n) => n,
-            Err(e) => {
-                Cold::taken_many(q, taken.conn, None)
-                    .await
-                    .map_err(store_err)?;
-                return Err(e);
-            }
-        };
+        // An error from here on drops the take unfinished: `cold::Open` rolls it back.
+        let moved = self.inner.reschedule_key(q, key, to).await?;
         let near = taken.near.len();
+        // (Each taken job's due time is already its new one.)
         let jobs = taken
             .near
             .iter()
-            .map(|j| {
-                let mut job = j.job(q)?;
-                job.due = Due::At(j.due_ms);
-                Ok(job)
-            })
-            .collect::<std::result::Result<Vec<_>, Error>>();
-        let put = match jobs {
-            Ok(jobs) if jobs.is_empty() => Ok(Vec::new()),
-            Ok(jobs) => self.inner.enqueue(q, jobs).await,
-            Err(e) => Err(store_err(e)),
-        };
-        match put {
-            Ok(_) => {
-                Cold::taken_many(q, taken.conn, Some(near as i64))
-                    .await
-                    .map_err(store_err)?;
-                Ok(moved + near as u64 + taken.stayed)
-            }
-            Err(e) => {
-                Cold::taken_many(q, taken.conn, None)
-                    .await
-                    .map_err(store_err)?;
-                Err(e)
-            }
+            .map(|j| j.job(q))
+            .collect::<std::result::Result<Vec<_>, Error>>()
+            .map_err(store_err)?;
+        if !jobs.is_empty() {
+            self.inner.enqueue(q, jobs).await?;
         }
+        Cold::taken_many(q, taken.conn, Some(near as i64))
+            .await
+            .map_err(store_err)?;
+        Ok(moved + near as u64 + taken.stayed)
     }
 }
 

@@ -71,26 +71,9 @@ impl Cold {
         now_ms: u64,
         window_ms: u64,
     ) -> Result<KeyTaken, Error> {
+        // An error below drops the transaction unfinished: `Open` rolls it back.
         let open = Open::begin(self.client().await?).await?;
-        let (near, stayed) = self
-            .take_key_in(open.conn(), queue, key, to, now_ms, window_ms)
-            .await?;
-        Ok(KeyTaken {
-            conn: open,
-            near,
-            stayed,
-        })
-    }
-
-    async fn take_key_in(
-        &self,
-        c: &deadpool_postgres::Object,
-        queue: &QueueName,
-        key: &JobKey,
-        to: KeyMove,
-        now_ms: u64,
-        window_ms: u64,
-    ) -> Result<(Vec<ColdJob>, u64), Error> {
+        let c = open.conn();
         let rows = c
             .query(
                 &format!(
@@ -114,17 +97,9 @@ impl Cold {
             }
         }
         if !ids.is_empty() {
-            // The new months' partitions in this transaction; remembered only by a later
-            // write that commits (this one may roll back).
-            let months: std::collections::HashSet<i64> =
-                dues.iter().map(|d| super::month_of(*d as u64)).collect();
-            for m in months {
-                c.execute(
-                    "SELECT delayq.cold_partition(to_timestamp($1::float8 / 1000))",
-                    &[&(m as f64)],
-                )
-                .await?;
-            }
+            // The new months' partitions in this transaction: not remembered as made (it may
+            // roll back), so a later write asks for them again.
+            self.partitions(c, dues.iter().map(|d| *d as u64)).await?;
             c.execute(
                 "INSERT INTO delayq.cold (queue, id, due_at, body, key, enqueued_at) \
                  SELECT $1, i, to_timestamp(d / 1000), b, $2, to_timestamp(e / 1000) \
@@ -135,7 +110,11 @@ impl Cold {
             .await?;
         }
         near.sort_by_key(|j| j.due_ms);
-        Ok((near, ids.len() as u64))
+        Ok(KeyTaken {
+            conn: open,
+            near,
+            stayed: ids.len() as u64,
+        })
     }
 
     /// Deletes the queue's cold jobs due by now (`due`) or after it (scheduled), in

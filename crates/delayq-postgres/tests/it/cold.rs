@@ -9,21 +9,7 @@ use delayq::{Backend, CancelOutcome, Due, Inspect, JobState, NewJob, Producer};
 use delayq_postgres::Tiered;
 use delayq_redis::RedisBackend;
 
-use crate::common::{claim_one, database, eventually, id, q, redis};
-
-async fn tiered(
-    window_ms: u64,
-    queue: &delayq::QueueName,
-) -> (Tiered<RedisBackend>, tokio_postgres::Client) {
-    let (_pg, opts, c) = database().await;
-    let t = Tiered::new(redis().await, opts.pool(4).unwrap());
-    t.cold()
-        .unwrap()
-        .set_cold_after(queue, Some(window_ms))
-        .await
-        .unwrap();
-    (t, c)
-}
+use crate::common::{claim_one, database, eventually, id, q, redis, tiered};
 
 async fn far_jobs_go_cold_then_move_and_run_on_time(shards: Option<u32>) {
     let orders = q("orders");

@@ -7,20 +7,9 @@ use delayq::{
 use delayq_postgres::Tiered;
 use delayq_redis::RedisBackend;
 
-use crate::common::{database, id, q, redis};
+use crate::common::{id, q, tiered};
 
 const HOUR: u64 = 3_600_000;
-
-async fn tiered(queue: &QueueName) -> Tiered<RedisBackend> {
-    let (_pg, opts, _c) = database().await;
-    let t = Tiered::new(redis().await, opts.pool(4).unwrap());
-    t.cold()
-        .unwrap()
-        .set_cold_after(queue, Some(HOUR))
-        .await
-        .unwrap();
-    t
-}
 
 fn key(k: &str) -> JobKey {
     JobKey::new(k).unwrap()
@@ -65,7 +54,7 @@ async fn pages(
 #[tokio::test]
 async fn a_keys_jobs_are_listed_moved_and_cancelled_in_both_tiers() {
     let orders = q("orders");
-    let t = tiered(&orders).await;
+    let t = tiered(HOUR, &orders).await.0;
     let p = Producer::new(t.clone(), orders.clone());
     let now = delayq::job::system_now_ms();
     // The key's jobs: a1, a3 near (in Redis); a2, a4, a5 far (cold); another key's and a
@@ -183,7 +172,7 @@ async fn a_keys_jobs_are_listed_moved_and_cancelled_in_both_tiers() {
 async fn a_bulk_cancel_and_the_search_by_id_see_the_tier() {
     let orders = q("orders");
     let other = q("other");
-    let t = tiered(&orders).await;
+    let t = tiered(HOUR, &orders).await.0;
     t.cold()
         .unwrap()
         .set_cold_after(&other, Some(HOUR))

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use delayq::{Inspect, JobId, JobInfo, QueueName};
-use delayq_postgres::PgOptions;
+use delayq_postgres::{PgOptions, Tiered};
 use delayq_redis::RedisBackend;
 use delayq_test_support::postgres::PgServer;
 use delayq_test_support::shared;
@@ -97,4 +97,20 @@ pub(crate) fn claim_one() -> delayq::ClaimRequest {
         lease: Duration::from_secs(30),
         acks: vec![],
     }
+}
+
+/// A store with a cold tier (a database of its own), `queue` keeping jobs due more than
+/// `window_ms` ahead cold; and a client of that database.
+pub(crate) async fn tiered(
+    window_ms: u64,
+    queue: &QueueName,
+) -> (Tiered<RedisBackend>, Client) {
+    let (_pg, opts, c) = database().await;
+    let t = Tiered::new(redis().await, opts.pool(4).unwrap());
+    t.cold()
+        .unwrap()
+        .set_cold_after(queue, Some(window_ms))
+        .await
+        .unwrap();
+    (t, c)
 }
