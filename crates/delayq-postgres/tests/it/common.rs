@@ -101,10 +101,7 @@ pub(crate) fn claim_one() -> delayq::ClaimRequest {
 
 /// A store with a cold tier (a database of its own), `queue` keeping jobs due more than
 /// `window_ms` ahead cold; and a client of that database.
-pub(crate) async fn tiered(
-    window_ms: u64,
-    queue: &QueueName,
-) -> (Tiered<RedisBackend>, Client) {
+pub(crate) async fn tiered(window_ms: u64, queue: &QueueName) -> (Tiered<RedisBackend>, Client) {
     let (_pg, opts, c) = database().await;
     let t = Tiered::new(redis().await, opts.pool(4).unwrap());
     t.cold()
