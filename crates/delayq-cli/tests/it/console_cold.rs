@@ -50,10 +50,12 @@ async fn a_cold_job_says_where_it_is_kept() {
     wait_text(&c, "#job-state", "scheduled").await;
     wait_text(&c, "#job-tier", "in PostgreSQL (cold tier)").await;
     shot(&c, "cold-job").await;
-    // The near job is in Redis: no such line.
+    // The near job is in Redis: no such line (read once its own page has replaced the
+    // last one: the route changes before the page does).
     c.goto(&format!("http://{addr}/#/q/reminders/job/nudge-3"))
         .await
         .unwrap();
+    wait_text(&c, "#job-id", "nudge-3").await;
     wait_text(&c, "#job-state", "scheduled").await;
     let tier = c
         .execute("return !!document.querySelector('#job-tier');", vec![])
