@@ -20,8 +20,12 @@ use crate::Error;
 use crate::cold::Cold;
 use crate::outbox::guard;
 
-/// Jobs one move takes per queue and transaction.
-const MOVE_BATCH: i64 = 5000;
+/// Jobs one move takes per queue and transaction, and writes into the store in one call: the
+/// store runs nothing else while it writes them (~20 ms for 2,000 beside PostgreSQL on one
+/// CPU), so a backlog's move does not hold other queues' claims for long; larger batches moved
+/// little faster (5,000,000-job tier, 1,000,000 moved: 75k jobs/s at 1,000, 83k at 2,000, 89k at
+/// 5,000, 81k at 10,000).
+const MOVE_BATCH: i64 = 2000;
 
 /// Batches of one queue a mover moves at once.
 const MOVERS: usize = 2;
@@ -86,7 +90,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
     }
 
     /// Moves the jobs due within their queue's window from the cold tier into the store: per
-    /// queue, two batches of 5,000 at once (they take disjoint rows: `SKIP LOCKED`), so
+    /// queue, two batches of 2,000 at once (they take disjoint rows: `SKIP LOCKED`), so
     /// PostgreSQL's take of one batch overlaps the store's write of another; the tier's
     /// partitions are read once for the whole move. Returns how many moved.
     pub async fn move_due(&self) -> std::result::Result<usize, Error> {
@@ -100,10 +104,16 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
         }
         let parts = cold.partitions_now().await?;
         for (q, window) in queues {
+            // Read once a move, when it moves anything: a moved job's dedupe window is its
+            // queue's retention.
+            let retention = tokio::sync::OnceCell::new();
+            let frontier = std::sync::Mutex::new(crate::cold::Frontier::default());
             let lanes = (0..MOVERS).map(|_| async {
                 let mut n = 0;
                 loop {
-                    let m = self.move_batch(cold, &q, window, &parts).await?;
+                    let m = self
+                        .move_batch(cold, &q, window, &parts, &retention, &frontier)
+                        .await?;
                     n += m;
                     if (m as i64) < MOVE_BATCH {
                         return Ok::<usize, Error>(n);
@@ -126,14 +136,20 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
         q: &QueueName,
         window: Option<u64>,
         parts: &[crate::cold::Partition],
+        retention: &tokio::sync::OnceCell<delayq::Retention>,
+        frontier: &std::sync::Mutex<crate::cold::Frontier>,
     ) -> std::result::Result<usize, Error> {
-        let (conn, rows) = cold.take_due(q, window, parts, MOVE_BATCH).await?;
+        let (conn, rows) = cold
+            .take_due(q, window, parts, MOVE_BATCH, frontier)
+            .await?;
         if rows.is_empty() {
             Cold::taken_many(q, conn, None).await?;
             return Ok(0);
         }
         let n = rows.len();
-        let retention = self.inner.settings(q).await?.retention;
+        let retention = *retention
+            .get_or_try_init(|| async { self.inner.settings(q).await.map(|s| s.retention) })
+            .await?;
         let now = now_ms();
         let mut jobs = Vec::with_capacity(n);
         for r in &rows {

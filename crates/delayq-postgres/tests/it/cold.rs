@@ -1,7 +1,7 @@
 //! The cold tier (`Tiered`): far-future jobs of a queue with a `cold_after_ms` kept in
 //! PostgreSQL, moved into Redis once due within the window — never early; by-id operations on
-//! a cold job; a cancel racing a move decided once; a sharded queue; and the schema migrated
-//! from version 1 with its rows kept.
+//! a cold job; a cancel racing a move decided once; a sharded queue; a move over many batches
+//! and partitions.
 
 use std::time::Duration;
 
@@ -353,4 +353,58 @@ async fn cold_due(t: &Tiered<RedisBackend>, q: &delayq::QueueName, names: &[&str
         out.push(j.due_at_ms);
     }
     out
+}
+
+/// One move takes every due row, batch after batch and partition after partition, each batch
+/// starting where the last stopped (due times shared across a batch's edge included); a row
+/// another transaction holds is skipped by that move and taken by the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_takes_every_due_row_across_batches_and_partitions() {
+    let orders = q("orders");
+    let (t, mut c) = tiered(3_600_000, &orders).await;
+    let p = Producer::new(t.clone(), orders.clone());
+    let n = 5000;
+    let first = delayq::job::system_now_ms() + 2 * 3_600_000;
+    // Seven jobs a due time (so a batch of 2,000 ends inside a group), 70 days in all: over
+    // three monthly partitions at least.
+    let step = 70 * 86_400_000 / (n / 7);
+    for lo in (0..n).step_by(1000) {
+        let jobs = (lo..lo + 1000)
+            .map(|i| {
+                NewJob::new("x")
+                    .id(id(&format!("j-{i:05}")))
+                    .due(Due::At(first + (i / 7) * step))
+            })
+            .collect();
+        p.enqueue_batch(jobs).await.unwrap();
+    }
+    let parts: i64 = c
+        .query_one(
+            "SELECT count(DISTINCT tableoid) FROM delayq.cold WHERE queue = 'orders'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(parts >= 3, "over {parts} partitions");
+    // Another take holds the earliest job and one in the middle.
+    let hold = c.transaction().await.unwrap();
+    hold.execute(
+        "SELECT 1 FROM delayq.cold WHERE queue = 'orders' AND id IN ('j-00000', 'j-02500') \
+         FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let cold = t.cold().unwrap();
+    cold.set_cold_after(&orders, Some(100 * 86_400_000))
+        .await
+        .unwrap();
+    assert_eq!(t.move_due().await.unwrap(), n as usize - 2);
+    assert_eq!(cold.count(&orders).await.unwrap(), 2);
+    hold.rollback().await.unwrap();
+    assert_eq!(t.move_due().await.unwrap(), 2, "the next move takes them");
+    assert_eq!(cold.count(&orders).await.unwrap(), 0);
+    let stats = t.inner().stats(&orders).await.unwrap();
+    assert_eq!(stats.scheduled, n, "every job in the store once");
 }
