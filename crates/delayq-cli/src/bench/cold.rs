@@ -12,7 +12,8 @@
 //! Redis (the window widened over about a million jobs, or all of them when fewer, and one
 //! mover moving them), and W3's lateness for jobs that went through the tier (2,000 jobs due
 //! 70–90 s ahead in a queue with a one-minute window: cold first, moved by a mover running
-//! every second, then run by one consumer) with the tier at its full size.
+//! every second, then run by one consumer) with the tier at its full size, beside plain W3
+//! (warm) in the same sitting.
 
 use std::time::{Duration, Instant};
 
@@ -163,6 +164,10 @@ pub(super) async fn cold(env: &mut Env, n: usize) -> anyhow::Result<Vec<Row>> {
     // gone from Redis: W3's queue alone.
     cold.set_cold_after(&q, Some(HOUR)).await?;
     b.cancel_all(&q, delayq::ListState::Scheduled).await?;
+    // Plain W3 (warm) in the same sitting, beside it: the host's lateness without the tier.
+    rows.push(
+        super::workloads::w3(env, Duration::from_millis(500), "warm, the same sitting").await?,
+    );
     rows.push(w3_moved(env, &t, n - moved).await?);
     env.reset().await?;
     drop((t, c));
@@ -233,7 +238,8 @@ async fn fill(
 
 /// W3 through the tier: 2,000 jobs due 70–90 s ahead into a queue with a one-minute window
 /// (so each goes cold), a mover every second moving them into Redis once due within the
-/// minute, one consumer running them; their lateness (start − due).
+/// minute, one consumer running them (started half a second before the first is due, as W3
+/// warm's); their lateness (start − due).
 async fn w3_moved(
     env: &mut Env,
     t: &Tiered<crate::backend::AnyBackend>,
@@ -254,10 +260,25 @@ async fn w3_moved(
         "W3's jobs did not go cold"
     );
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let mover = tokio::spawn(t.clone().run_mover(Duration::from_secs(1), async move {
-        let mut rx = rx;
-        let _ = rx.wait_for(|v| *v).await;
-    }));
+    // The mover on a thread and runtime of its own, as in the server process that runs it
+    // (`delayq serve` / `worker`), not on the consumer's: the consumer stands for the
+    // application's worker.
+    let mover = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the mover");
+            rt.block_on(t.run_mover(Duration::from_secs(1), async move {
+                let mut rx = rx;
+                let _ = rx.wait_for(|v| *v).await;
+            }));
+        })
+    };
+    // Warm, as W3's: the consumer starts half a second before the first job is due.
+    let wait = t_first - 500.0 - now_ms_f64();
+    tokio::time::sleep(Duration::from_millis(wait.max(0.0) as u64)).await;
     let c = Recorder::start(env.backend().await?, 1).await?;
     let ok = c
         .wait_for(
@@ -268,7 +289,7 @@ async fn w3_moved(
         .await;
     let recs = c.stop().await?;
     let _ = stop.send(true);
-    let _ = mover.await;
+    let _ = tokio::task::spawn_blocking(move || mover.join()).await;
     let pc = percentiles(recs.iter().map(|(_, at, due)| at - *due as f64).collect());
     let counts = tally(recs.iter().map(|r| r.0), n);
     cold.set_cold_after(&q, None).await?;
