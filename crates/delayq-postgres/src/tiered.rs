@@ -90,9 +90,9 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
     }
 
     /// Moves the jobs due within their queue's window from the cold tier into the store: per
-    /// queue, two batches of 2,000 at once (they take disjoint rows: `SKIP LOCKED`), so
-    /// PostgreSQL's take of one batch overlaps the store's write of another; the tier's
-    /// partitions are read once for the whole move. Returns how many moved.
+    /// queue, a batch of 2,000, then — when it was full — two at once (they take disjoint rows:
+    /// `SKIP LOCKED`), so PostgreSQL's take of one batch overlaps the store's write of
+    /// another; the tier's partitions are read once for the whole move. Returns how many moved.
     pub async fn move_due(&self) -> std::result::Result<usize, Error> {
         let Some(cold) = self.cold.as_deref() else {
             return Ok(0);
@@ -108,6 +108,15 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
             // queue's retention.
             let retention = tokio::sync::OnceCell::new();
             let frontier = std::sync::Mutex::new(crate::cold::Frontier::default());
+            // One batch first: most moves are a second's worth of jobs, and a second batch
+            // beside it would only find nothing. A full one means a backlog: then two at once.
+            let first = self
+                .move_batch(cold, &q, window, &parts, &retention, &frontier)
+                .await?;
+            moved += first;
+            if (first as i64) < MOVE_BATCH {
+                continue;
+            }
             let lanes = (0..MOVERS).map(|_| async {
                 let mut n = 0;
                 loop {
@@ -178,8 +187,14 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
     pub async fn run_mover(self, every: Duration, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         loop {
-            if let Err(e) = self.move_due().await {
-                tracing::warn!("cold tier: moving due jobs into the store: {e}");
+            let started = std::time::Instant::now();
+            match self.move_due().await {
+                Ok(moved) => {
+                    let took = started.elapsed();
+                    metrics::histogram!("delayq_cold_move_seconds").record(took.as_secs_f64());
+                    tracing::debug!(moved, took_ms = took.as_millis() as u64, "cold tier: move");
+                }
+                Err(e) => tracing::warn!("cold tier: moving due jobs into the store: {e}"),
             }
             tokio::select! {
                 () = tokio::time::sleep(every) => {}

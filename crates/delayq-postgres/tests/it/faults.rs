@@ -1,6 +1,7 @@
 //! The relay's faults: a store write whose row was not deleted (the relay killed or its
 //! connection lost between the two), a relay stuck holding rows, PostgreSQL restarted, the
-//! store unreachable. Nothing committed is lost; nothing runs twice.
+//! store unreachable; a move abandoned by an error; a partition made by a write that failed.
+//! Nothing committed is lost; nothing runs twice.
 
 use delayq::{Backend, Inspect, JobState};
 use delayq_postgres::{PgOptions, Relay};
@@ -244,4 +245,51 @@ async fn a_move_abandoned_by_an_error_leaves_its_rows_cold() {
     assert_eq!(rows, 1, "the abandoned take was rolled back");
     assert_eq!(mover.move_due().await.unwrap(), 1);
     assert_eq!(stored(&store, &orders, "far").await.due_at_ms, far);
+}
+
+/// A partition made by a tier write that then fails goes with its rolled-back transaction:
+/// the tier does not remember that month as made, and the next job due in it makes it again
+/// (remembered as made, that job's insert would find no partition for its row).
+#[tokio::test]
+async fn a_partition_made_by_a_write_that_failed_is_made_again() {
+    let orders = q("orders");
+    let (t, c) = crate::common::tiered(3_600_000, &orders).await;
+    // The tier's insert of the job `boom` fails, after its month's partition was made.
+    c.batch_execute(
+        "CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN IF NEW.id = 'boom' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON delayq.cold
+           FOR EACH ROW EXECUTE FUNCTION public.refuse();",
+    )
+    .await
+    .unwrap();
+    let partitions = || async {
+        c.query_one(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'delayq.cold'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let before = partitions().await;
+    // Three years ahead: a month no partition holds yet.
+    let far = delayq::job::system_now_ms() + 3 * 365 * 86_400_000;
+    let p = delayq::Producer::new(t.clone(), orders.clone());
+    let job = |name: &str| {
+        delayq::NewJob::new("x")
+            .id(id(name))
+            .due(delayq::Due::At(far))
+    };
+    p.enqueue(job("boom")).await.unwrap_err();
+    assert_eq!(
+        partitions().await,
+        before,
+        "the partition went with the write"
+    );
+    p.enqueue(job("ok")).await.unwrap();
+    assert_eq!(partitions().await, before + 1);
+    let got = t.get(&orders, &id("ok")).await.unwrap().unwrap();
+    assert!(got.cold && got.due_at_ms == far);
+    assert!(t.get(&orders, &id("boom")).await.unwrap().is_none());
 }
