@@ -108,11 +108,10 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
             // queue's retention.
             let retention = tokio::sync::OnceCell::new();
             let frontier = std::sync::Mutex::new(crate::cold::Frontier::default());
+            let batch = || self.move_batch(cold, &q, window, &parts, &retention, &frontier);
             // One batch first: most moves are a second's worth of jobs, and a second batch
             // beside it would only find nothing. A full one means a backlog: then two at once.
-            let first = self
-                .move_batch(cold, &q, window, &parts, &retention, &frontier)
-                .await?;
+            let first = batch().await?;
             moved += first;
             if (first as i64) < MOVE_BATCH {
                 continue;
@@ -120,9 +119,7 @@ impl<B: Backend + Inspect + Clone + Send + Sync + 'static> Tiered<B> {
             let lanes = (0..MOVERS).map(|_| async {
                 let mut n = 0;
                 loop {
-                    let m = self
-                        .move_batch(cold, &q, window, &parts, &retention, &frontier)
-                        .await?;
+                    let m = batch().await?;
                     n += m;
                     if (m as i64) < MOVE_BATCH {
                         return Ok::<usize, Error>(n);

@@ -7,7 +7,9 @@ use delayq::{Backend, Inspect, JobState};
 use delayq_postgres::{PgOptions, Relay};
 use delayq_testkit::faulty::{FaultPoint, Faulty};
 
-use crate::common::{claim_one, database, eventually, id, outbox_rows, q, redis, start, stored};
+use crate::common::{
+    claim_one, database, eventually, id, outbox_rows, q, redis, start, stored, tiered,
+};
 
 /// The store took the job but the relay never deleted its row: the row is relayed again —
 /// after the job already ran and ended — and the job does not run twice.
@@ -253,7 +255,7 @@ async fn a_move_abandoned_by_an_error_leaves_its_rows_cold() {
 #[tokio::test]
 async fn a_partition_made_by_a_write_that_failed_is_made_again() {
     let orders = q("orders");
-    let (t, c) = crate::common::tiered(3_600_000, &orders).await;
+    let (t, c) = tiered(3_600_000, &orders).await;
     // The tier's insert of the job `boom` fails, after its month's partition was made.
     c.batch_execute(
         "CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS
